@@ -1,0 +1,84 @@
+// The planner: a pure host function from (problem, device description, options) to a Plan.
+// Plan once, run many times: run_*() takes the plan and never allocates or synchronizes.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "splitkv/problem.hpp"
+#include "splitkv/status.hpp"
+
+namespace splitkv {
+
+// What the planner needs to know about the GPU. query_device() fills it from the runtime;
+// DeviceInfo::h200() describes the card the defaults were tuned on (for planning without a GPU).
+struct DeviceInfo {
+  int sm_count = 132;
+  int smem_per_sm_bytes = 228 * 1024;
+  int smem_per_block_bytes = 227 * 1024;  // opt-in maximum for one block
+  int64_t l2_bytes = 60ll * 1024 * 1024;
+  int cc_major = 9;
+  int cc_minor = 0;
+
+  static DeviceInfo h200() { return DeviceInfo{}; }
+};
+
+enum class Strategy {
+  kAuto,     // planner's choice
+  kSplitQ,   // blocks over (batch, head, query block); each walks all of K/V
+  kSplitKV,  // blocks also over chunks of the KV sequence; partials merged by a combine kernel
+  kSplitV,   // prefill: warps partition the head-dim columns of V/O (recomputing QK^T each)
+  kTwoPass,  // prefill: a row-statistics kernel, then a softmax*V kernel
+};
+const char* to_string(Strategy strategy);
+
+// Prefill tile shapes: the default, or the founding notes' K tile 16x64 / V tile 64x64.
+enum class TileShape { kDefault, kFoundingNotes };
+const char* to_string(TileShape tiles);
+
+struct PlanOptions {
+  Strategy strategy = Strategy::kAuto;
+  // > 0 forces this many KV splits (clamped to the number of KV blocks; the plan says so).
+  int num_splits = 0;
+  // > 0 caps the number of splits: one captured CUDA graph then serves every length up to
+  // max_kv_len with a workspace of known size.
+  int max_splits = 0;
+  // Batch-invariant mode (decode): > 0 fixes each split at this many tokens (a multiple of the
+  // kernel's KV block), so a sequence's result does not depend on its batch-mates or the batch size.
+  int split_tokens = 0;
+  TileShape tiles = TileShape::kDefault;
+};
+
+struct Plan {
+  enum class Kind { kDecode, kPrefill };
+  Kind kind = Kind::kDecode;
+  DecodeProblem decode;    // valid when kind == kDecode
+  PrefillProblem prefill;  // valid when kind == kPrefill
+  DeviceInfo device;
+
+  Strategy strategy = Strategy::kSplitQ;
+  TileShape tiles = TileShape::kDefault;
+  int num_splits = 1;    // KV chunks per (sequence, KV head); 1 = no combine step
+  int split_tokens = 0;  // > 0: fixed chunk (batch-invariant); 0: each sequence split evenly
+  int block_m = 0;       // query rows per thread block
+  int block_n = 0;       // keys per main-loop step of a thread block
+  int warps = 0;
+  int stages = 0;        // cp.async pipeline depth
+  int smem_bytes = 0;
+  int blocks_per_sm = 0; // occupancy the shared-memory budget allows
+  int64_t work_units = 0;  // thread blocks before splitting (decode: batch * Hkv * m tiles)
+  int grid[3] = {1, 1, 1};
+  size_t workspace_bytes = 0;  // caller-provided workspace run() needs (0: none)
+  std::string note;            // why the planner chose what it chose
+};
+
+Status plan_decode(const DecodeProblem& problem, const DeviceInfo& device,
+                   const PlanOptions& options, Plan* plan);
+Status plan_prefill(const PrefillProblem& problem, const DeviceInfo& device,
+                    const PlanOptions& options, Plan* plan);
+
+// Multi-line human-readable description (the CLI's `splitkv plan`).
+std::string describe(const Plan& plan);
+
+}  // namespace splitkv

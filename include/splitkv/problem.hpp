@@ -1,0 +1,74 @@
+// Problem descriptions (shapes, the plan's input) and tensor bindings (pointers, the run's input).
+#pragma once
+
+#include <cstdint>
+
+#include "splitkv/types.hpp"
+
+namespace splitkv {
+
+// Decode: few queries per sequence (1..16: plain and speculative decoding) against a KV cache.
+struct DecodeProblem {
+  int batch = 0;
+  int num_q_heads = 0;
+  int num_kv_heads = 0;  // num_q_heads % num_kv_heads == 0 (GQA/MQA)
+  int head_dim = 0;      // 64, 128 or 256 (those compiled into this build)
+  int q_len = 1;         // queries per sequence, 1..16
+  // Upper bound on every seq_lens[b]: the plan (and a CUDA graph captured with it) serves any
+  // lengths in [0, max_kv_len]. Must not exceed the cache capacity.
+  int max_kv_len = 0;
+  // 0: contiguous KV [batch, capacity, Hkv, D]. Otherwise paged KV [num_pages, page_size, Hkv, D]
+  // with an int32 block table [batch, max_pages]; page_size a multiple of 16 (16..256 tested).
+  int page_size = 0;
+  // Causal among the q_len queries, aligned bottom-right: query i sees keys
+  // [0, seq_len - q_len + i]. Irrelevant when q_len == 1.
+  bool causal = false;
+  DType dtype = DType::kBF16;  // of Q, K, V and O
+  float softmax_scale = 0.f;   // 0 means 1/sqrt(head_dim)
+};
+
+struct DecodeTensors {
+  TensorRef q;            // [batch, q_len, Hq, D]
+  TensorRef k;            // contiguous [batch, capacity, Hkv, D] or paged [pages, page_size, Hkv, D]
+  TensorRef v;            // same shape as k, own strides
+  TensorRef seq_lens;     // int32 [batch], device memory, each in [0, max_kv_len]
+  TensorRef block_table;  // int32 [batch, max_pages], device memory (paged only)
+  TensorRef out;          // [batch, q_len, Hq, D], dtype of q
+  TensorRef lse;          // optional float32 [batch, Hq, q_len] (natural log); empty: not written
+  // Optional host copies (same layout). When given, lengths and page ids are checked on the host
+  // before launch. Without them the kernel still never reads or writes out of bounds: a sequence
+  // with an invalid length or page id gets NaN in its output and LSE instead of a wrong answer.
+  const int32_t* seq_lens_host = nullptr;
+  const int32_t* block_table_host = nullptr;
+};
+
+// Prefill: many queries per sequence; causal aligned bottom-right when Lq < Lk.
+struct PrefillProblem {
+  int batch = 0;
+  int num_q_heads = 0;
+  int num_kv_heads = 0;
+  int head_dim = 0;
+  // Padded layout: the query/key length of every sequence. Varlen: upper bounds of the lengths.
+  int max_q_len = 0;
+  int max_kv_len = 0;
+  // Varlen: tokens packed as [total, H, D], sequence b spanning [cu_seqlens[b], cu_seqlens[b+1]).
+  bool varlen = false;
+  bool causal = false;
+  DType dtype = DType::kBF16;
+  float softmax_scale = 0.f;  // 0 means 1/sqrt(head_dim)
+};
+
+struct PrefillTensors {
+  TensorRef q;    // padded [batch, Lq, Hq, D]; varlen [total_q, Hq, D]
+  TensorRef k;    // padded [batch, Lk, Hkv, D]; varlen [total_k, Hkv, D]
+  TensorRef v;    // like k
+  TensorRef out;  // like q
+  TensorRef lse;  // optional float32: padded [batch, Hq, Lq]; varlen [Hq, total_q]
+  TensorRef cu_seqlens_q;  // int32 [batch + 1], device memory (varlen only)
+  TensorRef cu_seqlens_k;  // int32 [batch + 1], device memory (varlen only)
+  // Optional host copies of the cu_seqlens, checked on the host when given.
+  const int32_t* cu_seqlens_q_host = nullptr;
+  const int32_t* cu_seqlens_k_host = nullptr;
+};
+
+}  // namespace splitkv

@@ -1,0 +1,41 @@
+// Element types and a strided tensor reference: the vocabulary of the public API.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <initializer_list>
+
+namespace splitkv {
+
+// Element types. Q/K/V/O use kF16 or kBF16; kI32 is the block table's type and kF32 the LSE's.
+// The quantized KV types are named now so the API does not change when they arrive; today they
+// are rejected as unsupported.
+enum class DType : int32_t { kF16, kBF16, kF32, kI32, kI8, kI4, kFP8E4M3 };
+
+const char* to_string(DType dtype);
+// Bits per element (4 for kI4).
+int bit_width(DType dtype);
+
+// A view of memory owned by the caller: up to 4 dimensions, strides in elements (not bytes).
+// Layouts follow flash_attn_with_kvcache: [batch, seq, heads, dim] with the last dim contiguous;
+// every other stride is free.
+struct TensorRef {
+  static constexpr int kMaxRank = 4;
+
+  void* data = nullptr;
+  DType dtype = DType::kBF16;
+  int rank = 0;
+  std::array<int64_t, kMaxRank> shape{};
+  std::array<int64_t, kMaxRank> stride{};
+
+  bool empty() const { return data == nullptr && rank == 0; }
+  int64_t numel() const;
+
+  // Row-major (last dim contiguous) view.
+  static TensorRef contiguous(void* data, DType dtype, std::initializer_list<int64_t> shape);
+  // Explicit strides (elements); shape and stride must have the same length.
+  static TensorRef strided(void* data, DType dtype, std::initializer_list<int64_t> shape,
+                           std::initializer_list<int64_t> stride);
+};
+
+}  // namespace splitkv

@@ -1,0 +1,308 @@
+#include "api/validate.hpp"
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels/tile_table.hpp"
+#include "splitkv/splitkv.hpp"
+
+namespace splitkv::detail {
+namespace {
+
+constexpr int64_t kAnySize = -1;  // shape wildcard: any size >= 1
+constexpr int kMaxGridYZ = 65535;
+
+std::string str(int64_t v) { return std::to_string(v); }
+
+std::string list_to_string(const std::vector<int>& values) {
+  std::string s;
+  for (size_t i = 0; i < values.size(); ++i) s += (i ? ", " : "") + std::to_string(values[i]);
+  return s;
+}
+
+Status check_element_dtype(const char* name, DType dtype) {
+  if (dtype == DType::kI8 || dtype == DType::kI4 || dtype == DType::kFP8E4M3) {
+    return Status::unsupported(name, std::string(to_string(dtype)) +
+                                         " is not implemented yet (fp16 and bf16 are)");
+  }
+  if (dtype != DType::kF16 && dtype != DType::kBF16) {
+    return Status::invalid(name, "fp16 or bf16", to_string(dtype));
+  }
+  return Status::success();
+}
+
+Status check_head_dim(int head_dim) {
+  if (head_dim == 64 || head_dim == 128 || head_dim == 256) return Status::success();
+  return Status::unsupported("head_dim", "expected one of {64, 128, 256}, got " + str(head_dim));
+}
+
+Status check_positive(const char* name, int64_t value) {
+  if (value < 1) return Status::invalid(name, ">= 1", str(value));
+  return Status::success();
+}
+
+// The kernels fold the scale into exponents of raw-score maxima, which needs scale >= 0.
+Status check_scale(float scale) {
+  if (!std::isfinite(scale) || scale < 0.f) {
+    return Status::invalid("softmax_scale", "a positive finite value (0 for 1/sqrt(head_dim))",
+                           std::to_string(scale));
+  }
+  return Status::success();
+}
+
+Status check_heads(int num_q_heads, int num_kv_heads) {
+  if (Status s = check_positive("num_q_heads", num_q_heads); !s) return s;
+  if (Status s = check_positive("num_kv_heads", num_kv_heads); !s) return s;
+  if (num_q_heads % num_kv_heads != 0) {
+    return Status::invalid("num_q_heads", "a multiple of num_kv_heads (" + str(num_kv_heads) + ")",
+                           str(num_q_heads));
+  }
+  return Status::success();
+}
+
+// Checks one tensor: presence, dtype, rank, shape (kAnySize = any >= 1; values < -1 mean "at
+// least -value"), strides >= 0, a contiguous last dim and, for vectorized access, a 16-byte aligned
+// base and 16-byte aligned rows.
+struct Expect {
+  DType dtype;
+  std::vector<int64_t> shape;
+  bool vector_access = true;  // 16-byte loads/stores along the last dim
+  bool contiguous_last = true;
+};
+
+Status check_tensor(const std::string& name, const TensorRef& t, const Expect& e) {
+  if (t.data == nullptr) return Status::invalid(name + ".data", "a non-null pointer", "nullptr");
+  if (t.dtype != e.dtype) return Status::invalid(name + ".dtype", to_string(e.dtype), to_string(t.dtype));
+  const int rank = static_cast<int>(e.shape.size());
+  if (t.rank != rank) {
+    return Status::invalid(name + ".rank", str(rank) + " (strides must match shape)", str(t.rank));
+  }
+  for (int i = 0; i < rank; ++i) {
+    const std::string dim = name + ".shape[" + str(i) + "]";
+    const int64_t want = e.shape[i];
+    if (want == kAnySize) {
+      if (t.shape[i] < 1) return Status::invalid(dim, ">= 1", str(t.shape[i]));
+    } else if (want < kAnySize) {
+      if (t.shape[i] < -want) return Status::invalid(dim, ">= " + str(-want), str(t.shape[i]));
+    } else if (t.shape[i] != want) {
+      return Status::invalid(dim, str(want), str(t.shape[i]));
+    }
+    if (t.stride[i] < 0) {
+      return Status::invalid(name + ".stride[" + str(i) + "]", ">= 0", str(t.stride[i]));
+    }
+  }
+  const std::string last = name + ".stride[" + str(rank - 1) + "]";
+  if (e.contiguous_last && t.stride[rank - 1] != 1 && t.shape[rank - 1] > 1) {
+    return Status::invalid(last, "1 (the last dimension must be contiguous)", str(t.stride[rank - 1]));
+  }
+  const int elem_bytes = bit_width(e.dtype) / 8;
+  const int align = e.vector_access ? 16 : elem_bytes;
+  if (reinterpret_cast<uintptr_t>(t.data) % align != 0) {
+    return Status::invalid(name + ".data", str(align) + "-byte aligned address",
+                           "an address misaligned by " +
+                               str(reinterpret_cast<uintptr_t>(t.data) % align) + " bytes");
+  }
+  if (e.vector_access) {
+    const int64_t vec = 16 / elem_bytes;
+    for (int i = 0; i < rank - 1; ++i) {
+      if (t.stride[i] % vec != 0) {
+        return Status::invalid(name + ".stride[" + str(i) + "]",
+                               "a multiple of " + str(vec) + " elements (16-byte aligned rows)",
+                               str(t.stride[i]));
+      }
+    }
+  }
+  return Status::success();
+}
+
+bool empty_ref(const TensorRef& t) { return t.data == nullptr && t.rank == 0; }
+
+Status check_optional_lse(const TensorRef& lse, std::vector<int64_t> shape) {
+  if (empty_ref(lse)) return Status::success();
+  return check_tensor("lse", lse, Expect{DType::kF32, std::move(shape), false, false});
+}
+
+}  // namespace
+
+Status check_compiled(DType dtype, int head_dim) {
+  if (!dtype_compiled(dtype)) {
+    return Status::unsupported("dtype", std::string(to_string(dtype)) +
+                                            " kernels are not compiled into this build (see SPLITKV_DTYPES)");
+  }
+  const std::vector<int> dims = compiled_head_dims();
+  for (int d : dims) {
+    if (d == head_dim) return Status::success();
+  }
+  return Status::unsupported("head_dim", str(head_dim) + " is not compiled into this build (has " +
+                                             list_to_string(dims) + "; see SPLITKV_HEAD_DIMS)");
+}
+
+float resolved_softmax_scale(float softmax_scale, int head_dim) {
+  return softmax_scale != 0.f ? softmax_scale : 1.f / std::sqrt(static_cast<float>(head_dim));
+}
+
+Status validate_decode_problem(const DecodeProblem& p) {
+  if (Status s = check_positive("batch", p.batch); !s) return s;
+  if (Status s = check_heads(p.num_q_heads, p.num_kv_heads); !s) return s;
+  if (Status s = check_element_dtype("dtype", p.dtype); !s) return s;
+  if (Status s = check_head_dim(p.head_dim); !s) return s;
+  if (p.q_len < 1 || p.q_len > 16) return Status::invalid("q_len", "1..16", str(p.q_len));
+  if (p.max_kv_len < 0) return Status::invalid("max_kv_len", ">= 0", str(p.max_kv_len));
+  if (p.page_size != 0 && (p.page_size < 16 || p.page_size % 16 != 0)) {
+    return Status::invalid("page_size", "0 (contiguous KV) or a multiple of 16", str(p.page_size));
+  }
+  if (Status s = check_scale(p.softmax_scale); !s) return s;
+  if (p.batch > kMaxGridYZ) return Status::invalid("batch", "<= " + str(kMaxGridYZ), str(p.batch));
+  const int64_t rows = int64_t(p.q_len) * (p.num_q_heads / p.num_kv_heads);
+  const int block_m = tiles::decode_tile(p.head_dim).block_m;
+  const int64_t m_tiles = (rows + block_m - 1) / block_m;
+  if (int64_t(p.num_kv_heads) * m_tiles > kMaxGridYZ) {
+    return Status::invalid("num_q_heads", "num_kv_heads * ceil(q_len * group / 16) <= 65535",
+                           str(int64_t(p.num_kv_heads) * m_tiles));
+  }
+  return Status::success();
+}
+
+int64_t decode_kv_capacity(const DecodeProblem& p, const DecodeTensors& t) {
+  if (p.page_size == 0) return t.k.shape[1];
+  return t.block_table.shape[1] * p.page_size;
+}
+
+Status validate_decode_tensors(const DecodeProblem& p, const DecodeTensors& t) {
+  const int64_t B = p.batch, Lq = p.q_len, Hq = p.num_q_heads, Hkv = p.num_kv_heads, D = p.head_dim;
+  if (Status s = check_tensor("q", t.q, Expect{p.dtype, {B, Lq, Hq, D}}); !s) return s;
+  const bool paged = p.page_size != 0;
+  const std::vector<int64_t> kv_shape =
+      paged ? std::vector<int64_t>{kAnySize, p.page_size, Hkv, D}
+            : std::vector<int64_t>{B, -std::max<int64_t>(p.max_kv_len, 1), Hkv, D};
+  if (Status s = check_tensor("k", t.k, Expect{p.dtype, kv_shape}); !s) return s;
+  std::vector<int64_t> v_shape(t.k.shape.begin(), t.k.shape.begin() + 4);
+  if (Status s = check_tensor("v", t.v, Expect{p.dtype, v_shape}); !s) return s;
+  if (Status s = check_tensor("seq_lens", t.seq_lens, Expect{DType::kI32, {B}, false, true}); !s) {
+    return s;
+  }
+  if (paged) {
+    const int64_t min_pages = std::max<int64_t>(1, (p.max_kv_len + p.page_size - 1) / p.page_size);
+    if (Status s = check_tensor("block_table", t.block_table,
+                                Expect{DType::kI32, {B, -min_pages}, false, true});
+        !s) {
+      return s;
+    }
+  } else if (!empty_ref(t.block_table)) {
+    return Status::invalid("block_table", "empty for contiguous KV (page_size == 0)",
+                           "a tensor; set problem.page_size for paged KV");
+  }
+  if (Status s = check_tensor("out", t.out, Expect{p.dtype, {B, Lq, Hq, D}}); !s) return s;
+  if (Status s = check_optional_lse(t.lse, {B, Hq, Lq}); !s) return s;
+
+  if (t.seq_lens_host != nullptr) {
+    for (int64_t b = 0; b < B; ++b) {
+      const int32_t len = t.seq_lens_host[b];
+      if (len < 0 || len > p.max_kv_len) {
+        return Status::invalid("seq_lens[" + str(b) + "]",
+                               "a length in [0, max_kv_len=" + str(p.max_kv_len) + "]", str(len));
+      }
+    }
+  }
+  if (paged && t.block_table_host != nullptr) {
+    const int64_t num_pages = t.k.shape[0];
+    for (int64_t b = 0; b < B; ++b) {
+      const int64_t len = t.seq_lens_host ? t.seq_lens_host[b] : p.max_kv_len;
+      const int64_t pages_used = (len + p.page_size - 1) / p.page_size;
+      for (int64_t j = 0; j < pages_used; ++j) {
+        const int32_t page = t.block_table_host[b * t.block_table.stride[0] + j];
+        if (page < 0 || page >= num_pages) {
+          return Status::invalid("block_table[" + str(b) + "][" + str(j) + "]",
+                                 "a page id in [0, " + str(num_pages) + ")", str(page));
+        }
+      }
+    }
+  }
+  return Status::success();
+}
+
+Status validate_prefill_problem(const PrefillProblem& p) {
+  if (Status s = check_positive("batch", p.batch); !s) return s;
+  if (Status s = check_heads(p.num_q_heads, p.num_kv_heads); !s) return s;
+  if (Status s = check_element_dtype("dtype", p.dtype); !s) return s;
+  if (Status s = check_head_dim(p.head_dim); !s) return s;
+  if (p.head_dim != 64 && p.head_dim != 128) {
+    return Status::unsupported("head_dim", "prefill supports head dims 64 and 128, got " + str(p.head_dim));
+  }
+  if (Status s = check_positive("max_q_len", p.max_q_len); !s) return s;
+  if (p.max_kv_len < 0) return Status::invalid("max_kv_len", ">= 0", str(p.max_kv_len));
+  if (!p.varlen && p.max_kv_len < 1) {
+    return Status::invalid("max_kv_len", ">= 1 for padded batches", str(p.max_kv_len));
+  }
+  if (Status s = check_scale(p.softmax_scale); !s) return s;
+  if (p.batch > kMaxGridYZ) return Status::invalid("batch", "<= " + str(kMaxGridYZ), str(p.batch));
+  if (p.num_q_heads > kMaxGridYZ) {
+    return Status::invalid("num_q_heads", "<= " + str(kMaxGridYZ), str(p.num_q_heads));
+  }
+  return Status::success();
+}
+
+namespace {
+
+Status check_cu_seqlens_host(const char* name, const int32_t* cu, int batch, int64_t total,
+                             int max_len) {
+  if (cu == nullptr) return Status::success();
+  if (cu[0] < 0) return Status::invalid(std::string(name) + "[0]", ">= 0", str(cu[0]));
+  for (int b = 0; b < batch; ++b) {
+    const int64_t len = int64_t(cu[b + 1]) - cu[b];
+    const std::string arg = std::string(name) + "[" + str(b + 1) + "]";
+    if (len < 0) {
+      return Status::invalid(arg, "non-decreasing offsets (>= " + str(cu[b]) + ")", str(cu[b + 1]));
+    }
+    if (len > max_len) {
+      return Status::invalid(arg, "a sequence length <= " + str(max_len) + " (the problem's bound)",
+                             "length " + str(len));
+    }
+  }
+  if (cu[batch] > total) {
+    return Status::invalid(std::string(name) + "[" + str(batch) + "]",
+                           "<= " + str(total) + " (tokens in the tensor)", str(cu[batch]));
+  }
+  return Status::success();
+}
+
+}  // namespace
+
+Status validate_prefill_tensors(const PrefillProblem& p, const PrefillTensors& t) {
+  const int64_t B = p.batch, Hq = p.num_q_heads, Hkv = p.num_kv_heads, D = p.head_dim;
+  if (!p.varlen) {
+    const int64_t Lq = p.max_q_len, Lk = p.max_kv_len;
+    if (Status s = check_tensor("q", t.q, Expect{p.dtype, {B, Lq, Hq, D}}); !s) return s;
+    if (Status s = check_tensor("k", t.k, Expect{p.dtype, {B, Lk, Hkv, D}}); !s) return s;
+    if (Status s = check_tensor("v", t.v, Expect{p.dtype, {B, Lk, Hkv, D}}); !s) return s;
+    if (Status s = check_tensor("out", t.out, Expect{p.dtype, {B, Lq, Hq, D}}); !s) return s;
+    if (!empty_ref(t.cu_seqlens_q) || !empty_ref(t.cu_seqlens_k)) {
+      return Status::invalid("cu_seqlens_q", "empty for padded batches (varlen == false)", "a tensor");
+    }
+    return check_optional_lse(t.lse, {B, Hq, Lq});
+  }
+  if (Status s = check_tensor("q", t.q, Expect{p.dtype, {kAnySize, Hq, D}}); !s) return s;
+  if (Status s = check_tensor("k", t.k, Expect{p.dtype, {kAnySize, Hkv, D}}); !s) return s;
+  if (Status s = check_tensor("v", t.v, Expect{p.dtype, {t.k.shape[0], Hkv, D}}); !s) return s;
+  if (Status s = check_tensor("out", t.out, Expect{p.dtype, {t.q.shape[0], Hq, D}}); !s) return s;
+  if (Status s = check_tensor("cu_seqlens_q", t.cu_seqlens_q, Expect{DType::kI32, {B + 1}, false, true});
+      !s) {
+    return s;
+  }
+  if (Status s = check_tensor("cu_seqlens_k", t.cu_seqlens_k, Expect{DType::kI32, {B + 1}, false, true});
+      !s) {
+    return s;
+  }
+  if (Status s = check_optional_lse(t.lse, {Hq, t.q.shape[0]}); !s) return s;
+  if (Status s = check_cu_seqlens_host("cu_seqlens_q", t.cu_seqlens_q_host, p.batch, t.q.shape[0],
+                                       p.max_q_len);
+      !s) {
+    return s;
+  }
+  return check_cu_seqlens_host("cu_seqlens_k", t.cu_seqlens_k_host, p.batch, t.k.shape[0],
+                               p.max_kv_len);
+}
+
+}  // namespace splitkv::detail

@@ -1,0 +1,118 @@
+#include "cpu/cpu_backend.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "api/validate.hpp"
+#include "common/host_tensor.hpp"
+#include "common/parallel_for.hpp"
+#include "kernels/common/lse_combine.hpp"
+#include "kernels/common/split_rule.hpp"
+
+namespace splitkv::cpu {
+namespace {
+
+using detail::element_offset;
+
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+// Partial softmax over keys [lo, hi) for one query row: o normalized, lse natural log.
+void partial_row(const std::vector<float>& q, const std::vector<float>& k, const std::vector<float>& v,
+                 int lo, int hi, int d, float scale, float* o, float* lse) {
+  std::fill(o, o + d, 0.f);
+  if (hi <= lo) {
+    *lse = -std::numeric_limits<float>::infinity();
+    return;
+  }
+  float m = -std::numeric_limits<float>::infinity(), sum = 0.f;
+  for (int t = lo; t < hi; ++t) {
+    float s = 0.f;
+    for (int j = 0; j < d; ++j) s += q[j] * k[size_t(t) * d + j];
+    s *= scale;
+    const float m_new = std::max(m, s);
+    const float rescale = std::exp(m - m_new);  // exp(-inf) = 0 on the first key
+    const float p = std::exp(s - m_new);
+    sum = sum * rescale + p;
+    for (int j = 0; j < d; ++j) o[j] = o[j] * rescale + p * v[size_t(t) * d + j];
+    m = m_new;
+  }
+  for (int j = 0; j < d; ++j) o[j] /= sum;
+  *lse = m + std::log(sum);
+}
+
+}  // namespace
+
+Status run_decode(const Plan& plan, const DecodeTensors& t) {
+  if (plan.kind != Plan::Kind::kDecode) return Status::invalid("plan", "a decode plan", "a prefill plan");
+  const DecodeProblem& p = plan.decode;
+  if (Status s = detail::validate_decode_tensors(p, t); !s) return s;
+  const int D = p.head_dim, Lq = p.q_len, Hq = p.num_q_heads, Hkv = p.num_kv_heads, S = plan.num_splits;
+  const int group = Hq / Hkv;
+  const float scale = detail::resolved_softmax_scale(p.softmax_scale, D);
+  const int64_t rows = int64_t(p.batch) * Hq * Lq;  // row = (b * Hq + hq) * Lq + i
+  const int64_t capacity = detail::decode_kv_capacity(p, t);
+  const int32_t* lens = static_cast<const int32_t*>(t.seq_lens.data);
+  std::vector<float> part_o(size_t(S) * rows * D), part_lse(size_t(S) * rows);
+  std::vector<char> bad_sequence(p.batch, 0);
+
+  // Phase 1: one task per (sequence, KV head, split), as one GPU thread block would do.
+  detail::parallel_for(int64_t(p.batch) * Hkv * S, [&](int64_t task) {
+    const int split = static_cast<int>(task % S);
+    const int hkv = static_cast<int>(task / S % Hkv);
+    const int b = static_cast<int>(task / S / Hkv);
+    int len = lens[b];
+    if (len < 0 || len > capacity) {
+      bad_sequence[b] = 1;
+      len = 0;
+    }
+    const int chunk = detail::split_chunk_keys(len, S, plan.split_tokens, plan.block_n);
+    const int lo = std::min(len, split * chunk), hi = std::min(len, lo + chunk);
+    std::vector<float> k(size_t(len) * D), v(size_t(len) * D), q(D);
+    for (int tok = lo; tok < hi; ++tok) {
+      int64_t page = b, slot = tok;
+      if (p.page_size > 0) {
+        page = detail::load_i32(t.block_table, element_offset(t.block_table, b, tok / p.page_size));
+        slot = tok % p.page_size;
+        if (page < 0 || page >= t.k.shape[0]) {
+          bad_sequence[b] = 1;
+          continue;
+        }
+      }
+      for (int j = 0; j < D; ++j) {
+        k[size_t(tok) * D + j] = detail::load_half(t.k, element_offset(t.k, page, slot, hkv, j));
+        v[size_t(tok) * D + j] = detail::load_half(t.v, element_offset(t.v, page, slot, hkv, j));
+      }
+    }
+    for (int i = 0; i < Lq; ++i) {
+      const int visible = p.causal ? std::clamp(len - Lq + i + 1, 0, len) : len;
+      for (int h = 0; h < group; ++h) {
+        const int hq = hkv * group + h;
+        for (int j = 0; j < D; ++j) q[j] = detail::load_half(t.q, element_offset(t.q, b, i, hq, j));
+        const int64_t row = (int64_t(b) * Hq + hq) * Lq + i;
+        partial_row(q, k, v, lo, std::min(hi, visible), D, scale, &part_o[(size_t(split) * rows + row) * D],
+                    &part_lse[size_t(split) * rows + row]);
+      }
+    }
+  });
+
+  // Phase 2: the combine, splits merged in index order (deterministic).
+  float* lse_out = static_cast<float*>(t.lse.data);
+  detail::parallel_for(rows, [&](int64_t row) {
+    const int i = static_cast<int>(row % Lq), hq = static_cast<int>(row / Lq % Hq);
+    const int b = static_cast<int>(row / Lq / Hq);
+    const float lse = bad_sequence[b] ? kNaN : detail::combined_lse(&part_lse[row], S, rows);
+    for (int j = 0; j < D; ++j) {
+      float o = 0.f;
+      for (int s = 0; s < S; ++s) {
+        o += detail::combine_weight(part_lse[size_t(s) * rows + row], lse) * part_o[(size_t(s) * rows + row) * D + j];
+      }
+      detail::store_half(t.out, element_offset(t.out, b, i, hq, j), bad_sequence[b] ? kNaN : o);
+    }
+    if (lse_out != nullptr) lse_out[element_offset(t.lse, b, hq, i)] = lse;
+  });
+  return Status::success();
+}
+
+}  // namespace splitkv::cpu

@@ -1,0 +1,27 @@
+// Plain parameters of the split-KV combine kernel.
+#pragma once
+
+#include <cstdint>
+
+namespace splitkv::detail {
+
+struct CombineParams {
+  // Partials from the split kernels: row = (b * seq_rows + i) * num_q_heads + hq.
+  const float* partial_o;    // [num_splits, rows, D]
+  const float* partial_lse;  // [num_splits, rows]
+  int64_t rows;
+  int num_splits;
+  int num_q_heads;
+  int seq_rows;  // query rows per sequence slot (decode: q_len; prefill: max_q_len)
+
+  // Query i of sequence b is token (cu_seqlens_q ? cu_seqlens_q[b] : 0) + i of its sequence's
+  // output; rows with i >= that sequence's query count are skipped (varlen).
+  const int32_t* cu_seqlens_q;
+
+  void* out;  // element type of the instantiation
+  int64_t o_batch_stride, o_token_stride, o_head_stride;
+  float* lse;  // optional
+  int64_t lse_batch_stride, lse_head_stride, lse_token_stride;
+};
+
+}  // namespace splitkv::detail

@@ -1,0 +1,21 @@
+// How a sequence's keys are cut into KV splits. One definition for the planner, the kernels,
+// the CPU backend and the reference, so they all split the same way.
+#pragma once
+
+#include "kernels/common/host_device.hpp"
+
+namespace splitkv::detail {
+
+// Keys per split for a sequence of `len` keys.
+//  * split_tokens > 0 (batch-invariant mode): every split is exactly split_tokens keys, so the
+//    chunk boundaries of a sequence depend on nothing but its own length.
+//  * otherwise the sequence is cut into num_splits even chunks, rounded up to whole KV blocks
+//    (trailing splits may then be empty).
+SPLITKV_HD int split_chunk_keys(int len, int num_splits, int split_tokens, int block_keys) {
+  if (split_tokens > 0) return split_tokens;
+  const int per_split = (len + num_splits - 1) / num_splits;
+  const int rounded = (per_split + block_keys - 1) / block_keys * block_keys;
+  return rounded > block_keys ? rounded : block_keys;
+}
+
+}  // namespace splitkv::detail

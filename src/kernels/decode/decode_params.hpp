@@ -1,0 +1,51 @@
+// Plain parameters of the decode kernel (no CuTe types; filled on the host by the API).
+#pragma once
+
+#include <cstdint>
+
+namespace splitkv::detail {
+
+struct DecodeParams {
+  // Q [batch, q_len, Hq, D] (strides in elements; last dim contiguous).
+  const void* q;
+  int64_t q_batch_stride, q_token_stride, q_head_stride;
+
+  // Key t of sequence b, KV head h lives at
+  //   contiguous: k + b * k_page_stride + t * k_token_stride + h * k_head_stride
+  //   paged:      k + block_table[b][t / page_size] * k_page_stride
+  //                 + (t % page_size) * k_token_stride + h * k_head_stride
+  // and likewise for V with its own strides.
+  const void* k;
+  const void* v;
+  int64_t k_page_stride, k_token_stride, k_head_stride;
+  int64_t v_page_stride, v_token_stride, v_head_stride;
+  const int32_t* block_table;  // nullptr: contiguous KV
+  int64_t block_table_batch_stride;
+  int page_size;
+  int num_pages;
+
+  const int32_t* seq_lens;  // [batch]
+  int64_t kv_capacity;      // keys a sequence can hold; longer lengths are reported as NaN
+
+  // O [batch, q_len, Hq, D] and optional LSE [batch, Hq, q_len] (fp32, natural log).
+  void* out;
+  int64_t o_batch_stride, o_token_stride, o_head_stride;
+  float* lse;
+  int64_t lse_batch_stride, lse_head_stride, lse_token_stride;
+
+  // Split-KV partials (num_splits > 1): row = (b * q_len + i) * Hq + hq.
+  float* partial_o;    // [num_splits, rows, D]
+  float* partial_lse;  // [num_splits, rows]
+  int64_t partial_rows;
+
+  int batch, num_q_heads, num_kv_heads, q_len;
+  int group;        // Hq / Hkv: query heads packed into one KV head's tile
+  int rows_per_kv;  // q_len * group; tile row r = i * group + h
+  int m_tiles;      // ceil(rows_per_kv / block_m)
+  int num_splits;
+  int split_tokens;  // > 0: fixed split size (batch-invariant)
+  bool causal;
+  float scale_log2;  // softmax_scale * log2(e)
+};
+
+}  // namespace splitkv::detail

@@ -1,0 +1,59 @@
+// Names and the human-readable plan description (`splitkv plan`).
+#include <sstream>
+
+#include "splitkv/plan.hpp"
+#include "splitkv/types.hpp"
+
+namespace splitkv {
+
+const char* to_string(Strategy strategy) {
+  switch (strategy) {
+    case Strategy::kAuto: return "auto";
+    case Strategy::kSplitQ: return "split-q";
+    case Strategy::kSplitKV: return "split-kv";
+    case Strategy::kSplitV: return "split-v";
+    case Strategy::kTwoPass: return "two-pass";
+  }
+  return "unknown";
+}
+
+const char* to_string(TileShape tiles) {
+  switch (tiles) {
+    case TileShape::kDefault: return "default";
+    case TileShape::kFoundingNotes: return "founding-notes";
+  }
+  return "unknown";
+}
+
+std::string describe(const Plan& p) {
+  std::ostringstream s;
+  if (p.kind == Plan::Kind::kDecode) {
+    const DecodeProblem& d = p.decode;
+    s << "decode: batch=" << d.batch << " Hq=" << d.num_q_heads << " Hkv=" << d.num_kv_heads
+      << " D=" << d.head_dim << " q_len=" << d.q_len << " max_kv_len=" << d.max_kv_len
+      << " page_size=" << d.page_size << " causal=" << (d.causal ? 1 : 0) << " dtype=" << to_string(d.dtype)
+      << "\n";
+  } else {
+    const PrefillProblem& f = p.prefill;
+    s << "prefill: batch=" << f.batch << " Hq=" << f.num_q_heads << " Hkv=" << f.num_kv_heads
+      << " D=" << f.head_dim << " max_q_len=" << f.max_q_len << " max_kv_len=" << f.max_kv_len
+      << " varlen=" << (f.varlen ? 1 : 0) << " causal=" << (f.causal ? 1 : 0)
+      << " dtype=" << to_string(f.dtype) << "\n";
+  }
+  s << "device: " << p.device.sm_count << " SMs, " << p.device.smem_per_sm_bytes / 1024 << " KB smem/SM, "
+    << p.device.l2_bytes / (1024 * 1024) << " MB L2, sm_" << p.device.cc_major << p.device.cc_minor << "\n";
+  s << "strategy: " << to_string(p.strategy);
+  if (p.kind == Plan::Kind::kPrefill) s << " (tiles: " << to_string(p.tiles) << ")";
+  s << "\n";
+  s << "splits: " << p.num_splits;
+  if (p.split_tokens > 0) s << " (fixed " << p.split_tokens << " tokens each, batch-invariant)";
+  s << "  -- " << p.note << "\n";
+  s << "tile: block_m=" << p.block_m << " block_n=" << p.block_n << " warps=" << p.warps
+    << " stages=" << p.stages << " smem=" << p.smem_bytes << " B, " << p.blocks_per_sm << " block(s)/SM\n";
+  s << "grid: " << p.grid[0] << " x " << p.grid[1] << " x " << p.grid[2] << " (work units before splitting: "
+    << p.work_units << ")\n";
+  s << "workspace: " << p.workspace_bytes << " bytes\n";
+  return s.str();
+}
+
+}  // namespace splitkv

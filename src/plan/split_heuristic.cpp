@@ -1,0 +1,44 @@
+#include "plan/split_heuristic.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+namespace splitkv::plan {
+
+// Wave-efficiency rule (the one FlashAttention uses): with n blocks on S SMs, a launch runs
+// ceil(n / S) waves of which n / S are useful. Take the smallest split count whose efficiency is
+// within 85% of the best; do not split when the unsplit grid already fills the SMs.
+int choose_num_splits(int64_t work_units, int kv_blocks, int sm_count, int occupancy, int cap,
+                      std::string* why) {
+  (void)occupancy;
+  if (work_units >= int64_t(0.8 * sm_count)) {
+    *why = std::to_string(work_units) + " work units already fill the " + std::to_string(sm_count) +
+           " SMs: no split";
+    return 1;
+  }
+  const int max_splits = std::max(1, std::min({cap, kv_blocks, sm_count}));
+  auto eligible = [&](int s) {
+    // A split count that gives the same blocks per split as s-1 only adds empty splits.
+    return s == 1 || (kv_blocks + s - 1) / s != (kv_blocks + s - 2) / (s - 1);
+  };
+  std::vector<double> efficiency(max_splits + 1, 0.0);
+  double best = 0.0;
+  for (int s = 1; s <= max_splits; ++s) {
+    if (!eligible(s)) continue;
+    const double waves = double(work_units) * s / sm_count;
+    efficiency[s] = waves / std::ceil(waves);
+    best = std::max(best, efficiency[s]);
+  }
+  for (int s = 1; s <= max_splits; ++s) {
+    if (eligible(s) && efficiency[s] >= 0.85 * best) {
+      *why = "wave efficiency: " + std::to_string(work_units) + " work units x " + std::to_string(s) +
+             " splits on " + std::to_string(sm_count) + " SMs";
+      return s;
+    }
+  }
+  *why = "no split";
+  return 1;
+}
+
+}  // namespace splitkv::plan

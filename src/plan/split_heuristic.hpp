@@ -1,0 +1,18 @@
+// How many KV splits to use when the caller does not say.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace splitkv::plan {
+
+constexpr int kMaxAutoSplits = 128;
+
+// work_units: thread blocks without splitting (decode: batch x KV heads x query tiles -- GQA is
+// counted by KV heads, since the query heads of a group share one block). kv_blocks: KV blocks in
+// the longest sequence (splits never exceed it). occupancy: blocks one SM holds. `why` receives a
+// sentence for Plan::note.
+int choose_num_splits(int64_t work_units, int kv_blocks, int sm_count, int occupancy, int cap,
+                      std::string* why);
+
+}  // namespace splitkv::plan

@@ -1,0 +1,45 @@
+// Byte layout of the caller-provided workspace. Shared by the planner (sizes) and the launchers
+// (offsets) so the two cannot drift apart.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace splitkv::plan {
+
+constexpr size_t kWorkspaceAlign = 256;
+
+inline size_t align_up(size_t bytes) { return (bytes + kWorkspaceAlign - 1) / kWorkspaceAlign * kWorkspaceAlign; }
+
+// Split-KV partials: O_i as fp32 [num_splits, rows, head_dim] then LSE_i as fp32 [num_splits, rows].
+// A "row" is one (sequence, query, query head). Nothing is needed without splitting.
+struct SplitWorkspace {
+  size_t o_offset = 0;
+  size_t lse_offset = 0;
+  size_t total_bytes = 0;
+};
+
+inline SplitWorkspace split_workspace(int num_splits, int64_t rows, int head_dim) {
+  SplitWorkspace w;
+  if (num_splits <= 1) return w;
+  w.o_offset = 0;
+  w.lse_offset = align_up(size_t(num_splits) * size_t(rows) * size_t(head_dim) * sizeof(float));
+  w.total_bytes = w.lse_offset + align_up(size_t(num_splits) * size_t(rows) * sizeof(float));
+  return w;
+}
+
+// Two-pass prefill: each row's score max and sum of exponentials, fp32 [rows] each.
+struct TwoPassWorkspace {
+  size_t max_offset = 0;
+  size_t sum_offset = 0;
+  size_t total_bytes = 0;
+};
+
+inline TwoPassWorkspace two_pass_workspace(int64_t rows) {
+  TwoPassWorkspace w;
+  w.sum_offset = align_up(size_t(rows) * sizeof(float));
+  w.total_bytes = 2 * w.sum_offset;
+  return w;
+}
+
+}  // namespace splitkv::plan

@@ -1,0 +1,111 @@
+#include "reference/reference.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "api/validate.hpp"
+#include "common/host_tensor.hpp"
+#include "common/parallel_for.hpp"
+#include "kernels/common/lse_combine.hpp"
+#include "kernels/common/split_rule.hpp"
+#include "reference/row_attention.hpp"
+
+namespace splitkv::ref {
+
+using detail::element_offset;
+using detail::load_half;
+
+int visible_keys(bool causal, int q_len, int kv_len, int i) {
+  if (!causal) return kv_len;
+  return std::clamp(kv_len - q_len + i + 1, 0, kv_len);
+}
+
+namespace {
+
+// Keys, values and queries are gathered as float: exact for fp16/bf16 inputs.
+void gather_row(const TensorRef& t, int64_t base_offset, int d, float* dst) {
+  for (int j = 0; j < d; ++j) dst[j] = load_half(t, base_offset + j * t.stride[t.rank - 1]);
+}
+
+}  // namespace
+
+Result decode(const DecodeProblem& p, const DecodeTensors& t, const Options& options) {
+  const int D = p.head_dim, Lq = p.q_len, Hq = p.num_q_heads, Hkv = p.num_kv_heads;
+  const int group = Hq / Hkv;
+  const double scale = detail::resolved_softmax_scale(p.softmax_scale, D);
+  Result r;
+  r.out.assign(size_t(p.batch) * Lq * Hq * D, 0.0);
+  r.lse.assign(size_t(p.batch) * Hq * Lq, 0.0);
+  const int32_t* lens = static_cast<const int32_t*>(t.seq_lens.data);
+
+  detail::parallel_for(int64_t(p.batch) * Hkv, [&](int64_t g) {
+    const int b = static_cast<int>(g / Hkv), hkv = static_cast<int>(g % Hkv);
+    const int len = lens[b];
+    std::vector<float> k(size_t(len) * D), v(size_t(len) * D), q(D);
+    for (int tok = 0; tok < len; ++tok) {
+      int64_t page = b, slot = tok;
+      if (p.page_size > 0) {
+        page = detail::load_i32(t.block_table, element_offset(t.block_table, b, tok / p.page_size));
+        slot = tok % p.page_size;
+      }
+      gather_row(t.k, element_offset(t.k, page, slot, hkv), D, &k[size_t(tok) * D]);
+      gather_row(t.v, element_offset(t.v, page, slot, hkv), D, &v[size_t(tok) * D]);
+    }
+    for (int i = 0; i < Lq; ++i) {
+      for (int h = 0; h < group; ++h) {
+        const int hq = hkv * group + h;
+        gather_row(t.q, element_offset(t.q, b, i, hq), D, q.data());
+        RowInput row{q.data(), k.data(), v.data(), len, visible_keys(p.causal, Lq, len, i), D, scale, p.dtype};
+        attend_row(row, options, &r.out[((size_t(b) * Lq + i) * Hq + hq) * D],
+                   &r.lse[(size_t(b) * Hq + hq) * Lq + i]);
+      }
+    }
+  });
+  return r;
+}
+
+Result prefill(const PrefillProblem& p, const PrefillTensors& t, const Options& options) {
+  const int D = p.head_dim, Hq = p.num_q_heads, Hkv = p.num_kv_heads;
+  const int group = Hq / Hkv;
+  const double scale = detail::resolved_softmax_scale(p.softmax_scale, D);
+  const int64_t total_q = p.varlen ? t.q.shape[0] : int64_t(p.batch) * p.max_q_len;
+  Result r;
+  r.out.assign(size_t(total_q) * Hq * D, 0.0);
+  r.lse.assign(size_t(total_q) * Hq, 0.0);
+  const int32_t* cu_q = static_cast<const int32_t*>(t.cu_seqlens_q.data);
+  const int32_t* cu_k = static_cast<const int32_t*>(t.cu_seqlens_k.data);
+
+  detail::parallel_for(int64_t(p.batch) * Hkv, [&](int64_t g) {
+    const int b = static_cast<int>(g / Hkv), hkv = static_cast<int>(g % Hkv);
+    // Token ranges of this sequence in the q and k tensors' first (varlen) or second dim.
+    const int q_begin = p.varlen ? cu_q[b] : 0;
+    const int q_len = p.varlen ? cu_q[b + 1] - cu_q[b] : p.max_q_len;
+    const int k_begin = p.varlen ? cu_k[b] : 0;
+    const int k_len = p.varlen ? cu_k[b + 1] - cu_k[b] : p.max_kv_len;
+    auto kv_offset = [&](const TensorRef& x, int tok) {
+      return p.varlen ? element_offset(x, k_begin + tok, hkv) : element_offset(x, b, tok, hkv);
+    };
+    std::vector<float> k(size_t(k_len) * D), v(size_t(k_len) * D), q(D);
+    for (int tok = 0; tok < k_len; ++tok) {
+      gather_row(t.k, kv_offset(t.k, tok), D, &k[size_t(tok) * D]);
+      gather_row(t.v, kv_offset(t.v, tok), D, &v[size_t(tok) * D]);
+    }
+    for (int i = 0; i < q_len; ++i) {
+      for (int h = 0; h < group; ++h) {
+        const int hq = hkv * group + h;
+        const int64_t q_off = p.varlen ? element_offset(t.q, q_begin + i, hq) : element_offset(t.q, b, i, hq);
+        gather_row(t.q, q_off, D, q.data());
+        RowInput row{q.data(), k.data(), v.data(), k_len, visible_keys(p.causal, q_len, k_len, i), D, scale, p.dtype};
+        // Dense output row: padded [B, Lq, Hq, D] / varlen [total_q, Hq, D]; LSE [B, Hq, Lq] / [Hq, total_q].
+        const size_t token = p.varlen ? size_t(q_begin + i) : size_t(b) * p.max_q_len + i;
+        const size_t lse_index = p.varlen ? size_t(hq) * total_q + q_begin + i
+                                          : (size_t(b) * Hq + hq) * p.max_q_len + i;
+        attend_row(row, options, &r.out[(token * Hq + hq) * D], &r.lse[lse_index]);
+      }
+    }
+  });
+  return r;
+}
+
+}  // namespace splitkv::ref

@@ -1,0 +1,48 @@
+// Random decode problems with their host data: used by the tests and by `splitkv verify/bench`.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "splitkv/problem.hpp"
+
+namespace splitkv::testing {
+
+struct DecodeCaseSpec {
+  DecodeProblem problem;
+  std::vector<int> seq_lens;  // one per sequence; empty: every sequence has max_kv_len keys
+  uint64_t seed = 1;
+  float q_scale = 1.f;         // > 1 makes the softmax peaked (large scores)
+  bool strided = false;        // pad the head dimension: q/k/v/out rows are not contiguous
+  bool poison_unused = true;   // NaN in cache slots past each length, unused pages and padding
+  int extra_capacity = 3;      // contiguous KV: capacity beyond max_kv_len
+  int extra_pages = 2;         // paged KV: pages no sequence uses
+  bool shuffle_pages = true;   // paged KV: block tables in random order
+};
+
+// Host storage (16-bit element bits) plus the layout the tensors describe.
+struct DecodeCase {
+  DecodeProblem problem;
+  std::vector<uint16_t> q, k, v, out;
+  std::vector<float> lse;
+  std::vector<int32_t> seq_lens, block_table;
+  TensorRef q_ref, k_ref, v_ref, out_ref;  // shapes/strides; data points into the vectors above
+  int64_t max_pages = 0;
+
+  // Tensors over host memory (for the reference and the CPU backend).
+  DecodeTensors host_tensors();
+};
+
+DecodeCase make_decode_case(const DecodeCaseSpec& spec);
+
+// Copies sequence `from_b`'s queries, keys and values (contiguous KV) into sequence `to_b` of
+// another case with the same heads and head dim, so both hold the same sequence.
+void copy_sequence(const DecodeCase& from, int from_b, DecodeCase& to, int to_b);
+
+// The output bits of sequence b (all its queries and heads), in dense order.
+std::vector<uint16_t> sequence_output_bits(const DecodeCase& c, int b);
+
+// Fills `out` and `lse` with NaN: anything a kernel fails to write then fails the comparison.
+void poison_outputs(DecodeCase& c);
+
+}  // namespace splitkv::testing

@@ -1,0 +1,116 @@
+#include "testing/device_buffer.hpp"
+
+#include <cuda_runtime_api.h>
+
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+namespace splitkv::testing {
+
+void check_cuda(int error, const char* what) {
+  if (error != cudaSuccess) {
+    throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(static_cast<cudaError_t>(error)));
+  }
+}
+
+bool gpu_available() {
+  int count = 0;
+  const bool ok = cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
+  cudaGetLastError();
+  return ok;
+}
+
+DeviceBuffer::DeviceBuffer(size_t bytes) : bytes_(bytes) {
+  if (bytes > 0) check_cuda(cudaMalloc(&ptr_, bytes), "cudaMalloc");
+}
+
+DeviceBuffer::~DeviceBuffer() {
+  if (ptr_ != nullptr) cudaFree(ptr_);
+}
+
+DeviceBuffer::DeviceBuffer(DeviceBuffer&& other) noexcept
+    : ptr_(std::exchange(other.ptr_, nullptr)), bytes_(std::exchange(other.bytes_, 0)) {}
+
+DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
+  if (this != &other) {
+    if (ptr_ != nullptr) cudaFree(ptr_);
+    ptr_ = std::exchange(other.ptr_, nullptr);
+    bytes_ = std::exchange(other.bytes_, 0);
+  }
+  return *this;
+}
+
+void DeviceBuffer::upload(const void* host, size_t bytes) {
+  check_cuda(cudaMemcpy(ptr_, host, bytes, cudaMemcpyHostToDevice), "cudaMemcpy H2D");
+}
+
+void DeviceBuffer::download(void* host, size_t bytes) const {
+  check_cuda(cudaMemcpy(host, ptr_, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy D2H");
+}
+
+DeviceDecodeCase::DeviceDecodeCase(DecodeCase& c)
+    : q(DeviceBuffer::from(c.q)),
+      k(DeviceBuffer::from(c.k)),
+      v(DeviceBuffer::from(c.v)),
+      out(DeviceBuffer::from(c.out)),
+      lse(DeviceBuffer::from(c.lse)),
+      seq_lens(DeviceBuffer::from(c.seq_lens)),
+      block_table(DeviceBuffer::from(c.block_table)) {
+  tensors = c.host_tensors();  // shapes, strides and the host copies used for validation
+  tensors.q.data = q.get();
+  tensors.k.data = k.get();
+  tensors.v.data = v.get();
+  tensors.out.data = out.get();
+  tensors.lse.data = lse.get();
+  tensors.seq_lens.data = seq_lens.get();
+  if (c.problem.page_size > 0) tensors.block_table.data = block_table.get();
+}
+
+void DeviceDecodeCase::upload_outputs(const DecodeCase& c) {
+  out.upload(c.out.data(), c.out.size() * sizeof(uint16_t));
+  lse.upload(c.lse.data(), c.lse.size() * sizeof(float));
+}
+
+void DeviceDecodeCase::download_outputs(DecodeCase& c) const {
+  check_cuda(cudaDeviceSynchronize(), "kernel execution");
+  out.download(c.out.data(), c.out.size() * sizeof(uint16_t));
+  lse.download(c.lse.data(), c.lse.size() * sizeof(float));
+}
+
+void DeviceDecodeCase::upload_seq_lens(const std::vector<int32_t>& lens) {
+  seq_lens.upload(lens.data(), lens.size() * sizeof(int32_t));
+}
+
+DevicePrefillCase::DevicePrefillCase(PrefillCase& c)
+    : q(DeviceBuffer::from(c.q)),
+      k(DeviceBuffer::from(c.k)),
+      v(DeviceBuffer::from(c.v)),
+      out(DeviceBuffer::from(c.out)),
+      lse(DeviceBuffer::from(c.lse)),
+      cu_seqlens_q(DeviceBuffer::from(c.cu_seqlens_q)),
+      cu_seqlens_k(DeviceBuffer::from(c.cu_seqlens_k)) {
+  tensors = c.host_tensors();
+  tensors.q.data = q.get();
+  tensors.k.data = k.get();
+  tensors.v.data = v.get();
+  tensors.out.data = out.get();
+  tensors.lse.data = lse.get();
+  if (c.problem.varlen) {
+    tensors.cu_seqlens_q.data = cu_seqlens_q.get();
+    tensors.cu_seqlens_k.data = cu_seqlens_k.get();
+  }
+}
+
+void DevicePrefillCase::upload_outputs(const PrefillCase& c) {
+  out.upload(c.out.data(), c.out.size() * sizeof(uint16_t));
+  lse.upload(c.lse.data(), c.lse.size() * sizeof(float));
+}
+
+void DevicePrefillCase::download_outputs(PrefillCase& c) const {
+  check_cuda(cudaDeviceSynchronize(), "kernel execution");
+  out.download(c.out.data(), c.out.size() * sizeof(uint16_t));
+  lse.download(c.lse.data(), c.lse.size() * sizeof(float));
+}
+
+}  // namespace splitkv::testing

@@ -1,0 +1,64 @@
+// Owning device allocations and host<->device mirrors of test cases (CUDA runtime only).
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include "testing/decode_case.hpp"
+#include "testing/prefill_case.hpp"
+
+namespace splitkv::testing {
+
+// Throws std::runtime_error on CUDA errors.
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  explicit DeviceBuffer(size_t bytes);
+  ~DeviceBuffer();
+  DeviceBuffer(DeviceBuffer&& other) noexcept;
+  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+
+  void* get() const { return ptr_; }
+  size_t bytes() const { return bytes_; }
+  void upload(const void* host, size_t bytes);
+  void download(void* host, size_t bytes) const;
+
+  template <class T>
+  static DeviceBuffer from(const std::vector<T>& host) {
+    DeviceBuffer b(host.size() * sizeof(T));
+    b.upload(host.data(), host.size() * sizeof(T));
+    return b;
+  }
+
+ private:
+  void* ptr_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+// A DecodeCase copied to the device, with tensors pointing at the device copies.
+struct DeviceDecodeCase {
+  DeviceBuffer q, k, v, out, lse, seq_lens, block_table;
+  DecodeTensors tensors;
+
+  explicit DeviceDecodeCase(DecodeCase& c);
+  void upload_outputs(const DecodeCase& c);  // e.g. the NaN poison
+  void download_outputs(DecodeCase& c) const;
+  void upload_seq_lens(const std::vector<int32_t>& lens);
+};
+
+// A PrefillCase copied to the device.
+struct DevicePrefillCase {
+  DeviceBuffer q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k;
+  PrefillTensors tensors;
+
+  explicit DevicePrefillCase(PrefillCase& c);
+  void upload_outputs(const PrefillCase& c);
+  void download_outputs(PrefillCase& c) const;
+};
+
+bool gpu_available();
+void check_cuda(int error, const char* what);  // cudaError_t as int, to keep CUDA headers out
+
+}  // namespace splitkv::testing

@@ -1,0 +1,177 @@
+// The planner: the founding notes' decision path and the plan's invariants.
+#include <gtest/gtest.h>
+
+#include "kernels/tile_table.hpp"
+#include "splitkv/splitkv.hpp"
+
+namespace splitkv {
+namespace {
+
+DecodeProblem decode(int batch, int hq, int hkv, int max_len, int d = 128, int q_len = 1) {
+  DecodeProblem p;
+  p.batch = batch;
+  p.num_q_heads = hq;
+  p.num_kv_heads = hkv;
+  p.head_dim = d;
+  p.q_len = q_len;
+  p.max_kv_len = max_len;
+  return p;
+}
+
+Plan plan_or_die(const DecodeProblem& p, const PlanOptions& o = {}, DeviceInfo dev = DeviceInfo::h200()) {
+  Plan plan;
+  const Status s = plan_decode(p, dev, o, &plan);
+  EXPECT_TRUE(s.ok()) << s.message();
+  return plan;
+}
+
+TEST(Planner, BatchTimesKvHeadsFillingTheSmsMeansNoSplit) {
+  const Plan plan = plan_or_die(decode(128, 32, 8, 1024));  // 1024 work units >> 132 SMs
+  EXPECT_EQ(plan.num_splits, 1);
+  EXPECT_EQ(plan.strategy, Strategy::kSplitQ);
+  EXPECT_EQ(plan.workspace_bytes, 0u);  // no combine, no workspace traffic
+}
+
+TEST(Planner, SingleLongSequenceSplitsMany) {
+  const Plan plan = plan_or_die(decode(1, 32, 8, 131072));
+  EXPECT_GE(plan.num_splits, 8);
+  EXPECT_EQ(plan.strategy, Strategy::kSplitKV);
+  EXPECT_GE(int64_t(plan.num_splits) * plan.work_units, 100);  // most SMs busy
+}
+
+TEST(Planner, GqaIsCountedByKvHeads) {
+  // The query heads of a group share one block: 32/8 and 8/8 give the same grid and splits.
+  const Plan gqa = plan_or_die(decode(2, 32, 8, 16384));
+  const Plan mha = plan_or_die(decode(2, 8, 8, 16384));
+  EXPECT_EQ(gqa.work_units, 16);
+  EXPECT_EQ(gqa.num_splits, mha.num_splits);
+  EXPECT_EQ(gqa.grid[1], mha.grid[1]);
+  // 32 query heads each with their own KV head are 4x the work units.
+  EXPECT_EQ(plan_or_die(decode(2, 32, 32, 16384)).work_units, 64);
+}
+
+TEST(Planner, SplitsNeverExceedKvBlocksAndWorkspaceFits) {
+  const int block_keys = tiles::decode_tile(128).block_keys();
+  for (int batch : {1, 3, 16}) {
+    for (int len : {1, 63, 64, 65, 1000, 4097, 100000}) {
+      for (int forced : {0, 1, 5, 1000}) {
+        PlanOptions o;
+        o.num_splits = forced;
+        const Plan plan = plan_or_die(decode(batch, 16, 4, len), o);
+        const int kv_blocks = std::max(1, (len + block_keys - 1) / block_keys);
+        EXPECT_LE(plan.num_splits, kv_blocks) << batch << " " << len << " " << forced;
+        EXPECT_GE(plan.num_splits, 1);
+        if (plan.num_splits > 1) {
+          const size_t rows = size_t(batch) * 16;
+          EXPECT_GE(plan.workspace_bytes, plan.num_splits * rows * (128 + 1) * sizeof(float));
+        }
+      }
+    }
+  }
+}
+
+TEST(Planner, ForcedSplitsAreClampedAndSaySo) {
+  PlanOptions o;
+  o.num_splits = 1000;
+  const Plan plan = plan_or_die(decode(1, 8, 8, 640), o);
+  EXPECT_EQ(plan.num_splits, 10);
+  EXPECT_NE(plan.note.find("clamped"), std::string::npos);
+}
+
+TEST(Planner, BatchInvariantModeFixesTheSplitSize) {
+  PlanOptions o;
+  o.split_tokens = 512;
+  const Plan plan = plan_or_die(decode(3, 8, 2, 5000), o);
+  EXPECT_EQ(plan.split_tokens, 512);
+  EXPECT_EQ(plan.num_splits, 10);  // ceil(5000 / 512)
+  o.split_tokens = 500;            // not a multiple of the KV block
+  Plan bad;
+  const Status s = plan_decode(decode(3, 8, 2, 5000), DeviceInfo::h200(), o, &bad);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.argument(), "options.split_tokens");
+}
+
+TEST(Planner, MaxSplitsCapsAutoAndRejectsContradictions) {
+  PlanOptions o;
+  o.max_splits = 4;
+  EXPECT_LE(plan_or_die(decode(1, 32, 8, 131072), o).num_splits, 4);
+  o.num_splits = 8;
+  Plan plan;
+  EXPECT_EQ(plan_decode(decode(1, 32, 8, 131072), DeviceInfo::h200(), o, &plan).argument(), "options.num_splits");
+  PlanOptions inv;
+  inv.split_tokens = 1024;
+  inv.max_splits = 4;  // 131072 / 1024 = 128 splits needed
+  EXPECT_EQ(plan_decode(decode(1, 32, 8, 131072), DeviceInfo::h200(), inv, &plan).argument(), "options.max_splits");
+}
+
+TEST(Planner, FewerSmsMeanFewerSplits) {
+  DeviceInfo small = DeviceInfo::h200();
+  small.sm_count = 16;
+  EXPECT_LT(plan_or_die(decode(1, 32, 8, 131072), {}, small).num_splits,
+            plan_or_die(decode(1, 32, 8, 131072)).num_splits);
+}
+
+TEST(Planner, SpeculativeDecodingTilesTheQueryRows) {
+  // 16 queries x 4 heads per group = 64 packed rows = 4 tiles of 16.
+  const Plan plan = plan_or_die(decode(1, 32, 8, 4096, 128, 16));
+  EXPECT_EQ(plan.work_units, 8 * 4);
+  EXPECT_EQ(plan.grid[1], 8 * 4);
+}
+
+TEST(Planner, DecodeRejectsPrefillStrategies) {
+  PlanOptions o;
+  o.strategy = Strategy::kTwoPass;
+  Plan plan;
+  EXPECT_EQ(plan_decode(decode(1, 8, 8, 100), DeviceInfo::h200(), o, &plan).code(), StatusCode::kUnsupported);
+}
+
+PrefillProblem prefill(int batch, int heads, int len, bool causal = false) {
+  PrefillProblem p;
+  p.batch = batch;
+  p.num_q_heads = p.num_kv_heads = heads;
+  p.head_dim = 128;
+  p.max_q_len = p.max_kv_len = len;
+  p.causal = causal;
+  return p;
+}
+
+TEST(Planner, PrefillSplitsOnlyWhenTheGridIsSmall) {
+  Plan plan;
+  ASSERT_TRUE(plan_prefill(prefill(4, 16, 4096), DeviceInfo::h200(), {}, &plan).ok());
+  EXPECT_EQ(plan.num_splits, 1);
+  // Chunked prefill: a 128-token chunk of one head against 32k keys.
+  PrefillProblem chunk = prefill(1, 2, 128);
+  chunk.max_kv_len = 32768;
+  chunk.causal = true;
+  ASSERT_TRUE(plan_prefill(chunk, DeviceInfo::h200(), {}, &plan).ok());
+  EXPECT_GT(plan.num_splits, 1);
+  EXPECT_EQ(plan.strategy, Strategy::kSplitKV);
+  EXPECT_GT(plan.workspace_bytes, 0u);
+}
+
+TEST(Planner, PrefillStrategiesArePlanned) {
+  for (Strategy s : {Strategy::kSplitV, Strategy::kTwoPass}) {
+    PlanOptions o;
+    o.strategy = s;
+    Plan plan;
+    ASSERT_TRUE(plan_prefill(prefill(2, 8, 1000), DeviceInfo::h200(), o, &plan).ok());
+    EXPECT_EQ(plan.strategy, s);
+    EXPECT_EQ(plan.num_splits, 1);
+  }
+  PlanOptions founding;
+  founding.tiles = TileShape::kFoundingNotes;
+  Plan plan;
+  ASSERT_TRUE(plan_prefill(prefill(2, 8, 1000), DeviceInfo::h200(), founding, &plan).ok());
+  EXPECT_EQ(plan.block_n, 64);
+  founding.strategy = Strategy::kSplitV;
+  EXPECT_EQ(plan_prefill(prefill(2, 8, 1000), DeviceInfo::h200(), founding, &plan).code(), StatusCode::kUnsupported);
+}
+
+TEST(Planner, DescribeMentionsTheDecision) {
+  const std::string text = describe(plan_or_die(decode(1, 32, 8, 65536)));
+  EXPECT_NE(text.find("split-kv"), std::string::npos);
+  EXPECT_NE(text.find("workspace"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace splitkv

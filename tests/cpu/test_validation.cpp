@@ -1,0 +1,252 @@
+// Bad input to every entry point returns an error naming the argument (no GPU needed: validation
+// happens before any CUDA call).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+
+#include "splitkv/splitkv.hpp"
+#include "testing/decode_case.hpp"
+#include "testing/prefill_case.hpp"
+
+namespace splitkv {
+namespace {
+
+DecodeProblem good_decode(int page_size = 0) {
+  DecodeProblem p;
+  p.batch = 2;
+  p.num_q_heads = 8;
+  p.num_kv_heads = 2;
+  p.head_dim = 128;
+  p.q_len = 2;
+  p.max_kv_len = 100;
+  p.page_size = page_size;
+  return p;
+}
+
+void expect_plan_error(const std::function<void(DecodeProblem&)>& mutate, StatusCode code, const std::string& arg) {
+  DecodeProblem p = good_decode();
+  mutate(p);
+  Plan plan;
+  const Status s = plan_decode(p, DeviceInfo::h200(), {}, &plan);
+  EXPECT_EQ(s.code(), code) << s.message();
+  EXPECT_EQ(s.argument(), arg) << s.message();
+  EXPECT_NE(s.message().find(arg), std::string::npos) << s.message();
+}
+
+TEST(Validation, DecodeProblemSizes) {
+  expect_plan_error([](DecodeProblem& p) { p.batch = 0; }, StatusCode::kInvalidArgument, "batch");
+  expect_plan_error([](DecodeProblem& p) { p.batch = -3; }, StatusCode::kInvalidArgument, "batch");
+  expect_plan_error([](DecodeProblem& p) { p.num_q_heads = 0; }, StatusCode::kInvalidArgument, "num_q_heads");
+  expect_plan_error([](DecodeProblem& p) { p.num_kv_heads = -1; }, StatusCode::kInvalidArgument, "num_kv_heads");
+  expect_plan_error([](DecodeProblem& p) { p.num_q_heads = 7; }, StatusCode::kInvalidArgument, "num_q_heads");
+  expect_plan_error([](DecodeProblem& p) { p.q_len = 0; }, StatusCode::kInvalidArgument, "q_len");
+  expect_plan_error([](DecodeProblem& p) { p.q_len = 17; }, StatusCode::kInvalidArgument, "q_len");
+  expect_plan_error([](DecodeProblem& p) { p.max_kv_len = -1; }, StatusCode::kInvalidArgument, "max_kv_len");
+  expect_plan_error([](DecodeProblem& p) { p.page_size = 8; }, StatusCode::kInvalidArgument, "page_size");
+  expect_plan_error([](DecodeProblem& p) { p.page_size = 24; }, StatusCode::kInvalidArgument, "page_size");
+  expect_plan_error([](DecodeProblem& p) { p.softmax_scale = -1.f; }, StatusCode::kInvalidArgument, "softmax_scale");
+  expect_plan_error([](DecodeProblem& p) { p.softmax_scale = std::nanf(""); }, StatusCode::kInvalidArgument, "softmax_scale");
+}
+
+TEST(Validation, DecodeUnsupportedHeadDimAndDtype) {
+  expect_plan_error([](DecodeProblem& p) { p.head_dim = 96; }, StatusCode::kUnsupported, "head_dim");
+  expect_plan_error([](DecodeProblem& p) { p.head_dim = 0; }, StatusCode::kUnsupported, "head_dim");
+  expect_plan_error([](DecodeProblem& p) { p.dtype = DType::kI8; }, StatusCode::kUnsupported, "dtype");
+  expect_plan_error([](DecodeProblem& p) { p.dtype = DType::kI4; }, StatusCode::kUnsupported, "dtype");
+  expect_plan_error([](DecodeProblem& p) { p.dtype = DType::kF32; }, StatusCode::kInvalidArgument, "dtype");
+}
+
+// A valid decode case on host memory; each test breaks one thing and calls run_decode, which must
+// refuse before touching the GPU.
+class DecodeTensorValidation : public ::testing::Test {
+ protected:
+  void SetUp() override { make(0); }
+  void make(int page_size) {
+    testing::DecodeCaseSpec spec;
+    spec.problem = good_decode(page_size);
+    spec.problem.page_size = page_size;
+    spec.seq_lens = {100, 37};
+    c = testing::make_decode_case(spec);
+    t = c.host_tensors();
+    ASSERT_TRUE(plan_decode(c.problem, DeviceInfo::h200(), {}, &plan).ok());
+  }
+  void expect_error(const std::string& arg, StatusCode code = StatusCode::kInvalidArgument) {
+    const Status s = run_decode(plan, t, nullptr, 0, nullptr);
+    EXPECT_EQ(s.code(), code) << s.message();
+    EXPECT_EQ(s.argument(), arg) << s.message();
+  }
+  testing::DecodeCase c;
+  DecodeTensors t;
+  Plan plan;
+};
+
+TEST_F(DecodeTensorValidation, NullPointers) {
+  t.q.data = nullptr;
+  expect_error("q.data");
+  SetUp();
+  t.v.data = nullptr;
+  expect_error("v.data");
+  SetUp();
+  t.seq_lens.data = nullptr;
+  expect_error("seq_lens.data");
+  SetUp();
+  t.out.data = nullptr;
+  expect_error("out.data");
+}
+
+TEST_F(DecodeTensorValidation, MisalignedPointersAndStrides) {
+  t.k.data = static_cast<char*>(t.k.data) + 2;
+  expect_error("k.data");
+  SetUp();
+  t.q.stride[2] = 130;  // rows no longer 16-byte aligned
+  expect_error("q.stride[2]");
+  SetUp();
+  t.out.stride[3] = 2;  // last dim not contiguous
+  expect_error("out.stride[3]");
+  SetUp();
+  t.k.stride[1] = -t.k.stride[1];
+  expect_error("k.stride[1]");
+}
+
+TEST_F(DecodeTensorValidation, ShapesAndDtypes) {
+  t.q.shape[2] = 4;
+  expect_error("q.shape[2]");
+  SetUp();
+  t.k.shape[3] = 64;
+  expect_error("k.shape[3]");
+  SetUp();
+  t.v.dtype = DType::kF16;
+  expect_error("v.dtype");
+  SetUp();
+  t.q.rank = 3;
+  expect_error("q.rank");
+  SetUp();
+  t.lse.shape[2] = 1;
+  expect_error("lse.shape[2]");
+}
+
+TEST_F(DecodeTensorValidation, LengthsBeyondTheCache) {
+  t.k.shape[1] = 50;  // capacity 50 < max_kv_len 100
+  expect_error("k.shape[1]");
+  SetUp();
+  c.seq_lens[1] = 101;  // host copy says a length exceeds the plan's bound
+  expect_error("seq_lens[1]");
+  SetUp();
+  c.seq_lens[0] = -4;
+  expect_error("seq_lens[0]");
+}
+
+TEST_F(DecodeTensorValidation, PageTableEntriesOutOfRange) {
+  make(16);
+  c.block_table[3] = static_cast<int32_t>(t.k.shape[0]);  // one past the last page
+  expect_error("block_table[0][3]");
+  make(16);
+  c.block_table[int(c.max_pages) + 1] = -1;
+  expect_error("block_table[1][1]");
+  make(16);
+  t.block_table.shape[1] = 2;  // 2 pages of 16 cannot hold 100 keys
+  expect_error("block_table.shape[1]");
+  make(0);
+  t.block_table = TensorRef::contiguous(c.seq_lens.data(), DType::kI32, {2, 1});
+  expect_error("block_table");
+}
+
+TEST_F(DecodeTensorValidation, WorkspaceTooSmall) {
+  PlanOptions o;
+  o.num_splits = 2;
+  ASSERT_TRUE(plan_decode(c.problem, DeviceInfo::h200(), o, &plan).ok());
+  ASSERT_GT(plan.workspace_bytes, 0u);
+  expect_error("workspace");
+  alignas(16) static char small[64];
+  const Status s = run_decode(plan, t, small, sizeof small, nullptr);
+  EXPECT_EQ(s.code(), StatusCode::kWorkspaceTooSmall) << s.message();
+  EXPECT_EQ(s.argument(), "workspace_bytes");
+}
+
+TEST_F(DecodeTensorValidation, WrongPlanKind) {
+  PrefillProblem p;
+  p.batch = 1;
+  p.num_q_heads = p.num_kv_heads = 2;
+  p.head_dim = 64;
+  p.max_q_len = p.max_kv_len = 16;
+  ASSERT_TRUE(plan_prefill(p, DeviceInfo::h200(), {}, &plan).ok());
+  expect_error("plan");
+}
+
+// ---- prefill --------------------------------------------------------------------------------------
+
+class PrefillTensorValidation : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    testing::PrefillCaseSpec spec;
+    spec.problem.batch = 3;
+    spec.problem.num_q_heads = 4;
+    spec.problem.num_kv_heads = 2;
+    spec.problem.head_dim = 64;
+    spec.problem.max_q_len = 20;
+    spec.problem.max_kv_len = 30;
+    spec.problem.varlen = true;
+    spec.q_lens = {20, 0, 5};
+    spec.kv_lens = {30, 4, 9};
+    c = testing::make_prefill_case(spec);
+    t = c.host_tensors();
+    ASSERT_TRUE(plan_prefill(c.problem, DeviceInfo::h200(), {}, &plan).ok());
+  }
+  void expect_error(const std::string& arg, StatusCode code = StatusCode::kInvalidArgument) {
+    const Status s = run_prefill(plan, t, nullptr, 0, nullptr);
+    EXPECT_EQ(s.code(), code) << s.message();
+    EXPECT_EQ(s.argument(), arg) << s.message();
+  }
+  testing::PrefillCase c;
+  PrefillTensors t;
+  Plan plan;
+};
+
+TEST_F(PrefillTensorValidation, CuSeqlensMustBeMonotoneAndInsideTheTensor) {
+  c.cu_seqlens_q[2] = 10;  // 20 -> 10: decreasing
+  expect_error("cu_seqlens_q[2]");
+  SetUp();
+  c.cu_seqlens_k[3] = static_cast<int32_t>(t.k.shape[0]) + 1;
+  expect_error("cu_seqlens_k[3]");
+  SetUp();
+  c.cu_seqlens_q[1] = 21;  // sequence longer than max_q_len
+  expect_error("cu_seqlens_q[1]");
+  SetUp();
+  t.cu_seqlens_k.data = nullptr;
+  expect_error("cu_seqlens_k.data");
+}
+
+TEST_F(PrefillTensorValidation, ShapesPointersAndProblem) {
+  t.v.shape[0] = 1;
+  expect_error("v.shape[0]");
+  SetUp();
+  t.out.data = static_cast<char*>(t.out.data) + 8;
+  expect_error("out.data");
+  SetUp();
+  t.lse.shape[0] = 3;
+  expect_error("lse.shape[0]");
+
+  PrefillProblem p = c.problem;
+  p.head_dim = 256;  // decode-only head dim
+  EXPECT_EQ(plan_prefill(p, DeviceInfo::h200(), {}, &plan).code(), StatusCode::kUnsupported);
+  p = c.problem;
+  p.max_q_len = 0;
+  EXPECT_EQ(plan_prefill(p, DeviceInfo::h200(), {}, &plan).argument(), "max_q_len");
+  p = c.problem;
+  p.num_kv_heads = 3;
+  EXPECT_EQ(plan_prefill(p, DeviceInfo::h200(), {}, &plan).argument(), "num_q_heads");
+  p = c.problem;
+  p.dtype = DType::kFP8E4M3;
+  EXPECT_EQ(plan_prefill(p, DeviceInfo::h200(), {}, &plan).code(), StatusCode::kUnsupported);
+}
+
+TEST(Validation, StatusMessagesNameArgumentAndExpectation) {
+  const Status s = Status::invalid("q.shape[2]", "32 (num_q_heads)", "16");
+  EXPECT_EQ(s.message(), "splitkv: invalid argument 'q.shape[2]': expected 32 (num_q_heads), got 16");
+  EXPECT_THROW(throw_if_error(s), Error);
+  EXPECT_NO_THROW(throw_if_error(Status::success()));
+}
+
+}  // namespace
+}  // namespace splitkv

@@ -1,0 +1,232 @@
+// Decode kernel against the fp64 reference (BENCHMARKING.md tolerances), plus the split-KV
+// promises: determinism, batch invariance, CUDA-graph replay with new lengths, bad device input.
+#include <cuda_runtime_api.h>
+
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "gpu_test_util.hpp"
+#include "testing/decode_check.hpp"
+
+namespace splitkv {
+namespace {
+
+using testing::DeviceBuffer;
+using testing::DeviceDecodeCase;
+
+struct DecodeSpecBuilder {
+  testing::DecodeCaseSpec spec;
+  DecodeSpecBuilder(int batch, int hq, int hkv, int max_len) {
+    spec.problem.batch = batch;
+    spec.problem.num_q_heads = hq;
+    spec.problem.num_kv_heads = hkv;
+    spec.problem.head_dim = 128;
+    spec.problem.max_kv_len = max_len;
+  }
+  DecodeSpecBuilder& lens(std::vector<int> l) { return spec.seq_lens = std::move(l), *this; }
+  DecodeSpecBuilder& head_dim(int d) { return spec.problem.head_dim = d, *this; }
+  DecodeSpecBuilder& dtype(DType t) { return spec.problem.dtype = t, *this; }
+  DecodeSpecBuilder& paged(int page_size) { return spec.problem.page_size = page_size, *this; }
+  DecodeSpecBuilder& queries(int q_len, bool causal) {
+    spec.problem.q_len = q_len;
+    spec.problem.causal = causal;
+    return *this;
+  }
+  DecodeSpecBuilder& strided() { return spec.strided = true, *this; }
+};
+
+struct GpuCase {
+  std::string name;
+  testing::DecodeCaseSpec spec;
+  int num_splits = 0;  // 0: planner
+  int split_tokens = 0;
+};
+
+// Runs one case on the GPU with NaN-poisoned outputs and returns the comparison.
+testing::Comparison run_case(const GpuCase& k, testing::DecodeCase* out_case = nullptr) {
+  testing::DecodeCase c = testing::make_decode_case(k.spec);
+  PlanOptions o;
+  o.num_splits = k.num_splits;
+  o.split_tokens = k.split_tokens;
+  Plan plan;
+  Status s = plan_decode(c.problem, gpu_test::device(), o, &plan);
+  EXPECT_TRUE(s.ok()) << s.message();
+  DeviceDecodeCase dev(c);
+  DeviceBuffer workspace(plan.workspace_bytes);
+  s = run_decode(plan, dev.tensors, workspace.get(), workspace.bytes(), nullptr);
+  EXPECT_TRUE(s.ok()) << s.message();
+  dev.download_outputs(c);
+  testing::Comparison cmp = testing::check_decode(c);
+  if (out_case) *out_case = std::move(c);
+  return cmp;
+}
+
+class DecodeVsReference : public ::testing::TestWithParam<GpuCase> {};
+
+TEST_P(DecodeVsReference, MatchesFp64Reference) {
+  const GpuCase& k = GetParam();
+  SPLITKV_REQUIRE_GPU(k.spec.problem.dtype, k.spec.problem.head_dim);
+  for (float q_scale : {1.f, 8.f}) {  // flat and peaked softmax
+    GpuCase scaled = k;
+    scaled.spec.q_scale = q_scale;
+    const testing::Comparison cmp = run_case(scaled);
+    EXPECT_TRUE(cmp.passed) << k.name << " q_scale=" << q_scale << ": " << cmp.summary();
+  }
+}
+
+std::vector<GpuCase> reference_cases() {
+  std::vector<GpuCase> cases;
+  auto add = [&](std::string name, DecodeSpecBuilder b, int splits = 0, int split_tokens = 0) {
+    cases.push_back(GpuCase{std::move(name), b.spec, splits, split_tokens});
+  };
+  for (int len : {1, 2, 17, 1000, 4097, 65537}) add("len" + std::to_string(len), DecodeSpecBuilder(1, 32, 8, len));
+  add("mixed_lengths_with_zero", DecodeSpecBuilder(5, 32, 8, 4097).lens({0, 4097, 1, 333, 2048}));
+  add("gqa_28_4", DecodeSpecBuilder(2, 28, 4, 1500));
+  add("mha_32_32", DecodeSpecBuilder(2, 32, 32, 1025));
+  add("gqa_64_8", DecodeSpecBuilder(2, 64, 8, 777));
+  add("mqa_8_1", DecodeSpecBuilder(3, 8, 1, 2000).lens({2000, 5, 1234}));
+  add("paged16_shuffled", DecodeSpecBuilder(3, 32, 8, 3000).paged(16).lens({3000, 17, 0}));
+  add("paged256_shuffled", DecodeSpecBuilder(2, 32, 8, 5000).paged(256).lens({4097, 5000}));
+  add("paged32", DecodeSpecBuilder(2, 16, 4, 700).paged(32).lens({700, 65}));
+  add("paged64", DecodeSpecBuilder(2, 16, 4, 700).paged(64));
+  add("paged128", DecodeSpecBuilder(2, 16, 4, 700).paged(128).lens({129, 700}));
+  add("spec_decode_q4_causal", DecodeSpecBuilder(2, 32, 8, 1000).queries(4, true).lens({1000, 3}));
+  add("spec_decode_q16_causal_paged", DecodeSpecBuilder(2, 32, 8, 900).queries(16, true).paged(16).lens({900, 10}));
+  add("q7_noncausal_mha", DecodeSpecBuilder(1, 8, 8, 600).queries(7, false));
+  add("strided", DecodeSpecBuilder(2, 32, 8, 1000).strided());
+  add("hd64_fp16", DecodeSpecBuilder(2, 32, 8, 3000).head_dim(64).dtype(DType::kF16).lens({3000, 77}));
+  add("hd64_bf16_paged", DecodeSpecBuilder(2, 16, 2, 1000).head_dim(64).paged(16));
+  add("hd256_bf16", DecodeSpecBuilder(2, 16, 4, 2500).head_dim(256).lens({2500, 31}));
+  add("hd256_fp16_paged_causal", DecodeSpecBuilder(1, 8, 2, 1200).head_dim(256).dtype(DType::kF16).paged(64).queries(3, true));
+  add("fp16_hd128", DecodeSpecBuilder(2, 32, 8, 4097).dtype(DType::kF16));
+  add("forced_one_split", DecodeSpecBuilder(1, 32, 8, 4097), 1);
+  add("forced_many_splits", DecodeSpecBuilder(2, 32, 8, 4097).lens({4097, 100}), 48);
+  add("batch_invariant_split", DecodeSpecBuilder(3, 32, 8, 5000).lens({5000, 64, 0}), 0, 512);
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, DecodeVsReference, ::testing::ValuesIn(reference_cases()),
+                         [](const ::testing::TestParamInfo<GpuCase>& info) { return info.param.name; });
+
+TEST(DecodeGpu, SplitResultsAreBitwiseDeterministic) {
+  SPLITKV_REQUIRE_GPU(DType::kBF16, 128);
+  GpuCase k{"det", DecodeSpecBuilder(2, 32, 8, 20000).spec, 32, 0};
+  testing::DecodeCase first, second;
+  run_case(k, &first);
+  run_case(k, &second);
+  EXPECT_EQ(first.out, second.out);
+  EXPECT_EQ(std::memcmp(first.lse.data(), second.lse.data(), first.lse.size() * sizeof(float)), 0);
+}
+
+TEST(DecodeGpu, BatchInvariantModeGivesTheSameBitsWhateverTheBatch) {
+  SPLITKV_REQUIRE_GPU(DType::kBF16, 128);
+  // Sequence of 3000 keys alone, and in a batch with a 20000-key sequence (more splits, another
+  // plan): with a fixed split size its output bits are identical.
+  testing::DecodeCase alone = testing::make_decode_case(DecodeSpecBuilder(1, 32, 8, 3000).spec);
+  testing::DecodeCase paired = testing::make_decode_case(DecodeSpecBuilder(3, 32, 8, 20000).lens({20000, 3000, 7}).spec);
+  testing::copy_sequence(alone, 0, paired, 1);
+  std::vector<uint16_t> bits[2];
+  int i = 0;
+  for (auto [c, b] : {std::pair{&alone, 0}, std::pair{&paired, 1}}) {
+    PlanOptions o;
+    o.split_tokens = 1024;
+    Plan plan;
+    ASSERT_TRUE(plan_decode(c->problem, gpu_test::device(), o, &plan).ok());
+    DeviceDecodeCase dev(*c);
+    DeviceBuffer workspace(plan.workspace_bytes);
+    ASSERT_TRUE(run_decode(plan, dev.tensors, workspace.get(), workspace.bytes(), nullptr).ok());
+    dev.download_outputs(*c);
+    EXPECT_TRUE(testing::check_decode(*c).passed);
+    bits[i++] = testing::sequence_output_bits(*c, b);
+  }
+  EXPECT_EQ(bits[0], bits[1]);
+}
+
+TEST(DecodeGpu, CudaGraphReplayServesNewLengths) {
+  SPLITKV_REQUIRE_GPU(DType::kBF16, 128);
+  // Capture once with the plan's bound, then change the lengths on the device and replay.
+  testing::DecodeCase c = testing::make_decode_case(DecodeSpecBuilder(3, 32, 8, 8192).lens({8192, 100, 5000}).spec);
+  Plan plan;
+  PlanOptions o;
+  o.max_splits = 16;
+  ASSERT_TRUE(plan_decode(c.problem, gpu_test::device(), o, &plan).ok());
+  ASSERT_GT(plan.num_splits, 1);
+  DeviceDecodeCase dev(c);
+  DeviceBuffer workspace(plan.workspace_bytes);
+  cudaStream_t stream;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  cudaGraph_t graph;
+  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+  const Status captured = run_decode(plan, dev.tensors, workspace.get(), workspace.bytes(), stream);
+  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+  ASSERT_TRUE(captured.ok()) << captured.message();
+  cudaGraphExec_t exec;
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  for (const std::vector<int32_t>& lens :
+       {std::vector<int32_t>{8192, 100, 5000}, {1, 8192, 0}, {4097, 3, 8000}}) {
+    c.seq_lens = lens;
+    dev.upload_seq_lens(lens);
+    testing::poison_outputs(c);
+    dev.upload_outputs(c);
+    ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    dev.download_outputs(c);
+    const testing::Comparison cmp = testing::check_decode(c);
+    EXPECT_TRUE(cmp.passed) << "lengths " << lens[0] << "," << lens[1] << "," << lens[2] << ": " << cmp.summary();
+  }
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
+}
+
+// Lengths and page ids are device data: run() cannot check them on the host. Bad ones must not
+// be read past, and must show up as NaN in that sequence's output (never a silent wrong answer).
+TEST(DecodeGpu, BadDeviceLengthsAndPagesBecomeNaNNotOutOfBounds) {
+  SPLITKV_REQUIRE_GPU(DType::kBF16, 128);
+  for (int page_size : {0, 16}) {
+    testing::DecodeCase c = testing::make_decode_case(DecodeSpecBuilder(3, 8, 2, 500).paged(page_size).lens({500, 200, 300}).spec);
+    PlanOptions o;
+    o.num_splits = 3;
+    Plan plan;
+    ASSERT_TRUE(plan_decode(c.problem, gpu_test::device(), o, &plan).ok());
+    DeviceDecodeCase dev(c);
+    dev.tensors.seq_lens_host = nullptr;  // the host cannot see what the device will read
+    dev.tensors.block_table_host = nullptr;
+    const int capacity = page_size ? int(c.max_pages) * page_size : int(c.k_ref.shape[1]);
+    std::vector<int32_t> lens = {capacity + 1, 200, 300};  // sequence 0: beyond the cache
+    dev.upload_seq_lens(lens);
+    if (page_size) {
+      std::vector<int32_t> table = c.block_table;
+      table[2 * c.max_pages + 1] = 1 << 20;  // sequence 2: a page id past the pool
+      dev.block_table.upload(table.data(), table.size() * sizeof(int32_t));
+    }
+    DeviceBuffer workspace(plan.workspace_bytes);
+    ASSERT_TRUE(run_decode(plan, dev.tensors, workspace.get(), workspace.bytes(), nullptr).ok());
+    dev.download_outputs(c);
+    const int per_seq = c.problem.num_q_heads * c.problem.head_dim;
+    auto all_nan = [&](int b) {
+      for (int j = 0; j < per_seq; ++j)
+        if (!std::isnan(testing::dense_values(c.host_tensors().out)[size_t(b * per_seq + j)])) return false;
+      return true;
+    };
+    EXPECT_TRUE(all_nan(0)) << "page_size " << page_size;
+    EXPECT_FALSE(std::isnan(testing::dense_values(c.host_tensors().out)[size_t(per_seq)])) << "sequence 1 is valid";
+    if (page_size) EXPECT_TRUE(all_nan(2));
+  }
+}
+
+TEST(DecodeGpu, ZeroLengthSequencesGiveZerosAndNegativeInfinity) {
+  SPLITKV_REQUIRE_GPU(DType::kBF16, 128);
+  for (int splits : {1, 4}) {
+    testing::DecodeCase c;
+    GpuCase k{"zeros", DecodeSpecBuilder(2, 8, 2, 300).lens({0, 0}).spec, splits, 0};
+    run_case(k, &c);
+    for (uint16_t bits : c.out) EXPECT_EQ(bits & 0x7fff, 0);
+    for (float l : c.lse) EXPECT_TRUE(std::isinf(l) && l < 0);
+  }
+}
+
+}  // namespace
+}  // namespace splitkv

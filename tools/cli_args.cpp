@@ -1,0 +1,100 @@
+#include "cli_args.hpp"
+
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <map>
+
+namespace splitkv::cli {
+namespace {
+
+bool parse_int(const std::string& text, int* value) {
+  char* end = nullptr;
+  const long v = std::strtol(text.c_str(), &end, 10);
+  if (end == text.c_str() || *end != '\0') return false;
+  *value = static_cast<int>(v);
+  return true;
+}
+
+}  // namespace
+
+void print_usage() {
+  std::printf(
+      "usage: splitkv <plan|verify|bench> [options]\n"
+      "  --mode decode|prefill     problem kind (default decode)\n"
+      "  -b, --batch N             sequences (default 1)\n"
+      "  --hq N, --hkv N           query / KV heads (default 32 / 8)\n"
+      "  -d, --head-dim N          64, 128 or 256 (default 128)\n"
+      "  --lq N                    decode: queries per sequence; prefill: query length\n"
+      "  --lk N                    decode: max KV length; prefill: key length (default 4096)\n"
+      "  --dtype fp16|bf16         (default bf16)\n"
+      "  --page-size N             decode: paged KV with pages of N tokens (0 = contiguous)\n"
+      "  --causal, --varlen        causal mask (bottom-right); prefill varlen packing\n"
+      "  --splits auto|N           KV splits (default auto)\n"
+      "  --max-splits N            cap on splits (CUDA-graph bound)\n"
+      "  --split-tokens N          batch-invariant split size in tokens\n"
+      "  --strategy S              auto|split-q|split-kv|split-v|two-pass\n"
+      "  --tiles default|founding  prefill tile shapes\n"
+      "  --iters N                 timed iterations (default 20)\n"
+      "  --suite S                 bench: decode|prefill|strategies|sweep (GPU)\n"
+      "  --backend auto|gpu|cpu    where bench/verify run (default auto)\n"
+      "  --sms N                   plan: SM count of the device to plan for\n"
+      "  --seed N                  random inputs\n"
+      "  --json PATH               write results as JSON\n"
+      "Without a GPU, `splitkv bench` says so and runs the CPU backend on a small problem.\n");
+}
+
+bool parse_args(int argc, char** argv, CliOptions* o, std::string* error) {
+  if (argc < 2) {
+    o->command = "help";
+    return true;
+  }
+  o->command = argv[1];
+  const std::map<std::string, int*> ints = {
+      {"-b", &o->batch},          {"--batch", &o->batch},         {"--hq", &o->num_q_heads},
+      {"--hkv", &o->num_kv_heads}, {"-d", &o->head_dim},           {"--head-dim", &o->head_dim},
+      {"--lq", &o->q_len},        {"--lk", &o->kv_len},           {"--page-size", &o->page_size},
+      {"--max-splits", &o->max_splits}, {"--split-tokens", &o->split_tokens}, {"--iters", &o->iters},
+      {"--sms", &o->sm_count}};
+  const std::map<std::string, std::string*> strings = {
+      {"--mode", &o->mode},     {"--dtype", &o->dtype},   {"--strategy", &o->strategy}, {"--tiles", &o->tiles},
+      {"--json", &o->json_path}, {"--suite", &o->suite}, {"--backend", &o->backend}};
+  for (int i = 2; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--causal") {
+      o->causal = true;
+    } else if (arg == "--varlen") {
+      o->varlen = true;
+    } else if (arg == "-h" || arg == "--help") {
+      o->command = "help";
+    } else if (i + 1 >= argc) {
+      *error = "missing value after " + arg;
+      return false;
+    } else if (arg == "--splits") {
+      const std::string v = argv[++i];
+      if (v != "auto" && !parse_int(v, &o->num_splits)) {
+        *error = "--splits expects auto or an integer, got " + v;
+        return false;
+      }
+    } else if (arg == "--seed") {
+      o->seed = std::strtoull(argv[++i], nullptr, 10);
+    } else if (auto it = ints.find(arg); it != ints.end()) {
+      const std::string v = argv[++i];
+      if (!parse_int(v, it->second)) {
+        *error = arg + " expects an integer, got " + v;
+        return false;
+      }
+      if (arg != "--iters" && arg != "--sms" && arg != "--max-splits" && arg != "--split-tokens") {
+        o->shape_given = true;
+      }
+    } else if (auto it2 = strings.find(arg); it2 != strings.end()) {
+      *it2->second = argv[++i];
+    } else {
+      *error = "unknown option " + arg;
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace splitkv::cli

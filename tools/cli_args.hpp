@@ -1,0 +1,40 @@
+// Command-line options of the `splitkv` tool.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace splitkv::cli {
+
+struct CliOptions {
+  std::string command;  // plan | verify | bench | help
+  std::string mode = "decode";  // decode | prefill
+  int batch = 1;
+  int num_q_heads = 32;
+  int num_kv_heads = 8;
+  int head_dim = 128;
+  int q_len = 1;        // decode: queries per sequence; prefill: query length
+  int kv_len = 4096;    // decode: max_kv_len; prefill: key length
+  std::string dtype = "bf16";
+  int page_size = 0;
+  bool causal = false;
+  bool varlen = false;
+  int num_splits = 0;   // 0: auto
+  int max_splits = 0;
+  int split_tokens = 0;
+  std::string strategy = "auto";
+  std::string tiles = "default";
+  int iters = 20;
+  std::string json_path;
+  std::string suite;     // bench: decode | prefill | strategies | sweep
+  std::string backend = "auto";  // auto | gpu | cpu
+  int sm_count = 0;      // plan: override the device's SM count
+  uint64_t seed = 1;
+  bool shape_given = false;  // any shape flag on the command line
+};
+
+// Parses argv; on error returns false and sets `error`.
+bool parse_args(int argc, char** argv, CliOptions* options, std::string* error);
+void print_usage();
+
+}  // namespace splitkv::cli

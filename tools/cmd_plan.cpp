@@ -1,0 +1,34 @@
+#include <cstdio>
+
+#include "commands.hpp"
+#include "problem_builder.hpp"
+#include "testing/device_buffer.hpp"
+
+namespace splitkv::cli {
+
+int cmd_plan(const CliOptions& o) {
+  DType dtype;
+  PlanOptions options;
+  Status status = to_dtype(o.dtype, &dtype);
+  if (status) status = to_plan_options(o, &options);
+  DeviceInfo device = DeviceInfo::h200();
+  const char* source = "no GPU: planning for an H200";
+  if (testing::gpu_available() && query_device(0, &device).ok()) source = "device 0";
+  if (o.sm_count > 0) {
+    device.sm_count = o.sm_count;
+    source = "--sms override";
+  }
+  Plan plan;
+  if (status) {
+    status = o.mode == "prefill" ? plan_prefill(to_prefill_problem(o, dtype), device, options, &plan)
+                                 : plan_decode(to_decode_problem(o, dtype), device, options, &plan);
+  }
+  if (!status) {
+    std::fprintf(stderr, "%s\n", status.message().c_str());
+    return 1;
+  }
+  std::printf("(%s)\n%s", source, describe(plan).c_str());
+  return 0;
+}
+
+}  // namespace splitkv::cli

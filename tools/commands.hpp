@@ -1,0 +1,24 @@
+// The `splitkv` subcommands. Each returns the process exit code.
+#pragma once
+
+#include "cli_args.hpp"
+
+namespace splitkv::cli {
+
+int cmd_plan(const CliOptions& o);
+int cmd_verify(const CliOptions& o);
+int cmd_bench(const CliOptions& o);
+
+// GPU side: tools/gpu_decode.cpp and tools/gpu_prefill.cpp.
+int gpu_decode_bench(const CliOptions& o);
+int gpu_decode_verify(const CliOptions& o);
+int gpu_prefill_bench(const CliOptions& o);
+int gpu_prefill_verify(const CliOptions& o);
+
+inline bool is_prefill(const CliOptions& o) {
+  return o.mode == "prefill" || o.suite == "prefill" || o.suite == "strategies";
+}
+inline int gpu_bench(const CliOptions& o) { return is_prefill(o) ? gpu_prefill_bench(o) : gpu_decode_bench(o); }
+inline int gpu_verify(const CliOptions& o) { return is_prefill(o) ? gpu_prefill_verify(o) : gpu_decode_verify(o); }
+
+}  // namespace splitkv::cli

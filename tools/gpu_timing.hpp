@@ -1,0 +1,33 @@
+// GPU timing helpers for `splitkv bench`: device-side random fill, the read-bandwidth ceiling and
+// CUDA-graph replay timing (BENCHMARKING.md: graphs of back-to-back calls, median of >= 20 replays).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "splitkv/types.hpp"
+
+namespace splitkv::cli {
+
+// Fills n 16-bit elements with deterministic pseudo-random values in [-1, 1).
+void fill_random_device(void* dst, size_t n, DType dtype, uint64_t seed);
+
+// Bytes/second of a plain vectorized read kernel over a 4 GiB buffer (16-byte streaming loads,
+// grid-stride, 4 blocks of 512 threads per SM); median of 10 runs.
+double measure_read_ceiling_gbps();
+
+struct GraphTiming {
+  double us_per_call = 0;  // median replay time / calls per replay
+  double spread = 0;       // |round 1 - round 2| / round 2: the noise floor of this measurement
+};
+
+// Captures `calls` invocations of enqueue(call_index, stream) in one CUDA graph and times its
+// replays: two rounds of `replays` after warm-up. enqueue returns false on error.
+GraphTiming time_graph(const std::function<bool(int, void*)>& enqueue, int calls, int replays = 25);
+
+std::string gpu_name();
+std::string today();
+
+}  // namespace splitkv::cli

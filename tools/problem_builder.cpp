@@ -1,0 +1,73 @@
+#include "problem_builder.hpp"
+
+namespace splitkv::cli {
+
+Status to_dtype(const std::string& name, DType* dtype) {
+  if (name == "bf16") {
+    *dtype = DType::kBF16;
+  } else if (name == "fp16") {
+    *dtype = DType::kF16;
+  } else {
+    return Status::invalid("--dtype", "fp16 or bf16", name);
+  }
+  return Status::success();
+}
+
+Status to_plan_options(const CliOptions& o, PlanOptions* options) {
+  PlanOptions p;
+  if (o.strategy == "auto") {
+    p.strategy = Strategy::kAuto;
+  } else if (o.strategy == "split-q") {
+    p.strategy = Strategy::kSplitQ;
+  } else if (o.strategy == "split-kv") {
+    p.strategy = Strategy::kSplitKV;
+  } else if (o.strategy == "split-v") {
+    p.strategy = Strategy::kSplitV;
+  } else if (o.strategy == "two-pass") {
+    p.strategy = Strategy::kTwoPass;
+  } else {
+    return Status::invalid("--strategy", "auto, split-q, split-kv, split-v or two-pass", o.strategy);
+  }
+  if (o.tiles == "default") {
+    p.tiles = TileShape::kDefault;
+  } else if (o.tiles == "founding") {
+    p.tiles = TileShape::kFoundingNotes;
+  } else {
+    return Status::invalid("--tiles", "default or founding", o.tiles);
+  }
+  p.num_splits = o.num_splits;
+  p.max_splits = o.max_splits;
+  p.split_tokens = o.split_tokens;
+  *options = p;
+  return Status::success();
+}
+
+DecodeProblem to_decode_problem(const CliOptions& o, DType dtype) {
+  DecodeProblem p;
+  p.batch = o.batch;
+  p.num_q_heads = o.num_q_heads;
+  p.num_kv_heads = o.num_kv_heads;
+  p.head_dim = o.head_dim;
+  p.q_len = o.q_len;
+  p.max_kv_len = o.kv_len;
+  p.page_size = o.page_size;
+  p.causal = o.causal;
+  p.dtype = dtype;
+  return p;
+}
+
+PrefillProblem to_prefill_problem(const CliOptions& o, DType dtype) {
+  PrefillProblem p;
+  p.batch = o.batch;
+  p.num_q_heads = o.num_q_heads;
+  p.num_kv_heads = o.num_kv_heads;
+  p.head_dim = o.head_dim;
+  p.max_q_len = o.q_len;
+  p.max_kv_len = o.kv_len;
+  p.varlen = o.varlen;
+  p.causal = o.causal;
+  p.dtype = dtype;
+  return p;
+}
+
+}  // namespace splitkv::cli
