@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# Everything the GPU machine does, in one call: build for sm_90a, run the GPU tests (optionally
+# under compute-sanitizer), run the benchmark suites with the PyTorch peers, and leave results and
+# logs in $OUT (at most 8 files), printing a short table last.
+#
+#   SPLITKV_STEPS   comma list of: build,test,sanitize,sweep,decode,prefill,strategies
+#                   (default: build,test,decode)
+#   SPLITKV_PREBUILT  directory with already-built splitkv and splitkv_gpu_tests (skips the build)
+#   SPLITKV_TEST_FILTER  gtest filter for test/sanitize (default: all)
+#   SPLITKV_COMMIT  commit id recorded in the results (the device copy has no .git)
+#   OUT             output folder (default ./gpu-out)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-$PWD/gpu-out}
+mkdir -p "$OUT"
+STEPS=",${SPLITKV_STEPS:-build,test,decode},"
+FILTER=${SPLITKV_TEST_FILTER:-*}
+export SPLITKV_COMMIT=${SPLITKV_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
+WORK=/tmp/splitkv-gpu-check
+mkdir -p "$WORK"
+has() { [[ "$STEPS" == *",$1,"* ]]; }
+summary=()
+
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader | tee "$WORK/gpu.txt"
+
+BIN=${SPLITKV_PREBUILT:-build-gpu}
+if [[ -z "${SPLITKV_PREBUILT:-}" ]] && has build; then
+  start=$(date +%s)
+  cmake -S . -B build-gpu -G Ninja -DCMAKE_CUDA_ARCHITECTURES=90a -DCMAKE_BUILD_TYPE=Release >"$WORK/configure.log" 2>&1 \
+    && ninja -C build-gpu -j16 splitkv_cli splitkv_gpu_tests >"$OUT/build.log" 2>&1
+  rc=$?
+  summary+=("build: rc=$rc in $(( $(date +%s) - start )) s")
+  if [[ $rc -ne 0 ]]; then
+    tail -40 "$OUT/build.log"
+    printf '%s\n' "${summary[@]}"
+    exit 1
+  fi
+fi
+
+if has test; then
+  "$BIN/splitkv_gpu_tests" --gtest_filter="$FILTER" --gtest_brief=1 >"$OUT/gpu_tests.log" 2>&1
+  summary+=("gpu tests: rc=$? ($(grep -c '^\[       OK \]' "$OUT/gpu_tests.log" || true) ok; $(grep -E '^\[  (PASSED|FAILED)' "$OUT/gpu_tests.log" | tr '\n' ' '))")
+fi
+
+if has sanitize; then
+  compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN/splitkv_gpu_tests" --gtest_filter="$FILTER" \
+    --gtest_brief=1 >"$OUT/sanitizer.log" 2>&1
+  summary+=("compute-sanitizer memcheck: rc=$? $(grep -E 'ERROR SUMMARY' "$OUT/sanitizer.log" | tail -1)")
+fi
+
+run_suite() {  # suite name, splitkv bench args...
+  local suite=$1
+  shift
+  "$BIN/splitkv" bench "$@" --json "$WORK/$suite-ours.json" >"$WORK/$suite-ours.log" 2>&1
+  local rc=$?
+  cat "$WORK/$suite-ours.log" >>"$OUT/bench.log"
+  summary+=("bench $suite: rc=$rc")
+}
+
+if has sweep; then
+  run_suite decode-sweep --suite sweep
+  cp "$WORK/decode-sweep-ours.json" "$OUT/decode-sweep.json"
+fi
+if has decode; then
+  run_suite decode --suite decode
+  python3 bench/peers.py --suite decode --json "$WORK/decode-peers.json" >>"$OUT/bench.log" 2>&1
+  python3 bench/merge_results.py --suite decode --ours "$WORK/decode-ours.json" --peers "$WORK/decode-peers.json" --out "$OUT"
+fi
+if has prefill; then
+  run_suite prefill --suite prefill
+  python3 bench/peers.py --suite prefill --json "$WORK/prefill-peers.json" >>"$OUT/bench.log" 2>&1
+  python3 bench/merge_results.py --suite prefill --ours "$WORK/prefill-ours.json" --peers "$WORK/prefill-peers.json" --out "$OUT"
+fi
+if has strategies; then
+  run_suite strategies --suite strategies
+  python3 bench/merge_results.py --suite strategies --ours "$WORK/strategies-ours.json" --out "$OUT"
+fi
+
+echo "==== summary ===="
+cat "$WORK/gpu.txt"
+printf '%s\n' "${summary[@]}"
+[[ -f "$OUT/gpu_tests.log" ]] && grep -E '^\[  FAILED|Failure|FAIL:' "$OUT/gpu_tests.log" | head -20
+for md in "$OUT"/*-latest.md; do [[ -f "$md" ]] && cat "$md"; done
+exit 0
