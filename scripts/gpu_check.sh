@@ -5,7 +5,7 @@
 #
 #   SPLITKV_STEPS   comma list of: build,test,sanitize,sweep,decode,prefill,strategies
 #                   (default: build,test,decode)
-#   SPLITKV_PREBUILT  directory with already-built splitkv and splitkv_gpu_tests (skips the build)
+#   SPLITKV_PREBUILT  a build directory made elsewhere (splitkv, tests/splitkv_gpu_tests): no build
 #   SPLITKV_TEST_FILTER  gtest filter for test/sanitize (default: all)
 #   SPLITKV_COMMIT  commit id recorded in the results (the device copy has no .git)
 #   OUT             output folder (default ./gpu-out)
@@ -38,12 +38,12 @@ if [[ -z "${SPLITKV_PREBUILT:-}" ]] && has build; then
 fi
 
 if has test; then
-  "$BIN/splitkv_gpu_tests" --gtest_filter="$FILTER" --gtest_brief=1 >"$OUT/gpu_tests.log" 2>&1
+  "$BIN/tests/splitkv_gpu_tests" --gtest_filter="$FILTER" --gtest_brief=1 >"$OUT/gpu_tests.log" 2>&1
   summary+=("gpu tests: rc=$? ($(grep -c '^\[       OK \]' "$OUT/gpu_tests.log" || true) ok; $(grep -E '^\[  (PASSED|FAILED)' "$OUT/gpu_tests.log" | tr '\n' ' '))")
 fi
 
 if has sanitize; then
-  compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN/splitkv_gpu_tests" --gtest_filter="$FILTER" \
+  compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN/tests/splitkv_gpu_tests" --gtest_filter="$FILTER" \
     --gtest_brief=1 >"$OUT/sanitizer.log" 2>&1
   summary+=("compute-sanitizer memcheck: rc=$? $(grep -E 'ERROR SUMMARY' "$OUT/sanitizer.log" | tail -1)")
 fi

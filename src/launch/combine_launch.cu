@@ -7,9 +7,8 @@ namespace splitkv::detail {
 
 cudaError_t launch_combine(DType dtype, int head_dim, const CombineParams& params, const LaunchConfig& config) {
   return with_instance(dtype, head_dim, [&](auto element, auto dim) {
-    const dim3 grid(static_cast<unsigned>((params.rows + kCombineWarps - 1) / kCombineWarps));
-    return launch_kernel(combine_kernel<decltype(element), decltype(dim)::value>, grid, dim3(kCombineWarps * 32),
-                         0, params, config);
+    return launch_kernel(combine_kernel<decltype(element), decltype(dim)::value>,
+                         dim3(static_cast<unsigned>(params.rows)), dim3(kCombineThreads), 0, params, config);
   });
 }
 

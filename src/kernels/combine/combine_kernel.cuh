@@ -1,6 +1,10 @@
-// The split-KV combine: one warp per output row merges num_splits partials (O_i, LSE_i) as
+// The split-KV combine: one thread block per output row merges its num_splits partials (O_i, LSE_i):
 //   LSE = log sum_i exp(LSE_i),   O = sum_i exp(LSE_i - LSE) * O_i
-// with the O sum taken in split order, so results are bitwise identical run to run.
+// The block's threads form groups of head_dim / 4 (one float4 of a partial row each); group g
+// folds splits g, g + groups, ... into an online (max, sum, acc) state, several partials in flight
+// at once, and the groups' states are merged in group order. Every step has a fixed order, so
+// results are bitwise identical run to run, and appending empty partials (LSE = -inf) changes no
+// bit (batch-invariant mode relies on that).
 #pragma once
 
 #include <cutlass/array.h>
@@ -8,66 +12,121 @@
 #include "kernels/combine/combine_params.hpp"
 #include "kernels/common/online_softmax.cuh"
 #include "kernels/common/pdl.cuh"
-#include "kernels/common/quad_reduce.cuh"
 
 namespace splitkv::detail {
 
-constexpr int kCombineWarps = 4;
+constexpr int kCombineThreads = 128;
+
+// Online merge state of one thread's four output columns.
+struct CombineState {
+  float max = kNegInf;  // natural-log units
+  float sum = 0.f;
+  float acc[4] = {0.f, 0.f, 0.f, 0.f};
+
+  // Folds in n partials with LSEs lse[] and outputs o[] (n is a compile-time batch).
+  template <int n>
+  __device__ __forceinline__ void fold(const float (&lse)[n], const float4 (&o)[n]) {
+    float new_max = max;
+#pragma unroll
+    for (int j = 0; j < n; ++j) new_max = fmaxf(new_max, lse[j]);
+    if (new_max == kNegInf) return;  // all empty so far
+    const float rescale = exp2f((max - new_max) * kLog2e);  // 0 when max was -inf
+    sum *= rescale;
+#pragma unroll
+    for (int c = 0; c < 4; ++c) acc[c] *= rescale;
+#pragma unroll
+    for (int j = 0; j < n; ++j) {
+      const float w = exp2f((lse[j] - new_max) * kLog2e);
+      sum += w;
+      acc[0] += w * o[j].x;
+      acc[1] += w * o[j].y;
+      acc[2] += w * o[j].z;
+      acc[3] += w * o[j].w;
+    }
+    max = new_max;
+  }
+};
 
 template <class Element, int kHeadDim>
-__global__ void __launch_bounds__(kCombineWarps * 32) combine_kernel(const __grid_constant__ CombineParams p) {
-  constexpr int kPerLane = kHeadDim / 32;  // 2, 4 or 8 consecutive columns per lane
-  static_assert(kHeadDim % 64 == 0);
-  const int lane = threadIdx.x % 32;
-  const int64_t row = int64_t(blockIdx.x) * kCombineWarps + threadIdx.x / 32;
+__global__ void __launch_bounds__(kCombineThreads) combine_kernel(const __grid_constant__ CombineParams p) {
+  constexpr int kLanesPerRow = kHeadDim / 4;
+  constexpr int kGroups = kCombineThreads / kLanesPerRow;
+  constexpr int kInFlight = 4;  // partials each thread loads before folding them in
+  static_assert(kCombineThreads % kLanesPerRow == 0);
+  __shared__ float group_max[kGroups], group_sum[kGroups];
+  __shared__ float4 group_acc[kGroups][kLanesPerRow];
+  __shared__ int saw_nan;
 
-  allow_dependent_launch();  // our own dependents may start launching; they wait for us anyway
+  const int64_t row = blockIdx.x;
+  const int group = threadIdx.x / kLanesPerRow, lane = threadIdx.x % kLanesPerRow;
+  if (threadIdx.x == 0) saw_nan = 0;
+  allow_dependent_launch();  // our dependents may start launching; they wait for us anyway
   wait_for_prior_grids();    // the partials come from the kernel before us
-  if (row >= p.rows) return;
 
   const int hq = int(row % p.num_q_heads);
   const int i = int(row / p.num_q_heads % p.seq_rows);
   const int b = int(row / p.num_q_heads / p.seq_rows);
   int64_t token = i;
   if (p.cu_seqlens_q != nullptr) {
-    if (i >= p.cu_seqlens_q[b + 1] - p.cu_seqlens_q[b]) return;
+    if (i >= p.cu_seqlens_q[b + 1] - p.cu_seqlens_q[b]) return;  // block-uniform
     token += p.cu_seqlens_q[b];
   }
 
-  // Total LSE: lanes take splits lane, lane + 32, ...; then a fixed butterfly across the warp.
-  float max_lse = kNegInf;
-  for (int s = lane; s < p.num_splits; s += 32) max_lse = fmaxf(max_lse, p.partial_lse[s * p.rows + row]);
-  max_lse = warp_max(max_lse);
-  float sum = 0.f;
-  if (max_lse != kNegInf) {
-    for (int s = lane; s < p.num_splits; s += 32) sum += exp2f((p.partial_lse[s * p.rows + row] - max_lse) * kLog2e);
-  }
-  sum = warp_sum(sum);
-  const bool any_partial_nan = isnan(sum) || isnan(max_lse);
-  const float lse = any_partial_nan ? __int_as_float(0x7fc00000)
-                                    : (max_lse == kNegInf ? kNegInf : max_lse + logf(sum));
-
-  float o[kPerLane] = {};
-  if (lse != kNegInf) {
-    const float* part = p.partial_o + row * kHeadDim + lane * kPerLane;
-#pragma unroll 4
-    for (int s = 0; s < p.num_splits; ++s) {
-      const float weight = exp2f((p.partial_lse[s * p.rows + row] - lse) * kLog2e);
-      const float* src = part + int64_t(s) * p.rows * kHeadDim;
+  CombineState state;
+  bool nan_seen = false;  // a poisoned partial (bad input) must poison the row, even beside empties
+  for (int s0 = group; s0 < p.num_splits; s0 += kGroups * kInFlight) {
+    float lse[kInFlight];
+    float4 o[kInFlight];
 #pragma unroll
-      for (int j = 0; j < kPerLane; j += 2) {
-        const float2 v = *reinterpret_cast<const float2*>(src + j);
-        o[j] += weight * v.x;
-        o[j + 1] += weight * v.y;
-      }
+    for (int j = 0; j < kInFlight; ++j) {
+      const int s = s0 + j * kGroups;
+      const bool valid = s < p.num_splits;
+      const int64_t partial_row = int64_t(valid ? s : 0) * p.rows + row;
+      lse[j] = valid ? p.partial_lse[partial_row] : kNegInf;
+      o[j] = valid ? reinterpret_cast<const float4*>(p.partial_o + partial_row * kHeadDim)[lane]
+                   : make_float4(0.f, 0.f, 0.f, 0.f);
+      nan_seen |= isnan(lse[j]);
     }
+    state.fold(lse, o);
   }
-  cutlass::Array<Element, kPerLane> packed;
+  if (lane == 0) {
+    group_max[group] = state.max;
+    group_sum[group] = state.sum;
+  }
+  group_acc[group][lane] = make_float4(state.acc[0], state.acc[1], state.acc[2], state.acc[3]);
+  if (nan_seen) saw_nan = 1;
+  __syncthreads();
+  if (group != 0) return;
+
+  CombineState total;
 #pragma unroll
-  for (int j = 0; j < kPerLane; ++j) packed[j] = Element(any_partial_nan ? lse : o[j]);
-  Element* out = static_cast<Element*>(p.out) + b * p.o_batch_stride + token * p.o_token_stride +
-                 hq * p.o_head_stride + lane * kPerLane;
-  *reinterpret_cast<cutlass::Array<Element, kPerLane>*>(out) = packed;
+  for (int g = 0; g < kGroups; ++g) {  // group order: deterministic
+    const float group_lse = group_sum[g] > 0.f ? group_max[g] + logf(group_sum[g]) : kNegInf;
+    const float4 group_out = group_acc[g][lane];
+    const float inv = group_sum[g] > 0.f ? 1.f / group_sum[g] : 0.f;
+    const float lse1[1] = {group_lse};
+    const float4 o1[1] = {make_float4(group_out.x * inv, group_out.y * inv, group_out.z * inv, group_out.w * inv)};
+    total.fold(lse1, o1);
+  }
+  float lse = kNegInf;
+  float out[4] = {0.f, 0.f, 0.f, 0.f};
+  if (total.sum > 0.f) {
+    lse = total.max + logf(total.sum);
+    const float inv = 1.f / total.sum;
+#pragma unroll
+    for (int c = 0; c < 4; ++c) out[c] = total.acc[c] * inv;
+  }
+  if (saw_nan) {
+    lse = __int_as_float(0x7fc00000);
+#pragma unroll
+    for (int c = 0; c < 4; ++c) out[c] = lse;
+  }
+  cutlass::Array<Element, 4> packed;
+#pragma unroll
+  for (int c = 0; c < 4; ++c) packed[c] = Element(out[c]);
+  Element* dst = static_cast<Element*>(p.out) + b * p.o_batch_stride + token * p.o_token_stride +
+                 hq * p.o_head_stride + lane * 4;
+  *reinterpret_cast<cutlass::Array<Element, 4>*>(dst) = packed;
   if (p.lse != nullptr && lane == 0) {
     p.lse[b * p.lse_batch_stride + hq * p.lse_head_stride + token * p.lse_token_stride] = lse;
   }

@@ -56,20 +56,13 @@ __global__ void __launch_bounds__(Traits::kThreads) decode_kernel(const __grid_c
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   if (tid == 0) block_saw_bad_input = 0;
 
+  // Everything this kernel reads may come from the kernel before it in the stream. Our own
+  // dependents (the combine) may launch right away: they wait for our completion themselves.
   wait_for_prior_grids();
+  allow_dependent_launch();
 
-  // ---- Which keys this block reads ---------------------------------------------------------------
-  int len = p.seq_lens[b];
-  bool bad_input = len < 0 || len > p.kv_capacity;  // reported as NaN below, never read past
-  if (bad_input) len = 0;
-  const int chunk = split_chunk_keys(len, p.num_splits, p.split_tokens, Traits::kBlockKeys);
-  const int lo = int(min(int64_t(len), int64_t(split) * chunk));
-  int hi = min(len, lo + chunk);
   const int row0 = m_tile * kM;  // first packed row of this tile
   const int rows_here = min(kM, p.rows_per_kv - row0);
-  if (p.causal) hi = min(hi, len - p.q_len + (row0 + rows_here - 1) / p.group + 1);
-  const int n_subtiles = hi > lo ? (hi - lo + kN - 1) / kN : 0;
-  const int my_subtiles = n_subtiles > warp ? (n_subtiles - warp + kWarps - 1) / kWarps : 0;
 
   // ---- Shared memory: Q tile, then per-warp K/V rings (reused by the final merge) ----------------
   Element* smem_q = reinterpret_cast<Element*>(smem);
@@ -93,6 +86,17 @@ __global__ void __launch_bounds__(Traits::kThreads) decode_kernel(const __grid_c
                                                      *reinterpret_cast<uint128_t*>(&sQ(r, c)), valid);
   }
   cp_async_fence();
+
+  // ---- Which keys this block reads ---------------------------------------------------------------
+  int len = p.seq_lens[b];
+  bool bad_input = len < 0 || len > p.kv_capacity;  // reported as NaN below, never read past
+  if (bad_input) len = 0;
+  const int chunk = split_chunk_keys(len, p.num_splits, p.split_tokens, Traits::kBlockKeys);
+  const int lo = int(min(int64_t(len), int64_t(split) * chunk));
+  int hi = min(len, lo + chunk);
+  if (p.causal) hi = min(hi, len - p.q_len + (row0 + rows_here - 1) / p.group + 1);
+  const int n_subtiles = hi > lo ? (hi - lo + kN - 1) / kN : 0;
+  const int my_subtiles = n_subtiles > warp ? (n_subtiles - warp + kWarps - 1) / kWarps : 0;
 
   // ---- This warp's K/V sub-tile copies --------------------------------------------------------------
   typename Traits::GmemWarpCopy gmem_copy;
@@ -215,7 +219,6 @@ __global__ void __launch_bounds__(Traits::kThreads) decode_kernel(const __grid_c
     gemm(tiled_mma, tOrP, tOrVt, acc_o);
   }
   cp_async_wait<0>();
-  allow_dependent_launch();
   softmax.reduce_sums();
 
   // ---- Merge the warps' states (fixed order: deterministic) ----------------------------------------
