@@ -1,1 +1,157 @@
-#include <gtest/gtest.h>
+// Prefill kernels (default, split-KV, split-V, two-pass, founding-notes tiles) against the fp64
+// reference, with the tolerance rule of BENCHMARKING.md.
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "gpu_test_util.hpp"
+#include "testing/prefill_case.hpp"
+
+namespace splitkv {
+namespace {
+
+using testing::DeviceBuffer;
+
+struct Variant {
+  const char* name;
+  Strategy strategy;
+  TileShape tiles;
+  int num_splits;
+};
+const Variant kVariants[] = {{"default", Strategy::kAuto, TileShape::kDefault, 0},
+                             {"splitkv", Strategy::kSplitKV, TileShape::kDefault, 3},
+                             {"splitv", Strategy::kSplitV, TileShape::kDefault, 0},
+                             {"twopass", Strategy::kTwoPass, TileShape::kDefault, 0},
+                             {"founding", Strategy::kAuto, TileShape::kFoundingNotes, 0}};
+
+struct PrefillShape {
+  std::string name;
+  testing::PrefillCaseSpec spec;
+};
+
+PrefillShape padded(std::string name, int batch, int hq, int hkv, int lq, int lk, bool causal, int d = 128,
+                    DType dtype = DType::kBF16) {
+  PrefillShape s{std::move(name), {}};
+  PrefillProblem& p = s.spec.problem;
+  p.batch = batch;
+  p.num_q_heads = hq;
+  p.num_kv_heads = hkv;
+  p.head_dim = d;
+  p.max_q_len = lq;
+  p.max_kv_len = lk;
+  p.causal = causal;
+  p.dtype = dtype;
+  return s;
+}
+
+PrefillShape varlen(std::string name, int hq, int hkv, std::vector<int> q_lens, std::vector<int> kv_lens, bool causal,
+                    int d = 128, DType dtype = DType::kBF16) {
+  PrefillShape s = padded(std::move(name), int(q_lens.size()), hq, hkv, 1, 0, causal, d, dtype);
+  s.spec.problem.varlen = true;
+  for (int l : q_lens) s.spec.problem.max_q_len = std::max(s.spec.problem.max_q_len, l);
+  for (int l : kv_lens) s.spec.problem.max_kv_len = std::max(s.spec.problem.max_kv_len, l);
+  s.spec.q_lens = std::move(q_lens);
+  s.spec.kv_lens = std::move(kv_lens);
+  return s;
+}
+
+std::vector<PrefillShape> shapes() {
+  std::vector<PrefillShape> v;
+  for (int len : {1, 17, 127, 129, 1000}) v.push_back(padded("len" + std::to_string(len), 2, 4, 4, len, len, false));
+  v.push_back(padded("causal_square_1000", 1, 4, 2, 1000, 1000, true));
+  v.push_back(padded("causal_lq_lt_lk", 2, 4, 4, 129, 700, true));
+  v.push_back(padded("causal_lq_gt_lk", 1, 4, 4, 200, 65, true));  // rows seeing no key
+  v.push_back(padded("gqa_32_8", 1, 32, 8, 300, 300, true));
+  v.push_back(padded("gqa_28_4", 1, 28, 4, 257, 257, false));
+  v.push_back(padded("hd64_fp16", 2, 4, 2, 333, 333, false, 64, DType::kF16));
+  v.push_back(padded("hd64_bf16_causal", 1, 6, 3, 500, 520, true, 64));
+  v.push_back(padded("hd128_fp16", 1, 4, 4, 260, 200, false, 128, DType::kF16));
+  v.push_back(varlen("varlen_with_empty", 4, 2, {100, 0, 17, 300}, {130, 5, 0, 300}, false));
+  v.push_back(varlen("varlen_causal", 8, 2, {1, 64, 129, 0, 250}, {1, 200, 129, 7, 250}, true));
+  PrefillShape strided = padded("strided", 2, 4, 2, 150, 170, true);
+  strided.spec.strided = true;
+  v.push_back(strided);
+  return v;
+}
+
+struct PrefillParam {
+  PrefillShape shape;
+  Variant variant;
+};
+
+std::vector<PrefillParam> params() {
+  std::vector<PrefillParam> out;
+  for (const PrefillShape& s : shapes())
+    for (const Variant& v : kVariants) out.push_back({s, v});
+  return out;
+}
+
+class PrefillVsReference : public ::testing::TestWithParam<PrefillParam> {};
+
+TEST_P(PrefillVsReference, MatchesFp64Reference) {
+  const PrefillParam& param = GetParam();
+  SPLITKV_REQUIRE_GPU(param.shape.spec.problem.dtype, param.shape.spec.problem.head_dim);
+  PlanOptions o;
+  o.strategy = param.variant.strategy;
+  o.tiles = param.variant.tiles;
+  o.num_splits = param.variant.num_splits;
+  for (float q_scale : {1.f, 6.f}) {
+    testing::PrefillCaseSpec spec = param.shape.spec;
+    spec.q_scale = q_scale;
+    testing::PrefillCase c = testing::make_prefill_case(spec);
+    Plan plan;
+    Status s = plan_prefill(c.problem, gpu_test::device(), o, &plan);
+    ASSERT_TRUE(s.ok()) << s.message();
+    testing::DevicePrefillCase dev(c);
+    DeviceBuffer workspace(plan.workspace_bytes);
+    s = run_prefill(plan, dev.tensors, workspace.get(), workspace.bytes(), nullptr);
+    ASSERT_TRUE(s.ok()) << s.message();
+    dev.download_outputs(c);
+    const testing::Comparison cmp = testing::check_prefill(c);
+    EXPECT_TRUE(cmp.passed) << "q_scale=" << q_scale << " splits=" << plan.num_splits << ": " << cmp.summary();
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, PrefillVsReference, ::testing::ValuesIn(params()),
+                         [](const ::testing::TestParamInfo<PrefillParam>& info) {
+                           return info.param.shape.name + "_" + info.param.variant.name;
+                         });
+
+TEST(PrefillGpu, ChunkedPrefillSplitsByItselfAndMatches) {
+  SPLITKV_REQUIRE_GPU(DType::kBF16, 128);
+  // A 64-token chunk of 2 heads against 20k keys: the planner must choose split-KV.
+  PrefillShape s = padded("chunk", 1, 2, 2, 64, 20000, true);
+  testing::PrefillCase c = testing::make_prefill_case(s.spec);
+  Plan plan;
+  ASSERT_TRUE(plan_prefill(c.problem, gpu_test::device(), {}, &plan).ok());
+  EXPECT_EQ(plan.strategy, Strategy::kSplitKV);
+  EXPECT_GT(plan.num_splits, 1);
+  testing::DevicePrefillCase dev(c);
+  DeviceBuffer workspace(plan.workspace_bytes);
+  ASSERT_TRUE(run_prefill(plan, dev.tensors, workspace.get(), workspace.bytes(), nullptr).ok());
+  dev.download_outputs(c);
+  const testing::Comparison cmp = testing::check_prefill(c);
+  EXPECT_TRUE(cmp.passed) << cmp.summary();
+}
+
+TEST(PrefillGpu, BadDeviceCuSeqlensBecomeNaN) {
+  SPLITKV_REQUIRE_GPU(DType::kBF16, 128);
+  PrefillShape s = varlen("bad", 2, 2, {40, 30}, {50, 30}, false);
+  testing::PrefillCase c = testing::make_prefill_case(s.spec);
+  Plan plan;
+  ASSERT_TRUE(plan_prefill(c.problem, gpu_test::device(), {}, &plan).ok());
+  testing::DevicePrefillCase dev(c);
+  dev.tensors.cu_seqlens_k_host = nullptr;  // the host cannot see what the device reads
+  std::vector<int32_t> cu_k = {0, 50, 1 << 20};  // sequence 1 points far past the k tensor
+  dev.cu_seqlens_k.upload(cu_k.data(), cu_k.size() * sizeof(int32_t));
+  DeviceBuffer workspace(plan.workspace_bytes);
+  ASSERT_TRUE(run_prefill(plan, dev.tensors, workspace.get(), workspace.bytes(), nullptr).ok());
+  dev.download_outputs(c);
+  const std::vector<double> out = testing::dense_values(c.host_tensors().out);
+  const size_t per_token = 2 * 128;
+  EXPECT_FALSE(std::isnan(out[0])) << "sequence 0 is valid";
+  for (size_t t = 40; t < 70; ++t) EXPECT_TRUE(std::isnan(out[t * per_token])) << "token " << t;
+}
+
+}  // namespace
+}  // namespace splitkv

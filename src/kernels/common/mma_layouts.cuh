@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cute/tensor.hpp>
+#include <cutlass/numeric_conversion.h>
 
 namespace splitkv::detail {
 

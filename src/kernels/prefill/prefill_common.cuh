@@ -1,0 +1,173 @@
+// Pieces shared by the prefill kernels: which tokens a block owns, masking, MMA from shared
+// memory, and the epilogue that writes O / LSE, split partials or two-pass statistics.
+#pragma once
+
+#include <cute/tensor.hpp>
+#include <cutlass/array.h>
+
+#include "kernels/common/mma_layouts.cuh"
+#include "kernels/common/online_softmax.cuh"
+#include "kernels/common/split_rule.hpp"
+#include "kernels/prefill/prefill_params.hpp"
+
+namespace splitkv::detail {
+
+// Where sequence b lives in the q/k tensors. Invalid cu_seqlens (device data the host could not
+// check) make `bad`: the block then reads no key and writes NaN to the rows it can address.
+struct PrefillSequence {
+  int64_t q_begin = 0, k_begin = 0;  // token offsets (varlen) or 0 (padded)
+  int q_len = 0, k_len = 0;
+  bool bad = false;
+};
+
+__device__ __forceinline__ PrefillSequence resolve_sequence(const PrefillParams& p, int b) {
+  PrefillSequence s;
+  if (p.cu_seqlens_q == nullptr) {
+    s.q_len = p.max_q_len;
+    s.k_len = p.max_kv_len;
+    return s;
+  }
+  const int64_t q0 = p.cu_seqlens_q[b], q1 = p.cu_seqlens_q[b + 1];
+  const int64_t k0 = p.cu_seqlens_k[b], k1 = p.cu_seqlens_k[b + 1];
+  s.bad = q0 < 0 || q1 < q0 || q1 > p.total_q || q1 - q0 > p.max_q_len || k0 < 0 || k1 < k0 ||
+          k1 > p.total_k || k1 - k0 > p.max_kv_len;
+  s.q_begin = min(max(q0, int64_t(0)), p.total_q);
+  s.q_len = int(min(max(q1 - s.q_begin, int64_t(0)), min(int64_t(p.max_q_len), p.total_q - s.q_begin)));
+  s.k_begin = s.bad ? 0 : k0;
+  s.k_len = s.bad ? 0 : int(k1 - k0);
+  return s;
+}
+
+// Keys [lo, hi) that query rows [row0, row0 + rows) read in KV split `split`; mask_from: the
+// first key some row of the block must not see (blocks ending past it need masking).
+struct KeyRange {
+  int lo = 0, hi = 0, mask_from = 0;
+};
+
+__device__ __forceinline__ KeyRange key_range(const PrefillParams& p, const PrefillSequence& s, int split,
+                                              int row0, int rows, int block_n) {
+  KeyRange r;
+  const int chunk = split_chunk_keys(s.k_len, p.num_splits, 0, block_n);
+  r.lo = int(min(int64_t(s.k_len), int64_t(split) * chunk));
+  r.hi = min(s.k_len, r.lo + chunk);
+  r.mask_from = r.hi;
+  if (p.causal) {  // bottom-right aligned: row i sees keys <= k_len - q_len + i
+    r.hi = min(r.hi, s.k_len - s.q_len + row0 + rows);
+    r.mask_from = min(r.hi, s.k_len - s.q_len + row0 + 1);
+  }
+  return r;
+}
+
+// Sets scores(r, c) = -inf where key n0 + col is at or past `hi` or, causally, after the row's
+// diagonal. scores and coords are (rows, cols) views; coords give block-local (row, col).
+template <class Scores, class Coords>
+__device__ __forceinline__ void mask_scores(Scores& scores, const Coords& coords, const PrefillParams& p,
+                                            const PrefillSequence& s, int row0, int n0, int hi) {
+  CUTE_UNROLL
+  for (int r = 0; r < cute::size<0>(scores); ++r) {
+    const int i = row0 + cute::get<0>(coords(r, 0));
+    const int end = p.causal ? min(hi, s.k_len - s.q_len + i + 1) : hi;
+    CUTE_UNROLL
+    for (int c = 0; c < cute::size<1>(scores); ++c) {
+      if (n0 + cute::get<1>(coords(r, c)) >= end) scores(r, c) = kNegInf;
+    }
+  }
+}
+
+// Copies rows [0, valid) of a (rows, cols) global tile into shared memory with cp.async, zero-
+// filling the other rows (never reading them).
+template <class TiledCopy, class ThrCopy, class GTensor, class STensor>
+__device__ __forceinline__ void copy_rows_zfill(const TiledCopy& tiled_copy, const ThrCopy& thr_copy, const GTensor& g,
+                                                const STensor& s, int valid) {
+  using namespace cute;
+  Tensor tg = thr_copy.partition_S(g);
+  Tensor ts = thr_copy.partition_D(s);
+  Tensor tc = thr_copy.partition_S(make_identity_tensor(shape(g)));
+  CUTE_UNROLL
+  for (int m = 0; m < size<1>(tg); ++m) {
+    copy(tiled_copy.with(get<0>(tc(0, m, 0)) < valid), tg(_, m, _), ts(_, m, _));
+  }
+}
+
+// acc += A * B with both operands streamed from shared memory one k-step ahead of the MMA.
+template <class TiledMma, class Acc, class RegA, class RegB, class SmemA, class SmemB, class ViewA, class ViewB,
+          class CopyA, class CopyB>
+__device__ __forceinline__ void gemm_smem_smem(TiledMma& mma, Acc& acc, RegA& tCrA, RegB& tCrB, const SmemA& tCsA,
+                                               const SmemB& tCsB, ViewA& tCrA_view, ViewB& tCrB_view,
+                                               const CopyA& copy_a, const CopyB& copy_b) {
+  using namespace cute;
+  copy(copy_a, tCsA(_, _, 0), tCrA_view(_, _, 0));
+  copy(copy_b, tCsB(_, _, 0), tCrB_view(_, _, 0));
+  CUTE_UNROLL
+  for (int k = 0; k < size<2>(tCrA); ++k) {
+    if (k + 1 < size<2>(tCrA)) {
+      copy(copy_a, tCsA(_, _, k + 1), tCrA_view(_, _, k + 1));
+      copy(copy_b, tCsB(_, _, k + 1), tCrB_view(_, _, k + 1));
+    }
+    gemm(mma, tCrA(_, _, k), tCrB(_, _, k), acc);
+  }
+}
+
+// acc += A * B with A already in registers and B streamed from shared memory.
+template <class TiledMma, class Acc, class RegA, class RegB, class SmemB, class ViewB, class CopyB>
+__device__ __forceinline__ void gemm_reg_smem(TiledMma& mma, Acc& acc, const RegA& tCrA, RegB& tCrB,
+                                              const SmemB& tCsB, ViewB& tCrB_view, const CopyB& copy_b) {
+  using namespace cute;
+  copy(copy_b, tCsB(_, _, 0), tCrB_view(_, _, 0));
+  CUTE_UNROLL
+  for (int k = 0; k < size<2>(tCrA); ++k) {
+    if (k + 1 < size<2>(tCrA)) copy(copy_b, tCsB(_, _, k + 1), tCrB_view(_, _, k + 1));
+    gemm(mma, tCrA(_, _, k), tCrB(_, _, k), acc);
+  }
+}
+
+// Rows a block writes: O (normalized) and LSE, a split partial, or NaN when the input was bad.
+struct RowWriter {
+  const PrefillParams& p;
+  const PrefillSequence& s;
+  int b, hq, split, row0;
+
+  __device__ __forceinline__ int64_t partial_row(int i) const {
+    return int64_t(split) * p.partial_rows + (int64_t(b) * p.max_q_len + i) * p.num_q_heads + hq;
+  }
+
+  // acc: (rows, cols) fp32 view; coords: block-local (row, col) of each element; lse/inv: per row.
+  template <class Element, int kHeadDim, class Acc, class Coords, int kRows>
+  __device__ __forceinline__ void write(const Acc& acc, const Coords& coords, const float (&lse)[kRows],
+                                        const float (&inv)[kRows], bool lse_writer) const {
+    static_assert(decltype(cute::size<0>(acc))::value == kRows);
+    const float nan = __int_as_float(0x7fc00000);
+    CUTE_UNROLL
+    for (int r = 0; r < kRows; ++r) {
+      const int i = row0 + cute::get<0>(coords(r, 0));
+      if (i >= s.q_len) continue;
+      const float row_lse = s.bad ? nan : lse[r];
+      const float scale = s.bad ? nan : inv[r];
+      const int64_t token = s.q_begin + i;
+      CUTE_UNROLL
+      for (int c = 0; c < cute::size<1>(acc); c += 2) {  // adjacent column pairs
+        const int col = cute::get<1>(coords(r, c));
+        const float o0 = acc(r, c) * scale, o1 = acc(r, c + 1) * scale;
+        if (p.num_splits == 1) {
+          cutlass::Array<Element, 2> pair;
+          pair[0] = Element(o0);
+          pair[1] = Element(o1);
+          Element* dst = static_cast<Element*>(p.out) + b * p.o_batch_stride + token * p.o_token_stride +
+                         hq * p.o_head_stride + col;
+          *reinterpret_cast<cutlass::Array<Element, 2>*>(dst) = pair;
+        } else {
+          *reinterpret_cast<float2*>(p.partial_o + partial_row(i) * kHeadDim + col) = make_float2(o0, o1);
+        }
+      }
+      if (lse_writer) {
+        if (p.num_splits > 1) {
+          p.partial_lse[partial_row(i)] = row_lse;
+        } else if (p.lse != nullptr) {
+          p.lse[b * p.lse_batch_stride + hq * p.lse_head_stride + token * p.lse_token_stride] = row_lse;
+        }
+      }
+    }
+  }
+};
+
+}  // namespace splitkv::detail

@@ -1,0 +1,241 @@
+// Prefill forward, FlashAttention-2 class: blocks over (query block, query head, sequence x KV
+// split), warps over query rows, online softmax with fp32 statistics.
+//
+// Per step of block_n keys: K arrives as kKSubTiles cp.async groups (one per K sub-tile) and the
+// scores of a sub-tile are computed as soon as it lands; V arrives as kVSlices column slices while
+// the scores are computed, and P*V runs slice by slice. K of the next step loads during P*V. With
+// one sub-tile and one slice this is FlashAttention-2's schedule; the founding notes' 16x64 K /
+// 64x64 V tiles are another instantiation of the same code.
+//
+// The same body runs the two-pass strategy: kStats computes only each row's max and sum of exp
+// over all keys; kFromStats recomputes the scores and applies the final softmax directly.
+#pragma once
+
+#include <cute/tensor.hpp>
+
+#include "kernels/common/cp_async_wait.cuh"
+#include "kernels/common/pdl.cuh"
+#include "kernels/prefill/prefill_common.cuh"
+#include "kernels/prefill/prefill_traits.cuh"
+
+namespace splitkv::detail {
+
+enum class PrefillPass { kFused, kStats, kFromStats };
+
+template <class Traits, PrefillPass kPass>
+__global__ void __launch_bounds__(Traits::kThreads) prefill_kernel(const __grid_constant__ PrefillParams p) {
+  using namespace cute;
+  using Element = typename Traits::Element;
+  constexpr int D = Traits::kHeadDim;
+  constexpr int kM = Traits::kBlockM;
+  constexpr int kN = Traits::kBlockN;
+  constexpr int kKSubKeys = Traits::kKSubKeys;
+  constexpr int kKSubTiles = Traits::kKSubTiles;
+  constexpr int kVSliceCols = Traits::kVSliceCols;
+  constexpr int kVSlices = Traits::kVSlices;
+  constexpr bool kUsesV = kPass != PrefillPass::kStats;
+  static_assert(kKSubTiles + kVSlices <= 8, "cp_async_wait_pending handles up to 7 pending groups");
+
+  extern __shared__ __align__(128) char smem[];
+  const int m_block = blockIdx.x, hq = blockIdx.y;
+  const int b = blockIdx.z / p.num_splits, split = blockIdx.z % p.num_splits;
+  const int kv_head = hq / p.group;
+  const int tid = threadIdx.x;
+
+  wait_for_prior_grids();
+  allow_dependent_launch();
+  const PrefillSequence seq = resolve_sequence(p, b);
+  const int row0 = m_block * kM;
+  if (row0 >= seq.q_len) return;  // no such rows in this sequence
+  const int rows_here = min(kM, seq.q_len - row0);
+  const KeyRange keys = key_range(p, seq, split, row0, rows_here, kN);
+  const int n_blocks = keys.hi > keys.lo ? (keys.hi - keys.lo + kN - 1) / kN : 0;
+
+  Element* smem_q = reinterpret_cast<Element*>(smem);
+  Element* smem_k = smem_q + kM * D;
+  Element* smem_v = smem_k + kN * D;
+  Tensor sQ = make_tensor(make_smem_ptr(smem_q), typename Traits::SmemLayoutQ{});    // (M, D)
+  Tensor sK = make_tensor(make_smem_ptr(smem_k), typename Traits::SmemLayoutKV{});   // (N, D)
+  Tensor sV = make_tensor(make_smem_ptr(smem_v), typename Traits::SmemLayoutKV{});   // (N, D)
+  Tensor sVt = make_tensor(make_smem_ptr(smem_v), typename Traits::SmemLayoutVt{});  // (D, N)
+
+  // ---- Global tiles ------------------------------------------------------------------------------
+  const Element* q_base = static_cast<const Element*>(p.q) + b * p.q_batch_stride +
+                          (seq.q_begin + row0) * p.q_token_stride + hq * p.q_head_stride;
+  const Element* k_base = static_cast<const Element*>(p.k) + b * p.k_batch_stride + seq.k_begin * p.k_token_stride +
+                          kv_head * p.k_head_stride;
+  const Element* v_base = static_cast<const Element*>(p.v) + b * p.v_batch_stride + seq.k_begin * p.v_token_stride +
+                          kv_head * p.v_head_stride;
+  Tensor gQ = make_tensor(make_gmem_ptr(q_base), Shape<Int<kM>, Int<D>>{}, make_stride(p.q_token_stride, _1{}));
+
+  typename Traits::GmemCopyRows copy_rows;
+  auto thr_copy_rows = copy_rows.get_thread_slice(tid);
+  typename Traits::GmemCopyVSlice copy_v;
+  auto thr_copy_v = copy_v.get_thread_slice(tid);
+
+  auto issue_k = [&](int n0) {  // one group per K sub-tile
+    CUTE_UNROLL
+    for (int j = 0; j < kKSubTiles; ++j) {
+      Tensor gK = make_tensor(make_gmem_ptr(k_base + int64_t(n0 + j * kKSubKeys) * p.k_token_stride),
+                              Shape<Int<kKSubKeys>, Int<D>>{}, make_stride(p.k_token_stride, _1{}));
+      copy_rows_zfill(copy_rows, thr_copy_rows, gK, local_tile(sK, Shape<Int<kKSubKeys>, Int<D>>{}, make_coord(j, 0)),
+                seq.k_len - n0 - j * kKSubKeys);
+      cp_async_fence();
+    }
+  };
+  auto issue_v = [&](int n0) {  // one group per V column slice
+    CUTE_UNROLL
+    for (int v = 0; v < kVSlices; ++v) {
+      Tensor gV = make_tensor(make_gmem_ptr(v_base + int64_t(n0) * p.v_token_stride + v * kVSliceCols),
+                              Shape<Int<kN>, Int<kVSliceCols>>{}, make_stride(p.v_token_stride, _1{}));
+      copy_rows_zfill(copy_v, thr_copy_v, gV, local_tile(sV, Shape<Int<kN>, Int<kVSliceCols>>{}, make_coord(0, v)),
+                seq.k_len - n0);
+      cp_async_fence();
+    }
+  };
+  auto fence_empty = [](int groups) {  // keeps the group count uniform on the last step
+    for (int g = 0; g < groups; ++g) cp_async_fence();
+  };
+
+  copy_rows_zfill(copy_rows, thr_copy_rows, gQ, sQ, rows_here);
+  cp_async_fence();
+  if (n_blocks > 0) {
+    issue_k(keys.lo);
+  } else {
+    fence_empty(kKSubTiles);
+  }
+
+  // ---- MMA partitions -------------------------------------------------------------------------------
+  typename Traits::TiledMma tiled_mma;
+  auto thr_mma = tiled_mma.get_thread_slice(tid);
+  Tensor tSrQ = thr_mma.partition_fragment_A(sQ);  // (MMA, MMA_M, MMA_K)
+  auto smem_copy_q = make_tiled_copy_A(typename Traits::SmemCopyAtom{}, tiled_mma);
+  auto smem_thr_copy_q = smem_copy_q.get_thread_slice(tid);
+  Tensor tSsQ = smem_thr_copy_q.partition_S(sQ);
+  Tensor tSrQ_view = smem_thr_copy_q.retile_D(tSrQ);
+  auto smem_copy_k = make_tiled_copy_B(typename Traits::SmemCopyAtom{}, tiled_mma);
+  auto smem_thr_copy_k = smem_copy_k.get_thread_slice(tid);
+  auto smem_copy_v = make_tiled_copy_B(typename Traits::SmemCopyAtomTransposed{}, tiled_mma);
+  auto smem_thr_copy_v = smem_copy_v.get_thread_slice(tid);
+
+  Tensor acc_s = partition_fragment_C(tiled_mma, Shape<Int<kM>, Int<kN>>{});  // (MMA, MMA_M, MMA_N)
+  // Score columns of K sub-tile j: n-atoms [j * kKSubKeys / 8, (j + 1) * kKSubKeys / 8).
+  Tensor acc_s_by_sub = logical_divide(acc_s, Shape<Underscore, Underscore, Int<kKSubKeys / 8>>{});
+  Tensor acc_o = partition_fragment_C(tiled_mma, Shape<Int<kM>, Int<D>>{});  // (MMA, MMA_M, MMA_D)
+  Tensor acc_o_by_slice = logical_divide(acc_o, Shape<Underscore, Underscore, Int<kVSliceCols / 8>>{});
+  clear(acc_o);
+  Tensor scores = make_tensor(acc_s.data(), acc_as_rows_cols(acc_s.layout()));  // (rows, cols)
+  Tensor out_rc = make_tensor(acc_o.data(), acc_as_rows_cols(acc_o.layout()));
+  Tensor coords_s = thr_mma.partition_C(make_identity_tensor(Shape<Int<kM>, Int<kN>>{}));
+  Tensor coords_s_rc = make_tensor(coords_s.data(), acc_as_rows_cols(coords_s.layout()));
+  constexpr int kRows = decltype(size<0>(scores))::value;
+  OnlineSoftmax<kRows> softmax;
+  softmax.reset();
+
+  // Two-pass, second pass: the rows' final max and 1/sum come from the statistics pass.
+  float fixed_max[kRows], fixed_inv_sum[kRows];
+  if constexpr (kPass == PrefillPass::kFromStats) {
+    CUTE_UNROLL
+    for (int r = 0; r < kRows; ++r) {
+      const int i = min(row0 + get<0>(coords_s_rc(r, 0)), seq.q_len - 1);
+      const int64_t row = (int64_t(b) * p.max_q_len + i) * p.num_q_heads + hq;
+      fixed_max[r] = p.row_max[row];
+      fixed_inv_sum[r] = p.row_sum[row] > 0.f ? 1.f / p.row_sum[row] : 0.f;
+      softmax.row_max[r] = fixed_max[r];
+      softmax.row_sum[r] = p.row_sum[row];
+    }
+  }
+
+  // ---- Main loop ----------------------------------------------------------------------------------------
+  for (int nb = 0; nb < n_blocks; ++nb) {
+    const int n0 = keys.lo + nb * kN;
+    clear(acc_s);
+    CUTE_UNROLL
+    for (int j = 0; j < kKSubTiles; ++j) {
+      // Sub-tile j has landed once at most the later sub-tiles (and, after j = 0, V) are pending.
+      cp_async_wait_pending(kKSubTiles - 1 - j + (kUsesV && j > 0 ? kVSlices : 0));
+      __syncthreads();  // j = 0: also, every warp is done with the previous step's V
+      if (kUsesV && j == 0) issue_v(n0);
+      Tensor sK_sub = local_tile(sK, Shape<Int<kKSubKeys>, Int<D>>{}, make_coord(j, 0));
+      Tensor tSsK = smem_thr_copy_k.partition_S(sK_sub);
+      Tensor tSrK = thr_mma.partition_fragment_B(sK_sub);
+      Tensor tSrK_view = smem_thr_copy_k.retile_D(tSrK);
+      Tensor acc_sub = acc_s_by_sub(_, _, make_coord(_, j));
+      gemm_smem_smem(tiled_mma, acc_sub, tSrQ, tSrK, tSsQ, tSsK, tSrQ_view, tSrK_view, smem_copy_q, smem_copy_k);
+    }
+    if (n0 + kN > keys.mask_from) mask_scores(scores, coords_s_rc, p, seq, row0, n0, keys.hi);
+
+    if constexpr (kPass == PrefillPass::kFromStats) {
+      CUTE_UNROLL
+      for (int r = 0; r < kRows; ++r) {
+        const float base = fixed_max[r] == kNegInf ? 0.f : fixed_max[r] * p.scale_log2;
+        CUTE_UNROLL
+        for (int c = 0; c < size<1>(scores); ++c) {
+          scores(r, c) = exp2f(scores(r, c) * p.scale_log2 - base) * fixed_inv_sum[r];
+        }
+      }
+    } else {
+      softmax.update(scores, out_rc, p.scale_log2);
+    }
+
+    const bool more = nb + 1 < n_blocks;
+    if constexpr (!kUsesV) {
+      __syncthreads();  // every warp is done with this step's K
+      if (more) {
+        issue_k(n0 + kN);
+      } else {
+        fence_empty(kKSubTiles);
+      }
+    } else {
+      Tensor probs = convert_fragment<Element>(acc_s);
+      Tensor tOrP = make_tensor(probs.data(), acc_as_a_operand(probs.layout()));  // A operand of P * V
+      CUTE_UNROLL
+      for (int v = 0; v < kVSlices; ++v) {
+        cp_async_wait_pending(kVSlices - 1 - v + (v > 0 ? kKSubTiles : 0));
+        __syncthreads();  // v = 0: also, every warp is done with this step's K
+        if (v == 0) {
+          if (more) {
+            issue_k(n0 + kN);
+          } else {
+            fence_empty(kKSubTiles);
+          }
+        }
+        Tensor sVt_slice = local_tile(sVt, Shape<Int<kVSliceCols>, Int<kN>>{}, make_coord(v, 0));
+        Tensor tOsVt = smem_thr_copy_v.partition_S(sVt_slice);
+        Tensor tOrVt = thr_mma.partition_fragment_B(sVt_slice);
+        Tensor tOrVt_view = smem_thr_copy_v.retile_D(tOrVt);
+        Tensor acc_slice = acc_o_by_slice(_, _, make_coord(_, v));
+        gemm_reg_smem(tiled_mma, acc_slice, tOrP, tOrVt, tOsVt, tOrVt_view, smem_copy_v);
+      }
+    }
+  }
+  cp_async_wait<0>();
+
+  // ---- Epilogue ---------------------------------------------------------------------------------------
+  if constexpr (kPass != PrefillPass::kFromStats) softmax.reduce_sums();
+  const bool quad_leader = tid % 4 == 0;
+  if constexpr (kPass == PrefillPass::kStats) {
+    if (!quad_leader) return;
+    CUTE_UNROLL
+    for (int r = 0; r < kRows; ++r) {
+      const int i = row0 + get<0>(coords_s_rc(r, 0));
+      if (i >= seq.q_len) continue;
+      const int64_t row = (int64_t(b) * p.max_q_len + i) * p.num_q_heads + hq;
+      p.row_max[row] = seq.bad ? __int_as_float(0x7fc00000) : softmax.row_max[r];
+      p.row_sum[row] = softmax.row_sum[r];
+    }
+  } else {
+    float lse[kRows], inv[kRows];
+    CUTE_UNROLL
+    for (int r = 0; r < kRows; ++r) {
+      lse[r] = softmax.lse(r, p.scale_log2);
+      // The second pass applied 1/sum already; the fused pass normalizes here.
+      inv[r] = kPass == PrefillPass::kFromStats ? 1.f : (softmax.row_sum[r] > 0.f ? 1.f / softmax.row_sum[r] : 0.f);
+    }
+    Tensor coords_o = thr_mma.partition_C(make_identity_tensor(Shape<Int<kM>, Int<D>>{}));
+    Tensor coords_o_rc = make_tensor(coords_o.data(), acc_as_rows_cols(coords_o.layout()));
+    RowWriter{p, seq, b, hq, split, row0}.write<Element, D>(out_rc, coords_o_rc, lse, inv, quad_leader);
+  }
+}
+
+}  // namespace splitkv::detail
