@@ -3,10 +3,11 @@
 # under compute-sanitizer), run the benchmark suites with the PyTorch peers, and leave results and
 # logs in $OUT (at most 8 files), printing a short table last.
 #
-#   SPLITKV_STEPS   comma list of: build,test,sanitize,sweep,decode,prefill,strategies
+#   SPLITKV_STEPS   comma list of: build,test,sanitize,racecheck,probe,sweep,decode,prefill,strategies
 #                   (default: build,test,decode)
 #   SPLITKV_PREBUILT  a build directory made elsewhere (splitkv, tests/splitkv_gpu_tests): no build
 #   SPLITKV_TEST_FILTER  gtest filter for test/sanitize (default: all)
+#   SPLITKV_RACE_FILTER  gtest filter for racecheck (default: a few small decode and prefill cases)
 #   SPLITKV_COMMIT  commit id recorded in the results (the device copy has no .git)
 #   OUT             output folder (default ./gpu-out)
 set -uo pipefail
@@ -46,6 +47,20 @@ if has sanitize; then
   compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN/tests/splitkv_gpu_tests" --gtest_filter="$FILTER" \
     --gtest_brief=1 >"$OUT/sanitizer.log" 2>&1
   summary+=("compute-sanitizer memcheck: rc=$? $(grep -E 'ERROR SUMMARY' "$OUT/sanitizer.log" | tail -1)")
+fi
+
+if has racecheck; then
+  RACE_FILTER=${SPLITKV_RACE_FILTER:-*len1000*:*len129_*:*varlen_causal_splitv*:*varlen_causal_founding*}
+  compute-sanitizer --tool racecheck --error-exitcode 9 "$BIN/tests/splitkv_gpu_tests" --gtest_filter="$RACE_FILTER" \
+    --gtest_brief=1 >"$OUT/racecheck.log" 2>&1
+  summary+=("compute-sanitizer racecheck: rc=$? $(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY' "$OUT/racecheck.log" | tail -1)")
+fi
+
+if has probe; then  # fixed per-call cost: a tiny decode with one split, and with a combine
+  for args in "--lk 64 --splits 1" "--lk 128 --splits 2" "--lk 1024 --splits 1" "--lk 1024 --splits 16"; do
+    "$BIN/splitkv" bench -b 1 --hq 32 --hkv 8 $args 2>&1 | tail -1 | sed "s/^/probe [$args]: /" | tee -a "$WORK/probe.txt"
+  done
+  summary+=("$(cat "$WORK/probe.txt")")
 fi
 
 run_suite() {  # suite name, splitkv bench args...
