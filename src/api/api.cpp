@@ -131,7 +131,7 @@ Status run_decode(const Plan& plan, const DecodeTensors& t, void* workspace, siz
     p.partial_rows = rows;
   }
   const detail::LaunchConfig config = launch_config(stream);
-  if (Status s = cuda_status(detail::launch_decode(pr.dtype, pr.head_dim, plan::decode_pipeline_of(plan), p, config), "decode kernel launch"); !s) {
+  if (Status s = cuda_status(detail::launch_decode(pr.dtype, pr.head_dim, p, config), "decode kernel launch"); !s) {
     return s;
   }
   if (plan.num_splits == 1) return Status::success();

@@ -36,20 +36,9 @@ struct DecodeTile {
   }
 };
 
-// Two ring depths. Shallow: several blocks share an SM (grids larger than the SM count). Deep: one
-// block per SM with ~200 KB of ring, for split grids of at most one block per SM, where a
-// shallow ring would leave too few bytes in flight to cover HBM latency.
-enum class DecodePipeline { kShallow, kDeep };
-
-constexpr DecodeTile decode_tile(int head_dim, DecodePipeline pipeline = DecodePipeline::kShallow) {
-  const int shallow = head_dim <= 64 ? 4 : 3;
-  const int deep = head_dim <= 64 ? 12 : (head_dim <= 128 ? 6 : 3);
-  return DecodeTile{head_dim, 16, 16, 4, pipeline == DecodePipeline::kDeep ? deep : shallow};
-}
-
-// Whether a deep ring differs from the shallow one at this head dim (D=256 has one ring only).
-constexpr bool has_deep_decode_pipeline(int head_dim) {
-  return decode_tile(head_dim, DecodePipeline::kDeep).stages != decode_tile(head_dim).stages;
+constexpr DecodeTile decode_tile(int head_dim) {
+  // Stages: enough bytes in flight per SM to cover HBM latency, few enough that two blocks fit.
+  return DecodeTile{head_dim, 16, 16, 4, head_dim <= 64 ? 4 : 3};
 }
 
 // ---- prefill ------------------------------------------------------------------------------

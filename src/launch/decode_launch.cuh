@@ -6,9 +6,9 @@
 
 namespace splitkv::detail {
 
-template <class Element, int kHeadDim, tiles::DecodePipeline kPipeline>
+template <class Element, int kHeadDim>
 cudaError_t launch_decode_instance(const DecodeParams& params, const LaunchConfig& config) {
-  using Traits = DecodeTraits<Element, kHeadDim, kPipeline>;
+  using Traits = DecodeTraits<Element, kHeadDim>;
   const dim3 grid(params.num_splits, params.num_kv_heads * params.m_tiles, params.batch);
   return launch_kernel(decode_kernel<Traits>, grid, dim3(Traits::kThreads), Traits::kSmemBytes, params, config);
 }

@@ -6,7 +6,7 @@
 
 namespace splitkv::detail {
 
-template <class Element, int kHeadDim, tiles::DecodePipeline kPipeline>
+template <class Element, int kHeadDim>
 cudaError_t launch_decode_instance(const DecodeParams& params, const LaunchConfig& config);
 
 template <class Element, int kHeadDim, tiles::PrefillKernel kKernel>

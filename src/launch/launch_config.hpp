@@ -18,8 +18,7 @@ struct LaunchConfig {
 
 // Type-erased entry points: (dtype, head dim) -> the compiled instantiation. They return
 // cudaErrorInvalidValue for combinations this build does not hold (validation rejects those first).
-cudaError_t launch_decode(DType dtype, int head_dim, tiles::DecodePipeline pipeline, const DecodeParams& params,
-                          const LaunchConfig& config);
+cudaError_t launch_decode(DType dtype, int head_dim, const DecodeParams& params, const LaunchConfig& config);
 cudaError_t launch_combine(DType dtype, int head_dim, const CombineParams& params, const LaunchConfig& config);
 cudaError_t launch_prefill(DType dtype, int head_dim, tiles::PrefillKernel kernel, const PrefillParams& params,
                            const LaunchConfig& config);

@@ -7,6 +7,5 @@
 namespace splitkv::plan {
 
 tiles::PrefillKernel prefill_kernel_of(const Plan& plan);
-tiles::DecodePipeline decode_pipeline_of(const Plan& plan);
 
 }  // namespace splitkv::plan

@@ -146,15 +146,6 @@ Status plan_decode(const DecodeProblem& problem, const DeviceInfo& device,
   p.split_tokens = split.split_tokens;
   p.strategy = (p.num_splits > 1 || p.split_tokens > 0) ? Strategy::kSplitKV : Strategy::kSplitQ;
   p.note = split.note;
-  // At most one block per SM: give each block a deep ring so enough bytes stay in flight.
-  const tiles::DecodeTile deep = tiles::decode_tile(problem.head_dim, tiles::DecodePipeline::kDeep);
-  if (tiles::has_deep_decode_pipeline(problem.head_dim) && p.work_units * p.num_splits <= device.sm_count &&
-      deep.smem_bytes() <= device.smem_per_block_bytes) {
-    p.stages = deep.stages;
-    p.smem_bytes = deep.smem_bytes();
-    p.blocks_per_sm = blocks_per_sm(device, p.smem_bytes, deep.threads());
-    p.note += "; deep pipeline (one block per SM)";
-  }
   p.grid[0] = p.num_splits;
   p.grid[1] = problem.num_kv_heads * m_tiles;
   p.grid[2] = problem.batch;
@@ -225,13 +216,6 @@ Status plan_prefill(const PrefillProblem& problem, const DeviceInfo& device,
 }
 
 namespace plan {
-
-tiles::DecodePipeline decode_pipeline_of(const Plan& p) {
-  return p.stages == tiles::decode_tile(p.decode.head_dim, tiles::DecodePipeline::kDeep).stages &&
-                 tiles::has_deep_decode_pipeline(p.decode.head_dim)
-             ? tiles::DecodePipeline::kDeep
-             : tiles::DecodePipeline::kShallow;
-}
 
 tiles::PrefillKernel prefill_kernel_of(const Plan& p) {
   switch (p.strategy) {

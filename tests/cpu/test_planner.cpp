@@ -175,20 +175,3 @@ TEST(Planner, DescribeMentionsTheDecision) {
 
 }  // namespace
 }  // namespace splitkv
-
-namespace splitkv {
-namespace {
-
-TEST(Planner, OneBlockPerSmGridsGetTheDeepPipeline) {
-  const Plan split = plan_or_die(decode(1, 32, 8, 65536));  // ~128 blocks
-  EXPECT_LE(split.work_units * split.num_splits, 132);
-  EXPECT_EQ(split.stages, tiles::decode_tile(128, tiles::DecodePipeline::kDeep).stages);
-  EXPECT_EQ(split.blocks_per_sm, 1);
-  const Plan wide = plan_or_die(decode(64, 32, 8, 2048));  // 512 blocks: shallow, several per SM
-  EXPECT_EQ(wide.stages, tiles::decode_tile(128).stages);
-  EXPECT_GE(wide.blocks_per_sm, 2);
-  EXPECT_EQ(plan_or_die(decode(1, 32, 8, 65536, 256)).stages, tiles::decode_tile(256).stages);
-}
-
-}  // namespace
-}  // namespace splitkv

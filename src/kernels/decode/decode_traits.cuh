@@ -11,10 +11,10 @@
 
 namespace splitkv::detail {
 
-template <class Element_, int kHeadDim_, tiles::DecodePipeline kPipeline_>
+template <class Element_, int kHeadDim_>
 struct DecodeTraits {
   using Element = Element_;
-  static constexpr tiles::DecodeTile kTile = tiles::decode_tile(kHeadDim_, kPipeline_);
+  static constexpr tiles::DecodeTile kTile = tiles::decode_tile(kHeadDim_);
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr int kBlockM = kTile.block_m;      // packed query rows (GQA group x queries)
   static constexpr int kWarpKeys = kTile.warp_keys;  // keys per warp sub-tile
