@@ -38,6 +38,7 @@ Status to_plan_options(const CliOptions& o, PlanOptions* options) {
   p.num_splits = o.num_splits;
   p.max_splits = o.max_splits;
   p.split_tokens = o.split_tokens;
+  p.cluster_combine = o.cluster_combine;
   *options = p;
   return Status::success();
 }

@@ -48,6 +48,10 @@ struct PlanOptions {
   // kernel's KV block), so a sequence's result does not depend on its batch-mates or the batch size.
   int split_tokens = 0;
   TileShape tiles = TileShape::kDefault;
+  // Decode on sm_90: when a row's splits fit in one thread-block cluster (<= 16), merge them
+  // through distributed shared memory in the same kernel (no workspace, no combine launch).
+  // Batch-invariant mode always uses the combine kernel.
+  bool cluster_combine = true;
 };
 
 struct Plan {
@@ -61,6 +65,7 @@ struct Plan {
   TileShape tiles = TileShape::kDefault;
   int num_splits = 1;    // KV chunks per (sequence, KV head); 1 = no combine step
   int split_tokens = 0;  // > 0: fixed chunk (batch-invariant); 0: each sequence split evenly
+  bool cluster_combine = false;  // splits merged inside a thread-block cluster (see PlanOptions)
   int block_m = 0;       // query rows per thread block
   int block_n = 0;       // keys per main-loop step of a thread block
   int warps = 0;

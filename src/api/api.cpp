@@ -119,22 +119,30 @@ Status run_decode(const Plan& plan, const DecodeTensors& t, void* workspace, siz
   p.m_tiles = (p.rows_per_kv + plan.block_m - 1) / plan.block_m;
   p.num_splits = plan.num_splits;
   p.split_tokens = plan.split_tokens;
+  p.cluster_combine = plan.cluster_combine;
   p.causal = pr.causal;
   p.scale_log2 = detail::resolved_softmax_scale(pr.softmax_scale, pr.head_dim) * kLog2e;
 
   const int64_t rows = int64_t(pr.batch) * pr.q_len * pr.num_q_heads;
-  if (plan.num_splits > 1) {
+  if (plan.num_splits > 1 && !plan.cluster_combine) {
     const plan::SplitWorkspace ws = plan::split_workspace(plan.num_splits, rows, pr.head_dim);
     char* base = static_cast<char*>(workspace);
     p.partial_o = reinterpret_cast<float*>(base + ws.o_offset);
     p.partial_lse = reinterpret_cast<float*>(base + ws.lse_offset);
     p.partial_rows = rows;
   }
-  const detail::LaunchConfig config = launch_config(stream);
+  detail::LaunchConfig config = launch_config(stream);
+  if (plan.cluster_combine) {
+    if (!config.use_pdl) {  // clusters exist from sm_90 on, like PDL
+      return Status::unsupported("plan.cluster_combine", "needs an sm_90 device; plan with this device's DeviceInfo");
+    }
+    config.cluster_blocks = plan.num_splits;
+  }
   if (Status s = cuda_status(detail::launch_decode(pr.dtype, pr.head_dim, p, config), "decode kernel launch"); !s) {
     return s;
   }
-  if (plan.num_splits == 1) return Status::success();
+  if (plan.num_splits == 1 || plan.cluster_combine) return Status::success();
+  config.cluster_blocks = 1;
   const detail::CombineParams c = combine_params(p, rows, pr.q_len, nullptr);
   return cuda_status(detail::launch_combine(pr.dtype, pr.head_dim, c, config), "combine kernel launch");
 }

@@ -26,9 +26,10 @@ struct DecodeTile {
   constexpr int pipeline_smem_bytes() const {
     return warps * stages * 2 * warp_keys * head_dim * kElementBytes;  // K and V
   }
-  // Epilogue: each warp's fp32 accumulator plus its row max and row sum.
+  // Epilogue: each warp's fp32 accumulator plus its row max and row sum, then the block's
+  // partial (O, LSE) that the blocks of a cluster read from each other.
   constexpr int merge_smem_bytes() const {
-    return warps * block_m * head_dim * 4 + 2 * warps * block_m * 4;
+    return warps * block_m * head_dim * 4 + 2 * warps * block_m * 4 + block_m * head_dim * 4 + block_m * 4;
   }
   constexpr int smem_bytes() const {
     return q_smem_bytes() + (pipeline_smem_bytes() > merge_smem_bytes() ? pipeline_smem_bytes()

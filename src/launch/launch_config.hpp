@@ -13,7 +13,8 @@ namespace splitkv::detail {
 
 struct LaunchConfig {
   cudaStream_t stream = nullptr;
-  bool use_pdl = false;  // programmatic dependent launch (sm_90+)
+  bool use_pdl = false;    // programmatic dependent launch (sm_90+)
+  int cluster_blocks = 1;  // > 1: launch clusters of this many blocks along x (sm_90+)
 };
 
 // Type-erased entry points: (dtype, head dim) -> the compiled instantiation. They return

@@ -17,16 +17,31 @@ cudaError_t launch_kernel(void (*kernel)(Params), dim3 grid, dim3 block, int sme
       return e;
     }
   }
-  cudaLaunchAttribute attribute[1];
-  attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attribute[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchAttribute attributes[2];
+  unsigned num_attributes = 0;
+  if (config.use_pdl) {
+    attributes[num_attributes].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attributes[num_attributes++].val.programmaticStreamSerializationAllowed = 1;
+  }
+  if (config.cluster_blocks > 1) {
+    if (config.cluster_blocks > 8) {  // beyond the portable cluster size
+      if (cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+          e != cudaSuccess) {
+        return e;
+      }
+    }
+    attributes[num_attributes].id = cudaLaunchAttributeClusterDimension;
+    attributes[num_attributes].val.clusterDim.x = static_cast<unsigned>(config.cluster_blocks);
+    attributes[num_attributes].val.clusterDim.y = 1;
+    attributes[num_attributes++].val.clusterDim.z = 1;
+  }
   cudaLaunchConfig_t launch{};
   launch.gridDim = grid;
   launch.blockDim = block;
   launch.dynamicSmemBytes = static_cast<size_t>(smem_bytes);
   launch.stream = config.stream;
-  launch.attrs = attribute;
-  launch.numAttrs = config.use_pdl ? 1 : 0;
+  launch.attrs = attributes;
+  launch.numAttrs = num_attributes;
   return cudaLaunchKernelEx(&launch, kernel, params);
 }
 

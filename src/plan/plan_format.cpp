@@ -48,6 +48,9 @@ std::string describe(const Plan& p) {
   s << "splits: " << p.num_splits;
   if (p.split_tokens > 0) s << " (fixed " << p.split_tokens << " tokens each, batch-invariant)";
   s << "  -- " << p.note << "\n";
+  if (p.kind == Plan::Kind::kDecode && p.num_splits > 1) {
+    s << "combine: " << (p.cluster_combine ? "in-kernel, across the thread-block cluster" : "combine kernel") << "\n";
+  }
   s << "tile: block_m=" << p.block_m << " block_n=" << p.block_n << " warps=" << p.warps
     << " stages=" << p.stages << " smem=" << p.smem_bytes << " B, " << p.blocks_per_sm << " block(s)/SM\n";
   s << "grid: " << p.grid[0] << " x " << p.grid[1] << " x " << p.grid[2] << " (work units before splitting: "

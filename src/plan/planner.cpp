@@ -149,8 +149,12 @@ Status plan_decode(const DecodeProblem& problem, const DeviceInfo& device,
   p.grid[0] = p.num_splits;
   p.grid[1] = problem.num_kv_heads * m_tiles;
   p.grid[2] = problem.batch;
+  p.cluster_combine = options.cluster_combine && device.cc_major >= 9 && p.num_splits > 1 &&
+                      p.num_splits <= plan::kMaxClusterSplits && p.split_tokens == 0;
+  if (p.cluster_combine) p.note += "; splits merged in a thread-block cluster";
   const int64_t rows = int64_t(problem.batch) * problem.num_q_heads * problem.q_len;
-  p.workspace_bytes = plan::split_workspace(p.num_splits, rows, problem.head_dim).total_bytes;
+  p.workspace_bytes =
+      p.cluster_combine ? 0 : plan::split_workspace(p.num_splits, rows, problem.head_dim).total_bytes;
   *plan = p;
   return Status::success();
 }

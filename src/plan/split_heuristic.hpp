@@ -7,6 +7,8 @@
 namespace splitkv::plan {
 
 constexpr int kMaxAutoSplits = 128;
+// Largest thread-block cluster (non-portable size on sm_90) the decode kernel merges splits in.
+constexpr int kMaxClusterSplits = 16;
 
 // work_units: thread blocks without splitting (decode: batch x KV heads x query tiles -- GQA is
 // counted by KV heads, since the query heads of a group share one block). kv_blocks: KV blocks in

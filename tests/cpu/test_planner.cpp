@@ -61,7 +61,7 @@ TEST(Planner, SplitsNeverExceedKvBlocksAndWorkspaceFits) {
         const int kv_blocks = std::max(1, (len + block_keys - 1) / block_keys);
         EXPECT_LE(plan.num_splits, kv_blocks) << batch << " " << len << " " << forced;
         EXPECT_GE(plan.num_splits, 1);
-        if (plan.num_splits > 1) {
+        if (plan.num_splits > 1 && !plan.cluster_combine) {
           const size_t rows = size_t(batch) * 16;
           EXPECT_GE(plan.workspace_bytes, plan.num_splits * rows * (128 + 1) * sizeof(float));
         }
@@ -171,6 +171,32 @@ TEST(Planner, DescribeMentionsTheDecision) {
   const std::string text = describe(plan_or_die(decode(1, 32, 8, 65536)));
   EXPECT_NE(text.find("split-kv"), std::string::npos);
   EXPECT_NE(text.find("workspace"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace splitkv
+
+namespace splitkv {
+namespace {
+
+TEST(Planner, SplitsThatFitAClusterMergeInsideTheKernel) {
+  const Plan plan = plan_or_die(decode(1, 32, 8, 65536));
+  ASSERT_GT(plan.num_splits, 1);
+  ASSERT_LE(plan.num_splits, 16);
+  EXPECT_TRUE(plan.cluster_combine);
+  EXPECT_EQ(plan.workspace_bytes, 0u);  // no partials in global memory
+  PlanOptions off;
+  off.cluster_combine = false;
+  EXPECT_GT(plan_or_die(decode(1, 32, 8, 65536), off).workspace_bytes, 0u);
+  PlanOptions many;
+  many.num_splits = 40;  // more splits than a cluster holds
+  EXPECT_FALSE(plan_or_die(decode(1, 32, 8, 65536), many).cluster_combine);
+  PlanOptions invariant;
+  invariant.split_tokens = 8192;  // batch-invariant mode keeps the combine kernel
+  EXPECT_FALSE(plan_or_die(decode(1, 32, 8, 65536), invariant).cluster_combine);
+  DeviceInfo ampere = DeviceInfo::h200();
+  ampere.cc_major = 8;
+  EXPECT_FALSE(plan_or_die(decode(1, 32, 8, 65536), {}, ampere).cluster_combine);
 }
 
 }  // namespace

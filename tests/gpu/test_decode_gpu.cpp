@@ -42,6 +42,7 @@ struct GpuCase {
   testing::DecodeCaseSpec spec;
   int num_splits = 0;  // 0: planner
   int split_tokens = 0;
+  bool cluster_combine = true;
 };
 
 // Runs one case on the GPU with NaN-poisoned outputs and returns the comparison.
@@ -50,6 +51,7 @@ testing::Comparison run_case(const GpuCase& k, testing::DecodeCase* out_case = n
   PlanOptions o;
   o.num_splits = k.num_splits;
   o.split_tokens = k.split_tokens;
+  o.cluster_combine = k.cluster_combine;
   Plan plan;
   Status s = plan_decode(c.problem, gpu_test::device(), o, &plan);
   EXPECT_TRUE(s.ok()) << s.message();
@@ -78,8 +80,8 @@ TEST_P(DecodeVsReference, MatchesFp64Reference) {
 
 std::vector<GpuCase> reference_cases() {
   std::vector<GpuCase> cases;
-  auto add = [&](std::string name, DecodeSpecBuilder b, int splits = 0, int split_tokens = 0) {
-    cases.push_back(GpuCase{std::move(name), b.spec, splits, split_tokens});
+  auto add = [&](std::string name, DecodeSpecBuilder b, int splits = 0, int split_tokens = 0, bool cluster = true) {
+    cases.push_back(GpuCase{std::move(name), b.spec, splits, split_tokens, cluster});
   };
   for (int len : {1, 2, 17, 1000, 4097, 65537}) add("len" + std::to_string(len), DecodeSpecBuilder(1, 32, 8, len));
   add("mixed_lengths_with_zero", DecodeSpecBuilder(5, 32, 8, 4097).lens({0, 4097, 1, 333, 2048}));
@@ -103,6 +105,10 @@ std::vector<GpuCase> reference_cases() {
   add("fp16_hd128", DecodeSpecBuilder(2, 32, 8, 4097).dtype(DType::kF16));
   add("forced_one_split", DecodeSpecBuilder(1, 32, 8, 4097), 1);
   add("forced_many_splits", DecodeSpecBuilder(2, 32, 8, 4097).lens({4097, 100}), 48);
+  add("cluster_16_splits", DecodeSpecBuilder(2, 28, 4, 5000).lens({5000, 0}).queries(2, true), 16);
+  add("cluster_3_splits_hd64_paged", DecodeSpecBuilder(2, 16, 2, 3000).head_dim(64).paged(32).lens({3000, 40}), 3);
+  add("cluster_hd256", DecodeSpecBuilder(1, 8, 2, 3000).head_dim(256), 12);
+  add("combine_kernel_16_splits", DecodeSpecBuilder(2, 28, 4, 5000).lens({5000, 0}).queries(2, true), 16, 0, false);
   add("batch_invariant_split", DecodeSpecBuilder(3, 32, 8, 5000).lens({5000, 64, 0}), 0, 512);
   return cases;
 }
@@ -112,12 +118,14 @@ INSTANTIATE_TEST_SUITE_P(Cases, DecodeVsReference, ::testing::ValuesIn(reference
 
 TEST(DecodeGpu, SplitResultsAreBitwiseDeterministic) {
   SPLITKV_REQUIRE_GPU(DType::kBF16, 128);
-  GpuCase k{"det", DecodeSpecBuilder(2, 32, 8, 20000).spec, 32, 0};
-  testing::DecodeCase first, second;
-  run_case(k, &first);
-  run_case(k, &second);
-  EXPECT_EQ(first.out, second.out);
-  EXPECT_EQ(std::memcmp(first.lse.data(), second.lse.data(), first.lse.size() * sizeof(float)), 0);
+  for (int splits : {12, 32}) {  // merged in a cluster, and by the combine kernel
+    GpuCase k{"det", DecodeSpecBuilder(2, 32, 8, 20000).spec, splits, 0};
+    testing::DecodeCase first, second;
+    run_case(k, &first);
+    run_case(k, &second);
+    EXPECT_EQ(first.out, second.out) << splits;
+    EXPECT_EQ(std::memcmp(first.lse.data(), second.lse.data(), first.lse.size() * sizeof(float)), 0) << splits;
+  }
 }
 
 TEST(DecodeGpu, BatchInvariantModeGivesTheSameBitsWhateverTheBatch) {

@@ -10,42 +10,12 @@
 #include <cutlass/array.h>
 
 #include "kernels/combine/combine_params.hpp"
-#include "kernels/common/online_softmax.cuh"
+#include "kernels/common/combine_state.cuh"
 #include "kernels/common/pdl.cuh"
 
 namespace splitkv::detail {
 
 constexpr int kCombineThreads = 128;
-
-// Online merge state of one thread's four output columns.
-struct CombineState {
-  float max = kNegInf;  // natural-log units
-  float sum = 0.f;
-  float acc[4] = {0.f, 0.f, 0.f, 0.f};
-
-  // Folds in n partials with LSEs lse[] and outputs o[] (n is a compile-time batch).
-  template <int n>
-  __device__ __forceinline__ void fold(const float (&lse)[n], const float4 (&o)[n]) {
-    float new_max = max;
-#pragma unroll
-    for (int j = 0; j < n; ++j) new_max = fmaxf(new_max, lse[j]);
-    if (new_max == kNegInf) return;  // all empty so far
-    const float rescale = exp2f((max - new_max) * kLog2e);  // 0 when max was -inf
-    sum *= rescale;
-#pragma unroll
-    for (int c = 0; c < 4; ++c) acc[c] *= rescale;
-#pragma unroll
-    for (int j = 0; j < n; ++j) {
-      const float w = exp2f((lse[j] - new_max) * kLog2e);
-      sum += w;
-      acc[0] += w * o[j].x;
-      acc[1] += w * o[j].y;
-      acc[2] += w * o[j].z;
-      acc[3] += w * o[j].w;
-    }
-    max = new_max;
-  }
-};
 
 template <class Element, int kHeadDim>
 __global__ void __launch_bounds__(kCombineThreads) combine_kernel(const __grid_constant__ CombineParams p) {
@@ -101,21 +71,18 @@ __global__ void __launch_bounds__(kCombineThreads) combine_kernel(const __grid_c
   CombineState total;
 #pragma unroll
   for (int g = 0; g < kGroups; ++g) {  // group order: deterministic
-    const float group_lse = group_sum[g] > 0.f ? group_max[g] + logf(group_sum[g]) : kNegInf;
-    const float4 group_out = group_acc[g][lane];
-    const float inv = group_sum[g] > 0.f ? 1.f / group_sum[g] : 0.f;
-    const float lse1[1] = {group_lse};
-    const float4 o1[1] = {make_float4(group_out.x * inv, group_out.y * inv, group_out.z * inv, group_out.w * inv)};
+    CombineState group_state;
+    group_state.max = group_max[g];
+    group_state.sum = group_sum[g];
+    const float4 acc = group_acc[g][lane];
+    group_state.acc[0] = acc.x, group_state.acc[1] = acc.y, group_state.acc[2] = acc.z, group_state.acc[3] = acc.w;
+    float group_out[4];
+    const float lse1[1] = {group_state.finish(group_out)};
+    const float4 o1[1] = {make_float4(group_out[0], group_out[1], group_out[2], group_out[3])};
     total.fold(lse1, o1);
   }
-  float lse = kNegInf;
-  float out[4] = {0.f, 0.f, 0.f, 0.f};
-  if (total.sum > 0.f) {
-    lse = total.max + logf(total.sum);
-    const float inv = 1.f / total.sum;
-#pragma unroll
-    for (int c = 0; c < 4; ++c) out[c] = total.acc[c] * inv;
-  }
+  float out[4];
+  float lse = total.finish(out);
   if (saw_nan) {
     lse = __int_as_float(0x7fc00000);
 #pragma unroll

@@ -5,11 +5,16 @@
 // keys. Its warps take 16-key sub-tiles round-robin, each through a private multi-stage cp.async
 // ring, so the main loop needs no block-wide barrier. Each warp keeps its own online-softmax state;
 // the warps merge once at the end. With one split the block writes O (and LSE) directly; otherwise
-// it writes a partial (O_i, LSE_i) for the combine kernel.
+// it produces a partial (O_i, LSE_i): in global memory for the combine kernel, or, when the
+// splits of a row form one thread-block cluster (sm_90), in shared memory, merged right here.
 #pragma once
+
+#include <cooperative_groups.h>
 
 #include <cute/tensor.hpp>
 #include <cutlass/numeric_conversion.h>
+
+#include "kernels/common/combine_state.cuh"
 
 #include "kernels/common/mma_layouts.cuh"
 #include "kernels/common/online_softmax.cuh"
@@ -35,6 +40,62 @@ struct PageIdCache {
     return __shfl_sync(0xffffffffu, ids, subtile - base);
   }
 };
+
+// Writes 4 columns of O, from column `col`, for packed row `row` of the KV head's query rows, and
+// the row's LSE with the first columns.
+template <class Element>
+__device__ __forceinline__ void store_output_row(const DecodeParams& p, int b, int kv_head, int row, int col,
+                                                 const float (&o)[4], float lse) {
+  const int i = row / p.group, hq = kv_head * p.group + row % p.group;
+  cutlass::Array<Element, 4> packed;
+#pragma unroll
+  for (int j = 0; j < 4; ++j) packed[j] = Element(o[j]);
+  Element* out = static_cast<Element*>(p.out) + b * p.o_batch_stride + i * p.o_token_stride + hq * p.o_head_stride + col;
+  *reinterpret_cast<cutlass::Array<Element, 4>*>(out) = packed;
+  if (p.lse != nullptr && col == 0) p.lse[b * p.lse_batch_stride + hq * p.lse_head_stride + i * p.lse_token_stride] = lse;
+}
+
+// The splits of one (sequence, KV head, query tile) are the blocks of one cluster; each left its
+// partial (O normalized, LSE) for rows [0, rows_here) in its own shared memory. Rank k merges
+// the 4-column chunks k, k + ranks, ... of every row, reading all ranks' partials through
+// distributed shared memory in rank order (deterministic). No workspace, no second kernel.
+template <class Element, int kHeadDim, int kThreads>
+__device__ __forceinline__ void combine_across_cluster(const DecodeParams& p, float* partial_o, float* partial_lse,
+                                                       int b, int kv_head, int row0, int rows_here) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  namespace cg = cooperative_groups;
+  cg::cluster_group cluster = cg::this_cluster();
+  cluster.sync();  // every rank's partial is in place
+  const int ranks = int(cluster.num_blocks()), me = int(cluster.block_rank());
+  constexpr int kChunks = kHeadDim / 4;
+  constexpr int kInFlight = 4;
+  const int my_chunks = (kChunks - me + ranks - 1) / ranks;
+  for (int item = threadIdx.x; item < rows_here * my_chunks; item += kThreads) {
+    const int r = item / my_chunks, chunk = me + (item % my_chunks) * ranks;
+    CombineState state;
+    bool nan_seen = false;  // a poisoned split (bad input) poisons the row
+    for (int k0 = 0; k0 < ranks; k0 += kInFlight) {
+      float lse[kInFlight];
+      float4 o[kInFlight];
+#pragma unroll
+      for (int j = 0; j < kInFlight; ++j) {
+        const int k = k0 + j < ranks ? k0 + j : 0;
+        const float* remote_lse = cluster.map_shared_rank(partial_lse, k);
+        const float4* remote_o = reinterpret_cast<const float4*>(cluster.map_shared_rank(partial_o, k));
+        lse[j] = k0 + j < ranks ? remote_lse[r] : kNegInf;
+        o[j] = k0 + j < ranks ? remote_o[r * kChunks + chunk] : make_float4(0.f, 0.f, 0.f, 0.f);
+        nan_seen |= isnan(lse[j]);
+      }
+      state.fold(lse, o);
+    }
+    float out[4];
+    float lse = state.finish(out);
+    if (nan_seen) out[0] = out[1] = out[2] = out[3] = lse = __int_as_float(0x7fc00000);
+    store_output_row<Element>(p, b, kv_head, row0 + r, chunk * 4, out, lse);
+  }
+  cluster.sync();  // our shared memory stays alive until every rank has read it
+#endif
+}
 
 template <class Traits>
 __global__ void __launch_bounds__(Traits::kThreads) decode_kernel(const __grid_constant__ DecodeParams p) {
@@ -226,6 +287,8 @@ __global__ void __launch_bounds__(Traits::kThreads) decode_kernel(const __grid_c
   float* merge_o = reinterpret_cast<float*>(smem_kv);  // [warps][M][D]
   float* merge_max = merge_o + kWarps * kM * D;        // [warps][M]
   float* merge_sum = merge_max + kWarps * kM;          // [warps][M]
+  float* cluster_o = merge_sum + kWarps * kM;          // [M][D]: this block's partial for the cluster
+  float* cluster_lse = cluster_o + kM * D;             // [M]
   Tensor sO = make_tensor(make_smem_ptr(merge_o + warp * kM * D),
                           make_layout(Shape<Int<kM>, Int<D>>{}, LayoutRight{}));  // (M, D) fp32
   Tensor tOsO = thr_mma.partition_C(sO);
@@ -271,23 +334,22 @@ __global__ void __launch_bounds__(Traits::kThreads) decode_kernel(const __grid_c
       CUTE_UNROLL
       for (int j = 0; j < kVec; ++j) o[j] = lse;
     }
-    const int row = row0 + r, i = row / p.group, hq = kv_head * p.group + row % p.group;
+    const int row = row0 + r;
     if (p.num_splits == 1) {
-      cutlass::Array<Element, kVec> packed;
-      CUTE_UNROLL
-      for (int j = 0; j < kVec; ++j) packed[j] = Element(o[j]);
-      Element* out = static_cast<Element*>(p.out) + b * p.o_batch_stride + i * p.o_token_stride +
-                     hq * p.o_head_stride + c;
-      *reinterpret_cast<cutlass::Array<Element, kVec>*>(out) = packed;
-      if (p.lse != nullptr && c == 0) {
-        p.lse[b * p.lse_batch_stride + hq * p.lse_head_stride + i * p.lse_token_stride] = lse;
-      }
+      store_output_row<Element>(p, b, kv_head, row, c, o, lse);
+    } else if (p.cluster_combine) {
+      *reinterpret_cast<float4*>(cluster_o + r * D + c) = make_float4(o[0], o[1], o[2], o[3]);
+      if (c == 0) cluster_lse[r] = lse;
     } else {
+      const int i = row / p.group, hq = kv_head * p.group + row % p.group;
       const int64_t partial_row =
           int64_t(split) * p.partial_rows + (int64_t(b) * p.q_len + i) * p.num_q_heads + hq;
       *reinterpret_cast<float4*>(p.partial_o + partial_row * D + c) = make_float4(o[0], o[1], o[2], o[3]);
       if (c == 0) p.partial_lse[partial_row] = lse;
     }
+  }
+  if (p.cluster_combine) {
+    combine_across_cluster<Element, D, Traits::kThreads>(p, cluster_o, cluster_lse, b, kv_head, row0, rows_here);
   }
 }
 

@@ -43,7 +43,8 @@ struct DecodeParams {
   int rows_per_kv;  // q_len * group; tile row r = i * group + h
   int m_tiles;      // ceil(rows_per_kv / block_m)
   int num_splits;
-  int split_tokens;  // > 0: fixed split size (batch-invariant)
+  int split_tokens;      // > 0: fixed split size (batch-invariant)
+  bool cluster_combine;  // the splits of a row form one thread-block cluster and merge in it
   bool causal;
   float scale_log2;  // softmax_scale * log2(e)
 };

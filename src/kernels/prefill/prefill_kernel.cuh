@@ -37,7 +37,9 @@ __global__ void __launch_bounds__(Traits::kThreads) prefill_kernel(const __grid_
   static_assert(kKSubTiles + kVSlices <= 8, "cp_async_wait_pending handles up to 7 pending groups");
 
   extern __shared__ __align__(128) char smem[];
-  const int m_block = blockIdx.x, hq = blockIdx.y;
+  // Causal: the last query blocks see the most keys; launching them first shortens the tail.
+  const int m_block = p.causal ? int(gridDim.x) - 1 - int(blockIdx.x) : int(blockIdx.x);
+  const int hq = blockIdx.y;
   const int b = blockIdx.z / p.num_splits, split = blockIdx.z % p.num_splits;
   const int kv_head = hq / p.group;
   const int tid = threadIdx.x;
@@ -171,7 +173,7 @@ __global__ void __launch_bounds__(Traits::kThreads) prefill_kernel(const __grid_
         const float base = fixed_max[r] == kNegInf ? 0.f : fixed_max[r] * p.scale_log2;
         CUTE_UNROLL
         for (int c = 0; c < size<1>(scores); ++c) {
-          scores(r, c) = exp2f(scores(r, c) * p.scale_log2 - base) * fixed_inv_sum[r];
+          scores(r, c) = fast_exp2(scores(r, c) * p.scale_log2 - base) * fixed_inv_sum[r];
         }
       }
     } else {

@@ -25,7 +25,9 @@ __global__ void __launch_bounds__(Traits::kThreads) prefill_splitv_kernel(const 
   static_assert(kCols % 16 == 0 && Traits::kVSlices == 1 && Traits::kKSubTiles == 1);
 
   extern __shared__ __align__(128) char smem[];
-  const int m_block = blockIdx.x, hq = blockIdx.y;
+  // Causal: the last query blocks see the most keys; launching them first shortens the tail.
+  const int m_block = p.causal ? int(gridDim.x) - 1 - int(blockIdx.x) : int(blockIdx.x);
+  const int hq = blockIdx.y;
   const int b = blockIdx.z / p.num_splits, split = blockIdx.z % p.num_splits;
   const int kv_head = hq / p.group;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
