@@ -33,7 +33,7 @@ void print_usage() {
       "  --splits auto|N           KV splits (default auto)\n"
       "  --max-splits N            cap on splits (CUDA-graph bound)\n"
       "  --split-tokens N          batch-invariant split size in tokens\n"
-      "  --no-cluster              decode: merge splits with the combine kernel, not in a cluster\n"
+      "  --cluster                 decode: merge splits inside a thread-block cluster (sm_90)\n"
       "  --strategy S              auto|split-q|split-kv|split-v|two-pass\n"
       "  --tiles default|founding  prefill tile shapes\n"
       "  --iters N                 timed iterations (default 20)\n"
@@ -66,8 +66,8 @@ bool parse_args(int argc, char** argv, CliOptions* o, std::string* error) {
       o->causal = true;
     } else if (arg == "--varlen") {
       o->varlen = true;
-    } else if (arg == "--no-cluster") {
-      o->cluster_combine = false;
+    } else if (arg == "--cluster") {
+      o->cluster_combine = true;
     } else if (arg == "-h" || arg == "--help") {
       o->command = "help";
     } else if (i + 1 >= argc) {

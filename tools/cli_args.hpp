@@ -22,7 +22,7 @@ struct CliOptions {
   int num_splits = 0;   // 0: auto
   int max_splits = 0;
   int split_tokens = 0;
-  bool cluster_combine = true;  // --no-cluster: merge splits with the combine kernel
+  bool cluster_combine = false;  // --cluster: merge decode splits inside a thread-block cluster
   std::string strategy = "auto";
   std::string tiles = "default";
   int iters = 20;

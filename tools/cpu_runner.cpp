@@ -19,13 +19,12 @@ int run_cpu_decode(const CliOptions& o, int iterations) {
   }
   DType dtype;
   PlanOptions options;
-  Status status = to_dtype(o.dtype, &dtype);
-  if (status) status = to_plan_options(o, &options);
+  if (!parse_dtype_and_options(o, &dtype, &options)) return 1;
   testing::DecodeCaseSpec spec;
   spec.problem = to_decode_problem(o, dtype);
   spec.seed = o.seed;
   Plan plan;
-  if (status) status = plan_decode(spec.problem, DeviceInfo::h200(), options, &plan);
+  Status status = plan_decode(spec.problem, DeviceInfo::h200(), options, &plan);
   if (!status) {
     std::fprintf(stderr, "%s\n", status.message().c_str());
     return 1;

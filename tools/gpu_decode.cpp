@@ -158,12 +158,7 @@ int run_decode_rows(const std::vector<DecodeProblem>& problems, const std::vecto
 int gpu_decode_bench(const CliOptions& o) {
   DType dtype;
   PlanOptions options;
-  Status status = to_dtype(o.dtype, &dtype);
-  if (status) status = to_plan_options(o, &options);
-  if (!status) {
-    std::fprintf(stderr, "%s\n", status.message().c_str());
-    return 1;
-  }
+  if (!parse_dtype_and_options(o, &dtype, &options)) return 1;
   std::vector<DecodeProblem> problems;
   std::vector<PlanOptions> plan_options;
   if (o.suite == "sweep") {
@@ -197,14 +192,13 @@ int gpu_decode_bench(const CliOptions& o) {
 int gpu_decode_verify(const CliOptions& o) {
   DType dtype;
   PlanOptions options;
-  Status status = to_dtype(o.dtype, &dtype);
-  if (status) status = to_plan_options(o, &options);
+  if (!parse_dtype_and_options(o, &dtype, &options)) return 1;
   testing::DecodeCaseSpec spec;
   spec.problem = to_decode_problem(o, dtype);
   spec.seed = o.seed;
   DeviceInfo device;
   Plan plan;
-  if (status) status = query_device(0, &device);
+  Status status = query_device(0, &device);
   if (status) status = plan_decode(spec.problem, device, options, &plan);
   if (!status) {
     std::fprintf(stderr, "%s\n", status.message().c_str());

@@ -178,8 +178,7 @@ int gpu_prefill_bench(const CliOptions& o) {
 int gpu_prefill_verify(const CliOptions& o) {
   DType dtype;
   PlanOptions options;
-  Status status = to_dtype(o.dtype, &dtype);
-  if (status) status = to_plan_options(o, &options);
+  if (!parse_dtype_and_options(o, &dtype, &options)) return 1;
   testing::PrefillCaseSpec spec;
   spec.problem = to_prefill_problem(o, dtype);
   spec.seed = o.seed;
@@ -191,7 +190,7 @@ int gpu_prefill_verify(const CliOptions& o) {
   }
   DeviceInfo device;
   Plan plan;
-  if (status) status = query_device(0, &device);
+  Status status = query_device(0, &device);
   if (status) status = plan_prefill(spec.problem, device, options, &plan);
   if (!status) {
     std::fprintf(stderr, "%s\n", status.message().c_str());

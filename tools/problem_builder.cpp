@@ -1,5 +1,7 @@
 #include "problem_builder.hpp"
 
+#include <cstdio>
+
 namespace splitkv::cli {
 
 Status to_dtype(const std::string& name, DType* dtype) {
@@ -41,6 +43,13 @@ Status to_plan_options(const CliOptions& o, PlanOptions* options) {
   p.cluster_combine = o.cluster_combine;
   *options = p;
   return Status::success();
+}
+
+bool parse_dtype_and_options(const CliOptions& o, DType* dtype, PlanOptions* options) {
+  Status status = to_dtype(o.dtype, dtype);
+  if (status) status = to_plan_options(o, options);
+  if (!status) std::fprintf(stderr, "%s\n", status.message().c_str());
+  return status.ok();
 }
 
 DecodeProblem to_decode_problem(const CliOptions& o, DType dtype) {

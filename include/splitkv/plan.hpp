@@ -48,10 +48,11 @@ struct PlanOptions {
   // kernel's KV block), so a sequence's result does not depend on its batch-mates or the batch size.
   int split_tokens = 0;
   TileShape tiles = TileShape::kDefault;
-  // Decode on sm_90: when a row's splits fit in one thread-block cluster (<= 16), merge them
-  // through distributed shared memory in the same kernel (no workspace, no combine launch).
+  // Decode on sm_90, opt-in: when a row's splits fit in one thread-block cluster (<= 16), merge
+  // them through distributed shared memory in the same kernel (no workspace, no combine launch).
+  // Off by default: on the H200 it measured slower beyond ~8 splits (bench/NOTES.md, run 4).
   // Batch-invariant mode always uses the combine kernel.
-  bool cluster_combine = true;
+  bool cluster_combine = false;
 };
 
 struct Plan {

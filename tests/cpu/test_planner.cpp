@@ -179,24 +179,24 @@ TEST(Planner, DescribeMentionsTheDecision) {
 namespace splitkv {
 namespace {
 
-TEST(Planner, SplitsThatFitAClusterMergeInsideTheKernel) {
-  const Plan plan = plan_or_die(decode(1, 32, 8, 65536));
+TEST(Planner, ClusterCombineIsOptInAndOnlyWhereItFits) {
+  EXPECT_FALSE(plan_or_die(decode(1, 32, 8, 65536)).cluster_combine);  // default: combine kernel
+  PlanOptions on;
+  on.cluster_combine = true;
+  const Plan plan = plan_or_die(decode(1, 32, 8, 65536), on);
   ASSERT_GT(plan.num_splits, 1);
   ASSERT_LE(plan.num_splits, 16);
   EXPECT_TRUE(plan.cluster_combine);
   EXPECT_EQ(plan.workspace_bytes, 0u);  // no partials in global memory
-  PlanOptions off;
-  off.cluster_combine = false;
-  EXPECT_GT(plan_or_die(decode(1, 32, 8, 65536), off).workspace_bytes, 0u);
-  PlanOptions many;
+  PlanOptions many = on;
   many.num_splits = 40;  // more splits than a cluster holds
   EXPECT_FALSE(plan_or_die(decode(1, 32, 8, 65536), many).cluster_combine);
-  PlanOptions invariant;
+  PlanOptions invariant = on;
   invariant.split_tokens = 8192;  // batch-invariant mode keeps the combine kernel
   EXPECT_FALSE(plan_or_die(decode(1, 32, 8, 65536), invariant).cluster_combine);
   DeviceInfo ampere = DeviceInfo::h200();
   ampere.cc_major = 8;
-  EXPECT_FALSE(plan_or_die(decode(1, 32, 8, 65536), {}, ampere).cluster_combine);
+  EXPECT_FALSE(plan_or_die(decode(1, 32, 8, 65536), on, ampere).cluster_combine);
 }
 
 }  // namespace

@@ -155,7 +155,6 @@ TEST_F(DecodeTensorValidation, PageTableEntriesOutOfRange) {
 TEST_F(DecodeTensorValidation, WorkspaceTooSmall) {
   PlanOptions o;
   o.num_splits = 2;
-  o.cluster_combine = false;  // partials go through the workspace
   ASSERT_TRUE(plan_decode(c.problem, DeviceInfo::h200(), o, &plan).ok());
   ASSERT_GT(plan.workspace_bytes, 0u);
   expect_error("workspace");

@@ -58,6 +58,43 @@ __device__ __forceinline__ KeyRange key_range(const PrefillParams& p, const Pref
   return r;
 }
 
+// What one prefill thread block owns: grid position, its sequence, query rows and keys, and the
+// global base addresses of its Q rows and of its KV head.
+template <class Element>
+struct PrefillBlock {
+  int hq, b, split, kv_head;
+  PrefillSequence seq;
+  int row0, rows_here;  // query rows [row0, row0 + rows_here) of the sequence
+  KeyRange keys;
+  int n_blocks;         // main-loop steps of block_n keys
+  const Element* q_base;
+  const Element* k_base;
+  const Element* v_base;
+
+  // False when the sequence has no rows for this block (the block has nothing to do).
+  __device__ __forceinline__ bool init(const PrefillParams& p, int block_m, int block_n) {
+    // Causal: the last query blocks see the most keys; launching them first shortens the tail.
+    const int m_block = p.causal ? int(gridDim.x) - 1 - int(blockIdx.x) : int(blockIdx.x);
+    hq = blockIdx.y;
+    b = blockIdx.z / p.num_splits;
+    split = blockIdx.z % p.num_splits;
+    kv_head = hq / p.group;
+    seq = resolve_sequence(p, b);
+    row0 = m_block * block_m;
+    if (row0 >= seq.q_len) return false;
+    rows_here = min(block_m, seq.q_len - row0);
+    keys = key_range(p, seq, split, row0, rows_here, block_n);
+    n_blocks = keys.hi > keys.lo ? (keys.hi - keys.lo + block_n - 1) / block_n : 0;
+    q_base = static_cast<const Element*>(p.q) + b * p.q_batch_stride + (seq.q_begin + row0) * p.q_token_stride +
+             hq * p.q_head_stride;
+    k_base = static_cast<const Element*>(p.k) + b * p.k_batch_stride + seq.k_begin * p.k_token_stride +
+             kv_head * p.k_head_stride;
+    v_base = static_cast<const Element*>(p.v) + b * p.v_batch_stride + seq.k_begin * p.v_token_stride +
+             kv_head * p.v_head_stride;
+    return true;
+  }
+};
+
 // Sets scores(r, c) = -inf where key n0 + col is at or past `hi` or, causally, after the row's
 // diagonal. scores and coords are (rows, cols) views; coords give block-local (row, col).
 template <class Scores, class Coords>

@@ -37,21 +37,14 @@ __global__ void __launch_bounds__(Traits::kThreads) prefill_kernel(const __grid_
   static_assert(kKSubTiles + kVSlices <= 8, "cp_async_wait_pending handles up to 7 pending groups");
 
   extern __shared__ __align__(128) char smem[];
-  // Causal: the last query blocks see the most keys; launching them first shortens the tail.
-  const int m_block = p.causal ? int(gridDim.x) - 1 - int(blockIdx.x) : int(blockIdx.x);
-  const int hq = blockIdx.y;
-  const int b = blockIdx.z / p.num_splits, split = blockIdx.z % p.num_splits;
-  const int kv_head = hq / p.group;
-  const int tid = threadIdx.x;
-
   wait_for_prior_grids();
   allow_dependent_launch();
-  const PrefillSequence seq = resolve_sequence(p, b);
-  const int row0 = m_block * kM;
-  if (row0 >= seq.q_len) return;  // no such rows in this sequence
-  const int rows_here = min(kM, seq.q_len - row0);
-  const KeyRange keys = key_range(p, seq, split, row0, rows_here, kN);
-  const int n_blocks = keys.hi > keys.lo ? (keys.hi - keys.lo + kN - 1) / kN : 0;
+  PrefillBlock<Element> blk;
+  if (!blk.init(p, kM, kN)) return;  // no such rows in this sequence
+  const int tid = threadIdx.x;
+  const PrefillSequence& seq = blk.seq;
+  const KeyRange& keys = blk.keys;
+  const int b = blk.b, hq = blk.hq, split = blk.split, row0 = blk.row0;
 
   Element* smem_q = reinterpret_cast<Element*>(smem);
   Element* smem_k = smem_q + kM * D;
@@ -62,13 +55,9 @@ __global__ void __launch_bounds__(Traits::kThreads) prefill_kernel(const __grid_
   Tensor sVt = make_tensor(make_smem_ptr(smem_v), typename Traits::SmemLayoutVt{});  // (D, N)
 
   // ---- Global tiles ------------------------------------------------------------------------------
-  const Element* q_base = static_cast<const Element*>(p.q) + b * p.q_batch_stride +
-                          (seq.q_begin + row0) * p.q_token_stride + hq * p.q_head_stride;
-  const Element* k_base = static_cast<const Element*>(p.k) + b * p.k_batch_stride + seq.k_begin * p.k_token_stride +
-                          kv_head * p.k_head_stride;
-  const Element* v_base = static_cast<const Element*>(p.v) + b * p.v_batch_stride + seq.k_begin * p.v_token_stride +
-                          kv_head * p.v_head_stride;
-  Tensor gQ = make_tensor(make_gmem_ptr(q_base), Shape<Int<kM>, Int<D>>{}, make_stride(p.q_token_stride, _1{}));
+  const Element* k_base = blk.k_base;
+  const Element* v_base = blk.v_base;
+  Tensor gQ = make_tensor(make_gmem_ptr(blk.q_base), Shape<Int<kM>, Int<D>>{}, make_stride(p.q_token_stride, _1{}));
 
   typename Traits::GmemCopyRows copy_rows;
   auto thr_copy_rows = copy_rows.get_thread_slice(tid);
@@ -99,9 +88,9 @@ __global__ void __launch_bounds__(Traits::kThreads) prefill_kernel(const __grid_
     for (int g = 0; g < groups; ++g) cp_async_fence();
   };
 
-  copy_rows_zfill(copy_rows, thr_copy_rows, gQ, sQ, rows_here);
+  copy_rows_zfill(copy_rows, thr_copy_rows, gQ, sQ, blk.rows_here);
   cp_async_fence();
-  if (n_blocks > 0) {
+  if (blk.n_blocks > 0) {
     issue_k(keys.lo);
   } else {
     fence_empty(kKSubTiles);
@@ -149,7 +138,7 @@ __global__ void __launch_bounds__(Traits::kThreads) prefill_kernel(const __grid_
   }
 
   // ---- Main loop ----------------------------------------------------------------------------------------
-  for (int nb = 0; nb < n_blocks; ++nb) {
+  for (int nb = 0; nb < blk.n_blocks; ++nb) {
     const int n0 = keys.lo + nb * kN;
     clear(acc_s);
     CUTE_UNROLL
@@ -180,7 +169,7 @@ __global__ void __launch_bounds__(Traits::kThreads) prefill_kernel(const __grid_
       softmax.update(scores, out_rc, p.scale_log2);
     }
 
-    const bool more = nb + 1 < n_blocks;
+    const bool more = nb + 1 < blk.n_blocks;
     if constexpr (!kUsesV) {
       __syncthreads();  // every warp is done with this step's K
       if (more) {

@@ -25,21 +25,14 @@ __global__ void __launch_bounds__(Traits::kThreads) prefill_splitv_kernel(const 
   static_assert(kCols % 16 == 0 && Traits::kVSlices == 1 && Traits::kKSubTiles == 1);
 
   extern __shared__ __align__(128) char smem[];
-  // Causal: the last query blocks see the most keys; launching them first shortens the tail.
-  const int m_block = p.causal ? int(gridDim.x) - 1 - int(blockIdx.x) : int(blockIdx.x);
-  const int hq = blockIdx.y;
-  const int b = blockIdx.z / p.num_splits, split = blockIdx.z % p.num_splits;
-  const int kv_head = hq / p.group;
-  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-
   wait_for_prior_grids();
   allow_dependent_launch();
-  const PrefillSequence seq = resolve_sequence(p, b);
-  const int row0 = m_block * kM;
-  if (row0 >= seq.q_len) return;
-  const int rows_here = min(kM, seq.q_len - row0);
-  const KeyRange keys = key_range(p, seq, split, row0, rows_here, kN);
-  const int n_blocks = keys.hi > keys.lo ? (keys.hi - keys.lo + kN - 1) / kN : 0;
+  PrefillBlock<Element> blk;
+  if (!blk.init(p, kM, kN)) return;  // no such rows in this sequence
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const PrefillSequence& seq = blk.seq;
+  const KeyRange& keys = blk.keys;
+  const int b = blk.b, hq = blk.hq, split = blk.split, row0 = blk.row0;
 
   Element* smem_q = reinterpret_cast<Element*>(smem);
   Element* smem_k = smem_q + kM * D;
@@ -49,12 +42,8 @@ __global__ void __launch_bounds__(Traits::kThreads) prefill_splitv_kernel(const 
   Tensor sV = make_tensor(make_smem_ptr(smem_v), typename Traits::SmemLayoutKV{});   // (N, D)
   Tensor sVt = make_tensor(make_smem_ptr(smem_v), typename Traits::SmemLayoutVt{});  // (D, N)
 
-  const Element* q_base = static_cast<const Element*>(p.q) + b * p.q_batch_stride +
-                          (seq.q_begin + row0) * p.q_token_stride + hq * p.q_head_stride;
-  const Element* k_base = static_cast<const Element*>(p.k) + b * p.k_batch_stride + seq.k_begin * p.k_token_stride +
-                          kv_head * p.k_head_stride;
-  const Element* v_base = static_cast<const Element*>(p.v) + b * p.v_batch_stride + seq.k_begin * p.v_token_stride +
-                          kv_head * p.v_head_stride;
+  const Element* k_base = blk.k_base;
+  const Element* v_base = blk.v_base;
   typename Traits::GmemCopyRows copy_rows;
   auto thr_copy_rows = copy_rows.get_thread_slice(tid);
   auto tile_at = [](const Element* base, int64_t token_stride, int n0) {
@@ -62,9 +51,9 @@ __global__ void __launch_bounds__(Traits::kThreads) prefill_splitv_kernel(const 
                        make_stride(token_stride, _1{}));
   };
   copy_rows_zfill(copy_rows, thr_copy_rows,
-                  make_tensor(make_gmem_ptr(q_base), Shape<Int<kM>, Int<D>>{}, make_stride(p.q_token_stride, _1{})),
-                  sQ, rows_here);
-  if (n_blocks > 0) copy_rows_zfill(copy_rows, thr_copy_rows, tile_at(k_base, p.k_token_stride, keys.lo), sK, seq.k_len - keys.lo);
+                  make_tensor(make_gmem_ptr(blk.q_base), Shape<Int<kM>, Int<D>>{}, make_stride(p.q_token_stride, _1{})),
+                  sQ, blk.rows_here);
+  if (blk.n_blocks > 0) copy_rows_zfill(copy_rows, thr_copy_rows, tile_at(k_base, p.k_token_stride, keys.lo), sK, seq.k_len - keys.lo);
   cp_async_fence();
 
   // ---- Per-warp MMA: the whole (M, N) score tile, and this warp's (M, kCols) slice of O ---------
@@ -98,7 +87,7 @@ __global__ void __launch_bounds__(Traits::kThreads) prefill_splitv_kernel(const 
   OnlineSoftmax<kRows> softmax;
   softmax.reset();
 
-  for (int nb = 0; nb < n_blocks; ++nb) {
+  for (int nb = 0; nb < blk.n_blocks; ++nb) {
     const int n0 = keys.lo + nb * kN;
     cp_async_wait<0>();
     __syncthreads();  // K landed; every warp is done with the previous V
@@ -110,7 +99,7 @@ __global__ void __launch_bounds__(Traits::kThreads) prefill_splitv_kernel(const 
     softmax.update(scores, out_rc, p.scale_log2);
     cp_async_wait<0>();
     __syncthreads();  // V landed; every warp is done with K
-    if (nb + 1 < n_blocks) {
+    if (nb + 1 < blk.n_blocks) {
       copy_rows_zfill(copy_rows, thr_copy_rows, tile_at(k_base, p.k_token_stride, n0 + kN), sK, seq.k_len - n0 - kN);
       cp_async_fence();
     }
