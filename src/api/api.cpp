@@ -158,24 +158,20 @@ Status run_prefill(const Plan& plan, const PrefillTensors& t, void* workspace, s
 
   // Padded tensors are [B, L, H, D]; varlen ones [total, H, D] with the batch folded into tokens.
   const int token_dim = pr.varlen ? 0 : 1;
-  auto batch_stride = [&](const TensorRef& x) { return pr.varlen ? int64_t(0) : x.stride[0]; };
+  auto strides = [&](const TensorRef& x, int64_t* batch, int64_t* token, int64_t* head) {
+    *batch = pr.varlen ? 0 : x.stride[0];
+    *token = x.stride[token_dim];
+    *head = x.stride[token_dim + 1];
+  };
   detail::PrefillParams p{};
   p.q = t.q.data;
-  p.q_batch_stride = batch_stride(t.q);
-  p.q_token_stride = t.q.stride[token_dim];
-  p.q_head_stride = t.q.stride[token_dim + 1];
   p.k = t.k.data;
-  p.k_batch_stride = batch_stride(t.k);
-  p.k_token_stride = t.k.stride[token_dim];
-  p.k_head_stride = t.k.stride[token_dim + 1];
   p.v = t.v.data;
-  p.v_batch_stride = batch_stride(t.v);
-  p.v_token_stride = t.v.stride[token_dim];
-  p.v_head_stride = t.v.stride[token_dim + 1];
   p.out = t.out.data;
-  p.o_batch_stride = batch_stride(t.out);
-  p.o_token_stride = t.out.stride[token_dim];
-  p.o_head_stride = t.out.stride[token_dim + 1];
+  strides(t.q, &p.q_batch_stride, &p.q_token_stride, &p.q_head_stride);
+  strides(t.k, &p.k_batch_stride, &p.k_token_stride, &p.k_head_stride);
+  strides(t.v, &p.v_batch_stride, &p.v_token_stride, &p.v_head_stride);
+  strides(t.out, &p.o_batch_stride, &p.o_token_stride, &p.o_head_stride);
   if (t.lse.data != nullptr) {
     // Padded [B, Hq, Lq]; varlen [Hq, total_q].
     p.lse = static_cast<float*>(t.lse.data);
