@@ -30,7 +30,7 @@ struct SplitDecision {
 };
 
 Status decide_splits(const PlanOptions& o, int64_t work_units, int max_kv_len, int block_keys,
-                     const DeviceInfo& device, int occupancy, SplitDecision* out) {
+                     const DeviceInfo& device, SplitDecision* out) {
   const int kv_blocks = std::max(1, ceil_div(max_kv_len, block_keys));
   if (o.num_splits < 0) return Status::invalid("options.num_splits", ">= 0 (0 = auto)", std::to_string(o.num_splits));
   if (o.max_splits < 0) return Status::invalid("options.max_splits", ">= 0 (0 = no cap)", std::to_string(o.max_splits));
@@ -72,8 +72,7 @@ Status decide_splits(const PlanOptions& o, int64_t work_units, int max_kv_len, i
     return Status::success();
   }
   const int cap = o.max_splits > 0 ? o.max_splits : plan::kMaxAutoSplits;
-  out->num_splits = plan::choose_num_splits(work_units, kv_blocks, device.sm_count, occupancy, cap,
-                                            &out->note);
+  out->num_splits = plan::choose_num_splits(work_units, kv_blocks, device.sm_count, cap, &out->note);
   return Status::success();
 }
 
@@ -137,8 +136,7 @@ Status plan_decode(const DecodeProblem& problem, const DeviceInfo& device,
       return Status::invalid("options.strategy", "split-kv or auto when splits are requested", "split-q");
     }
     split.note = "split-q requested: one split";
-  } else if (Status s = decide_splits(options, p.work_units, problem.max_kv_len, p.block_n, device,
-                                      p.blocks_per_sm, &split);
+  } else if (Status s = decide_splits(options, p.work_units, problem.max_kv_len, p.block_n, device, &split);
              !s) {
     return s;
   }
@@ -197,8 +195,7 @@ Status plan_prefill(const PrefillProblem& problem, const DeviceInfo& device,
                              std::to_string(options.num_splits));
     }
     split.note = std::string(to_string(requested)) + " requested";
-  } else if (Status s = decide_splits(options, p.work_units, problem.max_kv_len, p.block_n, device,
-                                      p.blocks_per_sm, &split);
+  } else if (Status s = decide_splits(options, p.work_units, problem.max_kv_len, p.block_n, device, &split);
              !s) {
     return s;
   }

@@ -9,9 +9,7 @@ namespace splitkv::plan {
 // Wave-efficiency rule (the one FlashAttention uses): with n blocks on S SMs, a launch runs
 // ceil(n / S) waves of which n / S are useful. Take the smallest split count whose efficiency is
 // within 85% of the best; do not split when the unsplit grid already fills the SMs.
-int choose_num_splits(int64_t work_units, int kv_blocks, int sm_count, int occupancy, int cap,
-                      std::string* why) {
-  (void)occupancy;
+int choose_num_splits(int64_t work_units, int kv_blocks, int sm_count, int cap, std::string* why) {
   if (work_units >= int64_t(0.8 * sm_count)) {
     *why = std::to_string(work_units) + " work units already fill the " + std::to_string(sm_count) +
            " SMs: no split";

@@ -7,8 +7,6 @@
 #include "api/validate.hpp"
 #include "common/host_tensor.hpp"
 #include "common/parallel_for.hpp"
-#include "kernels/common/lse_combine.hpp"
-#include "kernels/common/split_rule.hpp"
 #include "reference/row_attention.hpp"
 
 namespace splitkv::ref {
