@@ -34,13 +34,10 @@ __global__ void __launch_bounds__(Traits::kThreads) prefill_splitv_kernel(const 
   const KeyRange& keys = blk.keys;
   const int b = blk.b, hq = blk.hq, split = blk.split, row0 = blk.row0;
 
-  Element* smem_q = reinterpret_cast<Element*>(smem);
-  Element* smem_k = smem_q + kM * D;
-  Element* smem_v = smem_k + kN * D;
-  Tensor sQ = make_tensor(make_smem_ptr(smem_q), typename Traits::SmemLayoutQ{});    // (M, D)
-  Tensor sK = make_tensor(make_smem_ptr(smem_k), typename Traits::SmemLayoutKV{});   // (N, D)
-  Tensor sV = make_tensor(make_smem_ptr(smem_v), typename Traits::SmemLayoutKV{});   // (N, D)
-  Tensor sVt = make_tensor(make_smem_ptr(smem_v), typename Traits::SmemLayoutVt{});  // (D, N)
+  Tensor sQ = Traits::smem_q(smem);    // (M, D)
+  Tensor sK = Traits::smem_k(smem);    // (N, D)
+  Tensor sV = Traits::smem_v(smem);    // (N, D)
+  Tensor sVt = Traits::smem_vt(smem);  // (D, N)
 
   const Element* k_base = blk.k_base;
   const Element* v_base = blk.v_base;

@@ -47,6 +47,24 @@ struct PrefillTraits {
   using SmemLayoutVt = decltype(cute::composition(
       SmemLayoutKV{}, cute::make_layout(cute::Shape<cute::Int<kHeadDim>, cute::Int<kBlockN>>{}, cute::GenRowMajor{})));
 
+  // The block's shared memory (kSmemBytes): the Q tile, then one K tile and one V tile.
+  __device__ static auto smem_q(char* smem) {  // (M, D)
+    return cute::make_tensor(cute::make_smem_ptr(reinterpret_cast<Element*>(smem)), SmemLayoutQ{});
+  }
+  __device__ static auto smem_k(char* smem) {  // (N, D)
+    return cute::make_tensor(cute::make_smem_ptr(reinterpret_cast<Element*>(smem) + kBlockM * kHeadDim),
+                             SmemLayoutKV{});
+  }
+  __device__ static Element* smem_v_ptr(char* smem) {
+    return reinterpret_cast<Element*>(smem) + (kBlockM + kBlockN) * kHeadDim;
+  }
+  __device__ static auto smem_v(char* smem) {  // (N, D)
+    return cute::make_tensor(cute::make_smem_ptr(smem_v_ptr(smem)), SmemLayoutKV{});
+  }
+  __device__ static auto smem_vt(char* smem) {  // (D, N): the same V seen as the B operand of P * V
+    return cute::make_tensor(cute::make_smem_ptr(smem_v_ptr(smem)), SmemLayoutVt{});
+  }
+
   using SmemCopyAtom = cute::Copy_Atom<cute::SM75_U32x4_LDSM_N, Element>;
   using SmemCopyAtomTransposed = cute::Copy_Atom<cute::SM75_U16x8_LDSM_T, Element>;
 
