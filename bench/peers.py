@@ -1,30 +1,69 @@
 #!/usr/bin/env python3
 """Times the peers (PyTorch SDPA with the cuDNN and FlashAttention-2 backends) on the suites of
-BENCHMARKING.md, the way `splitkv bench` times splitkv: CUDA-graph replays of back-to-back calls
+docs/BENCHMARKING.md, the way `splitkv bench` times splitkv: CUDA-graph replays of back-to-back calls
 rotating over input sets of >= 1 GiB in total (cold L2), median of the replays, per call.
 
-Layout [B, H, L, D] (what SDPA takes); GQA through enable_gqa=True. A backend that refuses a
-shape is recorded as null with the reason.
+Layout [B, H, L, D] (what SDPA takes); GQA through enable_gqa=True. The peers always read
+contiguous KV: a suite row that splitkv runs on paged KV is timed once, on its contiguous shape,
+and merge_results.py joins the paged rows of ours to it.
+
+Causal rows with Lq < Lk (speculative decode, chunked prefill) need the mask aligned bottom-right
+(query i sees keys [0, Lk - Lq + i]); SDPA's is_causal aligns top-left. Per backend the methods are
+tried in order and the row records the one that ran:
+  causal_lower_right  torch.nn.attention.bias.causal_lower_right(Lq, Lk), only where it dispatches
+                      to a fused kernel with a native bottom-right mask (FlashAttention-2); for other
+                      backends it would build a [Lq, Lk] mask on every call, so it is skipped;
+  explicit_additive   a precomputed [1, 1, Lq, Lk] mask in the query dtype (0 / -inf);
+  explicit_bool       a precomputed [1, 1, Lq, Lk] boolean mask (True = attend).
+Square causal rows use is_causal=True (top-left and bottom-right coincide). A backend that refuses
+a shape is recorded as null with the reason; an exception in one row never stops the suite.
+
+    python3 bench/peers.py --suite decode|prefill --json out.json [--filter TEXT]
 """
 import argparse
+import datetime
 import json
 import math
 import statistics
 import sys
+import warnings
 
 import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-DECODE = [(1, 1024, 32, 8), (1, 4096, 32, 8), (1, 16384, 32, 8), (1, 65536, 32, 8), (1, 131072, 32, 8),
-          (8, 8192, 32, 8), (8, 32768, 32, 8), (32, 4096, 32, 8), (64, 2048, 32, 8), (128, 1024, 32, 8),
-          (1, 32768, 32, 32), (4, 32768, 64, 8)]
-PREFILL = [(4, 12, 1024, 64, "fp16", False), (4, 12, 4096, 64, "fp16", False), (4, 12, 8192, 64, "fp16", False),
-           (2, 12, 16384, 64, "fp16", False), (16, 16, 1024, 128, "bf16", False), (4, 16, 4096, 128, "bf16", False),
-           (1, 16, 16384, 128, "bf16", False), (16, 16, 1024, 128, "bf16", True), (4, 16, 4096, 128, "bf16", True),
-           (1, 16, 16384, 128, "bf16", True)]
+try:
+    from torch.nn.attention.bias import causal_lower_right
+except ImportError:  # pragma: no cover - older torch
+    causal_lower_right = None
+
 BACKENDS = {"cudnn": SDPBackend.CUDNN_ATTENTION, "flash": SDPBackend.FLASH_ATTENTION}
+DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
 GIB = 1 << 30
+
+# Decode suite: bf16, D=128. (B, Lk, Hq, Hkv, q_len, causal, page sizes splitkv runs the shape with;
+# 0 = contiguous). The peers time each shape once, on contiguous KV.
+DECODE = [(1, 1024, 32, 8, 1, False, (0,)), (1, 4096, 32, 8, 1, False, (0,)), (1, 16384, 32, 8, 1, False, (0,)),
+          (1, 65536, 32, 8, 1, False, (0,)), (1, 131072, 32, 8, 1, False, (0, 16, 64)),
+          (8, 8192, 32, 8, 1, False, (0,)), (8, 32768, 32, 8, 1, False, (0, 16, 64)),
+          (32, 4096, 32, 8, 1, False, (0,)), (64, 2048, 32, 8, 1, False, (0,)), (128, 1024, 32, 8, 1, False, (0,)),
+          (1, 32768, 32, 32, 1, False, (0,)), (4, 32768, 64, 8, 1, False, (0,)),
+          (8, 8192, 32, 8, 4, True, (0,))]  # speculative decode: 4 queries, causal bottom-right
+
+# Prefill suite: (B, Hq, Hkv, Lq, Lk, D, dtype, causal, page sizes splitkv runs the shape with).
+# Chunked rows: a chunk of Lq queries after a prefix of Lk - Lq tokens.
+PREFILL = [(4, 12, 12, 1024, 1024, 64, "fp16", False, (0,)), (4, 12, 12, 4096, 4096, 64, "fp16", False, (0,)),
+           (4, 12, 12, 8192, 8192, 64, "fp16", False, (0,)), (2, 12, 12, 16384, 16384, 64, "fp16", False, (0,)),
+           (16, 16, 16, 1024, 1024, 128, "bf16", False, (0,)), (4, 16, 16, 4096, 4096, 128, "bf16", False, (0,)),
+           (1, 16, 16, 16384, 16384, 128, "bf16", False, (0,)), (16, 16, 16, 1024, 1024, 128, "bf16", True, (0,)),
+           (4, 16, 16, 4096, 4096, 128, "bf16", True, (0,)), (1, 16, 16, 16384, 16384, 128, "bf16", True, (0,)),
+           (4, 16, 16, 4096, 4096, 256, "bf16", False, (0,)), (4, 16, 16, 4096, 4096, 256, "bf16", True, (0,)),
+           (4, 32, 8, 4096, 4096, 128, "bf16", True, (0,)),
+           (1, 32, 8, 1024, 32768 + 1024, 128, "bf16", True, (0, 16)),
+           (1, 32, 8, 4096, 32768 + 4096, 128, "bf16", True, (0, 16)),
+           (8, 32, 8, 256, 8192 + 256, 128, "bf16", True, (0, 16))]
+
+MASK_METHODS = ("causal_lower_right", "explicit_additive", "explicit_bool")
 
 
 def time_graph(call, sets, min_calls=32, replays=25):
@@ -56,76 +95,184 @@ def time_graph(call, sets, min_calls=32, replays=25):
     return rounds[1], abs(rounds[0] - rounds[1]) / rounds[1]
 
 
-def measure(make_inputs, set_bytes, backend, sdpa_kwargs):
-    sets = int(min(64, max(1, math.ceil(GIB / set_bytes))))
-    data = [make_inputs(i) for i in range(sets)]
+def reason(exc, caught):
+    """First line of the exception, plus the first backend warnings (they say why a kernel refused)."""
+    text = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+    notes = []
+    for w in caught:
+        line = str(w.message).splitlines()[0][:160]
+        if line and line not in notes:
+            notes.append(line)
+    return text + ("" if not notes else " [" + "; ".join(notes[:3]) + "]")
 
-    def call(i):
-        q, k, v = data[i]
-        with sdpa_kernel(BACKENDS[backend]):
-            return F.scaled_dot_product_attention(q, k, v, **sdpa_kwargs)
 
+def cleanup():
     try:
-        us, spread = time_graph(call, sets)
-        return {"us": us, "spread": spread}
-    except Exception as e:  # a backend refusing a shape is a result, not a crash
-        return {"us": None, "error": str(e).splitlines()[0][:200]}
-    finally:
+        torch.cuda.synchronize()
+    except Exception:  # a sticky CUDA error: later rows will record it too
+        pass
+    torch.cuda.empty_cache()
+
+
+def time_sdpa(data, backend, make_kwargs):
+    """Times SDPA on the input sets with one backend; {"us", "spread"} or {"us": None, "error"}."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            kwargs = make_kwargs()
+
+            def call(i):
+                q, k, v = data[i]
+                with sdpa_kernel(BACKENDS[backend]):
+                    return F.scaled_dot_product_attention(q, k, v, **kwargs)
+
+            us, spread = time_graph(call, len(data))
+            return {"us": us, "spread": spread}
+        except Exception as e:  # a backend refusing a shape is a result, not a crash
+            return {"us": None, "error": reason(e, caught)}
+        finally:
+            cleanup()
+
+
+def lower_right_is_native(q, k, v, backend, gqa):
+    """Whether causal_lower_right dispatches to a fused kernel under this backend (else CausalBias
+    materializes the mask on every call)."""
+    from torch.backends.cuda import SDPAParams, can_use_efficient_attention, can_use_flash_attention
+    with sdpa_kernel(BACKENDS[backend]):
+        params = SDPAParams(q, k, v, None, 0.0, False, gqa)
+        return bool(can_use_flash_attention(params) or can_use_efficient_attention(params))
+
+
+def explicit_mask(lq, lk, dtype, additive):
+    """[1, 1, Lq, Lk] bottom-right causal mask: query i sees keys [0, Lk - Lq + i]."""
+    visible = torch.ones(lq, lk, device="cuda", dtype=torch.bool).tril(diagonal=lk - lq)
+    if not additive:
+        return visible.view(1, 1, lq, lk)
+    mask = torch.zeros(lq, lk, device="cuda", dtype=dtype)
+    mask.masked_fill_(~visible, float("-inf"))
+    return mask.view(1, 1, lq, lk)
+
+
+def measure(make_inputs, set_bytes, lq, lk, causal, gqa, dtype):
+    """Times every backend on one shape; returns {backend: entry}. Each entry: us, spread, mask
+    (how causality was expressed) or us=None with error (and the mask attempts)."""
+    result = {}
+    data = []
+    try:
+        sets = int(min(64, max(1, math.ceil(GIB / set_bytes))))
+        for i in range(sets):
+            data.append(make_inputs(i))
+    except Exception as e:
         del data
-        torch.cuda.empty_cache()
+        cleanup()
+        err = {"us": None, "error": "inputs: " + str(e).splitlines()[0][:200]}
+        return {name: dict(err) for name in BACKENDS}
+
+    base = {"enable_gqa": gqa} if gqa else {}
+    for name in BACKENDS:
+        if not causal or lq == lk or lq == 1:
+            # Square causal: top-left = bottom-right. One query (lq == 1) sees every key.
+            mask = "is_causal" if causal and lq == lk else "none"
+            entry = time_sdpa(data, name, lambda: dict(base, is_causal=(causal and lq == lk)))
+            entry["mask"] = mask
+            result[name] = entry
+            continue
+        attempts = []
+        entry = None
+        for method in MASK_METHODS:
+            if method == "causal_lower_right":
+                if causal_lower_right is None:
+                    attempts.append({"mask": method, "error": "torch.nn.attention.bias.causal_lower_right missing"})
+                    continue
+                try:
+                    native = lower_right_is_native(*data[0], name, gqa)
+                except Exception:
+                    native = None  # cannot tell: FlashAttention refuses a materialized mask, so trying is safe
+                if not (native or (native is None and name == "flash")):
+                    attempts.append({"mask": method, "error": "skipped: no fused bottom-right path under this "
+                                                              "backend (it would build a [Lq, Lk] mask every call)"})
+                    continue
+                make = lambda: dict(base, attn_mask=causal_lower_right(lq, lk))
+            else:
+                make = lambda additive=(method == "explicit_additive"): dict(
+                    base, attn_mask=explicit_mask(lq, lk, dtype, additive))
+            trial = time_sdpa(data, name, make)
+            if trial["us"] is not None:
+                entry = dict(trial, mask=method)
+                break
+            attempts.append({"mask": method, "error": trial["error"]})
+            cleanup()
+        if entry is None:
+            entry = {"us": None, "error": "; ".join(f"{a['mask']}: {a['error']}" for a in attempts)}
+        if attempts:
+            entry["mask_attempts"] = attempts
+        result[name] = entry
+    del data
+    cleanup()
+    return result
 
 
-def decode_rows():
-    rows = []
-    for b, lk, hq, hkv in DECODE:
-        d = 128
-        set_bytes = 2 * b * lk * hkv * d * 2 + 2 * b * hq * d * 2
+def make_maker(b, hq, hkv, lq, lk, d, torch_dtype):
+    def make(i):
+        g = torch.Generator(device="cuda").manual_seed(i)
+        mk = lambda *s: torch.randn(*s, device="cuda", dtype=torch_dtype, generator=g)
+        return mk(b, hq, lq, d), mk(b, hkv, lk, d), mk(b, hkv, lk, d)
+    return make
 
-        def make(i, b=b, lk=lk, hq=hq, hkv=hkv):
-            g = torch.Generator(device="cuda").manual_seed(i)
-            mk = lambda *s: torch.randn(*s, device="cuda", dtype=torch.bfloat16, generator=g)
-            return mk(b, hq, 1, d), mk(b, hkv, lk, d), mk(b, hkv, lk, d)
 
-        row = {"case": {"B": b, "Hq": hq, "Hkv": hkv, "Lq": 1, "Lk": lk, "D": d, "dtype": "bf16", "causal": False,
-                        "page_size": 0}}
+def run_row(label, b, hq, hkv, lq, lk, d, dtype, causal, page_sizes):
+    row = {"case": {"B": b, "Hq": hq, "Hkv": hkv, "Lq": lq, "Lk": lk, "D": d, "dtype": dtype, "causal": causal,
+                    "page_size": 0},
+           "label": label, "kv_layout": "contiguous", "serves_page_sizes": list(page_sizes)}
+    try:
+        torch_dtype = DTYPES[dtype]
+        set_bytes = 2 * (2 * b * hkv * lk * d + 2 * b * hq * lq * d)  # K + V + Q + O, 2 bytes each
+        row.update(measure(make_maker(b, hq, hkv, lq, lk, d, torch_dtype), set_bytes, lq, lk, causal, hq != hkv,
+                           torch_dtype))
+    except Exception as e:  # never abort the suite
         for name in BACKENDS:
-            row[name] = measure(make, set_bytes, name, {"enable_gqa": hq != hkv})
-        print(f"decode B={b} Lk={lk} {hq}/{hkv}: " + ", ".join(f"{n} {row[n].get('us')}" for n in BACKENDS),
-              flush=True)
-        rows.append(row)
+            row.setdefault(name, {"us": None, "error": "row: " + str(e).splitlines()[0][:200]})
+        cleanup()
+    print(f"{label}: " + ", ".join(f"{n} {row[n].get('us')} ({row[n].get('mask', '-')})" for n in BACKENDS),
+          flush=True)
+    return row
+
+
+def decode_rows(selected):
+    rows = []
+    for b, lk, hq, hkv, q_len, causal, pages in DECODE:
+        label = f"decode B={b} Lk={lk} {hq}/{hkv} q_len={q_len}{' causal' if causal else ''}"
+        if selected(label):
+            rows.append(run_row(label, b, hq, hkv, q_len, lk, 128, "bf16", causal, pages))
     return rows
 
 
-def prefill_rows():
+def prefill_rows(selected):
     rows = []
-    for b, h, l, d, dtype, causal in PREFILL:
-        torch_dtype = torch.float16 if dtype == "fp16" else torch.bfloat16
-        set_bytes = 4 * b * h * l * d * 2
-
-        def make(i, b=b, h=h, l=l, d=d, torch_dtype=torch_dtype):
-            g = torch.Generator(device="cuda").manual_seed(i)
-            mk = lambda: torch.randn(b, h, l, d, device="cuda", dtype=torch_dtype, generator=g)
-            return mk(), mk(), mk()
-
-        row = {"case": {"B": b, "Hq": h, "Hkv": h, "Lq": l, "Lk": l, "D": d, "dtype": dtype, "causal": causal,
-                        "page_size": 0}}
-        for name in BACKENDS:
-            row[name] = measure(make, set_bytes, name, {"is_causal": causal})
-        print(f"prefill B={b} H={h} L={l} D={d} causal={causal}: " +
-              ", ".join(f"{n} {row[n].get('us')}" for n in BACKENDS), flush=True)
-        rows.append(row)
+    for b, hq, hkv, lq, lk, d, dtype, causal, pages in PREFILL:
+        label = (f"prefill B={b} {hq}/{hkv} Lq={lq} Lk={lk} D={d} {dtype}{' causal' if causal else ''}"
+                 f"{' chunked' if lq != lk else ''}")
+        if selected(label):
+            rows.append(run_row(label, b, hq, hkv, lq, lk, d, dtype, causal, pages))
     return rows
 
 
 def main():
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--suite", choices=["decode", "prefill"], required=True)
     parser.add_argument("--json", required=True)
+    parser.add_argument("--filter", default="", help="only rows whose label contains this text (e.g. 'chunked')")
     args = parser.parse_args()
-    rows = decode_rows() if args.suite == "decode" else prefill_rows()
+    selected = lambda label: args.filter in label
+    rows = decode_rows(selected) if args.suite == "decode" else prefill_rows(selected)
+    try:
+        gpu = torch.cuda.get_device_name(0)
+    except Exception:
+        gpu = None
     with open(args.json, "w") as f:
-        json.dump({"suite": args.suite, "torch": torch.__version__, "cudnn": torch.backends.cudnn.version(),
-                   "rows": rows}, f, indent=1)
+        json.dump({"suite": args.suite, "date": datetime.date.today().isoformat(), "gpu": gpu,
+                   "torch": torch.__version__, "cudnn": torch.backends.cudnn.version(), "rows": rows}, f, indent=1)
+    return 0
 
 
 if __name__ == "__main__":
