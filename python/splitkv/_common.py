@@ -1,0 +1,205 @@
+"""Shared helpers: dtype codes, tensor descriptors, problems and plans, error messages.
+
+A tensor crosses into the extension as a descriptor ``(data_ptr, dtype_code, shape, strides)``
+with strides in elements, or ``None`` for an absent optional tensor.
+"""
+
+import math
+
+from . import _splitkv as _C
+
+F16 = _C.DType.fp16.value
+BF16 = _C.DType.bf16.value
+F32 = _C.DType.fp32.value
+I32 = _C.DType.int32.value
+I8 = _C.DType.int8.value
+FP8 = _C.DType.fp8_e4m3.value
+DTYPE_BY_CODE = {d.value: d for d in _C.DType}
+
+# What each argument's dtype must be, for messages about dtypes splitkv has no code for.
+EXPECTED_DTYPE = {
+    "q": "fp16 or bf16",
+    "k": "fp16 or bf16",
+    "v": "fp16 or bf16",
+    "out": "the dtype of q",
+    "seq_lens": "int32",
+    "block_table": "int32",
+    "cu_seqlens_q": "int32",
+    "cu_seqlens_k": "int32",
+    "lse": "fp32",
+    "workspace": "uint8",
+}
+
+_DTYPE_NAMES = {
+    "fp16": F16,
+    "float16": F16,
+    "half": F16,
+    "bf16": BF16,
+    "bfloat16": BF16,
+    "fp32": F32,
+    "float32": F32,
+    "int32": I32,
+    "int8": I8,
+    "fp8_e4m3": FP8,
+    "float8_e4m3fn": FP8,
+}
+
+_STRATEGIES = {
+    None: _C.Strategy.auto,
+    "auto": _C.Strategy.auto,
+    "split-q": _C.Strategy.split_q,
+    "split_q": _C.Strategy.split_q,
+    "split-kv": _C.Strategy.split_kv,
+    "split_kv": _C.Strategy.split_kv,
+    "split-v": _C.Strategy.split_v,
+    "split_v": _C.Strategy.split_v,
+    "two-pass": _C.Strategy.two_pass,
+    "two_pass": _C.Strategy.two_pass,
+}
+
+
+def invalid(argument, expected, got):
+    """The C++ API's wording: "splitkv: invalid argument '<argument>': expected <expected>, got <got>"."""
+    error = _C.InvalidArgumentError(f"splitkv: invalid argument '{argument}': expected {expected}, got {got}")
+    error.argument = argument
+    error.code = "invalid argument"
+    return error
+
+
+def unsupported(argument, what):
+    """The C++ API's wording: "splitkv: unsupported '<argument>': <what>"."""
+    error = _C.UnsupportedError(f"splitkv: unsupported '{argument}': {what}")
+    error.argument = argument
+    error.code = "unsupported"
+    return error
+
+
+def dtype_code(dtype, argument="dtype"):
+    """A DType code from a DType, a name ('bf16', 'float16', ...), a numpy or a torch dtype."""
+    if isinstance(dtype, _C.DType):
+        return dtype.value
+    if isinstance(dtype, str):
+        name = dtype
+    elif str(dtype).startswith("torch."):
+        name = str(dtype)[len("torch."):]
+    else:
+        import numpy
+
+        try:
+            name = numpy.dtype(dtype).name
+        except TypeError:
+            name = repr(dtype)
+    code = _DTYPE_NAMES.get(name)
+    if code is None:
+        raise invalid(argument, "fp16 or bf16", name)
+    return code
+
+
+def strategy(name):
+    if isinstance(name, _C.Strategy):
+        return name
+    s = _STRATEGIES.get(name)
+    if s is None:
+        raise invalid("strategy", "auto, split-q, split-kv, split-v or two-pass", name)
+    return s
+
+
+def scale_value(softmax_scale):
+    """None means 1/sqrt(head_dim), which the C++ API spells 0."""
+    if softmax_scale is None:
+        return 0.0
+    scale = float(softmax_scale)
+    if scale == 0.0 or not math.isfinite(scale) or scale < 0.0:
+        raise invalid("softmax_scale", "a positive finite value (None for 1/sqrt(head_dim))", softmax_scale)
+    return scale
+
+
+def plan_options(strategy_name=None, num_splits=0, max_splits=0, split_tokens=0, cluster_combine=False,
+                 family=None):
+    options = _C.PlanOptions(strategy=strategy(strategy_name), num_splits=int(num_splits),
+                             max_splits=int(max_splits), split_tokens=int(split_tokens),
+                             cluster_combine=bool(cluster_combine))
+    if family:
+        if not hasattr(options, "family"):
+            raise unsupported("family", "this build's API has no kernel families")
+        options.family = str(family)
+    return options
+
+
+def check_rank(argument, shape, rank):
+    if len(shape) != rank:
+        raise invalid(f"{argument}.rank", str(rank), str(len(shape)))
+
+
+def decode_problem(q_shape, k_shape, block_table_shape, dtype, causal, softmax_scale, max_seqlen_k):
+    """The DecodeProblem of tensors with these shapes (max_kv_len: given, else the cache capacity)."""
+    check_rank("q", q_shape, 4)
+    check_rank("k", k_shape, 4)
+    batch, q_len, num_q_heads, head_dim = (int(x) for x in q_shape)
+    page_size = 0
+    if block_table_shape is not None:
+        check_rank("block_table", block_table_shape, 2)
+        page_size = int(k_shape[1])
+        capacity = int(block_table_shape[1]) * page_size
+    else:
+        capacity = int(k_shape[1])
+    max_kv_len = capacity if max_seqlen_k is None else int(max_seqlen_k)
+    return _C.DecodeProblem(batch=batch, num_q_heads=num_q_heads, num_kv_heads=int(k_shape[2]),
+                            head_dim=head_dim, q_len=q_len, max_kv_len=max_kv_len, page_size=page_size,
+                            causal=bool(causal), dtype=DTYPE_BY_CODE[dtype], softmax_scale=scale_value(softmax_scale))
+
+
+def prefill_problem(q_shape, k_shape, varlen, batch, dtype, causal, softmax_scale, max_seqlen_q, max_seqlen_k):
+    """The PrefillProblem of tensors with these shapes. Padded: lengths from the shapes. Varlen:
+    the given bounds, else the token counts (always valid bounds, never read from device data)."""
+    if varlen:
+        check_rank("q", q_shape, 3)
+        check_rank("k", k_shape, 3)
+        num_q_heads, head_dim = int(q_shape[1]), int(q_shape[2])
+        num_kv_heads = int(k_shape[1])
+        max_q = int(q_shape[0]) if max_seqlen_q is None else int(max_seqlen_q)
+        max_k = int(k_shape[0]) if max_seqlen_k is None else int(max_seqlen_k)
+    else:
+        check_rank("q", q_shape, 4)
+        check_rank("k", k_shape, 4)
+        batch, max_q, num_q_heads, head_dim = (int(x) for x in q_shape)
+        max_k, num_kv_heads = int(k_shape[1]), int(k_shape[2])
+    return _C.PrefillProblem(batch=int(batch), num_q_heads=num_q_heads, num_kv_heads=num_kv_heads,
+                             head_dim=head_dim, max_q_len=max_q, max_kv_len=max_k, varlen=bool(varlen),
+                             causal=bool(causal), dtype=DTYPE_BY_CODE[dtype],
+                             softmax_scale=scale_value(softmax_scale))
+
+
+_device_infos = {}
+
+
+def device_info(device):
+    """DeviceInfo for planning: a DeviceInfo as is; an index (int) or torch.device: that GPU;
+    'h200': the H200 description; None: GPU 0 when there is one, else the H200 description."""
+    if isinstance(device, _C.DeviceInfo):
+        return device
+    if isinstance(device, str) and device.lower() == "h200":
+        return _C.DeviceInfo.h200()
+    if device is None:
+        key = None
+    elif isinstance(device, int):
+        key = device
+    elif getattr(device, "type", None) == "cpu":
+        return _C.DeviceInfo.h200()
+    elif getattr(device, "type", None) == "cuda":
+        key = device.index if device.index is not None else 0
+    elif isinstance(device, str) and device.startswith("cuda"):
+        key = int(device.split(":")[1]) if ":" in device else 0
+    else:
+        raise invalid("device", "a GPU index, a torch.device, 'h200' or a splitkv.DeviceInfo", repr(device))
+    info = _device_infos.get(key)
+    if info is None:
+        if key is None:
+            try:
+                info = _C.query_device(0)
+            except _C.NoDeviceError:
+                info = _C.DeviceInfo.h200()
+        else:
+            info = _C.query_device(key)
+        _device_infos[key] = info
+    return info

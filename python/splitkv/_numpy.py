@@ -1,0 +1,142 @@
+"""Host arrays: decode on the CPU backend (the split-KV algorithm in fp32 on host threads), prefill
+on the fp64 reference (rounded to the input dtype). Lengths, page ids and offsets are host data
+here, so they are checked before anything runs (errors name e.g. 'seq_lens[1]')."""
+
+import numpy as np
+
+from . import _common as cm
+from . import _splitkv as _C
+
+# numpy dtype names -> DType codes (bfloat16 is ml_dtypes' type when installed).
+_NP_CODES = {
+    "float16": cm.F16,
+    "bfloat16": cm.BF16,
+    "float32": cm.F32,
+    "int32": cm.I32,
+    "int8": cm.I8,
+    "float8_e4m3fn": cm.FP8,
+}
+
+
+def as_array(x, argument):
+    if isinstance(x, np.ndarray):
+        return x
+    raise cm.invalid(argument, "a numpy array (or a torch tensor)", type(x).__name__)
+
+
+def as_index_array(x, argument):
+    """Index tensors (lengths, block tables, cu_seqlens) may be given as lists."""
+    if isinstance(x, np.ndarray):
+        return x
+    if isinstance(x, (list, tuple, range)):
+        return np.asarray(x, dtype=np.int32)
+    raise cm.invalid(argument, "a numpy int32 array or a list of ints", type(x).__name__)
+
+
+def code(a, argument):
+    c = _NP_CODES.get(a.dtype.name)
+    if c is None:
+        raise cm.invalid(f"{argument}.dtype", cm.EXPECTED_DTYPE.get(argument, "a splitkv dtype"), a.dtype.name)
+    return c
+
+
+def desc(a, argument):
+    """The descriptor of a numpy array (strides converted to elements)."""
+    if a is None:
+        return None
+    itemsize = a.itemsize
+    strides = []
+    for i, s in enumerate(a.strides):
+        if s % itemsize:
+            raise cm.invalid(f"{argument}.stride[{i}]", f"a multiple of the element size ({itemsize} bytes)",
+                             f"{s} bytes")
+        strides.append(s // itemsize)
+    return (a.__array_interface__["data"][0], code(a, argument), a.shape, tuple(strides))
+
+
+def decode(q, k_cache, v_cache, seq_lens, block_table, *, causal, softmax_scale, num_splits, max_splits,
+           split_tokens, out, return_lse, max_seqlen_k, family=None):
+    q = as_array(q, "q")
+    k_cache = as_array(k_cache, "k")
+    v_cache = as_array(v_cache, "v")
+    seq_lens = as_index_array(seq_lens, "seq_lens")
+    if block_table is not None:
+        block_table = as_index_array(block_table, "block_table")
+    plan = plan_decode(q, k_cache, seq_lens, block_table, causal=causal, softmax_scale=softmax_scale,
+                       num_splits=num_splits, max_splits=max_splits, split_tokens=split_tokens,
+                       max_seqlen_k=max_seqlen_k, family=family)
+    if out is None:
+        out = np.empty(q.shape, dtype=q.dtype)
+    else:
+        out = as_array(out, "out")
+    lse = np.empty((q.shape[0], q.shape[2], q.shape[1]), dtype=np.float32) if return_lse else None
+    _C.cpu_run_decode(plan, desc(q, "q"), desc(k_cache, "k"), desc(v_cache, "v"), desc(seq_lens, "seq_lens"),
+                      desc(block_table, "block_table"), desc(out, "out"), desc(lse, "lse"))
+    return (out, lse) if return_lse else out
+
+
+def plan_decode(q, k_cache, seq_lens, block_table, *, causal, softmax_scale, num_splits, max_splits, split_tokens,
+                max_seqlen_k, family=None, device="h200"):
+    problem = cm.decode_problem(q.shape, k_cache.shape, None if block_table is None else block_table.shape,
+                                code(q, "q"), causal, softmax_scale, max_seqlen_k)
+    options = cm.plan_options(None, num_splits, max_splits, split_tokens, family=family)
+    return _C.plan_decode(problem, cm.device_info(device), options)
+
+
+def prefill(q, k, v, *, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal, softmax_scale, out,
+            return_lse):
+    q = as_array(q, "q")
+    k = as_array(k, "k")
+    v = as_array(v, "v")
+    varlen = cu_seqlens_q is not None or cu_seqlens_k is not None
+    if varlen:
+        if cu_seqlens_q is None or cu_seqlens_k is None:
+            missing = "cu_seqlens_q" if cu_seqlens_q is None else "cu_seqlens_k"
+            raise cm.invalid(missing, "both cu_seqlens_q and cu_seqlens_k for varlen batches", "None")
+        cu_seqlens_q = as_index_array(cu_seqlens_q, "cu_seqlens_q")
+        cu_seqlens_k = as_index_array(cu_seqlens_k, "cu_seqlens_k")
+        cm.check_rank("cu_seqlens_q", cu_seqlens_q.shape, 1)
+        cm.check_rank("cu_seqlens_k", cu_seqlens_k.shape, 1)
+        batch = cu_seqlens_q.shape[0] - 1
+        # Host offsets: the exact longest sequences make the tightest problem.
+        if max_seqlen_q is None and batch > 0:
+            max_seqlen_q = max(int(np.diff(cu_seqlens_q.astype(np.int64)).max()), 1)
+        if max_seqlen_k is None and batch > 0 and cu_seqlens_k.shape[0] == batch + 1:
+            max_seqlen_k = max(int(np.diff(cu_seqlens_k.astype(np.int64)).max()), 0)
+    else:
+        batch = q.shape[0] if q.ndim == 4 else 0
+    problem = cm.prefill_problem(q.shape, k.shape, varlen, batch, code(q, "q"), causal, softmax_scale,
+                                 max_seqlen_q, max_seqlen_k)
+    ref_out, ref_lse = reference_prefill(problem, q, k, v, cu_seqlens_q, cu_seqlens_k)
+    if out is None:
+        out = np.empty(q.shape, dtype=q.dtype)
+    else:
+        out = as_array(out, "out")
+        if out.shape != q.shape or out.dtype != q.dtype:
+            raise cm.invalid("out", f"an array of shape {tuple(q.shape)} and dtype {q.dtype.name}",
+                             f"shape {tuple(out.shape)} and dtype {out.dtype.name}")
+    out[...] = ref_out.astype(q.dtype)
+    if return_lse:
+        return out, ref_lse.astype(np.float32)
+    return out
+
+
+def reference_decode(problem, q, k, v, seq_lens, block_table):
+    out, lse = _C.reference_decode(problem, desc(q, "q"), desc(k, "k"), desc(v, "v"), desc(seq_lens, "seq_lens"),
+                                   desc(block_table, "block_table"))
+    b, lq, hq, d = problem.batch, problem.q_len, problem.num_q_heads, problem.head_dim
+    return (np.frombuffer(out, dtype=np.float64).reshape(b, lq, hq, d),
+            np.frombuffer(lse, dtype=np.float64).reshape(b, hq, lq))
+
+
+def reference_prefill(problem, q, k, v, cu_seqlens_q, cu_seqlens_k):
+    out, lse = _C.reference_prefill(problem, desc(q, "q"), desc(k, "k"), desc(v, "v"),
+                                    desc(cu_seqlens_q, "cu_seqlens_q"), desc(cu_seqlens_k, "cu_seqlens_k"))
+    hq, d = problem.num_q_heads, problem.head_dim
+    out = np.frombuffer(out, dtype=np.float64)
+    lse = np.frombuffer(lse, dtype=np.float64)
+    if problem.varlen:
+        total_q = q.shape[0]
+        return out.reshape(total_q, hq, d), lse.reshape(hq, total_q)
+    b, lq = problem.batch, problem.max_q_len
+    return out.reshape(b, lq, hq, d), lse.reshape(b, hq, lq)

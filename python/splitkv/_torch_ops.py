@@ -1,0 +1,324 @@
+"""The torch front: raw-pointer descriptors, a plan cache, and the torch.library operators.
+
+    torch.ops.splitkv.decode_out(q, k_cache, v_cache, seq_lens, block_table, out, lse, workspace,
+                                 causal, softmax_scale, num_splits, max_splits, split_tokens,
+                                 max_seqlen_k, family) -> ()
+    torch.ops.splitkv.prefill_out(q, k, v, cu_seqlens_q, cu_seqlens_k, out, lse, workspace,
+                                  max_seqlen_q, max_seqlen_k, causal, softmax_scale, num_splits,
+                                  strategy, family) -> ()
+
+Out-variant operators (they write `out`, `lse` and `workspace`, return nothing), registered with
+Library.define/impl for CUDA and CPU plus a fake (meta) kernel, so torch.compile(fullgraph=True)
+traces through them and functionalization knows what they mutate.
+
+Eager calls to splitkv.decode/prefill skip the dispatcher and call the same implementation
+directly (it costs ~5 us less per call); under torch.compile, a dispatch mode (e.g. fake tensors)
+or with tensor subclasses they go through torch.ops.splitkv.*.
+
+The implementation never reads device memory on the host: lengths bound the plan only through
+shapes or the caller's max_seqlen_*; the stream is the current torch stream of the tensors'
+device (a capture stream during CUDA-graph capture); that device is made current for the launch;
+the workspace is the caller's or comes from torch's caching allocator (torch.empty).
+"""
+
+import torch
+
+from . import _common as cm
+from . import _splitkv as _C
+
+_CODES = {
+    torch.float16: cm.F16,
+    torch.bfloat16: cm.BF16,
+    torch.float32: cm.F32,
+    torch.int32: cm.I32,
+    torch.int8: cm.I8,
+}
+if hasattr(torch, "float8_e4m3fn"):
+    _CODES[torch.float8_e4m3fn] = cm.FP8
+
+_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+if _raw_stream is None:  # a torch build without CUDA: never called with a GPU index
+
+    def _raw_stream(index):
+        return torch.cuda.current_stream(index).cuda_stream
+
+
+_is_compiling = torch.compiler.is_compiling
+_dispatch_stack_len = torch._C._len_torch_dispatch_stack
+_Tensor = torch.Tensor
+_MAX_CACHED_PLANS = 4096
+_decode_plans = {}
+_prefill_plans = {}
+
+
+def _eager():
+    """True when splitkv may call its implementation directly (no tracing, no dispatch mode)."""
+    return not _is_compiling() and not _dispatch_stack_len()
+
+
+# ---- error paths (only reached when something is wrong) ------------------------------------------
+
+
+def _device_name(index):
+    return "cpu" if index < 0 else f"cuda:{index}"
+
+
+def _check_devices(dev, named):
+    for name, t in named:
+        if t is not None and t.get_device() != dev:
+            raise cm.invalid(f"{name}.device", f"{_device_name(dev)} (the device of q)", _device_name(t.get_device()))
+
+
+def _check_dtypes(named):
+    for name, t in named:
+        if t is not None and t.dtype not in _CODES:
+            raise cm.invalid(f"{name}.dtype", cm.EXPECTED_DTYPE[name], str(t.dtype).replace("torch.", ""))
+    raise AssertionError("unreachable")
+
+
+def _workspace(workspace, nbytes, dev):
+    """(pointer, bytes) of the caller's workspace, or of a fresh one from the caching allocator."""
+    if workspace is None:
+        workspace = torch.empty(nbytes, dtype=torch.uint8, device=dev)
+    elif workspace.get_device() != dev:
+        _check_devices(dev, [("workspace", workspace)])
+    return workspace.data_ptr(), workspace.numel() * workspace.element_size()
+
+
+def _cache_put(cache, key, entry):
+    if len(cache) >= _MAX_CACHED_PLANS:
+        cache.clear()
+    cache[key] = entry
+    return entry
+
+
+# ---- decode --------------------------------------------------------------------------------------
+
+
+def _new_decode_plan(key, q, k_cache, block_table):
+    (_, _, bt_shape, _, causal, softmax_scale, num_splits, max_splits, split_tokens, max_seqlen_k, dev, family) = key
+    code = _CODES.get(q.dtype)
+    if code is None:
+        _check_dtypes([("q", q)])
+    problem = cm.decode_problem(q.shape, k_cache.shape, bt_shape, code, causal, softmax_scale, max_seqlen_k)
+    options = cm.plan_options(None, num_splits, max_splits, split_tokens, family=family)
+    plan = _C.plan_decode(problem, cm.device_info(dev if dev >= 0 else "h200"), options)
+    return _cache_put(_decode_plans, key, (plan, plan.workspace_bytes))
+
+
+def decode_out(q, k_cache, v_cache, seq_lens, block_table, out, lse, workspace, causal, softmax_scale, num_splits,
+               max_splits, split_tokens, max_seqlen_k, family=None):
+    """Implementation of splitkv::decode_out (CUDA and CPU)."""
+    dev = q.get_device()
+    if (k_cache.get_device() != dev or v_cache.get_device() != dev or seq_lens.get_device() != dev
+            or out.get_device() != dev or (block_table is not None and block_table.get_device() != dev)
+            or (lse is not None and lse.get_device() != dev)):
+        _check_devices(dev, [("k", k_cache), ("v", v_cache), ("seq_lens", seq_lens), ("block_table", block_table),
+                             ("out", out), ("lse", lse)])
+    bt_shape = None if block_table is None else block_table.shape
+    key = (q.shape, k_cache.shape, bt_shape, q.dtype, causal, softmax_scale, num_splits, max_splits, split_tokens,
+           max_seqlen_k, dev, family)
+    entry = _decode_plans.get(key)
+    if entry is None:
+        entry = _new_decode_plan(key, q, k_cache, block_table)
+    plan, ws_bytes = entry
+    codes = _CODES
+    try:
+        qd = (q.data_ptr(), codes[q.dtype], q.shape, q.stride())
+        kd = (k_cache.data_ptr(), codes[k_cache.dtype], k_cache.shape, k_cache.stride())
+        vd = (v_cache.data_ptr(), codes[v_cache.dtype], v_cache.shape, v_cache.stride())
+        sd = (seq_lens.data_ptr(), codes[seq_lens.dtype], seq_lens.shape, seq_lens.stride())
+        bd = None if block_table is None else (block_table.data_ptr(), codes[block_table.dtype], bt_shape,
+                                               block_table.stride())
+        od = (out.data_ptr(), codes[out.dtype], out.shape, out.stride())
+        ld = None if lse is None else (lse.data_ptr(), codes[lse.dtype], lse.shape, lse.stride())
+    except KeyError:
+        _check_dtypes([("q", q), ("k", k_cache), ("v", v_cache), ("seq_lens", seq_lens), ("block_table", block_table),
+                       ("out", out), ("lse", lse)])
+    if dev < 0:
+        _C.cpu_run_decode(plan, qd, kd, vd, sd, bd, od, ld)
+        return
+    if ws_bytes:
+        ws_ptr, ws_n = _workspace(workspace, ws_bytes, dev)
+    else:
+        ws_ptr = ws_n = 0
+    _C.run_decode(plan, qd, kd, vd, sd, bd, od, ld, ws_ptr, ws_n, _raw_stream(dev), dev)
+
+
+def decode(q, k_cache, v_cache, seq_lens, block_table, *, causal, softmax_scale, num_splits, max_splits,
+           split_tokens, out, return_lse, workspace, max_seqlen_k, family):
+    if out is None:
+        out = torch.empty_like(q, memory_format=torch.contiguous_format)
+    lse = None
+    if return_lse:
+        if q.dim() != 4:
+            raise cm.invalid("q.rank", "4", str(q.dim()))
+        lse = torch.empty((q.shape[0], q.shape[2], q.shape[1]), dtype=torch.float32, device=q.device)
+    if type(q) is _Tensor and _eager():
+        decode_out(q, k_cache, v_cache, seq_lens, block_table, out, lse, workspace, causal, softmax_scale, num_splits,
+                   max_splits, split_tokens, max_seqlen_k, family)
+    else:
+        torch.ops.splitkv.decode_out(q, k_cache, v_cache, seq_lens, block_table, out, lse, workspace, causal,
+                                     softmax_scale, num_splits, max_splits, split_tokens, max_seqlen_k, family)
+    return (out, lse) if return_lse else out
+
+
+def plan_decode(q, k_cache, block_table, *, causal, softmax_scale, num_splits, max_splits, split_tokens,
+                max_seqlen_k, family):
+    """The plan decode() uses for these tensors (from its cache)."""
+    dev = q.get_device()
+    bt_shape = None if block_table is None else block_table.shape
+    key = (q.shape, k_cache.shape, bt_shape, q.dtype, causal, softmax_scale, num_splits, max_splits, split_tokens,
+           max_seqlen_k, dev, family)
+    entry = _decode_plans.get(key)
+    if entry is None:
+        entry = _new_decode_plan(key, q, k_cache, block_table)
+    return entry[0]
+
+
+# ---- prefill -------------------------------------------------------------------------------------
+
+
+def _new_prefill_plan(key, q, k, cu_seqlens_q):
+    (_, _, varlen, _, _, max_seqlen_q, max_seqlen_k, causal, softmax_scale, num_splits, strategy, dev, family) = key
+    code = _CODES.get(q.dtype)
+    if code is None:
+        _check_dtypes([("q", q)])
+    batch = 0
+    if varlen:
+        cm.check_rank("cu_seqlens_q", cu_seqlens_q.shape, 1)
+        batch = cu_seqlens_q.shape[0] - 1
+    problem = cm.prefill_problem(q.shape, k.shape, varlen, batch, code, causal, softmax_scale, max_seqlen_q,
+                                 max_seqlen_k)
+    options = cm.plan_options(strategy, num_splits, 0, 0, family=family)
+    plan = _C.plan_prefill(problem, cm.device_info(dev if dev >= 0 else "h200"), options)
+    return _cache_put(_prefill_plans, key, (plan, plan.workspace_bytes))
+
+
+def _prefill_key(q, k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal, softmax_scale, num_splits,
+                 strategy, dev, family):
+    varlen = cu_seqlens_q is not None or cu_seqlens_k is not None
+    if varlen and (cu_seqlens_q is None or cu_seqlens_k is None):
+        missing = "cu_seqlens_q" if cu_seqlens_q is None else "cu_seqlens_k"
+        raise cm.invalid(missing, "both cu_seqlens_q and cu_seqlens_k for varlen batches", "None")
+    cu_shape = cu_seqlens_q.shape if varlen else None
+    return (q.shape, k.shape, varlen, cu_shape, q.dtype, max_seqlen_q, max_seqlen_k, causal, softmax_scale,
+            num_splits, strategy, dev, family)
+
+
+def prefill_out(q, k, v, cu_seqlens_q, cu_seqlens_k, out, lse, workspace, max_seqlen_q, max_seqlen_k, causal,
+                softmax_scale, num_splits, strategy=None, family=None):
+    """Implementation of splitkv::prefill_out (CUDA: the kernels; CPU: the fp64 reference)."""
+    dev = q.get_device()
+    if (k.get_device() != dev or v.get_device() != dev or out.get_device() != dev
+            or (cu_seqlens_q is not None and cu_seqlens_q.get_device() != dev)
+            or (cu_seqlens_k is not None and cu_seqlens_k.get_device() != dev)
+            or (lse is not None and lse.get_device() != dev)):
+        _check_devices(dev, [("k", k), ("v", v), ("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k),
+                             ("out", out), ("lse", lse)])
+    key = _prefill_key(q, k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal, softmax_scale,
+                       num_splits, strategy, dev, family)
+    entry = _prefill_plans.get(key)
+    if entry is None:
+        entry = _new_prefill_plan(key, q, k, cu_seqlens_q)
+    plan, ws_bytes = entry
+    codes = _CODES
+    try:
+        qd = (q.data_ptr(), codes[q.dtype], q.shape, q.stride())
+        kd = (k.data_ptr(), codes[k.dtype], k.shape, k.stride())
+        vd = (v.data_ptr(), codes[v.dtype], v.shape, v.stride())
+        cqd = None if cu_seqlens_q is None else (cu_seqlens_q.data_ptr(), codes[cu_seqlens_q.dtype],
+                                                 cu_seqlens_q.shape, cu_seqlens_q.stride())
+        ckd = None if cu_seqlens_k is None else (cu_seqlens_k.data_ptr(), codes[cu_seqlens_k.dtype],
+                                                 cu_seqlens_k.shape, cu_seqlens_k.stride())
+        od = (out.data_ptr(), codes[out.dtype], out.shape, out.stride())
+        ld = None if lse is None else (lse.data_ptr(), codes[lse.dtype], lse.shape, lse.stride())
+    except KeyError:
+        _check_dtypes([("q", q), ("k", k), ("v", v), ("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k),
+                       ("out", out), ("lse", lse)])
+    if dev < 0:
+        _cpu_prefill(plan, qd, kd, vd, cqd, ckd, od, out, lse)
+        return
+    if ws_bytes:
+        ws_ptr, ws_n = _workspace(workspace, ws_bytes, dev)
+    else:
+        ws_ptr = ws_n = 0
+    _C.run_prefill(plan, qd, kd, vd, cqd, ckd, od, ld, ws_ptr, ws_n, _raw_stream(dev), dev)
+
+
+def _cpu_prefill(plan, qd, kd, vd, cqd, ckd, od, out, lse):
+    """CPU tensors: the fp64 reference, rounded into out (and lse)."""
+    problem = plan.prefill
+    # The reference does not take `out`; check it exactly as run_prefill would.
+    if tuple(od[2]) != tuple(qd[2]) or od[1] != qd[1]:
+        raise cm.invalid("out", f"a tensor of q's shape {tuple(qd[2])} and dtype", f"shape {tuple(od[2])}")
+    ref_out, ref_lse = _C.reference_prefill(problem, qd, kd, vd, cqd, ckd)
+    out.copy_(torch.frombuffer(bytearray(ref_out), dtype=torch.float64).view(out.shape))
+    if lse is not None:
+        lse.copy_(torch.frombuffer(bytearray(ref_lse), dtype=torch.float64).view(lse.shape))
+
+
+def prefill(q, k, v, *, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal, softmax_scale, num_splits,
+            strategy, out, return_lse, workspace, family):
+    if out is None:
+        out = torch.empty_like(q, memory_format=torch.contiguous_format)
+    lse = None
+    if return_lse:
+        if cu_seqlens_q is not None:  # varlen: [Hq, total_q]
+            if q.dim() != 3:
+                raise cm.invalid("q.rank", "3", str(q.dim()))
+            lse = torch.empty((q.shape[1], q.shape[0]), dtype=torch.float32, device=q.device)
+        else:  # padded: [B, Hq, Lq]
+            if q.dim() != 4:
+                raise cm.invalid("q.rank", "4", str(q.dim()))
+            lse = torch.empty((q.shape[0], q.shape[2], q.shape[1]), dtype=torch.float32, device=q.device)
+    if type(q) is _Tensor and _eager():
+        prefill_out(q, k, v, cu_seqlens_q, cu_seqlens_k, out, lse, workspace, max_seqlen_q, max_seqlen_k, causal,
+                    softmax_scale, num_splits, strategy, family)
+    else:
+        torch.ops.splitkv.prefill_out(q, k, v, cu_seqlens_q, cu_seqlens_k, out, lse, workspace, max_seqlen_q,
+                                      max_seqlen_k, causal, softmax_scale, num_splits, strategy, family)
+    return (out, lse) if return_lse else out
+
+
+def plan_prefill(q, k, cu_seqlens_q, cu_seqlens_k, *, max_seqlen_q, max_seqlen_k, causal, softmax_scale, num_splits,
+                 strategy, family):
+    key = _prefill_key(q, k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal, softmax_scale,
+                       num_splits, strategy, q.get_device(), family)
+    entry = _prefill_plans.get(key)
+    if entry is None:
+        entry = _new_prefill_plan(key, q, k, cu_seqlens_q)
+    return entry[0]
+
+
+# ---- operator registration -----------------------------------------------------------------------
+
+DECODE_SCHEMA = (
+    "decode_out(Tensor q, Tensor k_cache, Tensor v_cache, Tensor seq_lens, Tensor? block_table, "
+    "Tensor(a!) out, Tensor(b!)? lse, Tensor(c!)? workspace, bool causal, float? softmax_scale, "
+    "int num_splits, int max_splits, int split_tokens, int? max_seqlen_k, str? family=None) -> ()")
+PREFILL_SCHEMA = (
+    "prefill_out(Tensor q, Tensor k, Tensor v, Tensor? cu_seqlens_q, Tensor? cu_seqlens_k, "
+    "Tensor(a!) out, Tensor(b!)? lse, Tensor(c!)? workspace, int? max_seqlen_q, int? max_seqlen_k, "
+    "bool causal, float? softmax_scale, int num_splits, str? strategy=None, str? family=None) -> ()")
+
+_lib = torch.library.Library("splitkv", "DEF")
+_lib.define(DECODE_SCHEMA)
+_lib.define(PREFILL_SCHEMA)
+for _key in ("CUDA", "CPU"):
+    _lib.impl("decode_out", decode_out, _key)
+    _lib.impl("prefill_out", prefill_out, _key)
+
+
+def _decode_out_fake(q, k_cache, v_cache, seq_lens, block_table, out, lse, workspace, causal, softmax_scale,
+                     num_splits, max_splits, split_tokens, max_seqlen_k, family=None):
+    return None
+
+
+def _prefill_out_fake(q, k, v, cu_seqlens_q, cu_seqlens_k, out, lse, workspace, max_seqlen_q, max_seqlen_k, causal,
+                      softmax_scale, num_splits, strategy=None, family=None):
+    return None
+
+
+torch.library.register_fake("splitkv::decode_out", _decode_out_fake, lib=_lib)
+torch.library.register_fake("splitkv::prefill_out", _prefill_out_fake, lib=_lib)

@@ -1,0 +1,151 @@
+"""The public functions: decode, prefill, plan_decode, plan_prefill.
+
+torch tensors go to the torch front (_torch_ops: CUDA kernels, or the CPU backend / reference for
+CPU tensors); numpy arrays go to the host front (_numpy).
+"""
+
+from . import _common as cm
+from . import _numpy
+from . import _splitkv as _C
+
+try:
+    import torch as _torch
+except ImportError:
+    _torch = None
+    _Tensor = ()
+    _torch_ops = None
+else:
+    from . import _torch_ops
+
+    _Tensor = _torch.Tensor
+
+
+def decode(q, k_cache, v_cache, seq_lens, block_table=None, *, causal=False, softmax_scale=None, num_splits=0,
+           max_splits=0, split_tokens=0, out=None, return_lse=False, workspace=None, max_seqlen_k=None,
+           family=None):
+    """Attention of 1..16 new queries per sequence against a KV cache.
+
+    q: [B, q_len, Hq, D] (fp16/bf16); k_cache, v_cache: contiguous [B, capacity, Hkv, D] or, with
+    block_table (int32 [B, max_pages]), paged [num_pages, page_size, Hkv, D]; seq_lens: int32 [B],
+    keys per sequence. causal: among the q_len queries, aligned bottom-right (query i sees keys
+    [0, seq_len - q_len + i]). softmax_scale: None = 1/sqrt(D). num_splits (0 = planner),
+    max_splits (cap, for CUDA graphs), split_tokens (batch-invariant fixed split size).
+    out: optional output [B, q_len, Hq, D]; return_lse: also return LSE fp32 [B, Hq, q_len]
+    (natural log). workspace: optional uint8 CUDA tensor of at least plan.workspace_bytes (else
+    torch.empty from the caching allocator). max_seqlen_k: optional bound on seq_lens used for
+    planning (default: the cache capacity); lengths are never read on the host.
+
+    Returns out, or (out, lse).
+    """
+    if isinstance(q, _Tensor):
+        return _torch_ops.decode(q, k_cache, v_cache, seq_lens, block_table, causal=causal,
+                                 softmax_scale=softmax_scale, num_splits=num_splits, max_splits=max_splits,
+                                 split_tokens=split_tokens, out=out, return_lse=return_lse, workspace=workspace,
+                                 max_seqlen_k=max_seqlen_k, family=family)
+    return _numpy.decode(q, k_cache, v_cache, seq_lens, block_table, causal=causal, softmax_scale=softmax_scale,
+                         num_splits=num_splits, max_splits=max_splits, split_tokens=split_tokens, out=out,
+                         return_lse=return_lse, max_seqlen_k=max_seqlen_k, family=family)
+
+
+def prefill(q, k, v, *, cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=None, max_seqlen_k=None, causal=False,
+            softmax_scale=None, num_splits=0, strategy=None, out=None, return_lse=False, workspace=None, family=None):
+    """Attention of many queries per sequence (prompt processing, chunked prefill).
+
+    Padded: q [B, Lq, Hq, D], k, v [B, Lk, Hkv, D]. Varlen (cu_seqlens_q/k int32 [B + 1] given):
+    q [total_q, Hq, D], k, v [total_k, Hkv, D], sequence b spanning [cu[b], cu[b+1]); max_seqlen_q/k
+    bound the lengths (default: the token counts; on the GPU nothing reads cu_seqlens on the host,
+    so pass the real bounds for a tight grid). causal: aligned bottom-right. strategy: None/'auto',
+    'split-q', 'split-kv', 'split-v', 'two-pass'. LSE: padded [B, Hq, Lq], varlen [Hq, total_q].
+
+    Returns out, or (out, lse). numpy arrays (and CPU tensors) run on the fp64 reference.
+    """
+    if isinstance(q, _Tensor):
+        return _torch_ops.prefill(q, k, v, cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k,
+                                  max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k, causal=causal,
+                                  softmax_scale=softmax_scale, num_splits=num_splits, strategy=strategy, out=out,
+                                  return_lse=return_lse, workspace=workspace, family=family)
+    return _numpy.prefill(q, k, v, cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k, max_seqlen_q=max_seqlen_q,
+                          max_seqlen_k=max_seqlen_k, causal=causal, softmax_scale=softmax_scale, out=out,
+                          return_lse=return_lse)
+
+
+def _is_array(x):
+    return hasattr(x, "shape") and hasattr(x, "dtype")
+
+
+def plan_decode(*args, causal=False, softmax_scale=None, num_splits=0, max_splits=0, split_tokens=0,
+                cluster_combine=False, family=None, device=None, **shape):
+    """A decode plan; print it for the CLI's `splitkv plan` description.
+
+    Either from tensors, giving the plan decode() would use for them:
+        plan_decode(q, k_cache, v_cache, seq_lens, block_table=None, causal=..., num_splits=...)
+    or from shapes:
+        plan_decode(batch=8, num_q_heads=32, num_kv_heads=8, head_dim=128, max_kv_len=32768,
+                    q_len=1, page_size=0, dtype='bf16', device=None)
+    device: None = GPU 0 if there is one, else the H200 description; an index; 'h200'; a
+    splitkv.DeviceInfo.
+    """
+    if args and _is_array(args[0]):
+        q, k_cache = args[0], args[1]
+        block_table = args[4] if len(args) > 4 else shape.pop("block_table", None)
+        max_seqlen_k = shape.pop("max_seqlen_k", None)
+        if isinstance(q, _Tensor):
+            return _torch_ops.plan_decode(q, k_cache, block_table, causal=causal, softmax_scale=softmax_scale,
+                                          num_splits=num_splits, max_splits=max_splits, split_tokens=split_tokens,
+                                          max_seqlen_k=max_seqlen_k, family=family)
+        return _numpy.plan_decode(q, k_cache, None, block_table, causal=causal, softmax_scale=softmax_scale,
+                                  num_splits=num_splits, max_splits=max_splits, split_tokens=split_tokens,
+                                  max_seqlen_k=max_seqlen_k, family=family,
+                                  device="h200" if device is None else device)
+    names = ("batch", "num_q_heads", "num_kv_heads", "head_dim")
+    for name, value in zip(names, args):
+        shape[name] = value
+    problem = _C.DecodeProblem(
+        batch=int(shape.pop("batch", 0)), num_q_heads=int(shape.pop("num_q_heads", 0)),
+        num_kv_heads=int(shape.pop("num_kv_heads", 0)), head_dim=int(shape.pop("head_dim", 0)),
+        q_len=int(shape.pop("q_len", 1)), max_kv_len=int(shape.pop("max_kv_len", 0)),
+        page_size=int(shape.pop("page_size", 0)), causal=bool(causal),
+        dtype=cm.DTYPE_BY_CODE[cm.dtype_code(shape.pop("dtype", "bf16"))], softmax_scale=cm.scale_value(softmax_scale))
+    if shape:
+        raise TypeError(f"plan_decode() got unexpected keyword arguments {sorted(shape)}")
+    options = cm.plan_options(None, num_splits, max_splits, split_tokens, cluster_combine, family)
+    return _C.plan_decode(problem, cm.device_info(device), options)
+
+
+def plan_prefill(*args, causal=False, softmax_scale=None, num_splits=0, strategy=None, family=None, device=None,
+                 **shape):
+    """A prefill plan; print it for the CLI's `splitkv plan --mode prefill` description.
+
+    From tensors: plan_prefill(q, k, v, cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=None,
+    max_seqlen_k=None, ...); or from shapes: plan_prefill(batch=..., num_q_heads=...,
+    num_kv_heads=..., head_dim=..., max_q_len=..., max_kv_len=..., varlen=False, dtype='bf16').
+    """
+    if args and _is_array(args[0]):
+        q, k = args[0], args[1]
+        cu_q = shape.pop("cu_seqlens_q", None)
+        cu_k = shape.pop("cu_seqlens_k", None)
+        max_q = shape.pop("max_seqlen_q", None)
+        max_k = shape.pop("max_seqlen_k", None)
+        if isinstance(q, _Tensor):
+            return _torch_ops.plan_prefill(q, k, cu_q, cu_k, max_seqlen_q=max_q, max_seqlen_k=max_k, causal=causal,
+                                           softmax_scale=softmax_scale, num_splits=num_splits, strategy=strategy,
+                                           family=family)
+        varlen = cu_q is not None
+        batch = len(cu_q) - 1 if varlen else 0
+        problem = cm.prefill_problem(q.shape, k.shape, varlen, batch, _numpy.code(q, "q"), causal, softmax_scale,
+                                     max_q, max_k)
+    else:
+        names = ("batch", "num_q_heads", "num_kv_heads", "head_dim")
+        for name, value in zip(names, args):
+            shape[name] = value
+        problem = _C.PrefillProblem(
+            batch=int(shape.pop("batch", 0)), num_q_heads=int(shape.pop("num_q_heads", 0)),
+            num_kv_heads=int(shape.pop("num_kv_heads", 0)), head_dim=int(shape.pop("head_dim", 0)),
+            max_q_len=int(shape.pop("max_q_len", 0)), max_kv_len=int(shape.pop("max_kv_len", 0)),
+            varlen=bool(shape.pop("varlen", False)), causal=bool(causal),
+            dtype=cm.DTYPE_BY_CODE[cm.dtype_code(shape.pop("dtype", "bf16"))],
+            softmax_scale=cm.scale_value(softmax_scale))
+    if shape:
+        raise TypeError(f"plan_prefill() got unexpected keyword arguments {sorted(shape)}")
+    options = cm.plan_options(strategy, num_splits, 0, 0, False, family)
+    return _C.plan_prefill(problem, cm.device_info(device), options)

@@ -1,0 +1,1 @@
+"""Drop-in fronts with other libraries' signatures (need torch): splitkv.compat.flash_attn."""

@@ -1,0 +1,124 @@
+"""flash-attn's inference entry points on splitkv, with flash-attn's signatures, layouts, defaults
+and return values, for the subset splitkv supports:
+
+    from splitkv.compat.flash_attn import flash_attn_with_kvcache, flash_attn_varlen_func
+
+- flash_attn_with_kvcache: q [B, Sq, H, D] with Sq <= 16; k_cache/v_cache [B, Sk, Hk, D] or paged
+  [num_blocks, page_block_size, Hk, D] with block_table int32 [B, max_blocks]; cache_seqlens an
+  int or int32 [B] (None: the whole cache); k/v (new tokens [B, S_new, Hk, D]) are written into
+  the cache at cache_seqlens before attention, as flash-attn does (a torch index_put on the
+  device, no host read). Returns out, or (out, softmax_lse [B, H, Sq]) with return_softmax_lse.
+- flash_attn_varlen_func: q [total_q, H, D], k/v [total_k, Hk, D], cu_seqlens int32 [B + 1].
+  Returns out, or (out, softmax_lse [H, total_q], None) with return_attn_probs.
+
+Causal masks are aligned bottom-right, as in flash-attn >= 2.1. Forward only (no autograd).
+Anything splitkv does not do raises NotImplementedError (splitkv.UnsupportedError) naming the
+argument: rotary_cos/rotary_sin, cache_batch_idx, cache_leftpad, alibi_slopes, window_size other
+than (-1, -1), softcap != 0, dropout_p != 0, block_table in varlen, gradients, Sq > 16 in
+flash_attn_with_kvcache, and head dims or dtypes this build lacks.
+
+The outputs are those of splitkv.decode / splitkv.prefill with the same arguments, bit for bit.
+"""
+
+import torch
+
+from .. import _common as cm
+from ..api import decode as _decode
+from ..api import prefill as _prefill
+
+__all__ = ["flash_attn_with_kvcache", "flash_attn_varlen_func"]
+
+_NO_WINDOW = (-1, -1)
+_MAX_DECODE_Q = 16
+
+
+def _unsupported(argument, what):
+    return cm.unsupported(argument, what)
+
+
+def _check_window(window_size):
+    if window_size is not _NO_WINDOW and tuple(window_size) != _NO_WINDOW:
+        raise _unsupported("window_size", f"local (sliding-window) attention is not supported, got {tuple(window_size)}")
+
+
+def _check_no_grad(*tensors):
+    if torch.is_grad_enabled():
+        for name, t in tensors:
+            if t is not None and t.requires_grad:
+                raise _unsupported(f"{name}.requires_grad", "splitkv is forward-only (no backward); "
+                                   "call it under torch.no_grad() or torch.inference_mode()")
+
+
+def _append_kv(k_cache, v_cache, k, v, cache_seqlens, block_table):
+    """Writes k, v [B, S_new, Hk, D] into the caches at positions cache_seqlens[b] + j."""
+    batch, new = k.shape[0], k.shape[1]
+    pos = cache_seqlens.to(torch.int64).unsqueeze(1) + torch.arange(new, device=k.device)  # [B, S_new]
+    if block_table is None:
+        rows = torch.arange(batch, device=k.device).unsqueeze(1).expand(batch, new)
+        k_cache[rows, pos] = k
+        v_cache[rows, pos] = v
+    else:
+        page_size = k_cache.shape[1]
+        pages = block_table.gather(1, torch.div(pos, page_size, rounding_mode="floor")).to(torch.int64)
+        slots = pos % page_size
+        k_cache[pages, slots] = k
+        v_cache[pages, slots] = v
+
+
+def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None, rotary_sin=None,
+                            cache_seqlens=None, cache_batch_idx=None, cache_leftpad=None, block_table=None,
+                            softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0,
+                            rotary_interleaved=True, alibi_slopes=None, num_splits=0, return_softmax_lse=False):
+    """flash_attn.flash_attn_with_kvcache on splitkv (see the module docstring for the subset)."""
+    if rotary_cos is not None or rotary_sin is not None:
+        raise _unsupported("rotary_cos" if rotary_cos is not None else "rotary_sin",
+                           "rotary embedding is not supported; apply it to q and k before the call")
+    if cache_batch_idx is not None:
+        raise _unsupported("cache_batch_idx", "indexing the cache by batch is not supported")
+    if cache_leftpad is not None:
+        raise _unsupported("cache_leftpad", "left-padded caches are not supported")
+    if alibi_slopes is not None:
+        raise _unsupported("alibi_slopes", "ALiBi is not supported")
+    if softcap != 0.0:
+        raise _unsupported("softcap", f"score soft-capping is not supported, got {softcap}")
+    _check_window(window_size)
+    if q.dim() == 4 and q.shape[1] > _MAX_DECODE_Q:
+        raise _unsupported("q.shape[1]", f"decode takes 1..{_MAX_DECODE_Q} queries per sequence, got {q.shape[1]}")
+    _check_no_grad(("q", q), ("k_cache", k_cache), ("v_cache", v_cache), ("k", k), ("v", v))
+
+    if cache_seqlens is None or isinstance(cache_seqlens, int):
+        if cache_seqlens is None:  # flash-attn: the whole cache
+            cache_seqlens = (k_cache.shape[1] if block_table is None
+                             else block_table.shape[1] * k_cache.shape[1])
+        cache_seqlens = torch.full((q.shape[0],), cache_seqlens, dtype=torch.int32, device=q.device)
+    if k is not None or v is not None:
+        if k is None or v is None:
+            raise cm.invalid("v" if v is None else "k", "k and v together (the new tokens)", "only one of them")
+        _append_kv(k_cache, v_cache, k, v, cache_seqlens, block_table)
+        cache_seqlens = cache_seqlens + k.shape[1]
+    return _decode(q, k_cache, v_cache, cache_seqlens, block_table, causal=causal, softmax_scale=softmax_scale,
+                   num_splits=num_splits, return_lse=return_softmax_lse)
+
+
+def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p=0.0,
+                           softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0, alibi_slopes=None,
+                           deterministic=False, return_attn_probs=False, block_table=None):
+    """flash_attn.flash_attn_varlen_func on splitkv (see the module docstring for the subset).
+    `deterministic` concerns flash-attn's backward; splitkv's forward is always deterministic."""
+    if dropout_p != 0.0:
+        raise _unsupported("dropout_p", f"dropout is not supported (inference only), got {dropout_p}")
+    if alibi_slopes is not None:
+        raise _unsupported("alibi_slopes", "ALiBi is not supported")
+    if softcap != 0.0:
+        raise _unsupported("softcap", f"score soft-capping is not supported, got {softcap}")
+    if block_table is not None:
+        raise _unsupported("block_table", "paged KV is not supported in prefill; use flash_attn_with_kvcache")
+    _check_window(window_size)
+    _check_no_grad(("q", q), ("k", k), ("v", v))
+    result = _prefill(q, k, v, cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k, max_seqlen_q=max_seqlen_q,
+                      max_seqlen_k=max_seqlen_k, causal=causal, softmax_scale=softmax_scale,
+                      return_lse=return_attn_probs)
+    if return_attn_probs:
+        out, lse = result
+        return out, lse, None  # flash-attn's S_dmask exists only with dropout
+    return result

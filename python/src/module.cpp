@@ -1,0 +1,559 @@
+// splitkv._splitkv: the torch-free binding of splitkv's public API (nanobind).
+//
+// Tensors cross this boundary as plain descriptors: a tuple (data pointer as int, DType code,
+// shape, strides in elements), or None for an absent optional tensor. Building one from a torch
+// tensor costs a few attribute reads in Python; importing it through DLPack would cost ~3 us per
+// tensor (docs/PYTHON.md). Device memory is never touched here: run_decode/run_prefill forward to
+// the C++ entry points, which launch on the given stream and return at once.
+//
+// Host memory (numpy arrays, CPU tensors) goes to the CPU backend (cpu_run_decode) or the fp64
+// reference (reference_decode/reference_prefill), which validate like the GPU entry points and
+// additionally check lengths, page ids and offsets on the host.
+//
+// A failed Status raises splitkv.InvalidArgumentError (a ValueError), UnsupportedError (a
+// NotImplementedError), WorkspaceTooSmallError (a ValueError), CudaError or NoDeviceError (both
+// RuntimeError), with the C++ message unchanged and the offending argument in `.argument`.
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "api/validate.hpp"
+#include "cpu/cpu_backend.hpp"
+#include "reference/reference.hpp"
+#include "splitkv/splitkv.hpp"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace splitkv::python {
+namespace {
+
+// ---- errors ------------------------------------------------------------------------------------
+
+PyObject* g_error_types[6] = {};  // indexed by StatusCode
+
+PyObject* error_type(StatusCode code) {
+  const int i = static_cast<int>(code);
+  if (i <= 0 || i >= 6 || g_error_types[i] == nullptr) return PyExc_RuntimeError;
+  return g_error_types[i];
+}
+
+void check(const Status& status) {
+  if (!status.ok()) throw Error(status);
+}
+
+void translate_error(const std::exception_ptr& p, void*) {
+  try {
+    std::rethrow_exception(p);
+  } catch (const Error& e) {
+    PyObject* type = error_type(e.status().code());
+    nb::object instance = nb::steal(PyObject_CallFunction(type, "s", e.what()));
+    if (!instance.is_valid()) return;  // the call set a Python error already
+    nb::setattr(instance, "argument", nb::str(e.status().argument().c_str()));
+    nb::setattr(instance, "code", nb::str(to_string(e.status().code())));
+    PyErr_SetObject(type, instance.ptr());
+  }
+}
+
+// ---- tensor descriptors ------------------------------------------------------------------------
+
+int64_t as_int64(PyObject* o, const char* what) {
+  const long long v = PyLong_AsLongLong(o);
+  if (v == -1 && PyErr_Occurred()) {
+    PyErr_Clear();
+    throw nb::type_error((std::string("splitkv: ") + what + ": expected an int").c_str());
+  }
+  return v;
+}
+
+// Reads up to TensorRef::kMaxRank ints of a tuple (fast path) or any sequence into `dst`.
+int read_dims(nb::handle seq, std::array<int64_t, TensorRef::kMaxRank>& dst, const std::string& name,
+              const char* what) {
+  PyObject* o = seq.ptr();
+  const bool tuple = PyTuple_Check(o);
+  const Py_ssize_t n = tuple ? PyTuple_Size(o) : PySequence_Size(o);
+  if (n < 0) {
+    PyErr_Clear();
+    throw nb::type_error(("splitkv: " + name + "." + what + ": expected a sequence of ints").c_str());
+  }
+  if (n > TensorRef::kMaxRank) {
+    // A rank the API never takes: report it through the C++ validation's wording.
+    return static_cast<int>(n);
+  }
+  const std::string label = name + "." + what;
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    if (tuple) {
+      dst[i] = as_int64(PyTuple_GetItem(o, i), label.c_str());  // borrowed
+    } else {
+      nb::object item = nb::steal(PySequence_GetItem(o, i));
+      if (!item.is_valid()) throw nb::python_error();
+      dst[i] = as_int64(item.ptr(), label.c_str());
+    }
+  }
+  return static_cast<int>(n);
+}
+
+constexpr int kNumDTypes = 7;  // DType::kF16 .. DType::kFP8E4M3
+
+// (ptr, dtype, shape, strides) -> TensorRef; None -> an empty TensorRef (an absent optional).
+TensorRef tensor_ref(nb::handle desc, const std::string& name) {
+  TensorRef t;
+  if (desc.is_none()) return t;
+  PyObject* o = desc.ptr();
+  if (!PyTuple_Check(o) || PyTuple_Size(o) != 4) {
+    throw nb::type_error(("splitkv: " + name + ": expected a descriptor (data_ptr, dtype, shape, strides) or None").c_str());
+  }
+  t.data = reinterpret_cast<void*>(static_cast<uintptr_t>(as_int64(PyTuple_GetItem(o, 0), "data_ptr")));
+  const int64_t code = as_int64(PyTuple_GetItem(o, 1), "dtype");
+  if (code < 0 || code >= kNumDTypes) {
+    throw nb::value_error(("splitkv: invalid argument '" + name + ".dtype': expected a splitkv.DType code, got " +
+                           std::to_string(code)).c_str());
+  }
+  t.dtype = static_cast<DType>(code);
+  std::array<int64_t, TensorRef::kMaxRank> shape{}, stride{};
+  const int rank = read_dims(nb::handle(PyTuple_GetItem(o, 2)), shape, name, "shape");
+  const int stride_rank = read_dims(nb::handle(PyTuple_GetItem(o, 3)), stride, name, "stride");
+  if (rank > TensorRef::kMaxRank || stride_rank != rank) {
+    t.rank = -1;  // validation reports "<name>.rank: expected N, got -1"
+    return t;
+  }
+  t.rank = rank;
+  t.shape = shape;
+  t.stride = stride;
+  return t;
+}
+
+DecodeTensors decode_tensors(nb::handle q, nb::handle k, nb::handle v, nb::handle seq_lens, nb::handle block_table,
+                             nb::handle out, nb::handle lse) {
+  DecodeTensors t;
+  t.q = tensor_ref(q, "q");
+  t.k = tensor_ref(k, "k");
+  t.v = tensor_ref(v, "v");
+  t.seq_lens = tensor_ref(seq_lens, "seq_lens");
+  t.block_table = tensor_ref(block_table, "block_table");
+  t.out = tensor_ref(out, "out");
+  t.lse = tensor_ref(lse, "lse");
+  return t;
+}
+
+PrefillTensors prefill_tensors(nb::handle q, nb::handle k, nb::handle v, nb::handle cu_seqlens_q,
+                               nb::handle cu_seqlens_k, nb::handle out, nb::handle lse) {
+  PrefillTensors t;
+  t.q = tensor_ref(q, "q");
+  t.k = tensor_ref(k, "k");
+  t.v = tensor_ref(v, "v");
+  t.cu_seqlens_q = tensor_ref(cu_seqlens_q, "cu_seqlens_q");
+  t.cu_seqlens_k = tensor_ref(cu_seqlens_k, "cu_seqlens_k");
+  t.out = tensor_ref(out, "out");
+  t.lse = tensor_ref(lse, "lse");
+  return t;
+}
+
+// Host copies of the int32 index tensors, for the host-side checks of the CPU paths. Only dense
+// 1-d tensors qualify (the C++ checks index them densely); the block table's row stride is read.
+const int32_t* host_int32(const TensorRef& t) {
+  if (t.data == nullptr || t.dtype != DType::kI32 || t.rank < 1 || t.stride[t.rank - 1] != 1) return nullptr;
+  return static_cast<const int32_t*>(t.data);
+}
+
+// ---- device guard --------------------------------------------------------------------------------
+
+// Makes `device` current for the duration of a launch (the runtime's current device decides where
+// run_*() launch), restoring the previous one. No-op when it is already current.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device) {
+    if (device < 0) return;
+    if (cudaGetDevice(&previous_) != cudaSuccess) {
+      cudaGetLastError();
+      throw Error(Status(StatusCode::kNoDevice, "", "no CUDA device is available"));
+    }
+    if (previous_ != device) {
+      if (cudaSetDevice(device) != cudaSuccess) {
+        cudaGetLastError();
+        throw Error(Status::invalid("device", "a valid CUDA device index", std::to_string(device)));
+      }
+      switched_ = true;
+    }
+  }
+  ~DeviceGuard() {
+    if (switched_) cudaSetDevice(previous_);
+  }
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int previous_ = -1;
+  bool switched_ = false;
+};
+
+Stream as_stream(uintptr_t stream) { return reinterpret_cast<Stream>(stream); }
+
+// ---- results of the reference ----------------------------------------------------------------
+
+nb::bytes as_bytes(const std::vector<double>& v) {
+  return nb::bytes(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(double));
+}
+
+// ---- members that appear in later API versions --------------------------------------------------
+// Bound when the C++ struct has them, so the binding follows the API without edits elsewhere.
+
+template <class T, class = void>
+struct has_family : std::false_type {};
+template <class T>
+struct has_family<T, std::void_t<decltype(std::declval<T&>().family)>> : std::true_type {};
+
+template <class T, class = void>
+struct has_kv_format : std::false_type {};
+template <class T>
+struct has_kv_format<T, std::void_t<decltype(std::declval<T&>().kv_format)>> : std::true_type {};
+
+template <class C>
+void bind_family(nb::class_<C>& cls, bool writable) {
+  if constexpr (has_family<C>::value) {
+    if (writable) {
+      cls.def_rw("family", &C::family, "kernel family name ('' lets the planner choose)");
+    } else {
+      cls.def_ro("family", &C::family, "the chosen kernel family");
+    }
+  }
+}
+
+// kv_format as its integer code (the Python layer names the codes).
+template <class C>
+void bind_kv_format(nb::class_<C>& cls) {
+  if constexpr (has_kv_format<C>::value) {
+    using F = decltype(std::declval<C&>().kv_format);
+    cls.def_prop_rw(
+        "kv_format", [](const C& c) { return static_cast<int>(c.kv_format); },
+        [](C& c, int v) { c.kv_format = static_cast<F>(v); });
+  }
+}
+
+template <class P>  // a template, so the family line compiles only where Plan has the member
+std::string plan_repr(const P& p) {
+  std::string s = p.kind == Plan::Kind::kDecode ? "<splitkv.Plan decode" : "<splitkv.Plan prefill";
+  s += std::string(" strategy=") + to_string(p.strategy);
+  if constexpr (has_family<Plan>::value) s += " family=" + std::string(p.family);
+  s += " splits=" + std::to_string(p.num_splits) + " workspace=" + std::to_string(p.workspace_bytes) + ">";
+  return s;
+}
+
+}  // namespace
+}  // namespace splitkv::python
+
+NB_MODULE(_splitkv, m) {
+  using namespace splitkv;
+  using namespace splitkv::python;
+  m.doc() = "splitkv: torch-free binding of the split-KV attention API (see docs/PYTHON.md)";
+
+  // Exceptions: built-in bases, so callers can catch ValueError / NotImplementedError.
+  struct ErrorSpec {
+    StatusCode code;
+    const char* name;
+    PyObject* base;
+    const char* doc;
+  };
+  const ErrorSpec specs[] = {
+      {StatusCode::kInvalidArgument, "splitkv.InvalidArgumentError", PyExc_ValueError,
+       "A value splitkv can never accept; the message and .argument name the argument."},
+      {StatusCode::kUnsupported, "splitkv.UnsupportedError", PyExc_NotImplementedError,
+       "Valid in principle but not supported (by this build, this device, or splitkv at all)."},
+      {StatusCode::kWorkspaceTooSmall, "splitkv.WorkspaceTooSmallError", PyExc_ValueError,
+       "The workspace is smaller than plan.workspace_bytes."},
+      {StatusCode::kCudaError, "splitkv.CudaError", PyExc_RuntimeError, "The CUDA runtime reported an error."},
+      {StatusCode::kNoDevice, "splitkv.NoDeviceError", PyExc_RuntimeError, "No usable CUDA device."},
+  };
+  // splitkv.Error: the common base of every splitkv exception.
+  PyObject* base_error = PyErr_NewExceptionWithDoc("splitkv.Error", "Base class of splitkv's errors.",
+                                                   PyExc_Exception, nullptr);
+  if (base_error == nullptr) throw nb::python_error();
+  m.attr("Error") = nb::steal(base_error);
+  for (const ErrorSpec& s : specs) {
+    nb::object bases = nb::make_tuple(nb::handle(base_error), nb::handle(s.base));
+    PyObject* type = PyErr_NewExceptionWithDoc(s.name, s.doc, bases.ptr(), nullptr);
+    if (type == nullptr) throw nb::python_error();
+    g_error_types[static_cast<int>(s.code)] = type;
+    const char* short_name = s.name + std::string("splitkv.").size();
+    m.attr(short_name) = nb::steal(type);  // the module keeps the reference
+  }
+  nb::register_exception_translator(translate_error);
+
+  nb::enum_<DType>(m, "DType", "Element types (the codes of the tensor descriptors)")
+      .value("fp16", DType::kF16)
+      .value("bf16", DType::kBF16)
+      .value("fp32", DType::kF32)
+      .value("int32", DType::kI32)
+      .value("int8", DType::kI8)
+      .value("int4", DType::kI4)
+      .value("fp8_e4m3", DType::kFP8E4M3);
+
+  nb::enum_<Strategy>(m, "Strategy")
+      .value("auto", Strategy::kAuto)
+      .value("split_q", Strategy::kSplitQ)
+      .value("split_kv", Strategy::kSplitKV)
+      .value("split_v", Strategy::kSplitV)
+      .value("two_pass", Strategy::kTwoPass);
+
+  nb::class_<DeviceInfo>(m, "DeviceInfo", "What the planner knows about a GPU")
+      .def(nb::init<>())
+      .def_static("h200", &DeviceInfo::h200, "The card the defaults were tuned on (for planning without a GPU)")
+      .def_rw("sm_count", &DeviceInfo::sm_count)
+      .def_rw("smem_per_sm_bytes", &DeviceInfo::smem_per_sm_bytes)
+      .def_rw("smem_per_block_bytes", &DeviceInfo::smem_per_block_bytes)
+      .def_rw("l2_bytes", &DeviceInfo::l2_bytes)
+      .def_rw("cc_major", &DeviceInfo::cc_major)
+      .def_rw("cc_minor", &DeviceInfo::cc_minor)
+      .def("__repr__", [](const DeviceInfo& d) {
+        return "<splitkv.DeviceInfo sm_" + std::to_string(d.cc_major) + std::to_string(d.cc_minor) + ", " +
+               std::to_string(d.sm_count) + " SMs>";
+      });
+
+  auto decode_problem =
+      nb::class_<DecodeProblem>(m, "DecodeProblem", "Decode shapes (the planner's input)")
+          .def(
+              "__init__",
+              [](DecodeProblem* p, int batch, int num_q_heads, int num_kv_heads, int head_dim, int q_len,
+                 int max_kv_len, int page_size, bool causal, DType dtype, float softmax_scale) {
+                new (p) DecodeProblem();
+                p->batch = batch;
+                p->num_q_heads = num_q_heads;
+                p->num_kv_heads = num_kv_heads;
+                p->head_dim = head_dim;
+                p->q_len = q_len;
+                p->max_kv_len = max_kv_len;
+                p->page_size = page_size;
+                p->causal = causal;
+                p->dtype = dtype;
+                p->softmax_scale = softmax_scale;
+              },
+              "batch"_a = 0, "num_q_heads"_a = 0, "num_kv_heads"_a = 0, "head_dim"_a = 0, "q_len"_a = 1,
+              "max_kv_len"_a = 0, "page_size"_a = 0, "causal"_a = false, "dtype"_a = DType::kBF16,
+              "softmax_scale"_a = 0.f)
+          .def_rw("batch", &DecodeProblem::batch)
+          .def_rw("num_q_heads", &DecodeProblem::num_q_heads)
+          .def_rw("num_kv_heads", &DecodeProblem::num_kv_heads)
+          .def_rw("head_dim", &DecodeProblem::head_dim)
+          .def_rw("q_len", &DecodeProblem::q_len)
+          .def_rw("max_kv_len", &DecodeProblem::max_kv_len)
+          .def_rw("page_size", &DecodeProblem::page_size)
+          .def_rw("causal", &DecodeProblem::causal)
+          .def_rw("dtype", &DecodeProblem::dtype)
+          .def_rw("softmax_scale", &DecodeProblem::softmax_scale);
+  bind_kv_format(decode_problem);
+
+  auto prefill_problem =
+      nb::class_<PrefillProblem>(m, "PrefillProblem", "Prefill shapes (the planner's input)")
+          .def(
+              "__init__",
+              [](PrefillProblem* p, int batch, int num_q_heads, int num_kv_heads, int head_dim, int max_q_len,
+                 int max_kv_len, bool varlen, bool causal, DType dtype, float softmax_scale) {
+                new (p) PrefillProblem();
+                p->batch = batch;
+                p->num_q_heads = num_q_heads;
+                p->num_kv_heads = num_kv_heads;
+                p->head_dim = head_dim;
+                p->max_q_len = max_q_len;
+                p->max_kv_len = max_kv_len;
+                p->varlen = varlen;
+                p->causal = causal;
+                p->dtype = dtype;
+                p->softmax_scale = softmax_scale;
+              },
+              "batch"_a = 0, "num_q_heads"_a = 0, "num_kv_heads"_a = 0, "head_dim"_a = 0, "max_q_len"_a = 0,
+              "max_kv_len"_a = 0, "varlen"_a = false, "causal"_a = false, "dtype"_a = DType::kBF16,
+              "softmax_scale"_a = 0.f)
+          .def_rw("batch", &PrefillProblem::batch)
+          .def_rw("num_q_heads", &PrefillProblem::num_q_heads)
+          .def_rw("num_kv_heads", &PrefillProblem::num_kv_heads)
+          .def_rw("head_dim", &PrefillProblem::head_dim)
+          .def_rw("max_q_len", &PrefillProblem::max_q_len)
+          .def_rw("max_kv_len", &PrefillProblem::max_kv_len)
+          .def_rw("varlen", &PrefillProblem::varlen)
+          .def_rw("causal", &PrefillProblem::causal)
+          .def_rw("dtype", &PrefillProblem::dtype)
+          .def_rw("softmax_scale", &PrefillProblem::softmax_scale);
+  bind_kv_format(prefill_problem);
+
+  auto plan_options = nb::class_<PlanOptions>(m, "PlanOptions", "Planner options")
+                          .def(
+                              "__init__",
+                              [](PlanOptions* o, Strategy strategy, int num_splits, int max_splits, int split_tokens,
+                                 bool cluster_combine) {
+                                new (o) PlanOptions();
+                                o->strategy = strategy;
+                                o->num_splits = num_splits;
+                                o->max_splits = max_splits;
+                                o->split_tokens = split_tokens;
+                                o->cluster_combine = cluster_combine;
+                              },
+                              "strategy"_a = Strategy::kAuto, "num_splits"_a = 0, "max_splits"_a = 0,
+                              "split_tokens"_a = 0, "cluster_combine"_a = false)
+                          .def_rw("strategy", &PlanOptions::strategy)
+                          .def_rw("num_splits", &PlanOptions::num_splits)
+                          .def_rw("max_splits", &PlanOptions::max_splits)
+                          .def_rw("split_tokens", &PlanOptions::split_tokens)
+                          .def_rw("cluster_combine", &PlanOptions::cluster_combine);
+  bind_family(plan_options, true);
+
+  auto plan =
+      nb::class_<Plan>(m, "Plan", "A plan: printing it gives the CLI's `splitkv plan` description")
+          .def_prop_ro("kind", [](const Plan& p) { return p.kind == Plan::Kind::kDecode ? "decode" : "prefill"; })
+          .def_prop_ro("decode", [](const Plan& p) { return p.decode; })
+          .def_prop_ro("prefill", [](const Plan& p) { return p.prefill; })
+          .def_ro("device", &Plan::device)
+          .def_ro("strategy", &Plan::strategy)
+          .def_ro("num_splits", &Plan::num_splits)
+          .def_ro("split_tokens", &Plan::split_tokens)
+          .def_ro("cluster_combine", &Plan::cluster_combine)
+          .def_ro("block_m", &Plan::block_m)
+          .def_ro("block_n", &Plan::block_n)
+          .def_ro("warps", &Plan::warps)
+          .def_ro("stages", &Plan::stages)
+          .def_ro("smem_bytes", &Plan::smem_bytes)
+          .def_ro("blocks_per_sm", &Plan::blocks_per_sm)
+          .def_ro("work_units", &Plan::work_units)
+          .def_prop_ro("grid", [](const Plan& p) { return nb::make_tuple(p.grid[0], p.grid[1], p.grid[2]); })
+          .def_ro("workspace_bytes", &Plan::workspace_bytes)
+          .def_ro("note", &Plan::note)
+          .def("describe", [](const Plan& p) { return describe(p); })
+          .def("__str__", [](const Plan& p) { return describe(p); })
+          .def("__repr__", &plan_repr<Plan>);
+  bind_family(plan, false);
+
+  m.def("describe", [](const Plan& p) { return describe(p); }, "plan"_a);
+  m.def("to_string", [](Strategy s) { return std::string(to_string(s)); });
+
+  m.def(
+      "plan_decode",
+      [](const DecodeProblem& problem, const DeviceInfo& device, const PlanOptions& options) {
+        Plan p;
+        check(plan_decode(problem, device, options, &p));
+        return p;
+      },
+      "problem"_a, "device"_a, "options"_a);
+  m.def(
+      "plan_prefill",
+      [](const PrefillProblem& problem, const DeviceInfo& device, const PlanOptions& options) {
+        Plan p;
+        check(plan_prefill(problem, device, options, &p));
+        return p;
+      },
+      "problem"_a, "device"_a, "options"_a);
+
+  m.def(
+      "query_device",
+      [](int index) {
+        DeviceInfo info;
+        check(query_device(index, &info));
+        return info;
+      },
+      "index"_a = 0, "Describes GPU `index`; raises NoDeviceError without a usable GPU.");
+  m.def("compiled_head_dims", &compiled_head_dims);
+  m.def("dtype_compiled", &dtype_compiled, "dtype"_a);
+
+  // GPU entry points. Tensors are descriptors (ptr, dtype, shape, strides) or None; workspace and
+  // stream are raw addresses (ints); `device` >= 0 is made current for the launch.
+  m.def(
+      "run_decode",
+      [](const Plan& plan, nb::handle q, nb::handle k, nb::handle v, nb::handle seq_lens, nb::handle block_table,
+         nb::handle out, nb::handle lse, uintptr_t workspace, size_t workspace_bytes, uintptr_t stream, int device) {
+        const DecodeTensors t = decode_tensors(q, k, v, seq_lens, block_table, out, lse);
+        DeviceGuard guard(device);
+        check(run_decode(plan, t, reinterpret_cast<void*>(workspace), workspace_bytes, as_stream(stream)));
+      },
+      "plan"_a, "q"_a, "k"_a, "v"_a, "seq_lens"_a, "block_table"_a.none(), "out"_a, "lse"_a.none(),
+      "workspace"_a, "workspace_bytes"_a, "stream"_a, "device"_a = -1);
+  m.def(
+      "run_prefill",
+      [](const Plan& plan, nb::handle q, nb::handle k, nb::handle v, nb::handle cu_seqlens_q,
+         nb::handle cu_seqlens_k, nb::handle out, nb::handle lse, uintptr_t workspace, size_t workspace_bytes,
+         uintptr_t stream, int device) {
+        const PrefillTensors t = prefill_tensors(q, k, v, cu_seqlens_q, cu_seqlens_k, out, lse);
+        DeviceGuard guard(device);
+        check(run_prefill(plan, t, reinterpret_cast<void*>(workspace), workspace_bytes, as_stream(stream)));
+      },
+      "plan"_a, "q"_a, "k"_a, "v"_a, "cu_seqlens_q"_a.none(), "cu_seqlens_k"_a.none(), "out"_a, "lse"_a.none(),
+      "workspace"_a, "workspace_bytes"_a, "stream"_a, "device"_a = -1);
+
+  // Host entry points: every descriptor points to host memory.
+  m.def(
+      "cpu_run_decode",
+      [](const Plan& plan, nb::handle q, nb::handle k, nb::handle v, nb::handle seq_lens, nb::handle block_table,
+         nb::handle out, nb::handle lse) {
+        DecodeTensors t = decode_tensors(q, k, v, seq_lens, block_table, out, lse);
+        t.seq_lens_host = host_int32(t.seq_lens);
+        t.block_table_host = host_int32(t.block_table);
+        Status s;
+        {
+          nb::gil_scoped_release release;
+          s = cpu::run_decode(plan, t);
+        }
+        check(s);
+      },
+      "plan"_a, "q"_a, "k"_a, "v"_a, "seq_lens"_a, "block_table"_a.none(), "out"_a, "lse"_a.none(),
+      "Runs a decode plan on the CPU backend (host memory); lengths and page ids are checked first.");
+
+  m.def(
+      "reference_decode",
+      [](const DecodeProblem& problem, nb::handle q, nb::handle k, nb::handle v, nb::handle seq_lens,
+         nb::handle block_table) {
+        DecodeTensors t = decode_tensors(q, k, v, seq_lens, block_table, nb::none(), nb::none());
+        t.seq_lens_host = host_int32(t.seq_lens);
+        t.block_table_host = host_int32(t.block_table);
+        // The reference trusts its input: validate like run_decode first (out is not needed, so
+        // the problem's own q shape stands in for it).
+        check(detail::validate_decode_problem(problem));
+        t.out = t.q;
+        check(detail::validate_decode_tensors(problem, t));
+        if (t.seq_lens_host == nullptr) {
+          check(Status::invalid("seq_lens", "a dense int32 host array", "another layout"));
+        }
+        ref::Result r;
+        {
+          nb::gil_scoped_release release;
+          t.out = TensorRef();
+          r = ref::decode(problem, t);
+        }
+        return nb::make_tuple(as_bytes(r.out), as_bytes(r.lse));
+      },
+      "problem"_a, "q"_a, "k"_a, "v"_a, "seq_lens"_a, "block_table"_a.none(),
+      "fp64 reference decode over host memory; returns (out, lse) as float64 bytes in the dense layouts "
+      "[B, Lq, Hq, D] and [B, Hq, Lq].");
+
+  m.def(
+      "reference_prefill",
+      [](const PrefillProblem& problem, nb::handle q, nb::handle k, nb::handle v, nb::handle cu_seqlens_q,
+         nb::handle cu_seqlens_k) {
+        PrefillTensors t = prefill_tensors(q, k, v, cu_seqlens_q, cu_seqlens_k, nb::none(), nb::none());
+        t.cu_seqlens_q_host = host_int32(t.cu_seqlens_q);
+        t.cu_seqlens_k_host = host_int32(t.cu_seqlens_k);
+        check(detail::validate_prefill_problem(problem));
+        t.out = t.q;
+        check(detail::validate_prefill_tensors(problem, t));
+        if (problem.varlen && (t.cu_seqlens_q_host == nullptr || t.cu_seqlens_k_host == nullptr)) {
+          check(Status::invalid("cu_seqlens_q", "dense int32 host arrays", "another layout"));
+        }
+        ref::Result r;
+        {
+          nb::gil_scoped_release release;
+          t.out = TensorRef();
+          r = ref::prefill(problem, t);
+        }
+        return nb::make_tuple(as_bytes(r.out), as_bytes(r.lse));
+      },
+      "problem"_a, "q"_a, "k"_a, "v"_a, "cu_seqlens_q"_a.none(), "cu_seqlens_k"_a.none(),
+      "fp64 reference prefill over host memory; returns (out, lse) as float64 bytes in the dense layouts "
+      "(padded [B, Lq, Hq, D] / [B, Hq, Lq]; varlen [total_q, Hq, D] / [Hq, total_q]).");
+
+  m.attr("has_plan_family") = has_family<Plan>::value;
+  m.attr("has_kv_format") = has_kv_format<DecodeProblem>::value;
+}
