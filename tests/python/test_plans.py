@@ -1,0 +1,96 @@
+"""Plans from Python: fields, printing (the CLI's `splitkv plan` text), and the plan decode() uses."""
+
+import os
+import pathlib
+import subprocess
+
+import numpy as np
+import pytest
+
+import splitkv
+from conftest import DecodeCase
+
+
+def test_plan_prints_like_describe():
+    plan = splitkv.plan_decode(batch=8, num_q_heads=32, num_kv_heads=8, head_dim=128, max_kv_len=131072,
+                               device="h200")
+    text = str(plan)
+    assert text == splitkv.describe(plan) == plan.describe()
+    lines = text.splitlines()
+    assert lines[0] == ("decode: batch=8 Hq=32 Hkv=8 D=128 q_len=1 max_kv_len=131072 page_size=0 causal=0 "
+                        "dtype=bf16")
+    assert lines[1].startswith("device: 132 SMs")
+    assert any(line.startswith("splits: ") for line in lines)
+    assert lines[-1] == f"workspace: {plan.workspace_bytes} bytes"
+    assert plan.kind == "decode" and plan.num_splits >= 1 and len(plan.grid) == 3
+    assert repr(plan).startswith("<splitkv.Plan decode")
+
+
+def test_plan_options_reach_the_plan():
+    common = dict(batch=1, num_q_heads=8, num_kv_heads=8, head_dim=128, max_kv_len=8192, device="h200")
+    assert splitkv.plan_decode(**common, num_splits=4).num_splits == 4
+    assert splitkv.plan_decode(**common, max_splits=3).num_splits <= 3
+    fixed = splitkv.plan_decode(**common, split_tokens=512)
+    assert fixed.split_tokens == 512 and "batch-invariant" in str(fixed)
+    assert splitkv.plan_decode(**common, num_splits=1).workspace_bytes == 0
+    assert splitkv.plan_decode(**common, num_splits=4).workspace_bytes > 0
+
+
+def test_prefill_plan():
+    plan = splitkv.plan_prefill(batch=2, num_q_heads=16, num_kv_heads=4, head_dim=128, max_q_len=4096,
+                                max_kv_len=4096, causal=True, device="h200")
+    assert plan.kind == "prefill"
+    assert str(plan).startswith("prefill: batch=2 Hq=16 Hkv=4 D=128 max_q_len=4096 max_kv_len=4096 varlen=0 causal=1")
+    two_pass = splitkv.plan_prefill(batch=1, num_q_heads=8, num_kv_heads=8, head_dim=64, max_q_len=512,
+                                    max_kv_len=512, strategy="two-pass", device="h200")
+    assert "two-pass" in str(two_pass) and two_pass.workspace_bytes > 0
+
+
+def test_plan_from_arrays_is_the_one_decode_uses():
+    c = DecodeCase(batch=2, q_len=3, hq=8, hkv=2, d=64, lens=(300, 20), page_size=16)
+    plan = splitkv.plan_decode(*c.args(), causal=True, num_splits=3)
+    d = plan.decode
+    assert (d.batch, d.q_len, d.num_q_heads, d.num_kv_heads, d.head_dim) == (2, 3, 8, 2, 64)
+    assert d.page_size == 16 and d.causal and plan.num_splits == 3
+    assert d.max_kv_len == c.block_table.shape[1] * 16  # the capacity: lengths are not read for planning
+    assert d.dtype == splitkv.DType.fp16
+
+
+def test_plan_for_a_device_description():
+    dev = splitkv.DeviceInfo.h200()
+    dev.sm_count = 16
+    small = splitkv.plan_decode(batch=1, num_q_heads=8, num_kv_heads=8, head_dim=128, max_kv_len=65536, device=dev)
+    assert "device: 16 SMs" in str(small)
+
+
+def _cli():
+    explicit = os.environ.get("SPLITKV_CLI")
+    if explicit:
+        return pathlib.Path(explicit)
+    # A CMake build: <build>/python/splitkv/_splitkv*.so next to <build>/splitkv.
+    module = pathlib.Path(splitkv._splitkv.__file__).resolve()
+    return module.parents[2] / "splitkv"
+
+
+@pytest.mark.parametrize("args,kwargs", [
+    (["-b", "4", "--hq", "32", "--hkv", "8", "-d", "128", "--lk", "16384"],
+     dict(batch=4, num_q_heads=32, num_kv_heads=8, head_dim=128, max_kv_len=16384)),
+    (["-b", "1", "--hq", "8", "--hkv", "1", "-d", "64", "--lq", "4", "--lk", "4097", "--page-size", "16", "--causal"],
+     dict(batch=1, num_q_heads=8, num_kv_heads=1, head_dim=64, q_len=4, max_kv_len=4097, page_size=16, causal=True)),
+])
+def test_plan_text_matches_the_cli(args, kwargs):
+    cli = _cli()
+    if not cli.is_file():
+        pytest.skip(f"no splitkv CLI at {cli} (set SPLITKV_CLI)")
+    run = subprocess.run([str(cli), "plan", *args], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    cli_lines = run.stdout.splitlines()
+    assert cli_lines[0].startswith("(")  # "(device 0)" or "(no GPU: planning for an H200)"
+    plan = splitkv.plan_decode(**kwargs)  # device=None: GPU 0 when there is one, else the H200
+    assert str(plan).splitlines() == cli_lines[1:]
+
+
+def test_compiled_head_dims():
+    dims = splitkv.compiled_head_dims()
+    assert dims and set(dims) <= {64, 128, 256}
+    assert isinstance(np.int32(dims[0]).item(), int)

@@ -1,0 +1,229 @@
+"""The torch front on CPU tensors (runs wherever torch is installed, GPU or not): the operators'
+registration (opcheck), torch.compile(fullgraph=True), and the flash-attn compat front, bit for
+bit equal to the native call. CPU tensors run on the CPU backend (decode) and the reference
+(prefill)."""
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import splitkv  # noqa: E402
+from conftest import assert_close_to_reference  # noqa: E402
+from splitkv.compat.flash_attn import flash_attn_varlen_func, flash_attn_with_kvcache  # noqa: E402
+
+
+def decode_inputs(batch=2, q_len=3, hq=8, hkv=2, d=64, lens=(40, 9), page_size=0, dtype=torch.bfloat16, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    q = torch.randn(batch, q_len, hq, d, generator=g).to(dtype)
+    lens_t = torch.tensor(lens, dtype=torch.int32)
+    capacity = max(lens) + 5
+    if page_size:
+        pages = (capacity + page_size - 1) // page_size
+        k = torch.randn(batch * pages + 2, page_size, hkv, d, generator=g).to(dtype)
+        v = torch.randn(batch * pages + 2, page_size, hkv, d, generator=g).to(dtype)
+        block_table = torch.randperm(batch * pages + 2, generator=g)[: batch * pages].view(batch, pages).to(torch.int32)
+    else:
+        k = torch.randn(batch, capacity, hkv, d, generator=g).to(dtype)
+        v = torch.randn(batch, capacity, hkv, d, generator=g).to(dtype)
+        block_table = None
+    return q, k, v, lens_t, block_table
+
+
+def bits(t):
+    return t.view(torch.int16) if t.dtype in (torch.bfloat16, torch.float16) else t
+
+
+def test_operators_are_registered():
+    assert hasattr(torch.ops.splitkv, "decode_out")
+    assert hasattr(torch.ops.splitkv, "prefill_out")
+    schema = str(torch.ops.splitkv.decode_out.default._schema)
+    assert "Tensor(a!) out" in schema and "Tensor(b!)? lse" in schema and "-> ()" in schema
+
+
+@pytest.mark.parametrize("page_size", [0, 16])
+def test_cpu_tensors_match_reference(page_size):
+    q, k, v, lens, bt = decode_inputs(page_size=page_size)
+    out, lse = splitkv.decode(q, k, v, lens, bt, causal=True, return_lse=True)
+    ref_out, ref_lse = splitkv.reference.decode(q, k, v, lens, bt, causal=True)
+    assert out.dtype == torch.bfloat16 and lse.shape == (2, 8, 3)
+    assert_close_to_reference(out.float().numpy(), lse.numpy(), ref_out, ref_lse, dtype="bf16")
+
+
+def test_direct_op_call_equals_eager():
+    q, k, v, lens, bt = decode_inputs(page_size=16)
+    ref = splitkv.decode(q, k, v, lens, bt, causal=True, num_splits=3)
+    out = torch.empty_like(q)
+    torch.ops.splitkv.decode_out(q, k, v, lens, bt, out, None, None, True, None, 3, 0, 0, None)
+    assert torch.equal(bits(out), bits(ref))
+
+
+def test_opcheck_decode_and_prefill():
+    q, k, v, lens, bt = decode_inputs(page_size=16)
+    out = torch.empty_like(q)
+    lse = torch.empty(2, 8, 3)
+    torch.library.opcheck(torch.ops.splitkv.decode_out.default,
+                          (q, k, v, lens, bt, out, lse, None, True, None, 2, 0, 0, None))
+    qp = torch.randn(2, 5, 4, 64, dtype=torch.bfloat16)
+    kp = torch.randn(2, 7, 2, 64, dtype=torch.bfloat16)
+    torch.library.opcheck(torch.ops.splitkv.prefill_out.default,
+                          (qp, kp, kp, None, None, torch.empty_like(qp), torch.empty(2, 4, 5), None, None, None, True,
+                           None, 0))
+
+
+def test_compile_fullgraph():
+    q, k, v, lens, bt = decode_inputs(page_size=16)
+
+    def step(q, k, v, lens, bt):
+        out, lse = splitkv.decode(q, k, v, lens, bt, causal=True, return_lse=True)
+        return out.float() * 2, lse
+
+    compiled = torch.compile(step, fullgraph=True, backend="aot_eager")
+    out, lse = compiled(q, k, v, lens, bt)
+    ref_out, ref_lse = step(q, k, v, lens, bt)
+    assert torch.equal(out, ref_out) and torch.equal(lse, ref_lse)
+    lens2 = torch.tensor([17, 40], dtype=torch.int32)  # new lengths, same graph
+    assert torch.equal(compiled(q, k, v, lens2, bt)[0], step(q, k, v, lens2, bt)[0])
+
+
+def test_compile_prefill_fullgraph():
+    q = torch.randn(9, 4, 64, dtype=torch.bfloat16)
+    k = torch.randn(12, 2, 64, dtype=torch.bfloat16)
+    cu_q = torch.tensor([0, 4, 9], dtype=torch.int32)
+    cu_k = torch.tensor([0, 5, 12], dtype=torch.int32)
+
+    def f(q, k, cu_q, cu_k):
+        return splitkv.prefill(q, k, k, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, max_seqlen_q=5, max_seqlen_k=7,
+                               causal=True, return_lse=True)
+
+    out, lse = torch.compile(f, fullgraph=True, backend="aot_eager")(q, k, cu_q, cu_k)
+    ref_out, ref_lse = f(q, k, cu_q, cu_k)
+    assert torch.equal(out, ref_out) and torch.equal(lse, ref_lse)
+    assert lse.shape == (4, 9)
+
+
+def test_prefill_cpu_matches_numpy_path():
+    g = torch.Generator().manual_seed(5)
+    q = torch.randn(2, 6, 4, 64, generator=g).half()
+    k = torch.randn(2, 8, 2, 64, generator=g).half()
+    v = torch.randn(2, 8, 2, 64, generator=g).half()
+    out, lse = splitkv.prefill(q, k, v, causal=True, return_lse=True)
+    np_out, np_lse = splitkv.prefill(q.numpy(), k.numpy(), v.numpy(), causal=True, return_lse=True)
+    assert np.array_equal(out.numpy().view(np.uint16), np_out.view(np.uint16))
+    assert np.array_equal(lse.numpy(), np_lse)
+
+
+def test_device_and_dtype_errors():
+    q, k, v, lens, bt = decode_inputs()
+    with pytest.raises(ValueError, match=r"'seq_lens.dtype': expected int32, got int64"):
+        splitkv.decode(q, k, v, lens.long())
+    with pytest.raises(ValueError, match=r"'k.dtype': expected bf16, got fp16"):
+        splitkv.decode(q, k.half(), v, lens)
+    with pytest.raises(ValueError, match=r"'q.dtype': expected fp16 or bf16, got float64"):
+        splitkv.decode(q.double(), k, v, lens)
+
+
+# ---- flash-attn compat ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("page_size", [0, 16])
+def test_kvcache_compat_is_bitwise_native(page_size):
+    q, k, v, lens, bt = decode_inputs(page_size=page_size, q_len=2)
+    native, native_lse = splitkv.decode(q, k, v, lens, bt, causal=True, return_lse=True)
+    out, lse = flash_attn_with_kvcache(q, k, v, cache_seqlens=lens, block_table=bt, causal=True,
+                                       return_softmax_lse=True)
+    assert torch.equal(bits(out), bits(native)) and torch.equal(lse, native_lse)
+    assert lse.shape == (q.shape[0], q.shape[2], q.shape[1])  # flash-attn: [B, H, Sq]
+    only_out = flash_attn_with_kvcache(q, k, v, cache_seqlens=lens, block_table=bt, causal=True)
+    assert torch.equal(bits(only_out), bits(native))
+
+
+def test_kvcache_compat_int_and_default_seqlens():
+    q, k, v, _, _ = decode_inputs(lens=(20, 20))
+    a = flash_attn_with_kvcache(q, k, v, cache_seqlens=20)
+    b = splitkv.decode(q, k, v, torch.tensor([20, 20], dtype=torch.int32))
+    assert torch.equal(bits(a), bits(b))
+    full = flash_attn_with_kvcache(q, k, v)  # None: the whole cache
+    c = splitkv.decode(q, k, v, torch.full((2,), k.shape[1], dtype=torch.int32))
+    assert torch.equal(bits(full), bits(c))
+
+
+@pytest.mark.parametrize("page_size", [0, 16])
+def test_kvcache_compat_appends_new_tokens(page_size):
+    q, k_cache, v_cache, lens, bt = decode_inputs(page_size=page_size, q_len=3, lens=(30, 7))
+    k_new = torch.randn(2, 3, 2, 64).to(torch.bfloat16)
+    v_new = torch.randn(2, 3, 2, 64).to(torch.bfloat16)
+    k_ref, v_ref = k_cache.clone(), v_cache.clone()
+    for b in range(2):  # what flash-attn does: new tokens at positions lens[b] .. lens[b] + 2
+        for j in range(3):
+            pos = int(lens[b]) + j
+            if bt is None:
+                k_ref[b, pos], v_ref[b, pos] = k_new[b, j], v_new[b, j]
+            else:
+                page, slot = int(bt[b, pos // page_size]), pos % page_size
+                k_ref[page, slot], v_ref[page, slot] = k_new[b, j], v_new[b, j]
+    out = flash_attn_with_kvcache(q, k_cache, v_cache, k=k_new, v=v_new, cache_seqlens=lens, block_table=bt,
+                                  causal=True)
+    assert torch.equal(bits(k_cache), bits(k_ref)) and torch.equal(bits(v_cache), bits(v_ref))
+    native = splitkv.decode(q, k_ref, v_ref, lens + 3, bt, causal=True)
+    assert torch.equal(bits(out), bits(native))
+    assert torch.equal(lens, torch.tensor([30, 7], dtype=torch.int32)), "cache_seqlens itself is not changed"
+
+
+def test_varlen_compat_is_bitwise_native():
+    q = torch.randn(9, 4, 64).half()
+    k = torch.randn(12, 2, 64).half()
+    v = torch.randn(12, 2, 64).half()
+    cu_q = torch.tensor([0, 4, 9], dtype=torch.int32)
+    cu_k = torch.tensor([0, 5, 12], dtype=torch.int32)
+    native, native_lse = splitkv.prefill(q, k, v, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, max_seqlen_q=5,
+                                         max_seqlen_k=7, causal=True, return_lse=True)
+    out = flash_attn_varlen_func(q, k, v, cu_q, cu_k, 5, 7, causal=True)
+    assert torch.equal(bits(out), bits(native))
+    out2, lse, s_dmask = flash_attn_varlen_func(q, k, v, cu_q, cu_k, 5, 7, causal=True, return_attn_probs=True)
+    assert torch.equal(bits(out2), bits(native)) and torch.equal(lse, native_lse) and s_dmask is None
+    assert lse.shape == (4, 9)  # flash-attn varlen: [H, total_q]
+
+
+@pytest.mark.parametrize("kwargs,argument", [
+    (dict(rotary_cos=1), "rotary_cos"),
+    (dict(rotary_sin=1), "rotary_sin"),
+    (dict(cache_batch_idx=1), "cache_batch_idx"),
+    (dict(cache_leftpad=1), "cache_leftpad"),
+    (dict(alibi_slopes=1), "alibi_slopes"),
+    (dict(window_size=(128, 0)), "window_size"),
+    (dict(softcap=30.0), "softcap"),
+])
+def test_kvcache_compat_unsupported_arguments(kwargs, argument):
+    q, k, v, lens, _ = decode_inputs()
+    with pytest.raises(NotImplementedError, match=f"'{argument}'") as e:
+        flash_attn_with_kvcache(q, k, v, cache_seqlens=lens, **kwargs)
+    assert e.value.argument == argument
+
+
+def test_kvcache_compat_other_limits():
+    q, k, v, lens, _ = decode_inputs()
+    with pytest.raises(NotImplementedError, match=r"'q.shape\[1\]'"):
+        flash_attn_with_kvcache(torch.zeros(2, 17, 8, 64, dtype=torch.bfloat16), k, v, cache_seqlens=lens)
+    with pytest.raises(NotImplementedError, match="'head_dim'"):
+        z = torch.zeros(2, 1, 8, 96, dtype=torch.bfloat16)
+        flash_attn_with_kvcache(z, torch.zeros(2, 8, 2, 96, dtype=torch.bfloat16),
+                                torch.zeros(2, 8, 2, 96, dtype=torch.bfloat16), cache_seqlens=4)
+    with pytest.raises(NotImplementedError, match="'q.requires_grad'"):
+        flash_attn_with_kvcache(q.float().requires_grad_().bfloat16(), k, v, cache_seqlens=lens)
+    with torch.no_grad():
+        flash_attn_with_kvcache(q.float().requires_grad_().bfloat16(), k, v, cache_seqlens=lens)
+
+
+@pytest.mark.parametrize("kwargs,argument", [
+    (dict(dropout_p=0.1), "dropout_p"),
+    (dict(alibi_slopes=1), "alibi_slopes"),
+    (dict(window_size=(-1, 64)), "window_size"),
+    (dict(softcap=1.0), "softcap"),
+    (dict(block_table=1), "block_table"),
+])
+def test_varlen_compat_unsupported_arguments(kwargs, argument):
+    q = torch.zeros(4, 2, 64, dtype=torch.half)
+    cu = torch.tensor([0, 4], dtype=torch.int32)
+    with pytest.raises(NotImplementedError, match=f"'{argument}'"):
+        flash_attn_varlen_func(q, q, q, cu, cu, 4, 4, **kwargs)
