@@ -20,14 +20,19 @@ bool parse_int(const std::string& text, int* value) {
 
 void print_usage() {
   std::printf(
-      "usage: splitkv <plan|verify|bench> [options]\n"
+      "usage: splitkv <plan|verify|bench|families|help> [options]\n"
+      "  plan       print the plan (family, splits, grid, workspace)\n"
+      "  verify     run once and compare with the fp64 reference\n"
+      "  bench      time one shape or a suite (CUDA graphs, cold L2)\n"
+      "  families   list the kernel families and what this build compiled\n"
       "  --mode decode|prefill     problem kind (default decode)\n"
       "  -b, --batch N             sequences (default 1)\n"
       "  --hq N, --hkv N           query / KV heads (default 32 / 8)\n"
       "  -d, --head-dim N          64, 128 or 256 (default 128)\n"
       "  --lq N                    decode: queries per sequence; prefill: query length\n"
       "  --lk N                    decode: max KV length; prefill: key length (default 4096)\n"
-      "  --dtype fp16|bf16         (default bf16)\n"
+      "  --dtype fp16|bf16         Q/O type (default bf16)\n"
+      "  --kv-format F             KV cache format: native (the dtype), fp16, bf16 (default native)\n"
       "  --page-size N             decode: paged KV with pages of N tokens (0 = contiguous)\n"
       "  --causal, --varlen        causal mask (bottom-right); prefill varlen packing\n"
       "  --splits auto|N           KV splits (default auto)\n"
@@ -35,7 +40,7 @@ void print_usage() {
       "  --split-tokens N          batch-invariant split size in tokens\n"
       "  --cluster                 decode: merge splits inside a thread-block cluster (sm_90)\n"
       "  --strategy S              auto|split-q|split-kv|split-v|two-pass\n"
-      "  --tiles default|founding  prefill tile shapes\n"
+      "  --family NAME             force a kernel family (see `splitkv families`)\n"
       "  --iters N                 timed iterations (default 20)\n"
       "  --suite S                 bench: decode|prefill|strategies|sweep (GPU)\n"
       "  --backend auto|gpu|cpu    where bench/verify run (default auto)\n"
@@ -51,6 +56,7 @@ bool parse_args(int argc, char** argv, CliOptions* o, std::string* error) {
     return true;
   }
   o->command = argv[1];
+  if (o->command == "-h" || o->command == "--help") o->command = "help";
   const std::map<std::string, int*> ints = {
       {"-b", &o->batch},          {"--batch", &o->batch},         {"--hq", &o->num_q_heads},
       {"--hkv", &o->num_kv_heads}, {"-d", &o->head_dim},           {"--head-dim", &o->head_dim},
@@ -58,8 +64,9 @@ bool parse_args(int argc, char** argv, CliOptions* o, std::string* error) {
       {"--max-splits", &o->max_splits}, {"--split-tokens", &o->split_tokens}, {"--iters", &o->iters},
       {"--sms", &o->sm_count}};
   const std::map<std::string, std::string*> strings = {
-      {"--mode", &o->mode},     {"--dtype", &o->dtype},   {"--strategy", &o->strategy}, {"--tiles", &o->tiles},
-      {"--json", &o->json_path}, {"--suite", &o->suite}, {"--backend", &o->backend}};
+      {"--mode", &o->mode},       {"--dtype", &o->dtype},   {"--kv-format", &o->kv_format},
+      {"--strategy", &o->strategy}, {"--family", &o->family}, {"--json", &o->json_path},
+      {"--suite", &o->suite},     {"--backend", &o->backend}};
   for (int i = 2; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--causal") {

@@ -7,7 +7,7 @@
 namespace splitkv::cli {
 
 struct CliOptions {
-  std::string command;  // plan | verify | bench | help
+  std::string command;  // plan | verify | bench | families | help
   std::string mode = "decode";  // decode | prefill
   int batch = 1;
   int num_q_heads = 32;
@@ -16,6 +16,7 @@ struct CliOptions {
   int q_len = 1;        // decode: queries per sequence; prefill: query length
   int kv_len = 4096;    // decode: max_kv_len; prefill: key length
   std::string dtype = "bf16";
+  std::string kv_format = "native";  // native | fp16 | bf16 (quantized formats: not yet)
   int page_size = 0;
   bool causal = false;
   bool varlen = false;
@@ -24,7 +25,7 @@ struct CliOptions {
   int split_tokens = 0;
   bool cluster_combine = false;  // --cluster: merge decode splits inside a thread-block cluster
   std::string strategy = "auto";
-  std::string tiles = "default";
+  std::string family;    // empty: the planner's choice
   int iters = 20;
   std::string json_path;
   std::string suite;     // bench: decode | prefill | strategies | sweep

@@ -7,9 +7,9 @@
 namespace splitkv::cli {
 
 int cmd_plan(const CliOptions& o) {
-  DType dtype;
+  Formats formats;
   PlanOptions options;
-  if (!parse_dtype_and_options(o, &dtype, &options)) return 1;
+  if (!parse_formats_and_options(o, &formats, &options)) return 1;
   DeviceInfo device = DeviceInfo::h200();
   const char* source = "no GPU: planning for an H200";
   if (testing::gpu_available() && query_device(0, &device).ok()) source = "device 0";
@@ -18,8 +18,8 @@ int cmd_plan(const CliOptions& o) {
     source = "--sms override";
   }
   Plan plan;
-  const Status status = o.mode == "prefill" ? plan_prefill(to_prefill_problem(o, dtype), device, options, &plan)
-                                            : plan_decode(to_decode_problem(o, dtype), device, options, &plan);
+  const Status status = o.mode == "prefill" ? plan_prefill(to_prefill_problem(o, formats), device, options, &plan)
+                                            : plan_decode(to_decode_problem(o, formats), device, options, &plan);
   if (!status) {
     std::fprintf(stderr, "%s\n", status.message().c_str());
     return 1;

@@ -8,6 +8,7 @@ namespace splitkv::cli {
 int cmd_plan(const CliOptions& o);
 int cmd_verify(const CliOptions& o);
 int cmd_bench(const CliOptions& o);
+int cmd_families(const CliOptions& o);
 
 // GPU side: tools/gpu_decode.cpp and tools/gpu_prefill.cpp.
 int gpu_decode_bench(const CliOptions& o);

@@ -17,11 +17,11 @@ int run_cpu_decode(const CliOptions& o, int iterations) {
     std::fprintf(stderr, "splitkv: the CPU backend implements decode only; prefill needs a GPU\n");
     return 1;
   }
-  DType dtype;
+  Formats formats;
   PlanOptions options;
-  if (!parse_dtype_and_options(o, &dtype, &options)) return 1;
+  if (!parse_formats_and_options(o, &formats, &options)) return 1;
   testing::DecodeCaseSpec spec;
-  spec.problem = to_decode_problem(o, dtype);
+  spec.problem = to_decode_problem(o, formats);
   spec.seed = o.seed;
   Plan plan;
   Status status = plan_decode(spec.problem, DeviceInfo::h200(), options, &plan);

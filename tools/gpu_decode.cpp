@@ -1,17 +1,13 @@
 // `splitkv verify` and `splitkv bench` for decode on the GPU.
-#include <cuda_runtime_api.h>
-
 #include <algorithm>
-#include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <numeric>
 #include <random>
-#include <sstream>
 #include <vector>
 
+#include "bench_harness.hpp"
 #include "commands.hpp"
-#include "gpu_timing.hpp"
+#include "common/formats.hpp"
 #include "problem_builder.hpp"
 #include "testing/decode_check.hpp"
 #include "testing/device_buffer.hpp"
@@ -21,13 +17,22 @@ namespace {
 
 using testing::DeviceBuffer;
 
-// The decode suite of BENCHMARKING.md: bf16, D=128, one query per sequence.
+// The decode suite (docs/BENCHMARKING.md): bf16, D=128; one query per sequence and contiguous KV
+// unless a row says otherwise.
 struct SuiteRow {
   int batch, kv_len, num_q_heads, num_kv_heads;
+  int q_len = 1;
+  bool causal = false;
+  int page_size = 0;
 };
-const SuiteRow kDecodeSuite[] = {{1, 1024, 32, 8},   {1, 4096, 32, 8},  {1, 16384, 32, 8}, {1, 65536, 32, 8},
-                                 {1, 131072, 32, 8}, {8, 8192, 32, 8},  {8, 32768, 32, 8}, {32, 4096, 32, 8},
-                                 {64, 2048, 32, 8},  {128, 1024, 32, 8}, {1, 32768, 32, 32}, {4, 32768, 64, 8}};
+const SuiteRow kDecodeSuite[] = {
+    {1, 1024, 32, 8},  {1, 4096, 32, 8},  {1, 16384, 32, 8},  {1, 65536, 32, 8}, {1, 131072, 32, 8},
+    {8, 8192, 32, 8},  {8, 32768, 32, 8}, {32, 4096, 32, 8},  {64, 2048, 32, 8}, {128, 1024, 32, 8},
+    {1, 32768, 32, 32}, {4, 32768, 64, 8},
+    // Paged twins of two contiguous rows, and a speculative-decoding row.
+    {1, 131072, 32, 8, 1, false, 16}, {1, 131072, 32, 8, 1, false, 64}, {8, 32768, 32, 8, 1, false, 16},
+    {8, 32768, 32, 8, 1, false, 64},  {8, 8192, 32, 8, 4, true, 0}};
+constexpr int kSweepRows = 12;  // the sweep covers the contiguous single-query rows
 
 // One set of inputs and outputs on the device; benchmarks rotate over several (cold L2).
 struct DecodeSet {
@@ -37,23 +42,25 @@ struct DecodeSet {
 
 DecodeSet make_set(const DecodeProblem& p, uint64_t seed) {
   const int64_t B = p.batch, Lq = p.q_len, Hq = p.num_q_heads, Hkv = p.num_kv_heads, D = p.head_dim;
+  const detail::KvFormatTraits kv = detail::kv_format_traits(detail::resolve_kv_format(p.kv_format, p.dtype));
   DecodeSet s;
   const int64_t pages_per_seq = p.page_size ? (p.max_kv_len + p.page_size - 1) / p.page_size : 0;
   const int64_t slabs = p.page_size ? B * pages_per_seq : B;
   const int64_t slab_tokens = p.page_size ? p.page_size : p.max_kv_len;
   const size_t kv_elems = size_t(slabs * slab_tokens * Hkv * D), q_elems = size_t(B * Lq * Hq * D);
-  s.q = DeviceBuffer(q_elems * 2);
-  s.out = DeviceBuffer(q_elems * 2);
-  s.k = DeviceBuffer(kv_elems * 2);
-  s.v = DeviceBuffer(kv_elems * 2);
+  const size_t qo_bytes = q_elems * size_t(detail::element_traits(p.dtype).bits / 8);
+  s.q = DeviceBuffer(qo_bytes);
+  s.out = DeviceBuffer(qo_bytes);
+  s.k = DeviceBuffer(kv_elems * size_t(detail::element_traits(kv.k_element).bits) / 8);
+  s.v = DeviceBuffer(kv_elems * size_t(detail::element_traits(kv.v_element).bits) / 8);
   fill_random_device(s.q.get(), q_elems, p.dtype, seed);
-  fill_random_device(s.k.get(), kv_elems, p.dtype, seed + 1);
-  fill_random_device(s.v.get(), kv_elems, p.dtype, seed + 2);
+  fill_random_device(s.k.get(), kv_elems, kv.k_element, seed + 1);
+  fill_random_device(s.v.get(), kv_elems, kv.v_element, seed + 2);
   s.seq_lens = DeviceBuffer::from(std::vector<int32_t>(size_t(B), p.max_kv_len));
   s.tensors.q = TensorRef::contiguous(s.q.get(), p.dtype, {B, Lq, Hq, D});
   s.tensors.out = TensorRef::contiguous(s.out.get(), p.dtype, {B, Lq, Hq, D});
-  s.tensors.k = TensorRef::contiguous(s.k.get(), p.dtype, {slabs, slab_tokens, Hkv, D});
-  s.tensors.v = TensorRef::contiguous(s.v.get(), p.dtype, {slabs, slab_tokens, Hkv, D});
+  s.tensors.k = TensorRef::contiguous(s.k.get(), kv.k_element, {slabs, slab_tokens, Hkv, D});
+  s.tensors.v = TensorRef::contiguous(s.v.get(), kv.v_element, {slabs, slab_tokens, Hkv, D});
   s.tensors.seq_lens = TensorRef::contiguous(s.seq_lens.get(), DType::kI32, {B});
   if (p.page_size) {
     std::vector<int32_t> table(static_cast<size_t>(slabs));
@@ -65,158 +72,132 @@ DecodeSet make_set(const DecodeProblem& p, uint64_t seed) {
   return s;
 }
 
-struct DecodeMeasurement {
-  DecodeProblem problem;
-  Plan plan;
-  GraphTiming timing;
-  double bytes = 0;  // K + V + Q + O
-  double flops = 0;
-};
+// Bytes a call must move: K and V as stored, plus Q and O.
+double decode_bytes(const DecodeProblem& p) {
+  const detail::KvFormatTraits kv = detail::kv_format_traits(detail::resolve_kv_format(p.kv_format, p.dtype));
+  const double kv_elems = double(p.batch) * p.max_kv_len * p.num_kv_heads * p.head_dim;
+  const double qo_elems = 2.0 * p.batch * p.q_len * p.num_q_heads * p.head_dim;
+  return kv_elems * (detail::element_traits(kv.k_element).bits + detail::element_traits(kv.v_element).bits) / 8 +
+         qo_elems * detail::element_traits(p.dtype).bits / 8;
+}
 
-Status measure_decode(const DecodeProblem& p, const PlanOptions& options, DecodeMeasurement* m) {
+Status measure_decode(const DecodeProblem& p, const PlanOptions& options, Plan* plan, ResultRow* row) {
   DeviceInfo device;
   if (Status s = query_device(0, &device); !s) return s;
-  m->problem = p;
-  if (Status s = plan_decode(p, device, options, &m->plan); !s) return s;
-  const double kv_bytes = 2.0 * p.batch * double(p.max_kv_len) * p.num_kv_heads * p.head_dim * 2;
-  const double qo_bytes = 2.0 * p.batch * p.q_len * p.num_q_heads * p.head_dim * 2;
-  m->bytes = kv_bytes + qo_bytes;
-  m->flops = 4.0 * p.batch * p.num_q_heads * p.q_len * double(p.max_kv_len) * p.head_dim;
-  // Enough sets that one replay streams >= 1 GiB: every call starts with a cold L2.
-  const int sets = int(std::clamp(std::ceil(double(1ll << 30) / m->bytes), 1.0, 64.0));
+  if (Status s = plan_decode(p, device, options, plan); !s) return s;
+  row->bytes = decode_bytes(p);
+  row->flops = 4.0 * p.batch * p.num_q_heads * p.q_len * double(p.max_kv_len) * p.head_dim;
+  const int sets = sets_for_cold_l2(row->bytes, 64);
   std::vector<DecodeSet> data;
   for (int i = 0; i < sets; ++i) data.push_back(make_set(p, 100 + 3 * i));
-  DeviceBuffer workspace(m->plan.workspace_bytes);
-  Status status;
-  auto enqueue = [&](int call, void* stream) {
-    status = run_decode(m->plan, data[call % sets].tensors, workspace.get(), workspace.bytes(),
-                        static_cast<Stream>(stream));
-    return status.ok();
-  };
-  const int calls = sets * std::max(1, (32 + sets - 1) / sets);
-  try {
-    m->timing = time_graph(enqueue, calls);
-  } catch (const std::exception& e) {
-    return status.ok() ? Status(StatusCode::kCudaError, "", e.what()) : status;
+  const Plan& pl = *plan;
+  if (Status s = time_rotating_calls(sets, 32, 25, pl.workspace_bytes,
+                                     [&](int set, void* ws, Stream stream) {
+                                       return run_decode(pl, data[set].tensors, ws, pl.workspace_bytes, stream);
+                                     },
+                                     &row->timing);
+      !s) {
+    return s;
   }
+  row->case_fields.add("B", int64_t(p.batch))
+      .add("Hq", int64_t(p.num_q_heads))
+      .add("Hkv", int64_t(p.num_kv_heads))
+      .add("Lq", int64_t(p.q_len))
+      .add("Lk", int64_t(p.max_kv_len))
+      .add("D", int64_t(p.head_dim))
+      .add("dtype", to_string(p.dtype))
+      .add("kv_format", to_string(detail::resolve_kv_format(p.kv_format, p.dtype)))
+      .add("causal", p.causal)
+      .add("page_size", int64_t(p.page_size))
+      .add("family", pl.family)
+      .add("strategy", to_string(pl.strategy))
+      .add("splits", int64_t(pl.num_splits));
   return Status::success();
 }
 
-std::string case_json(const DecodeMeasurement& m) {
-  const DecodeProblem& p = m.problem;
-  std::ostringstream s;
-  s << "{\"B\": " << p.batch << ", \"Hq\": " << p.num_q_heads << ", \"Hkv\": " << p.num_kv_heads
-    << ", \"Lq\": " << p.q_len << ", \"Lk\": " << p.max_kv_len << ", \"D\": " << p.head_dim << ", \"dtype\": \""
-    << to_string(p.dtype) << "\", \"causal\": " << (p.causal ? "true" : "false") << ", \"page_size\": " << p.page_size
-    << ", \"strategy\": \"" << to_string(m.plan.strategy) << "\", \"splits\": " << m.plan.num_splits << "}";
-  return s.str();
-}
-
-void print_row(const DecodeMeasurement& m, double ceiling_gbps) {
-  const DecodeProblem& p = m.problem;
-  const double gbps = m.bytes / (m.timing.us_per_call * 1e-6) / 1e9;
-  std::printf("%4d %7d %3d/%-3d %4d %5d %8.2f %8.0f %6.1f%% %6.1f%%\n", p.batch, p.max_kv_len, p.num_q_heads,
-              p.num_kv_heads, p.page_size, m.plan.num_splits, m.timing.us_per_call, gbps,
-              100.0 * gbps / ceiling_gbps, 100.0 * m.timing.spread);
-}
-
-const char* kHeader = "   B      Lk  Hq/Hkv  page splits       us     GB/s  ceil%  spread\n";
-
-int run_decode_rows(const std::vector<DecodeProblem>& problems, const std::vector<PlanOptions>& options,
-                    const CliOptions& o, const char* suite) {
+int run_rows(const std::vector<DecodeProblem>& problems, const std::vector<PlanOptions>& options, const CliOptions& o,
+             const char* suite) {
   std::printf("measuring the read-bandwidth ceiling (4 GiB plain read kernel)...\n");
   const double ceiling = measure_read_ceiling_gbps();
-  std::printf("read ceiling: %.0f GB/s on %s\n%s", ceiling, gpu_name().c_str(), kHeader);
-  std::ostringstream rows;
-  int failures = 0;
+  std::printf("read ceiling: %.0f GB/s on %s\n", ceiling, gpu_name().c_str());
+  std::printf("   B      Lk  Hq/Hkv  Lq page splits       us     GB/s  ceil%%  spread\n");
+  Results results(suite, ceiling);
   for (size_t i = 0; i < problems.size(); ++i) {
-    DecodeMeasurement m;
-    if (Status s = measure_decode(problems[i], options[i], &m); !s) {
+    const DecodeProblem& p = problems[i];
+    Plan plan;
+    ResultRow row;
+    if (Status s = measure_decode(p, options[i], &plan, &row); !s) {
       std::printf("  %s\n", s.message().c_str());
-      ++failures;
+      results.fail();
       continue;
     }
-    print_row(m, ceiling);
+    const double gbps = row.bytes / (row.timing.us_per_call * 1e-6) / 1e9;
+    std::printf("%4d %7d %3d/%-3d %3d%s %4d %5d %8.2f %8.0f %6.1f%% %6.1f%%\n", p.batch, p.max_kv_len, p.num_q_heads,
+                p.num_kv_heads, p.q_len, p.causal ? "c" : " ", p.page_size, plan.num_splits, row.timing.us_per_call,
+                gbps, 100.0 * gbps / ceiling, 100.0 * row.timing.spread);
     std::fflush(stdout);
-    const double gbps = m.bytes / (m.timing.us_per_call * 1e-6) / 1e9;
-    rows << (rows.tellp() > 0 ? ",\n  " : "  ") << "{\"case\": " << case_json(m) << ", \"us\": " << m.timing.us_per_call
-         << ", \"gbps\": " << gbps << ", \"tflops\": " << m.flops / (m.timing.us_per_call * 1e-6) / 1e12
-         << ", \"spread\": " << m.timing.spread << "}";
+    results.add(row);
   }
-  if (!o.json_path.empty()) {
-    std::ofstream json(o.json_path);
-    const char* commit = std::getenv("SPLITKV_COMMIT");
-    json << "{\"suite\": \"" << suite << "\", \"date\": \"" << today() << "\", \"gpu\": \"" << gpu_name()
-         << "\", \"commit\": \"" << (commit ? commit : "unknown") << "\", \"ceiling_read_gbps\": " << ceiling
-         << ",\n \"rows\": [\n" << rows.str() << "]}\n";
-  }
-  return failures == 0 ? 0 : 1;
+  return results.finish(o.json_path);
+}
+
+DecodeProblem suite_problem(const CliOptions& o, const Formats& formats, const SuiteRow& r) {
+  CliOptions row = o;
+  row.batch = r.batch, row.kv_len = r.kv_len, row.num_q_heads = r.num_q_heads, row.num_kv_heads = r.num_kv_heads;
+  row.q_len = r.q_len, row.causal = r.causal, row.page_size = r.page_size;
+  return to_decode_problem(row, formats);
 }
 
 }  // namespace
 
 int gpu_decode_bench(const CliOptions& o) {
-  DType dtype;
+  Formats formats;
   PlanOptions options;
-  if (!parse_dtype_and_options(o, &dtype, &options)) return 1;
+  if (!parse_formats_and_options(o, &formats, &options)) return 1;
   std::vector<DecodeProblem> problems;
   std::vector<PlanOptions> plan_options;
   if (o.suite == "sweep") {
-    // Every split count on every suite row: the data the split heuristic is tuned from.
-    for (const SuiteRow& r : kDecodeSuite) {
+    // Every split count on every contiguous single-query row: the data the split heuristic is tuned from.
+    for (int i = 0; i < kSweepRows; ++i) {
       for (int splits : {0, 1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128}) {
-        CliOptions row = o;
-        row.batch = r.batch, row.kv_len = r.kv_len, row.num_q_heads = r.num_q_heads, row.num_kv_heads = r.num_kv_heads;
-        problems.push_back(to_decode_problem(row, dtype));
+        problems.push_back(suite_problem(o, formats, kDecodeSuite[i]));
         PlanOptions po = options;
         po.num_splits = splits;
         plan_options.push_back(po);
       }
     }
-    return run_decode_rows(problems, plan_options, o, "decode-sweep");
+    return run_rows(problems, plan_options, o, "decode-sweep");
   }
   if (o.shape_given) {
-    problems.push_back(to_decode_problem(o, dtype));
+    problems.push_back(to_decode_problem(o, formats));
     plan_options.push_back(options);
-    return run_decode_rows(problems, plan_options, o, "decode-single");
+    return run_rows(problems, plan_options, o, "decode-single");
   }
   for (const SuiteRow& r : kDecodeSuite) {
-    CliOptions row = o;
-    row.batch = r.batch, row.kv_len = r.kv_len, row.num_q_heads = r.num_q_heads, row.num_kv_heads = r.num_kv_heads;
-    problems.push_back(to_decode_problem(row, dtype));
+    problems.push_back(suite_problem(o, formats, r));
     plan_options.push_back(options);
   }
-  return run_decode_rows(problems, plan_options, o, "decode");
+  return run_rows(problems, plan_options, o, "decode");
 }
 
 int gpu_decode_verify(const CliOptions& o) {
-  DType dtype;
+  Formats formats;
   PlanOptions options;
-  if (!parse_dtype_and_options(o, &dtype, &options)) return 1;
+  if (!parse_formats_and_options(o, &formats, &options)) return 1;
   testing::DecodeCaseSpec spec;
-  spec.problem = to_decode_problem(o, dtype);
+  spec.problem = to_decode_problem(o, formats);
   spec.seed = o.seed;
   DeviceInfo device;
   Plan plan;
   Status status = query_device(0, &device);
   if (status) status = plan_decode(spec.problem, device, options, &plan);
-  if (!status) {
-    std::fprintf(stderr, "%s\n", status.message().c_str());
-    return 1;
-  }
+  if (int rc = print_if_error(status)) return rc;
   testing::DecodeCase c = testing::make_decode_case(spec);
   testing::DeviceDecodeCase dev(c);
   DeviceBuffer workspace(plan.workspace_bytes);
-  status = run_decode(plan, dev.tensors, workspace.get(), workspace.bytes(), nullptr);
-  if (!status) {
-    std::fprintf(stderr, "%s\n", status.message().c_str());
-    return 1;
-  }
+  if (int rc = print_if_error(run_decode(plan, dev.tensors, workspace.get(), workspace.bytes(), nullptr))) return rc;
   dev.download_outputs(c);
-  const testing::Comparison cmp = testing::check_decode(c);
-  std::printf("%s", describe(plan).c_str());
-  std::printf("gpu decode vs fp64 reference: %s\n", cmp.summary().c_str());
-  return cmp.passed ? 0 : 1;
+  return report_verification(plan, testing::check_decode(c), "gpu decode");
 }
 
 }  // namespace splitkv::cli

@@ -1,5 +1,5 @@
 // GPU timing helpers for `splitkv bench`: device-side random fill, the read-bandwidth ceiling and
-// CUDA-graph replay timing (BENCHMARKING.md: graphs of back-to-back calls, median of >= 20 replays).
+// CUDA-graph replay timing (docs/BENCHMARKING.md: graphs of back-to-back calls, median of >= 20 replays).
 #pragma once
 
 #include <cstddef>
@@ -11,7 +11,7 @@
 
 namespace splitkv::cli {
 
-// Fills n 16-bit elements with deterministic pseudo-random values in [-1, 1).
+// Fills n 16-bit float elements (fp16 or bf16) with deterministic pseudo-random values in [-1, 1).
 void fill_random_device(void* dst, size_t n, DType dtype, uint64_t seed);
 
 // Bytes/second of a plain vectorized read kernel over a 4 GiB buffer (16-byte streaming loads,

@@ -17,7 +17,12 @@ int main(int argc, char** argv) {
   if (options.command == "plan") return cmd_plan(options);
   if (options.command == "verify") return cmd_verify(options);
   if (options.command == "bench") return cmd_bench(options);
-  if (options.command != "help") std::fprintf(stderr, "splitkv: unknown command '%s'\n\n", options.command.c_str());
+  if (options.command == "families") return cmd_families(options);
+  if (options.command == "help") {
+    print_usage();
+    return 0;
+  }
+  std::fprintf(stderr, "splitkv: unknown command '%s'\n\n", options.command.c_str());
   print_usage();
-  return options.command == "help" ? 0 : 2;
+  return 2;
 }

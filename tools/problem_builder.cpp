@@ -15,6 +15,19 @@ Status to_dtype(const std::string& name, DType* dtype) {
   return Status::success();
 }
 
+Status to_kv_format(const std::string& name, KvFormat* format) {
+  const std::pair<const char*, KvFormat> names[] = {
+      {"native", KvFormat::kNative}, {"fp16", KvFormat::kF16},   {"bf16", KvFormat::kBF16}, {"fp8", KvFormat::kFP8E4M3},
+      {"int8", KvFormat::kInt8},     {"int4", KvFormat::kInt4}, {"k8v4", KvFormat::kK8V4}};
+  for (const auto& [text, value] : names) {
+    if (name == text) {
+      *format = value;
+      return Status::success();
+    }
+  }
+  return Status::invalid("--kv-format", "native, fp16, bf16, fp8, int8, int4 or k8v4", name);
+}
+
 Status to_plan_options(const CliOptions& o, PlanOptions* options) {
   PlanOptions p;
   if (o.strategy == "auto") {
@@ -30,13 +43,7 @@ Status to_plan_options(const CliOptions& o, PlanOptions* options) {
   } else {
     return Status::invalid("--strategy", "auto, split-q, split-kv, split-v or two-pass", o.strategy);
   }
-  if (o.tiles == "default") {
-    p.tiles = TileShape::kDefault;
-  } else if (o.tiles == "founding") {
-    p.tiles = TileShape::kFoundingNotes;
-  } else {
-    return Status::invalid("--tiles", "default or founding", o.tiles);
-  }
+  p.family = o.family;
   p.num_splits = o.num_splits;
   p.max_splits = o.max_splits;
   p.split_tokens = o.split_tokens;
@@ -45,14 +52,15 @@ Status to_plan_options(const CliOptions& o, PlanOptions* options) {
   return Status::success();
 }
 
-bool parse_dtype_and_options(const CliOptions& o, DType* dtype, PlanOptions* options) {
-  Status status = to_dtype(o.dtype, dtype);
+bool parse_formats_and_options(const CliOptions& o, Formats* formats, PlanOptions* options) {
+  Status status = to_dtype(o.dtype, &formats->dtype);
+  if (status) status = to_kv_format(o.kv_format, &formats->kv_format);
   if (status) status = to_plan_options(o, options);
   if (!status) std::fprintf(stderr, "%s\n", status.message().c_str());
   return status.ok();
 }
 
-DecodeProblem to_decode_problem(const CliOptions& o, DType dtype) {
+DecodeProblem to_decode_problem(const CliOptions& o, const Formats& formats) {
   DecodeProblem p;
   p.batch = o.batch;
   p.num_q_heads = o.num_q_heads;
@@ -62,11 +70,12 @@ DecodeProblem to_decode_problem(const CliOptions& o, DType dtype) {
   p.max_kv_len = o.kv_len;
   p.page_size = o.page_size;
   p.causal = o.causal;
-  p.dtype = dtype;
+  p.dtype = formats.dtype;
+  p.kv_format = formats.kv_format;
   return p;
 }
 
-PrefillProblem to_prefill_problem(const CliOptions& o, DType dtype) {
+PrefillProblem to_prefill_problem(const CliOptions& o, const Formats& formats) {
   PrefillProblem p;
   p.batch = o.batch;
   p.num_q_heads = o.num_q_heads;
@@ -76,7 +85,8 @@ PrefillProblem to_prefill_problem(const CliOptions& o, DType dtype) {
   p.max_kv_len = o.kv_len;
   p.varlen = o.varlen;
   p.causal = o.causal;
-  p.dtype = dtype;
+  p.dtype = formats.dtype;
+  p.kv_format = formats.kv_format;
   return p;
 }
 

@@ -33,10 +33,6 @@ enum class Strategy {
 };
 const char* to_string(Strategy strategy);
 
-// Prefill tile shapes: the default, or the founding notes' K tile 16x64 / V tile 64x64.
-enum class TileShape { kDefault, kFoundingNotes };
-const char* to_string(TileShape tiles);
-
 struct PlanOptions {
   Strategy strategy = Strategy::kAuto;
   // > 0 forces this many KV splits (clamped to the number of KV blocks; the plan says so).
@@ -47,7 +43,11 @@ struct PlanOptions {
   // Batch-invariant mode (decode): > 0 fixes each split at this many tokens (a multiple of the
   // kernel's KV block), so a sequence's result does not depend on its batch-mates or the batch size.
   int split_tokens = 0;
-  TileShape tiles = TileShape::kDefault;
+  // Empty: the planner chooses the kernel family (the highest-priority registered family that
+  // serves the problem, the strategy and the device, preferring ones compiled into this build).
+  // Otherwise the family of that name, or an error saying why it cannot serve (kernel_families()
+  // lists them; `splitkv families` prints them).
+  std::string family;
   // Decode on sm_90, opt-in: when a row's splits fit in one thread-block cluster (<= 16), merge
   // them through distributed shared memory in the same kernel (no workspace, no combine launch).
   // Off by default: on the H200 it measured slower beyond ~8 splits (bench/NOTES.md, run 4).
@@ -63,7 +63,7 @@ struct Plan {
   DeviceInfo device;
 
   Strategy strategy = Strategy::kSplitQ;
-  TileShape tiles = TileShape::kDefault;
+  std::string family;    // the kernel family that runs (see kernel_families())
   int num_splits = 1;    // KV chunks per (sequence, KV head); 1 = no combine step
   int split_tokens = 0;  // > 0: fixed chunk (batch-invariant); 0: each sequence split evenly
   bool cluster_combine = false;  // splits merged inside a thread-block cluster (see PlanOptions)

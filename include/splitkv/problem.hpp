@@ -23,7 +23,8 @@ struct DecodeProblem {
   // Causal among the q_len queries, aligned bottom-right: query i sees keys
   // [0, seq_len - q_len + i]. Irrelevant when q_len == 1.
   bool causal = false;
-  DType dtype = DType::kBF16;  // of Q, K, V and O
+  DType dtype = DType::kBF16;  // of Q and O
+  KvFormat kv_format = KvFormat::kNative;  // of the K/V cache; native: stored in `dtype`
   float softmax_scale = 0.f;   // 0 means 1/sqrt(head_dim)
 };
 
@@ -54,7 +55,8 @@ struct PrefillProblem {
   // Varlen: tokens packed as [total, H, D], sequence b spanning [cu_seqlens[b], cu_seqlens[b+1]).
   bool varlen = false;
   bool causal = false;
-  DType dtype = DType::kBF16;
+  DType dtype = DType::kBF16;              // of Q and O
+  KvFormat kv_format = KvFormat::kNative;  // of K and V; native: stored in `dtype`
   float softmax_scale = 0.f;  // 0 means 1/sqrt(head_dim)
 };
 
@@ -69,6 +71,29 @@ struct PrefillTensors {
   // Optional host copies of the cu_seqlens, checked on the host when given.
   const int32_t* cu_seqlens_q_host = nullptr;
   const int32_t* cu_seqlens_k_host = nullptr;
+};
+
+// Merging split partials given by the caller (e.g. shards of a KV cache attended separately):
+//   LSE = log sum_i exp(LSE_i),   O = sum_i exp(LSE_i - LSE) O_i
+// folded in split order, so the result is deterministic. An empty partial (LSE_i = -inf) carries
+// weight 0; a row whose partials are all empty gets O = 0 and LSE = -inf; a NaN LSE_i makes the
+// row NaN.
+struct CombineProblem {
+  int num_splits = 0;
+  int batch = 0;
+  int seq_len = 1;    // query rows per sequence (decode: q_len)
+  int num_heads = 0;  // query heads
+  int head_dim = 0;
+  DType dtype = DType::kBF16;  // of out
+};
+
+struct CombineTensors {
+  // Partial outputs (each normalized over its own keys) and their natural-log LSEs, fp32,
+  // contiguous; row (b * seq_len + i) of split s holds query i of sequence b.
+  TensorRef partial_o;    // [num_splits, batch * seq_len, num_heads, head_dim]
+  TensorRef partial_lse;  // [num_splits, batch * seq_len, num_heads]
+  TensorRef out;          // [batch, seq_len, num_heads, head_dim], dtype
+  TensorRef lse;          // optional float32 [batch, num_heads, seq_len]; empty: not written
 };
 
 }  // namespace splitkv

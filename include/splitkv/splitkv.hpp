@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 #include <vector>
 
 #include "splitkv/plan.hpp"
@@ -32,7 +33,29 @@ Status run_decode(const Plan& plan, const DecodeTensors& tensors, void* workspac
 Status run_prefill(const Plan& plan, const PrefillTensors& tensors, void* workspace,
                    size_t workspace_bytes, Stream stream);
 
-// Head dims and element types compiled into this build.
+// Merges split partials given by the caller (see CombineProblem). Same contract as run_decode;
+// needs no plan and no workspace.
+Status run_combine(const CombineProblem& problem, const CombineTensors& tensors, Stream stream);
+
+// The kernel-family registry: every registered family and what this build compiled of it.
+struct KernelFamilyInfo {
+  std::string name;
+  std::string kind;                     // decode | prefill | combine
+  std::string arch;                     // sm80 (sm_80 and later) | sm90a (sm_90 only)
+  std::vector<Strategy> strategies;     // served
+  std::vector<int> head_dims;           // supported
+  std::vector<DType> dtypes;            // supported Q/O types
+  int priority = 0;                     // < 0: chosen only by name (PlanOptions::family)
+  struct Compiled {
+    DType dtype;
+    int head_dim;
+    KvFormat kv_format;
+  };
+  std::vector<Compiled> compiled;       // instances in this build
+};
+std::vector<KernelFamilyInfo> kernel_families();
+
+// Head dims and Q/O element types this build compiled for any kernel family.
 std::vector<int> compiled_head_dims();
 bool dtype_compiled(DType dtype);
 

@@ -1,4 +1,4 @@
-// Element types and a strided tensor reference: the vocabulary of the public API.
+// Element types, KV cache formats and a strided tensor reference: the vocabulary of the public API.
 #pragma once
 
 #include <array>
@@ -7,14 +7,22 @@
 
 namespace splitkv {
 
-// Element types. Q/K/V/O use kF16 or kBF16; kI32 is the block table's type and kF32 the LSE's.
-// The quantized KV types are named now so the API does not change when they arrive; today they
-// are rejected as unsupported.
+// Element types of tensors. Q and O are kF16 or kBF16; kI32 is the type of lengths, block
+// tables and cu_seqlens, kF32 that of LSE and split partials. kI8, kI4 and kFP8E4M3 are the
+// element types of quantized KV caches (see KvFormat).
 enum class DType : int32_t { kF16, kBF16, kF32, kI32, kI8, kI4, kFP8E4M3 };
 
 const char* to_string(DType dtype);
 // Bits per element (4 for kI4).
 int bit_width(DType dtype);
+
+// How the KV cache stores keys and values, independent of the Q/O dtype. kNative stores them in
+// the problem's dtype (fp16 or bf16) and is the default; kF16/kBF16 say the same explicitly and
+// must then match the dtype. The quantized formats are named so the API does not change when
+// they arrive; until then they are rejected as unsupported.
+enum class KvFormat : int32_t { kNative, kF16, kBF16, kFP8E4M3, kInt8, kInt4, kK8V4 };
+
+const char* to_string(KvFormat format);
 
 // A view of memory owned by the caller: up to 4 dimensions, strides in elements (not bytes).
 // Layouts follow flash_attn_with_kvcache: [batch, seq, heads, dim] with the last dim contiguous;
@@ -28,6 +36,7 @@ struct TensorRef {
   std::array<int64_t, kMaxRank> shape{};
   std::array<int64_t, kMaxRank> stride{};
 
+  // Not bound at all (no data, no shape): how optional tensors are left out.
   bool empty() const { return data == nullptr && rank == 0; }
   int64_t numel() const;
 

@@ -1,4 +1,4 @@
-// Public entry points: validate -> fill kernel parameters from the plan -> launch.
+// Public entry points: validate -> find the plan's kernel -> fill its parameters -> launch.
 // Nothing here allocates, synchronizes or reads device memory, so every call can be captured in a
 // CUDA graph.
 #include <cuda_runtime_api.h>
@@ -7,18 +7,19 @@
 
 #include "api/device_arch.hpp"
 #include "api/validate.hpp"
-#include "launch/launch_config.hpp"
-#include "plan/plan_kernels.hpp"
+#include "kernels/combine/combine_params.hpp"
+#include "kernels/decode/decode_params.hpp"
+#include "kernels/prefill/prefill_params.hpp"
+#include "launch/dispatch.hpp"
+#include "plan/geometry.hpp"
 #include "plan/workspace_layout.hpp"
 #include "splitkv/splitkv.hpp"
 
 namespace splitkv {
 namespace {
 
-Status cuda_status(cudaError_t error, const char* what) {
-  if (error == cudaSuccess) return Status::success();
-  return Status(StatusCode::kCudaError, "", std::string(what) + ": " + cudaGetErrorString(error));
-}
+using detail::OutputMode;
+using detail::OutputParams;
 
 Status check_workspace(const Plan& plan, const void* workspace, size_t workspace_bytes) {
   if (plan.workspace_bytes == 0) return Status::success();
@@ -37,36 +38,75 @@ Status check_workspace(const Plan& plan, const void* workspace, size_t workspace
   return Status::success();
 }
 
-constexpr float kLog2e = 1.44269504088896340736f;
-
-// The combine step reads the partials of either kernel family the same way.
-template <class KernelParams>
-detail::CombineParams combine_params(const KernelParams& p, int64_t rows, int seq_rows,
-                                     const int32_t* cu_seqlens_q) {
-  detail::CombineParams c{};
-  c.partial_o = p.partial_o;
-  c.partial_lse = p.partial_lse;
-  c.rows = rows;
-  c.num_splits = p.num_splits;
-  c.num_q_heads = p.num_q_heads;
-  c.seq_rows = seq_rows;
-  c.cu_seqlens_q = cu_seqlens_q;
-  c.out = p.out;
-  c.o_batch_stride = p.o_batch_stride;
-  c.o_token_stride = p.o_token_stride;
-  c.o_head_stride = p.o_head_stride;
-  c.lse = p.lse;
-  c.lse_batch_stride = p.lse_batch_stride;
-  c.lse_head_stride = p.lse_head_stride;
-  c.lse_token_stride = p.lse_token_stride;
-  return c;
+// The plan's family, which must be of the plan's kind.
+Status plan_family(const Plan& plan, registry::Kind kind, int* family) {
+  *family = registry::find_family(plan.family);
+  if (*family < 0 || registry::families()[*family].kind != kind) {
+    return Status::invalid("plan.family", std::string("a ") + registry::to_string(kind) + " kernel family",
+                           "'" + plan.family + "'");
+  }
+  return Status::success();
 }
 
-detail::LaunchConfig launch_config(Stream stream) {
+detail::LaunchConfig launch_config(Stream stream, const int (&grid)[3]) {
   detail::LaunchConfig config;
+  for (int i = 0; i < 3; ++i) config.grid[i] = static_cast<unsigned>(grid[i]);
   config.stream = stream;
   config.use_pdl = detail::current_device_supports_pdl();
   return config;
+}
+
+// Final rows into `out` / `lse`: O [B, L, H, D] or varlen [total, H, D]; LSE [B, H, L] or [H, total].
+OutputParams final_output(const TensorRef& out, const TensorRef& lse, bool varlen) {
+  OutputParams o{};
+  o.mode = OutputMode::kFinal;
+  const int token_dim = varlen ? 0 : 1;
+  o.out = out.data;
+  o.o_batch_stride = varlen ? 0 : out.stride[0];
+  o.o_token_stride = out.stride[token_dim];
+  o.o_head_stride = out.stride[token_dim + 1];
+  if (lse.data != nullptr) {
+    o.lse = static_cast<float*>(lse.data);
+    o.lse_batch_stride = varlen ? 0 : lse.stride[0];
+    o.lse_head_stride = lse.stride[varlen ? 0 : 1];
+    o.lse_token_stride = lse.stride[varlen ? 1 : 2];
+  }
+  return o;
+}
+
+// Split partials in the workspace (plan/workspace_layout.hpp); rows (b * seq_rows + i) * heads + h.
+OutputParams partial_output(void* workspace, int num_splits, int64_t rows, int seq_rows, int heads, int head_dim) {
+  const plan::SplitWorkspace ws = plan::split_workspace(num_splits, rows, head_dim);
+  char* base = static_cast<char*>(workspace);
+  OutputParams o{};
+  o.mode = OutputMode::kPartial;
+  o.partial_o = reinterpret_cast<float*>(base + ws.o_offset);
+  o.partial_lse = reinterpret_cast<float*>(base + ws.lse_offset);
+  o.partial_rows = rows;
+  o.seq_rows = seq_rows;
+  o.num_heads = heads;
+  return o;
+}
+
+// Merges the partials `from` into the final rows `to` with the combine family's kernel.
+Status launch_combine(const OutputParams& from, int num_splits, const OutputParams& to, const int32_t* cu_seqlens_q,
+                      DType dtype, int head_dim, Stream stream) {
+  detail::Launcher launcher;
+  if (Status s = detail::find_launcher(registry::find_family("combine"), dtype, head_dim, KvFormat::kNative, &launcher);
+      !s) {
+    return s;
+  }
+  detail::CombineParams c{};
+  c.partial_o = from.partial_o;
+  c.partial_lse = from.partial_lse;
+  c.rows = from.partial_rows;
+  c.num_splits = num_splits;
+  c.num_q_heads = from.num_heads;
+  c.seq_rows = from.seq_rows;
+  c.cu_seqlens_q = cu_seqlens_q;
+  c.output = to;
+  const int grid[3] = {static_cast<int>(from.partial_rows), 1, 1};
+  return detail::launch(launcher, &c, launch_config(stream, grid), "combine kernel launch");
 }
 
 }  // namespace
@@ -77,7 +117,11 @@ Status run_decode(const Plan& plan, const DecodeTensors& t, void* workspace, siz
   if (Status s = detail::validate_decode_problem(pr); !s) return s;
   if (Status s = detail::validate_decode_tensors(pr, t); !s) return s;
   if (Status s = check_workspace(plan, workspace, workspace_bytes); !s) return s;
-  if (Status s = detail::check_compiled(pr.dtype, pr.head_dim); !s) return s;
+  int family = -1;
+  if (Status s = plan_family(plan, registry::Kind::kDecode, &family); !s) return s;
+  detail::Launcher launcher;
+  if (Status s = detail::find_launcher(family, pr.dtype, pr.head_dim, pr.kv_format, &launcher); !s) return s;
+  const plan::DecodeGeometry g = plan::decode_geometry(pr, plan.block_m);
 
   detail::DecodeParams p{};
   p.q = t.q.data;
@@ -100,51 +144,34 @@ Status run_decode(const Plan& plan, const DecodeTensors& t, void* workspace, siz
   }
   p.seq_lens = static_cast<const int32_t*>(t.seq_lens.data);
   p.kv_capacity = detail::decode_kv_capacity(pr, t);
-  p.out = t.out.data;
-  p.o_batch_stride = t.out.stride[0];
-  p.o_token_stride = t.out.stride[1];
-  p.o_head_stride = t.out.stride[2];
-  if (t.lse.data != nullptr) {
-    p.lse = static_cast<float*>(t.lse.data);
-    p.lse_batch_stride = t.lse.stride[0];
-    p.lse_head_stride = t.lse.stride[1];
-    p.lse_token_stride = t.lse.stride[2];
-  }
   p.batch = pr.batch;
   p.num_q_heads = pr.num_q_heads;
   p.num_kv_heads = pr.num_kv_heads;
   p.q_len = pr.q_len;
-  p.group = pr.num_q_heads / pr.num_kv_heads;
-  p.rows_per_kv = pr.q_len * p.group;
-  p.m_tiles = (p.rows_per_kv + plan.block_m - 1) / plan.block_m;
+  p.group = g.group;
+  p.rows_per_kv = g.rows_per_kv;
+  p.m_tiles = g.m_tiles;
   p.num_splits = plan.num_splits;
   p.split_tokens = plan.split_tokens;
   p.cluster_combine = plan.cluster_combine;
   p.causal = pr.causal;
-  p.scale_log2 = detail::resolved_softmax_scale(pr.softmax_scale, pr.head_dim) * kLog2e;
+  p.scale_log2 = g.scale_log2;
 
-  const int64_t rows = int64_t(pr.batch) * pr.q_len * pr.num_q_heads;
-  if (plan.num_splits > 1 && !plan.cluster_combine) {
-    const plan::SplitWorkspace ws = plan::split_workspace(plan.num_splits, rows, pr.head_dim);
-    char* base = static_cast<char*>(workspace);
-    p.partial_o = reinterpret_cast<float*>(base + ws.o_offset);
-    p.partial_lse = reinterpret_cast<float*>(base + ws.lse_offset);
-    p.partial_rows = rows;
-  }
-  detail::LaunchConfig config = launch_config(stream);
+  const OutputParams final_rows = final_output(t.out, t.lse, false);
+  const bool combine_after = plan.num_splits > 1 && !plan.cluster_combine;
+  p.output = combine_after ? partial_output(workspace, plan.num_splits, g.out_rows, pr.q_len, pr.num_q_heads,
+                                            pr.head_dim)
+                           : final_rows;
+  detail::LaunchConfig config = launch_config(stream, plan.grid);
   if (plan.cluster_combine) {
     if (!config.use_pdl) {  // clusters exist from sm_90 on, like PDL
       return Status::unsupported("plan.cluster_combine", "needs an sm_90 device; plan with this device's DeviceInfo");
     }
     config.cluster_blocks = plan.num_splits;
   }
-  if (Status s = cuda_status(detail::launch_decode(pr.dtype, pr.head_dim, p, config), "decode kernel launch"); !s) {
-    return s;
-  }
-  if (plan.num_splits == 1 || plan.cluster_combine) return Status::success();
-  config.cluster_blocks = 1;
-  const detail::CombineParams c = combine_params(p, rows, pr.q_len, nullptr);
-  return cuda_status(detail::launch_combine(pr.dtype, pr.head_dim, c, config), "combine kernel launch");
+  if (Status s = detail::launch(launcher, &p, config, "decode kernel launch"); !s) return s;
+  if (!combine_after) return Status::success();
+  return launch_combine(p.output, plan.num_splits, final_rows, nullptr, pr.dtype, pr.head_dim, stream);
 }
 
 Status run_prefill(const Plan& plan, const PrefillTensors& t, void* workspace, size_t workspace_bytes,
@@ -154,7 +181,11 @@ Status run_prefill(const Plan& plan, const PrefillTensors& t, void* workspace, s
   if (Status s = detail::validate_prefill_problem(pr); !s) return s;
   if (Status s = detail::validate_prefill_tensors(pr, t); !s) return s;
   if (Status s = check_workspace(plan, workspace, workspace_bytes); !s) return s;
-  if (Status s = detail::check_compiled(pr.dtype, pr.head_dim); !s) return s;
+  int family = -1;
+  if (Status s = plan_family(plan, registry::Kind::kPrefill, &family); !s) return s;
+  detail::Launcher launcher;
+  if (Status s = detail::find_launcher(family, pr.dtype, pr.head_dim, pr.kv_format, &launcher); !s) return s;
+  const plan::PrefillGeometry g = plan::prefill_geometry(pr, plan.block_m);
 
   // Padded tensors are [B, L, H, D]; varlen ones [total, H, D] with the batch folded into tokens.
   const int token_dim = pr.varlen ? 0 : 1;
@@ -167,18 +198,9 @@ Status run_prefill(const Plan& plan, const PrefillTensors& t, void* workspace, s
   p.q = t.q.data;
   p.k = t.k.data;
   p.v = t.v.data;
-  p.out = t.out.data;
   strides(t.q, &p.q_batch_stride, &p.q_token_stride, &p.q_head_stride);
   strides(t.k, &p.k_batch_stride, &p.k_token_stride, &p.k_head_stride);
   strides(t.v, &p.v_batch_stride, &p.v_token_stride, &p.v_head_stride);
-  strides(t.out, &p.o_batch_stride, &p.o_token_stride, &p.o_head_stride);
-  if (t.lse.data != nullptr) {
-    // Padded [B, Hq, Lq]; varlen [Hq, total_q].
-    p.lse = static_cast<float*>(t.lse.data);
-    p.lse_batch_stride = pr.varlen ? 0 : t.lse.stride[0];
-    p.lse_head_stride = t.lse.stride[pr.varlen ? 0 : 1];
-    p.lse_token_stride = t.lse.stride[pr.varlen ? 1 : 2];
-  }
   if (pr.varlen) {
     p.cu_seqlens_q = static_cast<const int32_t*>(t.cu_seqlens_q.data);
     p.cu_seqlens_k = static_cast<const int32_t*>(t.cu_seqlens_k.data);
@@ -188,35 +210,39 @@ Status run_prefill(const Plan& plan, const PrefillTensors& t, void* workspace, s
   p.batch = pr.batch;
   p.num_q_heads = pr.num_q_heads;
   p.num_kv_heads = pr.num_kv_heads;
-  p.group = pr.num_q_heads / pr.num_kv_heads;
+  p.group = g.group;
   p.max_q_len = pr.max_q_len;
   p.max_kv_len = pr.max_kv_len;
   p.causal = pr.causal;
-  p.scale_log2 = detail::resolved_softmax_scale(pr.softmax_scale, pr.head_dim) * kLog2e;
+  p.scale_log2 = g.scale_log2;
   p.num_splits = plan.num_splits;
 
-  const int64_t rows = int64_t(pr.batch) * pr.max_q_len * pr.num_q_heads;
-  char* base = static_cast<char*>(workspace);
+  const OutputParams final_rows = final_output(t.out, t.lse, pr.varlen);
+  p.output = final_rows;
   if (plan.strategy == Strategy::kTwoPass) {
-    const plan::TwoPassWorkspace ws = plan::two_pass_workspace(rows);
+    const plan::TwoPassWorkspace ws = plan::two_pass_workspace(g.out_rows);
+    char* base = static_cast<char*>(workspace);
     p.row_max = reinterpret_cast<float*>(base + ws.max_offset);
     p.row_sum = reinterpret_cast<float*>(base + ws.sum_offset);
   } else if (plan.num_splits > 1) {
-    const plan::SplitWorkspace ws = plan::split_workspace(plan.num_splits, rows, pr.head_dim);
-    p.partial_o = reinterpret_cast<float*>(base + ws.o_offset);
-    p.partial_lse = reinterpret_cast<float*>(base + ws.lse_offset);
-    p.partial_rows = rows;
+    p.output = partial_output(workspace, plan.num_splits, g.out_rows, pr.max_q_len, pr.num_q_heads, pr.head_dim);
   }
-  const detail::LaunchConfig config = launch_config(stream);
-  if (Status s = cuda_status(detail::launch_prefill(pr.dtype, pr.head_dim, plan::prefill_kernel_of(plan), p, config),
-                             "prefill kernel launch");
-      !s) {
-    return s;
-  }
-  if (plan.num_splits == 1) return Status::success();
+  if (Status s = detail::launch(launcher, &p, launch_config(stream, plan.grid), "prefill kernel launch"); !s) return s;
+  if (p.output.mode != OutputMode::kPartial) return Status::success();
+  return launch_combine(p.output, plan.num_splits, final_rows, p.cu_seqlens_q, pr.dtype, pr.head_dim, stream);
+}
 
-  const detail::CombineParams c = combine_params(p, rows, pr.max_q_len, p.cu_seqlens_q);
-  return cuda_status(detail::launch_combine(pr.dtype, pr.head_dim, c, config), "combine kernel launch");
+Status run_combine(const CombineProblem& pr, const CombineTensors& t, Stream stream) {
+  if (Status s = detail::validate_combine(pr, t); !s) return s;
+  OutputParams partials{};
+  partials.mode = OutputMode::kPartial;
+  partials.partial_o = static_cast<float*>(t.partial_o.data);
+  partials.partial_lse = static_cast<float*>(t.partial_lse.data);
+  partials.partial_rows = int64_t(pr.batch) * pr.seq_len * pr.num_heads;
+  partials.seq_rows = pr.seq_len;
+  partials.num_heads = pr.num_heads;
+  return launch_combine(partials, pr.num_splits, final_output(t.out, t.lse, false), nullptr, pr.dtype, pr.head_dim,
+                        stream);
 }
 
 }  // namespace splitkv

@@ -5,33 +5,48 @@
 #include <string>
 #include <vector>
 
-#include "kernels/tile_table.hpp"
+#include "common/formats.hpp"
 #include "splitkv/splitkv.hpp"
 
 namespace splitkv::detail {
 namespace {
 
 constexpr int64_t kAnySize = -1;  // shape wildcard: any size >= 1
-constexpr int kMaxGridYZ = 65535;
 
 std::string str(int64_t v) { return std::to_string(v); }
 
-std::string list_to_string(const std::vector<int>& values) {
-  std::string s;
-  for (size_t i = 0; i < values.size(); ++i) s += (i ? ", " : "") + std::to_string(values[i]);
-  return s;
-}
+bool known(DType dtype) { return int(dtype) >= int(DType::kF16) && int(dtype) <= int(DType::kFP8E4M3); }
+bool known(KvFormat format) { return int(format) >= int(KvFormat::kNative) && int(format) <= int(KvFormat::kK8V4); }
 
-Status check_element_dtype(const char* name, DType dtype) {
-  if (dtype == DType::kI8 || dtype == DType::kI4 || dtype == DType::kFP8E4M3) {
-    return Status::unsupported(name, std::string(to_string(dtype)) +
-                                         " is not implemented yet (fp16 and bf16 are)");
-  }
-  if (dtype != DType::kF16 && dtype != DType::kBF16) {
-    return Status::invalid(name, "fp16 or bf16", to_string(dtype));
+std::string name_of(DType dtype) { return known(dtype) ? to_string(dtype) : "value " + str(int(dtype)); }
+
+// The Q/O type: fp16 or bf16. Quantized KV caches are chosen by kv_format, not here.
+Status check_qo_dtype(DType dtype) {
+  if (!known(dtype) || !element_traits(dtype).qo_type) {
+    return Status::invalid("dtype", "fp16 or bf16 (the Q/O type; a quantized KV cache is set by kv_format)",
+                           name_of(dtype));
   }
   return Status::success();
 }
+
+Status check_kv_format(KvFormat format, DType dtype) {
+  if (!known(format)) return Status::invalid("kv_format", "a KvFormat value", "value " + str(int(format)));
+  const KvFormat resolved = resolve_kv_format(format, dtype);
+  const KvFormatTraits traits = kv_format_traits(resolved);
+  if (!traits.implemented) {
+    return Status::unsupported("kv_format", std::string(traits.name) +
+                                                " caches are not implemented yet (native, fp16 and bf16 are)");
+  }
+  if (!traits.quantized && traits.k_element != dtype) {
+    return Status::unsupported("kv_format", std::string("a 16-bit cache must hold the Q/O dtype (") +
+                                                to_string(dtype) + "), got " + traits.name);
+  }
+  return Status::success();
+}
+
+// Element types of the K and V tensors of a problem.
+DType k_element(KvFormat format, DType dtype) { return kv_format_traits(resolve_kv_format(format, dtype)).k_element; }
+DType v_element(KvFormat format, DType dtype) { return kv_format_traits(resolve_kv_format(format, dtype)).v_element; }
 
 Status check_head_dim(int head_dim) {
   if (head_dim == 64 || head_dim == 128 || head_dim == 256) return Status::success();
@@ -74,7 +89,7 @@ struct Expect {
 
 Status check_tensor(const std::string& name, const TensorRef& t, const Expect& e) {
   if (t.data == nullptr) return Status::invalid(name + ".data", "a non-null pointer", "nullptr");
-  if (t.dtype != e.dtype) return Status::invalid(name + ".dtype", to_string(e.dtype), to_string(t.dtype));
+  if (t.dtype != e.dtype) return Status::invalid(name + ".dtype", to_string(e.dtype), name_of(t.dtype));
   const int rank = static_cast<int>(e.shape.size());
   if (t.rank != rank) {
     return Status::invalid(name + ".rank", str(rank) + " (strides must match shape)", str(t.rank));
@@ -97,15 +112,15 @@ Status check_tensor(const std::string& name, const TensorRef& t, const Expect& e
   if (e.contiguous_last && t.stride[rank - 1] != 1 && t.shape[rank - 1] > 1) {
     return Status::invalid(last, "1 (the last dimension must be contiguous)", str(t.stride[rank - 1]));
   }
-  const int elem_bytes = bit_width(e.dtype) / 8;
-  const int align = e.vector_access ? 16 : elem_bytes;
+  const int bits = element_traits(e.dtype).bits;
+  const int align = e.vector_access ? 16 : (bits + 7) / 8;
   if (reinterpret_cast<uintptr_t>(t.data) % align != 0) {
     return Status::invalid(name + ".data", str(align) + "-byte aligned address",
                            "an address misaligned by " +
                                str(reinterpret_cast<uintptr_t>(t.data) % align) + " bytes");
   }
   if (e.vector_access) {
-    const int64_t vec = 16 / elem_bytes;
+    const int64_t vec = elements_per_16_bytes(e.dtype);
     for (int i = 0; i < rank - 1; ++i) {
       if (t.stride[i] % vec != 0) {
         return Status::invalid(name + ".stride[" + str(i) + "]",
@@ -117,52 +132,25 @@ Status check_tensor(const std::string& name, const TensorRef& t, const Expect& e
   return Status::success();
 }
 
-bool empty_ref(const TensorRef& t) { return t.data == nullptr && t.rank == 0; }
-
 Status check_optional_lse(const TensorRef& lse, std::vector<int64_t> shape) {
-  if (empty_ref(lse)) return Status::success();
+  if (lse.empty()) return Status::success();
   return check_tensor("lse", lse, Expect{DType::kF32, std::move(shape), false, false});
 }
 
 }  // namespace
 
-Status check_compiled(DType dtype, int head_dim) {
-  if (!dtype_compiled(dtype)) {
-    return Status::unsupported("dtype", std::string(to_string(dtype)) +
-                                            " kernels are not compiled into this build (see SPLITKV_DTYPES)");
-  }
-  const std::vector<int> dims = compiled_head_dims();
-  for (int d : dims) {
-    if (d == head_dim) return Status::success();
-  }
-  return Status::unsupported("head_dim", str(head_dim) + " is not compiled into this build (has " +
-                                             list_to_string(dims) + "; see SPLITKV_HEAD_DIMS)");
-}
-
-float resolved_softmax_scale(float softmax_scale, int head_dim) {
-  return softmax_scale != 0.f ? softmax_scale : 1.f / std::sqrt(static_cast<float>(head_dim));
-}
-
 Status validate_decode_problem(const DecodeProblem& p) {
   if (Status s = check_positive("batch", p.batch); !s) return s;
   if (Status s = check_heads(p.num_q_heads, p.num_kv_heads); !s) return s;
-  if (Status s = check_element_dtype("dtype", p.dtype); !s) return s;
+  if (Status s = check_qo_dtype(p.dtype); !s) return s;
+  if (Status s = check_kv_format(p.kv_format, p.dtype); !s) return s;
   if (Status s = check_head_dim(p.head_dim); !s) return s;
   if (p.q_len < 1 || p.q_len > 16) return Status::invalid("q_len", "1..16", str(p.q_len));
   if (p.max_kv_len < 0) return Status::invalid("max_kv_len", ">= 0", str(p.max_kv_len));
   if (p.page_size != 0 && (p.page_size < 16 || p.page_size % 16 != 0)) {
     return Status::invalid("page_size", "0 (contiguous KV) or a multiple of 16", str(p.page_size));
   }
-  if (Status s = check_scale(p.softmax_scale); !s) return s;
-  if (p.batch > kMaxGridYZ) return Status::invalid("batch", "<= " + str(kMaxGridYZ), str(p.batch));
-  const int64_t rows = int64_t(p.q_len) * (p.num_q_heads / p.num_kv_heads);
-  const int block_m = tiles::decode_tile(p.head_dim).block_m;
-  const int64_t m_tiles = (rows + block_m - 1) / block_m;
-  if (int64_t(p.num_kv_heads) * m_tiles > kMaxGridYZ) {
-    return Status::invalid("num_q_heads", "num_kv_heads * ceil(q_len * group / 16) <= 65535",
-                           str(int64_t(p.num_kv_heads) * m_tiles));
-  }
-  return Status::success();
+  return check_scale(p.softmax_scale);
 }
 
 int64_t decode_kv_capacity(const DecodeProblem& p, const DecodeTensors& t) {
@@ -177,9 +165,9 @@ Status validate_decode_tensors(const DecodeProblem& p, const DecodeTensors& t) {
   const std::vector<int64_t> kv_shape =
       paged ? std::vector<int64_t>{kAnySize, p.page_size, Hkv, D}
             : std::vector<int64_t>{B, -std::max<int64_t>(p.max_kv_len, 1), Hkv, D};
-  if (Status s = check_tensor("k", t.k, Expect{p.dtype, kv_shape}); !s) return s;
+  if (Status s = check_tensor("k", t.k, Expect{k_element(p.kv_format, p.dtype), kv_shape}); !s) return s;
   std::vector<int64_t> v_shape(t.k.shape.begin(), t.k.shape.begin() + 4);
-  if (Status s = check_tensor("v", t.v, Expect{p.dtype, v_shape}); !s) return s;
+  if (Status s = check_tensor("v", t.v, Expect{v_element(p.kv_format, p.dtype), v_shape}); !s) return s;
   if (Status s = check_tensor("seq_lens", t.seq_lens, Expect{DType::kI32, {B}, false, true}); !s) {
     return s;
   }
@@ -190,7 +178,7 @@ Status validate_decode_tensors(const DecodeProblem& p, const DecodeTensors& t) {
         !s) {
       return s;
     }
-  } else if (!empty_ref(t.block_table)) {
+  } else if (!t.block_table.empty()) {
     return Status::invalid("block_table", "empty for contiguous KV (page_size == 0)",
                            "a tensor; set problem.page_size for paged KV");
   }
@@ -226,22 +214,15 @@ Status validate_decode_tensors(const DecodeProblem& p, const DecodeTensors& t) {
 Status validate_prefill_problem(const PrefillProblem& p) {
   if (Status s = check_positive("batch", p.batch); !s) return s;
   if (Status s = check_heads(p.num_q_heads, p.num_kv_heads); !s) return s;
-  if (Status s = check_element_dtype("dtype", p.dtype); !s) return s;
+  if (Status s = check_qo_dtype(p.dtype); !s) return s;
+  if (Status s = check_kv_format(p.kv_format, p.dtype); !s) return s;
   if (Status s = check_head_dim(p.head_dim); !s) return s;
-  if (p.head_dim != 64 && p.head_dim != 128) {
-    return Status::unsupported("head_dim", "prefill supports head dims 64 and 128, got " + str(p.head_dim));
-  }
   if (Status s = check_positive("max_q_len", p.max_q_len); !s) return s;
   if (p.max_kv_len < 0) return Status::invalid("max_kv_len", ">= 0", str(p.max_kv_len));
   if (!p.varlen && p.max_kv_len < 1) {
     return Status::invalid("max_kv_len", ">= 1 for padded batches", str(p.max_kv_len));
   }
-  if (Status s = check_scale(p.softmax_scale); !s) return s;
-  if (p.batch > kMaxGridYZ) return Status::invalid("batch", "<= " + str(kMaxGridYZ), str(p.batch));
-  if (p.num_q_heads > kMaxGridYZ) {
-    return Status::invalid("num_q_heads", "<= " + str(kMaxGridYZ), str(p.num_q_heads));
-  }
-  return Status::success();
+  return check_scale(p.softmax_scale);
 }
 
 namespace {
@@ -272,20 +253,21 @@ Status check_cu_seqlens_host(const char* name, const int32_t* cu, int batch, int
 
 Status validate_prefill_tensors(const PrefillProblem& p, const PrefillTensors& t) {
   const int64_t B = p.batch, Hq = p.num_q_heads, Hkv = p.num_kv_heads, D = p.head_dim;
+  const DType k_type = k_element(p.kv_format, p.dtype), v_type = v_element(p.kv_format, p.dtype);
   if (!p.varlen) {
     const int64_t Lq = p.max_q_len, Lk = p.max_kv_len;
     if (Status s = check_tensor("q", t.q, Expect{p.dtype, {B, Lq, Hq, D}}); !s) return s;
-    if (Status s = check_tensor("k", t.k, Expect{p.dtype, {B, Lk, Hkv, D}}); !s) return s;
-    if (Status s = check_tensor("v", t.v, Expect{p.dtype, {B, Lk, Hkv, D}}); !s) return s;
+    if (Status s = check_tensor("k", t.k, Expect{k_type, {B, Lk, Hkv, D}}); !s) return s;
+    if (Status s = check_tensor("v", t.v, Expect{v_type, {B, Lk, Hkv, D}}); !s) return s;
     if (Status s = check_tensor("out", t.out, Expect{p.dtype, {B, Lq, Hq, D}}); !s) return s;
-    if (!empty_ref(t.cu_seqlens_q) || !empty_ref(t.cu_seqlens_k)) {
+    if (!t.cu_seqlens_q.empty() || !t.cu_seqlens_k.empty()) {
       return Status::invalid("cu_seqlens_q", "empty for padded batches (varlen == false)", "a tensor");
     }
     return check_optional_lse(t.lse, {B, Hq, Lq});
   }
   if (Status s = check_tensor("q", t.q, Expect{p.dtype, {kAnySize, Hq, D}}); !s) return s;
-  if (Status s = check_tensor("k", t.k, Expect{p.dtype, {kAnySize, Hkv, D}}); !s) return s;
-  if (Status s = check_tensor("v", t.v, Expect{p.dtype, {t.k.shape[0], Hkv, D}}); !s) return s;
+  if (Status s = check_tensor("k", t.k, Expect{k_type, {kAnySize, Hkv, D}}); !s) return s;
+  if (Status s = check_tensor("v", t.v, Expect{v_type, {t.k.shape[0], Hkv, D}}); !s) return s;
   if (Status s = check_tensor("out", t.out, Expect{p.dtype, {t.q.shape[0], Hq, D}}); !s) return s;
   if (Status s = check_tensor("cu_seqlens_q", t.cu_seqlens_q, Expect{DType::kI32, {B + 1}, false, true});
       !s) {
@@ -303,6 +285,41 @@ Status validate_prefill_tensors(const PrefillProblem& p, const PrefillTensors& t
   }
   return check_cu_seqlens_host("cu_seqlens_k", t.cu_seqlens_k_host, p.batch, t.k.shape[0],
                                p.max_kv_len);
+}
+
+namespace {
+
+// The partials of run_combine are addressed as dense rows: every stride must be row-major.
+Status check_row_major(const std::string& name, const TensorRef& t) {
+  int64_t expected = 1;
+  for (int i = t.rank - 1; i >= 0; --i) {
+    if (t.shape[i] > 1 && t.stride[i] != expected) {
+      return Status::invalid(name + ".stride[" + str(i) + "]", str(expected) + " (partials must be contiguous)",
+                             str(t.stride[i]));
+    }
+    expected *= t.shape[i];
+  }
+  return Status::success();
+}
+
+}  // namespace
+
+Status validate_combine(const CombineProblem& p, const CombineTensors& t) {
+  if (Status s = check_positive("num_splits", p.num_splits); !s) return s;
+  if (Status s = check_positive("batch", p.batch); !s) return s;
+  if (Status s = check_positive("seq_len", p.seq_len); !s) return s;
+  if (Status s = check_positive("num_heads", p.num_heads); !s) return s;
+  if (Status s = check_qo_dtype(p.dtype); !s) return s;
+  if (Status s = check_head_dim(p.head_dim); !s) return s;
+  const int64_t S = p.num_splits, rows = int64_t(p.batch) * p.seq_len, H = p.num_heads, D = p.head_dim;
+  if (Status s = check_tensor("partial_o", t.partial_o, Expect{DType::kF32, {S, rows, H, D}}); !s) return s;
+  if (Status s = check_row_major("partial_o", t.partial_o); !s) return s;
+  if (Status s = check_tensor("partial_lse", t.partial_lse, Expect{DType::kF32, {S, rows, H}, false, true}); !s) {
+    return s;
+  }
+  if (Status s = check_row_major("partial_lse", t.partial_lse); !s) return s;
+  if (Status s = check_tensor("out", t.out, Expect{p.dtype, {p.batch, p.seq_len, H, D}}); !s) return s;
+  return check_optional_lse(t.lse, {p.batch, H, p.seq_len});
 }
 
 }  // namespace splitkv::detail

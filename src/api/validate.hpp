@@ -8,7 +8,8 @@
 
 namespace splitkv::detail {
 
-// Shape-level checks (no pointers): sizes, GQA ratio, head dim, dtype, page size, scale.
+// Shape-level checks (no pointers): sizes, GQA ratio, head dim, dtype, KV format, page size,
+// scale. What depends on the kernel family (head dims it serves, grid limits) is the planner's.
 Status validate_decode_problem(const DecodeProblem& problem);
 Status validate_prefill_problem(const PrefillProblem& problem);
 
@@ -17,12 +18,8 @@ Status validate_prefill_problem(const PrefillProblem& problem);
 Status validate_decode_tensors(const DecodeProblem& problem, const DecodeTensors& tensors);
 Status validate_prefill_tensors(const PrefillProblem& problem, const PrefillTensors& tensors);
 
-// Whether this build holds kernels for (dtype, head_dim): plans are device-independent, runs
-// need the instantiation.
-Status check_compiled(DType dtype, int head_dim);
-
-// The softmax scale actually used: problem.softmax_scale, or 1/sqrt(head_dim) when it is 0.
-float resolved_softmax_scale(float softmax_scale, int head_dim);
+// Tensors of run_combine against its problem.
+Status validate_combine(const CombineProblem& problem, const CombineTensors& tensors);
 
 // Keys the KV tensors can hold per sequence (contiguous: k.shape[1]; paged: pages per sequence
 // in the block table times page_size).

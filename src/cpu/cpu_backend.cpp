@@ -6,8 +6,10 @@
 #include <vector>
 
 #include "api/validate.hpp"
+#include "plan/geometry.hpp"
 #include "common/host_tensor.hpp"
 #include "common/parallel_for.hpp"
+#include "kernels/common/causal_mask.hpp"
 #include "kernels/common/lse_combine.hpp"
 #include "kernels/common/split_rule.hpp"
 
@@ -50,7 +52,7 @@ Status run_decode(const Plan& plan, const DecodeTensors& t) {
   if (Status s = detail::validate_decode_tensors(p, t); !s) return s;
   const int D = p.head_dim, Lq = p.q_len, Hq = p.num_q_heads, Hkv = p.num_kv_heads, S = plan.num_splits;
   const int group = Hq / Hkv;
-  const float scale = detail::resolved_softmax_scale(p.softmax_scale, D);
+  const float scale = plan::resolved_softmax_scale(p.softmax_scale, D);
   const int64_t rows = int64_t(p.batch) * Hq * Lq;  // row = (b * Hq + hq) * Lq + i
   const int64_t capacity = detail::decode_kv_capacity(p, t);
   const int32_t* lens = static_cast<const int32_t*>(t.seq_lens.data);
@@ -81,15 +83,15 @@ Status run_decode(const Plan& plan, const DecodeTensors& t) {
         }
       }
       for (int j = 0; j < D; ++j) {
-        k[size_t(tok) * D + j] = detail::load_half(t.k, element_offset(t.k, page, slot, hkv, j));
-        v[size_t(tok) * D + j] = detail::load_half(t.v, element_offset(t.v, page, slot, hkv, j));
+        k[size_t(tok) * D + j] = detail::load_float(t.k, element_offset(t.k, page, slot, hkv, j));
+        v[size_t(tok) * D + j] = detail::load_float(t.v, element_offset(t.v, page, slot, hkv, j));
       }
     }
     for (int i = 0; i < Lq; ++i) {
-      const int visible = p.causal ? std::clamp(len - Lq + i + 1, 0, len) : len;
+      const int visible = detail::visible_key_end(p.causal, Lq, len, i);
       for (int h = 0; h < group; ++h) {
         const int hq = hkv * group + h;
-        for (int j = 0; j < D; ++j) q[j] = detail::load_half(t.q, element_offset(t.q, b, i, hq, j));
+        for (int j = 0; j < D; ++j) q[j] = detail::load_float(t.q, element_offset(t.q, b, i, hq, j));
         const int64_t row = (int64_t(b) * Hq + hq) * Lq + i;
         partial_row(q, k, v, lo, std::min(hi, visible), D, scale, &part_o[(size_t(split) * rows + row) * D],
                     &part_lse[size_t(split) * rows + row]);
@@ -108,7 +110,7 @@ Status run_decode(const Plan& plan, const DecodeTensors& t) {
       for (int s = 0; s < S; ++s) {
         o += detail::combine_weight(part_lse[size_t(s) * rows + row], lse) * part_o[(size_t(s) * rows + row) * D + j];
       }
-      detail::store_half(t.out, element_offset(t.out, b, i, hq, j), bad_sequence[b] ? kNaN : o);
+      detail::store_float(t.out, element_offset(t.out, b, i, hq, j), bad_sequence[b] ? kNaN : o);
     }
     if (lse_out != nullptr) lse_out[element_offset(t.lse, b, hq, i)] = lse;
   });

@@ -1,14 +1,26 @@
-// The one table of tile shapes, read by the planner (host) and the kernels (device) alike, so the
-// heuristics and the kernels can never disagree about block sizes or shared-memory use.
+// The one table of tile shapes, read by the kernels' traits (device) and, through the tile
+// summaries the kernel registry names, by the planner (host): heuristics and kernels can never
+// disagree about block sizes or shared-memory use.
 #pragma once
 
 #include "kernels/common/host_device.hpp"
 
 namespace splitkv::tiles {
 
-constexpr int kElementBytes = 2;  // fp16 / bf16
+// What the planner needs to know about a family's tile at one head dim.
+struct TileSummary {
+  int block_m;     // query rows per thread block
+  int block_n;     // keys per main-loop step of a block (the granularity of KV splits)
+  int warps;
+  int stages;      // pipeline depth (0: no pipeline)
+  int smem_bytes;  // dynamic shared memory per block
+  constexpr int threads() const { return warps * 32; }
+};
 
-// ---- decode ---------------------------------------------------------------------------------
+// Every family so far computes on 16-bit Q, K, V and O.
+constexpr int k16BitBytes = 2;
+
+// ---- decode (family decode_mma) ----------------------------------------------------------------
 // One thread block serves one (sequence, KV head, 16-row query tile, KV split). Its rows are the
 // q_len x (Hq/Hkv) query rows sharing the KV head (GQA packing). Each warp streams its own
 // 16-key sub-tiles through a private cp.async pipeline; warps take sub-tiles round-robin and
@@ -19,12 +31,13 @@ struct DecodeTile {
   int warp_keys;  // keys per warp sub-tile
   int warps;
   int stages;     // sub-tiles in flight per warp
+  int kv_bytes;   // bytes per K/V element
 
   constexpr int threads() const { return warps * 32; }
   constexpr int block_keys() const { return warp_keys * warps; }
-  constexpr int q_smem_bytes() const { return block_m * head_dim * kElementBytes; }
+  constexpr int q_smem_bytes() const { return block_m * head_dim * k16BitBytes; }
   constexpr int pipeline_smem_bytes() const {
-    return warps * stages * 2 * warp_keys * head_dim * kElementBytes;  // K and V
+    return warps * stages * 2 * warp_keys * head_dim * kv_bytes;  // K and V
   }
   // Epilogue: each warp's fp32 accumulator plus its row max and row sum, then the block's
   // partial (O, LSE) that the blocks of a cluster read from each other.
@@ -39,16 +52,26 @@ struct DecodeTile {
 
 constexpr DecodeTile decode_tile(int head_dim) {
   // Stages: enough bytes in flight per SM to cover HBM latency, few enough that two blocks fit.
-  return DecodeTile{head_dim, 16, 16, 4, head_dim <= 64 ? 4 : 3};
+  return DecodeTile{head_dim, 16, 16, 4, head_dim <= 64 ? 4 : 3, k16BitBytes};
 }
 
-// ---- prefill ------------------------------------------------------------------------------
+constexpr TileSummary decode_mma_summary(int head_dim) {
+  const DecodeTile t = decode_tile(head_dim);
+  return TileSummary{t.block_m, t.block_keys(), t.warps, t.stages, t.smem_bytes()};
+}
+
+// ---- prefill (families prefill_mma*) ------------------------------------------------------------
 // One thread block serves one (query block, query head, sequence[, KV split]); warps own query
 // rows (except split-V, where warps own head-dim columns of O). Per main-loop step the block
 // consumes block_n keys; K arrives in sub-tiles of k_sub_keys keys and V in column slices of
 // v_sub_cols, each its own cp.async group consumed as soon as it lands, so the K and V tile shapes
-// are independent. The founding notes' K tile 16x64 / V tile 64x64 is one such point.
-enum class PrefillKernel { kDefault, kSplitV, kTwoPass, kFoundingTiles };
+// are independent. K of step j+1 loads while V of step j is used, and vice versa: two stages.
+enum class PrefillVariant {
+  kDefault,  // FlashAttention-2's schedule: one K tile and one V tile per step
+  kK16V64,   // K in 16-key sub-tiles, V in 64-column slices (independent K and V tile shapes)
+  kSplitV,   // warps own head-dim columns of O and each computes the whole score tile
+  kTwoPass,  // a row-statistics pass, then a softmax * V pass
+};
 
 struct PrefillTile {
   int head_dim;
@@ -59,25 +82,42 @@ struct PrefillTile {
   int v_sub_cols;  // head-dim columns per V slice (divides head_dim)
 
   constexpr int threads() const { return warps * 32; }
-  // K and V alternate: K of step j+1 loads while V of step j is used, and vice versa.
-  constexpr int stages() const { return 2; }
-  // Q, one K tile and one V tile (K of step j+1 loads while V of step j is used, and vice versa).
-  constexpr int smem_bytes() const { return (block_m + 2 * block_n) * head_dim * kElementBytes; }
+  // Q, one K tile and one V tile.
+  constexpr int smem_bytes() const { return (block_m + 2 * block_n) * head_dim * k16BitBytes; }
 };
 
-constexpr PrefillTile prefill_tile(int head_dim, PrefillKernel kernel) {
-  const int block_m = head_dim <= 64 ? 128 : 128;
+constexpr PrefillTile prefill_tile(int head_dim, PrefillVariant variant) {
   const int block_n = head_dim <= 64 ? 128 : 64;
-  switch (kernel) {
-    case PrefillKernel::kSplitV:  // every warp holds whole score rows: keep the block short
+  switch (variant) {
+    case PrefillVariant::kSplitV:  // every warp holds whole score rows: keep the block short
       return PrefillTile{head_dim, 32, 64, 4, 64, head_dim};
-    case PrefillKernel::kFoundingTiles:
-      return PrefillTile{head_dim, block_m, 64, 4, 16, 64};
-    case PrefillKernel::kDefault:
-    case PrefillKernel::kTwoPass:
+    case PrefillVariant::kK16V64:
+      return PrefillTile{head_dim, 128, 64, 4, 16, 64};
+    case PrefillVariant::kDefault:
+    case PrefillVariant::kTwoPass:
       break;
   }
-  return PrefillTile{head_dim, block_m, block_n, 4, block_n, head_dim};
+  return PrefillTile{head_dim, 128, block_n, 4, block_n, head_dim};
 }
+
+constexpr TileSummary prefill_summary(int head_dim, PrefillVariant variant) {
+  const PrefillTile t = prefill_tile(head_dim, variant);
+  return TileSummary{t.block_m, t.block_n, t.warps, 2, t.smem_bytes()};
+}
+constexpr TileSummary prefill_mma_summary(int head_dim) { return prefill_summary(head_dim, PrefillVariant::kDefault); }
+constexpr TileSummary prefill_mma_k16v64_summary(int head_dim) {
+  return prefill_summary(head_dim, PrefillVariant::kK16V64);
+}
+constexpr TileSummary prefill_mma_splitv_summary(int head_dim) {
+  return prefill_summary(head_dim, PrefillVariant::kSplitV);
+}
+constexpr TileSummary prefill_mma_twopass_summary(int head_dim) {
+  return prefill_summary(head_dim, PrefillVariant::kTwoPass);
+}
+
+// ---- combine --------------------------------------------------------------------------------
+// One block of 128 threads per output row; no shared-memory pipeline.
+constexpr int kCombineThreads = 128;
+constexpr TileSummary combine_summary(int) { return TileSummary{1, 0, kCombineThreads / 32, 0, 0}; }
 
 }  // namespace splitkv::tiles

@@ -7,8 +7,9 @@
 
 namespace splitkv::detail {
 
+// Launches `kernel` on config.grid.
 template <class Params>
-cudaError_t launch_kernel(void (*kernel)(Params), dim3 grid, dim3 block, int smem_bytes, const Params& params,
+cudaError_t launch_kernel(void (*kernel)(Params), dim3 block, int smem_bytes, const Params& params,
                           const LaunchConfig& config) {
   if (smem_bytes > 48 * 1024) {
     // Not a stream operation: legal during graph capture.
@@ -36,7 +37,7 @@ cudaError_t launch_kernel(void (*kernel)(Params), dim3 grid, dim3 block, int sme
     attributes[num_attributes++].val.clusterDim.z = 1;
   }
   cudaLaunchConfig_t launch{};
-  launch.gridDim = grid;
+  launch.gridDim = dim3(config.grid[0], config.grid[1], config.grid[2]);
   launch.blockDim = block;
   launch.dynamicSmemBytes = static_cast<size_t>(smem_bytes);
   launch.stream = config.stream;

@@ -1,6 +1,8 @@
 // Names and the human-readable plan description (`splitkv plan`).
 #include <sstream>
 
+#include "plan/geometry.hpp"
+#include "registry/registry.hpp"
 #include "splitkv/plan.hpp"
 #include "splitkv/types.hpp"
 
@@ -17,14 +19,6 @@ const char* to_string(Strategy strategy) {
   return "unknown";
 }
 
-const char* to_string(TileShape tiles) {
-  switch (tiles) {
-    case TileShape::kDefault: return "default";
-    case TileShape::kFoundingNotes: return "founding-notes";
-  }
-  return "unknown";
-}
-
 std::string describe(const Plan& p) {
   std::ostringstream s;
   if (p.kind == Plan::Kind::kDecode) {
@@ -32,19 +26,28 @@ std::string describe(const Plan& p) {
     s << "decode: batch=" << d.batch << " Hq=" << d.num_q_heads << " Hkv=" << d.num_kv_heads
       << " D=" << d.head_dim << " q_len=" << d.q_len << " max_kv_len=" << d.max_kv_len
       << " page_size=" << d.page_size << " causal=" << (d.causal ? 1 : 0) << " dtype=" << to_string(d.dtype)
-      << "\n";
+      << " kv_format=" << to_string(d.kv_format) << "\n";
   } else {
     const PrefillProblem& f = p.prefill;
     s << "prefill: batch=" << f.batch << " Hq=" << f.num_q_heads << " Hkv=" << f.num_kv_heads
       << " D=" << f.head_dim << " max_q_len=" << f.max_q_len << " max_kv_len=" << f.max_kv_len
       << " varlen=" << (f.varlen ? 1 : 0) << " causal=" << (f.causal ? 1 : 0)
-      << " dtype=" << to_string(f.dtype) << "\n";
+      << " dtype=" << to_string(f.dtype) << " kv_format=" << to_string(f.kv_format) << "\n";
   }
   s << "device: " << p.device.sm_count << " SMs, " << p.device.smem_per_sm_bytes / 1024 << " KB smem/SM, "
     << p.device.l2_bytes / (1024 * 1024) << " MB L2, sm_" << p.device.cc_major << p.device.cc_minor << "\n";
-  s << "strategy: " << to_string(p.strategy);
-  if (p.kind == Plan::Kind::kPrefill) s << " (tiles: " << to_string(p.tiles) << ")";
-  s << "\n";
+  const int family = registry::find_family(p.family);
+  s << "family: " << p.family;
+  if (family >= 0) s << " (" << registry::to_string(registry::families()[family].arch) << ")";
+  s << "\nstrategy: " << to_string(p.strategy) << "\n";
+  if (p.kind == Plan::Kind::kDecode) {
+    const plan::DecodeGeometry g = plan::decode_geometry(p.decode, p.block_m);
+    s << "rows: " << g.rows_per_kv << " packed query rows per KV head (q_len " << p.decode.q_len << " x group "
+      << g.group << ") in " << g.m_tiles << " tile(s) of " << g.block_m << "\n";
+  } else {
+    const plan::PrefillGeometry g = plan::prefill_geometry(p.prefill, p.block_m);
+    s << "rows: " << g.m_blocks << " query block(s) of " << g.block_m << " per head; GQA group " << g.group << "\n";
+  }
   s << "splits: " << p.num_splits;
   if (p.split_tokens > 0) s << " (fixed " << p.split_tokens << " tokens each, batch-invariant)";
   s << "  -- " << p.note << "\n";

@@ -1,13 +1,14 @@
 // The planner: problem shape + device description -> Plan. Pure host code, no CUDA calls.
 #include <algorithm>
-#include <cmath>
 #include <string>
 
 #include "api/validate.hpp"
-#include "kernels/tile_table.hpp"
-#include "plan/plan_kernels.hpp"
+#include "common/formats.hpp"
+#include "plan/family_choice.hpp"
+#include "plan/geometry.hpp"
 #include "plan/split_heuristic.hpp"
 #include "plan/workspace_layout.hpp"
+#include "registry/registry.hpp"
 #include "splitkv/plan.hpp"
 
 namespace splitkv {
@@ -76,24 +77,44 @@ Status decide_splits(const PlanOptions& o, int64_t work_units, int max_kv_len, i
   return Status::success();
 }
 
-// Which prefill kernel serves the requested strategy and tile shape.
-Status prefill_kernel_for(const PlanOptions& o, tiles::PrefillKernel* kernel) {
-  const bool founding = o.tiles == TileShape::kFoundingNotes;
-  switch (o.strategy) {
-    case Strategy::kSplitV:
-    case Strategy::kTwoPass:
-      if (founding) {
-        return Status::unsupported("options.tiles", "founding-notes tiles apply to the split-q/split-kv kernel only");
-      }
-      *kernel = o.strategy == Strategy::kSplitV ? tiles::PrefillKernel::kSplitV : tiles::PrefillKernel::kTwoPass;
-      return Status::success();
-    case Strategy::kAuto:
-    case Strategy::kSplitQ:
-    case Strategy::kSplitKV:
-      *kernel = founding ? tiles::PrefillKernel::kFoundingTiles : tiles::PrefillKernel::kDefault;
-      return Status::success();
+// Chooses the family and fills the plan's tile fields from its summary.
+Status choose_family_and_tile(registry::Kind kind, Strategy strategy, int head_dim, DType dtype, KvFormat kv_format,
+                              const DeviceInfo& device, const PlanOptions& options, Plan* p,
+                              tiles::TileSummary* tile) {
+  plan::FamilyRequest request{kind, strategy, head_dim, dtype, detail::resolve_kv_format(kv_format, dtype),
+                              device, options.family};
+  int family = -1;
+  if (Status s = plan::choose_family(request, &family); !s) return s;
+  const registry::Family& f = registry::families()[family];
+  *tile = f.tile(head_dim);
+  p->family = f.name;
+  p->block_m = tile->block_m;
+  p->block_n = tile->block_n;
+  p->warps = tile->warps;
+  p->stages = tile->stages;
+  p->smem_bytes = tile->smem_bytes;
+  if (p->smem_bytes > device.smem_per_block_bytes) {
+    return Status::unsupported("head_dim", std::string("kernel family ") + f.name + " needs " +
+                                               std::to_string(p->smem_bytes) +
+                                               " bytes of shared memory per block; the device allows " +
+                                               std::to_string(device.smem_per_block_bytes));
   }
-  return Status::invalid("options.strategy", "a known strategy", "an out-of-range value");
+  p->blocks_per_sm = blocks_per_sm(device, p->smem_bytes, tile->threads());
+  return Status::success();
+}
+
+// The argument names say which problem sizes make grid y and z.
+Status set_grid(const std::array<int64_t, 3>& grid, const char* y_argument, const char* z_argument, Plan* p) {
+  for (int i = 1; i < 3; ++i) {
+    if (grid[i] > plan::kMaxGridYZ) {
+      return Status::invalid(i == 1 ? y_argument : z_argument,
+                             "a problem whose grid fits CUDA's limit of " + std::to_string(plan::kMaxGridYZ) +
+                                 " blocks in y and z",
+                             "grid dimension " + std::string(i == 1 ? "y" : "z") + " of " + std::to_string(grid[i]));
+    }
+  }
+  for (int i = 0; i < 3; ++i) p->grid[i] = static_cast<int>(grid[i]);
+  return Status::success();
 }
 
 }  // namespace
@@ -106,29 +127,19 @@ Status plan_decode(const DecodeProblem& problem, const DeviceInfo& device,
     return Status::unsupported("options.strategy", std::string(to_string(options.strategy)) +
                                                        " is a prefill strategy; decode offers auto, split-q and split-kv");
   }
-  if (options.tiles != TileShape::kDefault) {
-    return Status::unsupported("options.tiles", "decode has one tile shape; founding-notes tiles are a prefill option");
-  }
-  const tiles::DecodeTile tile = tiles::decode_tile(problem.head_dim);
   Plan p;
   p.kind = Plan::Kind::kDecode;
   p.decode = problem;
   p.device = device;
-  p.block_m = tile.block_m;
-  p.block_n = tile.block_keys();
-  p.warps = tile.warps;
-  p.stages = tile.stages;
-  p.smem_bytes = tile.smem_bytes();
-  if (p.smem_bytes > device.smem_per_block_bytes) {
-    return Status::unsupported("head_dim", "the decode tile needs " + std::to_string(p.smem_bytes) +
-                                               " bytes of shared memory; the device allows " +
-                                               std::to_string(device.smem_per_block_bytes));
+  tiles::TileSummary tile;
+  const Strategy served = options.strategy == Strategy::kSplitKV ? Strategy::kSplitKV : Strategy::kSplitQ;
+  if (Status s = choose_family_and_tile(registry::Kind::kDecode, served, problem.head_dim, problem.dtype,
+                                        problem.kv_format, device, options, &p, &tile);
+      !s) {
+    return s;
   }
-  p.blocks_per_sm = blocks_per_sm(device, p.smem_bytes, tile.threads());
-
-  const int group = problem.num_q_heads / problem.num_kv_heads;
-  const int m_tiles = ceil_div(int64_t(problem.q_len) * group, tile.block_m);
-  p.work_units = int64_t(problem.batch) * problem.num_kv_heads * m_tiles;
+  const plan::DecodeGeometry g = plan::decode_geometry(problem, tile.block_m);
+  p.work_units = g.work_units;
 
   SplitDecision split;
   if (options.strategy == Strategy::kSplitQ) {
@@ -136,23 +147,19 @@ Status plan_decode(const DecodeProblem& problem, const DeviceInfo& device,
       return Status::invalid("options.strategy", "split-kv or auto when splits are requested", "split-q");
     }
     split.note = "split-q requested: one split";
-  } else if (Status s = decide_splits(options, p.work_units, problem.max_kv_len, p.block_n, device, &split);
-             !s) {
+  } else if (Status s = decide_splits(options, p.work_units, problem.max_kv_len, p.block_n, device, &split); !s) {
     return s;
   }
   p.num_splits = split.num_splits;
   p.split_tokens = split.split_tokens;
   p.strategy = (p.num_splits > 1 || p.split_tokens > 0) ? Strategy::kSplitKV : Strategy::kSplitQ;
   p.note = split.note;
-  p.grid[0] = p.num_splits;
-  p.grid[1] = problem.num_kv_heads * m_tiles;
-  p.grid[2] = problem.batch;
+  if (Status s = set_grid(g.grid(p.num_splits), "num_q_heads", "batch", &p); !s) return s;
   p.cluster_combine = options.cluster_combine && device.cc_major >= 9 && p.num_splits > 1 &&
                       p.num_splits <= plan::kMaxClusterSplits && p.split_tokens == 0;
   if (p.cluster_combine) p.note += "; splits merged in a thread-block cluster";
-  const int64_t rows = int64_t(problem.batch) * problem.num_q_heads * problem.q_len;
   p.workspace_bytes =
-      p.cluster_combine ? 0 : plan::split_workspace(p.num_splits, rows, problem.head_dim).total_bytes;
+      p.cluster_combine ? 0 : plan::split_workspace(p.num_splits, g.out_rows, problem.head_dim).total_bytes;
   *plan = p;
   return Status::success();
 }
@@ -164,68 +171,48 @@ Status plan_prefill(const PrefillProblem& problem, const DeviceInfo& device,
   if (options.split_tokens > 0) {
     return Status::unsupported("options.split_tokens", "batch-invariant splits are a decode option");
   }
-  tiles::PrefillKernel kernel = tiles::PrefillKernel::kDefault;
-  if (Status s = prefill_kernel_for(options, &kernel); !s) return s;
-  const tiles::PrefillTile tile = tiles::prefill_tile(problem.head_dim, kernel);
+  if (options.cluster_combine) {
+    return Status::unsupported("options.cluster_combine", "the in-cluster combine is a decode option");
+  }
+  const Strategy requested = options.strategy;
   Plan p;
   p.kind = Plan::Kind::kPrefill;
   p.prefill = problem;
   p.device = device;
-  p.tiles = options.tiles;
-  p.block_m = tile.block_m;
-  p.block_n = tile.block_n;
-  p.warps = tile.warps;
-  p.stages = tile.stages();
-  p.smem_bytes = tile.smem_bytes();
-  if (p.smem_bytes > device.smem_per_block_bytes) {
-    return Status::unsupported("head_dim", "the prefill tile needs " + std::to_string(p.smem_bytes) +
-                                               " bytes of shared memory; the device allows " +
-                                               std::to_string(device.smem_per_block_bytes));
+  tiles::TileSummary tile;
+  const Strategy served = requested == Strategy::kAuto ? Strategy::kSplitQ : requested;
+  if (Status s = choose_family_and_tile(registry::Kind::kPrefill, served, problem.head_dim, problem.dtype,
+                                        problem.kv_format, device, options, &p, &tile);
+      !s) {
+    return s;
   }
-  p.blocks_per_sm = blocks_per_sm(device, p.smem_bytes, tile.threads());
-  const int m_blocks = ceil_div(problem.max_q_len, tile.block_m);
-  p.work_units = int64_t(problem.batch) * problem.num_q_heads * m_blocks;
+  const plan::PrefillGeometry g = plan::prefill_geometry(problem, tile.block_m);
+  p.work_units = g.work_units;
 
-  const Strategy requested = options.strategy;
   SplitDecision split;
-  if (requested == Strategy::kSplitV || requested == Strategy::kTwoPass ||
-      requested == Strategy::kSplitQ) {
+  if (requested == Strategy::kSplitV || requested == Strategy::kTwoPass || requested == Strategy::kSplitQ) {
     if (options.num_splits > 1) {
       return Status::invalid("options.num_splits", "0 or 1 with strategy " + std::string(to_string(requested)),
                              std::to_string(options.num_splits));
     }
     split.note = std::string(to_string(requested)) + " requested";
-  } else if (Status s = decide_splits(options, p.work_units, problem.max_kv_len, p.block_n, device, &split);
-             !s) {
+  } else if (Status s = decide_splits(options, p.work_units, problem.max_kv_len, p.block_n, device, &split); !s) {
     return s;
   }
   p.num_splits = split.num_splits;
   p.strategy = requested == Strategy::kAuto || requested == Strategy::kSplitKV
                    ? (p.num_splits > 1 ? Strategy::kSplitKV : Strategy::kSplitQ)
                    : requested;
+  if (p.strategy == Strategy::kSplitKV && !registry::families()[registry::find_family(p.family)].serves(p.strategy)) {
+    return Status::unsupported("options.family", "kernel family " + p.family + " does not serve split-kv");
+  }
   p.note = split.note;
-  p.grid[0] = m_blocks;
-  p.grid[1] = problem.num_q_heads;
-  p.grid[2] = problem.batch * p.num_splits;
-  // Rows of the output: padded [B, Lq, Hq] or varlen [total_q, Hq] -- bounded by B * max_q_len.
-  const int64_t rows = int64_t(problem.batch) * problem.max_q_len * problem.num_q_heads;
+  if (Status s = set_grid(g.grid(p.num_splits), "num_q_heads", "batch", &p); !s) return s;
   p.workspace_bytes = p.strategy == Strategy::kTwoPass
-                          ? plan::two_pass_workspace(rows).total_bytes
-                          : plan::split_workspace(p.num_splits, rows, problem.head_dim).total_bytes;
+                          ? plan::two_pass_workspace(g.out_rows).total_bytes
+                          : plan::split_workspace(p.num_splits, g.out_rows, problem.head_dim).total_bytes;
   *plan = p;
   return Status::success();
 }
 
-namespace plan {
-
-tiles::PrefillKernel prefill_kernel_of(const Plan& p) {
-  switch (p.strategy) {
-    case Strategy::kSplitV: return tiles::PrefillKernel::kSplitV;
-    case Strategy::kTwoPass: return tiles::PrefillKernel::kTwoPass;
-    default:
-      return p.tiles == TileShape::kFoundingNotes ? tiles::PrefillKernel::kFoundingTiles : tiles::PrefillKernel::kDefault;
-  }
-}
-
-}  // namespace plan
 }  // namespace splitkv

@@ -4,26 +4,23 @@
 #include <cmath>
 #include <limits>
 
-#include "api/validate.hpp"
 #include "common/host_tensor.hpp"
 #include "common/parallel_for.hpp"
+#include "kernels/common/causal_mask.hpp"
+#include "plan/geometry.hpp"
 #include "reference/row_attention.hpp"
 
 namespace splitkv::ref {
 
 using detail::element_offset;
-using detail::load_half;
-
-int visible_keys(bool causal, int q_len, int kv_len, int i) {
-  if (!causal) return kv_len;
-  return std::clamp(kv_len - q_len + i + 1, 0, kv_len);
-}
+using detail::load_float;
+using detail::visible_key_end;
 
 namespace {
 
 // Keys, values and queries are gathered as float: exact for fp16/bf16 inputs.
 void gather_row(const TensorRef& t, int64_t base_offset, int d, float* dst) {
-  for (int j = 0; j < d; ++j) dst[j] = load_half(t, base_offset + j * t.stride[t.rank - 1]);
+  for (int j = 0; j < d; ++j) dst[j] = load_float(t, base_offset + j * t.stride[t.rank - 1]);
 }
 
 }  // namespace
@@ -31,7 +28,7 @@ void gather_row(const TensorRef& t, int64_t base_offset, int d, float* dst) {
 Result decode(const DecodeProblem& p, const DecodeTensors& t, const Options& options) {
   const int D = p.head_dim, Lq = p.q_len, Hq = p.num_q_heads, Hkv = p.num_kv_heads;
   const int group = Hq / Hkv;
-  const double scale = detail::resolved_softmax_scale(p.softmax_scale, D);
+  const double scale = plan::resolved_softmax_scale(p.softmax_scale, D);
   Result r;
   r.out.assign(size_t(p.batch) * Lq * Hq * D, 0.0);
   r.lse.assign(size_t(p.batch) * Hq * Lq, 0.0);
@@ -54,7 +51,7 @@ Result decode(const DecodeProblem& p, const DecodeTensors& t, const Options& opt
       for (int h = 0; h < group; ++h) {
         const int hq = hkv * group + h;
         gather_row(t.q, element_offset(t.q, b, i, hq), D, q.data());
-        RowInput row{q.data(), k.data(), v.data(), len, visible_keys(p.causal, Lq, len, i), D, scale, p.dtype};
+        RowInput row{q.data(), k.data(), v.data(), len, visible_key_end(p.causal, Lq, len, i), D, scale, p.dtype};
         attend_row(row, options, &r.out[((size_t(b) * Lq + i) * Hq + hq) * D],
                    &r.lse[(size_t(b) * Hq + hq) * Lq + i]);
       }
@@ -66,7 +63,7 @@ Result decode(const DecodeProblem& p, const DecodeTensors& t, const Options& opt
 Result prefill(const PrefillProblem& p, const PrefillTensors& t, const Options& options) {
   const int D = p.head_dim, Hq = p.num_q_heads, Hkv = p.num_kv_heads;
   const int group = Hq / Hkv;
-  const double scale = detail::resolved_softmax_scale(p.softmax_scale, D);
+  const double scale = plan::resolved_softmax_scale(p.softmax_scale, D);
   const int64_t total_q = p.varlen ? t.q.shape[0] : int64_t(p.batch) * p.max_q_len;
   Result r;
   r.out.assign(size_t(total_q) * Hq * D, 0.0);
@@ -94,7 +91,7 @@ Result prefill(const PrefillProblem& p, const PrefillTensors& t, const Options& 
         const int hq = hkv * group + h;
         const int64_t q_off = p.varlen ? element_offset(t.q, q_begin + i, hq) : element_offset(t.q, b, i, hq);
         gather_row(t.q, q_off, D, q.data());
-        RowInput row{q.data(), k.data(), v.data(), k_len, visible_keys(p.causal, q_len, k_len, i), D, scale, p.dtype};
+        RowInput row{q.data(), k.data(), v.data(), k_len, visible_key_end(p.causal, q_len, k_len, i), D, scale, p.dtype};
         // Dense output row: padded [B, Lq, Hq, D] / varlen [total_q, Hq, D]; LSE [B, Hq, Lq] / [Hq, total_q].
         const size_t token = p.varlen ? size_t(q_begin + i) : size_t(b) * p.max_q_len + i;
         const size_t lse_index = p.varlen ? size_t(hq) * total_q + q_begin + i

@@ -37,7 +37,4 @@ struct Result {
 Result decode(const DecodeProblem& problem, const DecodeTensors& tensors, const Options& options = {});
 Result prefill(const PrefillProblem& problem, const PrefillTensors& tensors, const Options& options = {});
 
-// Keys visible to query i of a sequence with q_len queries and kv_len keys.
-int visible_keys(bool causal, int q_len, int kv_len, int i);
-
 }  // namespace splitkv::ref

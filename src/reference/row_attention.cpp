@@ -61,7 +61,7 @@ void attend_split(const RowInput& row, const Options& opt, double* o, double* ls
   }
 }
 
-// The founding notes' two-pass method: statistics first (scores only), then softmax * V.
+// The original design's two-pass method: statistics first (scores only), then softmax * V.
 void attend_two_pass(const RowInput& row, double* o, double* lse) {
   if (row.n_visible == 0) return write_empty(row.d, o, lse);
   double m = kNegInf, sum = 0;

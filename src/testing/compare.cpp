@@ -59,8 +59,7 @@ std::vector<double> dense_values(const TensorRef& t) {
       for (int64_t c = 0; c < shape[2]; ++c)
         for (int64_t d = 0; d < shape[3]; ++d) {
           const int64_t off = a * stride[0] + b * stride[1] + c * stride[2] + d * stride[3];
-          values.push_back(t.dtype == DType::kF32 ? double(static_cast<const float*>(t.data)[off])
-                                                  : double(detail::load_half(t, off)));
+          values.push_back(double(detail::load_float(t, off)));
         }
   return values;
 }

@@ -1,4 +1,4 @@
-// Comparing a kernel's output with the fp64 reference, by the rules of BENCHMARKING.md:
+// Comparing a kernel's output with the fp64 reference, by the rules of docs/BENCHMARKING.md:
 // max |out - ref| <= 2 * (max error of the straightforward low-precision implementation) + 1e-5,
 // LSE within 1e-3 relative, and NaN never passes.
 #pragma once

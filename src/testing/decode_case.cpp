@@ -61,13 +61,15 @@ DecodeCase make_decode_case(const DecodeCaseSpec& spec) {
     c.block_table.assign(ids.begin(), ids.begin() + B * c.max_pages);
   }
   const int64_t token_stride = (Hkv + pad) * D;
-  c.k_ref = TensorRef::strided(nullptr, p.dtype, {slabs, slab_tokens, Hkv, D},
+  const detail::KvFormatTraits kv = detail::kv_format_traits(detail::resolve_kv_format(p.kv_format, p.dtype));
+  c.k_ref = TensorRef::strided(nullptr, kv.k_element, {slabs, slab_tokens, Hkv, D},
                                {slab_tokens * token_stride, token_stride, D, 1});
   c.v_ref = c.k_ref;
-  c.k.resize(size_t(slabs * slab_tokens * token_stride));
-  c.v.resize(c.k.size());
-  fill_normal(c.k, p.dtype, rng);
-  fill_normal(c.v, p.dtype, rng);
+  c.v_ref.dtype = kv.v_element;
+  c.k = ElementBuffer(kv.k_element, size_t(slabs * slab_tokens * token_stride));
+  c.v = ElementBuffer(kv.v_element, c.k.size());
+  c.k.fill_normal(rng);
+  c.v.fill_normal(rng);
 
   if (spec.poison_unused) {
     // Everything no valid key uses becomes NaN: padding, slots past each length, unused pages.
@@ -79,16 +81,15 @@ DecodeCase make_decode_case(const DecodeCaseSpec& spec) {
         used[size_t(slab * slab_tokens + slot)] = 1;
       }
     }
-    const uint16_t nan = nan_bits(p.dtype);
     for (int64_t row = 0; row < slabs * slab_tokens; ++row) {
       for (int64_t h = 0; h < Hkv + pad; ++h) {
         if (used[size_t(row)] && h < Hkv) continue;
-        std::fill_n(&c.k[size_t((row * (Hkv + pad) + h) * D)], D, nan);
-        std::fill_n(&c.v[size_t((row * (Hkv + pad) + h) * D)], D, nan);
+        c.k.fill_nan(size_t((row * (Hkv + pad) + h) * D), size_t(D));
+        c.v.fill_nan(size_t((row * (Hkv + pad) + h) * D), size_t(D));
       }
     }
     for (int64_t row = 0; row < B * Lq && pad; ++row) {
-      std::fill_n(&c.q[size_t((row * (Hq + pad) + Hq) * D)], D, nan);
+      std::fill_n(&c.q[size_t((row * (Hq + pad) + Hq) * D)], D, nan_bits(p.dtype));
     }
   }
   poison_outputs(c);
@@ -104,16 +105,20 @@ void copy_sequence(const DecodeCase& from, int from_b, DecodeCase& to, int to_b)
   const DecodeProblem& p = from.problem;
   const int64_t len = from.seq_lens[from_b];
   to.seq_lens[to_b] = static_cast<int32_t>(len);
-  auto copy_rows = [](const std::vector<uint16_t>& src, const TensorRef& sref, int64_t sb, std::vector<uint16_t>& dst,
-                      const TensorRef& dref, int64_t db, int64_t rows, int64_t heads, int64_t d) {
+  // Calls copy(src_offset, dst_offset, count) for each (row, head) of sequence sb -> db.
+  auto for_rows = [](const TensorRef& sref, int64_t sb, const TensorRef& dref, int64_t db, int64_t rows,
+                     int64_t heads, int64_t d, auto&& copy) {
     for (int64_t r = 0; r < rows; ++r)
       for (int64_t h = 0; h < heads; ++h)
-        std::copy_n(&src[size_t(sb * sref.stride[0] + r * sref.stride[1] + h * sref.stride[2])], d,
-                    &dst[size_t(db * dref.stride[0] + r * dref.stride[1] + h * dref.stride[2])]);
+        copy(size_t(sb * sref.stride[0] + r * sref.stride[1] + h * sref.stride[2]),
+             size_t(db * dref.stride[0] + r * dref.stride[1] + h * dref.stride[2]), size_t(d));
   };
-  copy_rows(from.q, from.q_ref, from_b, to.q, to.q_ref, to_b, p.q_len, p.num_q_heads, p.head_dim);
-  copy_rows(from.k, from.k_ref, from_b, to.k, to.k_ref, to_b, len, p.num_kv_heads, p.head_dim);
-  copy_rows(from.v, from.v_ref, from_b, to.v, to.v_ref, to_b, len, p.num_kv_heads, p.head_dim);
+  for_rows(from.q_ref, from_b, to.q_ref, to_b, p.q_len, p.num_q_heads, p.head_dim,
+           [&](size_t s, size_t d, size_t n) { std::copy_n(&from.q[s], n, &to.q[d]); });
+  for_rows(from.k_ref, from_b, to.k_ref, to_b, len, p.num_kv_heads, p.head_dim, [&](size_t s, size_t d, size_t n) {
+    to.k.copy_from(d, from.k, s, n);
+    to.v.copy_from(d, from.v, s, n);
+  });
 }
 
 std::vector<uint16_t> sequence_output_bits(const DecodeCase& c, int b) {

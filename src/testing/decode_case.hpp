@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "splitkv/problem.hpp"
+#include "testing/element_buffer.hpp"
 
 namespace splitkv::testing {
 
@@ -20,10 +21,12 @@ struct DecodeCaseSpec {
   bool shuffle_pages = true;   // paged KV: block tables in random order
 };
 
-// Host storage (16-bit element bits) plus the layout the tensors describe.
+// Host storage (Q/O as 16-bit element bits, K/V in the cache's format) plus the layout the
+// tensors describe.
 struct DecodeCase {
   DecodeProblem problem;
-  std::vector<uint16_t> q, k, v, out;
+  std::vector<uint16_t> q, out;
+  ElementBuffer k, v;
   std::vector<float> lse;
   std::vector<int32_t> seq_lens, block_table;
   TensorRef q_ref, k_ref, v_ref, out_ref;  // shapes/strides; data points into the vectors above

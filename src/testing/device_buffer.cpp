@@ -49,6 +49,10 @@ void DeviceBuffer::download(void* host, size_t bytes) const {
   check_cuda(cudaMemcpy(host, ptr_, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy D2H");
 }
 
+void DeviceBuffer::fill_bytes(int value) {
+  if (bytes_ > 0) check_cuda(cudaMemset(ptr_, value, bytes_), "cudaMemset");
+}
+
 DeviceDecodeCase::DeviceDecodeCase(DecodeCase& c)
     : q(DeviceBuffer::from(c.q)),
       k(DeviceBuffer::from(c.k)),

@@ -24,11 +24,17 @@ class DeviceBuffer {
   size_t bytes() const { return bytes_; }
   void upload(const void* host, size_t bytes);
   void download(void* host, size_t bytes) const;
+  void fill_bytes(int value);  // every byte (0xff: NaN in every fp32/fp16/bf16 element)
 
   template <class T>
   static DeviceBuffer from(const std::vector<T>& host) {
     DeviceBuffer b(host.size() * sizeof(T));
     b.upload(host.data(), host.size() * sizeof(T));
+    return b;
+  }
+  static DeviceBuffer from(const ElementBuffer& host) {
+    DeviceBuffer b(host.byte_size());
+    b.upload(host.data(), host.byte_size());
     return b;
   }
 

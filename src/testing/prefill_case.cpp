@@ -43,6 +43,10 @@ void poison_rows(std::vector<uint16_t>& data, int64_t first_row, int64_t rows, i
   std::fill_n(data.begin() + first_row * row_elems, rows * row_elems, nan_bits(dtype));
 }
 
+void poison_rows(ElementBuffer& data, int64_t first_row, int64_t rows, int64_t row_elems) {
+  data.fill_nan(size_t(first_row * row_elems), size_t(rows * row_elems));
+}
+
 }  // namespace
 
 PrefillCase make_prefill_case(const PrefillCaseSpec& spec) {
@@ -73,26 +77,29 @@ PrefillCase make_prefill_case(const PrefillCaseSpec& spec) {
     c.k_ref = token_major(p.dtype, {B, p.max_kv_len}, Hkv, D, pad);
     c.lse_ref = TensorRef::contiguous(nullptr, DType::kF32, {B, Hq, p.max_q_len});
   }
+  const detail::KvFormatTraits kv = detail::kv_format_traits(detail::resolve_kv_format(p.kv_format, p.dtype));
+  c.k_ref.dtype = kv.k_element;
   c.v_ref = c.k_ref;
+  c.v_ref.dtype = kv.v_element;
   c.out_ref = c.q_ref;
   c.q.resize(size_t(q_tokens * (Hq + pad) * D));
-  c.k.resize(size_t(k_tokens * (Hkv + pad) * D));
-  c.v.resize(c.k.size());
+  c.k = ElementBuffer(kv.k_element, size_t(k_tokens * (Hkv + pad) * D));
+  c.v = ElementBuffer(kv.v_element, c.k.size());
   c.out.resize(c.q.size());
   c.lse.resize(size_t(q_tokens * Hq));
   fill_normal(c.q, p.dtype, rng, spec.q_scale);
-  fill_normal(c.k, p.dtype, rng);
-  fill_normal(c.v, p.dtype, rng);
+  c.k.fill_normal(rng);
+  c.v.fill_normal(rng);
   if (spec.poison_unused) {
     if (p.varlen) {
       poison_rows(c.q, c.cu_seqlens_q.back(), kUnusedTokens, (Hq + pad) * D, p.dtype);
-      poison_rows(c.k, c.cu_seqlens_k.back(), kUnusedTokens, (Hkv + pad) * D, p.dtype);
-      poison_rows(c.v, c.cu_seqlens_k.back(), kUnusedTokens, (Hkv + pad) * D, p.dtype);
+      poison_rows(c.k, c.cu_seqlens_k.back(), kUnusedTokens, (Hkv + pad) * D);
+      poison_rows(c.v, c.cu_seqlens_k.back(), kUnusedTokens, (Hkv + pad) * D);
     }
     for (int64_t tok = 0; tok < q_tokens && pad; ++tok) poison_rows(c.q, tok * (Hq + 1) + Hq, 1, D, p.dtype);
     for (int64_t tok = 0; tok < k_tokens && pad; ++tok) {
-      poison_rows(c.k, tok * (Hkv + 1) + Hkv, 1, D, p.dtype);
-      poison_rows(c.v, tok * (Hkv + 1) + Hkv, 1, D, p.dtype);
+      poison_rows(c.k, tok * (Hkv + 1) + Hkv, 1, D);
+      poison_rows(c.v, tok * (Hkv + 1) + Hkv, 1, D);
     }
   }
   poison_outputs(c);

@@ -6,6 +6,7 @@
 
 #include "splitkv/problem.hpp"
 #include "testing/compare.hpp"
+#include "testing/element_buffer.hpp"
 
 namespace splitkv::testing {
 
@@ -21,7 +22,8 @@ struct PrefillCaseSpec {
 
 struct PrefillCase {
   PrefillProblem problem;
-  std::vector<uint16_t> q, k, v, out;
+  std::vector<uint16_t> q, out;
+  ElementBuffer k, v;  // in the problem's KV format
   std::vector<float> lse;
   std::vector<int32_t> cu_seqlens_q, cu_seqlens_k;
   TensorRef q_ref, k_ref, v_ref, out_ref, lse_ref;

@@ -31,7 +31,7 @@ TEST(Cli, ParsesShapeAndSplits) {
   EXPECT_TRUE(o.causal);
   EXPECT_TRUE(o.shape_given);
   EXPECT_EQ(o.json_path, "x.json");
-  const DecodeProblem p = to_decode_problem(o, DType::kBF16);
+  const DecodeProblem p = to_decode_problem(o, Formats{});
   EXPECT_EQ(p.max_kv_len, 32768);
 }
 
@@ -44,9 +44,30 @@ TEST(Cli, RejectsBadValues) {
   EXPECT_FALSE(parse({"bench", "--bogus", "1"}, &o, &error));
   DType dtype;
   EXPECT_EQ(to_dtype("fp32", &dtype).argument(), "--dtype");
+  KvFormat format;
+  EXPECT_EQ(to_kv_format("int3", &format).argument(), "--kv-format");
   PlanOptions po;
   o.strategy = "magic";
   EXPECT_EQ(to_plan_options(o, &po).argument(), "--strategy");
+}
+
+TEST(Cli, HelpFamilyAndKvFormat) {
+  for (const char* help : {"--help", "-h", "help"}) {
+    CliOptions o;
+    std::string error;
+    ASSERT_TRUE(parse({help}, &o, &error)) << error;
+    EXPECT_EQ(o.command, "help") << help;
+  }
+  CliOptions o;
+  std::string error;
+  ASSERT_TRUE(parse({"plan", "--mode", "prefill", "--family", "prefill_mma_k16v64", "--kv-format", "bf16"}, &o, &error))
+      << error;
+  Formats formats;
+  PlanOptions options;
+  ASSERT_TRUE(parse_formats_and_options(o, &formats, &options));
+  EXPECT_EQ(options.family, "prefill_mma_k16v64");
+  EXPECT_EQ(formats.kv_format, KvFormat::kBF16);
+  EXPECT_EQ(to_prefill_problem(o, formats).kv_format, KvFormat::kBF16);
 }
 
 }  // namespace

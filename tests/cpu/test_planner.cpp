@@ -1,4 +1,4 @@
-// The planner: the founding notes' decision path and the plan's invariants.
+// The planner: the split decision, the choice of kernel family and the plan's invariants.
 #include <gtest/gtest.h>
 
 #include "kernels/tile_table.hpp"
@@ -158,13 +158,68 @@ TEST(Planner, PrefillStrategiesArePlanned) {
     EXPECT_EQ(plan.strategy, s);
     EXPECT_EQ(plan.num_splits, 1);
   }
-  PlanOptions founding;
-  founding.tiles = TileShape::kFoundingNotes;
+  // Independent K/V tiles are a family chosen by name; it serves split-q/split-kv, not split-V.
+  PlanOptions k16v64;
+  k16v64.family = "prefill_mma_k16v64";
   Plan plan;
-  ASSERT_TRUE(plan_prefill(prefill(2, 8, 1000), DeviceInfo::h200(), founding, &plan).ok());
+  ASSERT_TRUE(plan_prefill(prefill(2, 8, 1000), DeviceInfo::h200(), k16v64, &plan).ok());
+  EXPECT_EQ(plan.family, "prefill_mma_k16v64");
   EXPECT_EQ(plan.block_n, 64);
-  founding.strategy = Strategy::kSplitV;
-  EXPECT_EQ(plan_prefill(prefill(2, 8, 1000), DeviceInfo::h200(), founding, &plan).code(), StatusCode::kUnsupported);
+  k16v64.strategy = Strategy::kSplitV;
+  const Status s = plan_prefill(prefill(2, 8, 1000), DeviceInfo::h200(), k16v64, &plan);
+  EXPECT_EQ(s.code(), StatusCode::kUnsupported);
+  EXPECT_EQ(s.argument(), "options.strategy");
+}
+
+TEST(Planner, TheFamilyServingTheStrategyIsChosenAndRecorded) {
+  EXPECT_EQ(plan_or_die(decode(1, 32, 8, 4096)).family, "decode_mma");
+  Plan plan;
+  ASSERT_TRUE(plan_prefill(prefill(2, 8, 1000), DeviceInfo::h200(), {}, &plan).ok());
+  EXPECT_EQ(plan.family, "prefill_mma");  // never the by-name-only k16v64 family
+  PlanOptions o;
+  o.strategy = Strategy::kSplitV;
+  ASSERT_TRUE(plan_prefill(prefill(2, 8, 1000), DeviceInfo::h200(), o, &plan).ok());
+  EXPECT_EQ(plan.family, "prefill_mma_splitv");
+  o.strategy = Strategy::kTwoPass;
+  ASSERT_TRUE(plan_prefill(prefill(2, 8, 1000), DeviceInfo::h200(), o, &plan).ok());
+  EXPECT_EQ(plan.family, "prefill_mma_twopass");
+  EXPECT_NE(describe(plan).find("family: prefill_mma_twopass"), std::string::npos);
+}
+
+TEST(Planner, ForcedFamiliesAreCheckedAgainstKindProblemAndDevice) {
+  auto code_and_argument = [](Status s) { return std::make_pair(s.code(), s.argument()); };
+  Plan plan;
+  PlanOptions o;
+  o.family = "no_such_family";
+  EXPECT_EQ(code_and_argument(plan_decode(decode(1, 8, 8, 100), DeviceInfo::h200(), o, &plan)),
+            std::make_pair(StatusCode::kInvalidArgument, std::string("options.family")));
+  o.family = "prefill_mma";  // a prefill family for a decode problem
+  EXPECT_EQ(code_and_argument(plan_decode(decode(1, 8, 8, 100), DeviceInfo::h200(), o, &plan)),
+            std::make_pair(StatusCode::kInvalidArgument, std::string("options.family")));
+  o.family = "combine";
+  EXPECT_EQ(plan_prefill(prefill(1, 2, 64), DeviceInfo::h200(), o, &plan).argument(), "options.family");
+  o.family = "decode_mma";
+  ASSERT_TRUE(plan_decode(decode(1, 8, 8, 100), DeviceInfo::h200(), o, &plan).ok());
+  EXPECT_EQ(plan.family, "decode_mma");
+  PrefillProblem d256 = prefill(1, 2, 64);
+  d256.head_dim = 256;  // no prefill_mma instantiation at 256
+  o.family = "prefill_mma";
+  EXPECT_EQ(code_and_argument(plan_prefill(d256, DeviceInfo::h200(), o, &plan)),
+            std::make_pair(StatusCode::kUnsupported, std::string("head_dim")));
+  DeviceInfo volta = DeviceInfo::h200();
+  volta.cc_major = 7;
+  EXPECT_EQ(code_and_argument(plan_decode(decode(1, 8, 8, 100), volta, {}, &plan)),
+            std::make_pair(StatusCode::kUnsupported, std::string("device")));
+}
+
+TEST(Planner, GridLimitsNameTheProblemSize) {
+  Plan plan;
+  const Status s = plan_decode(decode(70000, 8, 8, 100), DeviceInfo::h200(), {}, &plan);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.argument(), "batch");
+  // 16 queries x group 64 = 1024 packed rows = 64 tiles per KV head; 2048 KV heads -> 131072 > 65535.
+  EXPECT_EQ(plan_decode(decode(1, 2048 * 64, 2048, 100, 128, 16), DeviceInfo::h200(), {}, &plan).argument(),
+            "num_q_heads");
 }
 
 TEST(Planner, DescribeMentionsTheDecision) {

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "common/host_tensor.hpp"
+#include "kernels/common/causal_mask.hpp"
 #include "reference/reference.hpp"
 #include "testing/decode_case.hpp"
 #include "testing/prefill_case.hpp"
@@ -102,9 +103,9 @@ TEST(ReferenceEdgeCases, OneKeyReturnsItsValue) {
   for (int h = 0; h < 2; ++h) {
     double score = 0;
     for (int j = 0; j < 64; ++j) {
-      EXPECT_NEAR(r.out[h * 64 + j], detail::load_half(t.v, detail::element_offset(t.v, 0, 0, 0, j)), 1e-15);
-      score += double(detail::load_half(t.q, detail::element_offset(t.q, 0, 0, h, j))) *
-               detail::load_half(t.k, detail::element_offset(t.k, 0, 0, 0, j));
+      EXPECT_NEAR(r.out[h * 64 + j], detail::load_float(t.v, detail::element_offset(t.v, 0, 0, 0, j)), 1e-15);
+      score += double(detail::load_float(t.q, detail::element_offset(t.q, 0, 0, h, j))) *
+               detail::load_float(t.k, detail::element_offset(t.k, 0, 0, 0, j));
     }
     EXPECT_NEAR(r.lse[h], score / 8.0, 1e-12);  // scale 1/sqrt(64); log(1) = 0
   }
@@ -160,9 +161,9 @@ TEST(ReferencePrefill, CausalRowsThatSeeNoKeyAreEmpty) {
       for (int j = 0; j < 64; ++j) EXPECT_EQ(r.out[i * 64 + j], 0.0);
     }
   }
-  EXPECT_EQ(ref::visible_keys(true, 40, 17, 22), 0);
-  EXPECT_EQ(ref::visible_keys(true, 40, 17, 23), 1);
-  EXPECT_EQ(ref::visible_keys(true, 40, 17, 39), 17);
+  EXPECT_EQ(detail::visible_key_end(true, 40, 17, 22), 0);
+  EXPECT_EQ(detail::visible_key_end(true, 40, 17, 23), 1);
+  EXPECT_EQ(detail::visible_key_end(true, 40, 17, 39), 17);
 }
 
 }  // namespace

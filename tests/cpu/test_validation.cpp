@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <functional>
+#include <vector>
 
 #include "splitkv/splitkv.hpp"
 #include "testing/decode_case.hpp"
@@ -52,9 +53,35 @@ TEST(Validation, DecodeProblemSizes) {
 TEST(Validation, DecodeUnsupportedHeadDimAndDtype) {
   expect_plan_error([](DecodeProblem& p) { p.head_dim = 96; }, StatusCode::kUnsupported, "head_dim");
   expect_plan_error([](DecodeProblem& p) { p.head_dim = 0; }, StatusCode::kUnsupported, "head_dim");
-  expect_plan_error([](DecodeProblem& p) { p.dtype = DType::kI8; }, StatusCode::kUnsupported, "dtype");
-  expect_plan_error([](DecodeProblem& p) { p.dtype = DType::kI4; }, StatusCode::kUnsupported, "dtype");
+  // Q/O are fp16 or bf16; quantized element types belong to the KV format, not to dtype.
+  expect_plan_error([](DecodeProblem& p) { p.dtype = DType::kI8; }, StatusCode::kInvalidArgument, "dtype");
+  expect_plan_error([](DecodeProblem& p) { p.dtype = DType::kI4; }, StatusCode::kInvalidArgument, "dtype");
   expect_plan_error([](DecodeProblem& p) { p.dtype = DType::kF32; }, StatusCode::kInvalidArgument, "dtype");
+  expect_plan_error([](DecodeProblem& p) { p.dtype = static_cast<DType>(99); }, StatusCode::kInvalidArgument, "dtype");
+}
+
+TEST(Validation, KvFormatIsSeparateFromTheQueryDtype) {
+  // Only 16-bit caches in the Q/O dtype until the quantized formats land.
+  for (KvFormat f : {KvFormat::kFP8E4M3, KvFormat::kInt8, KvFormat::kInt4, KvFormat::kK8V4}) {
+    expect_plan_error([f](DecodeProblem& p) { p.kv_format = f; }, StatusCode::kUnsupported, "kv_format");
+  }
+  expect_plan_error([](DecodeProblem& p) { p.kv_format = KvFormat::kF16; }, StatusCode::kUnsupported, "kv_format");
+  expect_plan_error([](DecodeProblem& p) { p.kv_format = static_cast<KvFormat>(42); }, StatusCode::kInvalidArgument,
+                    "kv_format");
+  DecodeProblem explicit_bf16 = good_decode();
+  explicit_bf16.kv_format = KvFormat::kBF16;
+  Plan plan;
+  EXPECT_TRUE(plan_decode(explicit_bf16, DeviceInfo::h200(), {}, &plan).ok());
+  PrefillProblem p;
+  p.batch = 1;
+  p.num_q_heads = p.num_kv_heads = 2;
+  p.head_dim = 64;
+  p.max_q_len = p.max_kv_len = 16;
+  p.kv_format = KvFormat::kInt4;
+  const Status s = plan_prefill(p, DeviceInfo::h200(), {}, &plan);
+  EXPECT_EQ(s.code(), StatusCode::kUnsupported);
+  EXPECT_EQ(s.argument(), "kv_format");
+  EXPECT_NE(s.message().find("int4"), std::string::npos) << s.message();
 }
 
 // A valid decode case on host memory; each test breaks one thing and calls run_decode, which must
@@ -237,8 +264,59 @@ TEST_F(PrefillTensorValidation, ShapesPointersAndProblem) {
   p.num_kv_heads = 3;
   EXPECT_EQ(plan_prefill(p, DeviceInfo::h200(), {}, &plan).argument(), "num_q_heads");
   p = c.problem;
-  p.dtype = DType::kFP8E4M3;
-  EXPECT_EQ(plan_prefill(p, DeviceInfo::h200(), {}, &plan).code(), StatusCode::kUnsupported);
+  p.dtype = DType::kFP8E4M3;  // a KV element type, never a Q/O type
+  EXPECT_EQ(plan_prefill(p, DeviceInfo::h200(), {}, &plan).argument(), "dtype");
+}
+
+// ---- run_combine ------------------------------------------------------------------------------
+
+class CombineValidation : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    p.num_splits = 3;
+    p.batch = 2;
+    p.seq_len = 2;
+    p.num_heads = 4;
+    p.head_dim = 64;
+    partial_o.assign(3 * 4 * 4 * 64, 0.f);
+    partial_lse.assign(3 * 4 * 4, 0.f);
+    out.assign(2 * 2 * 4 * 64, 0);
+    t.partial_o = TensorRef::contiguous(partial_o.data(), DType::kF32, {3, 4, 4, 64});
+    t.partial_lse = TensorRef::contiguous(partial_lse.data(), DType::kF32, {3, 4, 4});
+    t.out = TensorRef::contiguous(out.data(), DType::kBF16, {2, 2, 4, 64});
+  }
+  void expect_error(const std::string& arg, StatusCode code = StatusCode::kInvalidArgument) {
+    const Status s = run_combine(p, t, nullptr);
+    EXPECT_EQ(s.code(), code) << s.message();
+    EXPECT_EQ(s.argument(), arg) << s.message();
+  }
+  CombineProblem p;
+  CombineTensors t;
+  std::vector<float> partial_o, partial_lse;
+  std::vector<uint16_t> out;
+};
+
+TEST_F(CombineValidation, NamesEveryBadArgument) {
+  p.num_splits = 0;
+  expect_error("num_splits");
+  SetUp();
+  p.head_dim = 96;
+  expect_error("head_dim", StatusCode::kUnsupported);
+  SetUp();
+  t.partial_o.shape[1] = 3;  // batch * seq_len = 4 rows
+  expect_error("partial_o.shape[1]");
+  SetUp();
+  t.partial_o.stride[0] *= 2;  // partials are dense
+  expect_error("partial_o.stride[0]");
+  SetUp();
+  t.partial_lse.dtype = DType::kBF16;
+  expect_error("partial_lse.dtype");
+  SetUp();
+  t.out.shape[2] = 8;
+  expect_error("out.shape[2]");
+  SetUp();
+  t.lse = TensorRef::contiguous(partial_lse.data(), DType::kF32, {2, 4, 3});
+  expect_error("lse.shape[2]");
 }
 
 TEST(Validation, StatusMessagesNameArgumentAndExpectation) {

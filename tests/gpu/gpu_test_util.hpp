@@ -15,15 +15,41 @@ inline bool compiled(DType dtype, int head_dim) {
   return dtype_compiled(dtype) && std::find(dims.begin(), dims.end(), head_dim) != dims.end();
 }
 
+// Whether this build holds the instance a plan runs (its family at the problem's dtype and head dim).
+inline bool plan_compiled(const Plan& plan) {
+  const DType dtype = plan.kind == Plan::Kind::kDecode ? plan.decode.dtype : plan.prefill.dtype;
+  const int head_dim = plan.kind == Plan::Kind::kDecode ? plan.decode.head_dim : plan.prefill.head_dim;
+  for (const KernelFamilyInfo& f : kernel_families()) {
+    if (f.name != plan.family) continue;
+    for (const KernelFamilyInfo::Compiled& c : f.compiled) {
+      if (c.dtype == dtype && c.head_dim == head_dim) return true;
+    }
+  }
+  return false;
+}
+
 inline DeviceInfo device() {
   DeviceInfo info;
   EXPECT_TRUE(query_device(0, &info).ok());
   return info;
 }
 
+// A workspace of `bytes` filled with NaN (all bits set): a partial nothing wrote fails the test.
+inline testing::DeviceBuffer poisoned_workspace(size_t bytes) {
+  testing::DeviceBuffer b(bytes);
+  b.fill_bytes(0xff);
+  return b;
+}
+
 }  // namespace splitkv::gpu_test
 
 // Skips the test when there is no GPU (CI) or the build lacks the instantiation.
+#define SPLITKV_REQUIRE_PLAN_COMPILED(plan)                                                         \
+  do {                                                                                              \
+    if (!::splitkv::gpu_test::plan_compiled(plan))                                                  \
+      GTEST_SKIP() << "not compiled into this build: family " << (plan).family;                     \
+  } while (0)
+
 #define SPLITKV_REQUIRE_GPU(dtype, head_dim)                                                    \
   do {                                                                                          \
     if (!::splitkv::testing::gpu_available()) GTEST_SKIP() << "no CUDA device: GPU test skipped"; \

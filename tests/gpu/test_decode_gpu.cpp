@@ -1,4 +1,4 @@
-// Decode kernel against the fp64 reference (BENCHMARKING.md tolerances), plus the split-KV
+// Decode kernel against the fp64 reference (docs/BENCHMARKING.md tolerances), plus the split-KV
 // promises: determinism, batch invariance, CUDA-graph replay with new lengths, bad device input.
 #include <cuda_runtime_api.h>
 
@@ -56,7 +56,7 @@ testing::Comparison run_case(const GpuCase& k, testing::DecodeCase* out_case = n
   Status s = plan_decode(c.problem, gpu_test::device(), o, &plan);
   EXPECT_TRUE(s.ok()) << s.message();
   DeviceDecodeCase dev(c);
-  DeviceBuffer workspace(plan.workspace_bytes);
+  DeviceBuffer workspace = gpu_test::poisoned_workspace(plan.workspace_bytes);
   s = run_decode(plan, dev.tensors, workspace.get(), workspace.bytes(), nullptr);
   EXPECT_TRUE(s.ok()) << s.message();
   dev.download_outputs(c);
@@ -83,9 +83,10 @@ std::vector<GpuCase> reference_cases() {
   auto add = [&](std::string name, DecodeSpecBuilder b, int splits = 0, int split_tokens = 0, bool cluster = false) {
     cases.push_back(GpuCase{std::move(name), b.spec, splits, split_tokens, cluster});
   };
-  for (int len : {1, 2, 17, 1000, 4097, 65537}) add("len" + std::to_string(len), DecodeSpecBuilder(1, 32, 8, len));
+  for (int len : {1, 2, 17, 63, 65, 1000, 4097, 65537}) add("len" + std::to_string(len), DecodeSpecBuilder(1, 32, 8, len));
   add("mixed_lengths_with_zero", DecodeSpecBuilder(5, 32, 8, 4097).lens({0, 4097, 1, 333, 2048}));
   add("gqa_28_4", DecodeSpecBuilder(2, 28, 4, 1500));
+  add("gqa_40_8", DecodeSpecBuilder(2, 40, 8, 1333).lens({1333, 64}));
   add("mha_32_32", DecodeSpecBuilder(2, 32, 32, 1025));
   add("gqa_64_8", DecodeSpecBuilder(2, 64, 8, 777));
   add("mqa_8_1", DecodeSpecBuilder(3, 8, 1, 2000).lens({2000, 5, 1234}));
@@ -146,7 +147,7 @@ TEST(DecodeGpu, BatchInvariantModeGivesTheSameBitsWhateverTheBatch) {
     Plan plan;
     ASSERT_TRUE(plan_decode(c->problem, gpu_test::device(), o, &plan).ok());
     DeviceDecodeCase dev(*c);
-    DeviceBuffer workspace(plan.workspace_bytes);
+    DeviceBuffer workspace = gpu_test::poisoned_workspace(plan.workspace_bytes);
     ASSERT_TRUE(run_decode(plan, dev.tensors, workspace.get(), workspace.bytes(), nullptr).ok());
     dev.download_outputs(*c);
     EXPECT_TRUE(testing::check_decode(*c).passed);
@@ -166,7 +167,7 @@ TEST(DecodeGpu, CudaGraphReplayServesNewLengths) {
   ASSERT_TRUE(plan_decode(c.problem, gpu_test::device(), o, &plan).ok());
   ASSERT_GT(plan.num_splits, 1);
   DeviceDecodeCase dev(c);
-  DeviceBuffer workspace(plan.workspace_bytes);
+  DeviceBuffer workspace = gpu_test::poisoned_workspace(plan.workspace_bytes);
   cudaStream_t stream;
   ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
   cudaGraph_t graph;
@@ -214,7 +215,7 @@ TEST(DecodeGpu, BadDeviceLengthsAndPagesBecomeNaNNotOutOfBounds) {
       table[2 * c.max_pages + 1] = 1 << 20;  // sequence 2: a page id past the pool
       dev.block_table.upload(table.data(), table.size() * sizeof(int32_t));
     }
-    DeviceBuffer workspace(plan.workspace_bytes);
+    DeviceBuffer workspace = gpu_test::poisoned_workspace(plan.workspace_bytes);
     ASSERT_TRUE(run_decode(plan, dev.tensors, workspace.get(), workspace.bytes(), nullptr).ok());
     dev.download_outputs(c);
     const int per_seq = c.problem.num_q_heads * c.problem.head_dim;

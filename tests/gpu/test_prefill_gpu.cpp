@@ -1,5 +1,5 @@
-// Prefill kernels (default, split-KV, split-V, two-pass, founding-notes tiles) against the fp64
-// reference, with the tolerance rule of BENCHMARKING.md.
+// Prefill kernel families (default, split-KV, split-V, two-pass, independent K/V tiles) against the
+// fp64 reference, with the tolerance rule of docs/BENCHMARKING.md.
 #include <cmath>
 #include <string>
 #include <vector>
@@ -15,14 +15,15 @@ using testing::DeviceBuffer;
 struct Variant {
   const char* name;
   Strategy strategy;
-  TileShape tiles;
+  const char* family;  // "": the planner's choice
   int num_splits;
 };
-const Variant kVariants[] = {{"default", Strategy::kAuto, TileShape::kDefault, 0},
-                             {"splitkv", Strategy::kSplitKV, TileShape::kDefault, 3},
-                             {"splitv", Strategy::kSplitV, TileShape::kDefault, 0},
-                             {"twopass", Strategy::kTwoPass, TileShape::kDefault, 0},
-                             {"founding", Strategy::kAuto, TileShape::kFoundingNotes, 0}};
+const Variant kVariants[] = {{"default", Strategy::kAuto, "", 0},
+                             {"splitkv", Strategy::kSplitKV, "", 3},
+                             {"splitv", Strategy::kSplitV, "", 0},
+                             {"twopass", Strategy::kTwoPass, "", 0},
+                             {"k16v64", Strategy::kAuto, "prefill_mma_k16v64", 0},
+                             {"k16v64_splitkv", Strategy::kSplitKV, "prefill_mma_k16v64", 2}};
 
 struct PrefillShape {
   std::string name;
@@ -93,7 +94,7 @@ TEST_P(PrefillVsReference, MatchesFp64Reference) {
   SPLITKV_REQUIRE_GPU(param.shape.spec.problem.dtype, param.shape.spec.problem.head_dim);
   PlanOptions o;
   o.strategy = param.variant.strategy;
-  o.tiles = param.variant.tiles;
+  o.family = param.variant.family;
   o.num_splits = param.variant.num_splits;
   for (float q_scale : {1.f, 6.f}) {
     testing::PrefillCaseSpec spec = param.shape.spec;
@@ -102,8 +103,9 @@ TEST_P(PrefillVsReference, MatchesFp64Reference) {
     Plan plan;
     Status s = plan_prefill(c.problem, gpu_test::device(), o, &plan);
     ASSERT_TRUE(s.ok()) << s.message();
+    SPLITKV_REQUIRE_PLAN_COMPILED(plan);
     testing::DevicePrefillCase dev(c);
-    DeviceBuffer workspace(plan.workspace_bytes);
+    DeviceBuffer workspace = gpu_test::poisoned_workspace(plan.workspace_bytes);
     s = run_prefill(plan, dev.tensors, workspace.get(), workspace.bytes(), nullptr);
     ASSERT_TRUE(s.ok()) << s.message();
     dev.download_outputs(c);
@@ -127,7 +129,7 @@ TEST(PrefillGpu, ChunkedPrefillSplitsByItselfAndMatches) {
   EXPECT_EQ(plan.strategy, Strategy::kSplitKV);
   EXPECT_GT(plan.num_splits, 1);
   testing::DevicePrefillCase dev(c);
-  DeviceBuffer workspace(plan.workspace_bytes);
+  DeviceBuffer workspace = gpu_test::poisoned_workspace(plan.workspace_bytes);
   ASSERT_TRUE(run_prefill(plan, dev.tensors, workspace.get(), workspace.bytes(), nullptr).ok());
   dev.download_outputs(c);
   const testing::Comparison cmp = testing::check_prefill(c);
@@ -144,7 +146,7 @@ TEST(PrefillGpu, BadDeviceCuSeqlensBecomeNaN) {
   dev.tensors.cu_seqlens_k_host = nullptr;  // the host cannot see what the device reads
   std::vector<int32_t> cu_k = {0, 50, 1 << 20};  // sequence 1 points far past the k tensor
   dev.cu_seqlens_k.upload(cu_k.data(), cu_k.size() * sizeof(int32_t));
-  DeviceBuffer workspace(plan.workspace_bytes);
+  DeviceBuffer workspace = gpu_test::poisoned_workspace(plan.workspace_bytes);
   ASSERT_TRUE(run_prefill(plan, dev.tensors, workspace.get(), workspace.bytes(), nullptr).ok());
   dev.download_outputs(c);
   const std::vector<double> out = testing::dense_values(c.host_tensors().out);

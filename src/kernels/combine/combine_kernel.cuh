@@ -7,22 +7,20 @@
 // bit (batch-invariant mode relies on that).
 #pragma once
 
-#include <cutlass/array.h>
-
 #include "kernels/combine/combine_params.hpp"
 #include "kernels/common/combine_state.cuh"
+#include "kernels/common/epilogue.cuh"
 #include "kernels/common/pdl.cuh"
+#include "kernels/tile_table.hpp"
 
 namespace splitkv::detail {
 
-constexpr int kCombineThreads = 128;
-
 template <class Element, int kHeadDim>
-__global__ void __launch_bounds__(kCombineThreads) combine_kernel(const __grid_constant__ CombineParams p) {
+__global__ void __launch_bounds__(tiles::kCombineThreads) combine_kernel(const __grid_constant__ CombineParams p) {
   constexpr int kLanesPerRow = kHeadDim / 4;
-  constexpr int kGroups = kCombineThreads / kLanesPerRow;
+  constexpr int kGroups = tiles::kCombineThreads / kLanesPerRow;
   constexpr int kInFlight = 4;  // partials each thread loads before folding them in
-  static_assert(kCombineThreads % kLanesPerRow == 0);
+  static_assert(tiles::kCombineThreads % kLanesPerRow == 0);
   __shared__ float group_max[kGroups], group_sum[kGroups];
   __shared__ float4 group_acc[kGroups][kLanesPerRow];
   __shared__ int saw_nan;
@@ -82,21 +80,9 @@ __global__ void __launch_bounds__(kCombineThreads) combine_kernel(const __grid_c
     total.fold(lse1, o1);
   }
   float out[4];
-  float lse = total.finish(out);
-  if (saw_nan) {
-    lse = __int_as_float(0x7fc00000);
-#pragma unroll
-    for (int c = 0; c < 4; ++c) out[c] = lse;
-  }
-  cutlass::Array<Element, 4> packed;
-#pragma unroll
-  for (int c = 0; c < 4; ++c) packed[c] = Element(out[c]);
-  Element* dst = static_cast<Element*>(p.out) + b * p.o_batch_stride + token * p.o_token_stride +
-                 hq * p.o_head_stride + lane * 4;
-  *reinterpret_cast<cutlass::Array<Element, 4>*>(dst) = packed;
-  if (p.lse != nullptr && lane == 0) {
-    p.lse[b * p.lse_batch_stride + hq * p.lse_head_stride + token * p.lse_token_stride] = lse;
-  }
+  const float lse = total.finish(out);
+  write_output<Element, kHeadDim>(p.output, OutputRow{b, i, token, hq, 0}, lane * 4, out, lse, lane == 0,
+                                  saw_nan != 0);
 }
 
 }  // namespace splitkv::detail

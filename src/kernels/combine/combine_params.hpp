@@ -3,6 +3,8 @@
 
 #include <cstdint>
 
+#include "kernels/common/output_params.hpp"
+
 namespace splitkv::detail {
 
 struct CombineParams {
@@ -18,10 +20,7 @@ struct CombineParams {
   // output; rows with i >= that sequence's query count are skipped (varlen).
   const int32_t* cu_seqlens_q;
 
-  void* out;  // element type of the instantiation
-  int64_t o_batch_stride, o_token_stride, o_head_stride;
-  float* lse;  // optional
-  int64_t lse_batch_stride, lse_head_stride, lse_token_stride;
+  OutputParams output;  // kFinal: the merged rows, in the element type of the instantiation
 };
 
 }  // namespace splitkv::detail

@@ -1,8 +1,8 @@
 // Merging partial softmax results. A partial is (O_i, LSE_i): the output normalized over its own
 // keys and the natural-log log-sum-exp of its scores (LSE_i = -inf for an empty partial). Then
 //   LSE = log sum_i exp(LSE_i)      O = sum_i exp(LSE_i - LSE) * O_i
-// always summed in index order, so the result is deterministic. Used by the fp64 reference, the
-// CPU backend and the GPU combine kernel alike.
+// always summed in index order, so the result is deterministic. Used by the fp64 reference and
+// the CPU backend; the GPU folds the same formula online (kernels/common/combine_state.cuh).
 #pragma once
 
 #include <cmath>

@@ -3,6 +3,8 @@
 
 #include <cstdint>
 
+#include "kernels/common/output_params.hpp"
+
 namespace splitkv::detail {
 
 struct DecodeParams {
@@ -27,16 +29,9 @@ struct DecodeParams {
   const int32_t* seq_lens;  // [batch]
   int64_t kv_capacity;      // keys a sequence can hold; longer lengths are reported as NaN
 
-  // O [batch, q_len, Hq, D] and optional LSE [batch, Hq, q_len] (fp32, natural log).
-  void* out;
-  int64_t o_batch_stride, o_token_stride, o_head_stride;
-  float* lse;
-  int64_t lse_batch_stride, lse_head_stride, lse_token_stride;
-
-  // Split-KV partials (num_splits > 1): row = (b * q_len + i) * Hq + hq.
-  float* partial_o;    // [num_splits, rows, D]
-  float* partial_lse;  // [num_splits, rows]
-  int64_t partial_rows;
+  // O and LSE (kFinal: O [batch, q_len, Hq, D], LSE [batch, Hq, q_len]) or this split's partials
+  // (kPartial: rows (b * q_len + i) * Hq + hq).
+  OutputParams output;
 
   int batch, num_q_heads, num_kv_heads, q_len;
   int group;        // Hq / Hkv: query heads packed into one KV head's tile

@@ -1,10 +1,12 @@
 // Pieces shared by the prefill kernels: which tokens a block owns, masking, MMA from shared
-// memory, and the epilogue that writes O / LSE, split partials or two-pass statistics.
+// memory, and the row writer over the common epilogue.
 #pragma once
 
 #include <cute/tensor.hpp>
 #include <cutlass/array.h>
 
+#include "kernels/common/causal_mask.hpp"
+#include "kernels/common/epilogue.cuh"
 #include "kernels/common/mma_layouts.cuh"
 #include "kernels/common/online_softmax.cuh"
 #include "kernels/common/split_rule.hpp"
@@ -50,11 +52,8 @@ __device__ __forceinline__ KeyRange key_range(const PrefillParams& p, const Pref
   const int chunk = split_chunk_keys(s.k_len, p.num_splits, 0, block_n);
   r.lo = int(min(int64_t(s.k_len), int64_t(split) * chunk));
   r.hi = min(s.k_len, r.lo + chunk);
-  r.mask_from = r.hi;
-  if (p.causal) {  // bottom-right aligned: row i sees keys <= k_len - q_len + i
-    r.hi = min(r.hi, s.k_len - s.q_len + row0 + rows);
-    r.mask_from = min(r.hi, s.k_len - s.q_len + row0 + 1);
-  }
+  r.hi = min(r.hi, visible_key_end(p.causal, s.q_len, s.k_len, row0 + rows - 1));
+  r.mask_from = min(r.hi, visible_key_end(p.causal, s.q_len, s.k_len, row0));
   return r;
 }
 
@@ -103,7 +102,7 @@ __device__ __forceinline__ void mask_scores(Scores& scores, const Coords& coords
   CUTE_UNROLL
   for (int r = 0; r < cute::size<0>(scores); ++r) {
     const int i = row0 + cute::get<0>(coords(r, 0));
-    const int end = p.causal ? min(hi, s.k_len - s.q_len + i + 1) : hi;
+    const int end = min(hi, visible_key_end(p.causal, s.q_len, s.k_len, i));
     CUTE_UNROLL
     for (int c = 0; c < cute::size<1>(scores); ++c) {
       if (n0 + cute::get<1>(coords(r, c)) >= end) scores(r, c) = kNegInf;
@@ -158,50 +157,28 @@ __device__ __forceinline__ void gemm_reg_smem(TiledMma& mma, Acc& acc, const Reg
   }
 }
 
-// Rows a block writes: O (normalized) and LSE, a split partial, or NaN when the input was bad.
+// Rows a block writes, through the epilogue: O (normalized) and LSE, a split partial, or NaN when
+// the sequence's device data was bad.
 struct RowWriter {
   const PrefillParams& p;
   const PrefillSequence& s;
   int b, hq, split, row0;
-
-  __device__ __forceinline__ int64_t partial_row(int i) const {
-    return int64_t(split) * p.partial_rows + (int64_t(b) * p.max_q_len + i) * p.num_q_heads + hq;
-  }
 
   // acc: (rows, cols) fp32 view; coords: block-local (row, col) of each element; lse/inv: per row.
   template <class Element, int kHeadDim, class Acc, class Coords, int kRows>
   __device__ __forceinline__ void write(const Acc& acc, const Coords& coords, const float (&lse)[kRows],
                                         const float (&inv)[kRows], bool lse_writer) const {
     static_assert(decltype(cute::size<0>(acc))::value == kRows);
-    const float nan = __int_as_float(0x7fc00000);
     CUTE_UNROLL
     for (int r = 0; r < kRows; ++r) {
       const int i = row0 + cute::get<0>(coords(r, 0));
       if (i >= s.q_len) continue;
-      const float row_lse = s.bad ? nan : lse[r];
-      const float scale = s.bad ? nan : inv[r];
-      const int64_t token = s.q_begin + i;
+      const OutputRow where{b, i, s.q_begin + i, hq, split};
       CUTE_UNROLL
       for (int c = 0; c < cute::size<1>(acc); c += 2) {  // adjacent column pairs
-        const int col = cute::get<1>(coords(r, c));
-        const float o0 = acc(r, c) * scale, o1 = acc(r, c + 1) * scale;
-        if (p.num_splits == 1) {
-          cutlass::Array<Element, 2> pair;
-          pair[0] = Element(o0);
-          pair[1] = Element(o1);
-          Element* dst = static_cast<Element*>(p.out) + b * p.o_batch_stride + token * p.o_token_stride +
-                         hq * p.o_head_stride + col;
-          *reinterpret_cast<cutlass::Array<Element, 2>*>(dst) = pair;
-        } else {
-          *reinterpret_cast<float2*>(p.partial_o + partial_row(i) * kHeadDim + col) = make_float2(o0, o1);
-        }
-      }
-      if (lse_writer) {
-        if (p.num_splits > 1) {
-          p.partial_lse[partial_row(i)] = row_lse;
-        } else if (p.lse != nullptr) {
-          p.lse[b * p.lse_batch_stride + hq * p.lse_head_stride + token * p.lse_token_stride] = row_lse;
-        }
+        const float pair[2] = {acc(r, c) * inv[r], acc(r, c + 1) * inv[r]};
+        write_output<Element, kHeadDim>(p.output, where, cute::get<1>(coords(r, c)), pair, lse[r], lse_writer && c == 0,
+                                        s.bad);
       }
     }
   }

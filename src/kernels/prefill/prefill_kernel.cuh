@@ -4,8 +4,8 @@
 // Per step of block_n keys: K arrives as kKSubTiles cp.async groups (one per K sub-tile) and the
 // scores of a sub-tile are computed as soon as it lands; V arrives as kVSlices column slices while
 // the scores are computed, and P*V runs slice by slice. K of the next step loads during P*V. With
-// one sub-tile and one slice this is FlashAttention-2's schedule; the founding notes' 16x64 K /
-// 64x64 V tiles are another instantiation of the same code.
+// one sub-tile and one slice this is FlashAttention-2's schedule; the independent 16-key K
+// sub-tiles and 64-column V slices of the prefill_mma_k16v64 family are the same code.
 //
 // The same body runs the two-pass strategy: kStats computes only each row's max and sum of exp
 // over all keys; kFromStats recomputes the scores and applies the final softmax directly.

@@ -3,6 +3,8 @@
 
 #include <cstdint>
 
+#include "kernels/common/output_params.hpp"
+
 namespace splitkv::detail {
 
 struct PrefillParams {
@@ -14,10 +16,9 @@ struct PrefillParams {
   int64_t k_batch_stride, k_token_stride, k_head_stride;
   const void* v;
   int64_t v_batch_stride, v_token_stride, v_head_stride;
-  void* out;
-  int64_t o_batch_stride, o_token_stride, o_head_stride;
-  float* lse;  // optional
-  int64_t lse_batch_stride, lse_head_stride, lse_token_stride;
+  // O and LSE (kFinal: O like q, LSE padded [B, Hq, Lq] or varlen [Hq, total_q]) or this split's
+  // partials (kPartial: rows (b * max_q_len + i) * Hq + hq).
+  OutputParams output;
 
   const int32_t* cu_seqlens_q;  // [batch + 1] or nullptr (padded)
   const int32_t* cu_seqlens_k;
@@ -28,11 +29,7 @@ struct PrefillParams {
   bool causal;
   float scale_log2;  // softmax_scale * log2(e)
 
-  // Split-KV: partials at row = (b * max_q_len + i) * num_q_heads + hq.
-  int num_splits;
-  float* partial_o;    // [num_splits, rows, D]
-  float* partial_lse;  // [num_splits, rows]
-  int64_t partial_rows;
+  int num_splits;  // KV splits (blockIdx.z = b * num_splits + split)
 
   // Two-pass: per-row raw-score max and sum of exp2((s - max) * scale_log2), same row indexing.
   float* row_max;

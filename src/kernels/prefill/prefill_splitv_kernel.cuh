@@ -1,4 +1,4 @@
-// Split-V prefill (the founding notes' alternative): the warps of a block partition the head-dim
+// Split-V prefill (one of the original design's strategies): the warps of a block partition the head-dim
 // columns of V and O instead of the query rows. Every warp computes the whole score tile Q K^T of
 // the block (recomputing what its siblings compute) and so owns whole score rows: the softmax needs
 // no exchange between warps. The price is kWarps times the Q K^T work; it is measured against the

@@ -10,11 +10,11 @@
 
 namespace splitkv::detail {
 
-template <class Element_, int kHeadDim_, tiles::PrefillKernel kKernel_>
+template <class Element_, int kHeadDim_, tiles::PrefillVariant kVariant_>
 struct PrefillTraits {
   using Element = Element_;
-  static constexpr tiles::PrefillKernel kKernel = kKernel_;
-  static constexpr tiles::PrefillTile kTile = tiles::prefill_tile(kHeadDim_, kKernel_);
+  static constexpr tiles::PrefillVariant kVariant = kVariant_;
+  static constexpr tiles::PrefillTile kTile = tiles::prefill_tile(kHeadDim_, kVariant_);
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr int kBlockM = kTile.block_m;
   static constexpr int kBlockN = kTile.block_n;

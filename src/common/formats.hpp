@@ -1,0 +1,60 @@
+// The element-format traits table: storage bits and roles of every element type, and what each
+// KV cache format stores. Host and device code read the same constexpr table; nothing outside
+// the 16-bit kernels assumes 2-byte elements.
+#pragma once
+
+#include "kernels/common/host_device.hpp"
+#include "splitkv/types.hpp"
+
+namespace splitkv::detail {
+
+struct ElementTraits {
+  const char* name;
+  int bits;          // storage bits per element (4 for kI4: two per byte)
+  bool qo_type;      // may be the Q/O type of a problem
+};
+
+SPLITKV_HD constexpr ElementTraits element_traits(DType dtype) {
+  switch (dtype) {
+    case DType::kF16: return {"fp16", 16, true};
+    case DType::kBF16: return {"bf16", 16, true};
+    case DType::kF32: return {"fp32", 32, false};
+    case DType::kI32: return {"int32", 32, false};
+    case DType::kI8: return {"int8", 8, false};
+    case DType::kI4: return {"int4", 4, false};
+    case DType::kFP8E4M3: return {"fp8_e4m3", 8, false};
+  }
+  return {"unknown", 0, false};
+}
+
+// Elements of `dtype` in 16 bytes (the vector width of every global load and store).
+SPLITKV_HD constexpr int elements_per_16_bytes(DType dtype) { return 128 / element_traits(dtype).bits; }
+
+struct KvFormatTraits {
+  const char* name;
+  DType k_element;   // element type of the K tensor (kNative: resolved first)
+  DType v_element;   // element type of the V tensor
+  bool quantized;    // codes plus scales
+  bool implemented;  // kernels exist for it
+};
+
+SPLITKV_HD constexpr KvFormatTraits kv_format_traits(KvFormat format) {
+  switch (format) {
+    case KvFormat::kNative: return {"native", DType::kBF16, DType::kBF16, false, true};  // resolve first
+    case KvFormat::kF16: return {"fp16", DType::kF16, DType::kF16, false, true};
+    case KvFormat::kBF16: return {"bf16", DType::kBF16, DType::kBF16, false, true};
+    case KvFormat::kFP8E4M3: return {"fp8", DType::kFP8E4M3, DType::kFP8E4M3, true, false};
+    case KvFormat::kInt8: return {"int8", DType::kI8, DType::kI8, true, false};
+    case KvFormat::kInt4: return {"int4", DType::kI4, DType::kI4, true, false};
+    case KvFormat::kK8V4: return {"k8v4", DType::kI8, DType::kI4, true, false};
+  }
+  return {"unknown", DType::kBF16, DType::kBF16, false, false};
+}
+
+// kNative means "the Q/O dtype, unquantized": the explicit 16-bit format.
+SPLITKV_HD constexpr KvFormat resolve_kv_format(KvFormat format, DType dtype) {
+  if (format != KvFormat::kNative) return format;
+  return dtype == DType::kF16 ? KvFormat::kF16 : KvFormat::kBF16;
+}
+
+}  // namespace splitkv::detail

@@ -1,0 +1,31 @@
+#include "launch/dispatch.hpp"
+
+#include <string>
+
+#include "common/formats.hpp"
+
+namespace splitkv::detail {
+
+Status find_launcher(int family, DType dtype, int head_dim, KvFormat kv_format, Launcher* launcher) {
+  // 16-bit caches in the Q/O dtype are the families' "native" format.
+  const KvFormat resolved = resolve_kv_format(kv_format, dtype);
+  const KvFormat key = kv_format_traits(resolved).quantized ? resolved : KvFormat::kNative;
+  const int index = registry::find_instance(family, dtype, head_dim, key);
+  if (index < 0) {
+    return Status::unsupported(
+        "plan.family", std::string("kernel family ") + registry::families()[family].name + " for " + to_string(dtype) +
+                           ", head_dim " + std::to_string(head_dim) + ", " + to_string(kv_format) +
+                           " KV is not compiled into this build (see SPLITKV_HEAD_DIMS, SPLITKV_DTYPES and "
+                           "CMAKE_CUDA_ARCHITECTURES)");
+  }
+  *launcher = kInstanceLaunchers[index];
+  return Status::success();
+}
+
+Status launch(Launcher launcher, const void* params, const LaunchConfig& config, const char* what) {
+  const cudaError_t error = launcher(params, config);
+  if (error == cudaSuccess) return Status::success();
+  return Status(StatusCode::kCudaError, "", std::string(what) + ": " + cudaGetErrorString(error));
+}
+
+}  // namespace splitkv::detail

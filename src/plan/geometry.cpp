@@ -1,0 +1,45 @@
+#include "plan/geometry.hpp"
+
+#include <cmath>
+
+namespace splitkv::plan {
+namespace {
+
+constexpr float kLog2e = 1.44269504088896340736f;
+
+int ceil_div(int64_t a, int64_t b) { return static_cast<int>((a + b - 1) / b); }
+
+}  // namespace
+
+float resolved_softmax_scale(float softmax_scale, int head_dim) {
+  return softmax_scale != 0.f ? softmax_scale : 1.f / std::sqrt(static_cast<float>(head_dim));
+}
+
+DecodeGeometry decode_geometry(const DecodeProblem& p, int block_m) {
+  DecodeGeometry g;
+  g.group = p.num_q_heads / p.num_kv_heads;
+  g.rows_per_kv = p.q_len * g.group;
+  g.block_m = block_m;
+  g.m_tiles = ceil_div(g.rows_per_kv, block_m);
+  g.work_units = int64_t(p.batch) * p.num_kv_heads * g.m_tiles;
+  g.out_rows = int64_t(p.batch) * p.q_len * p.num_q_heads;
+  g.scale_log2 = resolved_softmax_scale(p.softmax_scale, p.head_dim) * kLog2e;
+  g.num_kv_heads = p.num_kv_heads;
+  g.batch = p.batch;
+  return g;
+}
+
+PrefillGeometry prefill_geometry(const PrefillProblem& p, int block_m) {
+  PrefillGeometry g;
+  g.group = p.num_q_heads / p.num_kv_heads;
+  g.block_m = block_m;
+  g.m_blocks = ceil_div(p.max_q_len, block_m);
+  g.work_units = int64_t(p.batch) * p.num_q_heads * g.m_blocks;
+  g.out_rows = int64_t(p.batch) * p.max_q_len * p.num_q_heads;
+  g.scale_log2 = resolved_softmax_scale(p.softmax_scale, p.head_dim) * kLog2e;
+  g.num_q_heads = p.num_q_heads;
+  g.batch = p.batch;
+  return g;
+}
+
+}  // namespace splitkv::plan

@@ -1,0 +1,49 @@
+// Problem geometry: the numbers validation, the planner, the launchers and `describe` all need,
+// computed in one place from the problem and the chosen family's tile.
+#pragma once
+
+#include <array>
+#include <cstdint>
+
+#include "splitkv/problem.hpp"
+
+namespace splitkv::plan {
+
+// The softmax scale actually used: softmax_scale, or 1/sqrt(head_dim) when it is 0.
+float resolved_softmax_scale(float softmax_scale, int head_dim);
+
+constexpr int kMaxGridYZ = 65535;  // CUDA's limit on gridDim.y and gridDim.z
+
+// Decode: a block owns the q_len x group query rows that share one KV head (GQA packing), packed
+// row r = i * group + h, in tiles of block_m rows.
+struct DecodeGeometry {
+  int group;           // Hq / Hkv
+  int rows_per_kv;     // q_len * group
+  int block_m;         // packed rows per tile
+  int m_tiles;         // ceil(rows_per_kv / block_m)
+  int64_t work_units;  // blocks before splitting: batch * Hkv * m_tiles
+  int64_t out_rows;    // batch * q_len * Hq: rows of O, and of each split's partials
+  float scale_log2;    // resolved softmax scale * log2(e)
+  int num_kv_heads, batch;
+
+  // Grid (KV split, KV head x query tile, sequence).
+  std::array<int64_t, 3> grid(int num_splits) const { return {num_splits, int64_t(num_kv_heads) * m_tiles, batch}; }
+};
+DecodeGeometry decode_geometry(const DecodeProblem& problem, int block_m);
+
+// Prefill: a block owns block_m query rows of one query head of one sequence.
+struct PrefillGeometry {
+  int group;           // Hq / Hkv
+  int block_m;
+  int m_blocks;        // ceil(max_q_len / block_m)
+  int64_t work_units;  // blocks before splitting: batch * Hq * m_blocks
+  int64_t out_rows;    // batch * max_q_len * Hq: bound on the rows of O (varlen rows are fewer)
+  float scale_log2;
+  int num_q_heads, batch;
+
+  // Grid (query block, query head, sequence x KV split).
+  std::array<int64_t, 3> grid(int num_splits) const { return {m_blocks, num_q_heads, int64_t(batch) * num_splits}; }
+};
+PrefillGeometry prefill_geometry(const PrefillProblem& problem, int block_m);
+
+}  // namespace splitkv::plan

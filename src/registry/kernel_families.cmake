@@ -1,0 +1,45 @@
+# The kernel-family registry: one row per family of kernels. CMake reads it to generate
+#   - one instantiation source per (family, dtype, head dim, KV format) this build compiles,
+#   - generated/registry_families.cpp: the family table and the list of compiled instances, read
+#     by the planner (which family serves a problem) and by compiled_*() (host code, no CUDA),
+#   - generated/registry_launchers.cpp: (family, dtype, head dim, KV format) -> launcher, read by
+#     dispatch.
+# Adding a family is one row here plus its kernel files (kernel, traits, launcher template under
+# src/instantiations/, and the tile summary the row names).
+#
+#   NAME        the family's name: Plan::family, `splitkv plan`, `--family NAME`
+#   KIND        decode | prefill | combine
+#   ARCH        sm80: runs on sm_80 and later, compiled for every target architecture;
+#               sm90a: uses wgmma/TMA/setmaxnreg, compiled only when 90a is a target, runs on sm_90
+#   STRATEGIES  the Strategy values it serves (split-q, split-kv, split-v, two-pass; none for combine)
+#   PRIORITY    among the families that serve a request the planner takes the highest; a family
+#               with a negative priority is never chosen automatically (only with --family)
+#   HEAD_DIMS, DTYPES (of Q and O), KV_FORMATS (native: K/V stored in the Q/O dtype)
+#   TILE        tile summary for the planner: a constexpr function in src/kernels/tile_table.hpp
+#   TEMPLATE    src/instantiations/<TEMPLATE>.cu.in; VARIANT is substituted into it
+splitkv_family(NAME decode_mma KIND decode ARCH sm80 STRATEGIES split-q split-kv PRIORITY 0
+  HEAD_DIMS 64 128 256 DTYPES fp16 bf16 KV_FORMATS native
+  TILE decode_mma_summary TEMPLATE decode_mma)
+
+splitkv_family(NAME prefill_mma KIND prefill ARCH sm80 STRATEGIES split-q split-kv PRIORITY 0
+  HEAD_DIMS 64 128 DTYPES fp16 bf16 KV_FORMATS native
+  TILE prefill_mma_summary TEMPLATE prefill_mma VARIANT kDefault)
+
+# The original design's independent K and V tiles: K consumed in 16-key sub-tiles, V in 64-column
+# slices. Measured slower than prefill_mma (bench/NOTES.md), so only chosen by name.
+splitkv_family(NAME prefill_mma_k16v64 KIND prefill ARCH sm80 STRATEGIES split-q split-kv PRIORITY -1
+  HEAD_DIMS 64 128 DTYPES fp16 bf16 KV_FORMATS native
+  TILE prefill_mma_k16v64_summary TEMPLATE prefill_mma VARIANT kK16V64)
+
+splitkv_family(NAME prefill_mma_splitv KIND prefill ARCH sm80 STRATEGIES split-v PRIORITY 0
+  HEAD_DIMS 64 128 DTYPES fp16 bf16 KV_FORMATS native
+  TILE prefill_mma_splitv_summary TEMPLATE prefill_mma VARIANT kSplitV)
+
+splitkv_family(NAME prefill_mma_twopass KIND prefill ARCH sm80 STRATEGIES two-pass PRIORITY 0
+  HEAD_DIMS 64 128 DTYPES fp16 bf16 KV_FORMATS native
+  TILE prefill_mma_twopass_summary TEMPLATE prefill_mma VARIANT kTwoPass)
+
+# Merges split partials (O_i, LSE_i); used after split-KV decode and prefill, and by run_combine.
+splitkv_family(NAME combine KIND combine ARCH sm80 STRATEGIES PRIORITY 0
+  HEAD_DIMS 64 128 256 DTYPES fp16 bf16 KV_FORMATS native
+  TILE combine_summary TEMPLATE combine)

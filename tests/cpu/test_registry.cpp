@@ -1,0 +1,75 @@
+// The kernel-family registry: the generated tables agree with each other and with the planner.
+#include <gtest/gtest.h>
+
+#include <set>
+#include <string>
+
+#include "registry/registry.hpp"
+#include "splitkv/splitkv.hpp"
+
+namespace splitkv {
+namespace {
+
+TEST(Registry, FamiliesAreUniqueAndDescribeTheirTiles) {
+  std::set<std::string> names;
+  for (const registry::Family& f : registry::families()) {
+    EXPECT_TRUE(names.insert(f.name).second) << "duplicate family " << f.name;
+    ASSERT_GT(f.num_head_dims, 0) << f.name;
+    EXPECT_NE(f.dtypes, 0u) << f.name;
+    for (int i = 0; i < f.num_head_dims; ++i) {
+      const tiles::TileSummary t = f.tile(f.head_dims[i]);
+      EXPECT_GT(t.block_m, 0) << f.name;
+      EXPECT_GT(t.warps, 0) << f.name;
+      EXPECT_LE(t.smem_bytes, DeviceInfo::h200().smem_per_block_bytes) << f.name << " D=" << f.head_dims[i];
+      if (f.kind != registry::Kind::kCombine) EXPECT_GT(t.block_n, 0) << f.name;
+    }
+  }
+  EXPECT_EQ(registry::find_family("decode_mma"), 0);
+  EXPECT_EQ(registry::find_family("nope"), -1);
+}
+
+TEST(Registry, CompiledInstancesBelongToTheirFamilies) {
+  const auto all = registry::families();
+  ASSERT_GT(registry::compiled_instances().size, 0);
+  for (const registry::Instance& in : registry::compiled_instances()) {
+    ASSERT_GE(in.family, 0);
+    ASSERT_LT(in.family, all.size);
+    const registry::Family& f = all[in.family];
+    EXPECT_TRUE(f.has_head_dim(in.head_dim)) << f.name << " " << in.head_dim;
+    EXPECT_TRUE(f.has_dtype(in.dtype)) << f.name;
+    EXPECT_TRUE(f.has_kv_format(in.kv_format)) << f.name;
+    EXPECT_GE(registry::find_instance(in.family, in.dtype, in.head_dim, in.kv_format), 0);
+  }
+  // Every build holds the combine for whatever decode holds: split plans need both.
+  for (const registry::Instance& in : registry::compiled_instances()) {
+    if (all[in.family].kind != registry::Kind::kDecode) continue;
+    EXPECT_GE(registry::find_instance(registry::find_family("combine"), in.dtype, in.head_dim, in.kv_format), 0);
+  }
+}
+
+TEST(Registry, PublicViewMatchesTheTables) {
+  const std::vector<KernelFamilyInfo> infos = kernel_families();
+  ASSERT_EQ(int(infos.size()), registry::families().size);
+  size_t compiled = 0;
+  for (const KernelFamilyInfo& info : infos) compiled += info.compiled.size();
+  EXPECT_EQ(int(compiled), registry::compiled_instances().size);
+  const std::vector<int> dims = compiled_head_dims();
+  ASSERT_FALSE(dims.empty());
+  for (const KernelFamilyInfo::Compiled& c : infos[0].compiled) {
+    EXPECT_TRUE(dtype_compiled(c.dtype));
+    EXPECT_NE(std::find(dims.begin(), dims.end(), c.head_dim), dims.end());
+  }
+}
+
+TEST(Registry, EveryKindHasADefaultFamilyForItsMainStrategy) {
+  for (registry::Kind kind : {registry::Kind::kDecode, registry::Kind::kPrefill}) {
+    bool found = false;
+    for (const registry::Family& f : registry::families()) {
+      found |= f.kind == kind && f.priority >= 0 && f.serves(Strategy::kSplitQ) && f.serves(Strategy::kSplitKV);
+    }
+    EXPECT_TRUE(found) << registry::to_string(kind);
+  }
+}
+
+}  // namespace
+}  // namespace splitkv

@@ -1,0 +1,82 @@
+#include "bench_harness.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+
+#include "testing/device_buffer.hpp"
+
+namespace splitkv::cli {
+
+int sets_for_cold_l2(double bytes_per_set, int max_sets) {
+  return int(std::clamp(std::ceil(double(1ll << 30) / bytes_per_set), 1.0, double(max_sets)));
+}
+
+Status time_rotating_calls(int sets, int min_calls, int replays, size_t workspace_bytes,
+                           const std::function<Status(int, void*, Stream)>& run, GraphTiming* timing) {
+  testing::DeviceBuffer workspace(workspace_bytes);
+  Status status;
+  auto enqueue = [&](int call, void* stream) {
+    status = run(call % sets, workspace.get(), static_cast<Stream>(stream));
+    return status.ok();
+  };
+  const int calls = sets * std::max(1, (min_calls + sets - 1) / sets);
+  try {
+    *timing = time_graph(enqueue, calls, replays);
+  } catch (const std::exception& e) {
+    return status.ok() ? Status(StatusCode::kCudaError, "", e.what()) : status;
+  }
+  return Status::success();
+}
+
+std::ostringstream& JsonObject::next(const char* key) {
+  if (body_.tellp() > 0) body_ << ", ";
+  body_ << "\"" << key << "\": ";
+  return body_;
+}
+JsonObject& JsonObject::add(const char* key, int64_t value) { return next(key) << value, *this; }
+JsonObject& JsonObject::add(const char* key, double value) { return next(key) << value, *this; }
+JsonObject& JsonObject::add(const char* key, bool value) { return next(key) << (value ? "true" : "false"), *this; }
+JsonObject& JsonObject::add(const char* key, const std::string& value) {
+  return next(key) << "\"" << value << "\"", *this;
+}
+
+void Results::add(const ResultRow& row) {
+  const double seconds = row.timing.us_per_call * 1e-6;
+  std::ostringstream s;
+  s << "{\"case\": " << row.case_fields.str() << ", \"us\": " << row.timing.us_per_call;
+  if (row.bytes > 0) s << ", \"gbps\": " << row.bytes / seconds / 1e9;
+  if (row.flops > 0) s << ", \"tflops\": " << row.flops / seconds / 1e12;
+  s << ", \"spread\": " << row.timing.spread << "}";
+  rows_.push_back(s.str());
+}
+
+int Results::finish(const std::string& path) const {
+  if (!path.empty()) {
+    std::ofstream json(path);
+    const char* commit = std::getenv("SPLITKV_COMMIT");
+    json << "{\"suite\": \"" << suite_ << "\", \"date\": \"" << today() << "\", \"gpu\": \"" << gpu_name()
+         << "\", \"commit\": \"" << (commit ? commit : "unknown") << "\"";
+    if (ceiling_ > 0) json << ", \"ceiling_read_gbps\": " << ceiling_;
+    json << ",\n \"rows\": [\n";
+    for (size_t i = 0; i < rows_.size(); ++i) json << (i ? ",\n  " : "  ") << rows_[i];
+    json << "]}\n";
+  }
+  return failures_ == 0 ? 0 : 1;
+}
+
+int report_verification(const Plan& plan, const testing::Comparison& cmp, const char* what) {
+  std::printf("%s", describe(plan).c_str());
+  std::printf("%s vs fp64 reference: %s\n", what, cmp.summary().c_str());
+  return cmp.passed ? 0 : 1;
+}
+
+int print_if_error(const Status& status) {
+  if (status.ok()) return 0;
+  std::fprintf(stderr, "%s\n", status.message().c_str());
+  return 1;
+}
+
+}  // namespace splitkv::cli

@@ -1,0 +1,73 @@
+// The flow `splitkv bench` and `splitkv verify` share for every problem kind: input sets rotated
+// so every call starts with a cold L2, CUDA-graph replay timing, result rows and the results JSON
+// (docs/BENCHMARKING.md), and the report of a verification against the fp64 reference.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "gpu_timing.hpp"
+#include "splitkv/splitkv.hpp"
+#include "testing/compare.hpp"
+
+namespace splitkv::cli {
+
+// Input sets of `bytes_per_set` whose total reaches 1 GiB (the H200's L2 is 60 MB), clamped to
+// [1, max_sets].
+int sets_for_cold_l2(double bytes_per_set, int max_sets);
+
+// Times back-to-back calls run(set, workspace, stream) rotating over `sets` input sets, at least
+// `min_calls` calls per graph replay, with a workspace of `workspace_bytes`.
+Status time_rotating_calls(int sets, int min_calls, int replays, size_t workspace_bytes,
+                           const std::function<Status(int set, void* workspace, Stream stream)>& run,
+                           GraphTiming* timing);
+
+// A JSON object built field by field (the "case" of a result row).
+class JsonObject {
+ public:
+  JsonObject& add(const char* key, int64_t value);
+  JsonObject& add(const char* key, double value);
+  JsonObject& add(const char* key, bool value);
+  JsonObject& add(const char* key, const std::string& value);
+  JsonObject& add(const char* key, const char* value) { return add(key, std::string(value)); }
+  std::string str() const { return "{" + body_.str() + "}"; }
+
+ private:
+  std::ostringstream& next(const char* key);
+  std::ostringstream body_;
+};
+
+struct ResultRow {
+  JsonObject case_fields;
+  GraphTiming timing;
+  double bytes = 0;  // per call, moved through device memory (0: not reported)
+  double flops = 0;  // per call
+};
+
+// The rows of one suite run and the file they go to.
+class Results {
+ public:
+  Results(std::string suite, double ceiling_read_gbps) : suite_(std::move(suite)), ceiling_(ceiling_read_gbps) {}
+  void add(const ResultRow& row);
+  void fail() { ++failures_; }
+  // {"suite", "date", "gpu", "commit", "ceiling_read_gbps" (when measured), "rows": [...]}; nothing
+  // when path is empty. Returns the exit code of the run (1 when a row failed).
+  int finish(const std::string& path) const;
+
+ private:
+  std::string suite_;
+  double ceiling_;
+  std::vector<std::string> rows_;
+  int failures_ = 0;
+};
+
+// Prints the plan and the comparison; returns the exit code.
+int report_verification(const Plan& plan, const testing::Comparison& cmp, const char* what);
+
+// Prints a status to stderr and returns 1 when it is an error; 0 otherwise.
+int print_if_error(const Status& status);
+
+}  // namespace splitkv::cli
