@@ -115,8 +115,9 @@ def decode_out(q, k_cache, v_cache, seq_lens, block_table, out, lse, workspace, 
             or (lse is not None and lse.get_device() != dev)):
         _check_devices(dev, [("k", k_cache), ("v", v_cache), ("seq_lens", seq_lens), ("block_table", block_table),
                              ("out", out), ("lse", lse)])
+    q_shape, k_shape, q_dtype = q.shape, k_cache.shape, q.dtype
     bt_shape = None if block_table is None else block_table.shape
-    key = (q.shape, k_cache.shape, bt_shape, q.dtype, causal, softmax_scale, num_splits, max_splits, split_tokens,
+    key = (q_shape, k_shape, bt_shape, q_dtype, causal, softmax_scale, num_splits, max_splits, split_tokens,
            max_seqlen_k, dev, family)
     entry = _decode_plans.get(key)
     if entry is None:
@@ -124,8 +125,8 @@ def decode_out(q, k_cache, v_cache, seq_lens, block_table, out, lse, workspace, 
     plan, ws_bytes = entry
     codes = _CODES
     try:
-        qd = (q.data_ptr(), codes[q.dtype], q.shape, q.stride())
-        kd = (k_cache.data_ptr(), codes[k_cache.dtype], k_cache.shape, k_cache.stride())
+        qd = (q.data_ptr(), codes[q_dtype], q_shape, q.stride())
+        kd = (k_cache.data_ptr(), codes[k_cache.dtype], k_shape, k_cache.stride())
         vd = (v_cache.data_ptr(), codes[v_cache.dtype], v_cache.shape, v_cache.stride())
         sd = (seq_lens.data_ptr(), codes[seq_lens.dtype], seq_lens.shape, seq_lens.stride())
         bd = None if block_table is None else (block_table.data_ptr(), codes[block_table.dtype], bt_shape,

@@ -93,9 +93,9 @@ def test_prefill_errors():
 
 
 def test_unsupported():
-    with raises(NotImplementedError, "head_dim",
-                "splitkv: unsupported 'head_dim': expected one of {64, 128, 256}, got 96"):
+    with raises(NotImplementedError, "head_dim") as info:
         splitkv.plan_decode(batch=1, num_q_heads=8, num_kv_heads=8, head_dim=96, max_kv_len=128)
+    assert "96" in str(info.value)
     c = DecodeCase(batch=1, q_len=1, hq=4, hkv=4, d=64, lens=(20,))
     q8 = np.zeros(c.q.shape, dtype=np.int8)
     with raises(NotImplementedError, "dtype"):
