@@ -1,0 +1,307 @@
+"""The torch front on CUDA tensors: the kernels against fp32 SDPA (enable_gqa; bottom-right causal
+masks), a side stream, CUDA-graph capture replayed with new lengths, torch.compile(fullgraph=True)
+(also with CUDA graphs), opcheck, the flash-attn compat front bit for bit against the native call,
+and no host synchronization. Skips without torch or CUDA."""
+
+import pytest
+
+torch = pytest.importorskip("torch")
+if not torch.cuda.is_available():
+    pytest.skip("needs a CUDA device", allow_module_level=True)
+
+import torch.nn.functional as F  # noqa: E402
+
+import splitkv  # noqa: E402
+from splitkv import _splitkv as C  # noqa: E402
+from splitkv.compat.flash_attn import flash_attn_varlen_func, flash_attn_with_kvcache  # noqa: E402
+
+DEV = torch.device("cuda", torch.cuda.current_device())
+DIMS = splitkv.compiled_head_dims()
+D = 128 if 128 in DIMS else DIMS[0]
+DTYPE = torch.bfloat16 if C.dtype_compiled(C.DType.bf16) else torch.float16
+PREFILL_D = D if D in (64, 128) else None
+ATOL = 1e-2 if DTYPE == torch.bfloat16 else 4e-3
+
+
+def bits(t):
+    return t.view(torch.int16)
+
+
+def decode_inputs(batch=3, q_len=1, hq=16, hkv=4, lens=(1500, 77, 640), page_size=0, seed=0):
+    g = torch.Generator(device=DEV).manual_seed(seed)
+    lens = torch.tensor(lens, dtype=torch.int32, device=DEV)
+    capacity = int(lens.max()) + 8
+    q = torch.randn(batch, q_len, hq, D, generator=g, device=DEV).to(DTYPE)
+    if page_size:
+        pages = (capacity + page_size - 1) // page_size
+        total = batch * pages + 3
+        k = torch.randn(total, page_size, hkv, D, generator=g, device=DEV).to(DTYPE)
+        v = torch.randn(total, page_size, hkv, D, generator=g, device=DEV).to(DTYPE)
+        perm = torch.randperm(total, generator=g, device=DEV)[: batch * pages]
+        block_table = perm.view(batch, pages).to(torch.int32)
+    else:
+        k = torch.randn(batch, capacity, hkv, D, generator=g, device=DEV).to(DTYPE)
+        v = torch.randn(batch, capacity, hkv, D, generator=g, device=DEV).to(DTYPE)
+        block_table = None
+    return q, k, v, lens, block_table
+
+
+def sequence_kv(k, v, block_table, b, n):
+    if block_table is None:
+        return k[b, :n], v[b, :n]
+    page_size = k.shape[1]
+    pages = block_table[b, : (n + page_size - 1) // page_size].long()
+    return k[pages].flatten(0, 1)[:n], v[pages].flatten(0, 1)[:n]
+
+
+def sdpa_reference(q, k, v, causal, scale=None):
+    """One sequence in fp32: q [Lq, Hq, D], k/v [Lk, Hkv, D] -> out [Lq, Hq, D], lse [Hq, Lq].
+    Causal aligned bottom-right (query i sees keys j <= Lk - Lq + i)."""
+    lq, lk = q.shape[0], k.shape[0]
+    qf, kf, vf = (x.float().transpose(0, 1) for x in (q, k, v))  # [H, L, D]
+    mask = None
+    if causal:
+        mask = torch.ones(lq, lk, dtype=torch.bool, device=q.device).tril(lk - lq)
+    out = F.scaled_dot_product_attention(qf[None], kf[None], vf[None], attn_mask=mask, enable_gqa=True,
+                                         scale=scale)[0]
+    group = qf.shape[0] // kf.shape[0]
+    scores = qf @ kf.repeat_interleave(group, 0).transpose(1, 2) * (scale or qf.shape[-1] ** -0.5)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    return out.transpose(0, 1), torch.logsumexp(scores, -1)
+
+
+def check_decode(q, k, v, lens, bt, causal, out, lse, scale=None):
+    for b in range(q.shape[0]):
+        n = int(lens[b])
+        kb, vb = sequence_kv(k, v, bt, b, n)
+        ref_out, ref_lse = sdpa_reference(q[b], kb, vb, causal, scale)
+        torch.testing.assert_close(out[b].float(), ref_out, atol=ATOL, rtol=1e-2)
+        if lse is not None:
+            torch.testing.assert_close(lse[b], ref_lse, atol=1e-3, rtol=1e-4)
+
+
+@pytest.mark.parametrize("page_size", [0, 16, 64])
+@pytest.mark.parametrize("q_len", [1, 4, 16])
+def test_decode_matches_sdpa(q_len, page_size):
+    q, k, v, lens, bt = decode_inputs(q_len=q_len, page_size=page_size, seed=q_len + page_size)
+    causal = q_len > 1
+    out, lse = splitkv.decode(q, k, v, lens, bt, causal=causal, return_lse=True)
+    assert out.shape == q.shape and out.dtype == DTYPE and lse.shape == (3, 16, q_len)
+    check_decode(q, k, v, lens, bt, causal, out, lse)
+
+
+@pytest.mark.parametrize("options", [dict(num_splits=1), dict(num_splits=7), dict(max_splits=3),
+                                     dict(split_tokens=256), dict(softmax_scale=0.05)])
+def test_decode_options(options):
+    q, k, v, lens, bt = decode_inputs(q_len=2, page_size=16, seed=3)
+    out, lse = splitkv.decode(q, k, v, lens, bt, causal=True, return_lse=True, **options)
+    check_decode(q, k, v, lens, bt, True, out, lse, scale=options.get("softmax_scale"))
+
+
+def test_decode_caller_workspace_and_out():
+    q, k, v, lens, bt = decode_inputs(page_size=16)
+    plan = splitkv.plan_decode(q, k, v, lens, bt, num_splits=4)
+    assert plan.num_splits == 4 and plan.workspace_bytes > 0
+    ref = splitkv.decode(q, k, v, lens, bt, num_splits=4)
+    ws = torch.empty(plan.workspace_bytes, dtype=torch.uint8, device=DEV)
+    out = torch.full_like(q, float("nan"))
+    assert splitkv.decode(q, k, v, lens, bt, num_splits=4, workspace=ws, out=out) is out
+    assert torch.equal(bits(out), bits(ref))
+    with pytest.raises(splitkv.WorkspaceTooSmallError, match="workspace_bytes"):
+        splitkv.decode(q, k, v, lens, bt, num_splits=4, workspace=ws[:16])
+
+
+def test_device_mismatch_is_named():
+    q, k, v, lens, bt = decode_inputs()
+    with pytest.raises(ValueError, match=r"'seq_lens.device': expected cuda:\d \(the device of q\), got cpu"):
+        splitkv.decode(q, k, v, lens.cpu(), bt)
+
+
+@pytest.mark.skipif(PREFILL_D is None, reason="no prefill head dim compiled")
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("lq,lk", [(128, 128), (100, 333), (257, 64)])
+def test_prefill_padded_matches_sdpa(causal, lq, lk):
+    g = torch.Generator(device=DEV).manual_seed(lq + lk)
+    q = torch.randn(2, lq, 8, PREFILL_D, generator=g, device=DEV).to(DTYPE)
+    k = torch.randn(2, lk, 2, PREFILL_D, generator=g, device=DEV).to(DTYPE)
+    v = torch.randn(2, lk, 2, PREFILL_D, generator=g, device=DEV).to(DTYPE)
+    out, lse = splitkv.prefill(q, k, v, causal=causal, return_lse=True)
+    assert lse.shape == (2, 8, lq)
+    for b in range(2):
+        if causal and lq > lk:
+            rows = slice(lq - lk, lq)  # earlier rows see no key (0 and -inf), SDPA gives NaN there
+            assert (out[b, : lq - lk] == 0).all() and torch.isneginf(lse[b, :, : lq - lk]).all()
+        else:
+            rows = slice(0, lq)
+        ref_out, ref_lse = sdpa_reference(q[b], k[b], v[b], causal)
+        torch.testing.assert_close(out[b, rows].float(), ref_out[rows], atol=ATOL, rtol=1e-2)
+        torch.testing.assert_close(lse[b][:, rows], ref_lse[:, rows], atol=1e-3, rtol=1e-4)
+
+
+@pytest.mark.skipif(PREFILL_D is None, reason="no prefill head dim compiled")
+@pytest.mark.parametrize("strategy", [None, "split-kv", "two-pass"])
+@pytest.mark.parametrize("causal", [False, True])
+def test_prefill_varlen_matches_sdpa(causal, strategy):
+    q_lens, k_lens = [5, 130, 64, 1], [5, 300, 64, 900]
+    cu_q = torch.tensor([0] + list(torch.tensor(q_lens).cumsum(0)), dtype=torch.int32, device=DEV)
+    cu_k = torch.tensor([0] + list(torch.tensor(k_lens).cumsum(0)), dtype=torch.int32, device=DEV)
+    g = torch.Generator(device=DEV).manual_seed(9)
+    q = torch.randn(sum(q_lens), 8, PREFILL_D, generator=g, device=DEV).to(DTYPE)
+    k = torch.randn(sum(k_lens), 4, PREFILL_D, generator=g, device=DEV).to(DTYPE)
+    v = torch.randn(sum(k_lens), 4, PREFILL_D, generator=g, device=DEV).to(DTYPE)
+    out, lse = splitkv.prefill(q, k, v, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, max_seqlen_q=max(q_lens),
+                               max_seqlen_k=max(k_lens), causal=causal, strategy=strategy, return_lse=True)
+    assert lse.shape == (8, sum(q_lens))
+    for b in range(len(q_lens)):
+        qs = slice(int(cu_q[b]), int(cu_q[b + 1]))
+        ks = slice(int(cu_k[b]), int(cu_k[b + 1]))
+        ref_out, ref_lse = sdpa_reference(q[qs], k[ks], v[ks], causal)
+        torch.testing.assert_close(out[qs].float(), ref_out, atol=ATOL, rtol=1e-2)
+        torch.testing.assert_close(lse[:, qs], ref_lse, atol=1e-3, rtol=1e-4)
+
+
+def test_side_stream_is_used():
+    q, k, v, lens, bt = decode_inputs(page_size=16)
+    ref = splitkv.decode(q, k, v, lens, bt, causal=False, num_splits=4)
+    torch.cuda.synchronize()
+    out = torch.full_like(q, float("nan"))
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        torch.cuda._sleep(200_000_000)  # ~0.1 s of GPU time on the side stream
+        splitkv.decode(q, k, v, lens, bt, num_splits=4, out=out)
+    # The default stream does not wait for the side stream: the output is not written yet.
+    snapshot = out.cpu()
+    assert torch.isnan(snapshot.float()).all(), "decode did not run on the current (side) stream"
+    torch.cuda.current_stream().wait_stream(side)
+    assert torch.equal(bits(out), bits(ref))
+
+
+@pytest.mark.parametrize("page_size", [0, 16])
+def test_graph_capture_replays_with_new_lengths(page_size):
+    q, k, v, lens, bt = decode_inputs(q_len=3, page_size=page_size, lens=(1500, 700, 64), seed=5)
+    static_lens = lens.clone()
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm-up (plan cache) outside capture
+        splitkv.decode(q, k, v, static_lens, bt, causal=True, return_lse=True)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        g_out, g_lse = splitkv.decode(q, k, v, static_lens, bt, causal=True, return_lse=True)
+    for new in ([1500, 700, 64], [3, 1501, 900], [1200, 5, 1508]):
+        static_lens.copy_(torch.tensor(new, dtype=torch.int32))
+        graph.replay()
+        e_out, e_lse = splitkv.decode(q, k, v, static_lens, bt, causal=True, return_lse=True)
+        torch.cuda.synchronize()
+        assert torch.equal(bits(g_out), bits(e_out)) and torch.equal(g_lse, e_lse)
+        check_decode(q, k, v, static_lens, bt, True, g_out, g_lse)
+
+
+def test_compile_fullgraph():
+    q, k, v, lens, bt = decode_inputs(q_len=2, page_size=16)
+
+    def step(q, k, v, lens, bt):
+        return splitkv.decode(q, k, v, lens, bt, causal=True, return_lse=True)
+
+    compiled = torch.compile(step, fullgraph=True)
+    out, lse = compiled(q, k, v, lens, bt)
+    ref_out, ref_lse = step(q, k, v, lens, bt)
+    assert torch.equal(bits(out), bits(ref_out)) and torch.equal(lse, ref_lse)
+
+
+def test_compile_reduce_overhead_replays_new_lengths():
+    q, k, v, lens, bt = decode_inputs(q_len=1, page_size=16, seed=8)
+
+    def step(q, k, v, lens, bt):
+        return splitkv.decode(q, k, v, lens, bt)
+
+    compiled = torch.compile(step, fullgraph=True, mode="reduce-overhead", dynamic=False)
+    for new in ([1500, 77, 640], [20, 1500, 3], [700, 700, 700], [1, 2, 3]):
+        lens_now = torch.tensor(new, dtype=torch.int32, device=DEV)
+        out = compiled(q, k, v, lens_now, bt).clone()
+        assert torch.equal(bits(out), bits(step(q, k, v, lens_now, bt)))
+
+
+def test_opcheck_cuda():
+    q, k, v, lens, bt = decode_inputs(q_len=2, page_size=16)
+    torch.library.opcheck(torch.ops.splitkv.decode_out.default,
+                          (q, k, v, lens, bt, torch.empty_like(q), torch.empty(3, 16, 2, device=DEV), None, True,
+                           None, 3, 0, 0, None))
+    if PREFILL_D is not None:
+        qp = torch.randn(2, 70, 8, PREFILL_D, device=DEV).to(DTYPE)
+        kp = torch.randn(2, 90, 2, PREFILL_D, device=DEV).to(DTYPE)
+        torch.library.opcheck(torch.ops.splitkv.prefill_out.default,
+                              (qp, kp, kp, None, None, torch.empty_like(qp), torch.empty(2, 8, 70, device=DEV), None,
+                               None, None, True, None, 0))
+
+
+@pytest.mark.parametrize("page_size", [0, 16])
+def test_compat_kvcache_bitwise_with_append(page_size):
+    q, k_cache, v_cache, lens, bt = decode_inputs(q_len=4, page_size=page_size, lens=(1000, 30, 600))
+    k_new = torch.randn(3, 4, 4, D, device=DEV).to(DTYPE)
+    v_new = torch.randn(3, 4, 4, D, device=DEV).to(DTYPE)
+    k_copy, v_copy = k_cache.clone(), v_cache.clone()
+    out, lse = flash_attn_with_kvcache(q, k_cache, v_cache, k=k_new, v=v_new, cache_seqlens=lens, block_table=bt,
+                                       causal=True, return_softmax_lse=True)
+    # The native call on caches updated by hand, with the appended lengths.
+    for b in range(3):
+        for j in range(4):
+            pos = int(lens[b]) + j
+            if bt is None:
+                k_copy[b, pos], v_copy[b, pos] = k_new[b, j], v_new[b, j]
+            else:
+                page, slot = int(bt[b, pos // page_size]), pos % page_size
+                k_copy[page, slot], v_copy[page, slot] = k_new[b, j], v_new[b, j]
+    assert torch.equal(bits(k_cache), bits(k_copy)) and torch.equal(bits(v_cache), bits(v_copy))
+    native, native_lse = splitkv.decode(q, k_copy, v_copy, lens + 4, bt, causal=True, return_lse=True)
+    assert torch.equal(bits(out), bits(native)) and torch.equal(lse, native_lse)
+    check_decode(q, k_copy, v_copy, lens + 4, bt, True, out, lse)
+
+
+@pytest.mark.skipif(PREFILL_D is None, reason="no prefill head dim compiled")
+def test_compat_varlen_bitwise():
+    cu_q = torch.tensor([0, 100, 164], dtype=torch.int32, device=DEV)
+    cu_k = torch.tensor([0, 300, 364], dtype=torch.int32, device=DEV)
+    q = torch.randn(164, 8, PREFILL_D, device=DEV).to(DTYPE)
+    k = torch.randn(364, 2, PREFILL_D, device=DEV).to(DTYPE)
+    v = torch.randn(364, 2, PREFILL_D, device=DEV).to(DTYPE)
+    out, lse, none = flash_attn_varlen_func(q, k, v, cu_q, cu_k, 100, 300, causal=True, return_attn_probs=True)
+    native, native_lse = splitkv.prefill(q, k, v, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, max_seqlen_q=100,
+                                         max_seqlen_k=300, causal=True, return_lse=True)
+    assert none is None and lse.shape == (8, 164)
+    assert torch.equal(bits(out), bits(native)) and torch.equal(lse, native_lse)
+
+
+def test_no_host_synchronization():
+    q, k, v, lens, bt = decode_inputs(q_len=2, page_size=16)
+    splitkv.decode(q, k, v, lens, bt, causal=True)  # plan cached
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        splitkv.decode(q, k, v, lens, bt, causal=True, return_lse=True)
+    finally:
+        torch.cuda.set_sync_debug_mode(0)
+
+
+def test_no_host_synchronization_compat_append():
+    q, k, v, lens, bt = decode_inputs(q_len=1, page_size=16)
+    k_new = torch.randn(3, 1, 4, D, device=DEV).to(DTYPE)
+    flash_attn_with_kvcache(q, k, v, k=k_new, v=k_new, cache_seqlens=lens, block_table=bt)
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        flash_attn_with_kvcache(q, k, v, k=k_new, v=k_new, cache_seqlens=lens, block_table=bt)
+    finally:
+        torch.cuda.set_sync_debug_mode(0)
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs")
+def test_tensor_device_is_honoured():
+    other = torch.device("cuda", 1 if torch.cuda.current_device() == 0 else 0)
+    q, k, v, lens, bt = decode_inputs(page_size=16)
+    ref = splitkv.decode(q, k, v, lens, bt)
+    moved = [x.to(other) for x in (q, k, v, lens, bt)]
+    out = splitkv.decode(*moved)  # the current device stays DEV
+    assert out.device == other and torch.equal(bits(out.to(DEV)), bits(ref))
