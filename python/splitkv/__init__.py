@@ -24,6 +24,7 @@ from ._splitkv import (  # noqa: E402,F401
     DType,
     Error,
     InvalidArgumentError,
+    KvFormat,
     NoDeviceError,
     Plan,
     PlanOptions,
@@ -35,7 +36,7 @@ from ._splitkv import (  # noqa: E402,F401
     describe,
     query_device,
 )
-from .api import decode, plan_decode, plan_prefill, prefill  # noqa: E402,F401
+from .api import combine, decode, kernel_families, plan_decode, plan_prefill, prefill  # noqa: E402,F401
 from . import reference  # noqa: E402,F401
 
 __version__ = "0.1.0"
@@ -50,6 +51,8 @@ if _torch is not None:
 __all__ = [
     "decode",
     "prefill",
+    "combine",
+    "kernel_families",
     "plan_decode",
     "plan_prefill",
     "describe",
@@ -62,6 +65,7 @@ __all__ = [
     "PrefillProblem",
     "DeviceInfo",
     "DType",
+    "KvFormat",
     "Strategy",
     "Error",
     "InvalidArgumentError",

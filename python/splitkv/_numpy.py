@@ -84,7 +84,7 @@ def plan_decode(q, k_cache, seq_lens, block_table, *, causal, softmax_scale, num
 
 
 def prefill(q, k, v, *, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal, softmax_scale, out,
-            return_lse):
+            return_lse, num_splits=0, strategy=None, family=None):
     q = as_array(q, "q")
     k = as_array(k, "k")
     v = as_array(v, "v")
@@ -107,6 +107,8 @@ def prefill(q, k, v, *, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, 
         batch = q.shape[0] if q.ndim == 4 else 0
     problem = cm.prefill_problem(q.shape, k.shape, varlen, batch, code(q, "q"), causal, softmax_scale,
                                  max_seqlen_q, max_seqlen_k)
+    # Planned like the GPU path (same checks and errors), then run on the fp64 reference.
+    _C.plan_prefill(problem, cm.device_info("h200"), cm.plan_options(strategy, num_splits, 0, 0, family=family))
     ref_out, ref_lse = reference_prefill(problem, q, k, v, cu_seqlens_q, cu_seqlens_k)
     if out is None:
         out = np.empty(q.shape, dtype=q.dtype)
@@ -140,3 +142,29 @@ def reference_prefill(problem, q, k, v, cu_seqlens_q, cu_seqlens_k):
         return out.reshape(total_q, hq, d), lse.reshape(hq, total_q)
     b, lq = problem.batch, problem.max_q_len
     return out.reshape(b, lq, hq, d), lse.reshape(b, hq, lq)
+
+
+def combine(partial_o, partial_lse, *, out, seq_len, dtype, return_lse):
+    """Host merge of split partials (fp64 arithmetic, the combine rule of the kernels)."""
+    partial_o = as_array(partial_o, "partial_o")
+    partial_lse = as_array(partial_lse, "partial_lse")
+    o, lse = combine_math(partial_o.astype(np.float64), partial_lse.astype(np.float64))
+    num_splits, rows, heads, d = partial_o.shape
+    if out is None:
+        batch = rows // seq_len
+        out = np.empty((batch, seq_len, heads, d), dtype=np.float16 if dtype is None else dtype)
+    out[...] = o.reshape(out.shape).astype(out.dtype)
+    if return_lse:
+        batch, seq_len = out.shape[0], out.shape[1]
+        return out, lse.reshape(batch, seq_len, heads).transpose(0, 2, 1).astype(np.float32)
+    return out
+
+
+def combine_math(partial_o, partial_lse):
+    """LSE = log sum_i exp(LSE_i); O = sum_i exp(LSE_i - LSE) O_i; all-empty rows: 0 and -inf."""
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        lse = np.logaddexp.reduce(partial_lse, axis=0)
+        weights = np.where(np.isneginf(lse), 0.0, np.exp(partial_lse - lse))
+        w = weights[..., None]
+        o = np.where(w == 0, 0.0, w * partial_o).sum(axis=0)  # an empty partial adds nothing
+    return o, lse

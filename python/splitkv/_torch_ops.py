@@ -292,6 +292,80 @@ def plan_prefill(q, k, cu_seqlens_q, cu_seqlens_k, *, max_seqlen_q, max_seqlen_k
     return entry[0]
 
 
+# ---- combine -------------------------------------------------------------------------------------
+
+_combine_problems = {}
+
+
+def combine_out(partial_o, partial_lse, out, lse):
+    """Implementation of splitkv::combine_out (CUDA: the combine kernel; CPU: an fp64 merge)."""
+    dev = partial_o.get_device()
+    if (partial_lse.get_device() != dev or out.get_device() != dev
+            or (lse is not None and lse.get_device() != dev)):
+        _check_devices(dev, [("partial_lse", partial_lse), ("out", out), ("lse", lse)])
+    po_shape, out_shape, out_dtype = partial_o.shape, out.shape, out.dtype
+    key = (po_shape, out_shape, out_dtype)
+    problem = _combine_problems.get(key)
+    if problem is None:
+        cm.check_rank("partial_o", po_shape, 4)
+        cm.check_rank("out", out_shape, 4)
+        code = _CODES.get(out_dtype)
+        if code is None:
+            _check_dtypes([("out", out)])
+        problem = _cache_put(_combine_problems, key, _C.CombineProblem(
+            num_splits=int(po_shape[0]), batch=int(out_shape[0]), seq_len=int(out_shape[1]),
+            num_heads=int(out_shape[2]), head_dim=int(out_shape[3]), dtype=cm.DTYPE_BY_CODE[code]))
+    if dev < 0:
+        _cpu_combine(partial_o, partial_lse, out, lse)
+        return
+    codes = _CODES
+    try:
+        pod = (partial_o.data_ptr(), codes[partial_o.dtype], po_shape, partial_o.stride())
+        pld = (partial_lse.data_ptr(), codes[partial_lse.dtype], partial_lse.shape, partial_lse.stride())
+        od = (out.data_ptr(), codes[out_dtype], out_shape, out.stride())
+        ld = None if lse is None else (lse.data_ptr(), codes[lse.dtype], lse.shape, lse.stride())
+    except KeyError:
+        _check_dtypes([("partial_o", partial_o), ("partial_lse", partial_lse), ("out", out), ("lse", lse)])
+    _C.run_combine(problem, pod, pld, od, ld, _raw_stream(dev), dev)
+
+
+def _cpu_combine(partial_o, partial_lse, out, lse):
+    if partial_o.dtype != torch.float32 or partial_lse.dtype != torch.float32:
+        name = "partial_o" if partial_o.dtype != torch.float32 else "partial_lse"
+        raise cm.invalid(f"{name}.dtype", "fp32", str(getattr(partial_o if name == "partial_o" else partial_lse,
+                                                              "dtype")).replace("torch.", ""))
+    batch, seq_len, heads, d = out.shape
+    if tuple(partial_o.shape[1:]) != (batch * seq_len, heads, d) or tuple(partial_lse.shape) != tuple(
+            partial_o.shape[:3]):
+        raise cm.invalid("partial_o.shape", f"[num_splits, {batch * seq_len}, {heads}, {d}] with partial_lse "
+                         f"[num_splits, {batch * seq_len}, {heads}]",
+                         f"{list(partial_o.shape)} and {list(partial_lse.shape)}")
+    part_lse = partial_lse.double()
+    total = torch.logsumexp(part_lse, 0)  # [rows, H]; all -inf -> -inf
+    weights = torch.where(torch.isneginf(total), 0.0, torch.exp(part_lse - total)).unsqueeze(-1)
+    merged = torch.where(weights == 0, 0.0, weights * partial_o.double()).sum(0)
+    out.copy_(merged.view(batch, seq_len, heads, d))
+    if lse is not None:
+        lse.copy_(total.view(batch, seq_len, heads).permute(0, 2, 1))
+
+
+def combine(partial_o, partial_lse, *, out, seq_len, dtype, return_lse):
+    if out is None:
+        if partial_o.dim() != 4:
+            raise cm.invalid("partial_o.rank", "4", str(partial_o.dim()))
+        rows, heads, d = partial_o.shape[1], partial_o.shape[2], partial_o.shape[3]
+        out = torch.empty((rows // seq_len, seq_len, heads, d), dtype=torch.bfloat16 if dtype is None else dtype,
+                          device=partial_o.device)
+    lse = None
+    if return_lse:
+        lse = torch.empty((out.shape[0], out.shape[2], out.shape[1]), dtype=torch.float32, device=out.device)
+    if type(partial_o) is _Tensor and _eager():
+        combine_out(partial_o, partial_lse, out, lse)
+    else:
+        torch.ops.splitkv.combine_out(partial_o, partial_lse, out, lse)
+    return (out, lse) if return_lse else out
+
+
 # ---- operator registration -----------------------------------------------------------------------
 
 DECODE_SCHEMA = (
@@ -303,12 +377,16 @@ PREFILL_SCHEMA = (
     "Tensor(a!) out, Tensor(b!)? lse, Tensor(c!)? workspace, int? max_seqlen_q, int? max_seqlen_k, "
     "bool causal, float? softmax_scale, int num_splits, str? strategy=None, str? family=None) -> ()")
 
+COMBINE_SCHEMA = "combine_out(Tensor partial_o, Tensor partial_lse, Tensor(a!) out, Tensor(b!)? lse) -> ()"
+
 _lib = torch.library.Library("splitkv", "DEF")
 _lib.define(DECODE_SCHEMA)
 _lib.define(PREFILL_SCHEMA)
+_lib.define(COMBINE_SCHEMA)
 for _key in ("CUDA", "CPU"):
     _lib.impl("decode_out", decode_out, _key)
     _lib.impl("prefill_out", prefill_out, _key)
+    _lib.impl("combine_out", combine_out, _key)
 
 
 def _decode_out_fake(q, k_cache, v_cache, seq_lens, block_table, out, lse, workspace, causal, softmax_scale,
@@ -322,4 +400,9 @@ def _prefill_out_fake(q, k, v, cu_seqlens_q, cu_seqlens_k, out, lse, workspace, 
 
 
 torch.library.register_fake("splitkv::decode_out", _decode_out_fake, lib=_lib)
+def _combine_out_fake(partial_o, partial_lse, out, lse):
+    return None
+
+
 torch.library.register_fake("splitkv::prefill_out", _prefill_out_fake, lib=_lib)
+torch.library.register_fake("splitkv::combine_out", _combine_out_fake, lib=_lib)

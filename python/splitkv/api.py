@@ -66,7 +66,29 @@ def prefill(q, k, v, *, cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=None,
                                   return_lse=return_lse, workspace=workspace, family=family)
     return _numpy.prefill(q, k, v, cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k, max_seqlen_q=max_seqlen_q,
                           max_seqlen_k=max_seqlen_k, causal=causal, softmax_scale=softmax_scale, out=out,
-                          return_lse=return_lse)
+                          return_lse=return_lse, num_splits=num_splits, strategy=strategy, family=family)
+
+
+def combine(partial_o, partial_lse, *, out=None, seq_len=1, dtype=None, return_lse=False):
+    """Merges split partials computed by the caller (e.g. shards of a KV cache attended separately).
+
+    partial_o: fp32 [num_splits, batch * seq_len, H, D], each normalized over its own keys;
+    partial_lse: fp32 [num_splits, batch * seq_len, H] (natural log). Row b * seq_len + i holds
+    query i of sequence b. out: [batch, seq_len, H, D] (default: allocated in `dtype`, bf16 for
+    torch, fp16 for numpy). LSE (return_lse): fp32 [batch, H, seq_len]. Splits are folded in
+    order (deterministic); empty partials (LSE = -inf) weigh 0; rows with no keys give 0, -inf.
+    CUDA tensors run the combine kernel; host arrays and CPU tensors an fp64 host merge.
+    """
+    if isinstance(partial_o, _Tensor):
+        return _torch_ops.combine(partial_o, partial_lse, out=out, seq_len=seq_len, dtype=dtype,
+                                  return_lse=return_lse)
+    return _numpy.combine(partial_o, partial_lse, out=out, seq_len=seq_len, dtype=dtype, return_lse=return_lse)
+
+
+def kernel_families():
+    """The registered kernel families (name, kind, arch, strategies, head dims, dtypes, priority)
+    and the instances this build compiled (`.compiled`)."""
+    return _C.kernel_families()
 
 
 def _is_array(x):

@@ -203,46 +203,10 @@ nb::bytes as_bytes(const std::vector<double>& v) {
   return nb::bytes(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(double));
 }
 
-// ---- members that appear in later API versions --------------------------------------------------
-// Bound when the C++ struct has them, so the binding follows the API without edits elsewhere.
-
-template <class T, class = void>
-struct has_family : std::false_type {};
-template <class T>
-struct has_family<T, std::void_t<decltype(std::declval<T&>().family)>> : std::true_type {};
-
-template <class T, class = void>
-struct has_kv_format : std::false_type {};
-template <class T>
-struct has_kv_format<T, std::void_t<decltype(std::declval<T&>().kv_format)>> : std::true_type {};
-
-template <class C>
-void bind_family(nb::class_<C>& cls, bool writable) {
-  if constexpr (has_family<C>::value) {
-    if (writable) {
-      cls.def_rw("family", &C::family, "kernel family name ('' lets the planner choose)");
-    } else {
-      cls.def_ro("family", &C::family, "the chosen kernel family");
-    }
-  }
-}
-
-// kv_format as its integer code (the Python layer names the codes).
-template <class C>
-void bind_kv_format(nb::class_<C>& cls) {
-  if constexpr (has_kv_format<C>::value) {
-    using F = decltype(std::declval<C&>().kv_format);
-    cls.def_prop_rw(
-        "kv_format", [](const C& c) { return static_cast<int>(c.kv_format); },
-        [](C& c, int v) { c.kv_format = static_cast<F>(v); });
-  }
-}
-
-template <class P>  // a template, so the family line compiles only where Plan has the member
-std::string plan_repr(const P& p) {
+std::string plan_repr(const Plan& p) {
   std::string s = p.kind == Plan::Kind::kDecode ? "<splitkv.Plan decode" : "<splitkv.Plan prefill";
   s += std::string(" strategy=") + to_string(p.strategy);
-  if constexpr (has_family<Plan>::value) s += " family=" + std::string(p.family);
+  s += " family=" + p.family;
   s += " splits=" + std::to_string(p.num_splits) + " workspace=" + std::to_string(p.workspace_bytes) + ">";
   return s;
 }
@@ -299,6 +263,15 @@ NB_MODULE(_splitkv, m) {
       .value("int4", DType::kI4)
       .value("fp8_e4m3", DType::kFP8E4M3);
 
+  nb::enum_<KvFormat>(m, "KvFormat", "How the KV cache stores keys and values (native: in the Q/O dtype)")
+      .value("native", KvFormat::kNative)
+      .value("fp16", KvFormat::kF16)
+      .value("bf16", KvFormat::kBF16)
+      .value("fp8_e4m3", KvFormat::kFP8E4M3)
+      .value("int8", KvFormat::kInt8)
+      .value("int4", KvFormat::kInt4)
+      .value("k8v4", KvFormat::kK8V4);
+
   nb::enum_<Strategy>(m, "Strategy")
       .value("auto", Strategy::kAuto)
       .value("split_q", Strategy::kSplitQ)
@@ -320,13 +293,13 @@ NB_MODULE(_splitkv, m) {
                std::to_string(d.sm_count) + " SMs>";
       });
 
-  auto decode_problem =
-      nb::class_<DecodeProblem>(m, "DecodeProblem", "Decode shapes (the planner's input)")
+  nb::class_<DecodeProblem>(m, "DecodeProblem", "Decode shapes (the planner's input)")
           .def(
               "__init__",
               [](DecodeProblem* p, int batch, int num_q_heads, int num_kv_heads, int head_dim, int q_len,
-                 int max_kv_len, int page_size, bool causal, DType dtype, float softmax_scale) {
+                 int max_kv_len, int page_size, bool causal, DType dtype, float softmax_scale, KvFormat kv_format) {
                 new (p) DecodeProblem();
+                p->kv_format = kv_format;
                 p->batch = batch;
                 p->num_q_heads = num_q_heads;
                 p->num_kv_heads = num_kv_heads;
@@ -340,7 +313,7 @@ NB_MODULE(_splitkv, m) {
               },
               "batch"_a = 0, "num_q_heads"_a = 0, "num_kv_heads"_a = 0, "head_dim"_a = 0, "q_len"_a = 1,
               "max_kv_len"_a = 0, "page_size"_a = 0, "causal"_a = false, "dtype"_a = DType::kBF16,
-              "softmax_scale"_a = 0.f)
+              "softmax_scale"_a = 0.f, "kv_format"_a = KvFormat::kNative)
           .def_rw("batch", &DecodeProblem::batch)
           .def_rw("num_q_heads", &DecodeProblem::num_q_heads)
           .def_rw("num_kv_heads", &DecodeProblem::num_kv_heads)
@@ -350,16 +323,16 @@ NB_MODULE(_splitkv, m) {
           .def_rw("page_size", &DecodeProblem::page_size)
           .def_rw("causal", &DecodeProblem::causal)
           .def_rw("dtype", &DecodeProblem::dtype)
-          .def_rw("softmax_scale", &DecodeProblem::softmax_scale);
-  bind_kv_format(decode_problem);
+          .def_rw("softmax_scale", &DecodeProblem::softmax_scale)
+          .def_rw("kv_format", &DecodeProblem::kv_format);
 
-  auto prefill_problem =
-      nb::class_<PrefillProblem>(m, "PrefillProblem", "Prefill shapes (the planner's input)")
+  nb::class_<PrefillProblem>(m, "PrefillProblem", "Prefill shapes (the planner's input)")
           .def(
               "__init__",
               [](PrefillProblem* p, int batch, int num_q_heads, int num_kv_heads, int head_dim, int max_q_len,
-                 int max_kv_len, bool varlen, bool causal, DType dtype, float softmax_scale) {
+                 int max_kv_len, bool varlen, bool causal, DType dtype, float softmax_scale, KvFormat kv_format) {
                 new (p) PrefillProblem();
+                p->kv_format = kv_format;
                 p->batch = batch;
                 p->num_q_heads = num_q_heads;
                 p->num_kv_heads = num_kv_heads;
@@ -373,7 +346,7 @@ NB_MODULE(_splitkv, m) {
               },
               "batch"_a = 0, "num_q_heads"_a = 0, "num_kv_heads"_a = 0, "head_dim"_a = 0, "max_q_len"_a = 0,
               "max_kv_len"_a = 0, "varlen"_a = false, "causal"_a = false, "dtype"_a = DType::kBF16,
-              "softmax_scale"_a = 0.f)
+              "softmax_scale"_a = 0.f, "kv_format"_a = KvFormat::kNative)
           .def_rw("batch", &PrefillProblem::batch)
           .def_rw("num_q_heads", &PrefillProblem::num_q_heads)
           .def_rw("num_kv_heads", &PrefillProblem::num_kv_heads)
@@ -383,15 +356,16 @@ NB_MODULE(_splitkv, m) {
           .def_rw("varlen", &PrefillProblem::varlen)
           .def_rw("causal", &PrefillProblem::causal)
           .def_rw("dtype", &PrefillProblem::dtype)
-          .def_rw("softmax_scale", &PrefillProblem::softmax_scale);
-  bind_kv_format(prefill_problem);
+          .def_rw("softmax_scale", &PrefillProblem::softmax_scale)
+          .def_rw("kv_format", &PrefillProblem::kv_format);
 
-  auto plan_options = nb::class_<PlanOptions>(m, "PlanOptions", "Planner options")
+  nb::class_<PlanOptions>(m, "PlanOptions", "Planner options")
                           .def(
                               "__init__",
                               [](PlanOptions* o, Strategy strategy, int num_splits, int max_splits, int split_tokens,
-                                 bool cluster_combine) {
+                                 bool cluster_combine, std::string family) {
                                 new (o) PlanOptions();
+                                o->family = std::move(family);
                                 o->strategy = strategy;
                                 o->num_splits = num_splits;
                                 o->max_splits = max_splits;
@@ -399,21 +373,21 @@ NB_MODULE(_splitkv, m) {
                                 o->cluster_combine = cluster_combine;
                               },
                               "strategy"_a = Strategy::kAuto, "num_splits"_a = 0, "max_splits"_a = 0,
-                              "split_tokens"_a = 0, "cluster_combine"_a = false)
+                              "split_tokens"_a = 0, "cluster_combine"_a = false, "family"_a = "")
                           .def_rw("strategy", &PlanOptions::strategy)
                           .def_rw("num_splits", &PlanOptions::num_splits)
                           .def_rw("max_splits", &PlanOptions::max_splits)
                           .def_rw("split_tokens", &PlanOptions::split_tokens)
-                          .def_rw("cluster_combine", &PlanOptions::cluster_combine);
-  bind_family(plan_options, true);
+                          .def_rw("cluster_combine", &PlanOptions::cluster_combine)
+                          .def_rw("family", &PlanOptions::family, "kernel family name ('': the planner chooses)");
 
-  auto plan =
-      nb::class_<Plan>(m, "Plan", "A plan: printing it gives the CLI's `splitkv plan` description")
+  nb::class_<Plan>(m, "Plan", "A plan: printing it gives the CLI's `splitkv plan` description")
           .def_prop_ro("kind", [](const Plan& p) { return p.kind == Plan::Kind::kDecode ? "decode" : "prefill"; })
           .def_prop_ro("decode", [](const Plan& p) { return p.decode; })
           .def_prop_ro("prefill", [](const Plan& p) { return p.prefill; })
           .def_ro("device", &Plan::device)
           .def_ro("strategy", &Plan::strategy)
+          .def_ro("family", &Plan::family)
           .def_ro("num_splits", &Plan::num_splits)
           .def_ro("split_tokens", &Plan::split_tokens)
           .def_ro("cluster_combine", &Plan::cluster_combine)
@@ -429,8 +403,7 @@ NB_MODULE(_splitkv, m) {
           .def_ro("note", &Plan::note)
           .def("describe", [](const Plan& p) { return describe(p); })
           .def("__str__", [](const Plan& p) { return describe(p); })
-          .def("__repr__", &plan_repr<Plan>);
-  bind_family(plan, false);
+          .def("__repr__", &plan_repr);
 
   m.def("describe", [](const Plan& p) { return describe(p); }, "plan"_a);
   m.def("to_string", [](Strategy s) { return std::string(to_string(s)); });
@@ -486,6 +459,61 @@ NB_MODULE(_splitkv, m) {
       },
       "plan"_a, "q"_a, "k"_a, "v"_a, "cu_seqlens_q"_a.none(), "cu_seqlens_k"_a.none(), "out"_a, "lse"_a.none(),
       "workspace"_a, "workspace_bytes"_a, "stream"_a, "device"_a = -1);
+
+  nb::class_<CombineProblem>(m, "CombineProblem", "Merging split partials given by the caller")
+      .def(
+          "__init__",
+          [](CombineProblem* p, int num_splits, int batch, int seq_len, int num_heads, int head_dim, DType dtype) {
+            new (p) CombineProblem();
+            p->num_splits = num_splits;
+            p->batch = batch;
+            p->seq_len = seq_len;
+            p->num_heads = num_heads;
+            p->head_dim = head_dim;
+            p->dtype = dtype;
+          },
+          "num_splits"_a = 0, "batch"_a = 0, "seq_len"_a = 1, "num_heads"_a = 0, "head_dim"_a = 0,
+          "dtype"_a = DType::kBF16)
+      .def_rw("num_splits", &CombineProblem::num_splits)
+      .def_rw("batch", &CombineProblem::batch)
+      .def_rw("seq_len", &CombineProblem::seq_len)
+      .def_rw("num_heads", &CombineProblem::num_heads)
+      .def_rw("head_dim", &CombineProblem::head_dim)
+      .def_rw("dtype", &CombineProblem::dtype);
+
+  // partial_o [S, B * seq_len, H, D] fp32, partial_lse [S, B * seq_len, H] fp32 -> out, lse.
+  m.def(
+      "run_combine",
+      [](const CombineProblem& problem, nb::handle partial_o, nb::handle partial_lse, nb::handle out,
+         nb::handle lse, uintptr_t stream, int device) {
+        CombineTensors t;
+        t.partial_o = tensor_ref(partial_o, "partial_o");
+        t.partial_lse = tensor_ref(partial_lse, "partial_lse");
+        t.out = tensor_ref(out, "out");
+        t.lse = tensor_ref(lse, "lse");
+        DeviceGuard guard(device);
+        check(run_combine(problem, t, as_stream(stream)));
+      },
+      "problem"_a, "partial_o"_a, "partial_lse"_a, "out"_a, "lse"_a.none(), "stream"_a, "device"_a = -1);
+
+  auto family_info = nb::class_<KernelFamilyInfo>(m, "KernelFamilyInfo", "A registered kernel family");
+  nb::class_<KernelFamilyInfo::Compiled>(family_info, "Compiled")
+      .def_ro("dtype", &KernelFamilyInfo::Compiled::dtype)
+      .def_ro("head_dim", &KernelFamilyInfo::Compiled::head_dim)
+      .def_ro("kv_format", &KernelFamilyInfo::Compiled::kv_format);
+  family_info.def_ro("name", &KernelFamilyInfo::name)
+      .def_ro("kind", &KernelFamilyInfo::kind)
+      .def_ro("arch", &KernelFamilyInfo::arch)
+      .def_ro("strategies", &KernelFamilyInfo::strategies)
+      .def_ro("head_dims", &KernelFamilyInfo::head_dims)
+      .def_ro("dtypes", &KernelFamilyInfo::dtypes)
+      .def_ro("priority", &KernelFamilyInfo::priority)
+      .def_ro("compiled", &KernelFamilyInfo::compiled)
+      .def("__repr__", [](const KernelFamilyInfo& f) {
+        return "<splitkv.KernelFamilyInfo " + f.name + " (" + f.kind + ", " + f.arch + ", " +
+               std::to_string(f.compiled.size()) + " compiled)>";
+      });
+  m.def("kernel_families", &kernel_families, "Every registered kernel family and what this build compiled of it.");
 
   // Host entry points: every descriptor points to host memory.
   m.def(
@@ -557,6 +585,4 @@ NB_MODULE(_splitkv, m) {
       "fp64 reference prefill over host memory; returns (out, lse) as float64 bytes in the dense layouts "
       "(padded [B, Lq, Hq, D] / [B, Hq, Lq]; varlen [total_q, Hq, D] / [Hq, total_q]).");
 
-  m.attr("has_plan_family") = has_family<Plan>::value;
-  m.attr("has_kv_format") = has_kv_format<DecodeProblem>::value;
 }

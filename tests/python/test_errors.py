@@ -96,9 +96,13 @@ def test_unsupported():
     with raises(NotImplementedError, "head_dim") as info:
         splitkv.plan_decode(batch=1, num_q_heads=8, num_kv_heads=8, head_dim=96, max_kv_len=128)
     assert "96" in str(info.value)
+    problem = C.DecodeProblem(batch=1, num_q_heads=8, num_kv_heads=8, head_dim=128, max_kv_len=128,
+                              kv_format=C.KvFormat.fp8_e4m3)
+    with raises(NotImplementedError, "kv_format"):
+        C.plan_decode(problem, C.DeviceInfo.h200(), C.PlanOptions())
     c = DecodeCase(batch=1, q_len=1, hq=4, hkv=4, d=64, lens=(20,))
     q8 = np.zeros(c.q.shape, dtype=np.int8)
-    with raises(NotImplementedError, "dtype"):
+    with raises(ValueError, "dtype"):  # Q/O are fp16 or bf16; quantized caches are a kv_format
         splitkv.decode(q8, c.k, c.v, c.lens)
 
 
@@ -133,8 +137,9 @@ def test_uncompiled_head_dim_is_unsupported_at_run_time():
     plan = splitkv.plan_decode(batch=1, num_q_heads=8, num_kv_heads=8, head_dim=d, max_kv_len=1024, num_splits=1,
                                device="h200")
     q, k, lens = _descs(d)
-    with raises(NotImplementedError, "head_dim"):
+    with raises(NotImplementedError, "plan.family") as info:
         C.run_decode(plan, q, k, k, lens, None, q, None, 0, 0, 0)
+    assert "not compiled into this build" in str(info.value)
 
 
 def test_descriptor_rank_mismatch():

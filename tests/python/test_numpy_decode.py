@@ -115,3 +115,28 @@ def test_max_seqlen_k_bounds_the_plan():
     # Lengths above the bound are rejected on the host (the numpy path has host lengths).
     with pytest.raises(ValueError, match=r"'seq_lens\[0\]'"):
         splitkv.decode(*c.args(), max_seqlen_k=99)
+
+
+def shard_partials(c, cut, causal=False):
+    """Reference partials of keys [0, cut) and [cut, len) of every sequence (contiguous case),
+    in run_combine's layout: o [2, B * Lq, H, D], lse [2, B * Lq, H]."""
+    b, lq, hq, d = c.q.shape
+    parts_o, parts_lse = [], []
+    for lo, hi in ((0, cut), (cut, None)):
+        k = np.ascontiguousarray(c.k[:, lo:hi])
+        v = np.ascontiguousarray(c.v[:, lo:hi])
+        lens = np.clip(c.lens - lo, 0, k.shape[1]).astype(np.int32) if hi is None else np.minimum(c.lens, cut)
+        o, lse = splitkv.reference.decode(c.q, k, v, lens.astype(np.int32), causal=causal)
+        parts_o.append(o.reshape(b * lq, hq, d))
+        parts_lse.append(lse.transpose(0, 2, 1).reshape(b * lq, hq))
+    return np.stack(parts_o).astype(np.float32), np.stack(parts_lse).astype(np.float32)
+
+
+def test_combine_of_shards_is_the_whole():
+    c = DecodeCase(batch=3, q_len=2, hq=4, hkv=2, d=64, lens=(100, 30, 0), seed=21)
+    po, pl = shard_partials(c, 64)
+    out, lse = splitkv.combine(po, pl, seq_len=2, return_lse=True)
+    assert out.shape == c.q.shape and lse.shape == (3, 4, 2)
+    ref_out, ref_lse = splitkv.reference.decode(*c.args())
+    assert_close_to_reference(out, lse, ref_out, ref_lse)
+    assert (out[2] == 0).all() and np.isneginf(lse[2]).all()

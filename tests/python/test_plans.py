@@ -17,8 +17,8 @@ def test_plan_prints_like_describe():
     text = str(plan)
     assert text == splitkv.describe(plan) == plan.describe()
     lines = text.splitlines()
-    assert lines[0] == ("decode: batch=8 Hq=32 Hkv=8 D=128 q_len=1 max_kv_len=131072 page_size=0 causal=0 "
-                        "dtype=bf16")
+    assert lines[0].startswith("decode: batch=8 Hq=32 Hkv=8 D=128 q_len=1 max_kv_len=131072 page_size=0 causal=0 "
+                               "dtype=bf16")
     assert lines[1].startswith("device: 132 SMs")
     assert any(line.startswith("splits: ") for line in lines)
     assert lines[-1] == f"workspace: {plan.workspace_bytes} bytes"
@@ -94,3 +94,19 @@ def test_compiled_head_dims():
     dims = splitkv.compiled_head_dims()
     assert dims and set(dims) <= {64, 128, 256}
     assert isinstance(np.int32(dims[0]).item(), int)
+
+
+def test_kernel_families_and_family_option():
+    families = splitkv.kernel_families()
+    names = {f.name: f for f in families}
+    decode_family = next(f for f in families if f.kind == "decode")
+    assert decode_family.compiled, "the build compiled no decode instance"
+    assert splitkv.plan_decode(batch=1, num_q_heads=8, num_kv_heads=8, head_dim=128, max_kv_len=1024,
+                               device="h200").family == decode_family.name
+    prefill_names = [n for n, f in names.items() if f.kind == "prefill" and 128 in f.head_dims]
+    for name in prefill_names:
+        plan = splitkv.plan_prefill(batch=1, num_q_heads=4, num_kv_heads=4, head_dim=128, max_q_len=256,
+                                    max_kv_len=256, family=name, strategy=names[name].strategies[0], device="h200")
+        assert plan.family == name and f"family: {name}" in str(plan)
+    with pytest.raises(ValueError, match="'options.family'"):
+        splitkv.plan_decode(batch=1, num_q_heads=8, num_kv_heads=8, head_dim=128, max_kv_len=1024, family="nope")

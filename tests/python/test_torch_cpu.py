@@ -227,3 +227,29 @@ def test_varlen_compat_unsupported_arguments(kwargs, argument):
     cu = torch.tensor([0, 4], dtype=torch.int32)
     with pytest.raises(NotImplementedError, match=f"'{argument}'"):
         flash_attn_varlen_func(q, q, q, cu, cu, 4, 4, **kwargs)
+
+
+def test_combine_cpu_and_opcheck():
+    g = torch.Generator().manual_seed(2)
+    po = torch.randn(3, 4, 2, 64, generator=g)
+    pl = torch.randn(3, 4, 2, generator=g)
+    pl[:, 3] = float("-inf")  # a row with no keys in any split
+    pl[1, 0] = float("-inf")  # an empty partial
+    out, lse = splitkv.combine(po, pl, seq_len=2, dtype=torch.float16, return_lse=True)
+    np_out, np_lse = splitkv.combine(po.numpy(), pl.numpy(), seq_len=2, return_lse=True)
+    assert out.shape == (2, 2, 2, 64) and lse.shape == (2, 2, 2)
+    assert np.array_equal(out.numpy().view(np.uint16), np_out.view(np.uint16))
+    assert torch.equal(lse, torch.from_numpy(np_lse))
+    assert (out[1, 1] == 0).all() and torch.isneginf(lse[1, :, 1]).all()
+    torch.library.opcheck(torch.ops.splitkv.combine_out.default,
+                          (po, pl, torch.empty(2, 2, 2, 64, dtype=torch.bfloat16), torch.empty(2, 2, 2)))
+
+
+def test_family_option_reaches_the_plan():
+    q, k, v, lens, bt = decode_inputs()
+    name = splitkv.plan_decode(q, k, v, lens, bt).family
+    assert splitkv.plan_decode(q, k, v, lens, bt, family=name).family == name
+    a = splitkv.decode(q, k, v, lens, bt, family=name)
+    assert torch.equal(bits(a), bits(splitkv.decode(q, k, v, lens, bt)))
+    with pytest.raises(ValueError, match="'options.family'"):
+        splitkv.decode(q, k, v, lens, bt, family="no_such_family")

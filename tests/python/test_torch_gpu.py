@@ -305,3 +305,18 @@ def test_tensor_device_is_honoured():
     moved = [x.to(other) for x in (q, k, v, lens, bt)]
     out = splitkv.decode(*moved)  # the current device stays DEV
     assert out.device == other and torch.equal(bits(out.to(DEV)), bits(ref))
+
+
+def test_combine_of_shards_matches_the_whole():
+    q, k, v, lens, _ = decode_inputs(q_len=2, lens=(1500, 77, 640), seed=13)
+    cut = 512
+    parts_o, parts_lse = [], []
+    for lo, hi in ((0, cut), (cut, k.shape[1])):
+        shard_lens = (lens - lo).clamp(0, hi - lo).to(torch.int32)
+        o, l = splitkv.decode(q, k[:, lo:hi].contiguous(), v[:, lo:hi].contiguous(), shard_lens, return_lse=True)
+        parts_o.append(o.float().flatten(0, 1))                 # [B * Lq, H, D]
+        parts_lse.append(l.permute(0, 2, 1).flatten(0, 1))      # [B * Lq, H]
+    out, lse = splitkv.combine(torch.stack(parts_o), torch.stack(parts_lse), seq_len=2, dtype=DTYPE,
+                               return_lse=True)
+    assert out.shape == q.shape and lse.shape == (3, 16, 2)
+    check_decode(q, k, v, lens, None, False, out, lse)
