@@ -202,7 +202,7 @@ def merge_strategies(ours):
     for r in ours["rows"]:
         c = r["case"]
         table.setdefault(key(c) + (c.get("page_size", 0),), {})[c["variant"]] = r
-    variants = ["default", "split-v", "two-pass", "founding-tiles"]
+    variants = ["default", "split-v", "two-pass", "k16-v64"]
     for r in ours["rows"]:  # any further variant gets its own column
         if r["case"]["variant"] not in variants:
             variants.append(r["case"]["variant"])
@@ -222,7 +222,7 @@ def merge_strategies(ours):
         c = dict(zip(KEY_FIELDS + ("page_size",), k))
         lines.append(f"| {c['B']} | {c['Hq']}/{c['Hkv']} | {c['Lq']:,} | {c['Lk']:,} | {c['D']} | {c['dtype']} | "
                      f"{'yes' if c['causal'] else 'no'} | {c['page_size'] or '-'} | " + " | ".join(cells) + " |")
-    names = {"default": "default TFLOP/s", "split-v": "split-V", "founding-tiles": "founding-notes tiles"}
+    names = {"default": "default TFLOP/s", "split-v": "split-V", "k16-v64": "K 16 / V 64 tiles"}
     header = ("| B | Hq/Hkv | Lq | Lk | D | dtype | causal | page | " + " | ".join(names.get(v, v) for v in variants)
               + " |\n|" + "---|" * (8 + len(variants)))
     note = "Prefill strategies (TFLOP/s; ratio to the default in parentheses), same run, same timing method."

@@ -8,6 +8,7 @@
 #   SPLITKV_PREBUILT  a build directory made elsewhere (splitkv, tests/splitkv_gpu_tests): no build
 #   SPLITKV_TEST_FILTER  gtest filter for test/sanitize (default: all)
 #   SPLITKV_RACE_FILTER  gtest filter for racecheck (default: a few small decode and prefill cases)
+#   SPLITKV_STEP_TIMEOUT seconds any one step may run (default 420): a hung kernel fails fast
 #   SPLITKV_COMMIT  commit id recorded in the results (the device copy has no .git)
 #   OUT             output folder (default ./gpu-out)
 set -uo pipefail
@@ -20,6 +21,9 @@ export SPLITKV_COMMIT=${SPLITKV_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null
 WORK=/tmp/splitkv-gpu-check
 mkdir -p "$WORK"
 has() { [[ "$STEPS" == *",$1,"* ]]; }
+T=${SPLITKV_STEP_TIMEOUT:-420}
+# Every step that runs kernels runs under timeout: a barrier bug must not hang the card.
+guard() { timeout -k 10 "$T" "$@"; }
 summary=()
 
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader | tee "$WORK/gpu.txt"
@@ -39,26 +43,26 @@ if [[ -z "${SPLITKV_PREBUILT:-}" ]] && has build; then
 fi
 
 if has test; then
-  "$BIN/tests/splitkv_gpu_tests" --gtest_filter="$FILTER" --gtest_brief=1 >"$OUT/gpu_tests.log" 2>&1
+  guard "$BIN/tests/splitkv_gpu_tests" --gtest_filter="$FILTER" --gtest_brief=1 >"$OUT/gpu_tests.log" 2>&1
   summary+=("gpu tests: rc=$? $(grep -E '^\[  (PASSED|FAILED|SKIPPED)' "$OUT/gpu_tests.log" | tr '\n' ' ')")
 fi
 
 if has sanitize; then
-  compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN/tests/splitkv_gpu_tests" --gtest_filter="$FILTER" \
+  guard compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN/tests/splitkv_gpu_tests" --gtest_filter="$FILTER" \
     --gtest_brief=1 >"$OUT/sanitizer.log" 2>&1
   summary+=("compute-sanitizer memcheck: rc=$? $(grep -E 'ERROR SUMMARY' "$OUT/sanitizer.log" | tail -1)")
 fi
 
 if has racecheck; then
-  RACE_FILTER=${SPLITKV_RACE_FILTER:-*len1000*:*len129_*:*varlen_causal_splitv*:*varlen_causal_founding*}
-  compute-sanitizer --tool racecheck --error-exitcode 9 "$BIN/tests/splitkv_gpu_tests" --gtest_filter="$RACE_FILTER" \
+  RACE_FILTER=${SPLITKV_RACE_FILTER:-*len1000*:*len129_*:*varlen_causal_splitv*:*varlen_causal_k16v64*}
+  guard compute-sanitizer --tool racecheck --error-exitcode 9 "$BIN/tests/splitkv_gpu_tests" --gtest_filter="$RACE_FILTER" \
     --gtest_brief=1 >"$OUT/racecheck.log" 2>&1
   summary+=("compute-sanitizer racecheck: rc=$? $(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY' "$OUT/racecheck.log" | tail -1)")
 fi
 
 if has probe; then  # fixed per-call cost: a tiny decode with one split, and with a combine
   for args in "--lk 64 --splits 1" "--lk 128 --splits 2" "--lk 1024 --splits 1" "--lk 1024 --splits 16"; do
-    "$BIN/splitkv" bench -b 1 --hq 32 --hkv 8 $args 2>&1 | tail -1 | sed "s/^/probe [$args]: /" | tee -a "$WORK/probe.txt"
+    guard "$BIN/splitkv" bench -b 1 --hq 32 --hkv 8 $args 2>&1 | tail -1 | sed "s/^/probe [$args]: /" | tee -a "$WORK/probe.txt"
   done
   summary+=("$(cat "$WORK/probe.txt")")
 fi
@@ -66,7 +70,7 @@ fi
 run_suite() {  # suite name, splitkv bench args...
   local suite=$1
   shift
-  "$BIN/splitkv" bench "$@" --json "$WORK/$suite-ours.json" >"$WORK/$suite-ours.log" 2>&1
+  guard "$BIN/splitkv" bench "$@" --json "$WORK/$suite-ours.json" >"$WORK/$suite-ours.log" 2>&1
   local rc=$?
   cat "$WORK/$suite-ours.log" >>"$OUT/bench.log"
   summary+=("bench $suite: rc=$rc")
@@ -78,12 +82,12 @@ if has sweep; then
 fi
 if has decode; then
   run_suite decode --suite decode
-  python3 bench/peers.py --suite decode --json "$WORK/decode-peers.json" >>"$OUT/bench.log" 2>&1
+  guard python3 bench/peers.py --suite decode --json "$WORK/decode-peers.json" >>"$OUT/bench.log" 2>&1
   python3 bench/merge_results.py --suite decode --ours "$WORK/decode-ours.json" --peers "$WORK/decode-peers.json" --out "$OUT"
 fi
 if has prefill; then
   run_suite prefill --suite prefill
-  python3 bench/peers.py --suite prefill --json "$WORK/prefill-peers.json" >>"$OUT/bench.log" 2>&1
+  guard python3 bench/peers.py --suite prefill --json "$WORK/prefill-peers.json" >>"$OUT/bench.log" 2>&1
   python3 bench/merge_results.py --suite prefill --ours "$WORK/prefill-ours.json" --peers "$WORK/prefill-peers.json" --out "$OUT"
 fi
 if has strategies; then
