@@ -75,28 +75,34 @@ int64_t as_int64(PyObject* o, const char* what) {
 }
 
 // Reads up to TensorRef::kMaxRank ints of a tuple (fast path) or any sequence into `dst`.
-int read_dims(nb::handle seq, std::array<int64_t, TensorRef::kMaxRank>& dst, const std::string& name,
-              const char* what) {
+int read_dims(nb::handle seq, std::array<int64_t, TensorRef::kMaxRank>& dst, const char* name, const char* what) {
   PyObject* o = seq.ptr();
   const bool tuple = PyTuple_Check(o);
   const Py_ssize_t n = tuple ? PyTuple_Size(o) : PySequence_Size(o);
   if (n < 0) {
     PyErr_Clear();
-    throw nb::type_error(("splitkv: " + name + "." + what + ": expected a sequence of ints").c_str());
+    throw nb::type_error((std::string("splitkv: ") + name + "." + what + ": expected a sequence of ints").c_str());
   }
   if (n > TensorRef::kMaxRank) {
     // A rank the API never takes: report it through the C++ validation's wording.
     return static_cast<int>(n);
   }
-  const std::string label = name + "." + what;
   for (Py_ssize_t i = 0; i < n; ++i) {
+    nb::object item;
+    PyObject* value;
     if (tuple) {
-      dst[i] = as_int64(PyTuple_GetItem(o, i), label.c_str());  // borrowed
+      value = PyTuple_GetItem(o, i);  // borrowed
     } else {
-      nb::object item = nb::steal(PySequence_GetItem(o, i));
+      item = nb::steal(PySequence_GetItem(o, i));
       if (!item.is_valid()) throw nb::python_error();
-      dst[i] = as_int64(item.ptr(), label.c_str());
+      value = item.ptr();
     }
+    const long long v = PyLong_AsLongLong(value);
+    if (v == -1 && PyErr_Occurred()) {
+      PyErr_Clear();
+      throw nb::type_error((std::string("splitkv: ") + name + "." + what + ": expected a sequence of ints").c_str());
+    }
+    dst[i] = v;
   }
   return static_cast<int>(n);
 }
@@ -104,17 +110,18 @@ int read_dims(nb::handle seq, std::array<int64_t, TensorRef::kMaxRank>& dst, con
 constexpr int kNumDTypes = 7;  // DType::kF16 .. DType::kFP8E4M3
 
 // (ptr, dtype, shape, strides) -> TensorRef; None -> an empty TensorRef (an absent optional).
-TensorRef tensor_ref(nb::handle desc, const std::string& name) {
+TensorRef tensor_ref(nb::handle desc, const char* name) {
   TensorRef t;
   if (desc.is_none()) return t;
   PyObject* o = desc.ptr();
   if (!PyTuple_Check(o) || PyTuple_Size(o) != 4) {
-    throw nb::type_error(("splitkv: " + name + ": expected a descriptor (data_ptr, dtype, shape, strides) or None").c_str());
+    throw nb::type_error(("splitkv: " + std::string(name) +
+                          ": expected a descriptor (data_ptr, dtype, shape, strides) or None").c_str());
   }
   t.data = reinterpret_cast<void*>(static_cast<uintptr_t>(as_int64(PyTuple_GetItem(o, 0), "data_ptr")));
   const int64_t code = as_int64(PyTuple_GetItem(o, 1), "dtype");
   if (code < 0 || code >= kNumDTypes) {
-    throw nb::value_error(("splitkv: invalid argument '" + name + ".dtype': expected a splitkv.DType code, got " +
+    throw nb::value_error(("splitkv: invalid argument '" + std::string(name) + ".dtype': expected a splitkv.DType code, got " +
                            std::to_string(code)).c_str());
   }
   t.dtype = static_cast<DType>(code);
