@@ -115,6 +115,34 @@ constexpr TileSummary prefill_mma_twopass_summary(int head_dim) {
   return prefill_summary(head_dim, PrefillVariant::kTwoPass);
 }
 
+// ---- prefill on sm_90a (family prefill_sm90) ------------------------------------------------------
+// One thread block: a producer warpgroup issues TMA loads of Q (once) and of K and V (a ring of
+// `stages` tiles each); `consumer_warpgroups` warpgroups of 64 query rows each compute S = Q K^T
+// and O += P V with wgmma, the softmax in registers between the two.
+struct PrefillSm90Tile {
+  int head_dim;
+  int block_m;  // query rows per block: 64 per consumer warpgroup
+  int block_n;  // keys per K/V tile
+  int stages;   // K/V ring depth
+  int consumer_warpgroups;
+
+  constexpr int threads() const { return 128 * (1 + consumer_warpgroups); }
+  // Q, the K and V rings, the barriers (padded to 1 KB) and 1 KB to align the swizzled tiles.
+  constexpr int smem_bytes() const {
+    return (block_m + 2 * stages * block_n) * head_dim * k16BitBytes + 1024 + 1024;
+  }
+};
+
+constexpr PrefillSm90Tile prefill_sm90_tile(int head_dim) {
+  // Registers per consumer thread: S (64 x block_n) and O (64 x D) accumulators in fp32.
+  return PrefillSm90Tile{head_dim, 128, head_dim <= 128 ? 128 : 64, 2, 2};
+}
+
+constexpr TileSummary prefill_sm90_summary(int head_dim) {
+  const PrefillSm90Tile t = prefill_sm90_tile(head_dim);
+  return TileSummary{t.block_m, t.block_n, t.threads() / 32, t.stages, t.smem_bytes()};
+}
+
 // ---- combine --------------------------------------------------------------------------------
 // One block of 128 threads per output row; no shared-memory pipeline.
 constexpr int kCombineThreads = 128;

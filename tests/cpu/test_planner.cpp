@@ -1,6 +1,8 @@
 // The planner: the split decision, the choice of kernel family and the plan's invariants.
 #include <gtest/gtest.h>
 
+#include <string>
+
 #include "kernels/tile_table.hpp"
 #include "splitkv/splitkv.hpp"
 
@@ -174,8 +176,28 @@ TEST(Planner, PrefillStrategiesArePlanned) {
 TEST(Planner, TheFamilyServingTheStrategyIsChosenAndRecorded) {
   EXPECT_EQ(plan_or_die(decode(1, 32, 8, 4096)).family, "decode_mma");
   Plan plan;
+  DeviceInfo ampere = DeviceInfo::h200();
+  ampere.cc_major = 8;
+  ASSERT_TRUE(plan_prefill(prefill(2, 8, 1000), ampere, {}, &plan).ok());
+  EXPECT_EQ(plan.family, "prefill_mma");  // never the by-name-only k16v64 family; sm90a needs sm_90
   ASSERT_TRUE(plan_prefill(prefill(2, 8, 1000), DeviceInfo::h200(), {}, &plan).ok());
-  EXPECT_EQ(plan.family, "prefill_mma");  // never the by-name-only k16v64 family
+  // On sm_90 the Hopper family wins where this build compiled it (or where neither is compiled).
+  auto compiled = [](const char* family) {
+    for (const KernelFamilyInfo& f : kernel_families()) {
+      if (f.name != family) continue;
+      for (const KernelFamilyInfo::Compiled& c : f.compiled) {
+        if (c.dtype == DType::kBF16 && c.head_dim == 128) return true;
+      }
+    }
+    return false;
+  };
+  const bool mma_only = compiled("prefill_mma") && !compiled("prefill_sm90");
+  EXPECT_EQ(plan.family, mma_only ? "prefill_mma" : "prefill_sm90");
+  PrefillProblem d256 = prefill(2, 8, 1000);
+  d256.head_dim = 256;  // served by the Hopper family alone
+  ASSERT_TRUE(plan_prefill(d256, DeviceInfo::h200(), {}, &plan).ok());
+  EXPECT_EQ(plan.family, "prefill_sm90");
+  EXPECT_EQ(plan_prefill(d256, ampere, {}, &plan).argument(), "device");
   PlanOptions o;
   o.strategy = Strategy::kSplitV;
   ASSERT_TRUE(plan_prefill(prefill(2, 8, 1000), DeviceInfo::h200(), o, &plan).ok());

@@ -255,8 +255,12 @@ TEST_F(PrefillTensorValidation, ShapesPointersAndProblem) {
   expect_error("lse.shape[0]");
 
   PrefillProblem p = c.problem;
-  p.head_dim = 256;  // decode-only head dim
-  EXPECT_EQ(plan_prefill(p, DeviceInfo::h200(), {}, &plan).code(), StatusCode::kUnsupported);
+  p.head_dim = 256;  // prefill at 256 is the sm_90a family's alone
+  DeviceInfo ampere = DeviceInfo::h200();
+  ampere.cc_major = 8;
+  EXPECT_EQ(plan_prefill(p, ampere, {}, &plan).code(), StatusCode::kUnsupported);
+  p.head_dim = 96;
+  EXPECT_EQ(plan_prefill(p, DeviceInfo::h200(), {}, &plan).argument(), "head_dim");
   p = c.problem;
   p.max_q_len = 0;
   EXPECT_EQ(plan_prefill(p, DeviceInfo::h200(), {}, &plan).argument(), "max_q_len");

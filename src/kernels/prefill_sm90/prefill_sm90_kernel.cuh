@@ -1,0 +1,193 @@
+// Prefill forward on sm_90a: TMA loads, wgmma, warp specialization.
+//
+// Grid (query block, query head, sequence x KV split), like the mma.sync family, so planning,
+// split-KV and the combine are shared. Per block: warpgroup 0 is the producer (one elected thread
+// issues the TMA loads: Q once, then K and V tiles through two rings of mbarrier-guarded stages,
+// and gives its registers away); warpgroups 1 and 2 are consumers of 64 query rows each. Per K/V
+// tile a consumer computes S = Q K^T (wgmma, both operands in shared memory), masks and folds S
+// into its online softmax (fp32 statistics in registers), and accumulates O += P V (wgmma with P
+// from registers, V read transposed through its descriptor). Rows are written through the common
+// epilogue (final O/LSE, split partials, or NaN for bad device data).
+//
+// Keys past the sequence's end inside the last tile can hold anything (a varlen neighbour's
+// padding, NaN): their scores are masked to -inf, and their V rows are zeroed in shared memory
+// before P V, because 0 * NaN is NaN.
+#pragma once
+
+#include <cute/tensor.hpp>
+#include <cutlass/arch/barrier.h>
+#include <cutlass/cutlass.h>
+#include <cutlass/arch/reg_reconfig.h>
+
+#include "kernels/common/online_softmax.cuh"
+#include "kernels/common/pdl.cuh"
+#include "kernels/common/wgmma.cuh"
+#include "kernels/prefill/prefill_common.cuh"
+#include "kernels/prefill_sm90/prefill_sm90_traits.cuh"
+
+namespace splitkv::detail {
+
+template <class Traits>
+struct PrefillSm90Params {
+  PrefillParams p;
+  typename Traits::TmaQ tma_q;
+  typename Traits::TmaKV tma_k;
+  typename Traits::TmaKV tma_v;
+  typename Traits::GmemShape shape_q;   // (tokens, D, Hq, batch slots)
+  typename Traits::GmemShape shape_kv;  // (tokens, D, Hkv, batch slots)
+};
+
+// Named barrier of the consumer warpgroups, counted from the first id CUTLASS leaves free.
+constexpr uint32_t kConsumersBarrier = 0;
+
+// Zeroes rows [valid_rows, N) of a (N, D) shared-memory tile, 16 bytes per store, then makes the
+// writes visible to wgmma and waits for the other consumers.
+template <class Traits, class SmemTile>
+__device__ __forceinline__ void zero_rows_from(SmemTile sV_stage, int valid_rows, int consumer_tid) {
+  using Element = typename Traits::Element;
+  constexpr int kChunks = Traits::kHeadDim / 8;  // 16-byte chunks per row: contiguous under the swizzle
+  for (int idx = valid_rows * kChunks + consumer_tid; idx < Traits::kBlockN * kChunks; idx += Traits::kConsumerThreads) {
+    *reinterpret_cast<cute::uint128_t*>(&sV_stage(idx / kChunks, idx % kChunks * 8)) = cute::uint128_t{0, 0};
+  }
+  cutlass::arch::fence_view_async_shared();
+  cutlass::arch::NamedBarrier::sync(Traits::kConsumerThreads, kConsumersBarrier);
+  static_assert(sizeof(Element) == 2);
+}
+
+template <class Traits>
+__global__ void __launch_bounds__(Traits::kThreads, 1)
+    prefill_sm90_kernel(const __grid_constant__ PrefillSm90Params<Traits> params) {
+  using namespace cute;
+  using Element = typename Traits::Element;
+  using Pipeline = typename Traits::Pipeline;
+  using PipelineState = typename Traits::PipelineState;
+  using Barrier = cutlass::arch::ClusterTransactionBarrier;
+  constexpr int D = Traits::kHeadDim;
+  constexpr int kM = Traits::kBlockM;
+  constexpr int kN = Traits::kBlockN;
+  const PrefillParams& p = params.p;
+
+  extern __shared__ char smem_raw[];
+  // 128-byte swizzled tiles need 1024-byte alignment.
+  char* smem_base = reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  auto& smem = *reinterpret_cast<typename Traits::SharedStorage*>(smem_base);
+
+  wait_for_prior_grids();
+  allow_dependent_launch();
+  PrefillBlock<Element> blk;
+  if (!blk.init(p, kM, kN)) return;  // the whole block: no such rows in this sequence
+  const PrefillSequence& seq = blk.seq;
+  const KeyRange& keys = blk.keys;
+  const int warpgroup = cutlass::canonical_warp_group_idx();
+
+  typename Pipeline::Params pipeline_params;
+  pipeline_params.transaction_bytes = Traits::kKVBytes;
+  pipeline_params.role = warpgroup == 0 ? Pipeline::ThreadCategory::Producer : Pipeline::ThreadCategory::Consumer;
+  pipeline_params.is_leader = threadIdx.x == 0;
+  pipeline_params.num_consumers = Traits::kConsumerThreads;
+  Pipeline pipeline_k(smem.pipeline_k, pipeline_params, Shape<_1, _1, _1>{});
+  Pipeline pipeline_v(smem.pipeline_v, pipeline_params, Shape<_1, _1, _1>{});
+  if (threadIdx.x == 0) Barrier::init(&smem.barrier_q, 1);
+  cutlass::arch::fence_barrier_init();
+  __syncthreads();
+
+  Tensor sQ = make_tensor(make_smem_ptr(smem.q.data()), typename Traits::SmemLayoutQ{});    // (M, D)
+  Tensor sK = make_tensor(make_smem_ptr(smem.k.data()), typename Traits::SmemLayoutKV{});   // (N, D, S)
+  Tensor sV = make_tensor(make_smem_ptr(smem.v.data()), typename Traits::SmemLayoutKV{});   // (N, D, S)
+  Tensor sVt = make_tensor(make_smem_ptr(smem.v.data()), typename Traits::SmemLayoutVt{});  // (D, N, S)
+  const int first_kv_tile = keys.lo / kN;  // split chunks are whole tiles
+
+  if (warpgroup == 0) {
+    // ---- Producer: one thread issues every TMA load ---------------------------------------------
+    cutlass::arch::warpgroup_reg_dealloc<Traits::kProducerRegisters>();
+    if (threadIdx.x / 32 == 0 && cute::elect_one_sync()) {
+      const int batch_slot = p.cu_seqlens_q != nullptr ? 0 : blk.b;
+      Tensor mQ = params.tma_q.get_tma_tensor(params.shape_q)(_, _, blk.hq, batch_slot);  // (tokens, D)
+      Tensor mK = params.tma_k.get_tma_tensor(params.shape_kv)(_, _, blk.kv_head, batch_slot);
+      Tensor mV = params.tma_v.get_tma_tensor(params.shape_kv)(_, _, blk.kv_head, batch_slot);
+      Tensor gQ = local_tile(domain_offset(make_coord(int(seq.q_begin + blk.row0), _0{}), mQ), Shape<Int<kM>, Int<D>>{},
+                             make_coord(_0{}, _0{}));  // (M, D)
+      Tensor gK = local_tile(domain_offset(make_coord(int(seq.k_begin), _0{}), mK), Shape<Int<kN>, Int<D>>{},
+                             make_coord(_, _0{}));  // (N, D, tiles)
+      Tensor gV = local_tile(domain_offset(make_coord(int(seq.k_begin), _0{}), mV), Shape<Int<kN>, Int<D>>{},
+                             make_coord(_, _0{}));  // (N, D, tiles)
+      auto [tQgQ, tQsQ] = tma_partition(params.tma_q, _0{}, Layout<_1>{}, group_modes<0, 2>(sQ), group_modes<0, 2>(gQ));
+      auto [tKgK, tKsK] = tma_partition(params.tma_k, _0{}, Layout<_1>{}, group_modes<0, 2>(sK), group_modes<0, 2>(gK));
+      auto [tVgV, tVsV] = tma_partition(params.tma_v, _0{}, Layout<_1>{}, group_modes<0, 2>(sV), group_modes<0, 2>(gV));
+
+      Barrier::arrive_and_expect_tx(&smem.barrier_q, Traits::kQBytes);
+      copy(params.tma_q.with(smem.barrier_q, 0), tQgQ, tQsQ);
+      PipelineState write = cutlass::make_producer_start_state<Pipeline>();
+      for (int t = 0; t < blk.n_blocks; ++t) {
+        pipeline_k.producer_acquire(write);
+        copy(params.tma_k.with(*pipeline_k.producer_get_barrier(write), 0), tKgK(_, first_kv_tile + t),
+             tKsK(_, write.index()));
+        pipeline_v.producer_acquire(write);
+        copy(params.tma_v.with(*pipeline_v.producer_get_barrier(write), 0), tVgV(_, first_kv_tile + t),
+             tVsV(_, write.index()));
+        ++write;
+      }
+      // Do not leave while loads are in flight: wait until the consumers released every stage.
+      pipeline_k.producer_tail(write);
+      pipeline_v.producer_tail(write);
+    }
+    return;
+  }
+
+  // ---- Consumers: 64 query rows per warpgroup -----------------------------------------------------
+  cutlass::arch::warpgroup_reg_alloc<Traits::kConsumerRegisters>();
+  const int consumer_tid = threadIdx.x - 128;
+  typename Traits::TiledMmaQK mma_qk;
+  auto thr_qk = mma_qk.get_thread_slice(consumer_tid);
+  Tensor tSrQ = thr_qk.partition_fragment_A(sQ);  // (MMA, MMA_M, MMA_K) descriptors
+  Tensor tSrK = thr_qk.partition_fragment_B(sK);  // (MMA, MMA_N, MMA_K, S)
+  typename Traits::TiledMmaPV mma_pv;
+  auto thr_pv = mma_pv.get_thread_slice(consumer_tid);
+  Tensor tOrVt = thr_pv.partition_fragment_B(sVt);  // (MMA, MMA_N, MMA_K, S)
+
+  Tensor acc_o = partition_fragment_C(mma_pv, Shape<Int<kM>, Int<D>>{});  // (MMA, MMA_M, MMA_N) fp32
+  clear(acc_o);
+  Tensor acc_o_rc = make_tensor(acc_o.data(), wgmma_acc_as_rows_cols(acc_o.layout()));  // (rows, cols)
+  Tensor tScS = thr_qk.partition_C(make_identity_tensor(Shape<Int<kM>, Int<kN>>{}));    // -> (row, key)
+  Tensor tScS_rc = make_tensor(tScS.data(), wgmma_acc_as_rows_cols(tScS.layout()));
+  constexpr int kRows = decltype(size<0>(acc_o_rc))::value;
+  OnlineSoftmax<kRows> softmax;
+  softmax.reset();
+
+  Barrier::wait(&smem.barrier_q, 0);
+  PipelineState read;
+  for (int t = 0; t < blk.n_blocks; ++t) {
+    const int n0 = keys.lo + t * kN;
+    Tensor acc_s = partition_fragment_C(mma_qk, Shape<Int<kM>, Int<kN>>{});  // (MMA, MMA_M, MMA_N)
+    pipeline_k.consumer_wait(read);
+    warpgroup_gemm<true>(mma_qk, tSrQ, tSrK(_, _, _, read.index()), acc_s);
+    pipeline_k.consumer_release(read);
+
+    Tensor scores = make_tensor(acc_s.data(), wgmma_acc_as_rows_cols(acc_s.layout()));  // (rows, keys)
+    if (n0 + kN > keys.mask_from) mask_scores(scores, tScS_rc, p, seq, blk.row0, n0, keys.hi);
+    softmax.update(scores, acc_o_rc, p.scale_log2);
+    Tensor probs = convert_fragment<Element>(acc_s);
+    Tensor tOrP = make_tensor(probs.data(), wgmma_acc_as_a_operand(probs.layout()));  // A operand of P V
+
+    pipeline_v.consumer_wait(read);
+    if (n0 + kN > seq.k_len) zero_rows_from<Traits>(sV(_, _, read.index()), seq.k_len - n0, consumer_tid);
+    warpgroup_gemm<false>(mma_pv, tOrP, tOrVt(_, _, _, read.index()), acc_o);
+    pipeline_v.consumer_release(read);
+    ++read;
+  }
+
+  // ---- Epilogue --------------------------------------------------------------------------------------
+  softmax.reduce_sums();
+  float lse[kRows], inv[kRows];
+  CUTE_UNROLL
+  for (int r = 0; r < kRows; ++r) {
+    lse[r] = softmax.lse(r, p.scale_log2);
+    inv[r] = softmax.row_sum[r] > 0.f ? 1.f / softmax.row_sum[r] : 0.f;
+  }
+  Tensor tOcO = thr_pv.partition_C(make_identity_tensor(Shape<Int<kM>, Int<D>>{}));  // -> (row, col)
+  Tensor tOcO_rc = make_tensor(tOcO.data(), wgmma_acc_as_rows_cols(tOcO.layout()));
+  RowWriter{p, seq, blk.b, blk.hq, blk.split, blk.row0}.write<Element, D>(acc_o_rc, tOcO_rc, lse, inv,
+                                                                           consumer_tid % 4 == 0);
+}
+
+}  // namespace splitkv::detail

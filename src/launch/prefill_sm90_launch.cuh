@@ -1,0 +1,45 @@
+// Launcher of one prefill_sm90 instantiation; included only by the generated instantiation files.
+// Encodes the TMA descriptors of Q, K and V on the host (no device memory is read; capture-safe)
+// and passes them to the kernel by value.
+#pragma once
+
+#include "kernels/prefill_sm90/prefill_sm90_kernel.cuh"
+#include "launch/launch_kernel.cuh"
+
+namespace splitkv::detail {
+
+template <class Element, int kHeadDim>
+cudaError_t launch_prefill_sm90(const PrefillParams& p, const LaunchConfig& config) {
+  using namespace cute;
+  using Traits = PrefillSm90Traits<Element, kHeadDim>;
+  // Padded batches: (L, D, H, B). Varlen: (total tokens, D, H, 1), sequences found by offset.
+  const bool varlen = p.cu_seqlens_q != nullptr;
+  const int32_t slots = varlen ? 1 : p.batch;
+  auto gmem = [&](const void* data, int64_t tokens, int heads, int64_t token_stride, int64_t head_stride,
+                  int64_t batch_stride) {
+    // A stride of 0 (varlen) is not a valid TMA stride; the dimension has size 1 then.
+    const int64_t slot_stride = varlen ? tokens * token_stride : batch_stride;
+    auto layout = make_layout(make_shape(int32_t(tokens), int32_t(kHeadDim), int32_t(heads), slots),
+                              make_stride(token_stride, _1{}, head_stride, slot_stride));
+    return make_tensor(make_gmem_ptr(static_cast<const Element*>(data)), layout);
+  };
+  const int64_t q_tokens = varlen ? p.total_q : p.max_q_len;
+  const int64_t kv_tokens = varlen ? p.total_k : p.max_kv_len;
+  auto mQ = gmem(p.q, q_tokens, p.num_q_heads, p.q_token_stride, p.q_head_stride, p.q_batch_stride);
+  auto mK = gmem(p.k, kv_tokens, p.num_kv_heads, p.k_token_stride, p.k_head_stride, p.k_batch_stride);
+  auto mV = gmem(p.v, kv_tokens, p.num_kv_heads, p.v_token_stride, p.v_head_stride, p.v_batch_stride);
+
+  PrefillSm90Params<Traits> params{};
+  params.p = p;
+  params.tma_q = make_tma_copy(SM90_TMA_LOAD{}, mQ, typename Traits::SmemLayoutQ{},
+                               Shape<Int<Traits::kBlockM>, Int<kHeadDim>>{}, _1{});
+  params.tma_k = make_tma_copy(SM90_TMA_LOAD{}, mK, take<0, 2>(typename Traits::SmemLayoutKV{}),
+                               Shape<Int<Traits::kBlockN>, Int<kHeadDim>>{}, _1{});
+  params.tma_v = make_tma_copy(SM90_TMA_LOAD{}, mV, take<0, 2>(typename Traits::SmemLayoutKV{}),
+                               Shape<Int<Traits::kBlockN>, Int<kHeadDim>>{}, _1{});
+  params.shape_q = mQ.shape();
+  params.shape_kv = mK.shape();
+  return launch_kernel(prefill_sm90_kernel<Traits>, dim3(Traits::kThreads), Traits::kSmemBytes, params, config);
+}
+
+}  // namespace splitkv::detail
