@@ -4,6 +4,7 @@
 # unless SPLITKV_HEAD_DIMS / SPLITKV_DTYPES / CMAKE_CUDA_ARCHITECTURES say otherwise), runs
 # tests/python (the GPU tests included) and python/bench_overhead.py, and writes the logs and
 # python-overhead.json to $OUT (default build-py/out). Prints a summary line last.
+#   DEADLINE=285 tests/python/gpu_run.sh   # stop pytest so that everything ends within 285 s
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-build-py/out}
@@ -35,17 +36,26 @@ echo "build: ${build_s} s"
 
 export PYTHONPATH="$BUILD/python:python${PYTHONPATH:+:$PYTHONPATH}"
 export SPLITKV_CLI="$BUILD/splitkv"
+timeout "${BENCH_TIMEOUT:-60}" "$PYTHON" -u python/bench_overhead.py --out "$OUT/python-overhead.json" \
+  >"$OUT/bench.log" 2>&1
+bench_rc=$?
+# The GPU tests first; the rest of the time (DEADLINE seconds from the start, if set) for pytest.
 start=$SECONDS
-timeout "${PYTEST_TIMEOUT:-200}" "$PYTHON" -m pytest -q -rfEs -p no:cacheprovider tests/python >"$OUT/pytest.log" 2>&1
+test_timeout=${PYTEST_TIMEOUT:-600}
+if [[ -n "${DEADLINE:-}" ]]; then test_timeout=$((DEADLINE - SECONDS - 10)); fi
+(( test_timeout >= 20 )) || test_timeout=20
+files=(tests/python/test_torch_gpu.py)
+for f in tests/python/test_*.py; do [[ $f == tests/python/test_torch_gpu.py ]] || files+=("$f"); done
+timeout "$test_timeout" "$PYTHON" -u -m pytest -v -rfEs -p no:cacheprovider "${files[@]}" >"$OUT/pytest.log" 2>&1
 test_rc=$?
 test_s=$((SECONDS - start))
-timeout "${BENCH_TIMEOUT:-60}" "$PYTHON" python/bench_overhead.py --out "$OUT/python-overhead.json" >"$OUT/bench.log" 2>&1
-bench_rc=$?
 
-tail -n 60 "$OUT/pytest.log"
+grep -E "FAILED|ERROR|SKIPPED" "$OUT/pytest.log" | head -40
+tail -n 25 "$OUT/pytest.log"
 echo "---- bench (rc $bench_rc)"
 if [[ -f "$OUT/python-overhead.json" ]]; then cat "$OUT/python-overhead.json"; else tail -20 "$OUT/bench.log"; fi
-summary=$(grep -E "^[0-9]+ (passed|failed)|^=+ .*(passed|failed|error).* =+$|passed|failed" "$OUT/pytest.log" | tail -1)
+summary=$(grep -E "^=+ .*(passed|failed|error).* =+$" "$OUT/pytest.log" | tail -1)
+[[ -n $summary ]] || summary="interrupted after $(grep -cE " (PASSED|FAILED|ERROR|SKIPPED)" "$OUT/pytest.log") tests"
 echo "SUMMARY: build ${build_s}s; pytest rc ${test_rc} in ${test_s}s: ${summary}; bench rc ${bench_rc}" \
   "eager_overhead_us=$(grep -o '"eager_overhead_us": [-0-9.]*' "$OUT/python-overhead.json" 2>/dev/null | cut -d' ' -f2)" \
   "graph_overhead_us=$(grep -o '"graph_overhead_us": [-0-9.]*' "$OUT/python-overhead.json" 2>/dev/null | cut -d' ' -f2)"

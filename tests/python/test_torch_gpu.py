@@ -199,31 +199,6 @@ def test_graph_capture_replays_with_new_lengths(page_size):
         check_decode(q, k, v, static_lens, bt, True, g_out, g_lse)
 
 
-def test_compile_fullgraph():
-    q, k, v, lens, bt = decode_inputs(q_len=2, page_size=16)
-
-    def step(q, k, v, lens, bt):
-        return splitkv.decode(q, k, v, lens, bt, causal=True, return_lse=True)
-
-    compiled = torch.compile(step, fullgraph=True)
-    out, lse = compiled(q, k, v, lens, bt)
-    ref_out, ref_lse = step(q, k, v, lens, bt)
-    assert torch.equal(bits(out), bits(ref_out)) and torch.equal(lse, ref_lse)
-
-
-def test_compile_reduce_overhead_replays_new_lengths():
-    q, k, v, lens, bt = decode_inputs(q_len=1, page_size=16, seed=8)
-
-    def step(q, k, v, lens, bt):
-        return splitkv.decode(q, k, v, lens, bt)
-
-    compiled = torch.compile(step, fullgraph=True, mode="reduce-overhead", dynamic=False)
-    for new in ([1500, 77, 640], [20, 1500, 3], [700, 700, 700], [1, 2, 3]):
-        lens_now = torch.tensor(new, dtype=torch.int32, device=DEV)
-        out = compiled(q, k, v, lens_now, bt).clone()
-        assert torch.equal(bits(out), bits(step(q, k, v, lens_now, bt)))
-
-
 def test_opcheck_cuda():
     q, k, v, lens, bt = decode_inputs(q_len=2, page_size=16)
     torch.library.opcheck(torch.ops.splitkv.decode_out.default,
@@ -320,3 +295,29 @@ def test_combine_of_shards_matches_the_whole():
                                return_lse=True)
     assert out.shape == q.shape and lse.shape == (3, 16, 2)
     check_decode(q, k, v, lens, None, False, out, lse)
+
+
+# torch.compile last: the slowest tests (inductor compiles).
+def test_compile_fullgraph():
+    q, k, v, lens, bt = decode_inputs(q_len=2, page_size=16)
+
+    def step(q, k, v, lens, bt):
+        return splitkv.decode(q, k, v, lens, bt, causal=True, return_lse=True)
+
+    compiled = torch.compile(step, fullgraph=True)
+    out, lse = compiled(q, k, v, lens, bt)
+    ref_out, ref_lse = step(q, k, v, lens, bt)
+    assert torch.equal(bits(out), bits(ref_out)) and torch.equal(lse, ref_lse)
+
+
+def test_compile_reduce_overhead_replays_new_lengths():
+    q, k, v, lens, bt = decode_inputs(q_len=1, page_size=16, seed=8)
+
+    def step(q, k, v, lens, bt):
+        return splitkv.decode(q, k, v, lens, bt)
+
+    compiled = torch.compile(step, fullgraph=True, mode="reduce-overhead", dynamic=False)
+    for new in ([1500, 77, 640], [20, 1500, 3], [700, 700, 700], [1, 2, 3]):
+        lens_now = torch.tensor(new, dtype=torch.int32, device=DEV)
+        out = compiled(q, k, v, lens_now, bt).clone()
+        assert torch.equal(bits(out), bits(step(q, k, v, lens_now, bt)))
