@@ -148,6 +148,8 @@ def decode_out(q, k_cache, v_cache, seq_lens, block_table, out, lse, workspace, 
 
 def decode(q, k_cache, v_cache, seq_lens, block_table, *, causal, softmax_scale, num_splits, max_splits,
            split_tokens, out, return_lse, workspace, max_seqlen_k, family):
+    if not isinstance(seq_lens, _Tensor):  # a list would need a host-to-device copy: the caller's call
+        raise cm.invalid("seq_lens", "an int32 tensor on the device of q", type(seq_lens).__name__)
     if out is None:
         out = torch.empty_like(q, memory_format=torch.contiguous_format)
     lse = None

@@ -121,6 +121,8 @@ def test_device_and_dtype_errors():
         splitkv.decode(q, k.half(), v, lens)
     with pytest.raises(ValueError, match=r"'q.dtype': expected fp16 or bf16, got float64"):
         splitkv.decode(q.double(), k, v, lens)
+    with pytest.raises(ValueError, match=r"'seq_lens': expected an int32 tensor on the device of q, got list"):
+        splitkv.decode(q, k, v, [40, 9])
 
 
 # ---- flash-attn compat ----------------------------------------------------------------------------
