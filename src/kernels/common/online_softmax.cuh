@@ -38,6 +38,16 @@ struct OnlineSoftmax {
   // (unnormalized, relative to the new row max) and acc_o (rows, D) is rescaled to match.
   template <class ScoreTensor, class OutTensor>
   __device__ __forceinline__ void update(ScoreTensor& scores, OutTensor& acc_o, float scale_log2) {
+    float rescale[kRows];
+    fold(scores, scale_log2, rescale);
+    rescale_rows(acc_o, rescale);
+  }
+
+  // The two halves of update(), for kernels whose P*V product is still in flight when the next
+  // scores arrive: fold() turns scores into probabilities and returns by how much the output
+  // accumulated so far must be scaled; rescale_rows() applies that once the accumulator is free.
+  template <class ScoreTensor>
+  __device__ __forceinline__ void fold(ScoreTensor& scores, float scale_log2, float (&rescale)[kRows]) {
     static_assert(decltype(cute::size<0>(scores))::value == kRows);
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
@@ -47,7 +57,7 @@ struct OnlineSoftmax {
       block_max = quad_max(block_max);
       // A row with nothing visible yet keeps -inf; use 0 as its base so no inf - inf appears.
       const float base = block_max == kNegInf ? 0.f : block_max * scale_log2;
-      const float rescale = fast_exp2(row_max[r] * scale_log2 - base);
+      rescale[r] = fast_exp2(row_max[r] * scale_log2 - base);
       row_max[r] = block_max;
       float sum = 0.f;
 #pragma unroll
@@ -55,9 +65,16 @@ struct OnlineSoftmax {
         scores(r, c) = fast_exp2(scores(r, c) * scale_log2 - base);
         sum += scores(r, c);
       }
-      row_sum[r] = row_sum[r] * rescale + sum;
+      row_sum[r] = row_sum[r] * rescale[r] + sum;
+    }
+  }
+
+  template <class OutTensor>
+  __device__ __forceinline__ static void rescale_rows(OutTensor& acc_o, const float (&rescale)[kRows]) {
 #pragma unroll
-      for (int c = 0; c < cute::size<1>(acc_o); ++c) acc_o(r, c) *= rescale;
+    for (int r = 0; r < kRows; ++r) {
+#pragma unroll
+      for (int c = 0; c < cute::size<1>(acc_o); ++c) acc_o(r, c) *= rescale[r];
     }
   }
 

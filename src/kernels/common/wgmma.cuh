@@ -6,14 +6,18 @@
 
 namespace splitkv::detail {
 
-// tC (+)= tA * tB over every k-block, issued as one wgmma batch of the calling warpgroup and
-// waited for. kZeroInit overwrites tC instead of accumulating. A may live in registers (RS).
+// Whether A comes from registers (RS) rather than shared-memory descriptors (SS).
+template <class TensorA>
+constexpr bool kAFromRegisters =
+    !cute::is_base_of<cute::GMMA::DescriptorIterator, typename TensorA::engine_type::iterator>::value;
+
+// Issues tC (+)= tA * tB over every k-block as one wgmma batch of the calling warpgroup, without
+// waiting: the registers of tC (and of tA for RS) belong to the tensor cores until a
+// warpgroup_wait that retires the batch, followed by fence_wgmma_operands. kZeroInit overwrites tC.
 template <bool kZeroInit, class TiledMma, class TensorA, class TensorB, class TensorC>
-__device__ __forceinline__ void warpgroup_gemm(TiledMma& mma, const TensorA& tA, const TensorB& tB, TensorC& tC) {
+__device__ __forceinline__ void warpgroup_gemm_issue(TiledMma& mma, const TensorA& tA, const TensorB& tB, TensorC& tC) {
   using namespace cute;
-  // SS products pass A as shared-memory descriptors; RS products as registers.
-  constexpr bool kARegisters = !is_base_of<GMMA::DescriptorIterator, typename TensorA::engine_type::iterator>::value;
-  if constexpr (kARegisters) warpgroup_fence_operand(const_cast<TensorA&>(tA));
+  if constexpr (kAFromRegisters<TensorA>) warpgroup_fence_operand(const_cast<TensorA&>(tA));
   warpgroup_fence_operand(tC);
   warpgroup_arrive();
   if constexpr (kZeroInit) mma.accumulate_ = GMMA::ScaleOut::Zero;
@@ -23,9 +27,21 @@ __device__ __forceinline__ void warpgroup_gemm(TiledMma& mma, const TensorA& tA,
     mma.accumulate_ = GMMA::ScaleOut::One;
   }
   warpgroup_commit_batch();
-  warpgroup_wait<0>();
-  warpgroup_fence_operand(tC);
-  if constexpr (kARegisters) warpgroup_fence_operand(const_cast<TensorA&>(tA));
+}
+
+// After a warpgroup_wait: the compiler may touch these registers again (and not earlier).
+template <class... Tensors>
+__device__ __forceinline__ void fence_wgmma_operands(Tensors&... tensors) {
+  (cute::warpgroup_fence_operand(tensors), ...);
+}
+
+// tC (+)= tA * tB, issued and waited for.
+template <bool kZeroInit, class TiledMma, class TensorA, class TensorB, class TensorC>
+__device__ __forceinline__ void warpgroup_gemm(TiledMma& mma, const TensorA& tA, const TensorB& tB, TensorC& tC) {
+  warpgroup_gemm_issue<kZeroInit>(mma, tA, tB, tC);
+  cute::warpgroup_wait<0>();
+  fence_wgmma_operands(tC);
+  if constexpr (kAFromRegisters<TensorA>) fence_wgmma_operands(const_cast<TensorA&>(tA));
 }
 
 // A wgmma accumulator fragment ((2 cols, 2 rows, N/8), MMA_M, MMA_N) viewed as
