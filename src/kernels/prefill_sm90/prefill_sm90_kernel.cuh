@@ -6,11 +6,11 @@
 // and gives its registers away); warpgroups 1 and 2 are consumers of 64 query rows each. Per K/V
 // tile a consumer computes S = Q K^T (wgmma, both operands in shared memory), masks and folds S
 // into its online softmax (fp32 statistics in registers), and accumulates O += P V (wgmma with P
-// from registers, V read transposed through its descriptor). The two products overlap inside a
-// warpgroup: the product S_t = Q K_t^T and O += P_{t-1} V_{t-1} are issued together, the softmax of
-// S_t runs while the second is on the tensor cores, and P_t replaces P_{t-1} only once that
-// product has retired. Rows are written through the common epilogue (final O/LSE, split
-// partials, or NaN for bad device data).
+// from registers, V read transposed through its descriptor). The two consumer warpgroups are
+// independent, so one's softmax runs while the other's products occupy the tensor cores. Rows
+// are written through the common epilogue (final O/LSE, split partials, or NaN for bad device
+// data). (Overlapping the softmax with the products inside one warpgroup was tried and measured
+// slower: bench/NOTES.md, run 9.)
 //
 // Keys past the sequence's end inside the last tile can hold anything (a varlen neighbour's
 // padding, NaN): their scores are masked to -inf, and their V rows are zeroed in shared memory
@@ -158,56 +158,25 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   softmax.reset();
 
   Barrier::wait(&smem.barrier_q, 0);
-  Tensor acc_s = partition_fragment_C(mma_qk, Shape<Int<kM>, Int<kN>>{});               // (MMA, MMA_M, MMA_N)
-  Tensor scores = make_tensor(acc_s.data(), wgmma_acc_as_rows_cols(acc_s.layout()));   // (rows, keys)
-  Tensor probs = make_tensor<Element>(acc_s.layout());  // P of the tile whose P V product is next
-  Tensor tOrP = make_tensor(probs.data(), wgmma_acc_as_a_operand(probs.layout()));  // as the A operand
-  float rescale[kRows];  // by how much O must shrink before P of the newest tile is added
-
-  // S_t = Q K_t^T has retired: mask it and fold it into the softmax (P_t now in acc_s).
-  auto fold_scores = [&](int t) {
+  PipelineState read;
+  for (int t = 0; t < blk.n_blocks; ++t) {
     const int n0 = keys.lo + t * kN;
+    Tensor acc_s = partition_fragment_C(mma_qk, Shape<Int<kM>, Int<kN>>{});  // (MMA, MMA_M, MMA_N)
+    pipeline_k.consumer_wait(read);
+    warpgroup_gemm<true>(mma_qk, tSrQ, tSrK(_, _, _, read.index()), acc_s);
+    pipeline_k.consumer_release(read);
+
+    Tensor scores = make_tensor(acc_s.data(), wgmma_acc_as_rows_cols(acc_s.layout()));  // (rows, keys)
     if (n0 + kN > keys.mask_from) mask_scores(scores, tScS_rc, p, seq, blk.row0, n0, keys.hi);
-    softmax.fold(scores, p.scale_log2, rescale);
-  };
-  // Waits for V_t; zeroes its rows past the sequence's end (only the last tile has them).
-  auto wait_for_v = [&](const PipelineState& read_v, int t) {
-    pipeline_v.consumer_wait(read_v);
-    const int n0 = keys.lo + t * kN;
-    if (n0 + kN > seq.k_len) zero_rows_from<Traits>(sV(_, _, read_v.index()), seq.k_len - n0, consumer_tid);
-  };
+    softmax.update(scores, acc_o_rc, p.scale_log2);
+    Tensor probs = convert_fragment<Element>(acc_s);
+    Tensor tOrP = make_tensor(probs.data(), wgmma_acc_as_a_operand(probs.layout()));  // A operand of P V
 
-  PipelineState read_k, read_v;  // V runs one tile behind K
-  if (blk.n_blocks > 0) {
-    pipeline_k.consumer_wait(read_k);
-    warpgroup_gemm<true>(mma_qk, tSrQ, tSrK(_, _, _, read_k.index()), acc_s);
-    pipeline_k.consumer_release(read_k);
-    ++read_k;
-    fold_scores(0);
-    copy(convert_fragment<Element>(acc_s), probs);
-  }
-  for (int t = 1; t < blk.n_blocks; ++t) {
-    pipeline_k.consumer_wait(read_k);
-    warpgroup_gemm_issue<true>(mma_qk, tSrQ, tSrK(_, _, _, read_k.index()), acc_s);  // S_t
-    softmax.rescale_rows(acc_o_rc, rescale);  // O relative to the row max of tile t - 1
-    wait_for_v(read_v, t - 1);
-    warpgroup_gemm_issue<false>(mma_pv, tOrP, tOrVt(_, _, _, read_v.index()), acc_o);  // O += P_{t-1} V_{t-1}
-    warpgroup_wait<1>();  // S_t retired; P_{t-1} V_{t-1} may still run
-    fence_wgmma_operands(acc_s);
-    pipeline_k.consumer_release(read_k);
-    ++read_k;
-    fold_scores(t);
-    warpgroup_wait<0>();
-    fence_wgmma_operands(acc_o, tOrP);
-    pipeline_v.consumer_release(read_v);
-    ++read_v;
-    copy(convert_fragment<Element>(acc_s), probs);
-  }
-  if (blk.n_blocks > 0) {
-    softmax.rescale_rows(acc_o_rc, rescale);
-    wait_for_v(read_v, blk.n_blocks - 1);
-    warpgroup_gemm<false>(mma_pv, tOrP, tOrVt(_, _, _, read_v.index()), acc_o);
-    pipeline_v.consumer_release(read_v);
+    pipeline_v.consumer_wait(read);
+    if (n0 + kN > seq.k_len) zero_rows_from<Traits>(sV(_, _, read.index()), seq.k_len - n0, consumer_tid);
+    warpgroup_gemm<false>(mma_pv, tOrP, tOrVt(_, _, _, read.index()), acc_o);
+    pipeline_v.consumer_release(read);
+    ++read;
   }
 
   // ---- Epilogue --------------------------------------------------------------------------------------
