@@ -85,8 +85,8 @@ def test_prefill_errors():
     with raises(ValueError, "cu_seqlens_k"):
         splitkv.prefill(q, k, k, cu_seqlens_q=[0, 7])
     with raises(NotImplementedError, "head_dim"):
-        q256 = np.zeros((1, 4, 2, 256), dtype=np.float16)
-        splitkv.prefill(q256, q256, q256)
+        q96 = np.zeros((1, 4, 2, 96), dtype=np.float16)
+        splitkv.prefill(q96, q96, q96)
     with raises(ValueError, "strategy"):
         splitkv.plan_prefill(batch=1, num_q_heads=4, num_kv_heads=4, head_dim=64, max_q_len=8, max_kv_len=8,
                              strategy="fastest")
