@@ -43,6 +43,23 @@ JsonObject& JsonObject::add(const char* key, const std::string& value) {
   return next(key) << "\"" << value << "\"", *this;
 }
 
+JsonObject case_fields(const CaseShape& c, const Plan& plan) {
+  JsonObject o;
+  o.add("B", int64_t(c.batch))
+      .add("Hq", int64_t(c.num_q_heads))
+      .add("Hkv", int64_t(c.num_kv_heads))
+      .add("Lq", int64_t(c.q_len))
+      .add("Lk", int64_t(c.kv_len))
+      .add("D", int64_t(c.head_dim))
+      .add("dtype", to_string(c.dtype))
+      .add("causal", c.causal)
+      .add("page_size", int64_t(c.page_size))
+      .add("family", plan.family)
+      .add("strategy", to_string(plan.strategy))
+      .add("splits", int64_t(plan.num_splits));
+  return o;
+}
+
 void Results::add(const ResultRow& row) {
   const double seconds = row.timing.us_per_call * 1e-6;
   std::ostringstream s;

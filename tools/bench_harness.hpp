@@ -40,6 +40,15 @@ class JsonObject {
   std::ostringstream body_;
 };
 
+// The case fields every suite row starts with (docs/BENCHMARKING.md, results format).
+struct CaseShape {
+  int batch, num_q_heads, num_kv_heads, q_len, kv_len, head_dim;
+  DType dtype;
+  bool causal;
+  int page_size;
+};
+JsonObject case_fields(const CaseShape& shape, const Plan& plan);
+
 struct ResultRow {
   JsonObject case_fields;
   GraphTiming timing;

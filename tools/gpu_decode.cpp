@@ -99,19 +99,9 @@ Status measure_decode(const DecodeProblem& p, const PlanOptions& options, Plan* 
       !s) {
     return s;
   }
-  row->case_fields.add("B", int64_t(p.batch))
-      .add("Hq", int64_t(p.num_q_heads))
-      .add("Hkv", int64_t(p.num_kv_heads))
-      .add("Lq", int64_t(p.q_len))
-      .add("Lk", int64_t(p.max_kv_len))
-      .add("D", int64_t(p.head_dim))
-      .add("dtype", to_string(p.dtype))
-      .add("kv_format", to_string(detail::resolve_kv_format(p.kv_format, p.dtype)))
-      .add("causal", p.causal)
-      .add("page_size", int64_t(p.page_size))
-      .add("family", pl.family)
-      .add("strategy", to_string(pl.strategy))
-      .add("splits", int64_t(pl.num_splits));
+  row->case_fields = case_fields(
+      {p.batch, p.num_q_heads, p.num_kv_heads, p.q_len, p.max_kv_len, p.head_dim, p.dtype, p.causal, p.page_size}, pl);
+  row->case_fields.add("kv_format", to_string(detail::resolve_kv_format(p.kv_format, p.dtype)));
   return Status::success();
 }
 

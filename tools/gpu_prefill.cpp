@@ -91,19 +91,9 @@ Status measure_prefill(const PrefillProblem& p, const PlanOptions& options, cons
       !s) {
     return s;
   }
-  row->case_fields.add("B", int64_t(p.batch))
-      .add("Hq", int64_t(p.num_q_heads))
-      .add("Hkv", int64_t(p.num_kv_heads))
-      .add("Lq", int64_t(p.max_q_len))
-      .add("Lk", int64_t(p.max_kv_len))
-      .add("D", int64_t(p.head_dim))
-      .add("dtype", to_string(p.dtype))
-      .add("causal", p.causal)
-      .add("page_size", int64_t(0))
-      .add("family", pl.family)
-      .add("strategy", to_string(pl.strategy))
-      .add("variant", variant)
-      .add("splits", int64_t(pl.num_splits));
+  row->case_fields = case_fields(
+      {p.batch, p.num_q_heads, p.num_kv_heads, p.max_q_len, p.max_kv_len, p.head_dim, p.dtype, p.causal, 0}, pl);
+  row->case_fields.add("variant", variant);
   return Status::success();
 }
 
