@@ -26,7 +26,13 @@ const SuiteRow kPrefillSuite[] = {
     {4, 12, 12, 8192, 8192, 64, DType::kF16, false},     {2, 12, 12, 16384, 16384, 64, DType::kF16, false},
     {16, 16, 16, 1024, 1024, 128, DType::kBF16, false},  {4, 16, 16, 4096, 4096, 128, DType::kBF16, false},
     {1, 16, 16, 16384, 16384, 128, DType::kBF16, false}, {16, 16, 16, 1024, 1024, 128, DType::kBF16, true},
-    {4, 16, 16, 4096, 4096, 128, DType::kBF16, true},    {1, 16, 16, 16384, 16384, 128, DType::kBF16, true}};
+    {4, 16, 16, 4096, 4096, 128, DType::kBF16, true},    {1, 16, 16, 16384, 16384, 128, DType::kBF16, true},
+    // D=256 (the Hopper family only), GQA 32/8, and chunked prefill: a chunk of Lq queries after
+    // Lk - Lq prefix tokens, K/V contiguous (the paged-cache variants come with chunked prefill
+    // over the cache).
+    {4, 16, 16, 4096, 4096, 256, DType::kBF16, false},   {4, 16, 16, 4096, 4096, 256, DType::kBF16, true},
+    {4, 32, 8, 4096, 4096, 128, DType::kBF16, true},     {1, 32, 8, 1024, 32768 + 1024, 128, DType::kBF16, true},
+    {1, 32, 8, 4096, 32768 + 4096, 128, DType::kBF16, true}, {8, 32, 8, 256, 8192 + 256, 128, DType::kBF16, true}};
 
 // The strategies suite: the default next to the original design's alternatives.
 struct Variant {
