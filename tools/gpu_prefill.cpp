@@ -1,5 +1,6 @@
 // `splitkv verify` and `splitkv bench` for prefill on the GPU (suites: prefill, strategies).
 #include <algorithm>
+#include <iterator>
 #include <cstdio>
 #include <vector>
 
@@ -34,7 +35,9 @@ const SuiteRow kPrefillSuite[] = {
     {4, 32, 8, 4096, 4096, 128, DType::kBF16, true},     {1, 32, 8, 1024, 32768 + 1024, 128, DType::kBF16, true},
     {1, 32, 8, 4096, 32768 + 4096, 128, DType::kBF16, true}, {8, 32, 8, 256, 8192 + 256, 128, DType::kBF16, true}};
 
-// The strategies suite: the default next to the original design's alternatives.
+// The strategies suite: the default next to the original design's alternatives (mma.sync families),
+// on the first rows of the prefill suite (the ones every family runs).
+constexpr int kStrategyRows = 10;
 struct Variant {
   const char* name;
   Strategy strategy;
@@ -156,7 +159,8 @@ int gpu_prefill_bench(const CliOptions& o) {
     if (!parse_formats_and_options(o, &formats, &unused)) return 1;
     problems.push_back(to_prefill_problem(o, formats));
   } else {
-    for (const SuiteRow& r : kPrefillSuite) problems.push_back(row_problem(r));
+    const int rows = o.suite == "strategies" ? kStrategyRows : int(std::size(kPrefillSuite));
+    for (int i = 0; i < rows; ++i) problems.push_back(row_problem(kPrefillSuite[i]));
   }
   if (o.suite == "strategies") {
     return run_rows(problems, std::vector<Variant>(std::begin(kStrategyVariants), std::end(kStrategyVariants)), o,
