@@ -146,17 +146,24 @@ def decode_out(q, k_cache, v_cache, seq_lens, block_table, out, lse, workspace, 
     _C.run_decode(plan, qd, kd, vd, sd, bd, od, ld, ws_ptr, ws_n, _raw_stream(dev), dev)
 
 
+def _lse_buffer(q, varlen):
+    """The LSE output for q: varlen [Hq, total_q], padded (and decode) [B, Hq, Lq]."""
+    if varlen:
+        if q.dim() != 3:
+            raise cm.invalid("q.rank", "3", str(q.dim()))
+        return torch.empty((q.shape[1], q.shape[0]), dtype=torch.float32, device=q.device)
+    if q.dim() != 4:
+        raise cm.invalid("q.rank", "4", str(q.dim()))
+    return torch.empty((q.shape[0], q.shape[2], q.shape[1]), dtype=torch.float32, device=q.device)
+
+
 def decode(q, k_cache, v_cache, seq_lens, block_table, *, causal, softmax_scale, num_splits, max_splits,
            split_tokens, out, return_lse, workspace, max_seqlen_k, family):
     if not isinstance(seq_lens, _Tensor):  # a list would need a host-to-device copy: the caller's call
         raise cm.invalid("seq_lens", "an int32 tensor on the device of q", type(seq_lens).__name__)
     if out is None:
         out = torch.empty_like(q, memory_format=torch.contiguous_format)
-    lse = None
-    if return_lse:
-        if q.dim() != 4:
-            raise cm.invalid("q.rank", "4", str(q.dim()))
-        lse = torch.empty((q.shape[0], q.shape[2], q.shape[1]), dtype=torch.float32, device=q.device)
+    lse = _lse_buffer(q, varlen=False) if return_lse else None
     if type(q) is _Tensor and _eager():
         decode_out(q, k_cache, v_cache, seq_lens, block_table, out, lse, workspace, causal, softmax_scale, num_splits,
                    max_splits, split_tokens, max_seqlen_k, family)
@@ -265,16 +272,7 @@ def prefill(q, k, v, *, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, 
             strategy, out, return_lse, workspace, family):
     if out is None:
         out = torch.empty_like(q, memory_format=torch.contiguous_format)
-    lse = None
-    if return_lse:
-        if cu_seqlens_q is not None:  # varlen: [Hq, total_q]
-            if q.dim() != 3:
-                raise cm.invalid("q.rank", "3", str(q.dim()))
-            lse = torch.empty((q.shape[1], q.shape[0]), dtype=torch.float32, device=q.device)
-        else:  # padded: [B, Hq, Lq]
-            if q.dim() != 4:
-                raise cm.invalid("q.rank", "4", str(q.dim()))
-            lse = torch.empty((q.shape[0], q.shape[2], q.shape[1]), dtype=torch.float32, device=q.device)
+    lse = _lse_buffer(q, varlen=cu_seqlens_q is not None) if return_lse else None
     if type(q) is _Tensor and _eager():
         prefill_out(q, k, v, cu_seqlens_q, cu_seqlens_k, out, lse, workspace, max_seqlen_q, max_seqlen_k, causal,
                     softmax_scale, num_splits, strategy, family)
