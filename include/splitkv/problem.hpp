@@ -34,6 +34,16 @@ struct DecodeTensors {
   TensorRef v;            // same shape as k, own strides
   TensorRef seq_lens;     // int32 [batch], device memory, each in [0, max_kv_len]
   TensorRef block_table;  // int32 [batch, max_pages], device memory (paged only)
+  // Scales of a quantized cache (docs/KV_FORMATS.md); empty for 16-bit caches.
+  //  fp8:             float32 [Hkv] per KV head, K and V each their own (device memory, so a
+  //                   captured graph can take new scales);
+  //  int8/int4/k8v4:  float16 (scale, min) per token and KV head, indexed by the same page id
+  //                   (or sequence) as k and v: paged [pages, Hkv, page_size, 2], contiguous
+  //                   [batch, Hkv, capacity, 2]; strides free, the pair contiguous.
+  // The K and V tensors of a quantized cache hold codes: kFP8E4M3, kI8 (unsigned 0..255) or kI4
+  // (unsigned 0..15, two per byte, element 2i in the low nibble; strides count nibbles).
+  TensorRef k_scales;
+  TensorRef v_scales;
   TensorRef out;          // [batch, q_len, Hq, D], dtype of q
   TensorRef lse;          // optional float32 [batch, Hq, q_len] (natural log); empty: not written
   // Optional host copies (same layout). When given, lengths and page ids are checked on the host

@@ -158,6 +158,52 @@ int64_t decode_kv_capacity(const DecodeProblem& p, const DecodeTensors& t) {
   return t.block_table.shape[1] * p.page_size;
 }
 
+namespace {
+
+// Scales of a quantized cache (docs/KV_FORMATS.md); none for a 16-bit one.
+Status check_kv_scales(const DecodeProblem& p, const DecodeTensors& t) {
+  const KvFormatTraits f = kv_format_traits(resolve_kv_format(p.kv_format, p.dtype));
+  const TensorRef* scales[2] = {&t.k_scales, &t.v_scales};
+  const char* names[2] = {"k_scales", "v_scales"};
+  for (int i = 0; i < 2; ++i) {
+    const std::string name = names[i];
+    const TensorRef& s = *scales[i];
+    switch (f.scales) {
+      case KvScales::kNone:
+        if (!s.empty()) {
+          return Status::invalid(name, std::string("empty for a ") + f.name + " cache (kv_format holds no scales)",
+                                 "a tensor");
+        }
+        break;
+      case KvScales::kPerHead:
+        if (Status st = check_tensor(name, s, Expect{DType::kF32, {p.num_kv_heads}, false, false}); !st) return st;
+        break;
+      case KvScales::kPerTokenPair: {
+        // [blocks, Hkv, slots, 2] with the blocks and slots of the K/V tensors (pages x page_size,
+        // or sequences x capacity); the (scale, min) pair is read as one 4-byte word.
+        if (Status st = check_tensor(name, s, Expect{DType::kF16, {t.k.shape[0], p.num_kv_heads, t.k.shape[1], 2},
+                                                     false, true});
+            !st) {
+          return st;
+        }
+        if (reinterpret_cast<uintptr_t>(s.data) % 4 != 0) {
+          return Status::invalid(name + ".data", "a 4-byte aligned address (fp16 pairs)", "a misaligned address");
+        }
+        for (int d = 0; d < 3; ++d) {
+          if (s.stride[d] % 2 != 0) {
+            return Status::invalid(name + ".stride[" + str(d) + "]", "an even stride (whole fp16 pairs)",
+                                   str(s.stride[d]));
+          }
+        }
+        break;
+      }
+    }
+  }
+  return Status::success();
+}
+
+}  // namespace
+
 Status validate_decode_tensors(const DecodeProblem& p, const DecodeTensors& t) {
   const int64_t B = p.batch, Lq = p.q_len, Hq = p.num_q_heads, Hkv = p.num_kv_heads, D = p.head_dim;
   if (Status s = check_tensor("q", t.q, Expect{p.dtype, {B, Lq, Hq, D}}); !s) return s;
@@ -168,6 +214,7 @@ Status validate_decode_tensors(const DecodeProblem& p, const DecodeTensors& t) {
   if (Status s = check_tensor("k", t.k, Expect{k_element(p.kv_format, p.dtype), kv_shape}); !s) return s;
   std::vector<int64_t> v_shape(t.k.shape.begin(), t.k.shape.begin() + 4);
   if (Status s = check_tensor("v", t.v, Expect{v_element(p.kv_format, p.dtype), v_shape}); !s) return s;
+  if (Status s = check_kv_scales(p, t); !s) return s;
   if (Status s = check_tensor("seq_lens", t.seq_lens, Expect{DType::kI32, {B}, false, true}); !s) {
     return s;
   }

@@ -30,25 +30,33 @@ SPLITKV_HD constexpr ElementTraits element_traits(DType dtype) {
 // Elements of `dtype` in 16 bytes (the vector width of every global load and store).
 SPLITKV_HD constexpr int elements_per_16_bytes(DType dtype) { return 128 / element_traits(dtype).bits; }
 
+// What the scale tensors of a KV format hold (docs/KV_FORMATS.md).
+enum class KvScales {
+  kNone,          // 16-bit values
+  kPerHead,       // fp32 [Hkv], K and V each their own (fp8)
+  kPerTokenPair,  // fp16 (scale, min) per token and KV head (int8, int4)
+};
+
 struct KvFormatTraits {
   const char* name;
   DType k_element;   // element type of the K tensor (kNative: resolved first)
   DType v_element;   // element type of the V tensor
   bool quantized;    // codes plus scales
   bool implemented;  // kernels exist for it
+  KvScales scales;
 };
 
 SPLITKV_HD constexpr KvFormatTraits kv_format_traits(KvFormat format) {
   switch (format) {
-    case KvFormat::kNative: return {"native", DType::kBF16, DType::kBF16, false, true};  // resolve first
-    case KvFormat::kF16: return {"fp16", DType::kF16, DType::kF16, false, true};
-    case KvFormat::kBF16: return {"bf16", DType::kBF16, DType::kBF16, false, true};
-    case KvFormat::kFP8E4M3: return {"fp8", DType::kFP8E4M3, DType::kFP8E4M3, true, false};
-    case KvFormat::kInt8: return {"int8", DType::kI8, DType::kI8, true, false};
-    case KvFormat::kInt4: return {"int4", DType::kI4, DType::kI4, true, false};
-    case KvFormat::kK8V4: return {"k8v4", DType::kI8, DType::kI4, true, false};
+    case KvFormat::kNative: return {"native", DType::kBF16, DType::kBF16, false, true, KvScales::kNone};  // resolve first
+    case KvFormat::kF16: return {"fp16", DType::kF16, DType::kF16, false, true, KvScales::kNone};
+    case KvFormat::kBF16: return {"bf16", DType::kBF16, DType::kBF16, false, true, KvScales::kNone};
+    case KvFormat::kFP8E4M3: return {"fp8", DType::kFP8E4M3, DType::kFP8E4M3, true, false, KvScales::kPerHead};
+    case KvFormat::kInt8: return {"int8", DType::kI8, DType::kI8, true, false, KvScales::kPerTokenPair};
+    case KvFormat::kInt4: return {"int4", DType::kI4, DType::kI4, true, false, KvScales::kPerTokenPair};
+    case KvFormat::kK8V4: return {"k8v4", DType::kI8, DType::kI4, true, false, KvScales::kPerTokenPair};
   }
-  return {"unknown", DType::kBF16, DType::kBF16, false, false};
+  return {"unknown", DType::kBF16, DType::kBF16, false, false, KvScales::kNone};
 }
 
 // kNative means "the Q/O dtype, unquantized": the explicit 16-bit format.

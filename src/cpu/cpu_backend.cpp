@@ -6,7 +6,9 @@
 #include <vector>
 
 #include "api/validate.hpp"
+#include "common/formats.hpp"
 #include "plan/geometry.hpp"
+#include "quant/kv_rows.hpp"
 #include "common/host_tensor.hpp"
 #include "common/parallel_for.hpp"
 #include "kernels/common/causal_mask.hpp"
@@ -58,6 +60,8 @@ Status run_decode(const Plan& plan, const DecodeTensors& t) {
   const int32_t* lens = static_cast<const int32_t*>(t.seq_lens.data);
   std::vector<float> part_o(size_t(S) * rows * D), part_lse(size_t(S) * rows);
   std::vector<char> bad_sequence(p.batch, 0);
+  const KvFormat format = detail::resolve_kv_format(p.kv_format, p.dtype);
+  const quant::KvRowReader k_rows(format, false, t.k, t.k_scales, D), v_rows(format, true, t.v, t.v_scales, D);
 
   // Phase 1: one task per (sequence, KV head, split), as one GPU thread block would do.
   detail::parallel_for(int64_t(p.batch) * Hkv * S, [&](int64_t task) {
@@ -82,10 +86,8 @@ Status run_decode(const Plan& plan, const DecodeTensors& t) {
           continue;
         }
       }
-      for (int j = 0; j < D; ++j) {
-        k[size_t(tok) * D + j] = detail::load_float(t.k, element_offset(t.k, page, slot, hkv, j));
-        v[size_t(tok) * D + j] = detail::load_float(t.v, element_offset(t.v, page, slot, hkv, j));
-      }
+      k_rows.read(page, slot, hkv, &k[size_t(tok) * D]);
+      v_rows.read(page, slot, hkv, &v[size_t(tok) * D]);
     }
     for (int i = 0; i < Lq; ++i) {
       const int visible = detail::visible_key_end(p.causal, Lq, len, i);

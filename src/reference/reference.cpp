@@ -4,10 +4,12 @@
 #include <cmath>
 #include <limits>
 
+#include "common/formats.hpp"
 #include "common/host_tensor.hpp"
 #include "common/parallel_for.hpp"
 #include "kernels/common/causal_mask.hpp"
 #include "plan/geometry.hpp"
+#include "quant/kv_rows.hpp"
 #include "reference/row_attention.hpp"
 
 namespace splitkv::ref {
@@ -33,6 +35,9 @@ Result decode(const DecodeProblem& p, const DecodeTensors& t, const Options& opt
   r.out.assign(size_t(p.batch) * Lq * Hq * D, 0.0);
   r.lse.assign(size_t(p.batch) * Hq * Lq, 0.0);
   const int32_t* lens = static_cast<const int32_t*>(t.seq_lens.data);
+  // K and V as the values the cache stands for (dequantized when the format is quantized).
+  const KvFormat format = detail::resolve_kv_format(p.kv_format, p.dtype);
+  const quant::KvRowReader k_rows(format, false, t.k, t.k_scales, D), v_rows(format, true, t.v, t.v_scales, D);
 
   detail::parallel_for(int64_t(p.batch) * Hkv, [&](int64_t g) {
     const int b = static_cast<int>(g / Hkv), hkv = static_cast<int>(g % Hkv);
@@ -44,8 +49,8 @@ Result decode(const DecodeProblem& p, const DecodeTensors& t, const Options& opt
         page = detail::load_i32(t.block_table, element_offset(t.block_table, b, tok / p.page_size));
         slot = tok % p.page_size;
       }
-      gather_row(t.k, element_offset(t.k, page, slot, hkv), D, &k[size_t(tok) * D]);
-      gather_row(t.v, element_offset(t.v, page, slot, hkv), D, &v[size_t(tok) * D]);
+      k_rows.read(page, slot, hkv, &k[size_t(tok) * D]);
+      v_rows.read(page, slot, hkv, &v[size_t(tok) * D]);
     }
     for (int i = 0; i < Lq; ++i) {
       for (int h = 0; h < group; ++h) {

@@ -1,9 +1,11 @@
 #include "testing/decode_case.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <limits>
 #include <numeric>
 
+#include "quant/kv_quant_host.hpp"
 #include "testing/random_fill.hpp"
 
 namespace splitkv::testing {
@@ -18,6 +20,12 @@ DecodeTensors DecodeCase::host_tensors() {
   t.v.data = v.data();
   t.out = out_ref;
   t.out.data = out.data();
+  if (k_scales.size() > 0) {
+    t.k_scales = k_scales_ref;
+    t.k_scales.data = k_scales.data();
+    t.v_scales = v_scales_ref;
+    t.v_scales.data = v_scales.data();
+  }
   t.seq_lens = TensorRef::contiguous(seq_lens.data(), DType::kI32, {problem.batch});
   if (problem.page_size > 0) {
     t.block_table = TensorRef::contiguous(block_table.data(), DType::kI32, {problem.batch, max_pages});
@@ -27,6 +35,68 @@ DecodeTensors DecodeCase::host_tensors() {
   t.seq_lens_host = seq_lens.data();
   return t;
 }
+
+namespace {
+
+// One side (K or V) of a case's cache in its format's storage: rows of standard normal values,
+// stored as 16-bit values or quantized by the host quantizer (docs/KV_FORMATS.md).
+struct CacheSide {
+  ElementBuffer& data;
+  ElementBuffer& scales;
+  const TensorRef& scales_ref;
+  detail::KvScales kind;
+  int head_dim;
+  int num_kv_heads;
+
+  // Per-head FP8 scales chosen so standard normal values stay inside e4m3's range.
+  static float fp8_scale(int64_t head) { return (1.f + 0.25f * float(head)) / 80.f; }
+
+  void write(int64_t first_element, int64_t slab, int64_t slot, int64_t head, std::mt19937_64& rng) {
+    std::normal_distribution<float> normal(0.f, 1.f);
+    std::vector<float> x(static_cast<size_t>(head_dim));
+    for (float& value : x) value = normal(rng);
+    uint8_t* codes = data.byte_of(size_t(first_element));
+    switch (kind) {
+      case detail::KvScales::kNone:
+        for (int j = 0; j < head_dim; ++j) {
+          const uint16_t bits = detail::float_to_half_bits(x[size_t(j)], data.dtype());
+          std::memcpy(codes + 2 * j, &bits, 2);
+        }
+        return;
+      case detail::KvScales::kPerHead:
+        if (head < num_kv_heads) return quant::quantize_row_fp8(x.data(), head_dim, fp8_scale(head), codes);
+        return;
+      case detail::KvScales::kPerTokenPair: {
+        const int bits = detail::element_traits(data.dtype()).bits;
+        const quant::RowScale s = quant::quantize_row_int(x.data(), head_dim, bits, codes);
+        if (head < num_kv_heads) store_pair(slab, slot, head, s.scale_fp16, s.min_fp16);
+        return;
+      }
+    }
+  }
+
+  // A row that must never reach an output: NaN values, NaN FP8 codes, or a NaN (scale, min).
+  void poison(int64_t first_element, int64_t slab, int64_t slot, int64_t head) {
+    switch (kind) {
+      case detail::KvScales::kNone: return data.fill_nan(size_t(first_element), size_t(head_dim));
+      case detail::KvScales::kPerHead:
+        std::memset(data.byte_of(size_t(first_element)), quant::kE4M3NaN, size_t(head_dim));
+        return;
+      case detail::KvScales::kPerTokenPair:
+        if (head < num_kv_heads) store_pair(slab, slot, head, quant::kFp16NaN, quant::kFp16NaN);
+        return;
+    }
+  }
+
+  void store_pair(int64_t slab, int64_t slot, int64_t head, uint16_t scale, uint16_t min) {
+    uint16_t* pairs = static_cast<uint16_t*>(scales.data());
+    const int64_t at = slab * scales_ref.stride[0] + head * scales_ref.stride[1] + slot * scales_ref.stride[2];
+    pairs[at] = scale;
+    pairs[at + 1] = min;
+  }
+};
+
+}  // namespace
 
 DecodeCase make_decode_case(const DecodeCaseSpec& spec) {
   DecodeCase c;
@@ -68,8 +138,25 @@ DecodeCase make_decode_case(const DecodeCaseSpec& spec) {
   c.v_ref.dtype = kv.v_element;
   c.k = ElementBuffer(kv.k_element, size_t(slabs * slab_tokens * token_stride));
   c.v = ElementBuffer(kv.v_element, c.k.size());
-  c.k.fill_normal(rng);
-  c.v.fill_normal(rng);
+  if (kv.scales == detail::KvScales::kPerHead) {
+    c.k_scales = ElementBuffer(DType::kF32, size_t(Hkv));
+    c.k_scales_ref = TensorRef::contiguous(nullptr, DType::kF32, {Hkv});
+    for (int64_t h = 0; h < Hkv; ++h) static_cast<float*>(c.k_scales.data())[h] = CacheSide::fp8_scale(h);
+  } else if (kv.scales == detail::KvScales::kPerTokenPair) {
+    c.k_scales = ElementBuffer(DType::kF16, size_t(slabs * Hkv * slab_tokens * 2));
+    c.k_scales_ref = TensorRef::contiguous(nullptr, DType::kF16, {slabs, Hkv, slab_tokens, 2});
+  }
+  c.v_scales = c.k_scales;
+  c.v_scales_ref = c.k_scales_ref;
+  CacheSide k_side{c.k, c.k_scales, c.k_scales_ref, kv.scales, int(D), int(Hkv)};
+  CacheSide v_side{c.v, c.v_scales, c.v_scales_ref, kv.scales, int(D), int(Hkv)};
+  for (int64_t row = 0; row < slabs * slab_tokens; ++row) {
+    for (int64_t h = 0; h < Hkv + pad; ++h) {
+      const int64_t first = (row * (Hkv + pad) + h) * D;
+      k_side.write(first, row / slab_tokens, row % slab_tokens, h, rng);
+      v_side.write(first, row / slab_tokens, row % slab_tokens, h, rng);
+    }
+  }
 
   if (spec.poison_unused) {
     // Everything no valid key uses becomes NaN: padding, slots past each length, unused pages.
@@ -84,8 +171,9 @@ DecodeCase make_decode_case(const DecodeCaseSpec& spec) {
     for (int64_t row = 0; row < slabs * slab_tokens; ++row) {
       for (int64_t h = 0; h < Hkv + pad; ++h) {
         if (used[size_t(row)] && h < Hkv) continue;
-        c.k.fill_nan(size_t((row * (Hkv + pad) + h) * D), size_t(D));
-        c.v.fill_nan(size_t((row * (Hkv + pad) + h) * D), size_t(D));
+        const int64_t first = (row * (Hkv + pad) + h) * D;
+        k_side.poison(first, row / slab_tokens, row % slab_tokens, h);
+        v_side.poison(first, row / slab_tokens, row % slab_tokens, h);
       }
     }
     for (int64_t row = 0; row < B * Lq && pad; ++row) {

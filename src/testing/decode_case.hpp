@@ -26,7 +26,9 @@ struct DecodeCaseSpec {
 struct DecodeCase {
   DecodeProblem problem;
   std::vector<uint16_t> q, out;
-  ElementBuffer k, v;
+  ElementBuffer k, v;                // values, or codes of a quantized format
+  ElementBuffer k_scales, v_scales;  // quantized formats: per-head fp32 or per-token fp16 pairs
+  TensorRef k_scales_ref, v_scales_ref;
   std::vector<float> lse;
   std::vector<int32_t> seq_lens, block_table;
   TensorRef q_ref, k_ref, v_ref, out_ref;  // shapes/strides; data points into the vectors above

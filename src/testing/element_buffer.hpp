@@ -35,14 +35,15 @@ class ElementBuffer {
   void fill_nan(size_t first, size_t count) {
     for (size_t i = first; i < first + count; ++i) set16(i, nan_bits(dtype_));
   }
+  // The byte holding element i (for 4-bit elements, two share a byte: 2j low nibble, 2j+1 high).
+  uint8_t* byte_of(size_t i) { return &bytes_[i * size_t(detail::element_traits(dtype_).bits) / 8]; }
   // Copies `count` elements from `src` (same element type).
   void copy_from(size_t first, const ElementBuffer& src, size_t src_first, size_t count) {
-    const size_t bytes_per = element_bytes();
-    std::memcpy(&bytes_[first * bytes_per], &src.bytes_[src_first * bytes_per], count * bytes_per);
+    const size_t bits = size_t(detail::element_traits(dtype_).bits);
+    std::memcpy(&bytes_[first * bits / 8], &src.bytes_[src_first * bits / 8], count * bits / 8);
   }
 
  private:
-  size_t element_bytes() const { return size_t(detail::element_traits(dtype_).bits / 8); }
   void set16(size_t i, uint16_t bits) { std::memcpy(&bytes_[i * 2], &bits, 2); }
 
   DType dtype_ = DType::kBF16;

@@ -1,0 +1,42 @@
+#include "quant/kv_rows.hpp"
+
+#include "common/formats.hpp"
+#include "common/host_tensor.hpp"
+#include "quant/kv_quant_host.hpp"
+
+namespace splitkv::quant {
+
+KvRowReader::KvRowReader(KvFormat format, bool v_side, const TensorRef& cache, const TensorRef& scales, int head_dim)
+    : cache_(cache), scales_(scales), head_dim_(head_dim) {
+  const detail::KvFormatTraits traits = detail::kv_format_traits(format);
+  element_ = v_side ? traits.v_element : traits.k_element;
+}
+
+void KvRowReader::read(int64_t block, int64_t slot, int64_t head, float* out) const {
+  const int64_t row = detail::element_offset(cache_, block, slot, head);
+  switch (element_) {
+    case DType::kFP8E4M3: {
+      const float scale = static_cast<const float*>(scales_.data)[head * scales_.stride[0]];
+      return dequantize_row_fp8(static_cast<const uint8_t*>(cache_.data) + row, head_dim_, scale, out);
+    }
+    case DType::kI8:
+    case DType::kI4: {
+      IntCacheView view;
+      view.bits = detail::element_traits(element_).bits;
+      view.head_dim = head_dim_;
+      view.codes = static_cast<uint8_t*>(cache_.data);
+      view.code_stride_block = cache_.stride[0];
+      view.code_stride_slot = cache_.stride[1];
+      view.code_stride_head = cache_.stride[2];
+      view.scales = static_cast<uint16_t*>(scales_.data);
+      view.scale_stride_block = scales_.stride[0];
+      view.scale_stride_head = scales_.stride[1];
+      view.scale_stride_slot = scales_.stride[2];
+      return read_cache_row(view, block, slot, head, out);
+    }
+    default:
+      for (int j = 0; j < head_dim_; ++j) out[j] = detail::load_float(cache_, row + j * cache_.stride[3]);
+  }
+}
+
+}  // namespace splitkv::quant
