@@ -60,7 +60,9 @@ DeviceDecodeCase::DeviceDecodeCase(DecodeCase& c)
       out(DeviceBuffer::from(c.out)),
       lse(DeviceBuffer::from(c.lse)),
       seq_lens(DeviceBuffer::from(c.seq_lens)),
-      block_table(DeviceBuffer::from(c.block_table)) {
+      block_table(DeviceBuffer::from(c.block_table)),
+      k_scales(DeviceBuffer::from(c.k_scales)),
+      v_scales(DeviceBuffer::from(c.v_scales)) {
   tensors = c.host_tensors();  // shapes, strides and the host copies used for validation
   tensors.q.data = q.get();
   tensors.k.data = k.get();
@@ -69,6 +71,10 @@ DeviceDecodeCase::DeviceDecodeCase(DecodeCase& c)
   tensors.lse.data = lse.get();
   tensors.seq_lens.data = seq_lens.get();
   if (c.problem.page_size > 0) tensors.block_table.data = block_table.get();
+  if (!tensors.k_scales.empty()) {
+    tensors.k_scales.data = k_scales.get();
+    tensors.v_scales.data = v_scales.get();
+  }
 }
 
 void DeviceDecodeCase::upload_outputs(const DecodeCase& c) {

@@ -45,7 +45,7 @@ class DeviceBuffer {
 
 // A DecodeCase copied to the device, with tensors pointing at the device copies.
 struct DeviceDecodeCase {
-  DeviceBuffer q, k, v, out, lse, seq_lens, block_table;
+  DeviceBuffer q, k, v, out, lse, seq_lens, block_table, k_scales, v_scales;
   DecodeTensors tensors;
 
   explicit DeviceDecodeCase(DecodeCase& c);
