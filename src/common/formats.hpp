@@ -65,4 +65,11 @@ SPLITKV_HD constexpr KvFormat resolve_kv_format(KvFormat format, DType dtype) {
   return dtype == DType::kF16 ? KvFormat::kF16 : KvFormat::kBF16;
 }
 
+// How the registry keys a KV format: 16-bit caches in the Q/O dtype are every family's "native"
+// format; a quantized format is its own key.
+SPLITKV_HD constexpr KvFormat registry_kv_format(KvFormat format, DType dtype) {
+  const KvFormat resolved = resolve_kv_format(format, dtype);
+  return kv_format_traits(resolved).quantized ? resolved : KvFormat::kNative;
+}
+
 }  // namespace splitkv::detail

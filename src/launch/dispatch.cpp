@@ -7,10 +7,7 @@
 namespace splitkv::detail {
 
 Status find_launcher(int family, DType dtype, int head_dim, KvFormat kv_format, Launcher* launcher) {
-  // 16-bit caches in the Q/O dtype are the families' "native" format.
-  const KvFormat resolved = resolve_kv_format(kv_format, dtype);
-  const KvFormat key = kv_format_traits(resolved).quantized ? resolved : KvFormat::kNative;
-  const int index = registry::find_instance(family, dtype, head_dim, key);
+  const int index = registry::find_instance(family, dtype, head_dim, registry_kv_format(kv_format, dtype));
   if (index < 0) {
     return Status::unsupported(
         "plan.family", std::string("kernel family ") + registry::families()[family].name + " for " + to_string(dtype) +

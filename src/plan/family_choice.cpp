@@ -26,7 +26,7 @@ Status can_serve(const registry::Family& f, const FamilyRequest& r) {
   if (!f.has_dtype(r.dtype)) {
     return Status::unsupported("dtype", who + " does not support " + to_string(r.dtype));
   }
-  if (!f.has_kv_format(r.kv_format) && !f.has_kv_format(KvFormat::kNative)) {
+  if (!f.has_kv_format(detail::registry_kv_format(r.kv_format, r.dtype))) {
     return Status::unsupported("kv_format", who + " does not read " + to_string(r.kv_format) + " caches");
   }
   if (!f.runs_on(r.device.cc_major, r.device.cc_minor)) {
@@ -37,9 +37,7 @@ Status can_serve(const registry::Family& f, const FamilyRequest& r) {
 }
 
 bool compiled(int family, const FamilyRequest& r) {
-  // Native-format families store K/V in the Q/O dtype.
-  return registry::find_instance(family, r.dtype, r.head_dim, KvFormat::kNative) >= 0 ||
-         registry::find_instance(family, r.dtype, r.head_dim, r.kv_format) >= 0;
+  return registry::find_instance(family, r.dtype, r.head_dim, detail::registry_kv_format(r.kv_format, r.dtype)) >= 0;
 }
 
 std::string names_of_kind(registry::Kind kind) {

@@ -4,6 +4,7 @@
 #include <set>
 #include <string>
 
+#include "plan/family_choice.hpp"
 #include "registry/registry.hpp"
 #include "splitkv/splitkv.hpp"
 
@@ -69,6 +70,17 @@ TEST(Registry, EveryKindHasADefaultFamilyForItsMainStrategy) {
     }
     EXPECT_TRUE(found) << registry::to_string(kind);
   }
+}
+
+TEST(Registry, FamiliesOfTheNativeFormatDoNotServeQuantizedCaches) {
+  plan::FamilyRequest request{registry::Kind::kDecode, Strategy::kSplitQ, 128, DType::kBF16, KvFormat::kBF16,
+                              DeviceInfo::h200(), ""};
+  int family = -1;
+  EXPECT_TRUE(plan::choose_family(request, &family).ok());
+  request.kv_format = KvFormat::kInt8;
+  const Status s = plan::choose_family(request, &family);
+  EXPECT_EQ(s.code(), StatusCode::kUnsupported) << s.message();
+  EXPECT_EQ(s.argument(), "kv_format");
 }
 
 }  // namespace
