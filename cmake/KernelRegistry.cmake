@@ -1,5 +1,6 @@
 # Reads the kernel-family registry (src/registry/kernel_families.cmake) and generates, for the
-# instantiations this build selects (SPLITKV_HEAD_DIMS x SPLITKV_DTYPES x the target architectures):
+# instantiations this build selects (SPLITKV_HEAD_DIMS x SPLITKV_DTYPES x SPLITKV_KV_FORMATS x the target
+# architectures):
 #   generated/instantiations/<family>_<dtype>_hd<D>_<kv>.cu   one launcher per instance
 #   generated/registry_families.cpp    family table + compiled instances (host code: planner, compiled_*())
 #   generated/registry_launchers.cpp   launcher per compiled instance, same order (dispatch)
@@ -17,7 +18,7 @@ set_property(GLOBAL PROPERTY SPLITKV_FAMILY_COUNT 0)
 
 set(_valid_head_dims 64 128 256)
 set(_valid_dtypes fp16 bf16)
-set(_valid_kv_formats native)
+set(_valid_kv_formats native fp8 int8 int4 k8v4)
 set(_valid_strategies split-q split-kv split-v two-pass)
 foreach(d IN LISTS SPLITKV_HEAD_DIMS)
   if(NOT d IN_LIST _valid_head_dims)
@@ -32,6 +33,21 @@ endforeach()
 set(SPLITKV_HAS_SM90A OFF)
 if("90a" IN_LIST CMAKE_CUDA_ARCHITECTURES OR "90a-real" IN_LIST CMAKE_CUDA_ARCHITECTURES)
   set(SPLITKV_HAS_SM90A ON)
+endif()
+
+# The C++ enumerator of each KV format name (instantiation templates take it as @SPLITKV_KV_FORMAT@).
+set(_kv_format_enum_native kNative)
+set(_kv_format_enum_fp8 kFP8E4M3)
+set(_kv_format_enum_int8 kInt8)
+set(_kv_format_enum_int4 kInt4)
+set(_kv_format_enum_k8v4 kK8V4)
+foreach(f IN LISTS SPLITKV_KV_FORMATS)
+  if(NOT f IN_LIST _valid_kv_formats)
+    message(FATAL_ERROR "SPLITKV_KV_FORMATS: ${f} is not one of ${_valid_kv_formats}")
+  endif()
+endforeach()
+if(NOT "native" IN_LIST SPLITKV_KV_FORMATS)
+  message(FATAL_ERROR "SPLITKV_KV_FORMATS must include native (every 16-bit kernel is keyed by it)")
 endif()
 
 function(_splitkv_cpp_list out prefix)  # fp16;bf16 -> "prefix(fp16) | prefix(bf16)"
@@ -112,6 +128,10 @@ function(splitkv_family)
         continue()
       endif()
       foreach(kv IN LISTS F_KV_FORMATS)
+        if(NOT kv IN_LIST SPLITKV_KV_FORMATS)
+          continue()
+        endif()
+        set(SPLITKV_KV_FORMAT "KvFormat::${_kv_format_enum_${kv}}")
         set(SPLITKV_HEAD_DIM ${dim})
         set(SPLITKV_VARIANT "${F_VARIANT}")
         set(SPLITKV_LAUNCHER "launch_${F_NAME}_${dtype}_hd${dim}_${kv}")

@@ -3,9 +3,10 @@
 # under compute-sanitizer), run the benchmark suites with the PyTorch peers, and leave results and
 # logs in $OUT (at most 8 files), printing a short table last.
 #
-#   SPLITKV_STEPS   comma list of: build,test,sanitize,racecheck,probe,sweep,decode,prefill,strategies
+#   SPLITKV_STEPS   comma list of: build,test,sanitize,racecheck,probe,sweep,decode,prefill,strategies,quant
 #                   (default: build,test,decode)
 #   SPLITKV_PREBUILT  a build directory made elsewhere (splitkv, tests/splitkv_gpu_tests): no build
+#   SPLITKV_CMAKE_ARGS  extra configure arguments, e.g. "-DSPLITKV_HEAD_DIMS=128 -DSPLITKV_DTYPES=bf16"
 #   SPLITKV_TEST_FILTER  gtest filter for test/sanitize (default: all)
 #   SPLITKV_RACE_FILTER  gtest filter for racecheck (default: a few small decode and prefill cases)
 #   SPLITKV_STEP_TIMEOUT seconds any one step may run (default 420): a hung kernel fails fast
@@ -31,7 +32,9 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noh
 BIN=${SPLITKV_PREBUILT:-build-gpu}
 if [[ -z "${SPLITKV_PREBUILT:-}" ]] && has build; then
   start=$(date +%s)
-  cmake -S . -B build-gpu -G Ninja -DCMAKE_CUDA_ARCHITECTURES=90a -DCMAKE_BUILD_TYPE=Release >"$WORK/configure.log" 2>&1 \
+  # shellcheck disable=SC2086
+  cmake -S . -B build-gpu -G Ninja -DCMAKE_CUDA_ARCHITECTURES=90a -DCMAKE_BUILD_TYPE=Release ${SPLITKV_CMAKE_ARGS:-} \
+    >"$WORK/configure.log" 2>&1 \
     && ninja -C build-gpu -j16 splitkv_cli splitkv_gpu_tests >"$OUT/build.log" 2>&1
   rc=$?
   summary+=("build: rc=$rc in $(( $(date +%s) - start )) s")
@@ -89,6 +92,10 @@ if has prefill; then
   run_suite prefill --suite prefill
   guard python3 bench/peers.py --suite prefill --json "$WORK/prefill-peers.json" >>"$OUT/bench.log" 2>&1
   python3 bench/merge_results.py --suite prefill --ours "$WORK/prefill-ours.json" --peers "$WORK/prefill-peers.json" --out "$OUT"
+fi
+if has quant; then
+  run_suite quant --suite quant
+  python3 bench/merge_results.py --suite quant --ours "$WORK/quant-ours.json" --out "$OUT"
 fi
 if has strategies; then
   run_suite strategies --suite strategies

@@ -36,9 +36,27 @@ constexpr int kSweepRows = 12;  // the sweep covers the contiguous single-query 
 
 // One set of inputs and outputs on the device; benchmarks rotate over several (cold L2).
 struct DecodeSet {
-  DeviceBuffer q, k, v, out, seq_lens, block_table;
+  DeviceBuffer q, k, v, out, seq_lens, block_table, k_scales, v_scales;
   DecodeTensors tensors;
 };
+
+// Scales of a quantized cache for timing: FP8 1.0 per KV head; INT (scale, min) = (1/64, -2) for
+// every token (finite, so the kernel does its ordinary work).
+void make_scales(const DecodeProblem& p, const detail::KvFormatTraits& kv, int64_t slabs, int64_t slab_tokens,
+                 DecodeSet* s) {
+  const int64_t Hkv = p.num_kv_heads;
+  for (auto [buffer, ref] : {std::pair{&s->k_scales, &s->tensors.k_scales}, {&s->v_scales, &s->tensors.v_scales}}) {
+    if (kv.scales == detail::KvScales::kPerHead) {
+      *buffer = DeviceBuffer::from(std::vector<float>(size_t(Hkv), 1.f));
+      *ref = TensorRef::contiguous(buffer->get(), DType::kF32, {Hkv});
+    } else if (kv.scales == detail::KvScales::kPerTokenPair) {
+      std::vector<uint16_t> pairs(size_t(slabs * Hkv * slab_tokens * 2));
+      for (size_t i = 0; i < pairs.size(); i += 2) pairs[i] = 0x2400, pairs[i + 1] = 0xc000;  // 1/64, -2
+      *buffer = DeviceBuffer::from(pairs);
+      *ref = TensorRef::contiguous(buffer->get(), DType::kF16, {slabs, Hkv, slab_tokens, 2});
+    }
+  }
+}
 
 DecodeSet make_set(const DecodeProblem& p, uint64_t seed) {
   const int64_t B = p.batch, Lq = p.q_len, Hq = p.num_q_heads, Hkv = p.num_kv_heads, D = p.head_dim;
@@ -51,11 +69,15 @@ DecodeSet make_set(const DecodeProblem& p, uint64_t seed) {
   const size_t qo_bytes = q_elems * size_t(detail::element_traits(p.dtype).bits / 8);
   s.q = DeviceBuffer(qo_bytes);
   s.out = DeviceBuffer(qo_bytes);
-  s.k = DeviceBuffer(kv_elems * size_t(detail::element_traits(kv.k_element).bits) / 8);
-  s.v = DeviceBuffer(kv_elems * size_t(detail::element_traits(kv.v_element).bits) / 8);
+  const size_t k_bytes = kv_elems * size_t(detail::element_traits(kv.k_element).bits) / 8;
+  const size_t v_bytes = kv_elems * size_t(detail::element_traits(kv.v_element).bits) / 8;
+  s.k = DeviceBuffer(k_bytes);
+  s.v = DeviceBuffer(v_bytes);
+  // Random 16-bit values; a quantized cache takes their bytes as codes (the fill counts 16-bit words).
   fill_random_device(s.q.get(), q_elems, p.dtype, seed);
-  fill_random_device(s.k.get(), kv_elems, kv.k_element, seed + 1);
-  fill_random_device(s.v.get(), kv_elems, kv.v_element, seed + 2);
+  fill_random_device(s.k.get(), k_bytes / 2, kv.quantized ? DType::kBF16 : kv.k_element, seed + 1);
+  fill_random_device(s.v.get(), v_bytes / 2, kv.quantized ? DType::kBF16 : kv.v_element, seed + 2);
+  make_scales(p, kv, slabs, slab_tokens, &s);
   s.seq_lens = DeviceBuffer::from(std::vector<int32_t>(size_t(B), p.max_kv_len));
   s.tensors.q = TensorRef::contiguous(s.q.get(), p.dtype, {B, Lq, Hq, D});
   s.tensors.out = TensorRef::contiguous(s.out.get(), p.dtype, {B, Lq, Hq, D});
@@ -72,13 +94,15 @@ DecodeSet make_set(const DecodeProblem& p, uint64_t seed) {
   return s;
 }
 
-// Bytes a call must move: K and V as stored, plus Q and O.
+// Bytes a call must move: K and V as stored (codes and per-token scales), plus Q and O.
 double decode_bytes(const DecodeProblem& p) {
   const detail::KvFormatTraits kv = detail::kv_format_traits(detail::resolve_kv_format(p.kv_format, p.dtype));
   const double kv_elems = double(p.batch) * p.max_kv_len * p.num_kv_heads * p.head_dim;
+  const double kv_tokens = double(p.batch) * p.max_kv_len * p.num_kv_heads;
   const double qo_elems = 2.0 * p.batch * p.q_len * p.num_q_heads * p.head_dim;
+  const double scale_bytes = kv.scales == detail::KvScales::kPerTokenPair ? 2 * 4 * kv_tokens : 0.0;
   return kv_elems * (detail::element_traits(kv.k_element).bits + detail::element_traits(kv.v_element).bits) / 8 +
-         qo_elems * detail::element_traits(p.dtype).bits / 8;
+         scale_bytes + qo_elems * detail::element_traits(p.dtype).bits / 8;
 }
 
 Status measure_decode(const DecodeProblem& p, const PlanOptions& options, Plan* plan, ResultRow* row) {
@@ -110,7 +134,7 @@ int run_rows(const std::vector<DecodeProblem>& problems, const std::vector<PlanO
   std::printf("measuring the read-bandwidth ceiling (4 GiB plain read kernel)...\n");
   const double ceiling = measure_read_ceiling_gbps();
   std::printf("read ceiling: %.0f GB/s on %s\n", ceiling, gpu_name().c_str());
-  std::printf("   B      Lk  Hq/Hkv  Lq page splits       us     GB/s  ceil%%  spread\n");
+  std::printf("   B      Lk  Hq/Hkv  Lq page   kv splits       us     GB/s  ceil%%  spread\n");
   Results results(suite, ceiling);
   for (size_t i = 0; i < problems.size(); ++i) {
     const DecodeProblem& p = problems[i];
@@ -122,8 +146,9 @@ int run_rows(const std::vector<DecodeProblem>& problems, const std::vector<PlanO
       continue;
     }
     const double gbps = row.bytes / (row.timing.us_per_call * 1e-6) / 1e9;
-    std::printf("%4d %7d %3d/%-3d %3d%s %4d %5d %8.2f %8.0f %6.1f%% %6.1f%%\n", p.batch, p.max_kv_len, p.num_q_heads,
-                p.num_kv_heads, p.q_len, p.causal ? "c" : " ", p.page_size, plan.num_splits, row.timing.us_per_call,
+    std::printf("%4d %7d %3d/%-3d %3d%s %4d %5s %5d %8.2f %8.0f %6.1f%% %6.1f%%\n", p.batch, p.max_kv_len,
+                p.num_q_heads, p.num_kv_heads, p.q_len, p.causal ? "c" : " ", p.page_size,
+                to_string(detail::resolve_kv_format(p.kv_format, p.dtype)), plan.num_splits, row.timing.us_per_call,
                 gbps, 100.0 * gbps / ceiling, 100.0 * row.timing.spread);
     std::fflush(stdout);
     results.add(row);
@@ -157,6 +182,19 @@ int gpu_decode_bench(const CliOptions& o) {
       }
     }
     return run_rows(problems, plan_options, o, "decode-sweep");
+  }
+  if (o.suite == "quant") {
+    // Every KV format on the decode suite's long, short, batched, paged and speculative rows, next
+    // to the 16-bit cache of the same shape (same run).
+    for (int i : {0, 1, 2, 3, 4, 5, 6, 7, 9, 12, 14, 16}) {
+      for (KvFormat f : {KvFormat::kNative, KvFormat::kFP8E4M3, KvFormat::kInt8, KvFormat::kInt4, KvFormat::kK8V4}) {
+        DecodeProblem p = suite_problem(o, formats, kDecodeSuite[i]);
+        p.kv_format = f;
+        problems.push_back(p);
+        plan_options.push_back(options);
+      }
+    }
+    return run_rows(problems, plan_options, o, "quant");
   }
   if (o.shape_given) {
     problems.push_back(to_decode_problem(o, formats));

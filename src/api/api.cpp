@@ -7,6 +7,7 @@
 
 #include "api/device_arch.hpp"
 #include "api/validate.hpp"
+#include "common/formats.hpp"
 #include "kernels/combine/combine_params.hpp"
 #include "kernels/decode/decode_params.hpp"
 #include "kernels/prefill/prefill_params.hpp"
@@ -130,12 +131,26 @@ Status run_decode(const Plan& plan, const DecodeTensors& t, void* workspace, siz
   p.q_head_stride = t.q.stride[2];
   p.k = t.k.data;
   p.v = t.v.data;
-  p.k_page_stride = t.k.stride[0];
-  p.k_token_stride = t.k.stride[1];
-  p.k_head_stride = t.k.stride[2];
-  p.v_page_stride = t.v.stride[0];
-  p.v_token_stride = t.v.stride[1];
-  p.v_head_stride = t.v.stride[2];
+  // A quantized cache's kernel addresses bytes; validation made INT4 strides (in nibbles) even.
+  const bool quantized = detail::kv_format_traits(detail::resolve_kv_format(pr.kv_format, pr.dtype)).quantized;
+  const int k_bits = quantized ? detail::element_traits(t.k.dtype).bits : 8;
+  const int v_bits = quantized ? detail::element_traits(t.v.dtype).bits : 8;
+  p.k_page_stride = t.k.stride[0] * k_bits / 8;
+  p.k_token_stride = t.k.stride[1] * k_bits / 8;
+  p.k_head_stride = t.k.stride[2] * k_bits / 8;
+  p.v_page_stride = t.v.stride[0] * v_bits / 8;
+  p.v_token_stride = t.v.stride[1] * v_bits / 8;
+  p.v_head_stride = t.v.stride[2] * v_bits / 8;
+  p.k_scales = t.k_scales.data;
+  p.v_scales = t.v_scales.data;
+  if (t.k_scales.rank == 4) {  // (scale, min) pairs [blocks, Hkv, slots, 2]
+    p.k_scale_page_stride = t.k_scales.stride[0];
+    p.k_scale_head_stride = t.k_scales.stride[1];
+    p.k_scale_token_stride = t.k_scales.stride[2];
+    p.v_scale_page_stride = t.v_scales.stride[0];
+    p.v_scale_head_stride = t.v_scales.stride[1];
+    p.v_scale_token_stride = t.v_scales.stride[2];
+  }
   if (pr.page_size > 0) {
     p.block_table = static_cast<const int32_t*>(t.block_table.data);
     p.block_table_batch_stride = t.block_table.stride[0];

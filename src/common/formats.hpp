@@ -51,10 +51,10 @@ SPLITKV_HD constexpr KvFormatTraits kv_format_traits(KvFormat format) {
     case KvFormat::kNative: return {"native", DType::kBF16, DType::kBF16, false, true, KvScales::kNone};  // resolve first
     case KvFormat::kF16: return {"fp16", DType::kF16, DType::kF16, false, true, KvScales::kNone};
     case KvFormat::kBF16: return {"bf16", DType::kBF16, DType::kBF16, false, true, KvScales::kNone};
-    case KvFormat::kFP8E4M3: return {"fp8", DType::kFP8E4M3, DType::kFP8E4M3, true, false, KvScales::kPerHead};
-    case KvFormat::kInt8: return {"int8", DType::kI8, DType::kI8, true, false, KvScales::kPerTokenPair};
-    case KvFormat::kInt4: return {"int4", DType::kI4, DType::kI4, true, false, KvScales::kPerTokenPair};
-    case KvFormat::kK8V4: return {"k8v4", DType::kI8, DType::kI4, true, false, KvScales::kPerTokenPair};
+    case KvFormat::kFP8E4M3: return {"fp8", DType::kFP8E4M3, DType::kFP8E4M3, true, true, KvScales::kPerHead};
+    case KvFormat::kInt8: return {"int8", DType::kI8, DType::kI8, true, true, KvScales::kPerTokenPair};
+    case KvFormat::kInt4: return {"int4", DType::kI4, DType::kI4, true, true, KvScales::kPerTokenPair};
+    case KvFormat::kK8V4: return {"k8v4", DType::kI8, DType::kI4, true, true, KvScales::kPerTokenPair};
   }
   return {"unknown", DType::kBF16, DType::kBF16, false, false, KvScales::kNone};
 }

@@ -4,10 +4,11 @@
 #pragma once
 
 #include "kernels/common/host_device.hpp"
+#include "splitkv/types.hpp"
 
 namespace splitkv::tiles {
 
-// What the planner needs to know about a family's tile at one head dim.
+// What the planner needs to know about a family's tile at one head dim and KV format.
 struct TileSummary {
   int block_m;     // query rows per thread block
   int block_n;     // keys per main-loop step of a block (the granularity of KV splits)
@@ -55,9 +56,64 @@ constexpr DecodeTile decode_tile(int head_dim) {
   return DecodeTile{head_dim, 16, 16, 4, head_dim <= 64 ? 4 : 3, k16BitBytes};
 }
 
-constexpr TileSummary decode_mma_summary(int head_dim) {
+constexpr TileSummary decode_mma_summary(int head_dim, KvFormat) {
   const DecodeTile t = decode_tile(head_dim);
   return TileSummary{t.block_m, t.block_keys(), t.warps, t.stages, t.smem_bytes()};
+}
+
+// ---- decode over a quantized KV cache (family decode_quant) ----------------------------------------
+// The decode_mma block (16 packed rows, 4 warps, 16-key sub-tiles per warp) reading K and V as
+// codes: each sub-tile lands in shared memory as it is stored (codes plus, for INT8/INT4, the
+// per-token (scale, min) pairs) and is dequantized in registers. The pipeline depth counts bytes:
+// a warp keeps about as many bytes in flight as decode_mma does, so an INT4 sub-tile, a quarter of
+// the bytes of a bf16 one, gets about four times the stages.
+struct KvCodeBits {
+  int k_bits;           // 8 (fp8, int8) or 4 (int4)
+  int v_bits;
+  bool token_scales;    // fp16 (scale, min) per token (int8, int4, k8v4); fp8 has one scale per head
+};
+
+constexpr KvCodeBits kv_code_bits(KvFormat format) {
+  switch (format) {
+    case KvFormat::kFP8E4M3: return {8, 8, false};
+    case KvFormat::kInt8: return {8, 8, true};
+    case KvFormat::kInt4: return {4, 4, true};
+    case KvFormat::kK8V4: return {8, 4, true};
+    default: return {16, 16, false};
+  }
+}
+
+struct DecodeQuantTile {
+  DecodeTile base;  // rows, keys per warp sub-tile, warps (shared with decode_mma)
+  KvCodeBits bits;
+  int stages;
+
+  constexpr int k_row_bytes() const { return base.head_dim * bits.k_bits / 8; }
+  constexpr int v_row_bytes() const { return base.head_dim * bits.v_bits / 8; }
+  // One warp sub-tile: K codes, V codes, then 4-byte (scale, min) pairs of its keys for K and V.
+  constexpr int scale_bytes() const { return bits.token_scales ? base.warp_keys * 4 : 0; }
+  constexpr int stage_bytes() const {
+    return base.warp_keys * (k_row_bytes() + v_row_bytes()) + 2 * scale_bytes();
+  }
+  constexpr int pipeline_smem_bytes() const { return base.warps * stages * stage_bytes(); }
+  constexpr int smem_bytes() const {
+    return base.q_smem_bytes() + (pipeline_smem_bytes() > base.merge_smem_bytes() ? pipeline_smem_bytes()
+                                                                                  : base.merge_smem_bytes());
+  }
+};
+
+constexpr DecodeQuantTile decode_quant_tile(int head_dim, KvFormat format) {
+  const DecodeTile base = decode_tile(head_dim);
+  DecodeQuantTile t{base, kv_code_bits(format), 2};
+  const int bytes_in_flight = base.stages * 2 * base.warp_keys * head_dim * k16BitBytes;  // decode_mma's
+  const int stages = (bytes_in_flight + t.stage_bytes() / 2) / t.stage_bytes();
+  t.stages = stages < 2 ? 2 : (stages > 12 ? 12 : stages);
+  return t;
+}
+
+constexpr TileSummary decode_quant_summary(int head_dim, KvFormat format) {
+  const DecodeQuantTile t = decode_quant_tile(head_dim, format);
+  return TileSummary{t.base.block_m, t.base.block_keys(), t.base.warps, t.stages, t.smem_bytes()};
 }
 
 // ---- prefill (families prefill_mma*) ------------------------------------------------------------
@@ -104,14 +160,14 @@ constexpr TileSummary prefill_summary(int head_dim, PrefillVariant variant) {
   const PrefillTile t = prefill_tile(head_dim, variant);
   return TileSummary{t.block_m, t.block_n, t.warps, 2, t.smem_bytes()};
 }
-constexpr TileSummary prefill_mma_summary(int head_dim) { return prefill_summary(head_dim, PrefillVariant::kDefault); }
-constexpr TileSummary prefill_mma_k16v64_summary(int head_dim) {
+constexpr TileSummary prefill_mma_summary(int head_dim, KvFormat) { return prefill_summary(head_dim, PrefillVariant::kDefault); }
+constexpr TileSummary prefill_mma_k16v64_summary(int head_dim, KvFormat) {
   return prefill_summary(head_dim, PrefillVariant::kK16V64);
 }
-constexpr TileSummary prefill_mma_splitv_summary(int head_dim) {
+constexpr TileSummary prefill_mma_splitv_summary(int head_dim, KvFormat) {
   return prefill_summary(head_dim, PrefillVariant::kSplitV);
 }
-constexpr TileSummary prefill_mma_twopass_summary(int head_dim) {
+constexpr TileSummary prefill_mma_twopass_summary(int head_dim, KvFormat) {
   return prefill_summary(head_dim, PrefillVariant::kTwoPass);
 }
 
@@ -138,7 +194,7 @@ constexpr PrefillSm90Tile prefill_sm90_tile(int head_dim) {
   return PrefillSm90Tile{head_dim, 128, head_dim <= 128 ? 128 : 64, 2, 2};
 }
 
-constexpr TileSummary prefill_sm90_summary(int head_dim) {
+constexpr TileSummary prefill_sm90_summary(int head_dim, KvFormat) {
   const PrefillSm90Tile t = prefill_sm90_tile(head_dim);
   return TileSummary{t.block_m, t.block_n, t.threads() / 32, t.stages, t.smem_bytes()};
 }
@@ -146,6 +202,6 @@ constexpr TileSummary prefill_sm90_summary(int head_dim) {
 // ---- combine --------------------------------------------------------------------------------
 // One block of 128 threads per output row; no shared-memory pipeline.
 constexpr int kCombineThreads = 128;
-constexpr TileSummary combine_summary(int) { return TileSummary{1, 0, kCombineThreads / 32, 0, 0}; }
+constexpr TileSummary combine_summary(int, KvFormat) { return TileSummary{1, 0, kCombineThreads / 32, 0, 0}; }
 
 }  // namespace splitkv::tiles

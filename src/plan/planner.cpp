@@ -86,7 +86,7 @@ Status choose_family_and_tile(registry::Kind kind, Strategy strategy, int head_d
   int family = -1;
   if (Status s = plan::choose_family(request, &family); !s) return s;
   const registry::Family& f = registry::families()[family];
-  *tile = f.tile(head_dim);
+  *tile = f.tile(head_dim, request.kv_format);
   p->family = f.name;
   p->block_m = tile->block_m;
   p->block_n = tile->block_n;

@@ -14,12 +14,19 @@
 #   STRATEGIES  the Strategy values it serves (split-q, split-kv, split-v, two-pass; none for combine)
 #   PRIORITY    among the families that serve a request the planner takes the highest; a family
 #               with a negative priority is never chosen automatically (only with --family)
-#   HEAD_DIMS, DTYPES (of Q and O), KV_FORMATS (native: K/V stored in the Q/O dtype)
+#   HEAD_DIMS, DTYPES (of Q and O), KV_FORMATS (native: K/V stored in the Q/O dtype; fp8, int8, int4,
+#               k8v4: quantized caches, docs/KV_FORMATS.md); builds select formats with SPLITKV_KV_FORMATS
 #   TILE        tile summary for the planner: a constexpr function in src/kernels/tile_table.hpp
 #   TEMPLATE    src/instantiations/<TEMPLATE>.cu.in; VARIANT is substituted into it
 splitkv_family(NAME decode_mma KIND decode ARCH sm80 STRATEGIES split-q split-kv PRIORITY 0
   HEAD_DIMS 64 128 256 DTYPES fp16 bf16 KV_FORMATS native
   TILE decode_mma_summary TEMPLATE decode_mma)
+
+# decode_mma's block over a quantized KV cache: codes (and per-token scales) streamed as stored,
+# dequantized in registers, fp16 MMAs.
+splitkv_family(NAME decode_quant KIND decode ARCH sm80 STRATEGIES split-q split-kv PRIORITY 0
+  HEAD_DIMS 64 128 256 DTYPES fp16 bf16 KV_FORMATS fp8 int8 int4 k8v4
+  TILE decode_quant_summary TEMPLATE decode_quant)
 
 splitkv_family(NAME prefill_mma KIND prefill ARCH sm80 STRATEGIES split-q split-kv PRIORITY 0
   HEAD_DIMS 64 128 DTYPES fp16 bf16 KV_FORMATS native

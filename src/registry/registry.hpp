@@ -31,7 +31,7 @@ struct Family {
   int num_head_dims;
   uint32_t dtypes;      // bit (1 << DType) per Q/O element type
   uint32_t kv_formats;  // bit (1 << KvFormat) per KV cache format (kNative: the Q/O dtype)
-  tiles::TileSummary (*tile)(int head_dim);
+  tiles::TileSummary (*tile)(int head_dim, KvFormat kv_format);  // kv_format resolved (never kNative)
 
   bool serves(Strategy s) const { return (strategies >> int(s)) & 1u; }
   bool has_dtype(DType d) const { return (dtypes >> int(d)) & 1u; }
@@ -80,6 +80,10 @@ constexpr DType dtype_of(const char* name) {
 }
 constexpr KvFormat kv_format_of(const char* name) {
   if (same(name, "native")) return KvFormat::kNative;
+  if (same(name, "fp8")) return KvFormat::kFP8E4M3;
+  if (same(name, "int8")) return KvFormat::kInt8;
+  if (same(name, "int4")) return KvFormat::kInt4;
+  if (same(name, "k8v4")) return KvFormat::kK8V4;
   throw "unknown KV format in the kernel registry";
 }
 constexpr uint32_t dtype_bit(const char* name) { return 1u << int(dtype_of(name)); }

@@ -207,6 +207,16 @@ void copy_sequence(const DecodeCase& from, int from_b, DecodeCase& to, int to_b)
     to.k.copy_from(d, from.k, s, n);
     to.v.copy_from(d, from.v, s, n);
   });
+  if (from.k_scales_ref.rank == 4) {  // per-token (scale, min) pairs [B, Hkv, capacity, 2]
+    auto copy_pairs = [&](const TensorRef& sref, const ElementBuffer& src, const TensorRef& dref, ElementBuffer& dst) {
+      for (int64_t h = 0; h < p.num_kv_heads; ++h)
+        for (int64_t r = 0; r < len; ++r)
+          dst.copy_from(size_t(to_b * dref.stride[0] + h * dref.stride[1] + r * dref.stride[2]), src,
+                        size_t(from_b * sref.stride[0] + h * sref.stride[1] + r * sref.stride[2]), 2);
+    };
+    copy_pairs(from.k_scales_ref, from.k_scales, to.k_scales_ref, to.k_scales);
+    copy_pairs(from.v_scales_ref, from.v_scales, to.v_scales_ref, to.v_scales);
+  }
 }
 
 std::vector<uint16_t> sequence_output_bits(const DecodeCase& c, int b) {

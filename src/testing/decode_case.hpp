@@ -40,8 +40,9 @@ struct DecodeCase {
 
 DecodeCase make_decode_case(const DecodeCaseSpec& spec);
 
-// Copies sequence `from_b`'s queries, keys and values (contiguous KV) into sequence `to_b` of
-// another case with the same heads and head dim, so both hold the same sequence.
+// Copies sequence `from_b`'s queries, keys and values (contiguous KV; codes and per-token scales
+// of an INT cache too) into sequence `to_b` of another case with the same heads, head dim and
+// format, so both hold the same sequence. (An FP8 cache's per-head scales are the caller's.)
 void copy_sequence(const DecodeCase& from, int from_b, DecodeCase& to, int to_b);
 
 // The output bits of sequence b (all its queries and heads), in dense order.

@@ -72,17 +72,13 @@ INSTANTIATE_TEST_SUITE_P(Formats, QuantizedReference,
                          });
 
 TEST(QuantizedCpuBackend, SplitsAndCombinesOverAQuantizedCache) {
-  // The planner does not take quantized formats until kernels read them; the CPU backend runs the
-  // split-KV algorithm of a 16-bit plan over the quantized cache.
-  for (KvFormat format : {KvFormat::kInt8, KvFormat::kInt4, KvFormat::kFP8E4M3}) {
+  for (KvFormat format : {KvFormat::kInt8, KvFormat::kInt4, KvFormat::kFP8E4M3, KvFormat::kK8V4}) {
     testing::DecodeCase c = testing::make_decode_case(spec_for(format, 16));
-    DecodeProblem as_bf16 = c.problem;
-    as_bf16.kv_format = KvFormat::kBF16;
     PlanOptions o;
     o.num_splits = 3;
     Plan plan;
-    ASSERT_TRUE(plan_decode(as_bf16, DeviceInfo::h200(), o, &plan).ok());
-    plan.decode.kv_format = format;
+    ASSERT_TRUE(plan_decode(c.problem, DeviceInfo::h200(), o, &plan).ok());
+    EXPECT_EQ(plan.family, "decode_quant");
     const DecodeTensors t = c.host_tensors();
     ASSERT_TRUE(cpu::run_decode(plan, t).ok());
     const ref::Result want = ref::decode(c.problem, t);

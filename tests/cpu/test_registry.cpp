@@ -18,11 +18,16 @@ TEST(Registry, FamiliesAreUniqueAndDescribeTheirTiles) {
     ASSERT_GT(f.num_head_dims, 0) << f.name;
     EXPECT_NE(f.dtypes, 0u) << f.name;
     for (int i = 0; i < f.num_head_dims; ++i) {
-      const tiles::TileSummary t = f.tile(f.head_dims[i]);
-      EXPECT_GT(t.block_m, 0) << f.name;
-      EXPECT_GT(t.warps, 0) << f.name;
-      EXPECT_LE(t.smem_bytes, DeviceInfo::h200().smem_per_block_bytes) << f.name << " D=" << f.head_dims[i];
-      if (f.kind != registry::Kind::kCombine) EXPECT_GT(t.block_n, 0) << f.name;
+      for (KvFormat kv : {KvFormat::kBF16, KvFormat::kFP8E4M3, KvFormat::kInt8, KvFormat::kInt4, KvFormat::kK8V4}) {
+        if (kv != KvFormat::kBF16 && !f.has_kv_format(kv)) continue;
+        const tiles::TileSummary t = f.tile(f.head_dims[i], kv);
+        EXPECT_GT(t.block_m, 0) << f.name;
+        EXPECT_GT(t.warps, 0) << f.name;
+        EXPECT_GE(t.stages, f.kind == registry::Kind::kCombine ? 0 : 2) << f.name;
+        EXPECT_LE(t.smem_bytes, DeviceInfo::h200().smem_per_block_bytes)
+            << f.name << " D=" << f.head_dims[i] << " " << to_string(kv);
+        if (f.kind != registry::Kind::kCombine) EXPECT_GT(t.block_n, 0) << f.name;
+      }
     }
   }
   EXPECT_EQ(registry::find_family("decode_mma"), 0);
@@ -44,7 +49,8 @@ TEST(Registry, CompiledInstancesBelongToTheirFamilies) {
   // Every build holds the combine for whatever decode holds: split plans need both.
   for (const registry::Instance& in : registry::compiled_instances()) {
     if (all[in.family].kind != registry::Kind::kDecode) continue;
-    EXPECT_GE(registry::find_instance(registry::find_family("combine"), in.dtype, in.head_dim, in.kv_format), 0);
+    // The combine merges fp32 partials: it is keyed by the 16-bit format whatever the cache.
+    EXPECT_GE(registry::find_instance(registry::find_family("combine"), in.dtype, in.head_dim, KvFormat::kNative), 0);
   }
 }
 
@@ -72,13 +78,25 @@ TEST(Registry, EveryKindHasADefaultFamilyForItsMainStrategy) {
   }
 }
 
-TEST(Registry, FamiliesOfTheNativeFormatDoNotServeQuantizedCaches) {
+TEST(Registry, QuantizedCachesGoToTheFamiliesThatReadThem) {
   plan::FamilyRequest request{registry::Kind::kDecode, Strategy::kSplitQ, 128, DType::kBF16, KvFormat::kBF16,
                               DeviceInfo::h200(), ""};
   int family = -1;
-  EXPECT_TRUE(plan::choose_family(request, &family).ok());
-  request.kv_format = KvFormat::kInt8;
-  const Status s = plan::choose_family(request, &family);
+  ASSERT_TRUE(plan::choose_family(request, &family).ok());
+  EXPECT_STREQ(registry::families()[family].name, "decode_mma");
+  for (KvFormat f : {KvFormat::kFP8E4M3, KvFormat::kInt8, KvFormat::kInt4, KvFormat::kK8V4}) {
+    request.kv_format = f;
+    ASSERT_TRUE(plan::choose_family(request, &family).ok()) << to_string(f);
+    EXPECT_STREQ(registry::families()[family].name, "decode_quant") << to_string(f);
+  }
+  // A native-only family never claims a quantized cache, even when named.
+  request.name = "decode_mma";
+  Status s = plan::choose_family(request, &family);
+  EXPECT_EQ(s.code(), StatusCode::kUnsupported) << s.message();
+  EXPECT_EQ(s.argument(), "kv_format");
+  // No prefill family reads quantized caches yet.
+  request = {registry::Kind::kPrefill, Strategy::kSplitQ, 128, DType::kBF16, KvFormat::kInt8, DeviceInfo::h200(), ""};
+  s = plan::choose_family(request, &family);
   EXPECT_EQ(s.code(), StatusCode::kUnsupported) << s.message();
   EXPECT_EQ(s.argument(), "kv_format");
 }

@@ -61,9 +61,16 @@ TEST(Validation, DecodeUnsupportedHeadDimAndDtype) {
 }
 
 TEST(Validation, KvFormatIsSeparateFromTheQueryDtype) {
-  // Only 16-bit caches in the Q/O dtype until the quantized formats land.
+  // Quantized caches under either Q/O dtype (family decode_quant); a 16-bit cache must hold the dtype.
   for (KvFormat f : {KvFormat::kFP8E4M3, KvFormat::kInt8, KvFormat::kInt4, KvFormat::kK8V4}) {
-    expect_plan_error([f](DecodeProblem& p) { p.kv_format = f; }, StatusCode::kUnsupported, "kv_format");
+    for (DType t : {DType::kF16, DType::kBF16}) {
+      DecodeProblem q = good_decode();
+      q.kv_format = f;
+      q.dtype = t;
+      Plan quantized;
+      ASSERT_TRUE(plan_decode(q, DeviceInfo::h200(), {}, &quantized).ok()) << to_string(f);
+      EXPECT_EQ(quantized.family, "decode_quant");
+    }
   }
   expect_plan_error([](DecodeProblem& p) { p.kv_format = KvFormat::kF16; }, StatusCode::kUnsupported, "kv_format");
   expect_plan_error([](DecodeProblem& p) { p.kv_format = static_cast<KvFormat>(42); }, StatusCode::kInvalidArgument,

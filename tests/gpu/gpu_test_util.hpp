@@ -15,14 +15,19 @@ inline bool compiled(DType dtype, int head_dim) {
   return dtype_compiled(dtype) && std::find(dims.begin(), dims.end(), head_dim) != dims.end();
 }
 
-// Whether this build holds the instance a plan runs (its family at the problem's dtype and head dim).
+// Whether this build holds the instance a plan runs (its family at the problem's dtype, head dim
+// and KV format: a 16-bit family's instances are keyed kNative, a quantized family's by format).
 inline bool plan_compiled(const Plan& plan) {
-  const DType dtype = plan.kind == Plan::Kind::kDecode ? plan.decode.dtype : plan.prefill.dtype;
-  const int head_dim = plan.kind == Plan::Kind::kDecode ? plan.decode.head_dim : plan.prefill.head_dim;
+  const bool decode = plan.kind == Plan::Kind::kDecode;
+  const DType dtype = decode ? plan.decode.dtype : plan.prefill.dtype;
+  const int head_dim = decode ? plan.decode.head_dim : plan.prefill.head_dim;
+  const KvFormat kv_format = decode ? plan.decode.kv_format : plan.prefill.kv_format;
   for (const KernelFamilyInfo& f : kernel_families()) {
     if (f.name != plan.family) continue;
     for (const KernelFamilyInfo::Compiled& c : f.compiled) {
-      if (c.dtype == dtype && c.head_dim == head_dim) return true;
+      if (c.dtype == dtype && c.head_dim == head_dim && (c.kv_format == KvFormat::kNative || c.kv_format == kv_format)) {
+        return true;
+      }
     }
   }
   return false;

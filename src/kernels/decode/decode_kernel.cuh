@@ -12,18 +12,14 @@
 
 #include <cute/tensor.hpp>
 
-#include "kernels/common/causal_mask.hpp"
-#include "kernels/common/epilogue.cuh"
 #include "kernels/common/mma_layouts.cuh"
 #include "kernels/common/online_softmax.cuh"
 #include "kernels/common/pdl.cuh"
-#include "kernels/common/split_rule.hpp"
-#include "kernels/decode/cluster_combine.cuh"
+#include "kernels/decode/decode_block.cuh"
 #include "kernels/decode/decode_params.hpp"
 #include "kernels/decode/decode_traits.cuh"
 #include "kernels/decode/kv_loader.cuh"
 #include "kernels/decode/q_tile.cuh"
-#include "kernels/decode/warp_merge.cuh"
 
 namespace splitkv::detail {
 
@@ -69,17 +65,11 @@ __global__ void __launch_bounds__(Traits::kThreads) decode_kernel(const __grid_c
   cp_async_fence();
 
   // ---- Which keys this block reads ---------------------------------------------------------------
-  int len = p.seq_lens[b];
-  bool bad_input = len < 0 || len > p.kv_capacity;  // reported as NaN below, never read past
-  if (bad_input) len = 0;
-  const int chunk = split_chunk_keys(len, p.num_splits, p.split_tokens, Traits::kBlockKeys);
-  const int lo = int(min(int64_t(len), int64_t(split) * chunk));
-  const int last_query = (row0 + rows_here - 1) / p.group;
-  const int hi = min(min(len, lo + chunk), visible_key_end(p.causal, p.q_len, len, last_query));
-  const int n_subtiles = hi > lo ? (hi - lo + kN - 1) / kN : 0;
+  const DecodeKeyRange keys = decode_key_range<Traits::kBlockKeys>(p, b, split, row0, rows_here);
+  const int n_subtiles = keys.hi > keys.lo ? (keys.hi - keys.lo + kN - 1) / kN : 0;
   const int my_subtiles = n_subtiles > warp ? (n_subtiles - warp + kWarps - 1) / kWarps : 0;
 
-  DecodeKvLoader<Traits, decltype(sK), decltype(sV)> kv(p, sK, sV, b, kv_head, lo, hi, warp, lane);
+  DecodeKvLoader<Traits, decltype(sK), decltype(sV)> kv(p, sK, sV, b, kv_head, keys.lo, keys.hi, warp, lane);
   CUTE_UNROLL
   for (int s = 0; s < kStages - 1; ++s) {
     if (s < my_subtiles) kv.issue(s, s);
@@ -119,12 +109,7 @@ __global__ void __launch_bounds__(Traits::kThreads) decode_kernel(const __grid_c
   Tensor tScS = thr_mma.partition_C(make_identity_tensor(Shape<Int<kM>, Int<kN>>{}));
   Tensor tScS_rc = make_tensor(tScS.data(), acc_as_rows_cols(tScS.layout()));
   int row_end[2];
-  CUTE_UNROLL
-  for (int r = 0; r < 2; ++r) {
-    const int row = min(row0 + get<0>(tScS_rc(r, 0)), p.rows_per_kv - 1);
-    row_end[r] = min(hi, visible_key_end(p.causal, p.q_len, len, row / p.group));
-  }
-  const int min_row_end = min(row_end[0], row_end[1]);
+  visible_row_ends(p, keys, row0, tScS_rc, row_end);
 
   // ---- Main loop over this warp's sub-tiles --------------------------------------------------------
   for (int n = 0; n < my_subtiles; ++n) {
@@ -143,15 +128,7 @@ __global__ void __launch_bounds__(Traits::kThreads) decode_kernel(const __grid_c
       gemm(tiled_mma, tSrQ(_, _, k), tSrK(_, _, k), acc_s);
     }
     Tensor scores = make_tensor(acc_s.data(), acc_as_rows_cols(acc_s.layout()));  // (2, 4)
-    if (t0 + kN > min_row_end) {  // only sub-tiles that cross some row's last visible key
-      CUTE_UNROLL
-      for (int r = 0; r < size<0>(scores); ++r) {
-        CUTE_UNROLL
-        for (int c = 0; c < size<1>(scores); ++c) {
-          if (t0 + get<1>(tScS_rc(r, c)) >= row_end[r]) scores(r, c) = kNegInf;
-        }
-      }
-    }
+    mask_past_row_ends(scores, tScS_rc, t0, kN, row_end);
     softmax.update(scores, acc_o_rc, p.scale_log2);
 
     Tensor probs = convert_fragment<Element>(acc_s);
@@ -169,29 +146,11 @@ __global__ void __launch_bounds__(Traits::kThreads) decode_kernel(const __grid_c
   float* cluster_o = reinterpret_cast<float*>(reinterpret_cast<char*>(smem_kv) + MergeSmem::kBytes);  // [M][D]
   float* cluster_lse = cluster_o + kM * D;                                                            // [M]
   store_warp_state<kM, D>(merge, warp, lane, thr_mma, acc_o, tScS_rc, softmax);
-  if (bad_input || kv.bad_input) block_saw_bad_input = 1;
+  if (keys.bad_input || kv.bad_input) block_saw_bad_input = 1;
   __syncthreads();
-
-  const bool poisoned = block_saw_bad_input != 0;
-  for (int idx = tid; idx < kM * D / 4; idx += Traits::kThreads) {
-    const int r = idx / (D / 4), c = idx % (D / 4) * 4;
-    if (r >= rows_here) continue;
-    float o[4];
-    const float lse = merge_warp_states<kWarps, kM, D>(merge, r, c, p.scale_log2, o);
-    if (p.cluster_combine) {
-      const float nan = kOutputNaN;
-      *reinterpret_cast<float4*>(cluster_o + r * D + c) =
-          poisoned ? make_float4(nan, nan, nan, nan) : make_float4(o[0], o[1], o[2], o[3]);
-      if (c == 0) cluster_lse[r] = poisoned ? nan : lse;
-    } else {
-      const int row = row0 + r, i = row / p.group;
-      const OutputRow where{b, i, i, kv_head * p.group + row % p.group, split};
-      write_output<Element, D>(p.output, where, c, o, lse, c == 0, poisoned);
-    }
-  }
-  if (p.cluster_combine) {
-    combine_across_cluster<Element, D, Traits::kThreads>(p, cluster_o, cluster_lse, b, kv_head, row0, rows_here);
-  }
+  finish_decode_block<Element, kWarps, kM, D, Traits::kThreads>(p, merge, cluster_o, cluster_lse,
+                                                                block_saw_bad_input != 0, b, kv_head, split, row0,
+                                                                rows_here, p.scale_log2, 1.f);
 }
 
 }  // namespace splitkv::detail

@@ -16,11 +16,19 @@ struct DecodeParams {
   //   contiguous: k + b * k_page_stride + t * k_token_stride + h * k_head_stride
   //   paged:      k + block_table[b][t / page_size] * k_page_stride
   //                 + (t % page_size) * k_token_stride + h * k_head_stride
-  // and likewise for V with its own strides.
+  // and likewise for V with its own strides. Strides count elements of a 16-bit cache and bytes
+  // of a quantized one (codes: one byte each, or two per byte for INT4).
   const void* k;
   const void* v;
   int64_t k_page_stride, k_token_stride, k_head_stride;
   int64_t v_page_stride, v_token_stride, v_head_stride;
+  // Scales of a quantized cache (docs/KV_FORMATS.md). FP8: fp32 [Hkv] per KV head. INT8/INT4: fp16
+  // (scale, min) pairs of key t of KV head h at scales + page * page_stride + h * head_stride
+  // + slot * token_stride (fp16 elements; page and slot as for the codes).
+  const void* k_scales;
+  const void* v_scales;
+  int64_t k_scale_page_stride, k_scale_head_stride, k_scale_token_stride;
+  int64_t v_scale_page_stride, v_scale_head_stride, v_scale_token_stride;
   const int32_t* block_table;  // nullptr: contiguous KV
   int64_t block_table_batch_stride;
   int page_size;

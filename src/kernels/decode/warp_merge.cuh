@@ -3,6 +3,8 @@
 // warp order (deterministic) into the block's result for each of its rows.
 #pragma once
 
+#include <type_traits>
+
 #include <cute/tensor.hpp>
 
 #include "kernels/common/online_softmax.cuh"
@@ -24,15 +26,30 @@ struct WarpMergeSmem {
   static constexpr int kBytes = (kWarps * kM * kHeadDim + 2 * kWarps * kM) * 4;
 };
 
+// Accumulator column c holds head-dim column c (the 16-bit kernel).
+struct IdentityColumns {
+  __device__ __forceinline__ int operator()(int c) const { return c; }
+};
+
 // Each warp stores its state: acc_o (MMA C fragment, (M, D)) and the rows' max / sum it holds.
-template <int kM, int kHeadDim, class Smem, class ThrMma, class Acc, class RowCoords, class Softmax>
+// column_of maps an accumulator column to the head-dim column it holds (a kernel whose V operand
+// permutes the columns says how).
+template <int kM, int kHeadDim, class Smem, class ThrMma, class Acc, class RowCoords, class Softmax,
+          class ColumnOf = IdentityColumns>
 __device__ __forceinline__ void store_warp_state(const Smem& smem, int warp, int lane, const ThrMma& thr_mma,
-                                                 const Acc& acc_o, const RowCoords& tScS_rc, const Softmax& softmax) {
+                                                 const Acc& acc_o, const RowCoords& tScS_rc, const Softmax& softmax,
+                                                 ColumnOf column_of = {}) {
   using namespace cute;
   Tensor sO = make_tensor(make_smem_ptr(smem.o + warp * kM * kHeadDim),
                           make_layout(Shape<Int<kM>, Int<kHeadDim>>{}, LayoutRight{}));  // (M, D) fp32
-  Tensor tOsO = thr_mma.partition_C(sO);
-  copy(acc_o, tOsO);
+  if constexpr (std::is_same_v<ColumnOf, IdentityColumns>) {
+    Tensor tOsO = thr_mma.partition_C(sO);
+    copy(acc_o, tOsO);
+  } else {
+    Tensor tOcO = thr_mma.partition_C(make_identity_tensor(Shape<Int<kM>, Int<kHeadDim>>{}));  // -> (row, col)
+    CUTE_UNROLL
+    for (int i = 0; i < size(acc_o); ++i) sO(get<0>(tOcO(i)), column_of(get<1>(tOcO(i)))) = acc_o(i);
+  }
   if (lane % 4 == 0) {
     CUTE_UNROLL
     for (int r = 0; r < 2; ++r) {

@@ -1,0 +1,98 @@
+// The parts of a decode block that do not depend on how K and V are stored, shared by the 16-bit
+// kernel (decode_kernel.cuh) and the quantized-cache kernel (decode_quant/quant_decode_kernel.cuh):
+// which keys the block reads, which of them each of a thread's rows sees, and the end of the block
+// (the warps' softmax states merged in fixed order and written, or merged across a cluster).
+#pragma once
+
+#include <cute/tensor.hpp>
+
+#include "kernels/common/causal_mask.hpp"
+#include "kernels/common/epilogue.cuh"
+#include "kernels/common/online_softmax.cuh"
+#include "kernels/common/split_rule.hpp"
+#include "kernels/decode/cluster_combine.cuh"
+#include "kernels/decode/decode_params.hpp"
+#include "kernels/decode/warp_merge.cuh"
+
+namespace splitkv::detail {
+
+// The keys [lo, hi) of sequence b that this split reads for packed rows [row0, row0 + rows_here).
+struct DecodeKeyRange {
+  int len;         // the sequence's length (0 when it was invalid)
+  int lo, hi;
+  bool bad_input;  // the length was outside [0, capacity]: reported as NaN, never read past
+};
+
+template <int kBlockKeys>
+__device__ __forceinline__ DecodeKeyRange decode_key_range(const DecodeParams& p, int b, int split, int row0,
+                                                           int rows_here) {
+  DecodeKeyRange r;
+  r.len = p.seq_lens[b];
+  r.bad_input = r.len < 0 || r.len > p.kv_capacity;
+  if (r.bad_input) r.len = 0;
+  const int chunk = split_chunk_keys(r.len, p.num_splits, p.split_tokens, kBlockKeys);
+  r.lo = int(min(int64_t(r.len), int64_t(split) * chunk));
+  const int last_query = (row0 + rows_here - 1) / p.group;
+  r.hi = min(min(r.len, r.lo + chunk), visible_key_end(p.causal, p.q_len, r.len, last_query));
+  return r;
+}
+
+// Per thread row: the end of the keys it sees. tScS_rc maps (row, col) of the thread's score
+// fragment to (tile row, key offset).
+template <class RowCoords>
+__device__ __forceinline__ void visible_row_ends(const DecodeParams& p, const DecodeKeyRange& keys, int row0,
+                                                 const RowCoords& tScS_rc, int (&row_end)[2]) {
+  CUTE_UNROLL
+  for (int r = 0; r < 2; ++r) {
+    const int row = min(row0 + cute::get<0>(tScS_rc(r, 0)), p.rows_per_kv - 1);
+    row_end[r] = min(keys.hi, visible_key_end(p.causal, p.q_len, keys.len, row / p.group));
+  }
+}
+
+// Scores of keys at or past a row's end become -inf (only sub-tiles that cross some row's end pay).
+template <class Scores, class RowCoords>
+__device__ __forceinline__ void mask_past_row_ends(Scores& scores, const RowCoords& tScS_rc, int t0, int n_keys,
+                                                   const int (&row_end)[2]) {
+  if (t0 + n_keys <= min(row_end[0], row_end[1])) return;
+  CUTE_UNROLL
+  for (int r = 0; r < cute::size<0>(scores); ++r) {
+    CUTE_UNROLL
+    for (int c = 0; c < cute::size<1>(scores); ++c) {
+      if (t0 + cute::get<1>(tScS_rc(r, c)) >= row_end[r]) scores(r, c) = kNegInf;
+    }
+  }
+}
+
+// The end of the block, after every warp stored its state (store_warp_state) and a barrier:
+// merges the warps' states row by row and writes the result (final rows, or this split's partial),
+// or leaves it in shared memory for the cluster merge. scale_log2 turns the raw scores the warps
+// kept into log2 units; out_scale multiplies O (an FP8 cache's V scale).
+template <class Element, int kWarps, int kM, int kHeadDim, int kThreads>
+__device__ __forceinline__ void finish_decode_block(const DecodeParams& p, const WarpMergeSmem<kWarps, kM, kHeadDim>& merge,
+                                                    float* cluster_o, float* cluster_lse, bool poisoned, int b,
+                                                    int kv_head, int split, int row0, int rows_here, float scale_log2,
+                                                    float out_scale) {
+  for (int idx = threadIdx.x; idx < kM * kHeadDim / 4; idx += kThreads) {
+    const int r = idx / (kHeadDim / 4), c = idx % (kHeadDim / 4) * 4;
+    if (r >= rows_here) continue;
+    float o[4];
+    const float lse = merge_warp_states<kWarps, kM, kHeadDim>(merge, r, c, scale_log2, o);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) o[j] *= out_scale;
+    if (p.cluster_combine) {
+      const float nan = kOutputNaN;
+      *reinterpret_cast<float4*>(cluster_o + r * kHeadDim + c) =
+          poisoned ? make_float4(nan, nan, nan, nan) : make_float4(o[0], o[1], o[2], o[3]);
+      if (c == 0) cluster_lse[r] = poisoned ? nan : lse;
+    } else {
+      const int row = row0 + r, i = row / p.group;
+      const OutputRow where{b, i, i, kv_head * p.group + row % p.group, split};
+      write_output<Element, kHeadDim>(p.output, where, c, o, lse, c == 0, poisoned);
+    }
+  }
+  if (p.cluster_combine) {
+    combine_across_cluster<Element, kHeadDim, kThreads>(p, cluster_o, cluster_lse, b, kv_head, row0, rows_here);
+  }
+}
+
+}  // namespace splitkv::detail
