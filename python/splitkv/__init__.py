@@ -38,6 +38,7 @@ from ._splitkv import (  # noqa: E402,F401
 )
 from .api import combine, decode, kernel_families, plan_decode, plan_prefill, prefill  # noqa: E402,F401
 from . import reference  # noqa: E402,F401
+from .quant import dequantize_kv, quantize_kv  # noqa: E402,F401
 
 __version__ = "0.1.0"
 
@@ -59,6 +60,8 @@ __all__ = [
     "query_device",
     "compiled_head_dims",
     "reference",
+    "quantize_kv",
+    "dequantize_kv",
     "Plan",
     "PlanOptions",
     "DecodeProblem",

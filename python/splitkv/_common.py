@@ -13,8 +13,36 @@ BF16 = _C.DType.bf16.value
 F32 = _C.DType.fp32.value
 I32 = _C.DType.int32.value
 I8 = _C.DType.int8.value
+I4 = _C.DType.int4.value
 FP8 = _C.DType.fp8_e4m3.value
 DTYPE_BY_CODE = {d.value: d for d in _C.DType}
+
+# KV cache formats (docs/KV_FORMATS.md) by name; None is native (the Q/O dtype, unquantized).
+_KV_FORMATS = {
+    None: _C.KvFormat.native,
+    "native": _C.KvFormat.native,
+    "fp16": _C.KvFormat.fp16,
+    "float16": _C.KvFormat.fp16,
+    "bf16": _C.KvFormat.bf16,
+    "bfloat16": _C.KvFormat.bf16,
+    "fp8": _C.KvFormat.fp8_e4m3,
+    "fp8_e4m3": _C.KvFormat.fp8_e4m3,
+    "float8_e4m3fn": _C.KvFormat.fp8_e4m3,
+    "int8": _C.KvFormat.int8,
+    "int4": _C.KvFormat.int4,
+    "k8v4": _C.KvFormat.k8v4,
+}
+KV_FORMAT_NAMES = "native, fp16, bf16, fp8, int8, int4 or k8v4"
+
+# Element types of the K and V codes of each quantized format (None: 16-bit values) and what its
+# scale tensors hold: "head" fp32 [Hkv]; "pair" fp16 (scale, min) [blocks, Hkv, slots, 2].
+KV_ELEMENTS = {
+    _C.KvFormat.fp8_e4m3: (FP8, FP8, "head"),
+    _C.KvFormat.int8: (I8, I8, "pair"),
+    _C.KvFormat.int4: (I4, I4, "pair"),
+    _C.KvFormat.k8v4: (I8, I4, "pair"),
+}
+ELEMENT_NAMES = {FP8: "fp8", I8: "int8", I4: "int4"}
 
 # What each argument's dtype must be, for messages about dtypes splitkv has no code for.
 EXPECTED_DTYPE = {
@@ -95,6 +123,66 @@ def dtype_code(dtype, argument="dtype"):
     return code
 
 
+def kv_format(name):
+    """A KvFormat from a KvFormat, None (native) or a name: native, fp16, bf16, fp8, int8, int4, k8v4."""
+    if isinstance(name, _C.KvFormat):
+        return name
+    fmt = _KV_FORMATS.get(name) if isinstance(name, str) or name is None else None
+    if fmt is None:
+        raise invalid("kv_format", KV_FORMAT_NAMES, repr(name))
+    return fmt
+
+
+def kv_elements(fmt):
+    """(k element code, v element code, scale kind) of a quantized format; None for 16-bit caches."""
+    return KV_ELEMENTS.get(fmt)
+
+
+def expected_scales(fmt, argument, hkv=None):
+    """What the scale tensor `argument` of a cache in format fmt must be (for messages)."""
+    if fmt not in KV_ELEMENTS:
+        return "None (a 16-bit cache has no scales)"
+    kind = KV_ELEMENTS[fmt][2]
+    name = "fp8" if fmt == _C.KvFormat.fp8_e4m3 else fmt.name
+    if kind == "head":
+        return f"float32 [{'Hkv' if hkv is None else hkv}] per-KV-head scales for an {name} cache"
+    return f"float16 (scale, min) pairs [blocks, Hkv, slots, 2] for an {name} cache"
+
+
+def check_scales_given(fmt, k_scales, v_scales):
+    """Quantized caches need both scale tensors; 16-bit caches none (the C++ checks say the rest)."""
+    if KV_ELEMENTS.get(fmt) is None:
+        return
+    for name, scales in (("k_scales", k_scales), ("v_scales", v_scales)):
+        if scales is None:
+            raise invalid(name, expected_scales(fmt, name), "None")
+
+
+CODE_EXPECTED = {
+    FP8: "uint8 (or float8_e4m3fn) fp8 codes",
+    I8: "uint8 int8 codes (unsigned, 0..255)",
+    I4: "uint8 int4 codes (two per byte, element 2i in the low nibble)",
+}
+
+
+def check_int4_width(shape, head_dim, argument):
+    """INT4 codes: the last dim holds head_dim / 2 bytes."""
+    if len(shape) == 4 and int(shape[3]) * 2 != head_dim:
+        raise invalid(f"{argument}.shape[3]", f"{head_dim // 2} bytes (int4 codes of head_dim {head_dim}, two a byte)",
+                      f"{int(shape[3])} bytes")
+
+
+def code_desc(ptr, element, shape, byte_strides):
+    """The descriptor of a code tensor from its byte layout: FP8 and INT8 count bytes, INT4 counts
+    nibbles (the last dim holds two codes a byte, so shape[-1] and every stride double)."""
+    if element != I4:
+        return (ptr, element, tuple(shape), tuple(byte_strides))
+    shape = tuple(shape[:-1]) + (2 * int(shape[-1]),)
+    last = byte_strides[-1]
+    strides = tuple(2 * s for s in byte_strides[:-1]) + (1 if last == 1 else 2 * last,)
+    return (ptr, element, shape, strides)
+
+
 def strategy(name):
     if isinstance(name, _C.Strategy):
         return name
@@ -131,7 +219,8 @@ def check_rank(argument, shape, rank):
         raise invalid(f"{argument}.rank", str(rank), str(len(shape)))
 
 
-def decode_problem(q_shape, k_shape, block_table_shape, dtype, causal, softmax_scale, max_seqlen_k):
+def decode_problem(q_shape, k_shape, block_table_shape, dtype, causal, softmax_scale, max_seqlen_k,
+                   kv_format=_C.KvFormat.native):
     """The DecodeProblem of tensors with these shapes (max_kv_len: given, else the cache capacity)."""
     check_rank("q", q_shape, 4)
     check_rank("k", k_shape, 4)
@@ -146,10 +235,12 @@ def decode_problem(q_shape, k_shape, block_table_shape, dtype, causal, softmax_s
     max_kv_len = capacity if max_seqlen_k is None else int(max_seqlen_k)
     return _C.DecodeProblem(batch=batch, num_q_heads=num_q_heads, num_kv_heads=int(k_shape[2]),
                             head_dim=head_dim, q_len=q_len, max_kv_len=max_kv_len, page_size=page_size,
-                            causal=bool(causal), dtype=DTYPE_BY_CODE[dtype], softmax_scale=scale_value(softmax_scale))
+                            causal=bool(causal), dtype=DTYPE_BY_CODE[dtype], softmax_scale=scale_value(softmax_scale),
+                            kv_format=kv_format)
 
 
-def prefill_problem(q_shape, k_shape, varlen, batch, dtype, causal, softmax_scale, max_seqlen_q, max_seqlen_k):
+def prefill_problem(q_shape, k_shape, varlen, batch, dtype, causal, softmax_scale, max_seqlen_q, max_seqlen_k,
+                    kv_format=_C.KvFormat.native):
     """The PrefillProblem of tensors with these shapes. Padded: lengths from the shapes. Varlen:
     the given bounds, else the token counts (always valid bounds, never read from device data)."""
     if varlen:
@@ -167,7 +258,7 @@ def prefill_problem(q_shape, k_shape, varlen, batch, dtype, causal, softmax_scal
     return _C.PrefillProblem(batch=int(batch), num_q_heads=num_q_heads, num_kv_heads=num_kv_heads,
                              head_dim=head_dim, max_q_len=max_q, max_kv_len=max_k, varlen=bool(varlen),
                              causal=bool(causal), dtype=DTYPE_BY_CODE[dtype],
-                             softmax_scale=scale_value(softmax_scale))
+                             softmax_scale=scale_value(softmax_scale), kv_format=kv_format)
 
 
 _device_infos = {}

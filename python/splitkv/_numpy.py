@@ -54,37 +54,71 @@ def desc(a, argument):
     return (a.__array_interface__["data"][0], code(a, argument), a.shape, tuple(strides))
 
 
+_CODE_DTYPES = {
+    cm.FP8: ("uint8", "float8_e4m3fn"),
+    cm.I8: ("uint8",),
+    cm.I4: ("uint8",),
+}
+
+
+def kv_desc(a, argument, element, head_dim):
+    """K or V of a decode cache: 16-bit values (element None) or the codes of a quantized format."""
+    if element is None:
+        return desc(a, argument)
+    if a.dtype.name not in _CODE_DTYPES[element]:
+        raise cm.invalid(f"{argument}.dtype", cm.CODE_EXPECTED[element], a.dtype.name)
+    if element == cm.I4:
+        cm.check_int4_width(a.shape, head_dim, argument)
+    return cm.code_desc(a.__array_interface__["data"][0], element, a.shape, a.strides)
+
+
+def scales_desc(a, argument, fmt):
+    if a is None:
+        return None
+    a = as_array(a, argument)
+    if a.dtype.name not in ("float32", "float16"):
+        raise cm.invalid(f"{argument}.dtype", cm.expected_scales(fmt, argument), a.dtype.name)
+    return desc(a, argument)
+
+
 def decode(q, k_cache, v_cache, seq_lens, block_table, *, causal, softmax_scale, num_splits, max_splits,
-           split_tokens, out, return_lse, max_seqlen_k, family=None):
+           split_tokens, out, return_lse, max_seqlen_k, family=None, kv_format=None, k_scales=None, v_scales=None):
     q = as_array(q, "q")
     k_cache = as_array(k_cache, "k")
     v_cache = as_array(v_cache, "v")
     seq_lens = as_index_array(seq_lens, "seq_lens")
     if block_table is not None:
         block_table = as_index_array(block_table, "block_table")
+    fmt = cm.kv_format(kv_format)
     plan = plan_decode(q, k_cache, seq_lens, block_table, causal=causal, softmax_scale=softmax_scale,
                        num_splits=num_splits, max_splits=max_splits, split_tokens=split_tokens,
-                       max_seqlen_k=max_seqlen_k, family=family)
+                       max_seqlen_k=max_seqlen_k, family=family, kv_format=fmt)
+    elements = cm.kv_elements(fmt)
+    k_elem, v_elem = (None, None) if elements is None else elements[:2]
+    cm.check_scales_given(fmt, k_scales, v_scales)
+    head_dim = q.shape[3]
+    kd, vd = kv_desc(k_cache, "k", k_elem, head_dim), kv_desc(v_cache, "v", v_elem, head_dim)
+    ksd, vsd = scales_desc(k_scales, "k_scales", fmt), scales_desc(v_scales, "v_scales", fmt)
     if out is None:
         out = np.empty(q.shape, dtype=q.dtype)
     else:
         out = as_array(out, "out")
     lse = np.empty((q.shape[0], q.shape[2], q.shape[1]), dtype=np.float32) if return_lse else None
-    _C.cpu_run_decode(plan, desc(q, "q"), desc(k_cache, "k"), desc(v_cache, "v"), desc(seq_lens, "seq_lens"),
-                      desc(block_table, "block_table"), desc(out, "out"), desc(lse, "lse"))
+    _C.cpu_run_decode(plan, desc(q, "q"), kd, vd, desc(seq_lens, "seq_lens"), desc(block_table, "block_table"),
+                      desc(out, "out"), desc(lse, "lse"), ksd, vsd)
     return (out, lse) if return_lse else out
 
 
 def plan_decode(q, k_cache, seq_lens, block_table, *, causal, softmax_scale, num_splits, max_splits, split_tokens,
-                max_seqlen_k, family=None, device="h200"):
+                max_seqlen_k, family=None, device="h200", kv_format=None):
     problem = cm.decode_problem(q.shape, k_cache.shape, None if block_table is None else block_table.shape,
-                                code(q, "q"), causal, softmax_scale, max_seqlen_k)
+                                code(q, "q"), causal, softmax_scale, max_seqlen_k, cm.kv_format(kv_format))
     options = cm.plan_options(None, num_splits, max_splits, split_tokens, family=family)
     return _C.plan_decode(problem, cm.device_info(device), options)
 
 
 def prefill(q, k, v, *, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal, softmax_scale, out,
-            return_lse, num_splits=0, strategy=None, family=None):
+            return_lse, num_splits=0, strategy=None, family=None, kv_format=None):
     q = as_array(q, "q")
     k = as_array(k, "k")
     v = as_array(v, "v")
@@ -106,7 +140,7 @@ def prefill(q, k, v, *, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, 
     else:
         batch = q.shape[0] if q.ndim == 4 else 0
     problem = cm.prefill_problem(q.shape, k.shape, varlen, batch, code(q, "q"), causal, softmax_scale,
-                                 max_seqlen_q, max_seqlen_k)
+                                 max_seqlen_q, max_seqlen_k, cm.kv_format(kv_format))
     # Planned like the GPU path (same checks and errors), then run on the fp64 reference.
     _C.plan_prefill(problem, cm.device_info("h200"), cm.plan_options(strategy, num_splits, 0, 0, family=family))
     ref_out, ref_lse = reference_prefill(problem, q, k, v, cu_seqlens_q, cu_seqlens_k)
@@ -123,9 +157,14 @@ def prefill(q, k, v, *, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, 
     return out
 
 
-def reference_decode(problem, q, k, v, seq_lens, block_table):
-    out, lse = _C.reference_decode(problem, desc(q, "q"), desc(k, "k"), desc(v, "v"), desc(seq_lens, "seq_lens"),
-                                   desc(block_table, "block_table"))
+def reference_decode(problem, q, k, v, seq_lens, block_table, k_scales=None, v_scales=None):
+    elements = cm.kv_elements(problem.kv_format)
+    k_elem, v_elem = (None, None) if elements is None else elements[:2]
+    out, lse = _C.reference_decode(problem, desc(q, "q"), kv_desc(k, "k", k_elem, problem.head_dim),
+                                   kv_desc(v, "v", v_elem, problem.head_dim), desc(seq_lens, "seq_lens"),
+                                   desc(block_table, "block_table"),
+                                   scales_desc(k_scales, "k_scales", problem.kv_format),
+                                   scales_desc(v_scales, "v_scales", problem.kv_format))
     b, lq, hq, d = problem.batch, problem.q_len, problem.num_q_heads, problem.head_dim
     return (np.frombuffer(out, dtype=np.float64).reshape(b, lq, hq, d),
             np.frombuffer(lse, dtype=np.float64).reshape(b, hq, lq))

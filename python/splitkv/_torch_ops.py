@@ -2,10 +2,10 @@
 
     torch.ops.splitkv.decode_out(q, k_cache, v_cache, seq_lens, block_table, out, lse, workspace,
                                  causal, softmax_scale, num_splits, max_splits, split_tokens,
-                                 max_seqlen_k, family) -> ()
+                                 max_seqlen_k, family, k_scales, v_scales, kv_format) -> ()
     torch.ops.splitkv.prefill_out(q, k, v, cu_seqlens_q, cu_seqlens_k, out, lse, workspace,
                                   max_seqlen_q, max_seqlen_k, causal, softmax_scale, num_splits,
-                                  strategy, family) -> ()
+                                  strategy, family, kv_format) -> ()
 
 Out-variant operators (they write `out`, `lse` and `workspace`, return nothing), registered with
 Library.define/impl for CUDA and CPU plus a fake (meta) kernel, so torch.compile(fullgraph=True)
@@ -35,6 +35,11 @@ _CODES = {
 }
 if hasattr(torch, "float8_e4m3fn"):
     _CODES[torch.float8_e4m3fn] = cm.FP8
+
+# The torch dtypes the codes of a quantized cache may have (the format says which codes they are).
+_CODE_DTYPES = {cm.FP8: (torch.uint8,), cm.I8: (torch.uint8,), cm.I4: (torch.uint8,)}
+if hasattr(torch, "float8_e4m3fn"):
+    _CODE_DTYPES[cm.FP8] = (torch.uint8, torch.float8_e4m3fn)
 
 _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
 if _raw_stream is None:  # a torch build without CUDA: never called with a GPU index
@@ -85,6 +90,38 @@ def _workspace(workspace, nbytes, dev):
     return workspace.data_ptr(), workspace.numel() * workspace.element_size()
 
 
+def code_desc(t, argument, element, head_dim):
+    """The descriptor of the codes of a quantized K or V cache (INT4: two codes a byte, in nibbles)."""
+    if t.dtype not in _CODE_DTYPES[element]:
+        raise cm.invalid(f"{argument}.dtype", cm.CODE_EXPECTED[element], str(t.dtype).replace("torch.", ""))
+    if element == cm.I4:
+        cm.check_int4_width(t.shape, head_dim, argument)
+    return cm.code_desc(t.data_ptr(), element, t.shape, t.stride())
+
+
+def _kv_descs(quant, k_cache, v_cache, head_dim):
+    k_elem, v_elem = quant[0], quant[1]
+    return code_desc(k_cache, "k", k_elem, head_dim), code_desc(v_cache, "v", v_elem, head_dim)
+
+
+def _scale_descs(fmt, k_scales, v_scales, dev):
+    """Descriptors of the scale tensors (None when absent); the C++ checks name what is wrong."""
+    cm.check_scales_given(fmt, k_scales, v_scales)
+    descs = []
+    for name, s in (("k_scales", k_scales), ("v_scales", v_scales)):
+        if s is None:
+            descs.append(None)
+            continue
+        if not isinstance(s, _Tensor):
+            raise cm.invalid(name, cm.expected_scales(fmt, name), type(s).__name__)
+        if s.get_device() != dev:
+            _check_devices(dev, [(name, s)])
+        if s.dtype not in (torch.float32, torch.float16):
+            raise cm.invalid(f"{name}.dtype", cm.expected_scales(fmt, name), str(s.dtype).replace("torch.", ""))
+        descs.append((s.data_ptr(), _CODES[s.dtype], s.shape, s.stride()))
+    return descs
+
+
 def _cache_put(cache, key, entry):
     if len(cache) >= _MAX_CACHED_PLANS:
         cache.clear()
@@ -96,18 +133,22 @@ def _cache_put(cache, key, entry):
 
 
 def _new_decode_plan(key, q, k_cache, block_table):
-    (_, _, bt_shape, _, causal, softmax_scale, num_splits, max_splits, split_tokens, max_seqlen_k, dev, family) = key
+    (_, _, bt_shape, _, causal, softmax_scale, num_splits, max_splits, split_tokens, max_seqlen_k, dev, family,
+     kv_format) = key
     code = _CODES.get(q.dtype)
     if code is None:
         _check_dtypes([("q", q)])
-    problem = cm.decode_problem(q.shape, k_cache.shape, bt_shape, code, causal, softmax_scale, max_seqlen_k)
+    fmt = cm.kv_format(kv_format)
+    problem = cm.decode_problem(q.shape, k_cache.shape, bt_shape, code, causal, softmax_scale, max_seqlen_k, fmt)
     options = cm.plan_options(None, num_splits, max_splits, split_tokens, family=family)
     plan = _C.plan_decode(problem, cm.device_info(dev if dev >= 0 else "h200"), options)
-    return _cache_put(_decode_plans, key, (plan, plan.workspace_bytes))
+    elements = cm.kv_elements(fmt)
+    quant = None if elements is None else (elements[0], elements[1], fmt)
+    return _cache_put(_decode_plans, key, (plan, plan.workspace_bytes, quant))
 
 
 def decode_out(q, k_cache, v_cache, seq_lens, block_table, out, lse, workspace, causal, softmax_scale, num_splits,
-               max_splits, split_tokens, max_seqlen_k, family=None):
+               max_splits, split_tokens, max_seqlen_k, family=None, k_scales=None, v_scales=None, kv_format=None):
     """Implementation of splitkv::decode_out (CUDA and CPU)."""
     dev = q.get_device()
     if (k_cache.get_device() != dev or v_cache.get_device() != dev or seq_lens.get_device() != dev
@@ -118,16 +159,19 @@ def decode_out(q, k_cache, v_cache, seq_lens, block_table, out, lse, workspace, 
     q_shape, k_shape, q_dtype = q.shape, k_cache.shape, q.dtype
     bt_shape = None if block_table is None else block_table.shape
     key = (q_shape, k_shape, bt_shape, q_dtype, causal, softmax_scale, num_splits, max_splits, split_tokens,
-           max_seqlen_k, dev, family)
+           max_seqlen_k, dev, family, kv_format)
     entry = _decode_plans.get(key)
     if entry is None:
         entry = _new_decode_plan(key, q, k_cache, block_table)
-    plan, ws_bytes = entry
+    plan, ws_bytes, quant = entry
     codes = _CODES
     try:
         qd = (q.data_ptr(), codes[q_dtype], q_shape, q.stride())
-        kd = (k_cache.data_ptr(), codes[k_cache.dtype], k_shape, k_cache.stride())
-        vd = (v_cache.data_ptr(), codes[v_cache.dtype], v_cache.shape, v_cache.stride())
+        if quant is None:
+            kd = (k_cache.data_ptr(), codes[k_cache.dtype], k_shape, k_cache.stride())
+            vd = (v_cache.data_ptr(), codes[v_cache.dtype], v_cache.shape, v_cache.stride())
+        else:
+            kd, vd = _kv_descs(quant, k_cache, v_cache, q_shape[3])
         sd = (seq_lens.data_ptr(), codes[seq_lens.dtype], seq_lens.shape, seq_lens.stride())
         bd = None if block_table is None else (block_table.data_ptr(), codes[block_table.dtype], bt_shape,
                                                block_table.stride())
@@ -136,14 +180,18 @@ def decode_out(q, k_cache, v_cache, seq_lens, block_table, out, lse, workspace, 
     except KeyError:
         _check_dtypes([("q", q), ("k", k_cache), ("v", v_cache), ("seq_lens", seq_lens), ("block_table", block_table),
                        ("out", out), ("lse", lse)])
+    if quant is None and k_scales is None and v_scales is None:
+        ksd = vsd = None
+    else:
+        ksd, vsd = _scale_descs(cm.kv_format(kv_format) if quant is None else quant[2], k_scales, v_scales, dev)
     if dev < 0:
-        _C.cpu_run_decode(plan, qd, kd, vd, sd, bd, od, ld)
+        _C.cpu_run_decode(plan, qd, kd, vd, sd, bd, od, ld, ksd, vsd)
         return
     if ws_bytes:
         ws_ptr, ws_n = _workspace(workspace, ws_bytes, dev)
     else:
         ws_ptr = ws_n = 0
-    _C.run_decode(plan, qd, kd, vd, sd, bd, od, ld, ws_ptr, ws_n, _raw_stream(dev), dev)
+    _C.run_decode(plan, qd, kd, vd, sd, bd, od, ld, ws_ptr, ws_n, _raw_stream(dev), dev, ksd, vsd)
 
 
 def _lse_buffer(q, varlen):
@@ -157,29 +205,39 @@ def _lse_buffer(q, varlen):
     return torch.empty((q.shape[0], q.shape[2], q.shape[1]), dtype=torch.float32, device=q.device)
 
 
+def _format_arg(kv_format):
+    """kv_format as the operators take it: None or a name."""
+    if isinstance(kv_format, _C.KvFormat):
+        return kv_format.name
+    return kv_format
+
+
 def decode(q, k_cache, v_cache, seq_lens, block_table, *, causal, softmax_scale, num_splits, max_splits,
-           split_tokens, out, return_lse, workspace, max_seqlen_k, family):
+           split_tokens, out, return_lse, workspace, max_seqlen_k, family, kv_format=None, k_scales=None,
+           v_scales=None):
     if not isinstance(seq_lens, _Tensor):  # a list would need a host-to-device copy: the caller's call
         raise cm.invalid("seq_lens", "an int32 tensor on the device of q", type(seq_lens).__name__)
     if out is None:
         out = torch.empty_like(q, memory_format=torch.contiguous_format)
     lse = _lse_buffer(q, varlen=False) if return_lse else None
+    kv_format = _format_arg(kv_format)
     if type(q) is _Tensor and _eager():
         decode_out(q, k_cache, v_cache, seq_lens, block_table, out, lse, workspace, causal, softmax_scale, num_splits,
-                   max_splits, split_tokens, max_seqlen_k, family)
+                   max_splits, split_tokens, max_seqlen_k, family, k_scales, v_scales, kv_format)
     else:
         torch.ops.splitkv.decode_out(q, k_cache, v_cache, seq_lens, block_table, out, lse, workspace, causal,
-                                     softmax_scale, num_splits, max_splits, split_tokens, max_seqlen_k, family)
+                                     softmax_scale, num_splits, max_splits, split_tokens, max_seqlen_k, family,
+                                     k_scales, v_scales, kv_format)
     return (out, lse) if return_lse else out
 
 
 def plan_decode(q, k_cache, block_table, *, causal, softmax_scale, num_splits, max_splits, split_tokens,
-                max_seqlen_k, family):
+                max_seqlen_k, family, kv_format=None):
     """The plan decode() uses for these tensors (from its cache)."""
     dev = q.get_device()
     bt_shape = None if block_table is None else block_table.shape
     key = (q.shape, k_cache.shape, bt_shape, q.dtype, causal, softmax_scale, num_splits, max_splits, split_tokens,
-           max_seqlen_k, dev, family)
+           max_seqlen_k, dev, family, _format_arg(kv_format))
     entry = _decode_plans.get(key)
     if entry is None:
         entry = _new_decode_plan(key, q, k_cache, block_table)
@@ -190,7 +248,8 @@ def plan_decode(q, k_cache, block_table, *, causal, softmax_scale, num_splits, m
 
 
 def _new_prefill_plan(key, q, k, cu_seqlens_q):
-    (_, _, varlen, _, _, max_seqlen_q, max_seqlen_k, causal, softmax_scale, num_splits, strategy, dev, family) = key
+    (_, _, varlen, _, _, max_seqlen_q, max_seqlen_k, causal, softmax_scale, num_splits, strategy, dev, family,
+     kv_format) = key
     code = _CODES.get(q.dtype)
     if code is None:
         _check_dtypes([("q", q)])
@@ -199,25 +258,25 @@ def _new_prefill_plan(key, q, k, cu_seqlens_q):
         cm.check_rank("cu_seqlens_q", cu_seqlens_q.shape, 1)
         batch = cu_seqlens_q.shape[0] - 1
     problem = cm.prefill_problem(q.shape, k.shape, varlen, batch, code, causal, softmax_scale, max_seqlen_q,
-                                 max_seqlen_k)
+                                 max_seqlen_k, cm.kv_format(kv_format))
     options = cm.plan_options(strategy, num_splits, 0, 0, family=family)
     plan = _C.plan_prefill(problem, cm.device_info(dev if dev >= 0 else "h200"), options)
     return _cache_put(_prefill_plans, key, (plan, plan.workspace_bytes))
 
 
 def _prefill_key(q, k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal, softmax_scale, num_splits,
-                 strategy, dev, family):
+                 strategy, dev, family, kv_format=None):
     varlen = cu_seqlens_q is not None or cu_seqlens_k is not None
     if varlen and (cu_seqlens_q is None or cu_seqlens_k is None):
         missing = "cu_seqlens_q" if cu_seqlens_q is None else "cu_seqlens_k"
         raise cm.invalid(missing, "both cu_seqlens_q and cu_seqlens_k for varlen batches", "None")
     cu_shape = cu_seqlens_q.shape if varlen else None
     return (q.shape, k.shape, varlen, cu_shape, q.dtype, max_seqlen_q, max_seqlen_k, causal, softmax_scale,
-            num_splits, strategy, dev, family)
+            num_splits, strategy, dev, family, _format_arg(kv_format))
 
 
 def prefill_out(q, k, v, cu_seqlens_q, cu_seqlens_k, out, lse, workspace, max_seqlen_q, max_seqlen_k, causal,
-                softmax_scale, num_splits, strategy=None, family=None):
+                softmax_scale, num_splits, strategy=None, family=None, kv_format=None):
     """Implementation of splitkv::prefill_out (CUDA: the kernels; CPU: the fp64 reference)."""
     dev = q.get_device()
     if (k.get_device() != dev or v.get_device() != dev or out.get_device() != dev
@@ -227,7 +286,7 @@ def prefill_out(q, k, v, cu_seqlens_q, cu_seqlens_k, out, lse, workspace, max_se
         _check_devices(dev, [("k", k), ("v", v), ("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k),
                              ("out", out), ("lse", lse)])
     key = _prefill_key(q, k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal, softmax_scale,
-                       num_splits, strategy, dev, family)
+                       num_splits, strategy, dev, family, kv_format)
     entry = _prefill_plans.get(key)
     if entry is None:
         entry = _new_prefill_plan(key, q, k, cu_seqlens_q)
@@ -269,23 +328,24 @@ def _cpu_prefill(plan, qd, kd, vd, cqd, ckd, od, out, lse):
 
 
 def prefill(q, k, v, *, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal, softmax_scale, num_splits,
-            strategy, out, return_lse, workspace, family):
+            strategy, out, return_lse, workspace, family, kv_format=None):
     if out is None:
         out = torch.empty_like(q, memory_format=torch.contiguous_format)
     lse = _lse_buffer(q, varlen=cu_seqlens_q is not None) if return_lse else None
+    kv_format = _format_arg(kv_format)
     if type(q) is _Tensor and _eager():
         prefill_out(q, k, v, cu_seqlens_q, cu_seqlens_k, out, lse, workspace, max_seqlen_q, max_seqlen_k, causal,
-                    softmax_scale, num_splits, strategy, family)
+                    softmax_scale, num_splits, strategy, family, kv_format)
     else:
         torch.ops.splitkv.prefill_out(q, k, v, cu_seqlens_q, cu_seqlens_k, out, lse, workspace, max_seqlen_q,
-                                      max_seqlen_k, causal, softmax_scale, num_splits, strategy, family)
+                                      max_seqlen_k, causal, softmax_scale, num_splits, strategy, family, kv_format)
     return (out, lse) if return_lse else out
 
 
 def plan_prefill(q, k, cu_seqlens_q, cu_seqlens_k, *, max_seqlen_q, max_seqlen_k, causal, softmax_scale, num_splits,
-                 strategy, family):
+                 strategy, family, kv_format=None):
     key = _prefill_key(q, k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal, softmax_scale,
-                       num_splits, strategy, q.get_device(), family)
+                       num_splits, strategy, q.get_device(), family, kv_format)
     entry = _prefill_plans.get(key)
     if entry is None:
         entry = _new_prefill_plan(key, q, k, cu_seqlens_q)
@@ -371,11 +431,13 @@ def combine(partial_o, partial_lse, *, out, seq_len, dtype, return_lse):
 DECODE_SCHEMA = (
     "decode_out(Tensor q, Tensor k_cache, Tensor v_cache, Tensor seq_lens, Tensor? block_table, "
     "Tensor(a!) out, Tensor(b!)? lse, Tensor(c!)? workspace, bool causal, float? softmax_scale, "
-    "int num_splits, int max_splits, int split_tokens, int? max_seqlen_k, str? family=None) -> ()")
+    "int num_splits, int max_splits, int split_tokens, int? max_seqlen_k, str? family=None, "
+    "Tensor? k_scales=None, Tensor? v_scales=None, str? kv_format=None) -> ()")
 PREFILL_SCHEMA = (
     "prefill_out(Tensor q, Tensor k, Tensor v, Tensor? cu_seqlens_q, Tensor? cu_seqlens_k, "
     "Tensor(a!) out, Tensor(b!)? lse, Tensor(c!)? workspace, int? max_seqlen_q, int? max_seqlen_k, "
-    "bool causal, float? softmax_scale, int num_splits, str? strategy=None, str? family=None) -> ()")
+    "bool causal, float? softmax_scale, int num_splits, str? strategy=None, str? family=None, "
+    "str? kv_format=None) -> ()")
 
 COMBINE_SCHEMA = "combine_out(Tensor partial_o, Tensor partial_lse, Tensor(a!) out, Tensor(b!)? lse) -> ()"
 
@@ -390,18 +452,21 @@ for _key in ("CUDA", "CPU"):
 
 
 def _decode_out_fake(q, k_cache, v_cache, seq_lens, block_table, out, lse, workspace, causal, softmax_scale,
-                     num_splits, max_splits, split_tokens, max_seqlen_k, family=None):
+                     num_splits, max_splits, split_tokens, max_seqlen_k, family=None, k_scales=None, v_scales=None,
+                     kv_format=None):
     return None
 
 
 def _prefill_out_fake(q, k, v, cu_seqlens_q, cu_seqlens_k, out, lse, workspace, max_seqlen_q, max_seqlen_k, causal,
-                      softmax_scale, num_splits, strategy=None, family=None):
+                      softmax_scale, num_splits, strategy=None, family=None, kv_format=None):
+    return None
+
+
+def _combine_out_fake(partial_o, partial_lse, out, lse):
     return None
 
 
 torch.library.register_fake("splitkv::decode_out", _decode_out_fake, lib=_lib)
-def _combine_out_fake(partial_o, partial_lse, out, lse):
-    return None
 
 
 torch.library.register_fake("splitkv::prefill_out", _prefill_out_fake, lib=_lib)

@@ -22,7 +22,7 @@ else:
 
 def decode(q, k_cache, v_cache, seq_lens, block_table=None, *, causal=False, softmax_scale=None, num_splits=0,
            max_splits=0, split_tokens=0, out=None, return_lse=False, workspace=None, max_seqlen_k=None,
-           family=None):
+           family=None, kv_format=None, k_scales=None, v_scales=None):
     """Attention of 1..16 new queries per sequence against a KV cache.
 
     q: [B, q_len, Hq, D] (fp16/bf16); k_cache, v_cache: contiguous [B, capacity, Hkv, D] or, with
@@ -35,20 +35,30 @@ def decode(q, k_cache, v_cache, seq_lens, block_table=None, *, causal=False, sof
     torch.empty from the caching allocator). max_seqlen_k: optional bound on seq_lens used for
     planning (default: the cache capacity); lengths are never read on the host.
 
+    kv_format: how the cache stores K and V (docs/KV_FORMATS.md): None/'native' (the dtype of q),
+    'fp16', 'bf16', or quantized 'fp8', 'int8', 'int4', 'k8v4'. A quantized cache holds codes
+    (uint8; fp8 also float8_e4m3fn; int4 packs two codes a byte, so its last dim is D/2) and takes
+    k_scales / v_scales: fp8 float32 [Hkv]; int8/int4/k8v4 float16 (scale, min) pairs
+    [pages, Hkv, page_size, 2] (contiguous: [B, Hkv, capacity, 2]). splitkv.quantize_kv makes them.
+    A format without kernels raises NotImplementedError naming kv_format (the C++ message).
+
     Returns out, or (out, lse).
     """
     if isinstance(q, _Tensor):
         return _torch_ops.decode(q, k_cache, v_cache, seq_lens, block_table, causal=causal,
                                  softmax_scale=softmax_scale, num_splits=num_splits, max_splits=max_splits,
                                  split_tokens=split_tokens, out=out, return_lse=return_lse, workspace=workspace,
-                                 max_seqlen_k=max_seqlen_k, family=family)
+                                 max_seqlen_k=max_seqlen_k, family=family, kv_format=kv_format, k_scales=k_scales,
+                                 v_scales=v_scales)
     return _numpy.decode(q, k_cache, v_cache, seq_lens, block_table, causal=causal, softmax_scale=softmax_scale,
                          num_splits=num_splits, max_splits=max_splits, split_tokens=split_tokens, out=out,
-                         return_lse=return_lse, max_seqlen_k=max_seqlen_k, family=family)
+                         return_lse=return_lse, max_seqlen_k=max_seqlen_k, family=family, kv_format=kv_format,
+                         k_scales=k_scales, v_scales=v_scales)
 
 
 def prefill(q, k, v, *, cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=None, max_seqlen_k=None, causal=False,
-            softmax_scale=None, num_splits=0, strategy=None, out=None, return_lse=False, workspace=None, family=None):
+            softmax_scale=None, num_splits=0, strategy=None, out=None, return_lse=False, workspace=None, family=None,
+            kv_format=None):
     """Attention of many queries per sequence (prompt processing, chunked prefill).
 
     Padded: q [B, Lq, Hq, D], k, v [B, Lk, Hkv, D]. Varlen (cu_seqlens_q/k int32 [B + 1] given):
@@ -57,16 +67,20 @@ def prefill(q, k, v, *, cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=None,
     so pass the real bounds for a tight grid). causal: aligned bottom-right. strategy: None/'auto',
     'split-q', 'split-kv', 'split-v', 'two-pass'. LSE: padded [B, Hq, Lq], varlen [Hq, total_q].
 
+    kv_format: the problem's KV format ('native', 'fp16', 'bf16'; the quantized formats raise
+    NotImplementedError naming kv_format until prefill reads them).
+
     Returns out, or (out, lse). numpy arrays (and CPU tensors) run on the fp64 reference.
     """
     if isinstance(q, _Tensor):
         return _torch_ops.prefill(q, k, v, cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k,
                                   max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k, causal=causal,
                                   softmax_scale=softmax_scale, num_splits=num_splits, strategy=strategy, out=out,
-                                  return_lse=return_lse, workspace=workspace, family=family)
+                                  return_lse=return_lse, workspace=workspace, family=family, kv_format=kv_format)
     return _numpy.prefill(q, k, v, cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k, max_seqlen_q=max_seqlen_q,
                           max_seqlen_k=max_seqlen_k, causal=causal, softmax_scale=softmax_scale, out=out,
-                          return_lse=return_lse, num_splits=num_splits, strategy=strategy, family=family)
+                          return_lse=return_lse, num_splits=num_splits, strategy=strategy, family=family,
+                          kv_format=kv_format)
 
 
 def combine(partial_o, partial_lse, *, out=None, seq_len=1, dtype=None, return_lse=False):
@@ -96,7 +110,7 @@ def _is_array(x):
 
 
 def plan_decode(*args, causal=False, softmax_scale=None, num_splits=0, max_splits=0, split_tokens=0,
-                cluster_combine=False, family=None, device=None, **shape):
+                cluster_combine=False, family=None, device=None, kv_format=None, **shape):
     """A decode plan; print it for the CLI's `splitkv plan` description.
 
     Either from tensors, giving the plan decode() would use for them:
@@ -105,7 +119,8 @@ def plan_decode(*args, causal=False, softmax_scale=None, num_splits=0, max_split
         plan_decode(batch=8, num_q_heads=32, num_kv_heads=8, head_dim=128, max_kv_len=32768,
                     q_len=1, page_size=0, dtype='bf16', device=None)
     device: None = GPU 0 if there is one, else the H200 description; an index; 'h200'; a
-    splitkv.DeviceInfo.
+    splitkv.DeviceInfo. kv_format: as in decode() (a format no kernel of this planner reads raises
+    NotImplementedError naming kv_format).
     """
     if args and _is_array(args[0]):
         q, k_cache = args[0], args[1]
@@ -114,11 +129,11 @@ def plan_decode(*args, causal=False, softmax_scale=None, num_splits=0, max_split
         if isinstance(q, _Tensor):
             return _torch_ops.plan_decode(q, k_cache, block_table, causal=causal, softmax_scale=softmax_scale,
                                           num_splits=num_splits, max_splits=max_splits, split_tokens=split_tokens,
-                                          max_seqlen_k=max_seqlen_k, family=family)
+                                          max_seqlen_k=max_seqlen_k, family=family, kv_format=kv_format)
         return _numpy.plan_decode(q, k_cache, None, block_table, causal=causal, softmax_scale=softmax_scale,
                                   num_splits=num_splits, max_splits=max_splits, split_tokens=split_tokens,
                                   max_seqlen_k=max_seqlen_k, family=family,
-                                  device="h200" if device is None else device)
+                                  device="h200" if device is None else device, kv_format=kv_format)
     names = ("batch", "num_q_heads", "num_kv_heads", "head_dim")
     for name, value in zip(names, args):
         shape[name] = value
@@ -127,7 +142,8 @@ def plan_decode(*args, causal=False, softmax_scale=None, num_splits=0, max_split
         num_kv_heads=int(shape.pop("num_kv_heads", 0)), head_dim=int(shape.pop("head_dim", 0)),
         q_len=int(shape.pop("q_len", 1)), max_kv_len=int(shape.pop("max_kv_len", 0)),
         page_size=int(shape.pop("page_size", 0)), causal=bool(causal),
-        dtype=cm.DTYPE_BY_CODE[cm.dtype_code(shape.pop("dtype", "bf16"))], softmax_scale=cm.scale_value(softmax_scale))
+        dtype=cm.DTYPE_BY_CODE[cm.dtype_code(shape.pop("dtype", "bf16"))], softmax_scale=cm.scale_value(softmax_scale),
+        kv_format=cm.kv_format(kv_format))
     if shape:
         raise TypeError(f"plan_decode() got unexpected keyword arguments {sorted(shape)}")
     options = cm.plan_options(None, num_splits, max_splits, split_tokens, cluster_combine, family)
@@ -135,7 +151,7 @@ def plan_decode(*args, causal=False, softmax_scale=None, num_splits=0, max_split
 
 
 def plan_prefill(*args, causal=False, softmax_scale=None, num_splits=0, strategy=None, family=None, device=None,
-                 **shape):
+                 kv_format=None, **shape):
     """A prefill plan; print it for the CLI's `splitkv plan --mode prefill` description.
 
     From tensors: plan_prefill(q, k, v, cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=None,
@@ -151,11 +167,11 @@ def plan_prefill(*args, causal=False, softmax_scale=None, num_splits=0, strategy
         if isinstance(q, _Tensor):
             return _torch_ops.plan_prefill(q, k, cu_q, cu_k, max_seqlen_q=max_q, max_seqlen_k=max_k, causal=causal,
                                            softmax_scale=softmax_scale, num_splits=num_splits, strategy=strategy,
-                                           family=family)
+                                           family=family, kv_format=kv_format)
         varlen = cu_q is not None
         batch = len(cu_q) - 1 if varlen else 0
         problem = cm.prefill_problem(q.shape, k.shape, varlen, batch, _numpy.code(q, "q"), causal, softmax_scale,
-                                     max_q, max_k)
+                                     max_q, max_k, cm.kv_format(kv_format))
     else:
         names = ("batch", "num_q_heads", "num_kv_heads", "head_dim")
         for name, value in zip(names, args):
@@ -166,7 +182,7 @@ def plan_prefill(*args, causal=False, softmax_scale=None, num_splits=0, strategy
             max_q_len=int(shape.pop("max_q_len", 0)), max_kv_len=int(shape.pop("max_kv_len", 0)),
             varlen=bool(shape.pop("varlen", False)), causal=bool(causal),
             dtype=cm.DTYPE_BY_CODE[cm.dtype_code(shape.pop("dtype", "bf16"))],
-            softmax_scale=cm.scale_value(softmax_scale))
+            softmax_scale=cm.scale_value(softmax_scale), kv_format=cm.kv_format(kv_format))
     if shape:
         raise TypeError(f"plan_prefill() got unexpected keyword arguments {sorted(shape)}")
     options = cm.plan_options(strategy, num_splits, 0, 0, False, family)

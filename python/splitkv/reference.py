@@ -2,7 +2,8 @@
 tensors). Inputs are upcast exactly; arithmetic is fp64. Results are float64 numpy arrays in the
 dense layouts of the outputs. Rows that see no key give out = 0 and lse = -inf.
 
-    out, lse = splitkv.reference.decode(q, k_cache, v_cache, seq_lens, block_table=None, causal=False)
+    out, lse = splitkv.reference.decode(q, k_cache, v_cache, seq_lens, block_table=None, causal=False,
+                                        kv_format=None, k_scales=None, v_scales=None)
     out, lse = splitkv.reference.prefill(q, k, v, cu_seqlens_q=None, cu_seqlens_k=None, causal=False)
 """
 
@@ -60,17 +61,45 @@ def _code(a, argument):
     return a.code(argument) if isinstance(a, _TorchHost) else _numpy.code(a, argument)
 
 
-def decode(q, k_cache, v_cache, seq_lens, block_table=None, *, causal=False, softmax_scale=None, max_seqlen_k=None):
-    """fp64 decode attention: (out [B, q_len, Hq, D], lse [B, Hq, q_len]) as float64 arrays."""
+def _kv_desc(a, argument, element, head_dim):
+    if isinstance(a, _TorchHost):
+        if element is None:
+            return a.desc(argument)
+        from ._torch_ops import code_desc
+
+        return code_desc(a.t, argument, element, head_dim)
+    return _numpy.kv_desc(a, argument, element, head_dim)
+
+
+def _scales_desc(a, argument, fmt):
+    if a is None:
+        return None
+    a = _host(a, argument)
+    if isinstance(a, _TorchHost):
+        return a.desc(argument)
+    return _numpy.scales_desc(a, argument, fmt)
+
+
+def decode(q, k_cache, v_cache, seq_lens, block_table=None, *, causal=False, softmax_scale=None, max_seqlen_k=None,
+           kv_format=None, k_scales=None, v_scales=None):
+    """fp64 decode attention: (out [B, q_len, Hq, D], lse [B, Hq, q_len]) as float64 arrays.
+    A quantized cache (kv_format, with k_scales / v_scales as in splitkv.decode) is read as the
+    values it stands for (docs/KV_FORMATS.md)."""
     from . import _splitkv as _C
 
     q, k, v = _host(q, "q"), _host(k_cache, "k"), _host(v_cache, "v")
     seq_lens = _host(seq_lens, "seq_lens", index=True)
     block_table = None if block_table is None else _host(block_table, "block_table", index=True)
+    fmt = cm.kv_format(kv_format)
     problem = cm.decode_problem(q.shape, k.shape, None if block_table is None else block_table.shape,
-                                _code(q, "q"), causal, softmax_scale, max_seqlen_k)
-    out, lse = _C.reference_decode(problem, _desc(q, "q"), _desc(k, "k"), _desc(v, "v"),
-                                   _desc(seq_lens, "seq_lens"), _desc(block_table, "block_table"))
+                                _code(q, "q"), causal, softmax_scale, max_seqlen_k, fmt)
+    elements = cm.kv_elements(fmt)
+    k_elem, v_elem = (None, None) if elements is None else elements[:2]
+    cm.check_scales_given(fmt, k_scales, v_scales)
+    d = problem.head_dim
+    out, lse = _C.reference_decode(problem, _desc(q, "q"), _kv_desc(k, "k", k_elem, d), _kv_desc(v, "v", v_elem, d),
+                                   _desc(seq_lens, "seq_lens"), _desc(block_table, "block_table"),
+                                   _scales_desc(k_scales, "k_scales", fmt), _scales_desc(v_scales, "v_scales", fmt))
     b, lq, hq, d = problem.batch, problem.q_len, problem.num_q_heads, problem.head_dim
     return (np.frombuffer(out, dtype=np.float64).reshape(b, lq, hq, d),
             np.frombuffer(lse, dtype=np.float64).reshape(b, hq, lq))

@@ -8,7 +8,9 @@
 //
 // Host memory (numpy arrays, CPU tensors) goes to the CPU backend (cpu_run_decode) or the fp64
 // reference (reference_decode/reference_prefill), which validate like the GPU entry points and
-// additionally check lengths, page ids and offsets on the host.
+// additionally check lengths, page ids and offsets on the host. Quantized KV caches take their
+// scales in k_scales / v_scales (INT4 code descriptors count nibbles, as TensorRef does);
+// quantize_cache / dequantize_cache expose the host quantizer (src/quant/kv_quant_host.*).
 //
 // A failed Status raises splitkv.InvalidArgumentError (a ValueError), UnsupportedError (a
 // NotImplementedError), WorkspaceTooSmallError (a ValueError), CudaError or NoDeviceError (both
@@ -26,7 +28,12 @@
 #include <vector>
 
 #include "api/validate.hpp"
+#include "common/formats.hpp"
+#include "common/host_tensor.hpp"
+#include "common/parallel_for.hpp"
 #include "cpu/cpu_backend.hpp"
+#include "quant/kv_quant_host.hpp"
+#include "quant/kv_rows.hpp"
 #include "reference/reference.hpp"
 #include "splitkv/splitkv.hpp"
 
@@ -139,7 +146,7 @@ TensorRef tensor_ref(nb::handle desc, const char* name) {
 }
 
 DecodeTensors decode_tensors(nb::handle q, nb::handle k, nb::handle v, nb::handle seq_lens, nb::handle block_table,
-                             nb::handle out, nb::handle lse) {
+                             nb::handle out, nb::handle lse, nb::handle k_scales, nb::handle v_scales) {
   DecodeTensors t;
   t.q = tensor_ref(q, "q");
   t.k = tensor_ref(k, "k");
@@ -148,6 +155,8 @@ DecodeTensors decode_tensors(nb::handle q, nb::handle k, nb::handle v, nb::handl
   t.block_table = tensor_ref(block_table, "block_table");
   t.out = tensor_ref(out, "out");
   t.lse = tensor_ref(lse, "lse");
+  t.k_scales = tensor_ref(k_scales, "k_scales");
+  t.v_scales = tensor_ref(v_scales, "v_scales");
   return t;
 }
 
@@ -169,6 +178,157 @@ PrefillTensors prefill_tensors(nb::handle q, nb::handle k, nb::handle v, nb::han
 const int32_t* host_int32(const TensorRef& t) {
   if (t.data == nullptr || t.dtype != DType::kI32 || t.rank < 1 || t.stride[t.rank - 1] != 1) return nullptr;
   return static_cast<const int32_t*>(t.data);
+}
+
+// ---- the host quantizer ------------------------------------------------------------------------------
+
+Status check_rank4(const TensorRef& t, const std::string& name) {
+  if (t.data == nullptr) return Status::invalid(name + ".data", "a non-null pointer", "nullptr");
+  if (t.rank != 4) return Status::invalid(name + ".rank", "4 ([blocks, slots, Hkv, D])", std::to_string(t.rank));
+  return Status::success();
+}
+
+// A K or V cache of one quantized element type and its scales, checked for the host quantizer:
+// values [blocks, slots, Hkv, D] (fp16/bf16/fp32), codes of the same shape (FP8 / INT8 bytes, INT4
+// nibbles: the descriptor counts elements), scales fp32 [Hkv] (FP8) or fp16 pairs [blocks, Hkv, slots, 2].
+Status check_host_cache(const TensorRef& values, const std::string& values_name, bool values_out,
+                        const TensorRef& codes, const std::string& codes_name, const TensorRef& scales,
+                        const std::string& scales_name) {
+  if (Status s = check_rank4(values, values_name); !s) return s;
+  const bool float_type = values.dtype == DType::kF32 || (!values_out && (values.dtype == DType::kF16 ||
+                                                                          values.dtype == DType::kBF16));
+  if (!float_type) {
+    return Status::invalid(values_name + ".dtype", values_out ? "fp32" : "fp16, bf16 or fp32", to_string(values.dtype));
+  }
+  if (Status s = check_rank4(codes, codes_name); !s) return s;
+  if (codes.dtype != DType::kFP8E4M3 && codes.dtype != DType::kI8 && codes.dtype != DType::kI4) {
+    return Status::invalid(codes_name + ".dtype", "fp8_e4m3, int8 or int4 codes", to_string(codes.dtype));
+  }
+  for (int i = 0; i < 4; ++i) {
+    if (codes.shape[i] != values.shape[i]) {
+      return Status::invalid(codes_name + ".shape[" + std::to_string(i) + "]", std::to_string(values.shape[i]) +
+                                 " (the shape of " + values_name + ")", std::to_string(codes.shape[i]));
+    }
+    if (codes.stride[i] < 0 || values.stride[i] < 0) {
+      return Status::invalid((codes.stride[i] < 0 ? codes_name : values_name) + ".stride[" + std::to_string(i) + "]",
+                             ">= 0", std::to_string(std::min(codes.stride[i], values.stride[i])));
+    }
+  }
+  const int64_t d = codes.shape[3];
+  if (d < 1) return Status::invalid(codes_name + ".shape[3]", ">= 1", std::to_string(d));
+  if (codes.stride[3] != 1 && d > 1) {
+    return Status::invalid(codes_name + ".stride[3]", "1 (the codes of a row are contiguous)",
+                           std::to_string(codes.stride[3]));
+  }
+  const int64_t hkv = codes.shape[2];
+  if (codes.dtype == DType::kFP8E4M3) {
+    if (scales.data == nullptr) return Status::invalid(scales_name + ".data", "a non-null pointer", "nullptr");
+    if (scales.dtype != DType::kF32) return Status::invalid(scales_name + ".dtype", "fp32", to_string(scales.dtype));
+    if (scales.rank != 1 || scales.shape[0] != hkv) {
+      return Status::invalid(scales_name + ".shape", "[" + std::to_string(hkv) + "] (one scale per KV head)",
+                             "rank " + std::to_string(scales.rank) + ", size " + std::to_string(scales.shape[0]));
+    }
+    for (int64_t h = 0; h < hkv; ++h) {
+      const float scale = static_cast<const float*>(scales.data)[h * scales.stride[0]];
+      if (!quant::check_fp8_row(static_cast<int>(d), scale)) {
+        return Status::invalid(scales_name + "[" + std::to_string(h) + "]", "a positive finite scale",
+                               std::to_string(scale));
+      }
+    }
+    return Status::success();
+  }
+  const int bits = codes.dtype == DType::kI4 ? 4 : 8;
+  if (Status s = quant::check_int_row(static_cast<int>(d), bits); !s) {
+    return Status::invalid(codes_name + ".shape[3]",
+                           bits == 4 ? "an even head dim (INT4 packs two codes a byte)" : ">= 1", std::to_string(d));
+  }
+  if (bits == 4) {
+    for (int i = 0; i < 3; ++i) {
+      if (codes.stride[i] % 2 != 0) {
+        return Status::invalid(codes_name + ".stride[" + std::to_string(i) + "]",
+                               "an even stride in nibbles (INT4 rows start on a byte)",
+                               std::to_string(codes.stride[i]));
+      }
+    }
+  }
+  if (scales.data == nullptr) return Status::invalid(scales_name + ".data", "a non-null pointer", "nullptr");
+  if (scales.dtype != DType::kF16) return Status::invalid(scales_name + ".dtype", "fp16", to_string(scales.dtype));
+  const int64_t want[4] = {codes.shape[0], hkv, codes.shape[1], 2};
+  if (scales.rank != 4) return Status::invalid(scales_name + ".rank", "4", std::to_string(scales.rank));
+  for (int i = 0; i < 4; ++i) {
+    if (scales.shape[i] != want[i]) {
+      return Status::invalid(scales_name + ".shape[" + std::to_string(i) + "]", std::to_string(want[i]),
+                             std::to_string(scales.shape[i]));
+    }
+    if (scales.stride[i] < 0) {
+      return Status::invalid(scales_name + ".stride[" + std::to_string(i) + "]", ">= 0",
+                             std::to_string(scales.stride[i]));
+    }
+  }
+  if (scales.stride[3] != 1) {
+    return Status::invalid(scales_name + ".stride[3]", "1 (the (scale, min) pair is contiguous)",
+                           std::to_string(scales.stride[3]));
+  }
+  return Status::success();
+}
+
+quant::IntCacheView int_view(const TensorRef& codes, const TensorRef& scales) {
+  quant::IntCacheView view;
+  view.bits = codes.dtype == DType::kI4 ? 4 : 8;
+  view.head_dim = static_cast<int>(codes.shape[3]);
+  view.codes = static_cast<uint8_t*>(codes.data);
+  view.code_stride_block = codes.stride[0];
+  view.code_stride_slot = codes.stride[1];
+  view.code_stride_head = codes.stride[2];
+  view.scales = static_cast<uint16_t*>(scales.data);
+  view.scale_stride_block = scales.stride[0];
+  view.scale_stride_head = scales.stride[1];
+  view.scale_stride_slot = scales.stride[2];
+  return view;
+}
+
+// Quantizes every row of `values` into `codes` (and, for INT formats, its (scale, min) pair into
+// `scales`) with the host quantizer (src/quant/kv_quant_host.*): the bytes a quantized cache holds.
+void quantize_cache(const TensorRef& values, const TensorRef& codes, const TensorRef& scales) {
+  const int64_t blocks = values.shape[0], slots = values.shape[1], hkv = values.shape[2];
+  const int d = static_cast<int>(values.shape[3]);
+  const bool fp8 = codes.dtype == DType::kFP8E4M3;
+  const quant::IntCacheView view = fp8 ? quant::IntCacheView{} : int_view(codes, scales);
+  detail::parallel_for(blocks * slots, [&](int64_t task) {
+    const int64_t b = task / slots, s = task % slots;
+    std::vector<float> row(d);
+    for (int64_t h = 0; h < hkv; ++h) {
+      const int64_t at = detail::element_offset(values, b, s, h);
+      for (int j = 0; j < d; ++j) row[j] = detail::load_float(values, at + j * values.stride[3]);
+      if (fp8) {
+        const float scale = static_cast<const float*>(scales.data)[h * scales.stride[0]];
+        quant::quantize_row_fp8(row.data(), d, scale,
+                                static_cast<uint8_t*>(codes.data) + detail::element_offset(codes, b, s, h));
+      } else {
+        quant::write_cache_row(view, b, s, h, row.data());
+      }
+    }
+  });
+}
+
+// The values a quantized cache stands for, as fp32 (what the reference and the CPU backend read).
+void dequantize_cache(const TensorRef& codes, const TensorRef& scales, const TensorRef& values) {
+  const int64_t blocks = codes.shape[0], slots = codes.shape[1], hkv = codes.shape[2];
+  const int d = static_cast<int>(codes.shape[3]);
+  const KvFormat format = codes.dtype == DType::kFP8E4M3 ? KvFormat::kFP8E4M3
+                          : codes.dtype == DType::kI8    ? KvFormat::kInt8
+                                                         : KvFormat::kInt4;
+  const quant::KvRowReader reader(format, false, codes, scales, d);
+  float* out = static_cast<float*>(values.data);
+  detail::parallel_for(blocks * slots, [&](int64_t task) {
+    const int64_t b = task / slots, s = task % slots;
+    std::vector<float> row(d);
+    for (int64_t h = 0; h < hkv; ++h) {
+      reader.read(b, s, h, row.data());
+      const int64_t at = detail::element_offset(values, b, s, h);
+      for (int j = 0; j < d; ++j) out[at + j * values.stride[3]] = row[j];
+    }
+  });
 }
 
 // ---- device guard --------------------------------------------------------------------------------
@@ -448,13 +608,15 @@ NB_MODULE(_splitkv, m) {
   m.def(
       "run_decode",
       [](const Plan& plan, nb::handle q, nb::handle k, nb::handle v, nb::handle seq_lens, nb::handle block_table,
-         nb::handle out, nb::handle lse, uintptr_t workspace, size_t workspace_bytes, uintptr_t stream, int device) {
-        const DecodeTensors t = decode_tensors(q, k, v, seq_lens, block_table, out, lse);
+         nb::handle out, nb::handle lse, uintptr_t workspace, size_t workspace_bytes, uintptr_t stream, int device,
+         nb::handle k_scales, nb::handle v_scales) {
+        const DecodeTensors t = decode_tensors(q, k, v, seq_lens, block_table, out, lse, k_scales, v_scales);
         DeviceGuard guard(device);
         check(run_decode(plan, t, reinterpret_cast<void*>(workspace), workspace_bytes, as_stream(stream)));
       },
       "plan"_a, "q"_a, "k"_a, "v"_a, "seq_lens"_a, "block_table"_a.none(), "out"_a, "lse"_a.none(),
-      "workspace"_a, "workspace_bytes"_a, "stream"_a, "device"_a = -1);
+      "workspace"_a, "workspace_bytes"_a, "stream"_a, "device"_a = -1, "k_scales"_a.none() = nb::none(),
+      "v_scales"_a.none() = nb::none());
   m.def(
       "run_prefill",
       [](const Plan& plan, nb::handle q, nb::handle k, nb::handle v, nb::handle cu_seqlens_q,
@@ -526,8 +688,8 @@ NB_MODULE(_splitkv, m) {
   m.def(
       "cpu_run_decode",
       [](const Plan& plan, nb::handle q, nb::handle k, nb::handle v, nb::handle seq_lens, nb::handle block_table,
-         nb::handle out, nb::handle lse) {
-        DecodeTensors t = decode_tensors(q, k, v, seq_lens, block_table, out, lse);
+         nb::handle out, nb::handle lse, nb::handle k_scales, nb::handle v_scales) {
+        DecodeTensors t = decode_tensors(q, k, v, seq_lens, block_table, out, lse, k_scales, v_scales);
         t.seq_lens_host = host_int32(t.seq_lens);
         t.block_table_host = host_int32(t.block_table);
         Status s;
@@ -538,13 +700,15 @@ NB_MODULE(_splitkv, m) {
         check(s);
       },
       "plan"_a, "q"_a, "k"_a, "v"_a, "seq_lens"_a, "block_table"_a.none(), "out"_a, "lse"_a.none(),
-      "Runs a decode plan on the CPU backend (host memory); lengths and page ids are checked first.");
+      "k_scales"_a.none() = nb::none(), "v_scales"_a.none() = nb::none(),
+      "Runs a decode plan on the CPU backend (host memory); lengths and page ids are checked first. "
+      "Quantized caches (plan.decode.kv_format) take their scales in k_scales / v_scales.");
 
   m.def(
       "reference_decode",
       [](const DecodeProblem& problem, nb::handle q, nb::handle k, nb::handle v, nb::handle seq_lens,
-         nb::handle block_table) {
-        DecodeTensors t = decode_tensors(q, k, v, seq_lens, block_table, nb::none(), nb::none());
+         nb::handle block_table, nb::handle k_scales, nb::handle v_scales) {
+        DecodeTensors t = decode_tensors(q, k, v, seq_lens, block_table, nb::none(), nb::none(), k_scales, v_scales);
         t.seq_lens_host = host_int32(t.seq_lens);
         t.block_table_host = host_int32(t.block_table);
         // The reference trusts its input: validate like run_decode first (out is not needed, so
@@ -563,9 +727,40 @@ NB_MODULE(_splitkv, m) {
         }
         return nb::make_tuple(as_bytes(r.out), as_bytes(r.lse));
       },
-      "problem"_a, "q"_a, "k"_a, "v"_a, "seq_lens"_a, "block_table"_a.none(),
+      "problem"_a, "q"_a, "k"_a, "v"_a, "seq_lens"_a, "block_table"_a.none(), "k_scales"_a.none() = nb::none(),
+      "v_scales"_a.none() = nb::none(),
       "fp64 reference decode over host memory; returns (out, lse) as float64 bytes in the dense layouts "
-      "[B, Lq, Hq, D] and [B, Hq, Lq].");
+      "[B, Lq, Hq, D] and [B, Hq, Lq]. Quantized caches are read as the values they stand for.");
+
+  m.def(
+      "quantize_cache",
+      [](nb::handle values, nb::handle codes, nb::handle scales, const std::string& values_name,
+         const std::string& codes_name, const std::string& scales_name) {
+        const TensorRef x = tensor_ref(values, values_name.c_str());
+        const TensorRef c = tensor_ref(codes, codes_name.c_str());
+        const TensorRef s = tensor_ref(scales, scales_name.c_str());
+        check(check_host_cache(x, values_name, false, c, codes_name, s, scales_name));
+        nb::gil_scoped_release release;
+        quantize_cache(x, c, s);
+      },
+      "values"_a, "codes"_a, "scales"_a, "values_name"_a = "values", "codes_name"_a = "codes",
+      "scales_name"_a = "scales",
+      "Host quantizer (src/quant/kv_quant_host.*) over a cache [blocks, slots, Hkv, D] in host memory: writes "
+      "the codes (fp8_e4m3 / int8 / int4 descriptor; int4 counts nibbles) and, for INT formats, the fp16 "
+      "(scale, min) pairs [blocks, Hkv, slots, 2]; FP8 reads its fp32 scales [Hkv].");
+  m.def(
+      "dequantize_cache",
+      [](nb::handle codes, nb::handle scales, nb::handle values, const std::string& codes_name,
+         const std::string& scales_name) {
+        const TensorRef c = tensor_ref(codes, codes_name.c_str());
+        const TensorRef s = tensor_ref(scales, scales_name.c_str());
+        const TensorRef x = tensor_ref(values, "out");
+        check(check_host_cache(x, "out", true, c, codes_name, s, scales_name));
+        nb::gil_scoped_release release;
+        dequantize_cache(c, s, x);
+      },
+      "codes"_a, "scales"_a, "values"_a, "codes_name"_a = "codes", "scales_name"_a = "scales",
+      "The fp32 values a quantized cache stands for (what the reference and the CPU backend read).");
 
   m.def(
       "reference_prefill",
