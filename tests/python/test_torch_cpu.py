@@ -255,3 +255,74 @@ def test_family_option_reaches_the_plan():
     assert torch.equal(bits(a), bits(splitkv.decode(q, k, v, lens, bt)))
     with pytest.raises(ValueError, match="'options.family'"):
         splitkv.decode(q, k, v, lens, bt, family="no_such_family")
+
+
+# ---- quantized KV caches on CPU tensors (the CPU backend) -------------------------------------------
+
+
+@pytest.mark.parametrize("fmt", ["fp8", "int8", "int4", "k8v4"])
+@pytest.mark.parametrize("page_size", [0, 16])
+def test_quantized_cache_cpu_tensors_match_numpy_path(fmt, page_size):
+    q, k, v, lens, bt = decode_inputs(page_size=page_size, dtype=torch.float16, seed=3)
+    kc, vc, ks, vs = splitkv.quantize_kv(k, v, fmt)
+    assert kc.device.type == "cpu" and ks.device.type == "cpu"
+    assert kc.dtype == (torch.float8_e4m3fn if fmt == "fp8" else torch.uint8)
+    assert vc.shape[-1] == (32 if fmt in ("int4", "k8v4") else 64)
+    out, lse = splitkv.decode(q, kc, vc, lens, bt, causal=True, num_splits=2, return_lse=True, kv_format=fmt,
+                              k_scales=ks, v_scales=vs)
+    # The numpy path over the same bytes (fp8 codes as uint8), and the quantizer on numpy input.
+    kn, vn = kc.view(torch.uint8).numpy(), vc.view(torch.uint8).numpy()
+    np_out, np_lse = splitkv.decode(q.numpy(), kn, vn, lens.numpy(), None if bt is None else bt.numpy(), causal=True,
+                                    num_splits=2, return_lse=True, kv_format=fmt, k_scales=ks.numpy(),
+                                    v_scales=vs.numpy())
+    assert np.array_equal(out.numpy().view(np.uint16), np_out.view(np.uint16))
+    assert np.array_equal(lse.numpy(), np_lse)
+    np_codes = splitkv.quantize_kv(k.numpy(), v.numpy(), fmt)
+    assert np.array_equal(np_codes[0], kn) and np.array_equal(np_codes[1], vn)
+    # The reference over the same cache, and the dequantized values through torch.
+    ref_out, ref_lse = splitkv.reference.decode(q, kc, vc, lens, bt, causal=True, kv_format=fmt, k_scales=ks,
+                                                v_scales=vs)
+    assert_close_to_reference(out.float().numpy(), lse.numpy(), ref_out, ref_lse)
+    kd, vd = splitkv.dequantize_kv(kc, vc, fmt, ks, vs)
+    assert kd.dtype == torch.float32 and kd.shape == k.shape
+    assert torch.equal(kd, torch.from_numpy(splitkv.dequantize_kv(kn, vn, fmt, ks.numpy(), vs.numpy())[0]))
+
+
+def test_quantized_decode_operator():
+    q, k, v, lens, bt = decode_inputs(page_size=16)
+    kc, vc, ks, vs = splitkv.quantize_kv(k, v, "int8")
+    schema = str(torch.ops.splitkv.decode_out.default._schema)
+    assert "Tensor? k_scales=None, Tensor? v_scales=None, str? kv_format=None" in schema
+    assert "str? kv_format=None" in str(torch.ops.splitkv.prefill_out.default._schema)
+    ref = splitkv.decode(q, kc, vc, lens, bt, causal=True, kv_format="int8", k_scales=ks, v_scales=vs)
+    out = torch.empty_like(q)
+    torch.ops.splitkv.decode_out(q, kc, vc, lens, bt, out, None, None, True, None, 0, 0, 0, None, None, ks, vs, "int8")
+    assert torch.equal(bits(out), bits(ref))
+    torch.library.opcheck(torch.ops.splitkv.decode_out.default,
+                          (q, kc, vc, lens, bt, torch.empty_like(q), torch.empty(2, 8, 3), None, True, None, 2, 0, 0,
+                           None, None, ks, vs, "int8"))
+
+    def step(q, kc, vc, lens, bt, ks, vs):
+        return splitkv.decode(q, kc, vc, lens, bt, causal=True, kv_format="int8", k_scales=ks, v_scales=vs)
+
+    compiled = torch.compile(step, fullgraph=True, backend="aot_eager")
+    assert torch.equal(bits(compiled(q, kc, vc, lens, bt, ks, vs)), bits(ref))
+
+
+def test_quantized_cache_errors_on_torch_tensors():
+    q, k, v, lens, bt = decode_inputs(page_size=16)
+    kc, vc, ks, vs = splitkv.quantize_kv(k, v, "int4")
+    with pytest.raises(ValueError, match=r"^splitkv: invalid argument 'k_scales': expected float16 \(scale, min\) "
+                                         r"pairs \[blocks, Hkv, slots, 2\] for an int4 cache, got None$"):
+        splitkv.decode(q, kc, vc, lens, bt, kv_format="int4", v_scales=vs)
+    with pytest.raises(ValueError, match=r"'v_scales.dtype': expected .*, got float64"):
+        splitkv.decode(q, kc, vc, lens, bt, kv_format="int4", k_scales=ks, v_scales=vs.double())
+    with pytest.raises(ValueError, match=r"'k_scales.dtype': expected fp16, got fp32"):
+        splitkv.decode(q, kc, vc, lens, bt, kv_format="int4", k_scales=ks.float(), v_scales=vs)
+    with pytest.raises(ValueError, match=r"'k.dtype': expected uint8 int4 codes .*, got int8"):
+        splitkv.decode(q, kc.view(torch.int8), vc, lens, bt, kv_format="int4", k_scales=ks, v_scales=vs)
+    with pytest.raises(ValueError, match=r"'v.shape\[3\]': expected 32 bytes"):
+        splitkv.decode(q, kc, torch.zeros(v.shape, dtype=torch.uint8), lens, bt, kv_format="int4", k_scales=ks,
+                       v_scales=vs)
+    with pytest.raises(ValueError, match=r"'k_scales': expected empty for a bf16 cache"):
+        splitkv.decode(q, k, v, lens, bt, k_scales=ks, v_scales=vs)
