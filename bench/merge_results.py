@@ -261,8 +261,7 @@ def merge_quant(ours):
             lines.append(f"| {c['B']} | {c['Hq']}/{c['Hkv']} | {c['Lq']}{'c' if c['causal'] else ''} | {c['Lk']:,} | "
                          f"{c['page_size'] or '-'} | {fmt_name} | {r['us']:.2f} | {r['gbps']:.0f} | "
                          f"{100 * r['gbps'] / ours['ceiling_read_gbps']:.0f}% | {fmt(speedup, '.2f')} | {verdict} |")
-    header = ("| B | Hq/Hkv | Lq | Lk | page | KV format | µs | GB/s read | % of ceiling | × 16-bit | target |
-"
+    header = ("| B | Hq/Hkv | Lq | Lk | page | KV format | µs | GB/s read | % of ceiling | × 16-bit | target |\n"
               "|---|---|---|---|---|---|---|---|---|---|---|")
     note = (f"Decode over quantized KV caches, D={ours['rows'][0]['case']['D'] if ours['rows'] else '?'}: every format "
             "next to the 16-bit cache of the same shape, same run. GB/s counts the bytes a call must read as stored "

@@ -30,8 +30,9 @@ struct SplitDecision {
   std::string note;
 };
 
+// slots_per_sm: resident blocks per SM the auto rule fills (1: one wave of blocks per SM).
 Status decide_splits(const PlanOptions& o, int64_t work_units, int max_kv_len, int block_keys,
-                     const DeviceInfo& device, SplitDecision* out) {
+                     const DeviceInfo& device, int slots_per_sm, SplitDecision* out) {
   const int kv_blocks = std::max(1, ceil_div(max_kv_len, block_keys));
   if (o.num_splits < 0) return Status::invalid("options.num_splits", ">= 0 (0 = auto)", std::to_string(o.num_splits));
   if (o.max_splits < 0) return Status::invalid("options.max_splits", ">= 0 (0 = no cap)", std::to_string(o.max_splits));
@@ -73,7 +74,7 @@ Status decide_splits(const PlanOptions& o, int64_t work_units, int max_kv_len, i
     return Status::success();
   }
   const int cap = o.max_splits > 0 ? o.max_splits : plan::kMaxAutoSplits;
-  out->num_splits = plan::choose_num_splits(work_units, kv_blocks, device.sm_count, cap, &out->note);
+  out->num_splits = plan::choose_num_splits(work_units, kv_blocks, device.sm_count * slots_per_sm, cap, &out->note);
   return Status::success();
 }
 
@@ -101,6 +102,16 @@ Status choose_family_and_tile(registry::Kind kind, Strategy strategy, int head_d
   }
   p->blocks_per_sm = blocks_per_sm(device, p->smem_bytes, tile->threads());
   return Status::success();
+}
+
+// Block slots per SM the decode split rule fills. A 16-bit cache's blocks stream at the memory's
+// pace with one block per SM (bench/NOTES.md, runs 3-7); a quantized cache's blocks spend several
+// times the instructions per byte (dequantization) and need every resident block to hide their
+// latency (run 10), so the rule counts all of them.
+int decode_slots_per_sm(const DecodeProblem& problem, int blocks_per_sm) {
+  return detail::kv_format_traits(detail::resolve_kv_format(problem.kv_format, problem.dtype)).quantized
+             ? blocks_per_sm
+             : 1;
 }
 
 // The argument names say which problem sizes make grid y and z.
@@ -147,7 +158,9 @@ Status plan_decode(const DecodeProblem& problem, const DeviceInfo& device,
       return Status::invalid("options.strategy", "split-kv or auto when splits are requested", "split-q");
     }
     split.note = "split-q requested: one split";
-  } else if (Status s = decide_splits(options, p.work_units, problem.max_kv_len, p.block_n, device, &split); !s) {
+  } else if (Status s = decide_splits(options, p.work_units, problem.max_kv_len, p.block_n, device,
+                                      decode_slots_per_sm(problem, p.blocks_per_sm), &split);
+             !s) {
     return s;
   }
   p.num_splits = split.num_splits;
@@ -196,7 +209,7 @@ Status plan_prefill(const PrefillProblem& problem, const DeviceInfo& device,
                              std::to_string(options.num_splits));
     }
     split.note = std::string(to_string(requested)) + " requested";
-  } else if (Status s = decide_splits(options, p.work_units, problem.max_kv_len, p.block_n, device, &split); !s) {
+  } else if (Status s = decide_splits(options, p.work_units, problem.max_kv_len, p.block_n, device, 1, &split); !s) {
     return s;
   }
   p.num_splits = split.num_splits;

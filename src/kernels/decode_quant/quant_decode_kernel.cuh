@@ -105,7 +105,12 @@ __global__ void __launch_bounds__(Traits::kThreads) quant_decode_kernel(const __
     if constexpr (Traits::kTokenScales) fold_k_scales<Traits>(q, stage + Traits::kKScaleOffset, lane, acc_s);
     Tensor scores = make_tensor(acc_s.data(), acc_as_rows_cols(acc_s.layout()));  // (2, 4)
     mask_past_row_ends(scores, tScS_rc, t0, kN, row_end);
-    softmax.update(scores, acc_o_rc, scale_log2);
+    float rescale[2];
+    softmax.fold(scores, scale_log2, rescale);
+    // Once a block's row maxima settle they rarely move: skip multiplying O by 1 (same bits).
+    if (!__all_sync(0xffffffffu, rescale[0] == 1.f && rescale[1] == 1.f)) {
+      OnlineSoftmax<2>::rescale_rows(acc_o_rc, rescale);
+    }
     quant_accumulate_pv<Traits>(acc_s, stage + Traits::kVOffset, stage + Traits::kVScaleOffset, lane, acc_o);
   }
   cp_async_wait<0>();
