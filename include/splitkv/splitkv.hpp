@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "splitkv/append_kv.hpp"
 #include "splitkv/plan.hpp"
 #include "splitkv/problem.hpp"
 #include "splitkv/status.hpp"

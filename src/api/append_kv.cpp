@@ -1,0 +1,219 @@
+// run_append_kv: validate every argument (errors name it), fill the kernel's parameters, launch.
+// No allocation, no synchronization, no read of device memory: capturable in a CUDA graph.
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "api/device_arch.hpp"
+#include "common/formats.hpp"
+#include "kernels/quant/append_kv_params.hpp"
+#include "quant/kv_quant_host.hpp"
+#include "splitkv/append_kv.hpp"
+
+namespace splitkv {
+namespace {
+
+using detail::AppendRowFormat;
+using detail::AppendSideParams;
+using detail::KvFormatTraits;
+using detail::KvScales;
+
+constexpr int64_t kAnySize = -1;  // shape wildcard: any size >= 1
+
+std::string str(int64_t v) { return std::to_string(v); }
+
+bool known(DType dtype) { return int(dtype) >= int(DType::kF16) && int(dtype) <= int(DType::kFP8E4M3); }
+bool known(KvFormat format) { return int(format) >= int(KvFormat::kNative) && int(format) <= int(KvFormat::kK8V4); }
+std::string name_of(DType dtype) { return known(dtype) ? to_string(dtype) : "value " + str(int(dtype)); }
+
+// One tensor against what the kernel reads: the same rules and messages as validate.cpp's
+// check_tensor (presence, dtype, rank, shape, strides >= 0, a contiguous last dim, alignment:
+// 16-byte aligned rows for vector access, else the element's own alignment).
+struct Expect {
+  DType dtype;
+  std::vector<int64_t> shape;
+  bool vector_access = true;
+  bool contiguous_last = true;
+};
+
+Status check_tensor(const std::string& name, const TensorRef& t, const Expect& e) {
+  if (t.data == nullptr) return Status::invalid(name + ".data", "a non-null pointer", "nullptr");
+  if (t.dtype != e.dtype) return Status::invalid(name + ".dtype", to_string(e.dtype), name_of(t.dtype));
+  const int rank = static_cast<int>(e.shape.size());
+  if (t.rank != rank) return Status::invalid(name + ".rank", str(rank) + " (strides must match shape)", str(t.rank));
+  for (int i = 0; i < rank; ++i) {
+    const std::string dim = name + ".shape[" + str(i) + "]";
+    if (e.shape[i] == kAnySize) {
+      if (t.shape[i] < 1) return Status::invalid(dim, ">= 1", str(t.shape[i]));
+    } else if (t.shape[i] != e.shape[i]) {
+      return Status::invalid(dim, str(e.shape[i]), str(t.shape[i]));
+    }
+    if (t.stride[i] < 0) return Status::invalid(name + ".stride[" + str(i) + "]", ">= 0", str(t.stride[i]));
+  }
+  if (e.contiguous_last && t.stride[rank - 1] != 1 && t.shape[rank - 1] > 1) {
+    return Status::invalid(name + ".stride[" + str(rank - 1) + "]", "1 (the last dimension must be contiguous)",
+                           str(t.stride[rank - 1]));
+  }
+  const int align = e.vector_access ? 16 : (detail::element_traits(e.dtype).bits + 7) / 8;
+  const uintptr_t misaligned = reinterpret_cast<uintptr_t>(t.data) % align;
+  if (misaligned != 0) {
+    return Status::invalid(name + ".data", str(align) + "-byte aligned address",
+                           "an address misaligned by " + str(int64_t(misaligned)) + " bytes");
+  }
+  if (e.vector_access) {
+    const int64_t vec = detail::elements_per_16_bytes(e.dtype);
+    for (int i = 0; i < rank - 1; ++i) {
+      if (t.stride[i] % vec != 0) {
+        return Status::invalid(name + ".stride[" + str(i) + "]",
+                               "a multiple of " + str(vec) + " elements (16-byte aligned rows)", str(t.stride[i]));
+      }
+    }
+  }
+  return Status::success();
+}
+
+Status validate_problem(const AppendKvProblem& p) {
+  if (p.num_tokens < 0) return Status::invalid("num_tokens", ">= 0", str(p.num_tokens));
+  if (p.num_kv_heads < 1) return Status::invalid("num_kv_heads", ">= 1", str(p.num_kv_heads));
+  if (!known(p.dtype) || !detail::element_traits(p.dtype).qo_type) {
+    return Status::invalid("dtype", "fp16 or bf16 (the type of the new k / v rows; the cache format is set by kv_format)",
+                           name_of(p.dtype));
+  }
+  if (!known(p.kv_format)) return Status::invalid("kv_format", "a KvFormat value", "value " + str(int(p.kv_format)));
+  // Every format is written here, including those no attention kernel reads yet.
+  const KvFormat format = detail::resolve_kv_format(p.kv_format, p.dtype);
+  const KvFormatTraits traits = detail::kv_format_traits(format);
+  if (!traits.quantized && traits.k_element != p.dtype) {
+    return Status::unsupported("kv_format", std::string("a 16-bit cache must hold the dtype of the new rows (") +
+                                                to_string(p.dtype) + "), got " + traits.name);
+  }
+  // An odd head dim with an INT4 side is invalid (the host rule); others outside {64, 128, 256} unsupported.
+  if (Status s = quant::check_token_head_bytes(format, p.head_dim); !s) return s;
+  if (p.head_dim != 64 && p.head_dim != 128 && p.head_dim != 256) {
+    return Status::unsupported("head_dim", "expected one of {64, 128, 256}, got " + str(p.head_dim));
+  }
+  if (p.page_size != 0 && (p.page_size < 16 || p.page_size % 16 != 0)) {
+    return Status::invalid("page_size", "0 (contiguous cache) or a multiple of 16", str(p.page_size));
+  }
+  const int64_t blocks = (int64_t(p.num_tokens) * 2 * p.num_kv_heads + detail::kAppendWarpsPerBlock - 1) /
+                         detail::kAppendWarpsPerBlock;
+  if (blocks > std::numeric_limits<int32_t>::max()) {
+    return Status::invalid("num_tokens", "at most 4 * (2^31 - 1) rows (num_tokens * 2 * num_kv_heads) in one launch",
+                           str(p.num_tokens));
+  }
+  return Status::success();
+}
+
+// The scale tensors of the cache's format, as check_kv_scales in validate.cpp checks them for decode.
+Status check_scales(const std::string& name, const TensorRef& s, KvScales kind, const char* format_name,
+                    const TensorRef& cache, int64_t num_kv_heads) {
+  switch (kind) {
+    case KvScales::kNone:
+      if (s.empty()) return Status::success();
+      return Status::invalid(name, std::string("empty for a ") + format_name + " cache (kv_format holds no scales)",
+                             "a tensor");
+    case KvScales::kPerHead:
+      return check_tensor(name, s, Expect{DType::kF32, {num_kv_heads}, false, false});
+    case KvScales::kPerTokenPair:
+      // [blocks, Hkv, slots, 2] with the blocks and slots of the cache; each pair written as one 4-byte word.
+      if (Status st = check_tensor(name, s, Expect{DType::kF16, {cache.shape[0], num_kv_heads, cache.shape[1], 2},
+                                                   false, true});
+          !st) {
+        return st;
+      }
+      if (reinterpret_cast<uintptr_t>(s.data) % 4 != 0) {
+        return Status::invalid(name + ".data", "a 4-byte aligned address (fp16 pairs)", "a misaligned address");
+      }
+      for (int d = 0; d < 3; ++d) {
+        if (s.stride[d] % 2 != 0) {
+          return Status::invalid(name + ".stride[" + str(d) + "]", "an even stride (whole fp16 pairs)",
+                                 str(s.stride[d]));
+        }
+      }
+      return Status::success();
+  }
+  return Status::success();
+}
+
+Status validate_tensors(const AppendKvProblem& p, const AppendKvTensors& t) {
+  const KvFormatTraits f = detail::kv_format_traits(detail::resolve_kv_format(p.kv_format, p.dtype));
+  const int64_t N = p.num_tokens, Hkv = p.num_kv_heads, D = p.head_dim;
+  const std::vector<int64_t> cache_shape =
+      p.page_size != 0 ? std::vector<int64_t>{kAnySize, p.page_size, Hkv, D}
+                       : std::vector<int64_t>{kAnySize, kAnySize, Hkv, D};
+  if (Status s = check_tensor("k_cache", t.k_cache, Expect{f.k_element, cache_shape}); !s) return s;
+  const std::vector<int64_t> v_shape(t.k_cache.shape.begin(), t.k_cache.shape.begin() + 4);
+  if (Status s = check_tensor("v_cache", t.v_cache, Expect{f.v_element, v_shape}); !s) return s;
+  if (Status s = check_scales("k_scales", t.k_scales, f.scales, f.name, t.k_cache, Hkv); !s) return s;
+  if (Status s = check_scales("v_scales", t.v_scales, f.scales, f.name, t.k_cache, Hkv); !s) return s;
+  if (N == 0) return Status::success();  // k, v and slots are not read
+  if (Status s = check_tensor("k", t.k, Expect{p.dtype, {N, Hkv, D}}); !s) return s;
+  if (Status s = check_tensor("v", t.v, Expect{p.dtype, {N, Hkv, D}}); !s) return s;
+  return check_tensor("slots", t.slots, Expect{DType::kI32, {N}, false, false});
+}
+
+AppendSideParams side_params(const TensorRef& src, const TensorRef& cache, const TensorRef& scales) {
+  AppendSideParams s;
+  const int bits = detail::element_traits(cache.dtype).bits;
+  switch (cache.dtype) {
+    case DType::kFP8E4M3: s.format = AppendRowFormat::kFp8; break;
+    case DType::kI8: s.format = AppendRowFormat::kInt8; break;
+    case DType::kI4: s.format = AppendRowFormat::kInt4; break;
+    default: s.format = AppendRowFormat::k16Bit; break;
+  }
+  s.src = src.data;
+  s.src_token_stride = src.stride[0];
+  s.src_head_stride = src.stride[1];
+  // Element strides to bytes: validation made them 16-byte multiples, so INT4 nibbles divide evenly.
+  s.cache = static_cast<char*>(cache.data);
+  s.cache_block_stride = cache.stride[0] * bits / 8;
+  s.cache_slot_stride = cache.stride[1] * bits / 8;
+  s.cache_head_stride = cache.stride[2] * bits / 8;
+  if (s.format == AppendRowFormat::kFp8) {
+    s.fp8_scales = static_cast<const float*>(scales.data);
+    s.fp8_scale_stride = scales.stride[0];
+  } else if (s.format != AppendRowFormat::k16Bit) {
+    s.pairs = static_cast<uint16_t*>(scales.data);
+    s.pair_block_stride = scales.stride[0];
+    s.pair_head_stride = scales.stride[1];
+    s.pair_slot_stride = scales.stride[2];
+  }
+  return s;
+}
+
+}  // namespace
+
+Status run_append_kv(const AppendKvProblem& p, const AppendKvTensors& t, Stream stream) {
+  if (Status s = validate_problem(p); !s) return s;
+  if (Status s = validate_tensors(p, t); !s) return s;
+  if (p.num_tokens == 0) return Status::success();
+
+  detail::AppendKvParams params;
+  params.k = side_params(t.k, t.k_cache, t.k_scales);
+  params.v = side_params(t.v, t.v_cache, t.v_scales);
+  params.slots = static_cast<const int32_t*>(t.slots.data);
+  params.slots_stride = t.slots.stride[0];
+  params.num_tokens = p.num_tokens;
+  params.num_kv_heads = p.num_kv_heads;
+  params.slots_per_block = t.k_cache.shape[1];
+  params.num_slots = t.k_cache.shape[0] * t.k_cache.shape[1];
+  params.dtype = p.dtype;
+  params.head_dim = p.head_dim;
+
+  detail::LaunchConfig config;
+  const int64_t rows = int64_t(p.num_tokens) * 2 * p.num_kv_heads;
+  config.grid[0] = static_cast<unsigned>((rows + detail::kAppendWarpsPerBlock - 1) / detail::kAppendWarpsPerBlock);
+  config.stream = stream;
+  config.use_pdl = detail::current_device_supports_pdl();
+  const cudaError_t error = detail::launch_append_kv(params, config);
+  if (error == cudaSuccess) return Status::success();
+  if (error == cudaErrorNoDevice || error == cudaErrorInsufficientDriver) {
+    return Status(StatusCode::kNoDevice, "", "no CUDA device is available");
+  }
+  return Status(StatusCode::kCudaError, "", std::string("append_kv kernel launch: ") + cudaGetErrorString(error));
+}
+
+}  // namespace splitkv

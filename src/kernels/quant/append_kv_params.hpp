@@ -1,0 +1,44 @@
+// Parameters of the append kernel (plain host/device struct, no CUDA types) and its launcher.
+#pragma once
+
+#include <cstdint>
+
+#include "launch/launch_config.hpp"
+#include "splitkv/types.hpp"
+
+namespace splitkv::detail {
+
+// How one side (K or V) of the cache stores a row.
+enum class AppendRowFormat : int32_t { k16Bit, kFp8, kInt8, kInt4 };
+
+struct AppendSideParams {
+  AppendRowFormat format = AppendRowFormat::k16Bit;
+  const void* src = nullptr;  // new rows [num_tokens, Hkv, D], 16-bit
+  int64_t src_token_stride = 0, src_head_stride = 0;  // elements
+  char* cache = nullptr;      // [blocks, slots, Hkv, D] values or codes
+  int64_t cache_block_stride = 0, cache_slot_stride = 0, cache_head_stride = 0;  // bytes (INT4: whole bytes)
+  const float* fp8_scales = nullptr;  // FP8: [Hkv]
+  int64_t fp8_scale_stride = 0;
+  uint16_t* pairs = nullptr;  // INT: fp16 (scale, min) [blocks, Hkv, slots, 2]
+  int64_t pair_block_stride = 0, pair_head_stride = 0, pair_slot_stride = 0;  // fp16 elements
+};
+
+struct AppendKvParams {
+  AppendSideParams k, v;
+  const int32_t* slots = nullptr;
+  int64_t slots_stride = 0;
+  int64_t num_tokens = 0;
+  int num_kv_heads = 0;
+  int64_t slots_per_block = 0;  // page_size, or the capacity of a contiguous cache
+  int64_t num_slots = 0;        // blocks * slots_per_block: slots at or beyond it are skipped
+  DType dtype = DType::kBF16;   // of the new rows
+  int head_dim = 0;             // 64, 128 or 256
+};
+
+// One warp per (token, K or V, KV head) row, this many rows a block.
+inline constexpr int kAppendWarpsPerBlock = 4;
+
+// Launches the kernel for params.dtype and params.head_dim on config (src/quant/append_kv.cu).
+cudaError_t launch_append_kv(const AppendKvParams& params, const LaunchConfig& config);
+
+}  // namespace splitkv::detail
