@@ -64,9 +64,13 @@ constexpr TileSummary decode_mma_summary(int head_dim, KvFormat) {
 // ---- decode over a quantized KV cache (family decode_quant) ----------------------------------------
 // The decode_mma block (16 packed rows, 4 warps, 16-key sub-tiles per warp) reading K and V as
 // codes: each sub-tile lands in shared memory as it is stored (codes plus, for INT8/INT4, the
-// per-token (scale, min) pairs) and is dequantized in registers. The pipeline depth counts bytes:
-// a warp keeps about as many bytes in flight as decode_mma does, so an INT4 sub-tile, a quarter of
-// the bytes of a bf16 one, gets about four times the stages.
+// per-token (scale, min) pairs) and is dequantized in registers. The pipeline depth counts bytes: a
+// warp keeps about as many bytes in flight as decode_mma does, so an INT4 sub-tile, a quarter of
+// the bytes of a bf16 one, gets about four times the stages. Dequantizing makes blocks latency
+// bound long before the memory is; INT4 (the most instructions per byte) at D <= 128 is sized for
+// three resident blocks per SM instead (a 16 KB ring per warp, registers capped for three blocks),
+// which measured 8-15% faster for INT4 and 5-45% slower for the 8-bit formats (bench/NOTES.md,
+// run 11).
 struct KvCodeBits {
   int k_bits;           // 8 (fp8, int8) or 4 (int4)
   int v_bits;
@@ -87,6 +91,7 @@ struct DecodeQuantTile {
   DecodeTile base;  // rows, keys per warp sub-tile, warps (shared with decode_mma)
   KvCodeBits bits;
   int stages;
+  int min_blocks_per_sm;  // the kernel's register bound (__launch_bounds__)
 
   constexpr int k_row_bytes() const { return base.head_dim * bits.k_bits / 8; }
   constexpr int v_row_bytes() const { return base.head_dim * bits.v_bits / 8; }
@@ -104,9 +109,11 @@ struct DecodeQuantTile {
 
 constexpr DecodeQuantTile decode_quant_tile(int head_dim, KvFormat format) {
   const DecodeTile base = decode_tile(head_dim);
-  DecodeQuantTile t{base, kv_code_bits(format), 2};
-  const int bytes_in_flight = base.stages * 2 * base.warp_keys * head_dim * k16BitBytes;  // decode_mma's
-  const int stages = (bytes_in_flight + t.stage_bytes() / 2) / t.stage_bytes();
+  const KvCodeBits bits = kv_code_bits(format);
+  const bool three_blocks = head_dim <= 128 && bits.k_bits == 4 && bits.v_bits == 4;
+  DecodeQuantTile t{base, bits, 2, three_blocks ? 3 : 1};
+  const int ring_bytes = three_blocks ? 16 * 1024 : base.stages * 2 * base.warp_keys * head_dim * k16BitBytes;
+  const int stages = (ring_bytes + (three_blocks ? 0 : t.stage_bytes() / 2)) / t.stage_bytes();
   t.stages = stages < 2 ? 2 : (stages > 12 ? 12 : stages);
   return t;
 }

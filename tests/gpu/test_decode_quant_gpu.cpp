@@ -139,7 +139,7 @@ TEST(QuantDecodeGpu, SplitResultsAreBitwiseDeterministic) {
   SPLITKV_REQUIRE_GPU(DType::kBF16, 128);
   for (KvFormat f : kFormats) {
     for (bool cluster : {false, true}) {
-      const QuantCase k{"det", spec(f, 2, 32, 8, 20000), 12, 0, cluster};
+      const QuantCase k{"det", spec(f, 2, 32, 8, 8000), 12, 0, cluster};
       testing::DecodeCase first, second;
       SPLITKV_RUN_OR_SKIP(k, &first);
       SPLITKV_RUN_OR_SKIP(k, &second);

@@ -22,7 +22,7 @@
 namespace splitkv::detail {
 
 template <class Traits>
-__global__ void __launch_bounds__(Traits::kThreads) quant_decode_kernel(const __grid_constant__ DecodeParams p) {
+__global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm) quant_decode_kernel(const __grid_constant__ DecodeParams p) {
   using namespace cute;
   using Element = typename Traits::Element;
   constexpr int D = Traits::kHeadDim;
@@ -89,6 +89,7 @@ __global__ void __launch_bounds__(Traits::kThreads) quant_decode_kernel(const __
   Tensor tScS_rc = make_tensor(tScS.data(), acc_as_rows_cols(tScS.layout()));
   int row_end[2];
   visible_row_ends(p, keys, row0, tScS_rc, row_end);
+  const QuantLaneReads<Traits> reads(lane);
 
   // ---- Main loop over this warp's sub-tiles ----------------------------------------------------------
   for (int n = 0; n < my_subtiles; ++n) {
@@ -101,7 +102,7 @@ __global__ void __launch_bounds__(Traits::kThreads) quant_decode_kernel(const __
 
     Tensor acc_s = partition_fragment_C(tiled_mma, Shape<Int<kM>, Int<kN>>{});  // (MMA, MMA_M, MMA_N)
     clear(acc_s);
-    quant_scores<Traits>(q, stage, lane, acc_s);
+    quant_scores<Traits>(q, stage, reads, acc_s);
     if constexpr (Traits::kTokenScales) fold_k_scales<Traits>(q, stage + Traits::kKScaleOffset, lane, acc_s);
     Tensor scores = make_tensor(acc_s.data(), acc_as_rows_cols(acc_s.layout()));  // (2, 4)
     mask_past_row_ends(scores, tScS_rc, t0, kN, row_end);
@@ -111,7 +112,7 @@ __global__ void __launch_bounds__(Traits::kThreads) quant_decode_kernel(const __
     if (!__all_sync(0xffffffffu, rescale[0] == 1.f && rescale[1] == 1.f)) {
       OnlineSoftmax<2>::rescale_rows(acc_o_rc, rescale);
     }
-    quant_accumulate_pv<Traits>(acc_s, stage + Traits::kVOffset, stage + Traits::kVScaleOffset, lane, acc_o);
+    quant_accumulate_pv<Traits>(acc_s, stage, reads, lane, acc_o);
   }
   cp_async_wait<0>();
   softmax.reduce_sums();

@@ -36,6 +36,7 @@ struct DecodeQuantTraits {
   static constexpr int kThreads = kTile.base.threads();
   static constexpr int kBlockKeys = kTile.base.block_keys();
   static constexpr int kStages = kTile.stages;
+  static constexpr int kMinBlocksPerSm = kTile.min_blocks_per_sm;
   static constexpr int kSmemBytes = kTile.smem_bytes();
   static constexpr int kQSmemBytes = kTile.base.q_smem_bytes();
 

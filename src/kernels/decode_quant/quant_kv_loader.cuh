@@ -14,24 +14,74 @@
 
 namespace splitkv::detail {
 
+// One lane's share of copying a sub-tile of kN rows of kRowBytes codes, 16 bytes per copy, worked
+// out once per block: consecutive lanes take consecutive chunks of a row (coalesced), copy j of a
+// lane is kKeysPerCopy keys after its copy 0, and its shared-memory offset is fixed (the ring
+// stage's base is added per sub-tile).
+template <int kN, int kRowBytes>
+struct RowCopies {
+  static constexpr int kChunks = kRowBytes / 16;
+  static constexpr int kCopies = kN * kChunks / 32;
+  static constexpr int kKeysPerCopy = 32 / kChunks;
+  static_assert(kN * kChunks % 32 == 0 && 32 % kChunks == 0);
+
+  int key0;          // key of copy 0
+  int64_t src0;      // its byte offset from the sub-tile's first row
+  int64_t src_step;  // bytes between copy j and j + 1
+  int dst[kCopies];  // byte offsets in the sub-tile's shared memory
+
+  __device__ __forceinline__ RowCopies(int lane, int64_t row_stride) {
+    key0 = lane / kChunks;
+    const int chunk = lane % kChunks;
+    src0 = key0 * row_stride + chunk * 16;
+    src_step = kKeysPerCopy * row_stride;
+    CUTE_UNROLL
+    for (int j = 0; j < kCopies; ++j) dst[j] = code_offset<kRowBytes>(key0 + j * kKeysPerCopy, chunk * 16);
+  }
+
+  // Copies of the sub-tile whose first row is at `rows` into `smem`; keys >= keys_valid zero-filled.
+  __device__ __forceinline__ void issue(const char* rows, char* smem, int keys_valid) const {
+    CUTE_UNROLL
+    for (int j = 0; j < kCopies; ++j) {
+      const bool valid = key0 + j * kKeysPerCopy < keys_valid;
+      const char* src = valid ? rows + src0 + j * src_step : rows;
+      cute::SM80_CP_ASYNC_CACHEGLOBAL_ZFILL<cute::uint128_t>::copy(*reinterpret_cast<const cute::uint128_t*>(src),
+                                                                   *reinterpret_cast<cute::uint128_t*>(smem + dst[j]),
+                                                                   valid);
+    }
+  }
+};
+
 template <class Traits>
 struct QuantKvLoader {
   static constexpr int kN = Traits::kWarpKeys;
 
   const DecodeParams& p;
   char* ring;  // this warp's kStages stages of Traits::kStageBytes
-  int b, kv_head, lo, hi, warp, lane;
+  int b, lo, hi, warp, lane;
   const char* k_head;  // codes of this KV head (byte addresses: quantized strides count bytes)
   const char* v_head;
-  const int32_t* table_row;  // nullptr: contiguous KV
+  const uint16_t* scale_head;  // (scale, min) pairs of this lane's side (K: lanes 0-15, V: 16-31)
+  int64_t scale_page_stride, scale_token_stride;
+  int scale_dst;               // this lane's pair in a stage
+  const int32_t* table_row;    // nullptr: contiguous KV
+  RowCopies<kN, Traits::kKRowBytes> k_copies;
+  RowCopies<kN, Traits::kVRowBytes> v_copies;
   PageIdCache page_ids;
   bool bad_input = false;
 
-  __device__ __forceinline__ QuantKvLoader(const DecodeParams& params, char* warp_ring, int b_, int kv_head_, int lo_,
+  __device__ __forceinline__ QuantKvLoader(const DecodeParams& params, char* warp_ring, int b_, int kv_head, int lo_,
                                            int hi_, int warp_, int lane_)
-      : p(params), ring(warp_ring), b(b_), kv_head(kv_head_), lo(lo_), hi(hi_), warp(warp_), lane(lane_) {
+      : p(params), ring(warp_ring), b(b_), lo(lo_), hi(hi_), warp(warp_), lane(lane_),
+        k_copies(lane_, params.k_token_stride), v_copies(lane_, params.v_token_stride) {
     k_head = static_cast<const char*>(p.k) + kv_head * p.k_head_stride;
     v_head = static_cast<const char*>(p.v) + kv_head * p.v_head_stride;
+    const bool is_v = lane >= kN;  // lanes 0-15: the K pair of key `lane`; 16-31: the V pair of key `lane - 16`
+    scale_head = static_cast<const uint16_t*>(is_v ? p.v_scales : p.k_scales) +
+                 kv_head * (is_v ? p.v_scale_head_stride : p.k_scale_head_stride);
+    scale_page_stride = is_v ? p.v_scale_page_stride : p.k_scale_page_stride;
+    scale_token_stride = is_v ? p.v_scale_token_stride : p.k_scale_token_stride;
+    scale_dst = (is_v ? Traits::kVScaleOffset : Traits::kKScaleOffset) + (lane % kN) * 4;
     table_row = p.block_table != nullptr ? p.block_table + b * p.block_table_batch_stride : nullptr;
   }
 
@@ -53,42 +103,15 @@ struct QuantKvLoader {
       bad_input |= !page_ok;
       if (!page_ok) page = 0;
     }
+    const int keys_valid = page_ok ? hi - t0 : 0;
     char* dst = stage(s);
-    copy_rows<Traits::kKRowBytes>(k_head + page * p.k_page_stride + slot * p.k_token_stride, p.k_token_stride,
-                                  dst, t0, page_ok);
-    copy_rows<Traits::kVRowBytes>(v_head + page * p.v_page_stride + slot * p.v_token_stride, p.v_token_stride,
-                                  dst + Traits::kVOffset, t0, page_ok);
+    k_copies.issue(k_head + page * p.k_page_stride + slot * p.k_token_stride, dst, keys_valid);
+    v_copies.issue(v_head + page * p.v_page_stride + slot * p.v_token_stride, dst + Traits::kVOffset, keys_valid);
     if constexpr (Traits::kTokenScales) {
-      // Lanes 0-15: the K pair of key `lane`; lanes 16-31: the V pair of key `lane - 16`.
-      const bool is_v = lane >= kN;
-      const int key = lane % kN;
-      const int64_t offset = is_v ? page * p.v_scale_page_stride + kv_head * p.v_scale_head_stride +
-                                        (slot + key) * p.v_scale_token_stride
-                                  : page * p.k_scale_page_stride + kv_head * p.k_scale_head_stride +
-                                        (slot + key) * p.k_scale_token_stride;
-      const uint16_t* base = static_cast<const uint16_t*>(is_v ? p.v_scales : p.k_scales);
-      const bool valid = page_ok && t0 + key < hi;
-      cute::SM80_CP_ASYNC_CACHEALWAYS_ZFILL<uint32_t>::copy(
-          *reinterpret_cast<const uint32_t*>(valid ? base + offset : base),
-          *reinterpret_cast<uint32_t*>(dst + (is_v ? Traits::kVScaleOffset : Traits::kKScaleOffset) + key * 4), valid);
-    }
-  }
-
- private:
-  // The kN rows of kRowBytes codes starting at `rows` (key t0), 16 bytes per copy.
-  template <int kRowBytes>
-  __device__ __forceinline__ void copy_rows(const char* rows, int64_t row_stride, char* dst, int t0, bool page_ok) {
-    constexpr int kChunks = kRowBytes / 16;
-    static_assert(kN * kChunks % 32 == 0);
-    CUTE_UNROLL
-    for (int j = 0; j < kN * kChunks / 32; ++j) {
-      const int i = lane + 32 * j;  // consecutive lanes, consecutive chunks of a row: coalesced
-      const int key = i / kChunks, chunk = i % kChunks;
-      const bool valid = page_ok && t0 + key < hi;
-      const char* src = valid ? rows + key * row_stride + chunk * 16 : rows;
-      cute::SM80_CP_ASYNC_CACHEGLOBAL_ZFILL<cute::uint128_t>::copy(
-          *reinterpret_cast<const cute::uint128_t*>(src),
-          *reinterpret_cast<cute::uint128_t*>(dst + code_offset<kRowBytes>(key, chunk * 16)), valid);
+      const bool valid = lane % kN < keys_valid;
+      const uint16_t* src = scale_head + page * scale_page_stride + (slot + lane % kN) * scale_token_stride;
+      cute::SM80_CP_ASYNC_CACHEALWAYS_ZFILL<uint32_t>::copy(*reinterpret_cast<const uint32_t*>(valid ? src : scale_head),
+                                                            *reinterpret_cast<uint32_t*>(dst + scale_dst), valid);
     }
   }
 };

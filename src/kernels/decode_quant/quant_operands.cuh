@@ -89,27 +89,54 @@ struct QuantQFragment {
 
 // ---- K -------------------------------------------------------------------------------------------
 
-// S (16 rows x 16 keys, fp32 C fragment acc_s) = Q . codes^T for the sub-tile whose K codes start
-// at `k_codes`.
+// Where a lane reads in a ring stage, worked out once per block: its K codes (keys g and g + 8, a
+// run of D/4 codes each, in vectors of up to 16 bytes) and its ldmatrix row of each pair of V
+// chunks (see quant_accumulate_pv).
+template <class Traits>
+struct QuantLaneReads {
+  static constexpr int kKRunBytes = Traits::kKRowBytes / 4;  // one thread's codes of one key
+  static constexpr int kKVecBytes = kKRunBytes < 16 ? kKRunBytes : 16;
+  static constexpr int kKVecs = kKRunBytes / kKVecBytes;
+  static constexpr int kVPairs = Traits::kVRowBytes / 32;  // ldmatrix.x4 per sub-tile
+  int k[2][kKVecs];
+  int v[kVPairs];
+
+  __device__ __forceinline__ explicit QuantLaneReads(int lane) {
+    const int g = lane / 4, c = lane % 4;
+#pragma unroll
+    for (int n = 0; n < 2; ++n) {
+#pragma unroll
+      for (int i = 0; i < kKVecs; ++i) {
+        k[n][i] = code_offset<Traits::kKRowBytes>(g + 8 * n, c * kKRunBytes + i * kKVecBytes);
+      }
+    }
+    // ldmatrix.x4.trans over chunks (2t, 2t + 1): matrix m = lane / 8 holds keys 8 (m % 2) + 0..7
+    // of chunk 2t + m / 2; a lane supplies the address of key lane % 8 of its matrix.
+    const int m = lane / 8, key = (m % 2) * 8 + lane % 8;
+#pragma unroll
+    for (int t = 0; t < kVPairs; ++t) v[t] = Traits::kVOffset + code_offset<Traits::kVRowBytes>(key, (2 * t + m / 2) * 16);
+  }
+};
+
+// S (16 rows x 16 keys, fp32 C fragment acc_s) = Q . codes^T for the sub-tile in ring stage `stage`.
 template <class Traits, class AccS>
-__device__ __forceinline__ void quant_scores(const QuantQFragment<Traits>& q, const char* k_codes, int lane,
-                                             AccS& acc_s) {
+__device__ __forceinline__ void quant_scores(const QuantQFragment<Traits>& q, const char* stage,
+                                             const QuantLaneReads<Traits>& reads, AccS& acc_s) {
   using KCode = typename Traits::KCode;
-  constexpr int kRunBytes = Traits::kKRowBytes / 4;  // one thread's codes of one key
-  constexpr int kVecBytes = kRunBytes < 16 ? kRunBytes : 16;
-  constexpr int kWords = kRunBytes / 4;
-  const int g = lane / 4, c = lane % 4;
+  using Reads = QuantLaneReads<Traits>;
+  constexpr int kVecBytes = Reads::kKVecBytes;
+  constexpr int kWords = Reads::kKRunBytes / 4;
   uint32_t words[2][kWords];  // keys g and g + 8
 #pragma unroll
   for (int n = 0; n < 2; ++n) {
 #pragma unroll
-    for (int v = 0; v < kRunBytes / kVecBytes; ++v) {
-      const int offset = code_offset<Traits::kKRowBytes>(g + 8 * n, c * kRunBytes + v * kVecBytes);
+    for (int v = 0; v < Reads::kKVecs; ++v) {
+      const char* at = stage + reads.k[n][v];
       if constexpr (kVecBytes == 16) {
-        const uint4 x = *reinterpret_cast<const uint4*>(k_codes + offset);
+        const uint4 x = *reinterpret_cast<const uint4*>(at);
         words[n][4 * v + 0] = x.x, words[n][4 * v + 1] = x.y, words[n][4 * v + 2] = x.z, words[n][4 * v + 3] = x.w;
       } else {
-        const uint2 x = *reinterpret_cast<const uint2*>(k_codes + offset);
+        const uint2 x = *reinterpret_cast<const uint2*>(at);
         words[n][2 * v + 0] = x.x, words[n][2 * v + 1] = x.y;
       }
     }
@@ -167,12 +194,12 @@ __device__ __forceinline__ void key_pair_scales(const char* scales, int key, uin
 }
 
 // acc_o (16 x D, fp32 C fragment, columns permuted as QuantOColumns says) += P . V for the
-// sub-tile whose V codes start at `v_codes`; P is the softmax'ed acc_s.
+// sub-tile in ring stage `stage`; P is the softmax'ed acc_s.
 template <class Traits, class AccS, class AccO>
-__device__ __forceinline__ void quant_accumulate_pv(const AccS& acc_s, const char* v_codes, const char* v_scales,
-                                                    int lane, AccO& acc_o) {
+__device__ __forceinline__ void quant_accumulate_pv(const AccS& acc_s, const char* stage,
+                                                    const QuantLaneReads<Traits>& reads, int lane, AccO& acc_o) {
   constexpr int U = QuantOColumns<Traits>::U;
-  constexpr int kChunks = Traits::kVRowBytes / 16;
+  const char* v_scales = stage + Traits::kVScaleOffset;
   const int c = lane % 4;
   const uint32_t p[4] = {as_u32(__floats2half2_rn(acc_s(0, 0, 0), acc_s(1, 0, 0))),
                          as_u32(__floats2half2_rn(acc_s(2, 0, 0), acc_s(3, 0, 0))),
@@ -183,14 +210,10 @@ __device__ __forceinline__ void quant_accumulate_pv(const AccS& acc_s, const cha
     key_pair_scales(v_scales, 2 * c, scale_lo, min_lo);
     key_pair_scales(v_scales, 8 + 2 * c, scale_hi, min_hi);
   }
-  // ldmatrix.x4.trans over chunks (2t, 2t + 1): matrix m = lane / 8 holds keys 8 (m % 2) + 0..7 of
-  // chunk 2t + m / 2; lane supplies the address of key lane % 8 of its matrix.
-  const int m = lane / 8;
-  const int key = (m % 2) * 8 + lane % 8;
 #pragma unroll
-  for (int t = 0; t < kChunks / 2; ++t) {
+  for (int t = 0; t < QuantLaneReads<Traits>::kVPairs; ++t) {
     uint32_t r[4];
-    const char* addr = v_codes + code_offset<Traits::kVRowBytes>(key, (2 * t + m / 2) * 16);
+    const char* addr = stage + reads.v[t];
     cute::SM75_U16x8_LDSM_T::copy(*reinterpret_cast<const cute::uint128_t*>(addr), r[0], r[1], r[2], r[3]);
 #pragma unroll
     for (int h = 0; h < 2; ++h) {  // chunk 2t + h: keys 0-7 in r[2h], keys 8-15 in r[2h + 1]
