@@ -36,7 +36,15 @@ from ._splitkv import (  # noqa: E402,F401
     describe,
     query_device,
 )
-from .api import combine, decode, kernel_families, plan_decode, plan_prefill, prefill  # noqa: E402,F401
+from .api import (  # noqa: E402,F401
+    append_kv,
+    combine,
+    decode,
+    kernel_families,
+    plan_decode,
+    plan_prefill,
+    prefill,
+)
 from . import reference  # noqa: E402,F401
 from .quant import dequantize_kv, quantize_kv  # noqa: E402,F401
 
@@ -53,6 +61,7 @@ __all__ = [
     "decode",
     "prefill",
     "combine",
+    "append_kv",
     "kernel_families",
     "plan_decode",
     "plan_prefill",

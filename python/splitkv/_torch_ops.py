@@ -68,10 +68,11 @@ def _device_name(index):
     return "cpu" if index < 0 else f"cuda:{index}"
 
 
-def _check_devices(dev, named):
+def _check_devices(dev, named, of="q"):
     for name, t in named:
         if t is not None and t.get_device() != dev:
-            raise cm.invalid(f"{name}.device", f"{_device_name(dev)} (the device of q)", _device_name(t.get_device()))
+            raise cm.invalid(f"{name}.device", f"{_device_name(dev)} (the device of {of})",
+                             _device_name(t.get_device()))
 
 
 def _check_dtypes(named):
@@ -104,7 +105,7 @@ def _kv_descs(quant, k_cache, v_cache, head_dim):
     return code_desc(k_cache, "k", k_elem, head_dim), code_desc(v_cache, "v", v_elem, head_dim)
 
 
-def _scale_descs(fmt, k_scales, v_scales, dev):
+def _scale_descs(fmt, k_scales, v_scales, dev, of="q"):
     """Descriptors of the scale tensors (None when absent); the C++ checks name what is wrong."""
     cm.check_scales_given(fmt, k_scales, v_scales)
     descs = []
@@ -115,7 +116,7 @@ def _scale_descs(fmt, k_scales, v_scales, dev):
         if not isinstance(s, _Tensor):
             raise cm.invalid(name, cm.expected_scales(fmt, name), type(s).__name__)
         if s.get_device() != dev:
-            _check_devices(dev, [(name, s)])
+            _check_devices(dev, [(name, s)], of)
         if s.dtype not in (torch.float32, torch.float16):
             raise cm.invalid(f"{name}.dtype", cm.expected_scales(fmt, name), str(s.dtype).replace("torch.", ""))
         descs.append((s.data_ptr(), _CODES[s.dtype], s.shape, s.stride()))
@@ -426,6 +427,126 @@ def combine(partial_o, partial_lse, *, out, seq_len, dtype, return_lse):
     return (out, lse) if return_lse else out
 
 
+# ---- append_kv -----------------------------------------------------------------------------------
+
+_append_problems = {}
+
+
+def _append_problem(k, fmt):
+    key = (k.shape, k.dtype, fmt)
+    problem = _append_problems.get(key)
+    if problem is None:
+        if k.dim() != 3:
+            raise cm.invalid("k.rank", "3 ([tokens, Hkv, D])", str(k.dim()))
+        code = _CODES.get(k.dtype)
+        if code is None:
+            _check_dtypes([("k", k)])
+        problem = _cache_put(_append_problems, key, _C.AppendKvProblem(
+            num_tokens=int(k.shape[0]), num_kv_heads=int(k.shape[1]), head_dim=int(k.shape[2]),
+            dtype=cm.DTYPE_BY_CODE[code], kv_format=fmt, page_size=0))
+    return problem
+
+
+def append_kv_out(k, v, k_cache, v_cache, slots, k_scales=None, v_scales=None, kv_format=None):
+    """Implementation of splitkv::append_kv (CUDA: run_append_kv; CPU: the host quantizer)."""
+    dev = k_cache.get_device()
+    named = [("k", k), ("v", v), ("v_cache", v_cache), ("slots", slots), ("k_scales", k_scales),
+             ("v_scales", v_scales)]
+    if any(t is not None and t.get_device() != dev for _, t in named):
+        _check_devices(dev, named, "k_cache")
+    fmt = cm.kv_format(kv_format)
+    if dev < 0:
+        _append_cpu(k, v, k_cache, v_cache, slots, k_scales, v_scales, fmt)
+        return
+    problem = _append_problem(k, fmt)
+    elements = cm.kv_elements(fmt)
+    head_dim = int(k.shape[2])
+    codes = _CODES
+    try:
+        kd = (k.data_ptr(), codes[k.dtype], k.shape, k.stride())
+        vd = (v.data_ptr(), codes[v.dtype], v.shape, v.stride())
+        sd = (slots.data_ptr(), codes[slots.dtype], slots.shape, slots.stride())
+        if elements is None:
+            kcd = (k_cache.data_ptr(), codes[k_cache.dtype], k_cache.shape, k_cache.stride())
+            vcd = (v_cache.data_ptr(), codes[v_cache.dtype], v_cache.shape, v_cache.stride())
+        else:
+            kcd = code_desc(k_cache, "k_cache", elements[0], head_dim)
+            vcd = code_desc(v_cache, "v_cache", elements[1], head_dim)
+    except KeyError:
+        _check_dtypes([("k", k), ("v", v), ("slots", slots), ("k_cache", k_cache), ("v_cache", v_cache)])
+    if elements is None and k_scales is None and v_scales is None:
+        ksd = vsd = None
+    else:
+        ksd, vsd = _scale_descs(fmt, k_scales, v_scales, dev, "k_cache")
+    _C.run_append_kv(problem, kd, vd, sd, kcd, vcd, ksd, vsd, _raw_stream(dev), dev)
+
+
+def _append_cpu(k, v, k_cache, v_cache, slots, k_scales, v_scales, fmt):
+    """CPU tensors: the same writes with the host quantizer (tests, CPU-only pipelines)."""
+    from .quant import _quantize_torch as quantize_rows
+
+    for name, t, rank in (("k", k, 3), ("v", v, 3), ("k_cache", k_cache, 4), ("v_cache", v_cache, 4),
+                          ("slots", slots, 1)):
+        cm.check_rank(name, t.shape, rank)
+    if tuple(v.shape) != tuple(k.shape):
+        raise cm.invalid("v.shape", f"{list(k.shape)} (the shape of k)", str(list(v.shape)))
+    if slots.dtype != torch.int32 or slots.shape[0] != k.shape[0]:
+        raise cm.invalid("slots", f"int32 [{k.shape[0]}]",
+                         f"{str(slots.dtype).replace('torch.', '')} {list(slots.shape)}")
+    if k.dtype not in (torch.float16, torch.bfloat16):
+        raise cm.invalid("k.dtype", "fp16 or bf16", str(k.dtype).replace("torch.", ""))
+    elements = cm.kv_elements(fmt)
+    hkv, d = int(k.shape[1]), int(k.shape[2])
+    sides = (("k", k, k_cache, k_scales), ("v", v, v_cache, v_scales))
+    for side, (name, _, cache, _) in enumerate(sides):
+        width = d // 2 if elements is not None and elements[side] == cm.I4 else d
+        if int(cache.shape[2]) != hkv or int(cache.shape[3]) != width:
+            raise cm.invalid(f"{name}_cache.shape", f"[blocks, slots, {hkv}, {width}]", str(list(cache.shape)))
+        if elements is None and cache.dtype != k.dtype:
+            raise cm.invalid(f"{name}_cache.dtype", str(k.dtype).replace("torch.", ""),
+                             str(cache.dtype).replace("torch.", ""))
+        if elements is not None:
+            code_desc(cache, f"{name}_cache", elements[side], d)
+    cm.check_scales_given(fmt, k_scales, v_scales)
+    if elements is None and (k_scales is not None or v_scales is not None):
+        raise cm.invalid("k_scales" if k_scales is not None else "v_scales",
+                         "None for a 16-bit cache (kv_format holds no scales)", "a tensor")
+    per_block = int(k_cache.shape[1])
+    s = slots.long()
+    idx = ((s >= 0) & (s < int(k_cache.shape[0]) * per_block)).nonzero().flatten()
+    if idx.numel() == 0:
+        return
+    block, pos = s[idx] // per_block, s[idx] % per_block
+    for side, (name, x, cache, scales) in enumerate(sides):
+        if elements is None:
+            cache[block, pos] = x[idx]
+            continue
+        kind = elements[2]
+        if kind == "pair" and (scales.dtype != torch.float16 or tuple(scales.shape) !=
+                               (int(cache.shape[0]), hkv, per_block, 2)):
+            raise cm.invalid(f"{name}_scales", f"float16 [{int(cache.shape[0])}, {hkv}, {per_block}, 2]",
+                             f"{str(scales.dtype).replace('torch.', '')} {list(scales.shape)}")
+        given = None
+        if kind == "head":  # as on the GPU: a head whose scale is not positive and finite gets NaN codes
+            bad = ~(torch.isfinite(scales) & (scales > 0)).cpu()
+            given = torch.where(bad, 1.0, scales.float().cpu())
+        codes, pairs = quantize_rows(x[idx].unsqueeze(0), elements[side], kind, given, name, f"{name}_scales")
+        codes = codes[0].view(torch.uint8)
+        if kind == "head":
+            codes[:, bad] = 0x7F
+        cache.view(torch.uint8)[block, pos] = codes
+        if kind == "pair":
+            scales[block, :, pos] = pairs[0].permute(1, 0, 2)
+
+
+def append_kv(k, v, k_cache, v_cache, slots, *, k_scales=None, v_scales=None, kv_format=None):
+    kv_format = _format_arg(kv_format)
+    if type(k) is _Tensor and _eager():
+        append_kv_out(k, v, k_cache, v_cache, slots, k_scales, v_scales, kv_format)
+    else:
+        torch.ops.splitkv.append_kv(k, v, k_cache, v_cache, slots, k_scales, v_scales, kv_format)
+
+
 # ---- operator registration -----------------------------------------------------------------------
 
 DECODE_SCHEMA = (
@@ -440,15 +561,22 @@ PREFILL_SCHEMA = (
     "str? kv_format=None) -> ()")
 
 COMBINE_SCHEMA = "combine_out(Tensor partial_o, Tensor partial_lse, Tensor(a!) out, Tensor(b!)? lse) -> ()"
+# The caches are written; so are the (scale, min) pairs of INT formats (FP8 scales are only read,
+# declared mutable all the same: the schema cannot depend on kv_format).
+APPEND_KV_SCHEMA = (
+    "append_kv(Tensor k, Tensor v, Tensor(a!) k_cache, Tensor(b!) v_cache, Tensor slots, "
+    "Tensor(c!)? k_scales=None, Tensor(d!)? v_scales=None, str? kv_format=None) -> ()")
 
 _lib = torch.library.Library("splitkv", "DEF")
 _lib.define(DECODE_SCHEMA)
 _lib.define(PREFILL_SCHEMA)
 _lib.define(COMBINE_SCHEMA)
+_lib.define(APPEND_KV_SCHEMA)
 for _key in ("CUDA", "CPU"):
     _lib.impl("decode_out", decode_out, _key)
     _lib.impl("prefill_out", prefill_out, _key)
     _lib.impl("combine_out", combine_out, _key)
+    _lib.impl("append_kv", append_kv_out, _key)
 
 
 def _decode_out_fake(q, k_cache, v_cache, seq_lens, block_table, out, lse, workspace, causal, softmax_scale,
@@ -466,8 +594,13 @@ def _combine_out_fake(partial_o, partial_lse, out, lse):
     return None
 
 
+def _append_kv_fake(k, v, k_cache, v_cache, slots, k_scales=None, v_scales=None, kv_format=None):
+    return None
+
+
 torch.library.register_fake("splitkv::decode_out", _decode_out_fake, lib=_lib)
 
 
 torch.library.register_fake("splitkv::prefill_out", _prefill_out_fake, lib=_lib)
 torch.library.register_fake("splitkv::combine_out", _combine_out_fake, lib=_lib)
+torch.library.register_fake("splitkv::append_kv", _append_kv_fake, lib=_lib)

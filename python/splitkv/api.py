@@ -99,6 +99,24 @@ def combine(partial_o, partial_lse, *, out=None, seq_len=1, dtype=None, return_l
     return _numpy.combine(partial_o, partial_lse, out=out, seq_len=seq_len, dtype=dtype, return_lse=return_lse)
 
 
+def append_kv(k, v, k_cache, v_cache, slots, *, k_scales=None, v_scales=None, kv_format=None):
+    """Writes new tokens' keys and values into a KV cache, in place (torch tensors).
+
+    k, v: [tokens, Hkv, D] fp16/bf16 (last dim contiguous; e.g. slices of a fused QKV tensor).
+    slots: int32 [tokens], the cache row of each token: block * k_cache.shape[1] + position, i.e.
+    page * page_size + offset for a paged cache, b * capacity + position for a contiguous one; -1
+    (or any row outside the cache) skips the token. k_cache, v_cache (and k_scales, v_scales) are
+    the cache exactly as decode() reads it in kv_format: 16-bit rows are copied, quantized formats
+    are quantized on the GPU to the bytes of the host quantizer (splitkv.quantize_kv), INT formats
+    writing each row's (scale, min) pair into k_scales / v_scales, FP8 reading its per-head scales.
+    Never reads device memory on the host and never allocates: capturable in a CUDA graph. CPU
+    tensors are written by the host quantizer. Returns None.
+    """
+    if not isinstance(k_cache, _Tensor):
+        raise cm.invalid("k_cache", "a torch tensor (append_kv writes a torch KV cache)", type(k_cache).__name__)
+    _torch_ops.append_kv(k, v, k_cache, v_cache, slots, k_scales=k_scales, v_scales=v_scales, kv_format=kv_format)
+
+
 def kernel_families():
     """The registered kernel families (name, kind, arch, strategies, head dims, dtypes, priority)
     and the instances this build compiled (`.compiled`)."""

@@ -665,6 +665,48 @@ NB_MODULE(_splitkv, m) {
       },
       "problem"_a, "partial_o"_a, "partial_lse"_a, "out"_a, "lse"_a.none(), "stream"_a, "device"_a = -1);
 
+  nb::class_<AppendKvProblem>(m, "AppendKvProblem", "Appending new k / v rows to a KV cache (any KvFormat)")
+      .def(
+          "__init__",
+          [](AppendKvProblem* p, int num_tokens, int num_kv_heads, int head_dim, DType dtype, KvFormat kv_format,
+             int page_size) {
+            new (p) AppendKvProblem();
+            p->num_tokens = num_tokens;
+            p->num_kv_heads = num_kv_heads;
+            p->head_dim = head_dim;
+            p->dtype = dtype;
+            p->kv_format = kv_format;
+            p->page_size = page_size;
+          },
+          "num_tokens"_a = 0, "num_kv_heads"_a = 0, "head_dim"_a = 0, "dtype"_a = DType::kBF16,
+          "kv_format"_a = KvFormat::kNative, "page_size"_a = 0)
+      .def_rw("num_tokens", &AppendKvProblem::num_tokens)
+      .def_rw("num_kv_heads", &AppendKvProblem::num_kv_heads)
+      .def_rw("head_dim", &AppendKvProblem::head_dim)
+      .def_rw("dtype", &AppendKvProblem::dtype)
+      .def_rw("kv_format", &AppendKvProblem::kv_format)
+      .def_rw("page_size", &AppendKvProblem::page_size);
+
+  // k, v [tokens, Hkv, D]; slots int32 [tokens]; caches and scales as in run_decode. Device memory.
+  m.def(
+      "run_append_kv",
+      [](const AppendKvProblem& problem, nb::handle k, nb::handle v, nb::handle slots, nb::handle k_cache,
+         nb::handle v_cache, nb::handle k_scales, nb::handle v_scales, uintptr_t stream, int device) {
+        AppendKvTensors t;
+        t.k = tensor_ref(k, "k");
+        t.v = tensor_ref(v, "v");
+        t.slots = tensor_ref(slots, "slots");
+        t.k_cache = tensor_ref(k_cache, "k_cache");
+        t.v_cache = tensor_ref(v_cache, "v_cache");
+        t.k_scales = tensor_ref(k_scales, "k_scales");
+        t.v_scales = tensor_ref(v_scales, "v_scales");
+        DeviceGuard guard(device);
+        check(run_append_kv(problem, t, as_stream(stream)));
+      },
+      "problem"_a, "k"_a.none(), "v"_a.none(), "slots"_a.none(), "k_cache"_a, "v_cache"_a, "k_scales"_a.none(),
+      "v_scales"_a.none(), "stream"_a, "device"_a = -1,
+      "Writes new rows into a KV cache on the GPU (16-bit copy, or quantized to the host quantizer's bytes).");
+
   auto family_info = nb::class_<KernelFamilyInfo>(m, "KernelFamilyInfo", "A registered kernel family");
   nb::class_<KernelFamilyInfo::Compiled>(family_info, "Compiled")
       .def_ro("dtype", &KernelFamilyInfo::Compiled::dtype)

@@ -326,3 +326,123 @@ def test_quantized_cache_errors_on_torch_tensors():
                        v_scales=vs)
     with pytest.raises(ValueError, match=r"'k_scales': expected empty for a bf16 cache"):
         splitkv.decode(q, k, v, lens, bt, k_scales=ks, v_scales=vs)
+
+
+# ---- append_kv on CPU tensors (the host quantizer) ---------------------------------------------------
+
+
+def append_scenario(fmt, page_size, device="cpu", dtype=torch.bfloat16, lens=(40, 9), hkv=2, d=64, seed=0):
+    """Caches filled token by token with append_kv, and the host-quantized cache of the same values.
+    Returns (q, lens, block_table, appended (k, v, k_scales, v_scales), reference (same), slots)."""
+    g = torch.Generator().manual_seed(seed)
+    batch = len(lens)
+    capacity = max(lens) + 5
+    q = torch.randn(batch, 2, 4 * hkv, d, generator=g).to(dtype)
+    if page_size:
+        pages = (capacity + page_size - 1) // page_size
+        shape = (batch * pages + 2, page_size, hkv, d)
+        bt = torch.randperm(shape[0], generator=g)[: batch * pages].view(batch, pages).to(torch.int32)
+    else:
+        shape = (batch, capacity, hkv, d)
+        bt = None
+    k = torch.randn(shape, generator=g).to(dtype)
+    v = torch.randn(shape, generator=g).to(dtype)
+    slots = []
+    for b, n in enumerate(lens):
+        for t in range(n):
+            slots.append(int(bt[b, t // page_size]) * page_size + t % page_size if page_size else b * capacity + t)
+    slots = torch.tensor(slots, dtype=torch.int32)
+    rows = slots.long()
+    k_new, v_new = k.flatten(0, 1)[rows], v.flatten(0, 1)[rows]
+    if fmt is None:
+        reference = (k, v, None, None)
+        appended = (torch.zeros_like(k), torch.zeros_like(v), None, None)
+    else:
+        reference = splitkv.quantize_kv(k, v, fmt)
+        kc, vc, ks, vs = (torch.zeros_like(t) if t.dim() == 4 else t.clone() for t in reference)
+        appended = (kc, vc, ks, vs)
+    move = lambda t: None if t is None else t.to(device)  # noqa: E731
+    return (move(q), move(torch.tensor(lens, dtype=torch.int32)), move(bt), tuple(move(t) for t in appended),
+            tuple(move(t) for t in reference), move(k_new), move(v_new), move(slots))
+
+
+def written_rows_equal(appended, reference, slots, per_block):
+    rows = slots.long().cpu()
+    for a, r in zip(appended[:2], reference[:2]):
+        a8, r8 = a.cpu().view(torch.uint8), r.cpu().view(torch.uint8)
+        if not torch.equal(a8.flatten(0, 1)[rows], r8.flatten(0, 1)[rows]):
+            return False
+    for a, r in zip(appended[2:], reference[2:]):
+        if a is None or a.dim() == 1:
+            continue
+        a16, r16 = a.cpu().view(torch.int16), r.cpu().view(torch.int16)
+        block, pos = rows // per_block, rows % per_block
+        if not torch.equal(a16[block, :, pos], r16[block, :, pos]):
+            return False
+    return True
+
+
+@pytest.mark.parametrize("fmt", [None, "fp8", "int8", "int4", "k8v4"])
+@pytest.mark.parametrize("page_size", [0, 16])
+def test_append_kv_cpu_round_trip(fmt, page_size):
+    q, lens, bt, appended, reference, k_new, v_new, slots = append_scenario(fmt, page_size)
+    kc, vc, ks, vs = appended
+    splitkv.append_kv(k_new, v_new, kc, vc, slots, k_scales=ks, v_scales=vs, kv_format=fmt)
+    assert written_rows_equal(appended, reference, slots, kc.shape[1])
+    kw = dict(causal=True, return_lse=True, kv_format=fmt)
+    out, lse = splitkv.decode(q, kc, vc, lens, bt, k_scales=ks, v_scales=vs, **kw)
+    ref_out, ref_lse = splitkv.decode(q, *reference[:2], lens, bt, k_scales=reference[2], v_scales=reference[3], **kw)
+    assert torch.equal(bits(out), bits(ref_out)) and torch.equal(lse, ref_lse)
+
+
+def test_append_kv_skips_invalid_slots_and_is_an_operator():
+    q, lens, bt, appended, reference, k_new, v_new, slots = append_scenario("int8", 16)
+    kc, vc, ks, vs = appended
+    before = [t.clone() for t in appended]
+    skip = slots.clone()
+    skip[:] = -1
+    skip[1] = kc.shape[0] * kc.shape[1]  # one past the last row
+    splitkv.append_kv(k_new, v_new, kc, vc, skip, k_scales=ks, v_scales=vs, kv_format="int8")
+    assert all(torch.equal(a.view(torch.uint8), b.view(torch.uint8)) for a, b in zip(appended, before))
+    schema = str(torch.ops.splitkv.append_kv.default._schema)
+    assert "Tensor(a!) k_cache, Tensor(b!) v_cache" in schema and "Tensor(c!)? k_scales=None" in schema
+    torch.library.opcheck(torch.ops.splitkv.append_kv.default, (k_new, v_new, kc, vc, slots, ks, vs, "int8"))
+
+    def step(k_new, v_new, kc, vc, slots, ks, vs, q, lens, bt):
+        splitkv.append_kv(k_new, v_new, kc, vc, slots, k_scales=ks, v_scales=vs, kv_format="int8")
+        return splitkv.decode(q, kc, vc, lens, bt, causal=True, kv_format="int8", k_scales=ks, v_scales=vs)
+
+    fresh = [torch.zeros_like(t) for t in appended]
+    out = torch.compile(step, fullgraph=True, backend="aot_eager")(k_new, v_new, fresh[0], fresh[1], slots, fresh[2],
+                                                                   fresh[3], q, lens, bt)
+    assert written_rows_equal(fresh, reference, slots, kc.shape[1])
+    ref = splitkv.decode(q, *reference[:2], lens, bt, causal=True, kv_format="int8", k_scales=reference[2],
+                         v_scales=reference[3])
+    assert torch.equal(bits(out), bits(ref))
+
+
+def test_append_kv_errors():
+    q, lens, bt, appended, reference, k_new, v_new, slots = append_scenario("int4", 16)
+    kc, vc, ks, vs = appended
+    with pytest.raises(ValueError, match=r"'v_scales': expected float16 \(scale, min\) pairs"):
+        splitkv.append_kv(k_new, v_new, kc, vc, slots, k_scales=ks, kv_format="int4")
+    with pytest.raises(ValueError, match=r"'slots': expected int32 \[\d+\], got int64"):
+        splitkv.append_kv(k_new, v_new, kc, vc, slots.long(), k_scales=ks, v_scales=vs, kv_format="int4")
+    with pytest.raises(ValueError, match=r"'k_cache.dtype': expected uint8 int4 codes"):
+        splitkv.append_kv(k_new, v_new, kc.view(torch.int8), vc, slots, k_scales=ks, v_scales=vs, kv_format="int4")
+    with pytest.raises(ValueError, match=r"'k_cache.shape': expected \[blocks, slots, 2, 64\], got \[\d+, 16, 2, 32\]"):
+        splitkv.append_kv(k_new, v_new, kc, vc, slots, k_scales=ks, v_scales=vs, kv_format="k8v4")
+    with pytest.raises(ValueError, match=r"'k_cache'"):
+        splitkv.append_kv(k_new, v_new, kc.numpy(), vc, slots, k_scales=ks, v_scales=vs, kv_format="int4")
+
+
+def test_append_kv_fp8_bad_scale_writes_nan_codes():
+    _, _, _, (kc, vc, ks, vs), reference, k_new, v_new, slots = append_scenario("fp8", 16)
+    ks[1] = 0.0  # not positive: that head's rows become NaN codes, the other head is quantized
+    vs[0] = float("inf")
+    splitkv.append_kv(k_new, v_new, kc, vc, slots, k_scales=ks, v_scales=vs, kv_format="fp8")
+    rows = slots.long()
+    k_rows, v_rows = kc.view(torch.uint8).flatten(0, 1)[rows], vc.view(torch.uint8).flatten(0, 1)[rows]
+    assert (k_rows[:, 1] == 0x7F).all() and (v_rows[:, 0] == 0x7F).all()
+    assert torch.equal(k_rows[:, 0], reference[0].view(torch.uint8).flatten(0, 1)[rows][:, 0])
+    assert torch.equal(v_rows[:, 1], reference[1].view(torch.uint8).flatten(0, 1)[rows][:, 1])

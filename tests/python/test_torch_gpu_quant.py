@@ -2,8 +2,10 @@
 host quantizer (splitkv.quantize_kv) against fp32 SDPA over the values the cache stands for
 (splitkv.dequantize_kv), bit for bit against itself across runs, with splits and LSE, strided
 views, CUDA-graph replay with new lengths and new FP8 scales, torch.compile, and the errors for
-bad scales. Skips without CUDA, and per format when splitkv.plan_decode(..., kv_format=...)
-raises NotImplementedError or the build lacks the format's kernels."""
+bad scales; splitkv.append_kv (run_append_kv) writing the host quantizer's bytes, so that decode
+after appending equals decode over the host-quantized cache bit for bit, also inside a CUDA graph.
+Skips without CUDA, and per format when splitkv.plan_decode(..., kv_format=...) raises
+NotImplementedError or the build lacks the format's kernels."""
 
 import pytest
 
@@ -12,6 +14,7 @@ if not torch.cuda.is_available():
     pytest.skip("needs a CUDA device", allow_module_level=True)
 
 import splitkv  # noqa: E402
+from test_torch_cpu import append_scenario, written_rows_equal  # noqa: E402
 from test_torch_gpu import DEV, DTYPE, D, bits, check_decode, decode_inputs  # noqa: E402
 
 FORMATS = ["fp8", "int8", "int4", "k8v4"]
@@ -156,3 +159,97 @@ def test_quantized_errors_on_cuda():
         splitkv.decode(q, kc, vc, lens, bt, kv_format="int8", k_scales=ks, v_scales=vs[:, :, :8])
     with pytest.raises(ValueError, match=r"'k.dtype': expected uint8 int8 codes"):
         splitkv.decode(q, kc.to(DTYPE), vc, lens, bt, kv_format="int8", k_scales=ks, v_scales=vs)
+
+
+# ---- append_kv ----------------------------------------------------------------------------------
+
+def _decode_both(q, lens, bt, appended, reference, fmt):
+    kw = dict(causal=True, return_lse=True, kv_format=fmt)
+    out = splitkv.decode(q, appended[0], appended[1], lens, bt, k_scales=appended[2], v_scales=appended[3], **kw)
+    ref = splitkv.decode(q, reference[0], reference[1], lens, bt, k_scales=reference[2], v_scales=reference[3], **kw)
+    return out, ref
+
+
+@pytest.mark.parametrize("fmt", [None] + FORMATS)
+@pytest.mark.parametrize("page_size", [0, 16, 64])
+def test_append_kv_writes_the_host_quantizer_bytes(fmt, page_size):
+    if fmt is not None:
+        require(fmt, num_q_heads=8, num_kv_heads=2, q_len=2, page_size=page_size)
+    q, lens, bt, appended, reference, k_new, v_new, slots = append_scenario(
+        fmt, page_size, device=DEV, dtype=DTYPE, d=D, lens=(300, 77, 1), seed=page_size)
+    splitkv.append_kv(k_new, v_new, appended[0], appended[1], slots, k_scales=appended[2], v_scales=appended[3],
+                      kv_format=fmt)
+    torch.cuda.synchronize()
+    assert written_rows_equal(appended, reference, slots, appended[0].shape[1])
+    (out, lse), (ref, ref_lse) = _decode_both(q, lens, bt, appended, reference, fmt)
+    assert torch.equal(bits(out), bits(ref)) and torch.equal(lse, ref_lse)
+
+
+def test_append_kv_skips_invalid_slots():
+    require("k8v4", num_q_heads=8, num_kv_heads=2)
+    _, _, _, appended, _, k_new, v_new, slots = append_scenario("k8v4", 16, device=DEV, dtype=DTYPE, d=D)
+    before = [t.clone() for t in appended]
+    skip = torch.full_like(slots, -1)
+    skip[0] = appended[0].shape[0] * appended[0].shape[1]  # one row past the cache
+    splitkv.append_kv(k_new, v_new, appended[0], appended[1], skip, k_scales=appended[2], v_scales=appended[3],
+                      kv_format="k8v4")
+    torch.cuda.synchronize()
+    assert all(torch.equal(a.view(torch.uint8), b.view(torch.uint8)) for a, b in zip(appended, before))
+
+
+@pytest.mark.parametrize("fmt", ["fp8", "int4"])
+def test_append_kv_and_decode_in_a_cuda_graph(fmt):
+    require(fmt, num_q_heads=8, num_kv_heads=2, q_len=2)
+    q, lens, bt, appended, reference, k_new, v_new, slots = append_scenario(fmt, 16, device=DEV, dtype=DTYPE, d=D,
+                                                                             seed=7)
+    static_k, static_v = torch.zeros_like(k_new), torch.zeros_like(v_new)
+    static_slots = torch.full_like(slots, -1)
+    kc, vc, ks, vs = appended
+
+    def step():
+        splitkv.append_kv(static_k, static_v, kc, vc, static_slots, k_scales=ks, v_scales=vs, kv_format=fmt)
+        return splitkv.decode(q, kc, vc, lens, bt, causal=True, return_lse=True, kv_format=fmt, k_scales=ks,
+                              v_scales=vs)
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm-up (plan caches) with every slot skipped
+        step()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        g_out, g_lse = step()
+    static_k.copy_(k_new)
+    static_v.copy_(v_new)
+    static_slots.copy_(slots)
+    graph.replay()
+    torch.cuda.synchronize()
+    assert written_rows_equal(appended, reference, slots, kc.shape[1])
+    _, (ref, ref_lse) = _decode_both(q, lens, bt, appended, reference, fmt)
+    assert torch.equal(bits(g_out), bits(ref)) and torch.equal(g_lse, ref_lse)
+
+
+def test_append_kv_opcheck_and_errors_on_cuda():
+    require("int8", num_q_heads=8, num_kv_heads=2)
+    _, _, _, (kc, vc, ks, vs), _, k_new, v_new, slots = append_scenario("int8", 16, device=DEV, dtype=DTYPE, d=D)
+    torch.library.opcheck(torch.ops.splitkv.append_kv.default, (k_new, v_new, kc, vc, slots, ks, vs, "int8"))
+    with pytest.raises(ValueError, match=r"'k_scales'"):
+        splitkv.append_kv(k_new, v_new, kc, vc, slots, v_scales=vs, kv_format="int8")
+    with pytest.raises(ValueError, match=r"'slots.device': expected cuda:\d \(the device of k_cache\), got cpu"):
+        splitkv.append_kv(k_new, v_new, kc, vc, slots.cpu(), k_scales=ks, v_scales=vs, kv_format="int8")
+    with pytest.raises(ValueError, match=r"'v_cache.dtype'"):
+        splitkv.append_kv(k_new, v_new, kc, vc.view(torch.int8), slots, k_scales=ks, v_scales=vs, kv_format="int8")
+
+
+def test_append_kv_fp8_bad_scale_matches_the_cpu_path():
+    require("fp8", num_q_heads=8, num_kv_heads=2)
+    _, _, _, appended, _, k_new, v_new, slots = append_scenario("fp8", 16, device=DEV, dtype=DTYPE, d=D)
+    appended[2][1] = 0.0
+    appended[3][0] = float("nan")
+    host = [t.cpu() for t in appended]
+    splitkv.append_kv(k_new, v_new, appended[0], appended[1], slots, k_scales=appended[2], v_scales=appended[3],
+                      kv_format="fp8")
+    splitkv.append_kv(k_new.cpu(), v_new.cpu(), host[0], host[1], slots.cpu(), k_scales=host[2], v_scales=host[3],
+                      kv_format="fp8")
+    for gpu, cpu in zip(appended[:2], host[:2]):
+        assert torch.equal(gpu.cpu().view(torch.uint8), cpu.view(torch.uint8))
