@@ -21,6 +21,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <type_traits>
@@ -28,7 +29,6 @@
 #include <vector>
 
 #include "api/validate.hpp"
-#include "common/formats.hpp"
 #include "common/host_tensor.hpp"
 #include "common/parallel_for.hpp"
 #include "cpu/cpu_backend.hpp"
