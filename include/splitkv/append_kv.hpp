@@ -27,7 +27,7 @@ struct AppendKvTensors {
   // New rows [num_tokens, Hkv, D] in `dtype`; the last dim contiguous, other strides free (16-byte
   // aligned rows), so k and v may be slices of a fused QKV tensor.
   TensorRef k, v;
-  // int32 [num_tokens], device memory, stride free: where token i goes. Paged: page * page_size +
+  // int64 (or int32) [num_tokens], device memory, stride free: where token i goes. Paged: page * page_size +
   // offset; contiguous: b * capacity + position. -1 skips the token; any other value outside
   // [0, blocks * slots per block) is skipped too (nothing is written for it; it cannot be reported
   // without reading device memory on the host). Slots must be distinct: two tokens appended to

@@ -8,9 +8,10 @@
 namespace splitkv {
 
 // Element types of tensors. Q and O are kF16 or kBF16; kI32 is the type of lengths, block
-// tables and cu_seqlens, kF32 that of LSE and split partials. kI8, kI4 and kFP8E4M3 are the
+// tables and cu_seqlens, kI64 that of append_kv's slots (kI32 accepted there too), kF32 that of LSE
+// and split partials. kI8, kI4 and kFP8E4M3 are the
 // element types of quantized KV caches (see KvFormat).
-enum class DType : int32_t { kF16, kBF16, kF32, kI32, kI8, kI4, kFP8E4M3 };
+enum class DType : int32_t { kF16, kBF16, kF32, kI32, kI8, kI4, kFP8E4M3, kI64 };
 
 const char* to_string(DType dtype);
 // Bits per element (4 for kI4).

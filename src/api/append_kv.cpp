@@ -25,7 +25,7 @@ constexpr int64_t kAnySize = -1;  // shape wildcard: any size >= 1
 
 std::string str(int64_t v) { return std::to_string(v); }
 
-bool known(DType dtype) { return int(dtype) >= int(DType::kF16) && int(dtype) <= int(DType::kFP8E4M3); }
+bool known(DType dtype) { return int(dtype) >= int(DType::kF16) && int(dtype) <= int(DType::kI64); }
 bool known(KvFormat format) { return int(format) >= int(KvFormat::kNative) && int(format) <= int(KvFormat::kK8V4); }
 std::string name_of(DType dtype) { return known(dtype) ? to_string(dtype) : "value " + str(int(dtype)); }
 
@@ -152,7 +152,9 @@ Status validate_tensors(const AppendKvProblem& p, const AppendKvTensors& t) {
   if (N == 0) return Status::success();  // k, v and slots are not read
   if (Status s = check_tensor("k", t.k, Expect{p.dtype, {N, Hkv, D}}); !s) return s;
   if (Status s = check_tensor("v", t.v, Expect{p.dtype, {N, Hkv, D}}); !s) return s;
-  return check_tensor("slots", t.slots, Expect{DType::kI32, {N}, false, false});
+  // int64 like vLLM's slot mapping; int32 accepted too.
+  const DType slot_type = t.slots.dtype == DType::kI32 ? DType::kI32 : DType::kI64;
+  return check_tensor("slots", t.slots, Expect{slot_type, {N}, false, false});
 }
 
 AppendSideParams side_params(const TensorRef& src, const TensorRef& cache, const TensorRef& scales) {
@@ -194,7 +196,8 @@ Status run_append_kv(const AppendKvProblem& p, const AppendKvTensors& t, Stream 
   detail::AppendKvParams params;
   params.k = side_params(t.k, t.k_cache, t.k_scales);
   params.v = side_params(t.v, t.v_cache, t.v_scales);
-  params.slots = static_cast<const int32_t*>(t.slots.data);
+  params.slots = t.slots.data;
+  params.slots_64 = t.slots.dtype == DType::kI64;
   params.slots_stride = t.slots.stride[0];
   params.num_tokens = p.num_tokens;
   params.num_kv_heads = p.num_kv_heads;

@@ -15,7 +15,7 @@ constexpr int64_t kAnySize = -1;  // shape wildcard: any size >= 1
 
 std::string str(int64_t v) { return std::to_string(v); }
 
-bool known(DType dtype) { return int(dtype) >= int(DType::kF16) && int(dtype) <= int(DType::kFP8E4M3); }
+bool known(DType dtype) { return int(dtype) >= int(DType::kF16) && int(dtype) <= int(DType::kI64); }
 bool known(KvFormat format) { return int(format) >= int(KvFormat::kNative) && int(format) <= int(KvFormat::kK8V4); }
 
 std::string name_of(DType dtype) { return known(dtype) ? to_string(dtype) : "value " + str(int(dtype)); }

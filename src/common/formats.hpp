@@ -23,6 +23,7 @@ SPLITKV_HD constexpr ElementTraits element_traits(DType dtype) {
     case DType::kI8: return {"int8", 8, false};
     case DType::kI4: return {"int4", 4, false};
     case DType::kFP8E4M3: return {"fp8_e4m3", 8, false};
+    case DType::kI64: return {"int64", 64, false};
   }
   return {"unknown", 0, false};
 }

@@ -44,7 +44,7 @@ class AppendKvValidation : public ::testing::Test {
     const int64_t rows = 3 * 2 * 128, cache = blocks * slots_per_block * 2 * 128;
     k_mem = host_memory(2 * rows);
     v_mem = host_memory(2 * rows);
-    slot_mem = host_memory(3 * 4);
+    slot_mem = host_memory(3 * 8);
     kc_mem = host_memory(bytes_of(f.k_element, cache));
     vc_mem = host_memory(bytes_of(f.v_element, cache));
     ks_mem = host_memory(blocks * 2 * slots_per_block * 2 * 2);
@@ -52,7 +52,7 @@ class AppendKvValidation : public ::testing::Test {
     t = AppendKvTensors{};
     t.k = TensorRef::contiguous(k_mem.data(), DType::kBF16, {3, 2, 128});
     t.v = TensorRef::contiguous(v_mem.data(), DType::kBF16, {3, 2, 128});
-    t.slots = TensorRef::contiguous(slot_mem.data(), DType::kI32, {3});
+    t.slots = TensorRef::contiguous(slot_mem.data(), DType::kI64, {3});
     t.k_cache = TensorRef::contiguous(kc_mem.data(), f.k_element, {blocks, slots_per_block, 2, 128});
     t.v_cache = TensorRef::contiguous(vc_mem.data(), f.v_element, {blocks, slots_per_block, 2, 128});
     if (f.scales == detail::KvScales::kPerHead) {
@@ -185,11 +185,18 @@ TEST_F(AppendKvValidation, Slots) {
   t.slots.shape[0] = 2;
   expect_error("slots.shape[0]");
   SetUp();
-  t.slots.data = slot_mem[0].bytes + 2;  // int32 needs 4-byte alignment
+  t.slots.data = slot_mem[0].bytes + 4;  // int64 needs 8-byte alignment
   expect_error("slots.data");
   SetUp();
   t.slots.stride[0] = 2;  // any stride is fine
   expect_valid();
+  SetUp();
+  t.slots.dtype = DType::kI32;  // int32 slots are accepted too
+  t.slots.data = slot_mem[0].bytes + 4;
+  expect_valid();
+  SetUp();
+  t.slots.dtype = DType::kI8;
+  expect_error("slots.dtype");
 }
 
 TEST_F(AppendKvValidation, Caches) {

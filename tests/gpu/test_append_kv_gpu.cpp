@@ -306,9 +306,12 @@ struct DeviceState {
   DeviceBuffer qkv, slots, k_cache, v_cache, k_scales, v_scales;
   AppendKvTensors tensors;
 
-  DeviceState(const NewRows& rows, const std::vector<int32_t>& slot_values, const HostCache& cache)
+  bool slots_64;  // int64 slots (vLLM's slot mapping), or int32
+
+  DeviceState(const NewRows& rows, const std::vector<int32_t>& slot_values, const HostCache& cache,
+              bool int64_slots = true)
       : qkv(DeviceBuffer::from(rows.qkv.bytes)),
-        slots(DeviceBuffer::from(slot_values.empty() ? std::vector<int32_t>{0} : slot_values)),
+        slots(std::max<size_t>(1, slot_values.size()) * (int64_slots ? 8 : 4)),
         k_cache(DeviceBuffer::from(cache.k_cache.bytes)),
         v_cache(DeviceBuffer::from(cache.v_cache.bytes)),
         k_scales(DeviceBuffer::from(cache.k_scales.bytes)),
@@ -316,7 +319,10 @@ struct DeviceState {
     char* base = static_cast<char*>(qkv.get());
     tensors.k = rows.k.ref(base + 2 * rows.k_offset);
     tensors.v = rows.v.ref(base + 2 * rows.v_offset);
-    tensors.slots = TensorRef::contiguous(slots.get(), DType::kI32, {int64_t(slot_values.size())});
+    slots_64 = int64_slots;
+    upload_slots(slot_values);
+    tensors.slots = TensorRef::contiguous(slots.get(), slots_64 ? DType::kI64 : DType::kI32,
+                                          {int64_t(slot_values.size())});
     tensors.k_cache = cache.k_cache.ref(k_cache.get());
     tensors.v_cache = cache.v_cache.ref(v_cache.get());
     if (!cache.k_scales.bytes.empty()) {
@@ -326,7 +332,16 @@ struct DeviceState {
   }
   void upload(const NewRows& rows, const std::vector<int32_t>& slot_values) {
     qkv.upload(rows.qkv.bytes.data(), rows.qkv.bytes.size());
-    slots.upload(slot_values.data(), slot_values.size() * sizeof(int32_t));
+    upload_slots(slot_values);
+  }
+  void upload_slots(const std::vector<int32_t>& slot_values) {
+    if (slot_values.empty()) return;
+    if (slots_64) {
+      const std::vector<int64_t> wide(slot_values.begin(), slot_values.end());
+      slots.upload(wide.data(), wide.size() * sizeof(int64_t));
+    } else {
+      slots.upload(slot_values.data(), slot_values.size() * sizeof(int32_t));
+    }
   }
   HostCache download(const HostCache& like) const {
     testing::check_cuda(cudaDeviceSynchronize(), "append kernel");
@@ -436,10 +451,10 @@ Case make_case(KvFormat format, DType dtype, int d, const Layout& l, int num_tok
 
 // Runs the append on the GPU from `cache` and compares with the host; returns the GPU's cache.
 HostCache run_and_compare(const Case& c, const NewRows& rows, const std::vector<int32_t>& slots, const HostCache& cache,
-                          const std::string& name) {
+                          const std::string& name, bool int64_slots = true) {
   HostCache want = cache;
   append_on_host(c, rows, slots, &want);
-  DeviceState dev(rows, slots, cache);
+  DeviceState dev(rows, slots, cache, int64_slots);
   const Status s = run_append_kv(c.problem, dev.tensors, nullptr);
   EXPECT_TRUE(s.ok()) << name << ": " << s.message();
   const HostCache got = dev.download(cache);
@@ -477,6 +492,7 @@ TEST_P(AppendKvGpu, MatchesTheHostQuantizerByteForByte) {
     const Case c = make_case(f.format, f.dtype, f.head_dim, l, int(slots.size()));
     const NewRows rows = make_rows(c, rng, all_row_kinds());
     run_and_compare(c, rows, slots, make_cache(c), case_name(c, l.name));
+    run_and_compare(c, rows, slots, make_cache(c), case_name(c, l.name) + " (int32 slots)", false);
   }
 }
 

@@ -161,7 +161,8 @@ __global__ void __launch_bounds__(kAppendWarpsPerBlock * 32) append_kv_kernel(co
   const int64_t token = row / p.num_kv_heads / 2;
   // Every return below is warp-uniform, so the warp's shuffles see all 32 lanes.
   if (token >= p.num_tokens) return;
-  const int64_t slot = p.slots[token * p.slots_stride];
+  const int64_t slot = p.slots_64 ? static_cast<const int64_t*>(p.slots)[token * p.slots_stride]
+                                  : static_cast<const int32_t*>(p.slots)[token * p.slots_stride];
   if (slot < 0 || slot >= p.num_slots) return;  // -1 skips the token; out of range: nothing written
   const int64_t block = slot / p.slots_per_block, pos = slot % p.slots_per_block;
   const AppendSideParams& s = v_side ? p.v : p.k;

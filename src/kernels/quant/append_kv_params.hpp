@@ -25,7 +25,8 @@ struct AppendSideParams {
 
 struct AppendKvParams {
   AppendSideParams k, v;
-  const int32_t* slots = nullptr;
+  const void* slots = nullptr;  // int64, or int32 when !slots_64
+  bool slots_64 = true;
   int64_t slots_stride = 0;
   int64_t num_tokens = 0;
   int num_kv_heads = 0;
