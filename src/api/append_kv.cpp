@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "api/device_arch.hpp"
+#include "api/tensor_checks.hpp"
 #include "common/formats.hpp"
 #include "kernels/quant/append_kv_params.hpp"
 #include "quant/kv_quant_host.hpp"
@@ -20,60 +21,12 @@ using detail::AppendRowFormat;
 using detail::AppendSideParams;
 using detail::KvFormatTraits;
 using detail::KvScales;
-
-constexpr int64_t kAnySize = -1;  // shape wildcard: any size >= 1
-
-std::string str(int64_t v) { return std::to_string(v); }
-
-bool known(DType dtype) { return int(dtype) >= int(DType::kF16) && int(dtype) <= int(DType::kI64); }
-bool known(KvFormat format) { return int(format) >= int(KvFormat::kNative) && int(format) <= int(KvFormat::kK8V4); }
-std::string name_of(DType dtype) { return known(dtype) ? to_string(dtype) : "value " + str(int(dtype)); }
-
-// One tensor against what the kernel reads: the same rules and messages as validate.cpp's
-// check_tensor (presence, dtype, rank, shape, strides >= 0, a contiguous last dim, alignment:
-// 16-byte aligned rows for vector access, else the element's own alignment).
-struct Expect {
-  DType dtype;
-  std::vector<int64_t> shape;
-  bool vector_access = true;
-  bool contiguous_last = true;
-};
-
-Status check_tensor(const std::string& name, const TensorRef& t, const Expect& e) {
-  if (t.data == nullptr) return Status::invalid(name + ".data", "a non-null pointer", "nullptr");
-  if (t.dtype != e.dtype) return Status::invalid(name + ".dtype", to_string(e.dtype), name_of(t.dtype));
-  const int rank = static_cast<int>(e.shape.size());
-  if (t.rank != rank) return Status::invalid(name + ".rank", str(rank) + " (strides must match shape)", str(t.rank));
-  for (int i = 0; i < rank; ++i) {
-    const std::string dim = name + ".shape[" + str(i) + "]";
-    if (e.shape[i] == kAnySize) {
-      if (t.shape[i] < 1) return Status::invalid(dim, ">= 1", str(t.shape[i]));
-    } else if (t.shape[i] != e.shape[i]) {
-      return Status::invalid(dim, str(e.shape[i]), str(t.shape[i]));
-    }
-    if (t.stride[i] < 0) return Status::invalid(name + ".stride[" + str(i) + "]", ">= 0", str(t.stride[i]));
-  }
-  if (e.contiguous_last && t.stride[rank - 1] != 1 && t.shape[rank - 1] > 1) {
-    return Status::invalid(name + ".stride[" + str(rank - 1) + "]", "1 (the last dimension must be contiguous)",
-                           str(t.stride[rank - 1]));
-  }
-  const int align = e.vector_access ? 16 : (detail::element_traits(e.dtype).bits + 7) / 8;
-  const uintptr_t misaligned = reinterpret_cast<uintptr_t>(t.data) % align;
-  if (misaligned != 0) {
-    return Status::invalid(name + ".data", str(align) + "-byte aligned address",
-                           "an address misaligned by " + str(int64_t(misaligned)) + " bytes");
-  }
-  if (e.vector_access) {
-    const int64_t vec = detail::elements_per_16_bytes(e.dtype);
-    for (int i = 0; i < rank - 1; ++i) {
-      if (t.stride[i] % vec != 0) {
-        return Status::invalid(name + ".stride[" + str(i) + "]",
-                               "a multiple of " + str(vec) + " elements (16-byte aligned rows)", str(t.stride[i]));
-      }
-    }
-  }
-  return Status::success();
-}
+using detail::Expect;
+using detail::check_tensor;
+using detail::kAnySize;
+using detail::known;
+using detail::name_of;
+using detail::str;
 
 Status validate_problem(const AppendKvProblem& p) {
   if (p.num_tokens < 0) return Status::invalid("num_tokens", ">= 0", str(p.num_tokens));

@@ -1,0 +1,59 @@
+#include "api/tensor_checks.hpp"
+
+#include "common/formats.hpp"
+
+namespace splitkv::detail {
+
+std::string str(int64_t v) { return std::to_string(v); }
+
+bool known(DType dtype) { return int(dtype) >= int(DType::kF16) && int(dtype) <= int(DType::kI64); }
+bool known(KvFormat format) { return int(format) >= int(KvFormat::kNative) && int(format) <= int(KvFormat::kK8V4); }
+
+std::string name_of(DType dtype) { return known(dtype) ? to_string(dtype) : "value " + str(int(dtype)); }
+
+Status check_tensor(const std::string& name, const TensorRef& t, const Expect& e) {
+  if (t.data == nullptr) return Status::invalid(name + ".data", "a non-null pointer", "nullptr");
+  if (t.dtype != e.dtype) return Status::invalid(name + ".dtype", to_string(e.dtype), name_of(t.dtype));
+  const int rank = static_cast<int>(e.shape.size());
+  if (t.rank != rank) {
+    return Status::invalid(name + ".rank", str(rank) + " (strides must match shape)", str(t.rank));
+  }
+  for (int i = 0; i < rank; ++i) {
+    const std::string dim = name + ".shape[" + str(i) + "]";
+    const int64_t want = e.shape[i];
+    if (want == kAnySize) {
+      if (t.shape[i] < 1) return Status::invalid(dim, ">= 1", str(t.shape[i]));
+    } else if (want < kAnySize) {
+      if (t.shape[i] < -want) return Status::invalid(dim, ">= " + str(-want), str(t.shape[i]));
+    } else if (t.shape[i] != want) {
+      return Status::invalid(dim, str(want), str(t.shape[i]));
+    }
+    if (t.stride[i] < 0) {
+      return Status::invalid(name + ".stride[" + str(i) + "]", ">= 0", str(t.stride[i]));
+    }
+  }
+  const std::string last = name + ".stride[" + str(rank - 1) + "]";
+  if (e.contiguous_last && t.stride[rank - 1] != 1 && t.shape[rank - 1] > 1) {
+    return Status::invalid(last, "1 (the last dimension must be contiguous)", str(t.stride[rank - 1]));
+  }
+  const int bits = element_traits(e.dtype).bits;
+  const int align = e.vector_access ? 16 : (bits + 7) / 8;
+  if (reinterpret_cast<uintptr_t>(t.data) % align != 0) {
+    return Status::invalid(name + ".data", str(align) + "-byte aligned address",
+                           "an address misaligned by " +
+                               str(reinterpret_cast<uintptr_t>(t.data) % align) + " bytes");
+  }
+  if (e.vector_access) {
+    const int64_t vec = elements_per_16_bytes(e.dtype);
+    for (int i = 0; i < rank - 1; ++i) {
+      if (t.stride[i] % vec != 0) {
+        return Status::invalid(name + ".stride[" + str(i) + "]",
+                               "a multiple of " + str(vec) + " elements (16-byte aligned rows)",
+                               str(t.stride[i]));
+      }
+    }
+  }
+  return Status::success();
+}
+
+}  // namespace splitkv::detail

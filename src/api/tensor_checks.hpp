@@ -1,0 +1,34 @@
+// Checks of one tensor binding at the API boundary, shared by every entry point's validation:
+// presence, dtype, rank, shape, strides, contiguity and alignment, each failure naming the argument.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "splitkv/status.hpp"
+#include "splitkv/types.hpp"
+
+namespace splitkv::detail {
+
+constexpr int64_t kAnySize = -1;  // shape wildcard: any size >= 1
+
+std::string str(int64_t v);
+bool known(DType dtype);
+bool known(KvFormat format);
+// The dtype's name, or "value N" for a value outside the enum.
+std::string name_of(DType dtype);
+
+// What a kernel reads from a tensor. shape: exact sizes, kAnySize (any >= 1), or values < -1 for
+// "at least -value". vector_access: 16-byte loads along the last dim (16-byte aligned base and
+// rows), else the element's own alignment.
+struct Expect {
+  DType dtype;
+  std::vector<int64_t> shape;
+  bool vector_access = true;
+  bool contiguous_last = true;
+};
+
+Status check_tensor(const std::string& name, const TensorRef& t, const Expect& e);
+
+}  // namespace splitkv::detail
