@@ -12,6 +12,7 @@ F16 = _C.DType.fp16.value
 BF16 = _C.DType.bf16.value
 F32 = _C.DType.fp32.value
 I32 = _C.DType.int32.value
+I64 = _C.DType.int64.value
 I8 = _C.DType.int8.value
 I4 = _C.DType.int4.value
 FP8 = _C.DType.fp8_e4m3.value
@@ -56,6 +57,11 @@ EXPECTED_DTYPE = {
     "cu_seqlens_k": "int32",
     "lse": "fp32",
     "workspace": "uint8",
+    "slots": "int64 or int32",
+    "k_cache": "fp16 or bf16 (the dtype of k)",
+    "v_cache": "fp16 or bf16 (the dtype of k)",
+    "k_scales": "fp32 (fp8) or fp16 (int8, int4)",
+    "v_scales": "fp32 (fp8) or fp16 (int8, int4)",
 }
 
 _DTYPE_NAMES = {
@@ -67,6 +73,7 @@ _DTYPE_NAMES = {
     "fp32": F32,
     "float32": F32,
     "int32": I32,
+    "int64": I64,
     "int8": I8,
     "fp8_e4m3": FP8,
     "float8_e4m3fn": FP8,

@@ -13,6 +13,7 @@ _NP_CODES = {
     "bfloat16": cm.BF16,
     "float32": cm.F32,
     "int32": cm.I32,
+    "int64": cm.I64,
     "int8": cm.I8,
     "float8_e4m3fn": cm.FP8,
 }

@@ -31,6 +31,7 @@ _CODES = {
     torch.bfloat16: cm.BF16,
     torch.float32: cm.F32,
     torch.int32: cm.I32,
+    torch.int64: cm.I64,
     torch.int8: cm.I8,
 }
 if hasattr(torch, "float8_e4m3fn"):
@@ -490,8 +491,8 @@ def _append_cpu(k, v, k_cache, v_cache, slots, k_scales, v_scales, fmt):
         cm.check_rank(name, t.shape, rank)
     if tuple(v.shape) != tuple(k.shape):
         raise cm.invalid("v.shape", f"{list(k.shape)} (the shape of k)", str(list(v.shape)))
-    if slots.dtype != torch.int32 or slots.shape[0] != k.shape[0]:
-        raise cm.invalid("slots", f"int32 [{k.shape[0]}]",
+    if slots.dtype not in (torch.int64, torch.int32) or slots.shape[0] != k.shape[0]:
+        raise cm.invalid("slots", f"int64 or int32 [{k.shape[0]}]",
                          f"{str(slots.dtype).replace('torch.', '')} {list(slots.shape)}")
     if k.dtype not in (torch.float16, torch.bfloat16):
         raise cm.invalid("k.dtype", "fp16 or bf16", str(k.dtype).replace("torch.", ""))

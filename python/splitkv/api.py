@@ -103,9 +103,9 @@ def append_kv(k, v, k_cache, v_cache, slots, *, k_scales=None, v_scales=None, kv
     """Writes new tokens' keys and values into a KV cache, in place (torch tensors).
 
     k, v: [tokens, Hkv, D] fp16/bf16 (last dim contiguous; e.g. slices of a fused QKV tensor).
-    slots: int32 [tokens], the cache row of each token: block * k_cache.shape[1] + position, i.e.
-    page * page_size + offset for a paged cache, b * capacity + position for a contiguous one; -1
-    (or any row outside the cache) skips the token. k_cache, v_cache (and k_scales, v_scales) are
+    slots: int64 or int32 [tokens], the cache row of each token: block * k_cache.shape[1] +
+    position, i.e. page * page_size + offset for a paged cache, b * capacity + position for a
+    contiguous one; -1 (or any row outside the cache) skips the token. k_cache, v_cache (and k_scales, v_scales) are
     the cache exactly as decode() reads it in kv_format: 16-bit rows are copied, quantized formats
     are quantized on the GPU to the bytes of the host quantizer (splitkv.quantize_kv), INT formats
     writing each row's (scale, min) pair into k_scales / v_scales, FP8 reading its per-head scales.

@@ -114,7 +114,7 @@ int read_dims(nb::handle seq, std::array<int64_t, TensorRef::kMaxRank>& dst, con
   return static_cast<int>(n);
 }
 
-constexpr int kNumDTypes = 7;  // DType::kF16 .. DType::kFP8E4M3
+constexpr int kNumDTypes = 8;  // DType::kF16 .. DType::kI64
 
 // (ptr, dtype, shape, strides) -> TensorRef; None -> an empty TensorRef (an absent optional).
 TensorRef tensor_ref(nb::handle desc, const char* name) {
@@ -428,7 +428,8 @@ NB_MODULE(_splitkv, m) {
       .value("int32", DType::kI32)
       .value("int8", DType::kI8)
       .value("int4", DType::kI4)
-      .value("fp8_e4m3", DType::kFP8E4M3);
+      .value("fp8_e4m3", DType::kFP8E4M3)
+      .value("int64", DType::kI64);
 
   nb::enum_<KvFormat>(m, "KvFormat", "How the KV cache stores keys and values (native: in the Q/O dtype)")
       .value("native", KvFormat::kNative)
@@ -687,7 +688,7 @@ NB_MODULE(_splitkv, m) {
       .def_rw("kv_format", &AppendKvProblem::kv_format)
       .def_rw("page_size", &AppendKvProblem::page_size);
 
-  // k, v [tokens, Hkv, D]; slots int32 [tokens]; caches and scales as in run_decode. Device memory.
+  // k, v [tokens, Hkv, D]; slots int64 or int32 [tokens]; caches and scales as in run_decode. Device memory.
   m.def(
       "run_append_kv",
       [](const AppendKvProblem& problem, nb::handle k, nb::handle v, nb::handle slots, nb::handle k_cache,

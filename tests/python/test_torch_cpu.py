@@ -387,6 +387,7 @@ def written_rows_equal(appended, reference, slots, per_block):
 def test_append_kv_cpu_round_trip(fmt, page_size):
     q, lens, bt, appended, reference, k_new, v_new, slots = append_scenario(fmt, page_size)
     kc, vc, ks, vs = appended
+    slots = slots.long() if page_size else slots  # int64 (vLLM's slot mapping) or int32
     splitkv.append_kv(k_new, v_new, kc, vc, slots, k_scales=ks, v_scales=vs, kv_format=fmt)
     assert written_rows_equal(appended, reference, slots, kc.shape[1])
     kw = dict(causal=True, return_lse=True, kv_format=fmt)
@@ -426,8 +427,8 @@ def test_append_kv_errors():
     kc, vc, ks, vs = appended
     with pytest.raises(ValueError, match=r"'v_scales': expected float16 \(scale, min\) pairs"):
         splitkv.append_kv(k_new, v_new, kc, vc, slots, k_scales=ks, kv_format="int4")
-    with pytest.raises(ValueError, match=r"'slots': expected int32 \[\d+\], got int64"):
-        splitkv.append_kv(k_new, v_new, kc, vc, slots.long(), k_scales=ks, v_scales=vs, kv_format="int4")
+    with pytest.raises(ValueError, match=r"'slots': expected int64 or int32 \[\d+\], got float32"):
+        splitkv.append_kv(k_new, v_new, kc, vc, slots.float(), k_scales=ks, v_scales=vs, kv_format="int4")
     with pytest.raises(ValueError, match=r"'k_cache.dtype': expected uint8 int4 codes"):
         splitkv.append_kv(k_new, v_new, kc.view(torch.int8), vc, slots, k_scales=ks, v_scales=vs, kv_format="int4")
     with pytest.raises(ValueError, match=r"'k_cache.shape': expected \[blocks, slots, 2, 64\], got \[\d+, 16, 2, 32\]"):

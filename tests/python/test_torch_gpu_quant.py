@@ -177,6 +177,7 @@ def test_append_kv_writes_the_host_quantizer_bytes(fmt, page_size):
         require(fmt, num_q_heads=8, num_kv_heads=2, q_len=2, page_size=page_size)
     q, lens, bt, appended, reference, k_new, v_new, slots = append_scenario(
         fmt, page_size, device=DEV, dtype=DTYPE, d=D, lens=(300, 77, 1), seed=page_size)
+    slots = slots.long() if page_size == 16 else slots  # int64 (vLLM's slot mapping) or int32
     splitkv.append_kv(k_new, v_new, appended[0], appended[1], slots, k_scales=appended[2], v_scales=appended[3],
                       kv_format=fmt)
     torch.cuda.synchronize()
