@@ -1,5 +1,8 @@
-// Names and the human-readable plan description (`splitkv plan`).
-#include <sstream>
+// Names and the human-readable plan description (`splitkv plan`). Plain string appends, no
+// iostreams: the Python module calls this from processes whose C++ runtime comes from elsewhere
+// (torch), and std::locale is the part of it least safe to share.
+#include <string>
+#include <type_traits>
 
 #include "plan/geometry.hpp"
 #include "registry/registry.hpp"
@@ -19,8 +22,26 @@ const char* to_string(Strategy strategy) {
   return "unknown";
 }
 
+namespace {
+
+// Appends each argument: strings as they are, integers in decimal.
+struct Text {
+  std::string str;
+  template <class T>
+  Text& operator<<(const T& v) {
+    if constexpr (std::is_integral_v<T>) {
+      str += std::to_string(v);
+    } else {
+      str += v;
+    }
+    return *this;
+  }
+};
+
+}  // namespace
+
 std::string describe(const Plan& p) {
-  std::ostringstream s;
+  Text s;
   if (p.kind == Plan::Kind::kDecode) {
     const DecodeProblem& d = p.decode;
     s << "decode: batch=" << d.batch << " Hq=" << d.num_q_heads << " Hkv=" << d.num_kv_heads
@@ -59,7 +80,7 @@ std::string describe(const Plan& p) {
   s << "grid: " << p.grid[0] << " x " << p.grid[1] << " x " << p.grid[2] << " (work units before splitting: "
     << p.work_units << ")\n";
   s << "workspace: " << p.workspace_bytes << " bytes\n";
-  return s.str();
+  return s.str;
 }
 
 }  // namespace splitkv
