@@ -30,7 +30,8 @@ struct SplitDecision {
   std::string note;
 };
 
-// slots_per_sm: resident blocks per SM the auto rule fills (1: one wave of blocks per SM).
+// slots_per_sm: resident blocks per SM the auto rule may fill (1: one wave of blocks per SM).
+constexpr int kMinKeysPerExtraSplit = 2048;
 Status decide_splits(const PlanOptions& o, int64_t work_units, int max_kv_len, int block_keys,
                      const DeviceInfo& device, int slots_per_sm, SplitDecision* out) {
   const int kv_blocks = std::max(1, ceil_div(max_kv_len, block_keys));
@@ -74,7 +75,22 @@ Status decide_splits(const PlanOptions& o, int64_t work_units, int max_kv_len, i
     return Status::success();
   }
   const int cap = o.max_splits > 0 ? o.max_splits : plan::kMaxAutoSplits;
-  out->num_splits = plan::choose_num_splits(work_units, kv_blocks, device.sm_count * slots_per_sm, cap, &out->note);
+  out->num_splits = plan::choose_num_splits(work_units, kv_blocks, device.sm_count, cap, &out->note);
+  if (slots_per_sm > 1) {
+    // Filling every resident block slot pays only while splits stay long enough to amortize a
+    // block's fixed cost: at least kMinKeysPerExtraSplit keys each (bench/NOTES.md, run 13).
+    std::string unused;
+    const int slots = device.sm_count * slots_per_sm;
+    const int fill = plan::choose_num_splits(work_units, kv_blocks, slots, cap, &unused);
+    const int long_enough = std::max(1, ceil_div(max_kv_len, kMinKeysPerExtraSplit));
+    const int more = std::min(fill, long_enough);
+    if (more > out->num_splits) {
+      out->num_splits = more;
+      out->note = "wave efficiency over " + std::to_string(slots) + " block slots (" + std::to_string(slots_per_sm) +
+                  " resident blocks per SM): " + std::to_string(work_units) + " work units x " +
+                  std::to_string(more) + " splits of >= " + std::to_string(kMinKeysPerExtraSplit) + " keys";
+    }
+  }
   return Status::success();
 }
 
@@ -104,10 +120,10 @@ Status choose_family_and_tile(registry::Kind kind, Strategy strategy, int head_d
   return Status::success();
 }
 
-// Block slots per SM the decode split rule fills. A 16-bit cache's blocks stream at the memory's
+// Block slots per SM the decode split rule may fill. A 16-bit cache's blocks stream at the memory's
 // pace with one block per SM (bench/NOTES.md, runs 3-7); a quantized cache's blocks spend several
-// times the instructions per byte (dequantization) and need every resident block to hide their
-// latency (run 10), so the rule counts all of them.
+// times the instructions per byte (dequantization) and on long rows gain from every resident block
+// hiding their latency (runs 10-13).
 int decode_slots_per_sm(const DecodeProblem& problem, int blocks_per_sm) {
   return detail::kv_format_traits(detail::resolve_kv_format(problem.kv_format, problem.dtype)).quantized
              ? blocks_per_sm

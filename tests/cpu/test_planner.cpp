@@ -41,6 +41,26 @@ TEST(Planner, SingleLongSequenceSplitsMany) {
   EXPECT_GE(int64_t(plan.num_splits) * plan.work_units, 100);  // most SMs busy
 }
 
+TEST(Planner, QuantizedCachesFillResidentBlockSlotsOnlyWithLongSplits) {
+  for (KvFormat f : {KvFormat::kInt8, KvFormat::kInt4}) {
+    for (int len : {1024, 4096, 16384, 131072}) {
+      DecodeProblem q = decode(1, 32, 8, len);
+      const Plan bf16 = plan_or_die(q);
+      q.kv_format = f;
+      const Plan quant = plan_or_die(q);
+      EXPECT_GE(quant.num_splits, bf16.num_splits) << to_string(f) << " " << len;
+      if (quant.num_splits > bf16.num_splits) {  // only to fill more resident blocks, with long splits
+        EXPECT_GT(quant.blocks_per_sm, 1) << to_string(f) << " " << len;
+        EXPECT_GE(len / quant.num_splits, 2048 - 64) << to_string(f) << " " << len;
+        EXPECT_NE(quant.note.find("resident blocks per SM"), std::string::npos) << quant.note;
+      }
+    }
+    DecodeProblem longest = decode(1, 32, 8, 131072);
+    longest.kv_format = f;
+    EXPECT_GT(plan_or_die(longest).num_splits, plan_or_die(decode(1, 32, 8, 131072)).num_splits) << to_string(f);
+  }
+}
+
 TEST(Planner, GqaIsCountedByKvHeads) {
   // The query heads of a group share one block: 32/8 and 8/8 give the same grid and splits.
   const Plan gqa = plan_or_die(decode(2, 32, 8, 16384));
