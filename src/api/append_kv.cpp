@@ -20,7 +20,6 @@ namespace {
 using detail::AppendRowFormat;
 using detail::AppendSideParams;
 using detail::KvFormatTraits;
-using detail::KvScales;
 using detail::Expect;
 using detail::check_tensor;
 using detail::kAnySize;
@@ -60,37 +59,6 @@ Status validate_problem(const AppendKvProblem& p) {
   return Status::success();
 }
 
-// The scale tensors of the cache's format, as check_kv_scales in validate.cpp checks them for decode.
-Status check_scales(const std::string& name, const TensorRef& s, KvScales kind, const char* format_name,
-                    const TensorRef& cache, int64_t num_kv_heads) {
-  switch (kind) {
-    case KvScales::kNone:
-      if (s.empty()) return Status::success();
-      return Status::invalid(name, std::string("empty for a ") + format_name + " cache (kv_format holds no scales)",
-                             "a tensor");
-    case KvScales::kPerHead:
-      return check_tensor(name, s, Expect{DType::kF32, {num_kv_heads}, false, false});
-    case KvScales::kPerTokenPair:
-      // [blocks, Hkv, slots, 2] with the blocks and slots of the cache; each pair written as one 4-byte word.
-      if (Status st = check_tensor(name, s, Expect{DType::kF16, {cache.shape[0], num_kv_heads, cache.shape[1], 2},
-                                                   false, true});
-          !st) {
-        return st;
-      }
-      if (reinterpret_cast<uintptr_t>(s.data) % 4 != 0) {
-        return Status::invalid(name + ".data", "a 4-byte aligned address (fp16 pairs)", "a misaligned address");
-      }
-      for (int d = 0; d < 3; ++d) {
-        if (s.stride[d] % 2 != 0) {
-          return Status::invalid(name + ".stride[" + str(d) + "]", "an even stride (whole fp16 pairs)",
-                                 str(s.stride[d]));
-        }
-      }
-      return Status::success();
-  }
-  return Status::success();
-}
-
 Status validate_tensors(const AppendKvProblem& p, const AppendKvTensors& t) {
   const KvFormatTraits f = detail::kv_format_traits(detail::resolve_kv_format(p.kv_format, p.dtype));
   const int64_t N = p.num_tokens, Hkv = p.num_kv_heads, D = p.head_dim;
@@ -100,8 +68,8 @@ Status validate_tensors(const AppendKvProblem& p, const AppendKvTensors& t) {
   if (Status s = check_tensor("k_cache", t.k_cache, Expect{f.k_element, cache_shape}); !s) return s;
   const std::vector<int64_t> v_shape(t.k_cache.shape.begin(), t.k_cache.shape.begin() + 4);
   if (Status s = check_tensor("v_cache", t.v_cache, Expect{f.v_element, v_shape}); !s) return s;
-  if (Status s = check_scales("k_scales", t.k_scales, f.scales, f.name, t.k_cache, Hkv); !s) return s;
-  if (Status s = check_scales("v_scales", t.v_scales, f.scales, f.name, t.k_cache, Hkv); !s) return s;
+  if (Status s = detail::check_kv_scale_tensor("k_scales", t.k_scales, f.scales, f.name, t.k_cache, Hkv); !s) return s;
+  if (Status s = detail::check_kv_scale_tensor("v_scales", t.v_scales, f.scales, f.name, t.k_cache, Hkv); !s) return s;
   if (N == 0) return Status::success();  // k, v and slots are not read
   if (Status s = check_tensor("k", t.k, Expect{p.dtype, {N, Hkv, D}}); !s) return s;
   if (Status s = check_tensor("v", t.v, Expect{p.dtype, {N, Hkv, D}}); !s) return s;

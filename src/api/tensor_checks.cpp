@@ -56,4 +56,35 @@ Status check_tensor(const std::string& name, const TensorRef& t, const Expect& e
   return Status::success();
 }
 
+
+Status check_kv_scale_tensor(const std::string& name, const TensorRef& s, KvScales kind, const char* format_name,
+                    const TensorRef& cache, int64_t num_kv_heads) {
+  switch (kind) {
+    case KvScales::kNone:
+      if (s.empty()) return Status::success();
+      return Status::invalid(name, std::string("empty for a ") + format_name + " cache (kv_format holds no scales)",
+                             "a tensor");
+    case KvScales::kPerHead:
+      return check_tensor(name, s, Expect{DType::kF32, {num_kv_heads}, false, false});
+    case KvScales::kPerTokenPair:
+      // [blocks, Hkv, slots, 2] with the blocks and slots of the cache; each pair written as one 4-byte word.
+      if (Status st = check_tensor(name, s, Expect{DType::kF16, {cache.shape[0], num_kv_heads, cache.shape[1], 2},
+                                                   false, true});
+          !st) {
+        return st;
+      }
+      if (reinterpret_cast<uintptr_t>(s.data) % 4 != 0) {
+        return Status::invalid(name + ".data", "a 4-byte aligned address (fp16 pairs)", "a misaligned address");
+      }
+      for (int d = 0; d < 3; ++d) {
+        if (s.stride[d] % 2 != 0) {
+          return Status::invalid(name + ".stride[" + str(d) + "]", "an even stride (whole fp16 pairs)",
+                                 str(s.stride[d]));
+        }
+      }
+      return Status::success();
+  }
+  return Status::success();
+}
+
 }  // namespace splitkv::detail

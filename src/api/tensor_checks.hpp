@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "common/formats.hpp"
 #include "splitkv/status.hpp"
 #include "splitkv/types.hpp"
 
@@ -30,5 +31,11 @@ struct Expect {
 };
 
 Status check_tensor(const std::string& name, const TensorRef& t, const Expect& e);
+
+// One scale tensor of a KV cache in a format whose scales are `kind` (docs/KV_FORMATS.md): none
+// (must be empty), fp32 [Hkv] per head, or fp16 (scale, min) pairs [blocks, Hkv, slots, 2] with the
+// blocks and slots of `cache`, each pair 4-byte aligned (read and written as one word).
+Status check_kv_scale_tensor(const std::string& name, const TensorRef& s, KvScales kind, const char* format_name,
+                             const TensorRef& cache, int64_t num_kv_heads);
 
 }  // namespace splitkv::detail

@@ -100,43 +100,8 @@ namespace {
 // Scales of a quantized cache (docs/KV_FORMATS.md); none for a 16-bit one.
 Status check_kv_scales(const DecodeProblem& p, const DecodeTensors& t) {
   const KvFormatTraits f = kv_format_traits(resolve_kv_format(p.kv_format, p.dtype));
-  const TensorRef* scales[2] = {&t.k_scales, &t.v_scales};
-  const char* names[2] = {"k_scales", "v_scales"};
-  for (int i = 0; i < 2; ++i) {
-    const std::string name = names[i];
-    const TensorRef& s = *scales[i];
-    switch (f.scales) {
-      case KvScales::kNone:
-        if (!s.empty()) {
-          return Status::invalid(name, std::string("empty for a ") + f.name + " cache (kv_format holds no scales)",
-                                 "a tensor");
-        }
-        break;
-      case KvScales::kPerHead:
-        if (Status st = check_tensor(name, s, Expect{DType::kF32, {p.num_kv_heads}, false, false}); !st) return st;
-        break;
-      case KvScales::kPerTokenPair: {
-        // [blocks, Hkv, slots, 2] with the blocks and slots of the K/V tensors (pages x page_size,
-        // or sequences x capacity); the (scale, min) pair is read as one 4-byte word.
-        if (Status st = check_tensor(name, s, Expect{DType::kF16, {t.k.shape[0], p.num_kv_heads, t.k.shape[1], 2},
-                                                     false, true});
-            !st) {
-          return st;
-        }
-        if (reinterpret_cast<uintptr_t>(s.data) % 4 != 0) {
-          return Status::invalid(name + ".data", "a 4-byte aligned address (fp16 pairs)", "a misaligned address");
-        }
-        for (int d = 0; d < 3; ++d) {
-          if (s.stride[d] % 2 != 0) {
-            return Status::invalid(name + ".stride[" + str(d) + "]", "an even stride (whole fp16 pairs)",
-                                   str(s.stride[d]));
-          }
-        }
-        break;
-      }
-    }
-  }
-  return Status::success();
+  if (Status s = check_kv_scale_tensor("k_scales", t.k_scales, f.scales, f.name, t.k, p.num_kv_heads); !s) return s;
+  return check_kv_scale_tensor("v_scales", t.v_scales, f.scales, f.name, t.k, p.num_kv_heads);
 }
 
 }  // namespace
