@@ -8,6 +8,7 @@
 #include "common/host_tensor.hpp"
 #include "common/parallel_for.hpp"
 #include "kernels/common/causal_mask.hpp"
+#include "kernels/common/lse_combine.hpp"
 #include "plan/geometry.hpp"
 #include "quant/kv_rows.hpp"
 #include "reference/row_attention.hpp"
@@ -28,6 +29,10 @@ void gather_row(const TensorRef& t, int64_t base_offset, int d, float* dst) {
 }  // namespace
 
 Result decode(const DecodeProblem& p, const DecodeTensors& t, const Options& options) {
+  return decode_shard(p, t, Shard{nullptr, nullptr}, options);
+}
+
+Result decode_shard(const DecodeProblem& p, const DecodeTensors& t, const Shard& shard, const Options& options) {
   const int D = p.head_dim, Lq = p.q_len, Hq = p.num_q_heads, Hkv = p.num_kv_heads;
   const int group = Hq / Hkv;
   const double scale = plan::resolved_softmax_scale(p.softmax_scale, D);
@@ -42,6 +47,9 @@ Result decode(const DecodeProblem& p, const DecodeTensors& t, const Options& opt
   detail::parallel_for(int64_t(p.batch) * Hkv, [&](int64_t g) {
     const int b = static_cast<int>(g / Hkv), hkv = static_cast<int>(g % Hkv);
     const int len = lens[b];
+    // Without a shard the tensors hold the whole context.
+    const int offset = shard.key_offset ? shard.key_offset[b] : 0;
+    const int total = shard.total_len ? shard.total_len[b] : len;
     std::vector<float> k(size_t(len) * D), v(size_t(len) * D), q(D);
     for (int tok = 0; tok < len; ++tok) {
       int64_t page = b, slot = tok;
@@ -56,7 +64,8 @@ Result decode(const DecodeProblem& p, const DecodeTensors& t, const Options& opt
       for (int h = 0; h < group; ++h) {
         const int hq = hkv * group + h;
         gather_row(t.q, element_offset(t.q, b, i, hq), D, q.data());
-        RowInput row{q.data(), k.data(), v.data(), len, visible_key_end(p.causal, Lq, len, i), D, scale, p.dtype};
+        const int visible = std::clamp(visible_key_end(p.causal, Lq, total, i) - offset, 0, len);
+        RowInput row{q.data(), k.data(), v.data(), len, visible, D, scale, p.dtype};
         attend_row(row, options, &r.out[((size_t(b) * Lq + i) * Hq + hq) * D],
                    &r.lse[(size_t(b) * Hq + hq) * Lq + i]);
       }
@@ -105,6 +114,29 @@ Result prefill(const PrefillProblem& p, const PrefillTensors& t, const Options& 
       }
     }
   });
+  return r;
+}
+
+Result merge_decode_partials(const std::vector<Result>& partials, const DecodeProblem& p) {
+  const int D = p.head_dim, Lq = p.q_len, Hq = p.num_q_heads;
+  Result r;
+  r.out.assign(size_t(p.batch) * Lq * Hq * D, 0.0);
+  r.lse.assign(size_t(p.batch) * Hq * Lq, 0.0);
+  std::vector<double> lse(partials.size());
+  for (int b = 0; b < p.batch; ++b) {
+    for (int h = 0; h < Hq; ++h) {
+      for (int i = 0; i < Lq; ++i) {
+        const size_t lse_at = (size_t(b) * Hq + h) * Lq + i, out_at = ((size_t(b) * Lq + i) * Hq + h) * D;
+        for (size_t s = 0; s < partials.size(); ++s) lse[s] = partials[s].lse[lse_at];
+        const double total = detail::combined_lse(lse.data(), int(lse.size()), 1);
+        r.lse[lse_at] = total;
+        for (size_t s = 0; s < partials.size(); ++s) {
+          const double w = detail::combine_weight(lse[s], total);
+          for (int j = 0; j < D; ++j) r.out[out_at + j] += w * partials[s].out[out_at + j];
+        }
+      }
+    }
+  }
   return r;
 }
 

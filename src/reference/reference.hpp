@@ -35,6 +35,23 @@ struct Result {
 
 // `tensors` must point to host memory (seq_lens, block_table and cu_seqlens included).
 Result decode(const DecodeProblem& problem, const DecodeTensors& tensors, const Options& options = {});
+
+// A shard of every sequence's keys (context parallelism: a sequence's cache spread over GPUs). The
+// shard's tensors hold keys [key_offset[b], key_offset[b] + seq_lens[b]) of sequence b, whose whole
+// context has total_len[b] keys; causal masking counts global positions (query i of q_len sees
+// keys [0, total_len - q_len + i]). The result is the shard's partial: out normalized over the
+// shard's visible keys and lse their log-sum-exp (0 and -inf where it sees none), which
+// merge_partials folds with the other shards' into the result over the whole context.
+struct Shard {
+  const int32_t* key_offset;  // [batch], host
+  const int32_t* total_len;   // [batch], host
+};
+Result decode_shard(const DecodeProblem& problem, const DecodeTensors& shard_tensors, const Shard& shard,
+                    const Options& options = {});
+
+// The log-sum-exp merge (fp64, in the order given) of decode partials over disjoint key sets, each
+// in decode's layout: out [B, q_len, Hq, D], lse [B, Hq, q_len].
+Result merge_decode_partials(const std::vector<Result>& partials, const DecodeProblem& problem);
 Result prefill(const PrefillProblem& problem, const PrefillTensors& tensors, const Options& options = {});
 
 }  // namespace splitkv::ref

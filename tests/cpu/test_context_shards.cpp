@@ -1,0 +1,139 @@
+// The math of context-parallel decode: a sequence's keys split into shards (one per GPU), each
+// shard attended on its own with causal masking in global positions, and the shards' partials
+// merged by their log-sum-exp, equal the fp64 reference over the whole context (to 1e-12).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "reference/reference.hpp"
+#include "testing/decode_case.hpp"
+
+namespace splitkv {
+namespace {
+
+constexpr double kAgree = 1e-12;
+
+double max_diff(const std::vector<double>& a, const std::vector<double>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  double m = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (std::isinf(a[i]) || std::isinf(b[i])) {
+      EXPECT_EQ(a[i], b[i]) << "at " << i;
+      continue;
+    }
+    m = std::max(m, std::abs(a[i] - b[i]));
+  }
+  return m;
+}
+
+struct ShardCase {
+  std::string name;
+  testing::DecodeCaseSpec spec;
+  int num_shards;
+};
+
+testing::DecodeCaseSpec spec(int batch, int hq, int hkv, int max_len, std::vector<int> lens, int q_len, bool causal,
+                             int page_size, KvFormat format = KvFormat::kNative) {
+  testing::DecodeCaseSpec s;
+  s.problem.batch = batch;
+  s.problem.num_q_heads = hq;
+  s.problem.num_kv_heads = hkv;
+  s.problem.head_dim = 64;
+  s.problem.max_kv_len = max_len;
+  s.problem.q_len = q_len;
+  s.problem.causal = causal;
+  s.problem.page_size = page_size;
+  s.problem.kv_format = format;
+  s.seq_lens = std::move(lens);
+  return s;
+}
+
+// Paged shards: shard s of sequence b holds keys [offset, offset + n) through its own block
+// table (the sequence's pages from offset / page_size on), so offsets are whole pages; shards are
+// unequal, some empty, chosen at random.
+TEST(ContextShards, PagedShardsMergeToTheWholeContext) {
+  const ShardCase cases[] = {
+      {"gqa_32_8_q1", spec(3, 32, 8, 1500, {1500, 700, 0}, 1, false, 16), 2},
+      {"gqa_28_4_q4_causal", spec(2, 28, 4, 1300, {1300, 37}, 4, true, 16), 3},
+      {"q16_causal_page256", spec(2, 8, 2, 2100, {2100, 530}, 16, true, 256), 4},
+      {"mqa_8_1_q2_causal_int8", spec(2, 8, 1, 900, {900, 400}, 2, true, 16, KvFormat::kInt8), 2},
+  };
+  std::mt19937 rng(7);
+  for (const ShardCase& k : cases) {
+    testing::DecodeCase c = testing::make_decode_case(k.spec);
+    const DecodeTensors whole = c.host_tensors();
+    const ref::Result want = ref::decode(c.problem, whole);
+    const int B = c.problem.batch, P = c.problem.page_size;
+
+    // Cut points per sequence: page multiples, sorted, possibly equal (empty shards).
+    std::vector<std::vector<int>> cuts(static_cast<size_t>(B));
+    for (int b = 0; b < B; ++b) {
+      const int len = c.seq_lens[size_t(b)], pages = (len + P - 1) / P;
+      std::vector<int> at = {0, len};
+      for (int s = 1; s < k.num_shards; ++s) at.push_back(std::min(len, int(rng() % uint32_t(pages + 1)) * P));
+      std::sort(at.begin(), at.end());
+      cuts[size_t(b)] = at;
+    }
+    std::vector<ref::Result> partials;
+    for (int s = 0; s < k.num_shards; ++s) {
+      const size_t n = static_cast<size_t>(B);
+      std::vector<int32_t> lens(n), offsets(n), totals(n);
+      std::vector<int32_t> table(c.block_table.size(), 0);
+      for (int b = 0; b < B; ++b) {
+        offsets[size_t(b)] = cuts[size_t(b)][size_t(s)];
+        lens[size_t(b)] = cuts[size_t(b)][size_t(s) + 1] - offsets[size_t(b)];
+        totals[size_t(b)] = c.seq_lens[size_t(b)];
+        const int first_page = offsets[size_t(b)] / P;
+        for (int j = 0; first_page + j < int(c.max_pages); ++j) {
+          table[size_t(b * c.max_pages + j)] = c.block_table[size_t(b * c.max_pages + first_page + j)];
+        }
+      }
+      DecodeTensors shard = whole;
+      shard.seq_lens.data = lens.data();
+      shard.seq_lens_host = lens.data();
+      shard.block_table.data = table.data();
+      shard.block_table_host = table.data();
+      partials.push_back(ref::decode_shard(c.problem, shard, ref::Shard{offsets.data(), totals.data()}));
+    }
+    const ref::Result got = ref::merge_decode_partials(partials, c.problem);
+    EXPECT_LE(max_diff(want.out, got.out), kAgree) << k.name;
+    EXPECT_LE(max_diff(want.lse, got.lse), kAgree) << k.name;
+  }
+}
+
+// Contiguous shards at one offset for every sequence are views of the cache (the data pointer
+// moved by the offset); a shard past a sequence's causal horizon contributes nothing.
+TEST(ContextShards, ContiguousShardsAndShardsNoQuerySees) {
+  testing::DecodeCase c = testing::make_decode_case(spec(2, 16, 4, 1000, {1000, 600}, 8, true, 0));
+  const DecodeTensors whole = c.host_tensors();
+  const ref::Result want = ref::decode(c.problem, whole);
+  const int cut = 600;  // sequence 1 ends here: its second shard is empty
+  std::vector<ref::Result> partials;
+  for (int s = 0; s < 2; ++s) {
+    std::vector<int32_t> lens(2), offsets(2, s == 0 ? 0 : cut), totals(c.seq_lens.begin(), c.seq_lens.end());
+    for (int b = 0; b < 2; ++b) lens[size_t(b)] = s == 0 ? std::min(cut, totals[size_t(b)]) : totals[size_t(b)] - cut;
+    DecodeTensors shard = whole;
+    for (TensorRef* t : {&shard.k, &shard.v}) {
+      const int64_t first = s == 0 ? 0 : cut;
+      t->data = static_cast<char*>(t->data) + first * t->stride[1] * 2;  // bf16
+      t->shape[1] -= first;
+    }
+    shard.seq_lens.data = lens.data();
+    shard.seq_lens_host = lens.data();
+    partials.push_back(ref::decode_shard(c.problem, shard, ref::Shard{offsets.data(), totals.data()}));
+  }
+  // Sequence 1's second shard saw nothing: LSE -inf, output zeros.
+  const int Hq = c.problem.num_q_heads, Lq = c.problem.q_len;
+  for (int h = 0; h < Hq; ++h)
+    for (int i = 0; i < Lq; ++i) EXPECT_TRUE(std::isinf(partials[1].lse[(size_t(1) * Hq + h) * Lq + i]));
+  const ref::Result got = ref::merge_decode_partials(partials, c.problem);
+  EXPECT_LE(max_diff(want.out, got.out), kAgree);
+  EXPECT_LE(max_diff(want.lse, got.lse), kAgree);
+}
+
+}  // namespace
+}  // namespace splitkv
