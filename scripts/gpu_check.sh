@@ -3,7 +3,8 @@
 # under compute-sanitizer), run the benchmark suites with the PyTorch peers, and leave results and
 # logs in $OUT (at most 8 files), printing a short table last.
 #
-#   SPLITKV_STEPS   comma list of: build,test,sanitize,racecheck,probe,sweep,decode,prefill,strategies,quant
+#   SPLITKV_STEPS   comma list of: build,test,sanitize,racecheck,probe,sweep,decode,prefill,strategies,quant,
+#                   python (tests/python/gpu_run.sh: its own build, the torch tests, the overhead bench)
 #                   (default: build,test,decode)
 #   SPLITKV_PREBUILT  a build directory made elsewhere (splitkv, tests/splitkv_gpu_tests): no build
 #   SPLITKV_CMAKE_ARGS  extra configure arguments, e.g. "-DSPLITKV_HEAD_DIMS=128 -DSPLITKV_DTYPES=bf16"
@@ -100,6 +101,11 @@ fi
 if has strategies; then
   run_suite strategies --suite strategies
   python3 bench/merge_results.py --suite strategies --ours "$WORK/strategies-ours.json" --out "$OUT"
+fi
+
+if has python; then
+  OUT="$OUT" DEADLINE="${SPLITKV_PYTHON_DEADLINE:-240}" guard bash tests/python/gpu_run.sh >"$WORK/python.log" 2>&1
+  summary+=("python: rc=$? $(grep -E '^SUMMARY' "$WORK/python.log" | tail -1)")
 fi
 
 echo "==== summary ===="
