@@ -216,7 +216,7 @@ def _format_arg(kv_format):
     return kv_format
 
 
-def decode(q, k_cache, v_cache, seq_lens, block_table, *, causal, softmax_scale, num_splits, max_splits,
+def decode(q, k_cache, v_cache, seq_lens, block_table, causal, softmax_scale, num_splits, max_splits,
            split_tokens, out, return_lse, workspace, max_seqlen_k, family, kv_format=None, k_scales=None,
            v_scales=None):
     if not isinstance(seq_lens, _Tensor):  # a list would need a host-to-device copy: the caller's call
