@@ -272,28 +272,13 @@ Status check_host_cache(const TensorRef& values, const std::string& values_name,
   return Status::success();
 }
 
-quant::IntCacheView int_view(const TensorRef& codes, const TensorRef& scales) {
-  quant::IntCacheView view;
-  view.bits = codes.dtype == DType::kI4 ? 4 : 8;
-  view.head_dim = static_cast<int>(codes.shape[3]);
-  view.codes = static_cast<uint8_t*>(codes.data);
-  view.code_stride_block = codes.stride[0];
-  view.code_stride_slot = codes.stride[1];
-  view.code_stride_head = codes.stride[2];
-  view.scales = static_cast<uint16_t*>(scales.data);
-  view.scale_stride_block = scales.stride[0];
-  view.scale_stride_head = scales.stride[1];
-  view.scale_stride_slot = scales.stride[2];
-  return view;
-}
-
 // Quantizes every row of `values` into `codes` (and, for INT formats, its (scale, min) pair into
 // `scales`) with the host quantizer (src/quant/kv_quant_host.*): the bytes a quantized cache holds.
 void quantize_cache(const TensorRef& values, const TensorRef& codes, const TensorRef& scales) {
   const int64_t blocks = values.shape[0], slots = values.shape[1], hkv = values.shape[2];
   const int d = static_cast<int>(values.shape[3]);
   const bool fp8 = codes.dtype == DType::kFP8E4M3;
-  const quant::IntCacheView view = fp8 ? quant::IntCacheView{} : int_view(codes, scales);
+  const quant::IntCacheView view = fp8 ? quant::IntCacheView{} : quant::int_cache_view(codes, scales);
   detail::parallel_for(blocks * slots, [&](int64_t task) {
     const int64_t b = task / slots, s = task % slots;
     std::vector<float> row(d);

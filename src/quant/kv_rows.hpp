@@ -6,9 +6,14 @@
 
 #include <cstdint>
 
+#include "quant/kv_quant_host.hpp"
 #include "splitkv/types.hpp"
 
 namespace splitkv::quant {
+
+// The IntCacheView of an INT8/INT4 code tensor [blocks, slots, Hkv, D] (strides in elements:
+// bytes or nibbles) and its fp16 (scale, min) tensor [blocks, Hkv, slots, 2].
+IntCacheView int_cache_view(const TensorRef& codes, const TensorRef& scales);
 
 class KvRowReader {
  public:
@@ -23,6 +28,7 @@ class KvRowReader {
   DType element_;
   TensorRef cache_, scales_;
   int head_dim_;
+  IntCacheView int_view_;  // INT8/INT4 caches
 };
 
 }  // namespace splitkv::quant
