@@ -9,26 +9,12 @@
 #include <string>
 #include <vector>
 
+#include "fp64_agreement.hpp"
 #include "reference/reference.hpp"
 #include "testing/decode_case.hpp"
 
 namespace splitkv {
 namespace {
-
-constexpr double kAgree = 1e-12;
-
-double max_diff(const std::vector<double>& a, const std::vector<double>& b) {
-  EXPECT_EQ(a.size(), b.size());
-  double m = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (std::isinf(a[i]) || std::isinf(b[i])) {
-      EXPECT_EQ(a[i], b[i]) << "at " << i;
-      continue;
-    }
-    m = std::max(m, std::abs(a[i] - b[i]));
-  }
-  return m;
-}
 
 struct ShardCase {
   std::string name;
@@ -100,8 +86,7 @@ TEST(ContextShards, PagedShardsMergeToTheWholeContext) {
       partials.push_back(ref::decode_shard(c.problem, shard, ref::Shard{offsets.data(), totals.data()}));
     }
     const ref::Result got = ref::merge_decode_partials(partials, c.problem);
-    EXPECT_LE(max_diff(want.out, got.out), kAgree) << k.name;
-    EXPECT_LE(max_diff(want.lse, got.lse), kAgree) << k.name;
+    testing::expect_results_agree(want, got, k.name);
   }
 }
 
@@ -131,8 +116,7 @@ TEST(ContextShards, ContiguousShardsAndShardsNoQuerySees) {
   for (int h = 0; h < Hq; ++h)
     for (int i = 0; i < Lq; ++i) EXPECT_TRUE(std::isinf(partials[1].lse[(size_t(1) * Hq + h) * Lq + i]));
   const ref::Result got = ref::merge_decode_partials(partials, c.problem);
-  EXPECT_LE(max_diff(want.out, got.out), kAgree);
-  EXPECT_LE(max_diff(want.lse, got.lse), kAgree);
+  testing::expect_results_agree(want, got, "contiguous");
 }
 
 }  // namespace

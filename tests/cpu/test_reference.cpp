@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "common/host_tensor.hpp"
+#include "fp64_agreement.hpp"
 #include "kernels/common/causal_mask.hpp"
 #include "reference/reference.hpp"
 #include "testing/decode_case.hpp"
@@ -13,25 +14,8 @@
 namespace splitkv {
 namespace {
 
-constexpr double kAgree = 1e-12;
-
-double max_diff(const std::vector<double>& a, const std::vector<double>& b) {
-  EXPECT_EQ(a.size(), b.size());
-  double m = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (std::isinf(a[i]) || std::isinf(b[i])) {
-      EXPECT_EQ(a[i], b[i]) << "at " << i;
-      continue;
-    }
-    EXPECT_FALSE(std::isnan(a[i]) || std::isnan(b[i])) << "NaN at " << i;
-    m = std::max(m, std::abs(a[i] - b[i]));
-  }
-  return m;
-}
-
 void expect_methods_agree(const ref::Result& direct, const ref::Result& other, const char* what) {
-  EXPECT_LE(max_diff(direct.out, other.out), kAgree) << what;
-  EXPECT_LE(max_diff(direct.lse, other.lse), kAgree) << what;
+  testing::expect_results_agree(direct, other, what);
 }
 
 testing::DecodeCaseSpec decode_spec(int batch, int hq, int hkv, int d, int q_len, int max_len, int page_size,
