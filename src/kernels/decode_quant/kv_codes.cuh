@@ -19,7 +19,6 @@ enum class CodeKind { kFp8, kInt8, kInt4 };
 template <CodeKind kKind>
 struct CodeTraits {
   static constexpr int kBits = kKind == CodeKind::kInt4 ? 4 : 8;
-  static constexpr bool kTokenScales = kKind != CodeKind::kFp8;  // fp16 (scale, min) per token
   static constexpr int kCodesPerWord = 32 / kBits;
   static constexpr int kPairsPerWord = kCodesPerWord / 2;
 };

@@ -49,6 +49,9 @@ struct DecodeQuantTraits {
   static constexpr int kVScaleOffset = kKScaleOffset + kTile.scale_bytes();
   static constexpr int kStageBytes = kTile.stage_bytes();
   static constexpr bool kTokenScales = kTile.bits.token_scales;
+  // The tile table (host) and the code kinds (device) describe the format alike.
+  static_assert(KCode::kBits == kTile.bits.k_bits && VCode::kBits == kTile.bits.v_bits);
+  static_assert(kTokenScales == (kKCode != CodeKind::kFp8));
 
   static_assert(kBlockM == 16 && kWarpKeys == 16, "one warp computes one 16 x 16 score tile per step");
   static_assert(kVRowBytes % 32 == 0, "V rows are read by ldmatrix.x4 in pairs of 16-byte chunks");
