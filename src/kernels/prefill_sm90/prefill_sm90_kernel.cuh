@@ -157,40 +157,27 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   OnlineSoftmax<kRows> softmax;
   softmax.reset();
 
-  // Software-pipelined loop: O += P_t V_t is left in flight while S_{t+1} = Q K_{t+1}^T is issued,
-  // so the tensor cores get both products back to back and one wait retires them together. P_t
-  // lives in tOrP (outside the loop) until that wait, so S_{t+1} cannot be allocated over it.
-  Tensor tOrP = make_tensor<Element>(wgmma_acc_as_a_operand(
-      partition_fragment_C(mma_qk, Shape<Int<kM>, Int<kN>>{}).layout()));  // A operand of P V
   Barrier::wait(&smem.barrier_q, 0);
   PipelineState read;
-  PipelineState release_v;  // the V stage of the product in flight
   for (int t = 0; t < blk.n_blocks; ++t) {
     const int n0 = keys.lo + t * kN;
     Tensor acc_s = partition_fragment_C(mma_qk, Shape<Int<kM>, Int<kN>>{});  // (MMA, MMA_M, MMA_N)
     pipeline_k.consumer_wait(read);
-    warpgroup_gemm_issue<true>(mma_qk, tSrQ, tSrK(_, _, _, read.index()), acc_s);
-    warpgroup_wait<0>();  // S_t and P_{t-1} V_{t-1}
-    fence_wgmma_operands(acc_s, acc_o, tOrP);
+    warpgroup_gemm<true>(mma_qk, tSrQ, tSrK(_, _, _, read.index()), acc_s);
     pipeline_k.consumer_release(read);
-    if (t > 0) {
-      pipeline_v.consumer_release(release_v);
-      ++release_v;
-    }
 
     Tensor scores = make_tensor(acc_s.data(), wgmma_acc_as_rows_cols(acc_s.layout()));  // (rows, keys)
     if (n0 + kN > keys.mask_from) mask_scores(scores, tScS_rc, p, seq, blk.row0, n0, keys.hi);
     softmax.update(scores, acc_o_rc, p.scale_log2);
-    copy(convert_fragment<Element>(acc_s), tOrP);
+    Tensor probs = convert_fragment<Element>(acc_s);
+    Tensor tOrP = make_tensor(probs.data(), wgmma_acc_as_a_operand(probs.layout()));  // A operand of P V
 
     pipeline_v.consumer_wait(read);
     if (n0 + kN > seq.k_len) zero_rows_from<Traits>(sV(_, _, read.index()), seq.k_len - n0, consumer_tid);
-    warpgroup_gemm_issue<false>(mma_pv, tOrP, tOrVt(_, _, _, read.index()), acc_o);
+    warpgroup_gemm<false>(mma_pv, tOrP, tOrVt(_, _, _, read.index()), acc_o);
+    pipeline_v.consumer_release(read);
     ++read;
   }
-  warpgroup_wait<0>();
-  fence_wgmma_operands(acc_o, tOrP);
-  if (blk.n_blocks > 0) pipeline_v.consumer_release(release_v);
 
   // ---- Epilogue --------------------------------------------------------------------------------------
   softmax.reduce_sums();
