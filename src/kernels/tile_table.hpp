@@ -186,19 +186,20 @@ struct PrefillSm90Tile {
   int head_dim;
   int block_m;  // query rows per block: 64 per consumer warpgroup
   int block_n;  // keys per K/V tile
-  int stages;   // K/V ring depth
+  int stages;   // depth of the one ring that K and V tiles share (K_t, V_t, K_t+1, ...)
   int consumer_warpgroups;
 
   constexpr int threads() const { return 128 * (1 + consumer_warpgroups); }
-  // Q, the K and V rings, the barriers (padded to 1 KB) and 1 KB to align the swizzled tiles.
-  constexpr int smem_bytes() const {
-    return (block_m + 2 * stages * block_n) * head_dim * k16BitBytes + 1024 + 1024;
-  }
+  // Q, the K/V ring, the barriers (padded to 1 KB) and 1 KB to align the swizzled tiles.
+  constexpr int smem_bytes() const { return (block_m + stages * block_n) * head_dim * k16BitBytes + 1024 + 1024; }
 };
 
+// A K or V tile is consumed about once per product, and every block of a head re-reads the same
+// tiles from L2: a ring 2.5 tiles deep per kind keeps loads far enough ahead (as deep as shared
+// memory allows next to Q: 5 x 32 KB at D=128, 4 x 32 KB at D=256, 8 x 16 KB at D=64).
 constexpr PrefillSm90Tile prefill_sm90_tile(int head_dim) {
   // Registers per consumer thread: S (64 x block_n) and O (64 x D) accumulators in fp32.
-  return PrefillSm90Tile{head_dim, 128, head_dim <= 128 ? 128 : 64, 2, 2};
+  return PrefillSm90Tile{head_dim, 128, head_dim <= 128 ? 128 : 64, head_dim <= 64 ? 8 : head_dim <= 128 ? 5 : 4, 2};
 }
 
 constexpr TileSummary prefill_sm90_summary(int head_dim, KvFormat) {

@@ -2,8 +2,8 @@
 //
 // Grid (query block, query head, sequence x KV split), like the mma.sync family, so planning,
 // split-KV and the combine are shared. Per block: warpgroup 0 is the producer (one elected thread
-// issues the TMA loads: Q once, then K and V tiles through two rings of mbarrier-guarded stages,
-// and gives its registers away); warpgroups 1 and 2 are consumers of 64 query rows each. Per K/V
+// issues the TMA loads: Q once, then K_t, V_t, K_t+1, ... through one ring of mbarrier-guarded
+// stages, and gives its registers away); warpgroups 1 and 2 are consumers of 64 query rows each. Per K/V
 // tile a consumer computes S = Q K^T (wgmma, both operands in shared memory), masks and folds S
 // into its online softmax (fp32 statistics in registers), and accumulates O += P V (wgmma with P
 // from registers, V read transposed through its descriptor). The two consumer warpgroups are
@@ -88,16 +88,16 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   pipeline_params.role = warpgroup == 0 ? Pipeline::ThreadCategory::Producer : Pipeline::ThreadCategory::Consumer;
   pipeline_params.is_leader = threadIdx.x == 0;
   pipeline_params.num_consumers = Traits::kConsumerThreads;
-  Pipeline pipeline_k(smem.pipeline_k, pipeline_params, Shape<_1, _1, _1>{});
-  Pipeline pipeline_v(smem.pipeline_v, pipeline_params, Shape<_1, _1, _1>{});
+  Pipeline pipeline(smem.pipeline_kv, pipeline_params, Shape<_1, _1, _1>{});
   if (threadIdx.x == 0) Barrier::init(&smem.barrier_q, 1);
   cutlass::arch::fence_barrier_init();
   __syncthreads();
 
   Tensor sQ = make_tensor(make_smem_ptr(smem.q.data()), typename Traits::SmemLayoutQ{});    // (M, D)
-  Tensor sK = make_tensor(make_smem_ptr(smem.k.data()), typename Traits::SmemLayoutKV{});   // (N, D, S)
-  Tensor sV = make_tensor(make_smem_ptr(smem.v.data()), typename Traits::SmemLayoutKV{});   // (N, D, S)
-  Tensor sVt = make_tensor(make_smem_ptr(smem.v.data()), typename Traits::SmemLayoutVt{});  // (D, N, S)
+  // The ring's stages hold K or V tiles; sK, sV and sVt are views of the same memory.
+  Tensor sK = make_tensor(make_smem_ptr(smem.kv.data()), typename Traits::SmemLayoutKV{});   // (N, D, S)
+  Tensor sV = sK;                                                                              // (N, D, S)
+  Tensor sVt = make_tensor(make_smem_ptr(smem.kv.data()), typename Traits::SmemLayoutVt{});  // (D, N, S)
   const int first_kv_tile = keys.lo / kN;  // split chunks are whole tiles
 
   if (warpgroup == 0) {
@@ -122,17 +122,17 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       copy(params.tma_q.with(smem.barrier_q, 0), tQgQ, tQsQ);
       PipelineState write = cutlass::make_producer_start_state<Pipeline>();
       for (int t = 0; t < blk.n_blocks; ++t) {
-        pipeline_k.producer_acquire(write);
-        copy(params.tma_k.with(*pipeline_k.producer_get_barrier(write), 0), tKgK(_, first_kv_tile + t),
+        pipeline.producer_acquire(write);
+        copy(params.tma_k.with(*pipeline.producer_get_barrier(write), 0), tKgK(_, first_kv_tile + t),
              tKsK(_, write.index()));
-        pipeline_v.producer_acquire(write);
-        copy(params.tma_v.with(*pipeline_v.producer_get_barrier(write), 0), tVgV(_, first_kv_tile + t),
+        ++write;
+        pipeline.producer_acquire(write);
+        copy(params.tma_v.with(*pipeline.producer_get_barrier(write), 0), tVgV(_, first_kv_tile + t),
              tVsV(_, write.index()));
         ++write;
       }
       // Do not leave while loads are in flight: wait until the consumers released every stage.
-      pipeline_k.producer_tail(write);
-      pipeline_v.producer_tail(write);
+      pipeline.producer_tail(write);
     }
     return;
   }
@@ -162,9 +162,10 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   for (int t = 0; t < blk.n_blocks; ++t) {
     const int n0 = keys.lo + t * kN;
     Tensor acc_s = partition_fragment_C(mma_qk, Shape<Int<kM>, Int<kN>>{});  // (MMA, MMA_M, MMA_N)
-    pipeline_k.consumer_wait(read);
+    pipeline.consumer_wait(read);  // K_t
     warpgroup_gemm<true>(mma_qk, tSrQ, tSrK(_, _, _, read.index()), acc_s);
-    pipeline_k.consumer_release(read);
+    pipeline.consumer_release(read);
+    ++read;
 
     Tensor scores = make_tensor(acc_s.data(), wgmma_acc_as_rows_cols(acc_s.layout()));  // (rows, keys)
     if (n0 + kN > keys.mask_from) mask_scores(scores, tScS_rc, p, seq, blk.row0, n0, keys.hi);
@@ -172,10 +173,10 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     Tensor probs = convert_fragment<Element>(acc_s);
     Tensor tOrP = make_tensor(probs.data(), wgmma_acc_as_a_operand(probs.layout()));  // A operand of P V
 
-    pipeline_v.consumer_wait(read);
+    pipeline.consumer_wait(read);  // V_t
     if (n0 + kN > seq.k_len) zero_rows_from<Traits>(sV(_, _, read.index()), seq.k_len - n0, consumer_tid);
     warpgroup_gemm<false>(mma_pv, tOrP, tOrVt(_, _, _, read.index()), acc_o);
-    pipeline_v.consumer_release(read);
+    pipeline.consumer_release(read);
     ++read;
   }
 

@@ -21,7 +21,7 @@ struct PrefillSm90Traits {
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr int kBlockM = kTile.block_m;
   static constexpr int kBlockN = kTile.block_n;
-  static constexpr int kStages = kTile.stages;
+  static constexpr int kStages = kTile.stages;  // K and V tiles share one ring
   static constexpr int kConsumerWarpgroups = kTile.consumer_warpgroups;
   static constexpr int kThreads = kTile.threads();
   static constexpr int kConsumerThreads = 128 * kConsumerWarpgroups;
@@ -46,7 +46,7 @@ struct PrefillSm90Traits {
   using SmemAtom = cute::GMMA::Layout_K_SW128_Atom<Element>;
   using SmemLayoutQ = decltype(cute::tile_to_shape(SmemAtom{}, cute::Shape<cute::Int<kBlockM>, cute::Int<kHeadDim>>{}));
   using SmemLayoutKV = decltype(cute::tile_to_shape(
-      SmemAtom{}, cute::Shape<cute::Int<kBlockN>, cute::Int<kHeadDim>, cute::Int<kStages>>{}));  // (N, D, S)
+      SmemAtom{}, cute::Shape<cute::Int<kBlockN>, cute::Int<kHeadDim>, cute::Int<kStages>>{}));  // (N, D, S): K or V
   // The same V memory seen as V^T (D, N, S): the B operand of P V.
   using SmemLayoutVt = decltype(cute::composition(
       SmemLayoutKV{}, cute::make_ordered_layout(cute::Shape<cute::Int<kHeadDim>, cute::Int<kBlockN>, cute::Int<kStages>>{},
@@ -57,10 +57,8 @@ struct PrefillSm90Traits {
 
   struct SharedStorage {
     cute::array_aligned<Element, cute::cosize_v<SmemLayoutQ>, 1024> q;
-    cute::array_aligned<Element, cute::cosize_v<SmemLayoutKV>, 1024> k;
-    cute::array_aligned<Element, cute::cosize_v<SmemLayoutKV>, 1024> v;
-    typename Pipeline::SharedStorage pipeline_k;
-    typename Pipeline::SharedStorage pipeline_v;
+    cute::array_aligned<Element, cute::cosize_v<SmemLayoutKV>, 1024> kv;
+    typename Pipeline::SharedStorage pipeline_kv;
     uint64_t barrier_q;
   };
   static constexpr int kSmemBytes = kTile.smem_bytes();
