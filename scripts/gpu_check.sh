@@ -9,6 +9,7 @@
 #   SPLITKV_PREBUILT  a build directory made elsewhere (splitkv, tests/splitkv_gpu_tests): no build
 #   SPLITKV_CMAKE_ARGS  extra configure arguments, e.g. "-DSPLITKV_HEAD_DIMS=128 -DSPLITKV_DTYPES=bf16"
 #   SPLITKV_TEST_FILTER  gtest filter for test/sanitize (default: all)
+#   SPLITKV_SANITIZE_FILTER  gtest filter for sanitize alone (default: SPLITKV_TEST_FILTER)
 #   SPLITKV_RACE_FILTER  gtest filter for racecheck (default: a few small decode and prefill cases)
 #   SPLITKV_STEP_TIMEOUT seconds any one step may run (default 420): a hung kernel fails fast
 #   SPLITKV_COMMIT  commit id recorded in the results (the device copy has no .git)
@@ -52,7 +53,8 @@ if has test; then
 fi
 
 if has sanitize; then
-  guard compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN/tests/splitkv_gpu_tests" --gtest_filter="$FILTER" \
+  guard compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN/tests/splitkv_gpu_tests" \
+    --gtest_filter="${SPLITKV_SANITIZE_FILTER:-$FILTER}" \
     --gtest_brief=1 >"$OUT/sanitizer.log" 2>&1
   summary+=("compute-sanitizer memcheck: rc=$? $(grep -E 'ERROR SUMMARY' "$OUT/sanitizer.log" | tail -1)")
 fi

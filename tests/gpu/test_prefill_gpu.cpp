@@ -65,6 +65,9 @@ std::vector<PrefillShape> shapes() {
   std::vector<PrefillShape> v;
   for (int len : {1, 17, 127, 129, 1000}) v.push_back(padded("len" + std::to_string(len), 2, 4, 4, len, len, false));
   v.push_back(padded("len4097_causal", 1, 2, 2, 4097, 4097, true));
+  // Whole 96-key tiles (D <= 128 on sm_90), and a causal chunk whose unmasked run has odd length.
+  v.push_back(padded("len96", 2, 4, 4, 96, 96, false));
+  v.push_back(padded("causal_192_of_673", 1, 4, 4, 192, 673, true));
   v.push_back(padded("causal_square_1000", 1, 4, 2, 1000, 1000, true));
   v.push_back(padded("causal_lq_lt_lk", 2, 4, 4, 129, 700, true));
   v.push_back(padded("causal_lq_gt_lk", 1, 4, 4, 200, 65, true));  // rows seeing no key
