@@ -188,22 +188,18 @@ struct PrefillSm90Tile {
   int block_n;  // keys per K/V tile
   int stages;   // depth of the one ring that K and V tiles share (K_t, V_t, K_t+1, ...)
   int consumer_warpgroups;
-  // The softmax of tile t overlaps P_{t-1} V_{t-1} (needs S, two P buffers and O in registers).
-  bool overlap_softmax;
 
   constexpr int threads() const { return 128 * (1 + consumer_warpgroups); }
   // Q, the K/V ring, the barriers (padded to 1 KB) and 1 KB to align the swizzled tiles.
   constexpr int smem_bytes() const { return (block_m + stages * block_n) * head_dim * k16BitBytes + 1024 + 1024; }
 };
 
-// Registers per consumer thread: S (64 x block_n), O (64 x D) in fp32 and, when the softmax
-// overlaps P V, two 16-bit P buffers (64 x block_n): at D <= 128 96-key tiles keep that within the
-// 240 registers a consumer gets (128-key tiles made ptxas serialise the products); D=256 has no room
-// for the overlap and keeps 64-key tiles. The K/V ring is as deep as shared memory allows next to
-// Q (7 x 24 KB at D=128, 8 x 12 KB at D=64, 4 x 32 KB at D=256).
+// A K or V tile is consumed about once per product, and every block of a head re-reads the same
+// tiles from L2: a ring 2.5 tiles deep per kind keeps loads far enough ahead (as deep as shared
+// memory allows next to Q: 5 x 32 KB at D=128, 4 x 32 KB at D=256, 8 x 16 KB at D=64).
 constexpr PrefillSm90Tile prefill_sm90_tile(int head_dim) {
-  return head_dim <= 128 ? PrefillSm90Tile{head_dim, 128, 96, head_dim <= 64 ? 8 : 7, 2, true}
-                         : PrefillSm90Tile{head_dim, 128, 64, 4, 2, false};
+  // Registers per consumer thread: S (64 x block_n) and O (64 x D) accumulators in fp32.
+  return PrefillSm90Tile{head_dim, 128, head_dim <= 128 ? 128 : 64, head_dim <= 64 ? 8 : head_dim <= 128 ? 5 : 4, 2};
 }
 
 constexpr TileSummary prefill_sm90_summary(int head_dim, KvFormat) {

@@ -65,7 +65,8 @@ std::vector<PrefillShape> shapes() {
   std::vector<PrefillShape> v;
   for (int len : {1, 17, 127, 129, 1000}) v.push_back(padded("len" + std::to_string(len), 2, 4, 4, len, len, false));
   v.push_back(padded("len4097_causal", 1, 2, 2, 4097, 4097, true));
-  // Whole 96-key tiles (D <= 128 on sm_90), and a causal chunk whose unmasked run has odd length.
+  // A length that is no multiple of the K/V tile but a multiple of 32, and a causal chunk whose rows
+  // start masking in different tiles.
   v.push_back(padded("len96", 2, 4, 4, 96, 96, false));
   v.push_back(padded("causal_192_of_673", 1, 4, 4, 192, 673, true));
   v.push_back(padded("causal_square_1000", 1, 4, 2, 1000, 1000, true));

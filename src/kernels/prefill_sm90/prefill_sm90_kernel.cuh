@@ -27,7 +27,6 @@
 #include "kernels/common/wgmma.cuh"
 #include "kernels/prefill/prefill_common.cuh"
 #include "kernels/prefill_sm90/prefill_sm90_traits.cuh"
-#include "kernels/prefill_sm90/tensor_core_turns.cuh"
 
 namespace splitkv::detail {
 
@@ -159,125 +158,26 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   softmax.reset();
 
   Barrier::wait(&smem.barrier_q, 0);
-  if constexpr (Traits::kOverlapSoftmax) {
-    // Tile t's product S_t = Q K_t^T is issued together with O += P_{t-1} V_{t-1}, and the softmax of
-    // S_t runs while the second product is on the tensor cores (FlashAttention-3's intra-warpgroup
-    // overlap); the turns order the two consumers' issues. Every wait sits right after an issue:
-    // ptxas schedules a wait as early as its latency model allows, and a wait for P_{t-1} V_{t-1}
-    // placed after the softmax landed before the exponentials (bench/NOTES.md, runs 9 and 17). So
-    // P_{t-1} V_{t-1} retires only in step t + 1, after S_{t+1} is issued, and P is double-buffered:
-    // P_t is written while the product still reads P_{t-1}. Masked tiles (the last ones) run a
-    // separate copy of the step, so the overlapped stretch has no branch on the mask.
-    Tensor acc_s = partition_fragment_C(mma_qk, Shape<Int<kM>, Int<kN>>{});              // (MMA, MMA_M, MMA_N)
+  PipelineState read;
+  for (int t = 0; t < blk.n_blocks; ++t) {
+    const int n0 = keys.lo + t * kN;
+    Tensor acc_s = partition_fragment_C(mma_qk, Shape<Int<kM>, Int<kN>>{});  // (MMA, MMA_M, MMA_N)
+    pipeline.consumer_wait(read);  // K_t
+    warpgroup_gemm<true>(mma_qk, tSrQ, tSrK(_, _, _, read.index()), acc_s);
+    pipeline.consumer_release(read);
+    ++read;
+
     Tensor scores = make_tensor(acc_s.data(), wgmma_acc_as_rows_cols(acc_s.layout()));  // (rows, keys)
-    Tensor tOrP0 = make_tensor<Element>(wgmma_acc_as_a_operand(acc_s.layout()));  // P of even tiles (A of P V)
-    Tensor tOrP1 = make_tensor<Element>(wgmma_acc_as_a_operand(acc_s.layout()));  // P of odd tiles
-    float rescale[kRows];  // by how much O shrinks before P_{t-1} V_{t-1} is added
-    const TensorCoreTurns turns{warpgroup - 1};
-    PipelineState read_k;  // ring position 2t: K_t
-    PipelineState read_v;  // ring position 2t - 1: V_{t-1}, the V of the product issued next
-    PipelineState done_v;  // V_{t-2}: released once its product has retired
-    auto next_tile = [](PipelineState& state) { ++state, ++state; };
+    if (n0 + kN > keys.mask_from) mask_scores(scores, tScS_rc, p, seq, blk.row0, n0, keys.hi);
+    softmax.update(scores, acc_o_rc, p.scale_log2);
+    Tensor probs = convert_fragment<Element>(acc_s);
+    Tensor tOrP = make_tensor(probs.data(), wgmma_acc_as_a_operand(probs.layout()));  // A operand of P V
 
-    // S_t has retired: mask it (when `mask`) and fold it into the softmax; P_t goes to tOrP_t.
-    auto fold_tile = [&](int t, auto mask, auto& tOrP_t) __attribute__((always_inline)) {
-      if constexpr (decltype(mask)::value) mask_scores(scores, tScS_rc, p, seq, blk.row0, keys.lo + t * kN, keys.hi);
-      softmax.fold(scores, p.scale_log2, rescale);
-      copy(convert_fragment<Element>(acc_s), tOrP_t);
-    };
-    // Step t >= 1: issues S_t and P_{t-1} V_{t-1} (P_{t-1} in tOrP_prev), folds S_t into tOrP_t.
-    auto step = [&](int t, auto mask, auto& tOrP_prev, auto& tOrP_t) __attribute__((always_inline)) {
-      pipeline.consumer_wait(read_k);
-      pipeline.consumer_wait(read_v);
-      turns.wait_for_turn();
-      warpgroup_gemm_issue<true>(mma_qk, tSrQ, tSrK(_, _, _, read_k.index()), acc_s);
-      // P_{t-2} V_{t-2} and S_t. (Retiring only the first would let S_t run on, but ptxas then
-      // serialises every product of the kernel because O is read while a product is in flight.)
-      warpgroup_wait<0>();
-      fence_wgmma_operands(acc_s, acc_o, tOrP_t);
-      if (t > 1) pipeline.consumer_release(done_v);
-      pipeline.consumer_release(read_k);
-      softmax.rescale_rows(acc_o_rc, rescale);
-      warpgroup_gemm_issue<false>(mma_pv, tOrP_prev, tOrVt(_, _, _, read_v.index()), acc_o);
-      turns.pass_turn();
-      fold_tile(t, mask, tOrP_t);
-      done_v = read_v;
-      next_tile(read_k);
-      next_tile(read_v);
-    };
-    // Steps [t, end); P_{t-1} is in tOrP0 when t is odd. The loop body is two steps so that the
-    // buffers alternate at compile time.
-    auto steps = [&](int t, int end, auto mask) __attribute__((always_inline)) {
-      if (t % 2 == 0 && t < end) step(t++, mask, tOrP1, tOrP0);
-      for (; t + 1 < end; t += 2) {
-        step(t, mask, tOrP0, tOrP1);
-        step(t + 1, mask, tOrP1, tOrP0);
-      }
-      if (t < end) step(t++, mask, tOrP0, tOrP1);
-      return t;
-    };
-
-    if (blk.n_blocks > 0) {
-      pipeline.consumer_wait(read_k);
-      turns.wait_for_first_turn();
-      warpgroup_gemm_issue<true>(mma_qk, tSrQ, tSrK(_, _, _, read_k.index()), acc_s);
-      turns.pass_turn();
-      warpgroup_wait<0>();
-      fence_wgmma_operands(acc_s);
-      pipeline.consumer_release(read_k);
-      fold_tile(0, cute::true_type{}, tOrP0);
-      next_tile(read_k);
-      ++read_v;
-
-      // Tiles from first_masked on contain keys some row must not see (causal diagonal, range end).
-      const int first_masked = max(1, max(0, keys.mask_from - keys.lo) / kN);
-      const int t = steps(1, min(first_masked, blk.n_blocks), cute::false_type{});
-      steps(t, blk.n_blocks, cute::true_type{});
-
-      // The last P V. Its V rows past the sequence's end (a varlen neighbour, padding) are zeroed.
-      const int last = blk.n_blocks - 1;
-      pipeline.consumer_wait(read_v);
-      const int n_last = keys.lo + last * kN;
-      if (n_last + kN > seq.k_len) zero_rows_from<Traits>(sV(_, _, read_v.index()), seq.k_len - n_last, consumer_tid);
-      turns.wait_for_turn();
-      warpgroup_wait<0>();
-      fence_wgmma_operands(acc_o, tOrP0, tOrP1);
-      if (last > 0) pipeline.consumer_release(done_v);
-      softmax.rescale_rows(acc_o_rc, rescale);
-      if (last % 2 == 0) {
-        warpgroup_gemm_issue<false>(mma_pv, tOrP0, tOrVt(_, _, _, read_v.index()), acc_o);
-      } else {
-        warpgroup_gemm_issue<false>(mma_pv, tOrP1, tOrVt(_, _, _, read_v.index()), acc_o);
-      }
-      turns.pass_last_turn();
-      warpgroup_wait<0>();
-      fence_wgmma_operands(acc_o, tOrP0, tOrP1);
-      pipeline.consumer_release(read_v);
-    }
-  } else {
-    // Where registers cannot hold S, two P buffers and O (D=256): S_t, softmax, P_t V_t in turn,
-    // each product waited for (bench/NOTES.md, run 8).
-    PipelineState read;
-    for (int t = 0; t < blk.n_blocks; ++t) {
-      const int n0 = keys.lo + t * kN;
-      Tensor acc_s = partition_fragment_C(mma_qk, Shape<Int<kM>, Int<kN>>{});  // (MMA, MMA_M, MMA_N)
-      pipeline.consumer_wait(read);  // K_t
-      warpgroup_gemm<true>(mma_qk, tSrQ, tSrK(_, _, _, read.index()), acc_s);
-      pipeline.consumer_release(read);
-      ++read;
-
-      Tensor scores = make_tensor(acc_s.data(), wgmma_acc_as_rows_cols(acc_s.layout()));  // (rows, keys)
-      if (n0 + kN > keys.mask_from) mask_scores(scores, tScS_rc, p, seq, blk.row0, n0, keys.hi);
-      softmax.update(scores, acc_o_rc, p.scale_log2);
-      Tensor probs = convert_fragment<Element>(acc_s);
-      Tensor tOrP = make_tensor(probs.data(), wgmma_acc_as_a_operand(probs.layout()));  // A operand of P V
-
-      pipeline.consumer_wait(read);  // V_t
-      if (n0 + kN > seq.k_len) zero_rows_from<Traits>(sV(_, _, read.index()), seq.k_len - n0, consumer_tid);
-      warpgroup_gemm<false>(mma_pv, tOrP, tOrVt(_, _, _, read.index()), acc_o);
-      pipeline.consumer_release(read);
-      ++read;
-    }
+    pipeline.consumer_wait(read);  // V_t
+    if (n0 + kN > seq.k_len) zero_rows_from<Traits>(sV(_, _, read.index()), seq.k_len - n0, consumer_tid);
+    warpgroup_gemm<false>(mma_pv, tOrP, tOrVt(_, _, _, read.index()), acc_o);
+    pipeline.consumer_release(read);
+    ++read;
   }
 
   // ---- Epilogue --------------------------------------------------------------------------------------

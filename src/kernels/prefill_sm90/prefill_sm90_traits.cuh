@@ -23,7 +23,6 @@ struct PrefillSm90Traits {
   static constexpr int kBlockN = kTile.block_n;
   static constexpr int kStages = kTile.stages;  // K and V tiles share one ring
   static constexpr int kConsumerWarpgroups = kTile.consumer_warpgroups;
-  static constexpr bool kOverlapSoftmax = kTile.overlap_softmax;
   static constexpr int kThreads = kTile.threads();
   static constexpr int kConsumerThreads = 128 * kConsumerWarpgroups;
   // setmaxnreg: the producer gives its registers to the consumers (24 + 2 x 240 per lane fits 512).
