@@ -48,7 +48,9 @@ DECODE = [(1, 1024, 32, 8, 1, False, (0,)), (1, 4096, 32, 8, 1, False, (0,)), (1
           (8, 8192, 32, 8, 1, False, (0,)), (8, 32768, 32, 8, 1, False, (0, 16, 64)),
           (32, 4096, 32, 8, 1, False, (0,)), (64, 2048, 32, 8, 1, False, (0,)), (128, 1024, 32, 8, 1, False, (0,)),
           (1, 32768, 32, 32, 1, False, (0,)), (4, 32768, 64, 8, 1, False, (0,)),
-          (8, 8192, 32, 8, 4, True, (0,))]  # speculative decode: 4 queries, causal bottom-right
+          # speculative decode: 2, 4 or 8 queries, causal bottom-right
+          (8, 8192, 32, 8, 4, True, (0,)), (8, 8192, 32, 8, 2, True, (0,)), (8, 8192, 32, 8, 8, True, (0,)),
+          (8, 8192, 28, 4, 2, True, (0,)), (8, 8192, 28, 4, 4, True, (0,)), (8, 8192, 28, 4, 8, True, (0,))]
 
 # Prefill suite: (B, Hq, Hkv, Lq, Lk, D, dtype, causal, page sizes splitkv runs the shape with).
 # Chunked rows: a chunk of Lq queries after a prefix of Lk - Lq tokens.

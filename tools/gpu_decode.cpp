@@ -29,9 +29,11 @@ const SuiteRow kDecodeSuite[] = {
     {1, 1024, 32, 8},  {1, 4096, 32, 8},  {1, 16384, 32, 8},  {1, 65536, 32, 8}, {1, 131072, 32, 8},
     {8, 8192, 32, 8},  {8, 32768, 32, 8}, {32, 4096, 32, 8},  {64, 2048, 32, 8}, {128, 1024, 32, 8},
     {1, 32768, 32, 32}, {4, 32768, 64, 8},
-    // Paged twins of two contiguous rows, and a speculative-decoding row.
+    // Paged twins of two contiguous rows, and speculative decoding (q_len 2, 4, 8, causal).
     {1, 131072, 32, 8, 1, false, 16}, {1, 131072, 32, 8, 1, false, 64}, {8, 32768, 32, 8, 1, false, 16},
-    {8, 32768, 32, 8, 1, false, 64},  {8, 8192, 32, 8, 4, true, 0}};
+    {8, 32768, 32, 8, 1, false, 64},  {8, 8192, 32, 8, 4, true, 0},     {8, 8192, 32, 8, 2, true, 0},
+    {8, 8192, 32, 8, 8, true, 0},     {8, 8192, 28, 4, 2, true, 0},     {8, 8192, 28, 4, 4, true, 0},
+    {8, 8192, 28, 4, 8, true, 0}};
 constexpr int kSweepRows = 12;  // the sweep covers the contiguous single-query rows
 
 // One set of inputs and outputs on the device; benchmarks rotate over several (cold L2).
