@@ -44,8 +44,21 @@ struct DecodeTensors {
   // (unsigned 0..15, two per byte, element 2i in the low nibble; strides count nibbles).
   TensorRef k_scales;
   TensorRef v_scales;
-  TensorRef out;          // [batch, q_len, Hq, D], dtype of q
+  TensorRef out;          // [batch, q_len, Hq, D], dtype of q (empty when partials are written)
   TensorRef lse;          // optional float32 [batch, Hq, q_len] (natural log); empty: not written
+  // A shard of a longer context (context parallelism, docs/CONTEXT_SHARDS.md). The cache holds
+  // keys [key_offset, key_offset + seq_lens[b]) of each sequence's whole context.
+  //  keys_after: optional int32 [batch], device memory: how many of sequence b's keys come after
+  //    this shard (context length - key_offset - seq_lens[b], >= 0). Causal masking then counts
+  //    global positions: query i sees the context's keys up to position context - q_len + i.
+  //    Empty: 0 for every sequence (the shard ends the context, or there is no shard).
+  //  partial_o / partial_lse: instead of out and lse, the plan's split partials, fp32, contiguous:
+  //    partial_o [num_splits, batch * q_len, Hq, D] (split s, row b * q_len + i: O over the split's
+  //    keys, normalized) and partial_lse [num_splits, batch * q_len, Hq] (natural-log LSE, -inf
+  //    for a split that sees no key). run_combine merges the partials of several shards.
+  TensorRef keys_after;
+  TensorRef partial_o;
+  TensorRef partial_lse;
   // Optional host copies (same layout). When given, lengths and page ids are checked on the host
   // before launch. Without them the kernel still never reads or writes out of bounds: a sequence
   // with an invalid length or page id gets NaN in its output and LSE instead of a wrong answer.

@@ -75,18 +75,24 @@ OutputParams final_output(const TensorRef& out, const TensorRef& lse, bool varle
   return o;
 }
 
-// Split partials in the workspace (plan/workspace_layout.hpp); rows (b * seq_rows + i) * heads + h.
-OutputParams partial_output(void* workspace, int num_splits, int64_t rows, int seq_rows, int heads, int head_dim) {
-  const plan::SplitWorkspace ws = plan::split_workspace(num_splits, rows, head_dim);
-  char* base = static_cast<char*>(workspace);
+// Split partials at partial_o / partial_lse; rows (b * seq_rows + i) * heads + h.
+OutputParams partial_rows(float* partial_o, float* partial_lse, int64_t rows, int seq_rows, int heads) {
   OutputParams o{};
   o.mode = OutputMode::kPartial;
-  o.partial_o = reinterpret_cast<float*>(base + ws.o_offset);
-  o.partial_lse = reinterpret_cast<float*>(base + ws.lse_offset);
+  o.partial_o = partial_o;
+  o.partial_lse = partial_lse;
   o.partial_rows = rows;
   o.seq_rows = seq_rows;
   o.num_heads = heads;
   return o;
+}
+
+// Split partials in the workspace (plan/workspace_layout.hpp).
+OutputParams partial_output(void* workspace, int num_splits, int64_t rows, int seq_rows, int heads, int head_dim) {
+  const plan::SplitWorkspace ws = plan::split_workspace(num_splits, rows, head_dim);
+  char* base = static_cast<char*>(workspace);
+  return partial_rows(reinterpret_cast<float*>(base + ws.o_offset), reinterpret_cast<float*>(base + ws.lse_offset),
+                      rows, seq_rows, heads);
 }
 
 // Merges the partials `from` into the final rows `to` with the combine family's kernel.
@@ -117,7 +123,12 @@ Status run_decode(const Plan& plan, const DecodeTensors& t, void* workspace, siz
   const DecodeProblem& pr = plan.decode;
   if (Status s = detail::validate_decode_problem(pr); !s) return s;
   if (Status s = detail::validate_decode_tensors(pr, t); !s) return s;
-  if (Status s = check_workspace(plan, workspace, workspace_bytes); !s) return s;
+  if (Status s = detail::validate_decode_partials(pr, plan.num_splits, t); !s) return s;
+  // The caller's partial buffers replace the workspace's (and the combine).
+  const bool caller_partials = !t.partial_o.empty();
+  if (!caller_partials) {
+    if (Status s = check_workspace(plan, workspace, workspace_bytes); !s) return s;
+  }
   int family = -1;
   if (Status s = plan_family(plan, registry::Kind::kDecode, &family); !s) return s;
   detail::Launcher launcher;
@@ -158,6 +169,7 @@ Status run_decode(const Plan& plan, const DecodeTensors& t, void* workspace, siz
     p.num_pages = static_cast<int>(t.k.shape[0]);
   }
   p.seq_lens = static_cast<const int32_t*>(t.seq_lens.data);
+  p.keys_after = static_cast<const int32_t*>(t.keys_after.data);
   p.kv_capacity = detail::decode_kv_capacity(pr, t);
   p.batch = pr.batch;
   p.num_q_heads = pr.num_q_heads;
@@ -168,10 +180,15 @@ Status run_decode(const Plan& plan, const DecodeTensors& t, void* workspace, siz
   p.m_tiles = g.m_tiles;
   p.num_splits = plan.num_splits;
   p.split_tokens = plan.split_tokens;
-  p.cluster_combine = plan.cluster_combine;
+  p.cluster_combine = plan.cluster_combine && !caller_partials;
   p.causal = pr.causal;
   p.scale_log2 = g.scale_log2;
 
+  if (caller_partials) {
+    p.output = partial_rows(static_cast<float*>(t.partial_o.data), static_cast<float*>(t.partial_lse.data),
+                            g.out_rows, pr.q_len, pr.num_q_heads);
+    return detail::launch(launcher, &p, launch_config(stream, plan.grid), "decode kernel launch");
+  }
   const OutputParams final_rows = final_output(t.out, t.lse, false);
   const bool combine_after = plan.num_splits > 1 && !plan.cluster_combine;
   p.output = combine_after ? partial_output(workspace, plan.num_splits, g.out_rows, pr.q_len, pr.num_q_heads,

@@ -131,8 +131,20 @@ Status validate_decode_tensors(const DecodeProblem& p, const DecodeTensors& t) {
     return Status::invalid("block_table", "empty for contiguous KV (page_size == 0)",
                            "a tensor; set problem.page_size for paged KV");
   }
-  if (Status s = check_tensor("out", t.out, Expect{p.dtype, {B, Lq, Hq, D}}); !s) return s;
-  if (Status s = check_optional_lse(t.lse, {B, Hq, Lq}); !s) return s;
+  if (!t.keys_after.empty()) {
+    if (Status s = check_tensor("keys_after", t.keys_after, Expect{DType::kI32, {B}, false, true}); !s) return s;
+  }
+  if (t.partial_o.empty() != t.partial_lse.empty()) {
+    const char* missing = t.partial_o.empty() ? "partial_o" : "partial_lse";
+    return Status::invalid(missing, "given together with the other partial tensor", "empty");
+  }
+  if (!t.partial_o.empty()) {  // shapes against the plan's split count: validate_decode_partials
+    if (!t.out.empty()) return Status::invalid("out", "empty when partial_o receives the partials", "a tensor");
+    if (!t.lse.empty()) return Status::invalid("lse", "empty when partial_lse receives the LSEs", "a tensor");
+  } else {
+    if (Status s = check_tensor("out", t.out, Expect{p.dtype, {B, Lq, Hq, D}}); !s) return s;
+    if (Status s = check_optional_lse(t.lse, {B, Hq, Lq}); !s) return s;
+  }
 
   if (t.seq_lens_host != nullptr) {
     for (int64_t b = 0; b < B; ++b) {
@@ -252,6 +264,17 @@ Status check_row_major(const std::string& name, const TensorRef& t) {
 }
 
 }  // namespace
+
+Status validate_decode_partials(const DecodeProblem& p, int num_splits, const DecodeTensors& t) {
+  if (t.partial_o.empty()) return Status::success();
+  const int64_t S = num_splits, rows = int64_t(p.batch) * p.q_len, H = p.num_q_heads, D = p.head_dim;
+  if (Status s = check_tensor("partial_o", t.partial_o, Expect{DType::kF32, {S, rows, H, D}}); !s) return s;
+  if (Status s = check_row_major("partial_o", t.partial_o); !s) return s;
+  if (Status s = check_tensor("partial_lse", t.partial_lse, Expect{DType::kF32, {S, rows, H}, false, true}); !s) {
+    return s;
+  }
+  return check_row_major("partial_lse", t.partial_lse);
+}
 
 Status validate_combine(const CombineProblem& p, const CombineTensors& t) {
   if (Status s = check_positive("num_splits", p.num_splits); !s) return s;

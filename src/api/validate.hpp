@@ -19,6 +19,8 @@ Status validate_decode_tensors(const DecodeProblem& problem, const DecodeTensors
 Status validate_prefill_tensors(const PrefillProblem& problem, const PrefillTensors& tensors);
 
 // Tensors of run_combine against its problem.
+// The caller's partial outputs of a decode (when given) against the plan's split count.
+Status validate_decode_partials(const DecodeProblem& problem, int num_splits, const DecodeTensors& tensors);
 Status validate_combine(const CombineProblem& problem, const CombineTensors& tensors);
 
 // Keys the KV tensors can hold per sequence (contiguous: k.shape[1]; paged: pages per sequence

@@ -52,6 +52,7 @@ Status run_decode(const Plan& plan, const DecodeTensors& t) {
   if (plan.kind != Plan::Kind::kDecode) return Status::invalid("plan", "a decode plan", "a prefill plan");
   const DecodeProblem& p = plan.decode;
   if (Status s = detail::validate_decode_tensors(p, t); !s) return s;
+  if (Status s = detail::validate_decode_partials(p, plan.num_splits, t); !s) return s;
   const int D = p.head_dim, Lq = p.q_len, Hq = p.num_q_heads, Hkv = p.num_kv_heads, S = plan.num_splits;
   const int group = Hq / Hkv;
   const float scale = plan::resolved_softmax_scale(p.softmax_scale, D);
@@ -69,9 +70,10 @@ Status run_decode(const Plan& plan, const DecodeTensors& t) {
     const int hkv = static_cast<int>(task / S % Hkv);
     const int b = static_cast<int>(task / S / Hkv);
     int len = lens[b];
-    if (len < 0 || len > capacity) {
+    int after = t.keys_after.empty() ? 0 : detail::load_i32(t.keys_after, element_offset(t.keys_after, b));
+    if (len < 0 || len > capacity || after < 0) {
       bad_sequence[b] = 1;
-      len = 0;
+      len = 0, after = 0;
     }
     const int chunk = detail::split_chunk_keys(len, S, plan.split_tokens, plan.block_n);
     const int lo = std::min(len, split * chunk), hi = std::min(len, lo + chunk);
@@ -90,7 +92,7 @@ Status run_decode(const Plan& plan, const DecodeTensors& t) {
       v_rows.read(page, slot, hkv, &v[size_t(tok) * D]);
     }
     for (int i = 0; i < Lq; ++i) {
-      const int visible = detail::visible_key_end(p.causal, Lq, len, i);
+      const int visible = detail::visible_shard_key_end(p.causal, Lq, len, after, i);
       for (int h = 0; h < group; ++h) {
         const int hq = hkv * group + h;
         for (int j = 0; j < D; ++j) q[j] = detail::load_float(t.q, element_offset(t.q, b, i, hq, j));
@@ -100,6 +102,23 @@ Status run_decode(const Plan& plan, const DecodeTensors& t) {
       }
     }
   });
+
+  if (!t.partial_o.empty()) {  // the caller merges: partials in the public layout, row (b * Lq + i) * Hq + hq
+    float* po = static_cast<float*>(t.partial_o.data);
+    float* pl = static_cast<float*>(t.partial_lse.data);
+    detail::parallel_for(rows, [&](int64_t row) {
+      const int i = static_cast<int>(row % Lq), hq = static_cast<int>(row / Lq % Hq);
+      const int b = static_cast<int>(row / Lq / Hq);
+      const int64_t out_row = (int64_t(b) * Lq + i) * Hq + hq;
+      for (int s = 0; s < S; ++s) {
+        const float* o = &part_o[(size_t(s) * rows + row) * D];
+        float* dst = po + (s * rows + out_row) * D;
+        for (int j = 0; j < D; ++j) dst[j] = bad_sequence[b] ? kNaN : o[j];
+        pl[s * rows + out_row] = bad_sequence[b] ? kNaN : part_lse[size_t(s) * rows + row];
+      }
+    });
+    return Status::success();
+  }
 
   // Phase 2: the combine, splits merged in index order (deterministic).
   float* lse_out = static_cast<float*>(t.lse.data);

@@ -5,11 +5,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "cpu/cpu_backend.hpp"
 #include "fp64_agreement.hpp"
+#include "kernels/common/lse_combine.hpp"
 #include "reference/reference.hpp"
 #include "testing/decode_case.hpp"
 
@@ -117,6 +120,102 @@ TEST(ContextShards, ContiguousShardsAndShardsNoQuerySees) {
     for (int i = 0; i < Lq; ++i) EXPECT_TRUE(std::isinf(partials[1].lse[(size_t(1) * Hq + h) * Lq + i]));
   const ref::Result got = ref::merge_decode_partials(partials, c.problem);
   testing::expect_results_agree(want, got, "contiguous");
+}
+
+// The CPU backend decodes a shard (keys_after, caller partials in the public layout) like the fp64
+// reference's shard partial: each split's partials merged in the test's fp64 formula agree with it.
+TEST(ContextShards, CpuBackendShardPartialsMatchTheReferenceShard) {
+  for (int q_len : {1, 5}) {
+    testing::DecodeCase c = testing::make_decode_case(spec(3, 8, 2, 700, {700, 300, 0}, q_len, q_len > 1, 16));
+    const DecodeTensors whole = c.host_tensors();
+    const int B = c.problem.batch, P = c.problem.page_size, Hq = c.problem.num_q_heads, D = c.problem.head_dim;
+    // The middle shard of every sequence: keys [160, 480) clipped to its length.
+    std::vector<int32_t> lens(3), offsets(3), totals(c.seq_lens.begin(), c.seq_lens.end()), after(3);
+    std::vector<int32_t> table(c.block_table.size(), 0);
+    for (int b = 0; b < B; ++b) {
+      offsets[size_t(b)] = std::min(160, totals[size_t(b)]);
+      lens[size_t(b)] = std::min(480, totals[size_t(b)]) - offsets[size_t(b)];
+      after[size_t(b)] = totals[size_t(b)] - offsets[size_t(b)] - lens[size_t(b)];
+      for (int j = 0; offsets[size_t(b)] / P + j < int(c.max_pages); ++j) {
+        table[size_t(b * c.max_pages + j)] = c.block_table[size_t(b * c.max_pages + offsets[size_t(b)] / P + j)];
+      }
+    }
+    DecodeTensors shard = whole;
+    shard.seq_lens.data = lens.data();
+    shard.seq_lens_host = lens.data();
+    shard.block_table.data = table.data();
+    shard.block_table_host = table.data();
+    const ref::Result want = ref::decode_shard(c.problem, shard, ref::Shard{offsets.data(), totals.data()});
+
+    PlanOptions o;
+    o.num_splits = 3;
+    Plan plan;
+    ASSERT_TRUE(plan_decode(c.problem, DeviceInfo::h200(), o, &plan).ok());
+    const int S = plan.num_splits;
+    const int64_t rows = int64_t(B) * q_len;
+    std::vector<float> po(size_t(S * rows * Hq * D), std::nanf("")), pl(size_t(S * rows * Hq), std::nanf(""));
+    shard.keys_after = TensorRef::contiguous(after.data(), DType::kI32, {B});
+    shard.out = shard.lse = TensorRef{};
+    shard.partial_o = TensorRef::contiguous(po.data(), DType::kF32, {S, rows, Hq, D});
+    shard.partial_lse = TensorRef::contiguous(pl.data(), DType::kF32, {S, rows, Hq});
+    const Status st = cpu::run_decode(plan, shard);
+    ASSERT_TRUE(st.ok()) << st.message();
+
+    for (int b = 0; b < B; ++b)
+      for (int i = 0; i < q_len; ++i)
+        for (int h = 0; h < Hq; ++h) {
+          const int64_t row = (int64_t(b) * q_len + i) * Hq + h;
+          std::vector<double> lse(static_cast<size_t>(S));
+          for (int s = 0; s < S; ++s) lse[size_t(s)] = pl[size_t(s * rows * Hq + row)];
+          const double merged_lse = detail::combined_lse(lse.data(), S, 1);
+          const double want_lse = want.lse[(size_t(b) * Hq + h) * q_len + i];
+          if (std::isinf(want_lse)) {
+            EXPECT_TRUE(std::isinf(merged_lse)) << "b " << b << " i " << i << " h " << h;
+            continue;
+          }
+          EXPECT_NEAR(merged_lse, want_lse, 1e-4) << "b " << b << " i " << i << " h " << h;
+          for (int j = 0; j < D; ++j) {
+            double o = 0;
+            for (int s = 0; s < S; ++s) o += detail::combine_weight(lse[size_t(s)], merged_lse) * po[size_t((s * rows * Hq + row) * D + j)];
+            EXPECT_NEAR(o, want.out[((size_t(b) * q_len + i) * Hq + h) * D + j], 1e-4) << "b " << b << " j " << j;
+          }
+        }
+  }
+}
+
+// The partial outputs and keys_after are validated like every other tensor.
+TEST(ContextShards, PartialAndShardTensorsAreValidated) {
+  testing::DecodeCase c = testing::make_decode_case(spec(2, 8, 2, 100, {100, 50}, 1, false, 16));
+  Plan plan;
+  PlanOptions o;
+  o.num_splits = 2;
+  ASSERT_TRUE(plan_decode(c.problem, DeviceInfo::h200(), o, &plan).ok());
+  std::vector<float> po(size_t(2 * 2 * 8 * 64)), pl(size_t(2 * 2 * 8));
+  std::vector<int32_t> after(2, 0);
+  std::vector<float> wrong(2);
+  auto run = [&](auto edit) {
+    DecodeTensors t = c.host_tensors();
+    t.out = t.lse = TensorRef{};
+    t.partial_o = TensorRef::contiguous(po.data(), DType::kF32, {2, 2, 8, 64});
+    t.partial_lse = TensorRef::contiguous(pl.data(), DType::kF32, {2, 2, 8});
+    t.keys_after = TensorRef::contiguous(after.data(), DType::kI32, {2});
+    edit(t);
+    return cpu::run_decode(plan, t);
+  };
+  EXPECT_TRUE(run([](DecodeTensors&) {}).ok());
+  const std::pair<const char*, std::function<void(DecodeTensors&)>> bad[] = {
+      {"partial_lse", [](DecodeTensors& t) { t.partial_lse = TensorRef{}; }},
+      {"out", [&](DecodeTensors& t) { t.out = c.host_tensors().out; }},
+      {"partial_o.shape[0]", [&](DecodeTensors& t) { t.partial_o.shape[0] = 3; }},
+      {"partial_o.stride", [&](DecodeTensors& t) { t.partial_o.stride[1] = 8 * 64 + 1; }},
+      {"keys_after.dtype", [&](DecodeTensors& t) { t.keys_after.dtype = DType::kF32; }},
+      {"keys_after.shape[0]", [&](DecodeTensors& t) { t.keys_after.shape[0] = 3; }},
+  };
+  for (const auto& [arg, edit] : bad) {
+    const Status s = run(edit);
+    EXPECT_FALSE(s.ok()) << arg;
+    EXPECT_NE(s.message().find(arg), std::string::npos) << arg << ": " << s.message();
+  }
 }
 
 }  // namespace

@@ -15,4 +15,13 @@ SPLITKV_HD int visible_key_end(bool causal, int q_len, int kv_len, int i) {
   return end < 0 ? 0 : (end > kv_len ? kv_len : end);
 }
 
+// The same rule for a shard of a longer context: the shard holds kv_len keys and keys_after (>= 0)
+// more keys of the context follow it, so query i sees the shard's keys [0, end) with
+// end = (kv_len + keys_after) - q_len + i + 1, clamped to [0, kv_len].
+SPLITKV_HD int visible_shard_key_end(bool causal, int q_len, int kv_len, int keys_after, int i) {
+  if (!causal) return kv_len;
+  const long long end = (long long)kv_len + keys_after - q_len + i + 1;
+  return end < 0 ? 0 : (end > kv_len ? kv_len : int(end));
+}
+
 }  // namespace splitkv::detail

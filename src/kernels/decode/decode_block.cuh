@@ -19,8 +19,9 @@ namespace splitkv::detail {
 // The keys [lo, hi) of sequence b that this split reads for packed rows [row0, row0 + rows_here).
 struct DecodeKeyRange {
   int len;         // the sequence's length (0 when it was invalid)
+  int after;       // keys of the context after this shard (0 without shards)
   int lo, hi;
-  bool bad_input;  // the length was outside [0, capacity]: reported as NaN, never read past
+  bool bad_input;  // the length (or keys_after) was out of range: reported as NaN, never read past
 };
 
 template <int kBlockKeys>
@@ -28,12 +29,13 @@ __device__ __forceinline__ DecodeKeyRange decode_key_range(const DecodeParams& p
                                                            int rows_here) {
   DecodeKeyRange r;
   r.len = p.seq_lens[b];
-  r.bad_input = r.len < 0 || r.len > p.kv_capacity;
-  if (r.bad_input) r.len = 0;
+  r.after = p.keys_after != nullptr ? p.keys_after[b] : 0;
+  r.bad_input = r.len < 0 || r.len > p.kv_capacity || r.after < 0;
+  if (r.bad_input) r.len = 0, r.after = 0;
   const int chunk = split_chunk_keys(r.len, p.num_splits, p.split_tokens, kBlockKeys);
   r.lo = int(min(int64_t(r.len), int64_t(split) * chunk));
   const int last_query = (row0 + rows_here - 1) / p.group;
-  r.hi = min(min(r.len, r.lo + chunk), visible_key_end(p.causal, p.q_len, r.len, last_query));
+  r.hi = min(min(r.len, r.lo + chunk), visible_shard_key_end(p.causal, p.q_len, r.len, r.after, last_query));
   return r;
 }
 
@@ -45,7 +47,7 @@ __device__ __forceinline__ void visible_row_ends(const DecodeParams& p, const De
   CUTE_UNROLL
   for (int r = 0; r < 2; ++r) {
     const int row = min(row0 + cute::get<0>(tScS_rc(r, 0)), p.rows_per_kv - 1);
-    row_end[r] = min(keys.hi, visible_key_end(p.causal, p.q_len, keys.len, row / p.group));
+    row_end[r] = min(keys.hi, visible_shard_key_end(p.causal, p.q_len, keys.len, keys.after, row / p.group));
   }
 }
 

@@ -35,6 +35,7 @@ struct DecodeParams {
   int num_pages;
 
   const int32_t* seq_lens;  // [batch]
+  const int32_t* keys_after;  // [batch] or nullptr: keys of the context after this shard (causal)
   int64_t kv_capacity;      // keys a sequence can hold; longer lengths are reported as NaN
 
   // O and LSE (kFinal: O [batch, q_len, Hq, D], LSE [batch, Hq, q_len]) or this split's partials
