@@ -52,8 +52,12 @@ void decode_shards_and_merge(testing::DecodeCase& c, testing::DeviceDecodeCase& 
         table[size_t(b * c.max_pages + j)] = c.block_table[size_t(b * c.max_pages + lo / P + j)];
       }
     }
+    // Each shard is planned for its own longest sequence, as its GPU would: with split_tokens,
+    // the shards' splits then line up with the whole context's.
+    DecodeProblem problem = whole;
+    problem.max_kv_len = *std::max_element(lens.begin(), lens.end());
     Plan plan;
-    ASSERT_TRUE(plan_decode(whole, gpu_test::device(), options, &plan).ok());
+    ASSERT_TRUE(plan_decode(problem, gpu_test::device(), options, &plan).ok());
     DeviceBuffer d_lens = DeviceBuffer::from(lens), d_after = DeviceBuffer::from(after);
     DeviceBuffer d_table = DeviceBuffer::from(table);
     const int S = plan.num_splits;
