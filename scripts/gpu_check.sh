@@ -4,7 +4,8 @@
 # logs in $OUT (at most 8 files), printing a short table last.
 #
 #   SPLITKV_STEPS   comma list of: build,test,sanitize,racecheck,probe,sweep,decode,prefill,strategies,quant,
-#                   python (tests/python/gpu_run.sh: its own build, the torch tests, the overhead bench)
+#                   python (tests/python/gpu_run.sh: its own build, the torch tests, the overhead bench),
+#                   dist (splitkv::dist: tests and the multi-GPU benchmark, one process per GPU)
 #                   (default: build,test,decode)
 #   SPLITKV_PREBUILT  a build directory made elsewhere (splitkv, tests/splitkv_gpu_tests): no build
 #   SPLITKV_CMAKE_ARGS  extra configure arguments, e.g. "-DSPLITKV_HEAD_DIMS=128 -DSPLITKV_DTYPES=bf16"
@@ -105,6 +106,24 @@ if has strategies; then
   python3 bench/merge_results.py --suite strategies --ours "$WORK/strategies-ours.json" --out "$OUT"
 fi
 
+if has dist; then
+  # NCCL from the toolkit, or from the nvidia-nccl wheel PyTorch brings.
+  wheel=$(python3 -c 'import nvidia.nccl as n; print(list(n.__path__)[0])' 2>/dev/null)
+  gpus=$(nvidia-smi --list-gpus | wc -l)
+  cmake -S . -B build-gpu -DSPLITKV_NCCL_WHEEL="$wheel" >>"$WORK/configure.log" 2>&1 \
+    && ninja -C build-gpu -j16 splitkv_dist_tests splitkv_dist_bench >>"$OUT/build.log" 2>&1
+  summary+=("dist build: rc=$?")
+  OUT="$WORK" bash scripts/run_dist_tests.sh build-gpu "$gpus" >"$WORK/dist-tests.txt" 2>&1
+  summary+=("dist tests on $gpus GPU(s): rc=$? $(tr '\n' ' ' <"$WORK/dist-tests.txt")")
+  cat "$WORK"/dist-rank*.log >"$OUT/dist_tests.log"
+  for n in 1 "$gpus"; do
+    bash scripts/run_ranks.sh "$n" "$WORK/dist-bench$n-rank" build-gpu/splitkv_dist_bench --json "$OUT/multigpu-$n.json" \
+      >/dev/null 2>&1
+    summary+=("dist bench on $n GPU(s): rc=$?")
+    cat "$WORK/dist-bench$n-rank0.log" >>"$OUT/bench.log"
+  done
+fi
+
 if has python; then
   OUT="$OUT" DEADLINE="${SPLITKV_PYTHON_DEADLINE:-240}" guard bash tests/python/gpu_run.sh >"$WORK/python.log" 2>&1
   summary+=("python: rc=$? $(grep -E '^SUMMARY' "$WORK/python.log" | tail -1)")
@@ -115,4 +134,5 @@ cat "$WORK/gpu.txt"
 printf '%s\n' "${summary[@]}"
 [[ -f "$OUT/gpu_tests.log" ]] && grep -E '^\[  FAILED|Failure|FAIL:' "$OUT/gpu_tests.log" | head -20
 for md in "$OUT"/*-latest.md; do [[ -f "$md" ]] && cat "$md"; done
+has dist && grep -h '^|' "$WORK"/dist-bench*-rank0.log 2>/dev/null
 exit 0

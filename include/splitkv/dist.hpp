@@ -1,0 +1,36 @@
+// splitkv::dist: context-parallel decode over NCCL (docs/CONTEXT_SHARDS.md). Every rank holds a
+// shard of each sequence's keys; each attends its shard into split partials, the partials are
+// all-gathered in rank order, and every rank merges them into the full output. Built only where
+// NCCL is found (the CMake target splitkv_dist); nothing else in splitkv depends on it.
+#pragma once
+
+#include <nccl.h>
+
+#include <cstddef>
+
+#include "splitkv/splitkv.hpp"
+
+namespace splitkv::dist {
+
+struct ShardedDecodePlan {
+  Plan local;                  // this rank's shard: num_splits split partials of its keys
+  int world_size = 0;          // ranks of the communicator it was planned for
+  size_t workspace_bytes = 0;  // every rank's partials: world_size x (O and LSE of local)
+};
+
+// shard_problem: this rank's shard, with max_kv_len = the longest shard of any sequence on any rank.
+// Every rank must plan with the same problem, options and device kind, so that all hold the same
+// split count (the exchange moves equal blocks). For bits equal to one GPU's batch-invariant
+// decode, set options.split_tokens and cut the shards at multiples of it (docs/CONTEXT_SHARDS.md).
+Status plan_sharded_decode(const DecodeProblem& shard_problem, const DeviceInfo& device, const PlanOptions& options,
+                           int world_size, ShardedDecodePlan* plan);
+
+// tensors: the shard's decode tensors (seq_lens = this shard's keys; keys_after for causal q_len > 1;
+// out / lse = the merged result, written on every rank; partial_o / partial_lse empty). comm: the
+// caller's communicator of plan.world_size ranks, whose rank order is the shards' key order.
+// workspace: device memory of plan.workspace_bytes, 16-byte aligned. Deterministic; capturable in a
+// CUDA graph when comm and stream are.
+Status run_sharded_decode(const ShardedDecodePlan& plan, const DecodeTensors& tensors, void* workspace,
+                          size_t workspace_bytes, ncclComm_t comm, Stream stream);
+
+}  // namespace splitkv::dist

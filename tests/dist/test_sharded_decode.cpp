@@ -1,0 +1,156 @@
+// splitkv::dist on N ranks, one process per GPU (scripts/run_dist_tests.sh starts them through
+// scripts/run_ranks.sh; without the launcher the binary is one rank on GPU 0). Every rank builds
+// the same random cache, holds a shard of each sequence's keys, and must get the whole context's
+// result: against the fp64 reference, and bitwise equal to one GPU's batch-invariant decode when
+// the shards are split-aligned.
+#include <gtest/gtest.h>
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "dist_rank.hpp"
+#include "splitkv/dist.hpp"
+#include "testing/decode_check.hpp"
+#include "testing/device_buffer.hpp"
+
+namespace splitkv {
+namespace {
+
+using testing::DeviceBuffer;
+
+// One communicator per process, made on first use (after the GPU check, so CI without a GPU never
+// touches NCCL).
+const dist_tools::RankEnv& the_rank() {
+  static const dist_tools::RankEnv env = testing::gpu_available() ? dist_tools::join_ranks() : [] {
+    dist_tools::RankEnv none;
+    none.error = "no CUDA device";
+    return none;
+  }();
+  return env;
+}
+
+#define SPLITKV_REQUIRE_RANK()                                              \
+  do {                                                                      \
+    if (!the_rank().error.empty()) GTEST_SKIP() << the_rank().error;        \
+    if (!dtype_compiled(DType::kBF16)) GTEST_SKIP() << "bf16 not compiled"; \
+  } while (0)
+
+testing::DecodeCaseSpec spec(int q_len, std::vector<int> lens) {
+  testing::DecodeCaseSpec s;
+  s.problem.batch = static_cast<int>(lens.size());
+  s.problem.num_q_heads = 32;
+  s.problem.num_kv_heads = 8;
+  s.problem.head_dim = 128;
+  s.problem.q_len = q_len;
+  s.problem.causal = q_len > 1;
+  s.problem.page_size = 16;
+  s.problem.max_kv_len = *std::max_element(lens.begin(), lens.end());
+  s.seq_lens = std::move(lens);
+  return s;
+}
+
+// This rank's shard of every sequence: keys [cut(b, rank), cut(b, rank + 1)), whole pages.
+// Runs the sharded decode into dev's out and lse.
+void run_my_shard(testing::DecodeCase& c, testing::DeviceDecodeCase& dev,
+                  const std::vector<std::vector<int>>& cuts, const PlanOptions& options) {
+  const dist_tools::RankEnv& me = the_rank();
+  const int B = c.problem.batch, P = c.problem.page_size;
+  const size_t n = static_cast<size_t>(B);
+  std::vector<int32_t> lens(n), after(n), table(c.block_table.size(), 0);
+  int longest = 0;  // of any shard on any rank: every rank plans with it
+  for (int b = 0; b < B; ++b) {
+    for (int r = 0; r < me.world; ++r) longest = std::max(longest, cuts[size_t(b)][size_t(r) + 1] - cuts[size_t(b)][size_t(r)]);
+    const int lo = cuts[size_t(b)][size_t(me.rank)], hi = cuts[size_t(b)][size_t(me.rank) + 1];
+    lens[size_t(b)] = hi - lo;
+    after[size_t(b)] = c.seq_lens[size_t(b)] - hi;
+    for (int j = 0; lo / P + j < int(c.max_pages); ++j) {
+      table[size_t(b * c.max_pages + j)] = c.block_table[size_t(b * c.max_pages + lo / P + j)];
+    }
+  }
+  DecodeProblem shard = c.problem;
+  shard.max_kv_len = longest;
+  DeviceInfo device;
+  ASSERT_TRUE(query_device(me.rank, &device).ok());
+  dist::ShardedDecodePlan plan;
+  const Status planned = dist::plan_sharded_decode(shard, device, options, me.world, &plan);
+  ASSERT_TRUE(planned.ok()) << planned.message();
+  DeviceBuffer d_lens = DeviceBuffer::from(lens), d_after = DeviceBuffer::from(after), d_table = DeviceBuffer::from(table);
+  DeviceBuffer workspace(plan.workspace_bytes);
+  workspace.fill_bytes(0xff);
+  DecodeTensors t = dev.tensors;
+  t.seq_lens.data = d_lens.get();
+  t.seq_lens_host = lens.data();
+  t.block_table.data = d_table.get();
+  t.block_table_host = table.data();
+  t.keys_after = TensorRef::contiguous(d_after.get(), DType::kI32, {B});
+  const Status ran = dist::run_sharded_decode(plan, t, workspace.get(), workspace.bytes(), me.comm, nullptr);
+  ASSERT_TRUE(ran.ok()) << ran.message();
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  dev.download_outputs(c);
+}
+
+TEST(ShardedDecode, EveryRankGetsTheWholeContext) {
+  SPLITKV_REQUIRE_RANK();
+  const int world = the_rank().world;
+  for (int q_len : {1, 4, 16}) {
+    testing::DecodeCase c = testing::make_decode_case(spec(q_len, {6000, 1800, 0, 33}));
+    testing::poison_outputs(c);
+    testing::DeviceDecodeCase dev(c);
+    dev.upload_outputs(c);
+    std::vector<std::vector<int>> cuts;  // unequal shards: rank r gets a (r + 1)-weighted share
+    for (int len : c.seq_lens) {
+      std::vector<int> at = {0};
+      const int weights = world * (world + 1) / 2;
+      int acc = 0;
+      for (int r = 0; r < world; ++r) {
+        acc += r + 1;
+        at.push_back(r + 1 == world ? len : std::min(len, len * acc / weights / 16 * 16));
+      }
+      cuts.push_back(at);
+    }
+    run_my_shard(c, dev, cuts, PlanOptions{});
+    const testing::Comparison cmp = testing::check_decode(c);
+    EXPECT_TRUE(cmp.passed) << "rank " << the_rank().rank << " q_len " << q_len << ": " << cmp.summary();
+  }
+}
+
+TEST(ShardedDecode, SplitAlignedShardsGiveTheBitsOfOneGpu) {
+  SPLITKV_REQUIRE_RANK();
+  const int world = the_rank().world, split_tokens = 1024;
+  for (int q_len : {1, 4}) {
+    testing::DecodeCase c = testing::make_decode_case(spec(q_len, {9000, 2048, 5000, 1}));
+    PlanOptions o;
+    o.split_tokens = split_tokens;
+    testing::DeviceDecodeCase dev(c);
+    Plan single;
+    DeviceInfo device;
+    ASSERT_TRUE(query_device(the_rank().rank, &device).ok());
+    ASSERT_TRUE(plan_decode(c.problem, device, o, &single).ok());
+    DeviceBuffer ws(single.workspace_bytes);
+    ASSERT_TRUE(run_decode(single, dev.tensors, ws.get(), ws.bytes(), nullptr).ok());
+    dev.download_outputs(c);
+    const std::vector<uint16_t> one_gpu = c.out;
+
+    // Rank r holds global splits [r * S, (r + 1) * S) of every sequence.
+    const int splits = (c.problem.max_kv_len + split_tokens - 1) / split_tokens;
+    const int per_rank = (splits + world - 1) / world;
+    std::vector<std::vector<int>> cuts;
+    for (int len : c.seq_lens) {
+      std::vector<int> at;
+      for (int r = 0; r <= world; ++r) at.push_back(std::min(len, r * per_rank * split_tokens));
+      at.back() = len;
+      cuts.push_back(at);
+    }
+    testing::poison_outputs(c);
+    dev.upload_outputs(c);
+    run_my_shard(c, dev, cuts, o);
+    EXPECT_TRUE(testing::check_decode(c).passed);
+    EXPECT_EQ(c.out, one_gpu) << "rank " << the_rank().rank << " q_len " << q_len;
+  }
+}
+
+}  // namespace
+}  // namespace splitkv
