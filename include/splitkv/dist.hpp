@@ -29,7 +29,9 @@ Status plan_sharded_decode(const DecodeProblem& shard_problem, const DeviceInfo&
 // out / lse = the merged result, written on every rank; partial_o / partial_lse empty). comm: the
 // caller's communicator of plan.world_size ranks, whose rank order is the shards' key order.
 // workspace: device memory of plan.workspace_bytes, 16-byte aligned. Deterministic; capturable in a
-// CUDA graph when comm and stream are.
+// CUDA graph when comm and stream are. Like any collective, a rank that returns an error leaves
+// the others waiting in NCCL: every argument is checked before the first launch, so give every
+// rank the same shapes and check each rank's Status.
 Status run_sharded_decode(const ShardedDecodePlan& plan, const DecodeTensors& tensors, void* workspace,
                           size_t workspace_bytes, ncclComm_t comm, Stream stream);
 

@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "api/validate.hpp"
 #include "plan/workspace_layout.hpp"
 
 namespace splitkv::dist {
@@ -73,18 +74,6 @@ Status run_sharded_decode(const ShardedDecodePlan& plan, const DecodeTensors& te
   float* my_lse = all_lse + size_t(rank) * g.lse_elements_per_rank;
 
   const int64_t S = plan.local.num_splits, rows = int64_t(p.batch) * p.q_len, H = p.num_q_heads, D = p.head_dim;
-  DecodeTensors local = tensors;
-  local.out = local.lse = TensorRef{};
-  local.partial_o = TensorRef::contiguous(my_o, DType::kF32, {S, rows, H, D});
-  local.partial_lse = TensorRef::contiguous(my_lse, DType::kF32, {S, rows, H});
-  if (Status s = run_decode(plan.local, local, nullptr, 0, stream); !s) return s;
-
-  if (Status s = nccl_status(ncclGroupStart(), "ncclGroupStart"); !s) return s;
-  ncclResult_t r = ncclAllGather(my_o, all_o, g.o_elements_per_rank, ncclFloat32, comm, stream);
-  if (r == ncclSuccess) r = ncclAllGather(my_lse, all_lse, g.lse_elements_per_rank, ncclFloat32, comm, stream);
-  const ncclResult_t end = ncclGroupEnd();
-  if (Status s = nccl_status(r != ncclSuccess ? r : end, "ncclAllGather"); !s) return s;
-
   CombineProblem cp;
   cp.num_splits = static_cast<int>(S) * world;
   cp.batch = p.batch;
@@ -97,6 +86,22 @@ Status run_sharded_decode(const ShardedDecodePlan& plan, const DecodeTensors& te
   ct.partial_lse = TensorRef::contiguous(all_lse, DType::kF32, {S * world, rows, H});
   ct.out = tensors.out;
   ct.lse = tensors.lse;
+  // Everything is checked before the first launch: a rank that fails after the exchange started
+  // would leave the others waiting in NCCL.
+  if (Status s = detail::validate_combine(cp, ct); !s) return s;
+
+  DecodeTensors local = tensors;
+  local.out = local.lse = TensorRef{};
+  local.partial_o = TensorRef::contiguous(my_o, DType::kF32, {S, rows, H, D});
+  local.partial_lse = TensorRef::contiguous(my_lse, DType::kF32, {S, rows, H});
+  if (Status s = run_decode(plan.local, local, nullptr, 0, stream); !s) return s;
+
+  if (Status s = nccl_status(ncclGroupStart(), "ncclGroupStart"); !s) return s;
+  ncclResult_t r = ncclAllGather(my_o, all_o, g.o_elements_per_rank, ncclFloat32, comm, stream);
+  if (r == ncclSuccess) r = ncclAllGather(my_lse, all_lse, g.lse_elements_per_rank, ncclFloat32, comm, stream);
+  const ncclResult_t end = ncclGroupEnd();
+  if (Status s = nccl_status(r != ncclSuccess ? r : end, "ncclAllGather"); !s) return s;
+
   return run_combine(cp, ct, stream);
 }
 

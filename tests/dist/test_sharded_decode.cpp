@@ -92,6 +92,20 @@ void run_my_shard(testing::DecodeCase& c, testing::DeviceDecodeCase& dev,
   dev.download_outputs(c);
 }
 
+// The argument checks need no GPU and no communicator.
+TEST(ShardedDecodeArguments, AreCheckedBeforeAnyLaunch) {
+  DecodeProblem p = testing::make_decode_case(spec(1, {100})).problem;
+  dist::ShardedDecodePlan plan;
+  Status s = dist::plan_sharded_decode(p, DeviceInfo::h200(), {}, 0, &plan);
+  EXPECT_EQ(s.argument(), "world_size") << s.message();
+  s = dist::plan_sharded_decode(p, DeviceInfo::h200(), {}, 2, nullptr);
+  EXPECT_EQ(s.argument(), "plan") << s.message();
+  ASSERT_TRUE(dist::plan_sharded_decode(p, DeviceInfo::h200(), {}, 2, &plan).ok());
+  EXPECT_GT(plan.workspace_bytes, 0u);
+  s = dist::run_sharded_decode(plan, DecodeTensors{}, nullptr, 0, nullptr, nullptr);
+  EXPECT_EQ(s.argument(), "comm") << s.message();
+}
+
 TEST(ShardedDecode, EveryRankGetsTheWholeContext) {
   SPLITKV_REQUIRE_RANK();
   const int world = the_rank().world;
