@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "common/half_convert.hpp"
 #include "cpu/cpu_backend.hpp"
 #include "fp64_agreement.hpp"
 #include "kernels/common/lse_combine.hpp"
@@ -180,6 +181,25 @@ TEST(ContextShards, CpuBackendShardPartialsMatchTheReferenceShard) {
             EXPECT_NEAR(o, want.out[((size_t(b) * q_len + i) * Hq + h) * D + j], 1e-4) << "b " << b << " j " << j;
           }
         }
+  }
+}
+
+// keys_after lives in device memory the host does not check: a negative value makes that
+// sequence's outputs NaN and leaves the other sequences alone.
+TEST(ContextShards, NegativeKeysAfterGivesNaNForThatSequenceOnly) {
+  testing::DecodeCase c = testing::make_decode_case(spec(2, 8, 2, 300, {300, 200}, 2, true, 16));
+  testing::poison_outputs(c);
+  std::vector<int32_t> after = {0, -1};
+  DecodeTensors t = c.host_tensors();
+  t.keys_after = TensorRef::contiguous(after.data(), DType::kI32, {2});
+  Plan plan;
+  ASSERT_TRUE(plan_decode(c.problem, DeviceInfo::h200(), {}, &plan).ok());
+  ASSERT_TRUE(cpu::run_decode(plan, t).ok());
+  const int per_sequence = c.problem.q_len * c.problem.num_q_heads * c.problem.head_dim;
+  for (int b = 0; b < 2; ++b) {
+    int nans = 0;
+    for (int k = 0; k < per_sequence; ++k) nans += std::isnan(detail::half_bits_to_float(c.out[size_t(b * per_sequence + k)], c.problem.dtype));
+    EXPECT_EQ(nans, b == 1 ? per_sequence : 0) << "sequence " << b;
   }
 }
 

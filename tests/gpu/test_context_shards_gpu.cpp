@@ -6,9 +6,11 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cmath>
 #include <random>
 #include <vector>
 
+#include "common/half_convert.hpp"
 #include "gpu_test_util.hpp"
 #include "testing/decode_check.hpp"
 
@@ -158,6 +160,30 @@ TEST(ContextShardsGpu, SplitAlignedShardsGiveTheBitsOfBatchInvariantDecode) {
     decode_shards_and_merge(c, dev, cuts, o);
     EXPECT_TRUE(testing::check_decode(c).passed);
     EXPECT_EQ(c.out, single) << "q_len " << q_len;
+  }
+}
+
+TEST(ContextShardsGpu, NegativeKeysAfterGivesNaNForThatSequenceOnly) {
+  SPLITKV_REQUIRE_GPU(DType::kBF16, 128);
+  testing::DecodeCase c = testing::make_decode_case(paged_spec(4, {3000, 700}));
+  testing::poison_outputs(c);
+  testing::DeviceDecodeCase dev(c);
+  dev.upload_outputs(c);
+  DeviceBuffer after = DeviceBuffer::from(std::vector<int32_t>{5, -1});
+  DecodeTensors t = dev.tensors;
+  t.keys_after = TensorRef::contiguous(after.get(), DType::kI32, {2});
+  Plan plan;
+  ASSERT_TRUE(plan_decode(c.problem, gpu_test::device(), {}, &plan).ok());
+  DeviceBuffer workspace = gpu_test::poisoned_workspace(plan.workspace_bytes);
+  ASSERT_TRUE(run_decode(plan, t, workspace.get(), workspace.bytes(), nullptr).ok());
+  dev.download_outputs(c);
+  const size_t per_sequence = size_t(c.problem.q_len) * c.problem.num_q_heads * c.problem.head_dim;
+  for (int b = 0; b < 2; ++b) {
+    size_t nans = 0;
+    for (size_t k = 0; k < per_sequence; ++k) {
+      nans += std::isnan(detail::half_bits_to_float(c.out[b * per_sequence + k], c.problem.dtype));
+    }
+    EXPECT_EQ(nans, b == 1 ? per_sequence : 0) << "sequence " << b;
   }
 }
 
