@@ -40,6 +40,7 @@ from .api import (  # noqa: E402,F401
     append_kv,
     combine,
     decode,
+    decode_shard,
     kernel_families,
     plan_decode,
     plan_prefill,
@@ -59,6 +60,7 @@ if _torch is not None:
 
 __all__ = [
     "decode",
+    "decode_shard",
     "prefill",
     "combine",
     "append_kv",

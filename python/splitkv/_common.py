@@ -62,6 +62,9 @@ EXPECTED_DTYPE = {
     "v_cache": "fp16 or bf16 (the dtype of k)",
     "k_scales": "fp32 (fp8) or fp16 (int8, int4)",
     "v_scales": "fp32 (fp8) or fp16 (int8, int4)",
+    "keys_after": "int32",
+    "partial_o": "fp32",
+    "partial_lse": "fp32",
 }
 
 _DTYPE_NAMES = {

@@ -82,8 +82,9 @@ def scales_desc(a, argument, fmt):
     return desc(a, argument)
 
 
-def decode(q, k_cache, v_cache, seq_lens, block_table, *, causal, softmax_scale, num_splits, max_splits,
-           split_tokens, out, return_lse, max_seqlen_k, family=None, kv_format=None, k_scales=None, v_scales=None):
+def _decode_call(q, k_cache, v_cache, seq_lens, block_table, options, kv_format, k_scales, v_scales):
+    """The plan and the leading cpu_run_decode arguments (plan, q, k, v, seq_lens, block_table)
+    plus the scale descriptors, for decode() and decode_shard(). options: the planner's keywords."""
     q = as_array(q, "q")
     k_cache = as_array(k_cache, "k")
     v_cache = as_array(v_cache, "v")
@@ -91,23 +92,43 @@ def decode(q, k_cache, v_cache, seq_lens, block_table, *, causal, softmax_scale,
     if block_table is not None:
         block_table = as_index_array(block_table, "block_table")
     fmt = cm.kv_format(kv_format)
-    plan = plan_decode(q, k_cache, seq_lens, block_table, causal=causal, softmax_scale=softmax_scale,
-                       num_splits=num_splits, max_splits=max_splits, split_tokens=split_tokens,
-                       max_seqlen_k=max_seqlen_k, family=family, kv_format=fmt)
+    plan = plan_decode(q, k_cache, seq_lens, block_table, kv_format=fmt, **options)
     elements = cm.kv_elements(fmt)
     k_elem, v_elem = (None, None) if elements is None else elements[:2]
     cm.check_scales_given(fmt, k_scales, v_scales)
     head_dim = q.shape[3]
     kd, vd = kv_desc(k_cache, "k", k_elem, head_dim), kv_desc(v_cache, "v", v_elem, head_dim)
-    ksd, vsd = scales_desc(k_scales, "k_scales", fmt), scales_desc(v_scales, "v_scales", fmt)
+    lead = (plan, desc(q, "q"), kd, vd, desc(seq_lens, "seq_lens"), desc(block_table, "block_table"))
+    return q, lead, (scales_desc(k_scales, "k_scales", fmt), scales_desc(v_scales, "v_scales", fmt))
+
+
+def decode(q, k_cache, v_cache, seq_lens, block_table, *, causal, softmax_scale, num_splits, max_splits,
+           split_tokens, out, return_lse, max_seqlen_k, family=None, kv_format=None, k_scales=None, v_scales=None):
+    options = dict(causal=causal, softmax_scale=softmax_scale, num_splits=num_splits, max_splits=max_splits,
+                   split_tokens=split_tokens, max_seqlen_k=max_seqlen_k, family=family)
+    q, lead, scales = _decode_call(q, k_cache, v_cache, seq_lens, block_table, options, kv_format, k_scales, v_scales)
     if out is None:
         out = np.empty(q.shape, dtype=q.dtype)
     else:
         out = as_array(out, "out")
     lse = np.empty((q.shape[0], q.shape[2], q.shape[1]), dtype=np.float32) if return_lse else None
-    _C.cpu_run_decode(plan, desc(q, "q"), kd, vd, desc(seq_lens, "seq_lens"), desc(block_table, "block_table"),
-                      desc(out, "out"), desc(lse, "lse"), ksd, vsd)
+    _C.cpu_run_decode(*lead, desc(out, "out"), desc(lse, "lse"), *scales)
     return (out, lse) if return_lse else out
+
+
+def decode_shard(q, k_cache, v_cache, seq_lens, block_table, keys_after, *, causal, softmax_scale, num_splits,
+                 max_splits, split_tokens, max_seqlen_k, family=None, kv_format=None, k_scales=None, v_scales=None):
+    options = dict(causal=causal, softmax_scale=softmax_scale, num_splits=num_splits, max_splits=max_splits,
+                   split_tokens=split_tokens, max_seqlen_k=max_seqlen_k, family=family)
+    q, lead, scales = _decode_call(q, k_cache, v_cache, seq_lens, block_table, options, kv_format, k_scales, v_scales)
+    if keys_after is not None:
+        keys_after = as_index_array(keys_after, "keys_after")
+    rows, heads, head_dim, splits = q.shape[0] * q.shape[1], q.shape[2], q.shape[3], lead[0].num_splits
+    partial_o = np.empty((splits, rows, heads, head_dim), dtype=np.float32)
+    partial_lse = np.empty((splits, rows, heads), dtype=np.float32)
+    _C.cpu_run_decode(*lead, None, None, *scales, keys_after=desc(keys_after, "keys_after"),
+                      partial_o=desc(partial_o, "partial_o"), partial_lse=desc(partial_lse, "partial_lse"))
+    return partial_o, partial_lse
 
 
 def plan_decode(q, k_cache, seq_lens, block_table, *, causal, softmax_scale, num_splits, max_splits, split_tokens,

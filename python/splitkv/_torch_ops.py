@@ -3,6 +3,8 @@
     torch.ops.splitkv.decode_out(q, k_cache, v_cache, seq_lens, block_table, out, lse, workspace,
                                  causal, softmax_scale, num_splits, max_splits, split_tokens,
                                  max_seqlen_k, family, k_scales, v_scales, kv_format) -> ()
+    torch.ops.splitkv.decode_shard_out(q, k_cache, v_cache, seq_lens, block_table, keys_after,
+                                       partial_o, partial_lse, causal, ...) -> ()
     torch.ops.splitkv.prefill_out(q, k, v, cu_seqlens_q, cu_seqlens_k, out, lse, workspace,
                                   max_seqlen_q, max_seqlen_k, causal, softmax_scale, num_splits,
                                   strategy, family, kv_format) -> ()
@@ -235,17 +237,70 @@ def decode(q, k_cache, v_cache, seq_lens, block_table, causal, softmax_scale, nu
     return (out, lse) if return_lse else out
 
 
-def plan_decode(q, k_cache, block_table, *, causal, softmax_scale, num_splits, max_splits, split_tokens,
-                max_seqlen_k, family, kv_format=None):
-    """The plan decode() uses for these tensors (from its cache)."""
-    dev = q.get_device()
+def _decode_plan_entry(q, k_cache, block_table, causal, softmax_scale, num_splits, max_splits, split_tokens,
+                       max_seqlen_k, family, kv_format):
+    """(plan, workspace bytes, quantized-format info) for these tensors, from the plan cache."""
     bt_shape = None if block_table is None else block_table.shape
     key = (q.shape, k_cache.shape, bt_shape, q.dtype, causal, softmax_scale, num_splits, max_splits, split_tokens,
-           max_seqlen_k, dev, family, _format_arg(kv_format))
+           max_seqlen_k, q.get_device(), family, _format_arg(kv_format))
     entry = _decode_plans.get(key)
     if entry is None:
         entry = _new_decode_plan(key, q, k_cache, block_table)
-    return entry[0]
+    return entry
+
+
+def plan_decode(q, k_cache, block_table, *, causal, softmax_scale, num_splits, max_splits, split_tokens,
+                max_seqlen_k, family, kv_format=None):
+    """The plan decode() uses for these tensors (from its cache)."""
+    return _decode_plan_entry(q, k_cache, block_table, causal, softmax_scale, num_splits, max_splits, split_tokens,
+                              max_seqlen_k, family, kv_format)[0]
+
+
+def _desc(t):
+    return None if t is None else (t.data_ptr(), _CODES[t.dtype], t.shape, t.stride())
+
+
+def decode_shard_out(q, k_cache, v_cache, seq_lens, block_table, keys_after, partial_o, partial_lse, causal,
+                     softmax_scale, num_splits, max_splits, split_tokens, max_seqlen_k, family=None, k_scales=None,
+                     v_scales=None, kv_format=None):
+    """Implementation of splitkv::decode_shard_out: a shard's split partials (CUDA and CPU)."""
+    dev = q.get_device()
+    named = [("k", k_cache), ("v", v_cache), ("seq_lens", seq_lens), ("block_table", block_table),
+             ("keys_after", keys_after), ("partial_o", partial_o), ("partial_lse", partial_lse)]
+    _check_devices(dev, named)
+    plan, _, quant = _decode_plan_entry(q, k_cache, block_table, causal, softmax_scale, num_splits, max_splits,
+                                        split_tokens, max_seqlen_k, family, kv_format)
+    try:
+        kd, vd = (_desc(k_cache), _desc(v_cache)) if quant is None else _kv_descs(quant, k_cache, v_cache, q.shape[3])
+        descs = [_desc(t) for t in (q, seq_lens, block_table, keys_after, partial_o, partial_lse)]
+    except KeyError:
+        _check_dtypes([("q", q)] + named)
+    qd, sd, bd, ad, pod, pld = descs
+    fmt = cm.kv_format(kv_format) if quant is None else quant[2]
+    ksd, vsd = (None, None) if quant is None and k_scales is None and v_scales is None else _scale_descs(
+        fmt, k_scales, v_scales, dev)
+    shard = {"keys_after": ad, "partial_o": pod, "partial_lse": pld}
+    if dev < 0:
+        _C.cpu_run_decode(plan, qd, kd, vd, sd, bd, None, None, ksd, vsd, **shard)
+    else:
+        _C.run_decode(plan, qd, kd, vd, sd, bd, None, None, 0, 0, _raw_stream(dev), dev, ksd, vsd, **shard)
+
+
+def decode_shard(q, k_cache, v_cache, seq_lens, block_table, keys_after, *, causal, softmax_scale, num_splits,
+                 max_splits, split_tokens, max_seqlen_k, family, kv_format, k_scales, v_scales):
+    plan = plan_decode(q, k_cache, block_table, causal=causal, softmax_scale=softmax_scale, num_splits=num_splits,
+                       max_splits=max_splits, split_tokens=split_tokens, max_seqlen_k=max_seqlen_k, family=family,
+                       kv_format=kv_format)
+    rows, heads, d = q.shape[0] * q.shape[1], q.shape[2], q.shape[3]
+    partial_o = torch.empty((plan.num_splits, rows, heads, d), dtype=torch.float32, device=q.device)
+    partial_lse = torch.empty((plan.num_splits, rows, heads), dtype=torch.float32, device=q.device)
+    args = (q, k_cache, v_cache, seq_lens, block_table, keys_after, partial_o, partial_lse, causal, softmax_scale,
+            num_splits, max_splits, split_tokens, max_seqlen_k, family, k_scales, v_scales, _format_arg(kv_format))
+    if type(q) is _Tensor and _eager():
+        decode_shard_out(*args)
+    else:
+        torch.ops.splitkv.decode_shard_out(*args)
+    return partial_o, partial_lse
 
 
 # ---- prefill -------------------------------------------------------------------------------------
@@ -563,6 +618,11 @@ PREFILL_SCHEMA = (
     "bool causal, float? softmax_scale, int num_splits, str? strategy=None, str? family=None, "
     "str? kv_format=None) -> ()")
 
+DECODE_SHARD_SCHEMA = (
+    "decode_shard_out(Tensor q, Tensor k_cache, Tensor v_cache, Tensor seq_lens, Tensor? block_table, "
+    "Tensor? keys_after, Tensor(a!) partial_o, Tensor(b!) partial_lse, bool causal, float? softmax_scale, "
+    "int num_splits, int max_splits, int split_tokens, int? max_seqlen_k, str? family=None, "
+    "Tensor? k_scales=None, Tensor? v_scales=None, str? kv_format=None) -> ()")
 COMBINE_SCHEMA = "combine_out(Tensor partial_o, Tensor partial_lse, Tensor(a!) out, Tensor(b!)? lse) -> ()"
 # The caches are written; so are the (scale, min) pairs of INT formats (FP8 scales are only read,
 # declared mutable all the same: the schema cannot depend on kv_format).
@@ -572,11 +632,13 @@ APPEND_KV_SCHEMA = (
 
 _lib = torch.library.Library("splitkv", "DEF")
 _lib.define(DECODE_SCHEMA)
+_lib.define(DECODE_SHARD_SCHEMA)
 _lib.define(PREFILL_SCHEMA)
 _lib.define(COMBINE_SCHEMA)
 _lib.define(APPEND_KV_SCHEMA)
 for _key in ("CUDA", "CPU"):
     _lib.impl("decode_out", decode_out, _key)
+    _lib.impl("decode_shard_out", decode_shard_out, _key)
     _lib.impl("prefill_out", prefill_out, _key)
     _lib.impl("combine_out", combine_out, _key)
     _lib.impl("append_kv", append_kv_out, _key)
@@ -585,6 +647,12 @@ for _key in ("CUDA", "CPU"):
 def _decode_out_fake(q, k_cache, v_cache, seq_lens, block_table, out, lse, workspace, causal, softmax_scale,
                      num_splits, max_splits, split_tokens, max_seqlen_k, family=None, k_scales=None, v_scales=None,
                      kv_format=None):
+    return None
+
+
+def _decode_shard_out_fake(q, k_cache, v_cache, seq_lens, block_table, keys_after, partial_o, partial_lse, causal,
+                           softmax_scale, num_splits, max_splits, split_tokens, max_seqlen_k, family=None,
+                           k_scales=None, v_scales=None, kv_format=None):
     return None
 
 
@@ -602,6 +670,7 @@ def _append_kv_fake(k, v, k_cache, v_cache, slots, k_scales=None, v_scales=None,
 
 
 torch.library.register_fake("splitkv::decode_out", _decode_out_fake, lib=_lib)
+torch.library.register_fake("splitkv::decode_shard_out", _decode_shard_out_fake, lib=_lib)
 
 
 torch.library.register_fake("splitkv::prefill_out", _prefill_out_fake, lib=_lib)

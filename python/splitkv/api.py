@@ -55,6 +55,29 @@ def decode(q, k_cache, v_cache, seq_lens, block_table=None, *, causal=False, sof
                          k_scales=k_scales, v_scales=v_scales)
 
 
+def decode_shard(q, k_cache, v_cache, seq_lens, block_table=None, *, keys_after=None, causal=False,
+                 softmax_scale=None, num_splits=0, max_splits=0, split_tokens=0, max_seqlen_k=None, family=None,
+                 kv_format=None, k_scales=None, v_scales=None):
+    """decode() over a shard of a longer context, returning the plan's split partials to merge.
+
+    The cache holds, per sequence, seq_lens[b] keys of its context starting at some key offset;
+    keys_after (int32 [B], on the device of q; None = 0) counts the context's keys after this
+    shard, so causal masking uses global positions (docs/CONTEXT_SHARDS.md). Other arguments as in
+    decode(). Returns (partial_o fp32 [S, B * q_len, Hq, D], partial_lse fp32 [S, B * q_len, Hq]):
+    each split's output normalized over its own keys and its natural-log LSE (-inf: no key).
+    Concatenate the partials of every shard in key order (axis 0) and merge them with combine().
+    """
+    if isinstance(q, _Tensor):
+        return _torch_ops.decode_shard(q, k_cache, v_cache, seq_lens, block_table, keys_after, causal=causal,
+                                       softmax_scale=softmax_scale, num_splits=num_splits, max_splits=max_splits,
+                                       split_tokens=split_tokens, max_seqlen_k=max_seqlen_k, family=family,
+                                       kv_format=kv_format, k_scales=k_scales, v_scales=v_scales)
+    return _numpy.decode_shard(q, k_cache, v_cache, seq_lens, block_table, keys_after, causal=causal,
+                               softmax_scale=softmax_scale, num_splits=num_splits, max_splits=max_splits,
+                               split_tokens=split_tokens, max_seqlen_k=max_seqlen_k, family=family,
+                               kv_format=kv_format, k_scales=k_scales, v_scales=v_scales)
+
+
 def prefill(q, k, v, *, cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=None, max_seqlen_k=None, causal=False,
             softmax_scale=None, num_splits=0, strategy=None, out=None, return_lse=False, workspace=None, family=None,
             kv_format=None):

@@ -160,6 +160,13 @@ DecodeTensors decode_tensors(nb::handle q, nb::handle k, nb::handle v, nb::handl
   return t;
 }
 
+// A shard of a longer context (docs/CONTEXT_SHARDS.md): keys after it, and partial outputs.
+void add_shard_tensors(nb::handle keys_after, nb::handle partial_o, nb::handle partial_lse, DecodeTensors* t) {
+  t->keys_after = tensor_ref(keys_after, "keys_after");
+  t->partial_o = tensor_ref(partial_o, "partial_o");
+  t->partial_lse = tensor_ref(partial_lse, "partial_lse");
+}
+
 PrefillTensors prefill_tensors(nb::handle q, nb::handle k, nb::handle v, nb::handle cu_seqlens_q,
                                nb::handle cu_seqlens_k, nb::handle out, nb::handle lse) {
   PrefillTensors t;
@@ -595,14 +602,17 @@ NB_MODULE(_splitkv, m) {
       "run_decode",
       [](const Plan& plan, nb::handle q, nb::handle k, nb::handle v, nb::handle seq_lens, nb::handle block_table,
          nb::handle out, nb::handle lse, uintptr_t workspace, size_t workspace_bytes, uintptr_t stream, int device,
-         nb::handle k_scales, nb::handle v_scales) {
-        const DecodeTensors t = decode_tensors(q, k, v, seq_lens, block_table, out, lse, k_scales, v_scales);
+         nb::handle k_scales, nb::handle v_scales, nb::handle keys_after, nb::handle partial_o,
+         nb::handle partial_lse) {
+        DecodeTensors t = decode_tensors(q, k, v, seq_lens, block_table, out, lse, k_scales, v_scales);
+        add_shard_tensors(keys_after, partial_o, partial_lse, &t);
         DeviceGuard guard(device);
         check(run_decode(plan, t, reinterpret_cast<void*>(workspace), workspace_bytes, as_stream(stream)));
       },
-      "plan"_a, "q"_a, "k"_a, "v"_a, "seq_lens"_a, "block_table"_a.none(), "out"_a, "lse"_a.none(),
+      "plan"_a, "q"_a, "k"_a, "v"_a, "seq_lens"_a, "block_table"_a.none(), "out"_a.none(), "lse"_a.none(),
       "workspace"_a, "workspace_bytes"_a, "stream"_a, "device"_a = -1, "k_scales"_a.none() = nb::none(),
-      "v_scales"_a.none() = nb::none());
+      "v_scales"_a.none() = nb::none(), "keys_after"_a.none() = nb::none(), "partial_o"_a.none() = nb::none(),
+      "partial_lse"_a.none() = nb::none());
   m.def(
       "run_prefill",
       [](const Plan& plan, nb::handle q, nb::handle k, nb::handle v, nb::handle cu_seqlens_q,
@@ -716,8 +726,10 @@ NB_MODULE(_splitkv, m) {
   m.def(
       "cpu_run_decode",
       [](const Plan& plan, nb::handle q, nb::handle k, nb::handle v, nb::handle seq_lens, nb::handle block_table,
-         nb::handle out, nb::handle lse, nb::handle k_scales, nb::handle v_scales) {
+         nb::handle out, nb::handle lse, nb::handle k_scales, nb::handle v_scales, nb::handle keys_after,
+         nb::handle partial_o, nb::handle partial_lse) {
         DecodeTensors t = decode_tensors(q, k, v, seq_lens, block_table, out, lse, k_scales, v_scales);
+        add_shard_tensors(keys_after, partial_o, partial_lse, &t);
         t.seq_lens_host = host_int32(t.seq_lens);
         t.block_table_host = host_int32(t.block_table);
         Status s;
@@ -727,10 +739,12 @@ NB_MODULE(_splitkv, m) {
         }
         check(s);
       },
-      "plan"_a, "q"_a, "k"_a, "v"_a, "seq_lens"_a, "block_table"_a.none(), "out"_a, "lse"_a.none(),
-      "k_scales"_a.none() = nb::none(), "v_scales"_a.none() = nb::none(),
+      "plan"_a, "q"_a, "k"_a, "v"_a, "seq_lens"_a, "block_table"_a.none(), "out"_a.none(), "lse"_a.none(),
+      "k_scales"_a.none() = nb::none(), "v_scales"_a.none() = nb::none(), "keys_after"_a.none() = nb::none(),
+      "partial_o"_a.none() = nb::none(), "partial_lse"_a.none() = nb::none(),
       "Runs a decode plan on the CPU backend (host memory); lengths and page ids are checked first. "
-      "Quantized caches (plan.decode.kv_format) take their scales in k_scales / v_scales.");
+      "Quantized caches (plan.decode.kv_format) take their scales in k_scales / v_scales; a shard of a "
+      "longer context takes keys_after and writes its split partials to partial_o / partial_lse.");
 
   m.def(
       "reference_decode",

@@ -229,4 +229,35 @@ std::vector<uint16_t> sequence_output_bits(const DecodeCase& c, int b) {
   return bits;
 }
 
+DecodeCaseSpec paged_gqa_spec(int q_len, std::vector<int> lens) {
+  DecodeCaseSpec s;
+  s.problem.batch = static_cast<int>(lens.size());
+  s.problem.num_q_heads = 32;
+  s.problem.num_kv_heads = 8;
+  s.problem.head_dim = 128;
+  s.problem.q_len = q_len;
+  s.problem.causal = q_len > 1;
+  s.problem.page_size = 16;
+  s.problem.max_kv_len = *std::max_element(lens.begin(), lens.end());
+  s.seq_lens = std::move(lens);
+  return s;
+}
+
+DecodeShard paged_shard(const DecodeCase& c, const std::vector<int>& lo, const std::vector<int>& hi) {
+  const int B = c.problem.batch, P = c.problem.page_size;
+  DecodeShard s;
+  s.lens.resize(size_t(B));
+  s.keys_after.resize(size_t(B));
+  s.block_table.assign(c.block_table.size(), 0);
+  for (int b = 0; b < B; ++b) {
+    s.lens[size_t(b)] = hi[size_t(b)] - lo[size_t(b)];
+    s.keys_after[size_t(b)] = c.seq_lens[size_t(b)] - hi[size_t(b)];
+    const int64_t first = lo[size_t(b)] / P;
+    for (int64_t j = 0; first + j < c.max_pages; ++j) {
+      s.block_table[size_t(b * c.max_pages + j)] = c.block_table[size_t(b * c.max_pages + first + j)];
+    }
+  }
+  return s;
+}
+
 }  // namespace splitkv::testing

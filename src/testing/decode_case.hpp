@@ -51,4 +51,16 @@ std::vector<uint16_t> sequence_output_bits(const DecodeCase& c, int b);
 // Fills `out` and `lse` with NaN: anything a kernel fails to write then fails the comparison.
 void poison_outputs(DecodeCase& c);
 
+// bf16, 32/8 heads, D=128, pages of 16 tokens, causal when q_len > 1: the shape of the context-shard
+// tests (docs/CONTEXT_SHARDS.md).
+DecodeCaseSpec paged_gqa_spec(int q_len, std::vector<int> lens);
+
+// One shard of every sequence of a paged case: keys [lo[b], hi[b]) (lo a multiple of the page
+// size) as the shard's own lengths, its block table (the sequence's pages from lo[b] on; the tail
+// filled with page 0, never read) and the keys of the context after it.
+struct DecodeShard {
+  std::vector<int32_t> lens, keys_after, block_table;
+};
+DecodeShard paged_shard(const DecodeCase& c, const std::vector<int>& lo, const std::vector<int>& hi);
+
 }  // namespace splitkv::testing

@@ -129,18 +129,18 @@ TEST(ContextShards, CpuBackendShardPartialsMatchTheReferenceShard) {
   for (int q_len : {1, 5}) {
     testing::DecodeCase c = testing::make_decode_case(spec(3, 8, 2, 700, {700, 300, 0}, q_len, q_len > 1, 16));
     const DecodeTensors whole = c.host_tensors();
-    const int B = c.problem.batch, P = c.problem.page_size, Hq = c.problem.num_q_heads, D = c.problem.head_dim;
+    const int B = c.problem.batch, Hq = c.problem.num_q_heads, D = c.problem.head_dim;
     // The middle shard of every sequence: keys [160, 480) clipped to its length.
-    std::vector<int32_t> lens(3), offsets(3), totals(c.seq_lens.begin(), c.seq_lens.end()), after(3);
-    std::vector<int32_t> table(c.block_table.size(), 0);
+    std::vector<int> lo(3), hi(3);
+    std::vector<int32_t> offsets(3), totals(c.seq_lens.begin(), c.seq_lens.end());
     for (int b = 0; b < B; ++b) {
-      offsets[size_t(b)] = std::min(160, totals[size_t(b)]);
-      lens[size_t(b)] = std::min(480, totals[size_t(b)]) - offsets[size_t(b)];
-      after[size_t(b)] = totals[size_t(b)] - offsets[size_t(b)] - lens[size_t(b)];
-      for (int j = 0; offsets[size_t(b)] / P + j < int(c.max_pages); ++j) {
-        table[size_t(b * c.max_pages + j)] = c.block_table[size_t(b * c.max_pages + offsets[size_t(b)] / P + j)];
-      }
+      lo[size_t(b)] = offsets[size_t(b)] = std::min(160, totals[size_t(b)]);
+      hi[size_t(b)] = std::min(480, totals[size_t(b)]);
     }
+    testing::DecodeShard middle = testing::paged_shard(c, lo, hi);
+    std::vector<int32_t>& lens = middle.lens;
+    std::vector<int32_t>& after = middle.keys_after;
+    std::vector<int32_t>& table = middle.block_table;
     DecodeTensors shard = whole;
     shard.seq_lens.data = lens.data();
     shard.seq_lens_host = lens.data();

@@ -38,38 +38,22 @@ const dist_tools::RankEnv& the_rank() {
     if (!dtype_compiled(DType::kBF16)) GTEST_SKIP() << "bf16 not compiled"; \
   } while (0)
 
-testing::DecodeCaseSpec spec(int q_len, std::vector<int> lens) {
-  testing::DecodeCaseSpec s;
-  s.problem.batch = static_cast<int>(lens.size());
-  s.problem.num_q_heads = 32;
-  s.problem.num_kv_heads = 8;
-  s.problem.head_dim = 128;
-  s.problem.q_len = q_len;
-  s.problem.causal = q_len > 1;
-  s.problem.page_size = 16;
-  s.problem.max_kv_len = *std::max_element(lens.begin(), lens.end());
-  s.seq_lens = std::move(lens);
-  return s;
-}
-
 // This rank's shard of every sequence: keys [cut(b, rank), cut(b, rank + 1)), whole pages.
 // Runs the sharded decode into dev's out and lse.
 void run_my_shard(testing::DecodeCase& c, testing::DeviceDecodeCase& dev,
                   const std::vector<std::vector<int>>& cuts, const PlanOptions& options) {
   const dist_tools::RankEnv& me = the_rank();
-  const int B = c.problem.batch, P = c.problem.page_size;
-  const size_t n = static_cast<size_t>(B);
-  std::vector<int32_t> lens(n), after(n), table(c.block_table.size(), 0);
+  const int B = c.problem.batch;
+  std::vector<int> lo, hi;
   int longest = 0;  // of any shard on any rank: every rank plans with it
   for (int b = 0; b < B; ++b) {
-    for (int r = 0; r < me.world; ++r) longest = std::max(longest, cuts[size_t(b)][size_t(r) + 1] - cuts[size_t(b)][size_t(r)]);
-    const int lo = cuts[size_t(b)][size_t(me.rank)], hi = cuts[size_t(b)][size_t(me.rank) + 1];
-    lens[size_t(b)] = hi - lo;
-    after[size_t(b)] = c.seq_lens[size_t(b)] - hi;
-    for (int j = 0; lo / P + j < int(c.max_pages); ++j) {
-      table[size_t(b * c.max_pages + j)] = c.block_table[size_t(b * c.max_pages + lo / P + j)];
+    for (int r = 0; r < me.world; ++r) {
+      longest = std::max(longest, cuts[size_t(b)][size_t(r) + 1] - cuts[size_t(b)][size_t(r)]);
     }
+    lo.push_back(cuts[size_t(b)][size_t(me.rank)]);
+    hi.push_back(cuts[size_t(b)][size_t(me.rank) + 1]);
   }
+  testing::DecodeShard mine = testing::paged_shard(c, lo, hi);
   DecodeProblem shard = c.problem;
   shard.max_kv_len = longest;
   DeviceInfo device;
@@ -77,14 +61,15 @@ void run_my_shard(testing::DecodeCase& c, testing::DeviceDecodeCase& dev,
   dist::ShardedDecodePlan plan;
   const Status planned = dist::plan_sharded_decode(shard, device, options, me.world, &plan);
   ASSERT_TRUE(planned.ok()) << planned.message();
-  DeviceBuffer d_lens = DeviceBuffer::from(lens), d_after = DeviceBuffer::from(after), d_table = DeviceBuffer::from(table);
+  DeviceBuffer d_lens = DeviceBuffer::from(mine.lens), d_after = DeviceBuffer::from(mine.keys_after);
+  DeviceBuffer d_table = DeviceBuffer::from(mine.block_table);
   DeviceBuffer workspace(plan.workspace_bytes);
   workspace.fill_bytes(0xff);
   DecodeTensors t = dev.tensors;
   t.seq_lens.data = d_lens.get();
-  t.seq_lens_host = lens.data();
+  t.seq_lens_host = mine.lens.data();
   t.block_table.data = d_table.get();
-  t.block_table_host = table.data();
+  t.block_table_host = mine.block_table.data();
   t.keys_after = TensorRef::contiguous(d_after.get(), DType::kI32, {B});
   const Status ran = dist::run_sharded_decode(plan, t, workspace.get(), workspace.bytes(), me.comm, nullptr);
   ASSERT_TRUE(ran.ok()) << ran.message();
@@ -94,7 +79,7 @@ void run_my_shard(testing::DecodeCase& c, testing::DeviceDecodeCase& dev,
 
 // The argument checks need no GPU and no communicator.
 TEST(ShardedDecodeArguments, AreCheckedBeforeAnyLaunch) {
-  DecodeProblem p = testing::make_decode_case(spec(1, {100})).problem;
+  DecodeProblem p = testing::make_decode_case(testing::paged_gqa_spec(1, {100})).problem;
   dist::ShardedDecodePlan plan;
   Status s = dist::plan_sharded_decode(p, DeviceInfo::h200(), {}, 0, &plan);
   EXPECT_EQ(s.argument(), "world_size") << s.message();
@@ -110,7 +95,7 @@ TEST(ShardedDecode, EveryRankGetsTheWholeContext) {
   SPLITKV_REQUIRE_RANK();
   const int world = the_rank().world;
   for (int q_len : {1, 4, 16}) {
-    testing::DecodeCase c = testing::make_decode_case(spec(q_len, {6000, 1800, 0, 33}));
+    testing::DecodeCase c = testing::make_decode_case(testing::paged_gqa_spec(q_len, {6000, 1800, 0, 33}));
     testing::poison_outputs(c);
     testing::DeviceDecodeCase dev(c);
     dev.upload_outputs(c);
@@ -135,7 +120,7 @@ TEST(ShardedDecode, SplitAlignedShardsGiveTheBitsOfOneGpu) {
   SPLITKV_REQUIRE_RANK();
   const int world = the_rank().world, split_tokens = 1024;
   for (int q_len : {1, 4}) {
-    testing::DecodeCase c = testing::make_decode_case(spec(q_len, {9000, 2048, 5000, 1}));
+    testing::DecodeCase c = testing::make_decode_case(testing::paged_gqa_spec(q_len, {9000, 2048, 5000, 1}));
     PlanOptions o;
     o.split_tokens = split_tokens;
     testing::DeviceDecodeCase dev(c);

@@ -19,49 +19,32 @@ namespace {
 
 using testing::DeviceBuffer;
 
-testing::DecodeCaseSpec paged_spec(int q_len, std::vector<int> lens) {
-  testing::DecodeCaseSpec s;
-  s.problem.batch = static_cast<int>(lens.size());
-  s.problem.num_q_heads = 32;
-  s.problem.num_kv_heads = 8;
-  s.problem.head_dim = 128;
-  s.problem.q_len = q_len;
-  s.problem.causal = q_len > 1;
-  s.problem.page_size = 16;
-  s.problem.max_kv_len = *std::max_element(lens.begin(), lens.end());
-  s.seq_lens = std::move(lens);
-  return s;
-}
-
 // Decodes every shard of `c` (shard s of sequence b: keys [cuts[b][s], cuts[b][s + 1]), page
 // multiples) into its own partials, then merges all partials in shard order into dev's out and lse.
 // options apply to every shard's plan.
 void decode_shards_and_merge(testing::DecodeCase& c, testing::DeviceDecodeCase& dev,
                              const std::vector<std::vector<int>>& cuts, const PlanOptions& options) {
   const DecodeProblem& whole = c.problem;
-  const int B = whole.batch, P = whole.page_size, shards = static_cast<int>(cuts[0].size()) - 1;
+  const int B = whole.batch, shards = static_cast<int>(cuts[0].size()) - 1;
   const int64_t rows = int64_t(B) * whole.q_len, H = whole.num_q_heads, D = whole.head_dim;
   std::vector<DeviceBuffer> partial_o, partial_lse;
   std::vector<int> splits;
   for (int s = 0; s < shards; ++s) {
-    const size_t n = static_cast<size_t>(B);
-    std::vector<int32_t> lens(n), after(n), table(c.block_table.size(), 0);
+    std::vector<int> lo, hi;
     for (int b = 0; b < B; ++b) {
-      const int lo = cuts[size_t(b)][size_t(s)], hi = cuts[size_t(b)][size_t(s) + 1];
-      lens[size_t(b)] = hi - lo;
-      after[size_t(b)] = c.seq_lens[size_t(b)] - hi;
-      for (int j = 0; lo / P + j < int(c.max_pages); ++j) {
-        table[size_t(b * c.max_pages + j)] = c.block_table[size_t(b * c.max_pages + lo / P + j)];
-      }
+      lo.push_back(cuts[size_t(b)][size_t(s)]);
+      hi.push_back(cuts[size_t(b)][size_t(s) + 1]);
     }
+    testing::DecodeShard shard = testing::paged_shard(c, lo, hi);
+    std::vector<int32_t>& lens = shard.lens;
     // Each shard is planned for its own longest sequence, as its GPU would: with split_tokens,
     // the shards' splits then line up with the whole context's.
     DecodeProblem problem = whole;
     problem.max_kv_len = *std::max_element(lens.begin(), lens.end());
     Plan plan;
     ASSERT_TRUE(plan_decode(problem, gpu_test::device(), options, &plan).ok());
-    DeviceBuffer d_lens = DeviceBuffer::from(lens), d_after = DeviceBuffer::from(after);
-    DeviceBuffer d_table = DeviceBuffer::from(table);
+    DeviceBuffer d_lens = DeviceBuffer::from(lens), d_after = DeviceBuffer::from(shard.keys_after);
+    DeviceBuffer d_table = DeviceBuffer::from(shard.block_table);
     const int S = plan.num_splits;
     partial_o.emplace_back(size_t(S) * rows * H * D * sizeof(float));
     partial_lse.emplace_back(size_t(S) * rows * H * sizeof(float));
@@ -71,7 +54,7 @@ void decode_shards_and_merge(testing::DecodeCase& c, testing::DeviceDecodeCase& 
     t.seq_lens.data = d_lens.get();
     t.seq_lens_host = lens.data();
     t.block_table.data = d_table.get();
-    t.block_table_host = table.data();
+    t.block_table_host = shard.block_table.data();
     t.keys_after = TensorRef::contiguous(d_after.get(), DType::kI32, {B});
     t.out = t.lse = TensorRef{};
     t.partial_o = TensorRef::contiguous(partial_o.back().get(), DType::kF32, {S, rows, H, D});
@@ -117,7 +100,7 @@ TEST(ContextShardsGpu, ShardPartialsMergeToTheWholeContext) {
   SPLITKV_REQUIRE_GPU(DType::kBF16, 128);
   std::mt19937 rng(11);
   for (int q_len : {1, 4, 16}) {
-    testing::DecodeCase c = testing::make_decode_case(paged_spec(q_len, {3000, 1100, 0, 37}));
+    testing::DecodeCase c = testing::make_decode_case(testing::paged_gqa_spec(q_len, {3000, 1100, 0, 37}));
     testing::poison_outputs(c);
     testing::DeviceDecodeCase dev(c);
     dev.upload_outputs(c);
@@ -141,7 +124,7 @@ TEST(ContextShardsGpu, SplitAlignedShardsGiveTheBitsOfBatchInvariantDecode) {
   // Every sequence's first shard is its first 2048 keys (two splits of 1024): the shards'
   // partials, concatenated, are the single-GPU decode's splits in the same order.
   for (int q_len : {1, 4}) {
-    testing::DecodeCase c = testing::make_decode_case(paged_spec(q_len, {9000, 2048, 5000}));
+    testing::DecodeCase c = testing::make_decode_case(testing::paged_gqa_spec(q_len, {9000, 2048, 5000}));
     PlanOptions o;
     o.split_tokens = 1024;
     testing::DeviceDecodeCase dev(c);
@@ -165,7 +148,7 @@ TEST(ContextShardsGpu, SplitAlignedShardsGiveTheBitsOfBatchInvariantDecode) {
 
 TEST(ContextShardsGpu, NegativeKeysAfterGivesNaNForThatSequenceOnly) {
   SPLITKV_REQUIRE_GPU(DType::kBF16, 128);
-  testing::DecodeCase c = testing::make_decode_case(paged_spec(4, {3000, 700}));
+  testing::DecodeCase c = testing::make_decode_case(testing::paged_gqa_spec(4, {3000, 700}));
   testing::poison_outputs(c);
   testing::DeviceDecodeCase dev(c);
   dev.upload_outputs(c);

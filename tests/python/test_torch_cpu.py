@@ -447,3 +447,23 @@ def test_append_kv_fp8_bad_scale_writes_nan_codes():
     assert (k_rows[:, 1] == 0x7F).all() and (v_rows[:, 0] == 0x7F).all()
     assert torch.equal(k_rows[:, 0], reference[0].view(torch.uint8).flatten(0, 1)[rows][:, 0])
     assert torch.equal(v_rows[:, 1], reference[1].view(torch.uint8).flatten(0, 1)[rows][:, 1])
+
+
+# ---- shards of a context (decode_shard) ----------------------------------------------------------
+
+
+def test_decode_shard_partials_merge_to_decode_and_opcheck():
+    q, k, v, lens, bt = decode_inputs(q_len=4, lens=(40, 9), page_size=16, seed=5)
+    cut = torch.tensor([32, 0], dtype=torch.int32)  # sequence 0: keys [0, 32) and [32, 40); 1: all in the second
+    table1 = bt.clone()
+    table1[0, : bt.shape[1] - 2] = bt[0, 2:]
+    first = splitkv.decode_shard(q, k, v, cut, bt, keys_after=lens - cut, causal=True, num_splits=2, max_seqlen_k=40)
+    second = splitkv.decode_shard(q, k, v, lens - cut, table1, causal=True, max_seqlen_k=40)
+    out, lse = splitkv.combine(torch.cat([first[0], second[0]]), torch.cat([first[1], second[1]]), seq_len=4,
+                               dtype=torch.bfloat16, return_lse=True)
+    ref_out, ref_lse = splitkv.reference.decode(q, k, v, lens, bt, causal=True)
+    assert_close_to_reference(out.float().numpy(), lse.numpy(), ref_out, ref_lse, dtype="bf16")
+    po, pl = first
+    torch.library.opcheck(torch.ops.splitkv.decode_shard_out.default,
+                          (q, k, v, cut, bt, lens - cut, torch.empty_like(po), torch.empty_like(pl), True, None, 2,
+                           0, 0, 40))

@@ -321,3 +321,29 @@ def test_compile_reduce_overhead_replays_new_lengths():
         lens_now = torch.tensor(new, dtype=torch.int32, device=DEV)
         out = compiled(q, k, v, lens_now, bt).clone()
         assert torch.equal(bits(out), bits(step(q, k, v, lens_now, bt)))
+
+
+def test_decode_shard_on_cuda_merges_to_decode():
+    """Two shards of a paged cache on the GPU, merged by combine: decode over the whole context."""
+    q, k, v, lens, bt = (t.to(DEV) for t in _shard_inputs())
+    cut = torch.tensor([2048, 0, 16], dtype=torch.int32, device=DEV)
+    table1 = bt.clone()
+    table1[0, : bt.shape[1] - 128] = bt[0, 128:]
+    table1[2, : bt.shape[1] - 1] = bt[2, 1:]
+    first = splitkv.decode_shard(q, k, v, cut, bt, keys_after=lens - cut, causal=True, max_seqlen_k=3000)
+    second = splitkv.decode_shard(q, k, v, lens - cut, table1, causal=True, max_seqlen_k=3000)
+    out = splitkv.combine(torch.cat([first[0], second[0]]), torch.cat([first[1], second[1]]), seq_len=4,
+                          dtype=DTYPE)
+    want = splitkv.decode(q, k, v, lens, bt, causal=True)
+    torch.testing.assert_close(out.float(), want.float(), atol=2 * ATOL, rtol=2 * ATOL)
+
+
+def _shard_inputs():
+    g = torch.Generator().manual_seed(9)
+    lens = torch.tensor([3000, 700, 33], dtype=torch.int32)
+    pages = 3000 // 16 + 1
+    k = torch.randn(3 * pages, 16, 8, D, generator=g).to(DTYPE)
+    v = torch.randn(3 * pages, 16, 8, D, generator=g).to(DTYPE)
+    bt = torch.randperm(3 * pages, generator=g).view(3, pages).to(torch.int32)
+    q = torch.randn(3, 4, 32, D, generator=g).to(DTYPE)
+    return q, k, v, lens, bt
