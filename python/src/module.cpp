@@ -117,6 +117,8 @@ int read_dims(nb::handle seq, std::array<int64_t, TensorRef::kMaxRank>& dst, con
 constexpr int kNumDTypes = 8;  // DType::kF16 .. DType::kI64
 
 // (ptr, dtype, shape, strides) -> TensorRef; None -> an empty TensorRef (an absent optional).
+// strides None: row-major (contiguous) strides of the shape. The torch front sends None for
+// contiguous tensors: t.is_contiguous() costs about half of t.stride() per call.
 TensorRef tensor_ref(nb::handle desc, const char* name) {
   TensorRef t;
   if (desc.is_none()) return t;
@@ -134,7 +136,17 @@ TensorRef tensor_ref(nb::handle desc, const char* name) {
   t.dtype = static_cast<DType>(code);
   std::array<int64_t, TensorRef::kMaxRank> shape{}, stride{};
   const int rank = read_dims(nb::handle(PyTuple_GetItem(o, 2)), shape, name, "shape");
-  const int stride_rank = read_dims(nb::handle(PyTuple_GetItem(o, 3)), stride, name, "stride");
+  nb::handle strides(PyTuple_GetItem(o, 3));
+  int stride_rank = rank;
+  if (strides.is_none()) {
+    int64_t step = 1;
+    for (int i = std::min(rank, TensorRef::kMaxRank) - 1; i >= 0; --i) {
+      stride[size_t(i)] = step;
+      step *= std::max<int64_t>(shape[size_t(i)], 1);
+    }
+  } else {
+    stride_rank = read_dims(strides, stride, name, "stride");
+  }
   if (rank > TensorRef::kMaxRank || stride_rank != rank) {
     t.rank = -1;  // validation reports "<name>.rank: expected N, got -1"
     return t;
