@@ -22,23 +22,6 @@ namespace {
 using detail::OutputMode;
 using detail::OutputParams;
 
-Status check_workspace(const Plan& plan, const void* workspace, size_t workspace_bytes) {
-  if (plan.workspace_bytes == 0) return Status::success();
-  if (workspace == nullptr) {
-    return Status::invalid("workspace", "a device buffer of " + std::to_string(plan.workspace_bytes) + " bytes",
-                           "nullptr");
-  }
-  if (reinterpret_cast<uintptr_t>(workspace) % 16 != 0) {
-    return Status::invalid("workspace", "a 16-byte aligned address", "a misaligned address");
-  }
-  if (workspace_bytes < plan.workspace_bytes) {
-    return Status(StatusCode::kWorkspaceTooSmall, "workspace_bytes",
-                  "expected >= " + std::to_string(plan.workspace_bytes) + " (plan.workspace_bytes), got " +
-                      std::to_string(workspace_bytes));
-  }
-  return Status::success();
-}
-
 // The plan's family, which must be of the plan's kind.
 Status plan_family(const Plan& plan, registry::Kind kind, int* family) {
   *family = registry::find_family(plan.family);
@@ -127,7 +110,7 @@ Status run_decode(const Plan& plan, const DecodeTensors& t, void* workspace, siz
   // The caller's partial buffers replace the workspace's (and the combine).
   const bool caller_partials = !t.partial_o.empty();
   if (!caller_partials) {
-    if (Status s = check_workspace(plan, workspace, workspace_bytes); !s) return s;
+    if (Status s = detail::validate_workspace(plan.workspace_bytes, workspace, workspace_bytes); !s) return s;
   }
   int family = -1;
   if (Status s = plan_family(plan, registry::Kind::kDecode, &family); !s) return s;
@@ -212,7 +195,7 @@ Status run_prefill(const Plan& plan, const PrefillTensors& t, void* workspace, s
   const PrefillProblem& pr = plan.prefill;
   if (Status s = detail::validate_prefill_problem(pr); !s) return s;
   if (Status s = detail::validate_prefill_tensors(pr, t); !s) return s;
-  if (Status s = check_workspace(plan, workspace, workspace_bytes); !s) return s;
+  if (Status s = detail::validate_workspace(plan.workspace_bytes, workspace, workspace_bytes); !s) return s;
   int family = -1;
   if (Status s = plan_family(plan, registry::Kind::kPrefill, &family); !s) return s;
   detail::Launcher launcher;

@@ -265,6 +265,22 @@ Status check_row_major(const std::string& name, const TensorRef& t) {
 
 }  // namespace
 
+Status validate_workspace(size_t required, const void* workspace, size_t workspace_bytes) {
+  if (required == 0) return Status::success();
+  if (workspace == nullptr) {
+    return Status::invalid("workspace", "a device buffer of " + std::to_string(required) + " bytes", "nullptr");
+  }
+  if (reinterpret_cast<uintptr_t>(workspace) % 16 != 0) {
+    return Status::invalid("workspace", "a 16-byte aligned address", "a misaligned address");
+  }
+  if (workspace_bytes < required) {
+    return Status(StatusCode::kWorkspaceTooSmall, "workspace_bytes",
+                  "expected >= " + std::to_string(required) + " (plan.workspace_bytes), got " +
+                      std::to_string(workspace_bytes));
+  }
+  return Status::success();
+}
+
 Status validate_decode_partials(const DecodeProblem& p, int num_splits, const DecodeTensors& t) {
   if (t.partial_o.empty()) return Status::success();
   const int64_t S = num_splits, rows = int64_t(p.batch) * p.q_len, H = p.num_q_heads, D = p.head_dim;

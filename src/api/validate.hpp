@@ -1,6 +1,7 @@
 // Argument validation at the API boundary. Every failure names the argument and what was expected.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "splitkv/problem.hpp"
@@ -19,6 +20,9 @@ Status validate_decode_tensors(const DecodeProblem& problem, const DecodeTensors
 Status validate_prefill_tensors(const PrefillProblem& problem, const PrefillTensors& tensors);
 
 // Tensors of run_combine against its problem.
+// The caller's workspace against the `required` bytes of its plan (nothing needed when 0): present,
+// 16-byte aligned, large enough.
+Status validate_workspace(size_t required, const void* workspace, size_t workspace_bytes);
 // The caller's partial outputs of a decode (when given) against the plan's split count.
 Status validate_decode_partials(const DecodeProblem& problem, int num_splits, const DecodeTensors& tensors);
 Status validate_combine(const CombineProblem& problem, const CombineTensors& tensors);

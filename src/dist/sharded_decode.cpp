@@ -58,14 +58,7 @@ Status run_sharded_decode(const ShardedDecodePlan& plan, const DecodeTensors& te
   if (!tensors.partial_o.empty() || !tensors.partial_lse.empty()) {
     return Status::invalid("partial_o", "empty (run_sharded_decode writes the merged out and lse)", "a tensor");
   }
-  if (workspace == nullptr || reinterpret_cast<uintptr_t>(workspace) % 16 != 0) {
-    return Status::invalid("workspace", "a 16-byte aligned device buffer", workspace ? "a misaligned address" : "nullptr");
-  }
-  if (workspace_bytes < plan.workspace_bytes) {
-    return Status(StatusCode::kWorkspaceTooSmall, "workspace_bytes",
-                  "expected >= " + std::to_string(plan.workspace_bytes) + " (plan.workspace_bytes), got " +
-                      std::to_string(workspace_bytes));
-  }
+  if (Status s = detail::validate_workspace(plan.workspace_bytes, workspace, workspace_bytes); !s) return s;
   const DecodeProblem& p = plan.local.decode;
   const GatheredPartials g = gathered_partials(plan.local, world);
   float* all_o = static_cast<float*>(workspace);
