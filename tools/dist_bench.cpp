@@ -1,5 +1,5 @@
 // The multi-GPU decode benchmark (docs/CONTEXT_SHARDS.md): B=1 and B=8 sequences, 32/8 heads,
-// D=128, bf16, contexts of 128k..1M tokens, each sequence's keys split evenly over the ranks.
+// D=128, bf16, contexts of 16k..1M tokens (the short ones find where sharding stops paying), each sequence's keys split evenly over the ranks.
 // Run one process per GPU: scripts/run_ranks.sh N LOG build/splitkv_dist_bench [--json FILE].
 // Per row: one GPU over the whole context (rank 0, plain run_decode), the sharded call on N GPUs
 // (run_sharded_decode), its local part alone (the shard's decode into partials), and the
@@ -108,7 +108,7 @@ int main(int argc, char** argv) {
   }
   std::vector<Row> rows;
   for (int batch : {1, 8}) {
-    for (int context : {131072, 262144, 524288, 1048576}) {
+    for (int context : {16384, 32768, 65536, 131072, 262144, 524288, 1048576}) {
       Row r{};
       if (!measure(env, batch, context, &r)) {
         std::fprintf(stderr, "rank %d: B=%d context=%d failed\n", env.rank, batch, context);
