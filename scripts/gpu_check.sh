@@ -125,8 +125,10 @@ if has dist; then
 fi
 
 if has python; then
-  OUT="$OUT" DEADLINE="${SPLITKV_PYTHON_DEADLINE:-240}" guard bash tests/python/gpu_run.sh >"$WORK/python.log" 2>&1
+  # Its own folder: gpu_run.sh writes build.log / bench.log too; two of its files come back.
+  OUT="$WORK/python" DEADLINE="${SPLITKV_PYTHON_DEADLINE:-240}" guard bash tests/python/gpu_run.sh >"$WORK/python.log" 2>&1
   summary+=("python: rc=$? $(grep -E '^SUMMARY' "$WORK/python.log" | tail -1)")
+  cp "$WORK/python/pytest.log" "$WORK/python/python-overhead.json" "$OUT/" 2>/dev/null
 fi
 
 echo "==== summary ===="

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,17 @@ constexpr int kHq = 32, kHkv = 8, kD = 128;
 struct Row {
   int batch, context, world;
   double one_gpu_us, sharded_us, local_us;
+  double symmetric_us;  // the sharded call with a symmetric NCCL window as workspace (0: none)
+};
+
+// The exchange alone, per design (CUDA-graph replays, no kernels of ours): what the merge step
+// pays NCCL for, B x Hq rows with this rank's S split partials.
+struct ExchangeRow {
+  int batch, splits;
+  double two_gathers_us, one_gather_us;  // O and LSE as two all-gathers in a group / one of both sizes
+  double two_gathers_symmetric_us;       // the same from a symmetric window
+  double by_heads_us;  // the reduce-scatter-by-heads design's collectives: LSE all-gather, O
+                       // reduce-scatter (one merged partial per rank), output all-gather
 };
 
 DecodeProblem problem(int batch, int max_len) {
@@ -89,6 +101,61 @@ bool measure(const dist_tools::RankEnv& env, int batch, int context, Row* row) {
   row->local_us = cli::time_graph([&](int, void* s) {
                     return run_decode(plan.local, local, nullptr, 0, static_cast<Stream>(s)).ok();
                   }, 1, 20).us_per_call;
+  row->symmetric_us = 0;
+  dist::SymmetricWorkspace sym;
+  if (dist::alloc_symmetric_workspace(plan, env.comm, &sym).ok()) {
+    row->symmetric_us = cli::time_graph([&](int, void* s) {
+                          return dist::run_sharded_decode(plan, mine.t, sym.data, sym.bytes, env.comm,
+                                                          static_cast<Stream>(s)).ok();
+                        }, 1, 20).us_per_call;
+    if (!dist::free_symmetric_workspace(env.comm, &sym).ok()) return false;
+  }
+  return true;
+}
+
+bool ok(ncclResult_t r) { return r == ncclSuccess; }
+
+double time_collectives(const std::function<bool(cudaStream_t)>& enqueue) {
+  return cli::time_graph([&](int, void* s) { return enqueue(static_cast<cudaStream_t>(s)); }, 1, 20).us_per_call;
+}
+
+bool measure_exchange(const dist_tools::RankEnv& env, int batch, int context, ExchangeRow* row) {
+  DeviceInfo device;
+  dist::ShardedDecodePlan plan;
+  if (!query_device(env.rank, &device).ok() ||
+      !dist::plan_sharded_decode(problem(batch, context / env.world), device, {}, env.world, &plan).ok()) {
+    return false;
+  }
+  const size_t rows = size_t(batch) * kHq, S = size_t(plan.local.num_splits), W = size_t(env.world);
+  const size_t o = S * rows * kD, lse = S * rows;  // floats per rank
+  row->batch = batch, row->splits = int(S);
+  DeviceBuffer plain(plan.workspace_bytes);
+  auto two_gathers = [&](float* base) {
+    return [=, &env](cudaStream_t st) {
+      float* all_lse = base + W * o;
+      return ok(ncclGroupStart()) && ok(ncclAllGather(base + env.rank * o, base, o, ncclFloat32, env.comm, st)) &&
+             ok(ncclAllGather(all_lse + env.rank * lse, all_lse, lse, ncclFloat32, env.comm, st)) &&
+             ok(ncclGroupEnd());
+    };
+  };
+  float* p = static_cast<float*>(plain.get());
+  row->two_gathers_us = time_collectives(two_gathers(p));
+  row->one_gather_us = time_collectives([&](cudaStream_t st) {
+    return ok(ncclAllGather(p + env.rank * (o + lse), p, o + lse, ncclFloat32, env.comm, st));
+  });
+  row->by_heads_us = time_collectives([&](cudaStream_t st) {
+    const size_t merged = rows * kD, mine = merged / W;  // one merged fp32 partial; this rank's heads of it
+    float* lse_all = p + merged;
+    return ok(ncclAllGather(lse_all + env.rank * lse, lse_all, lse, ncclFloat32, env.comm, st)) &&
+           ok(ncclReduceScatter(p, p + env.rank * mine, mine, ncclFloat32, ncclSum, env.comm, st)) &&
+           ok(ncclAllGather(p + env.rank * mine / 2, p, mine / 2, ncclFloat32, env.comm, st));  // bf16 out
+  });
+  row->two_gathers_symmetric_us = 0;
+  dist::SymmetricWorkspace sym;
+  if (dist::alloc_symmetric_workspace(plan, env.comm, &sym).ok()) {
+    row->two_gathers_symmetric_us = time_collectives(two_gathers(static_cast<float*>(sym.data)));
+    if (!dist::free_symmetric_workspace(env.comm, &sym).ok()) return false;
+  }
   return true;
 }
 
@@ -117,23 +184,49 @@ int main(int argc, char** argv) {
       rows.push_back(r);
     }
   }
+  std::vector<ExchangeRow> exchanges;
+  for (int batch : {1, 8}) {
+    ExchangeRow x{};
+    if (!measure_exchange(env, batch, 1048576, &x)) {
+      std::fprintf(stderr, "rank %d: exchange B=%d failed\n", env.rank, batch);
+      return 1;
+    }
+    exchanges.push_back(x);
+  }
   if (env.rank != 0) return 0;
-  std::printf("| B | context | GPUs | 1 GPU µs | sharded µs | speed-up | local µs | exchange + merge µs |\n");
-  std::printf("|---|---|---|---|---|---|---|---|\n");
+  std::printf("| B | context | GPUs | 1 GPU µs | sharded µs | speed-up | local µs | exchange + merge µs | "
+              "symmetric window µs | its exchange + merge µs |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|\n");
   std::string json = "{\"suite\": \"multigpu\", \"device\": \"" + cli::gpu_name() + "\", \"date\": \"" +
                      cli::today() + "\", \"rows\": [";
   for (size_t i = 0; i < rows.size(); ++i) {
     const Row& r = rows[i];
-    std::printf("| %d | %d | %d | %.1f | %.1f | %.2f | %.1f | %.1f |\n", r.batch, r.context, r.world, r.one_gpu_us,
-                r.sharded_us, r.one_gpu_us / r.sharded_us, r.local_us, r.sharded_us - r.local_us);
+    std::printf("| %d | %d | %d | %.1f | %.1f | %.2f | %.1f | %.1f | %.1f | %.1f |\n", r.batch, r.context, r.world,
+                r.one_gpu_us, r.sharded_us, r.one_gpu_us / r.sharded_us, r.local_us, r.sharded_us - r.local_us,
+                r.symmetric_us, r.symmetric_us - r.local_us);
     // The results format of docs/BENCHMARKING.md: case, our µs per call, and the multigpu fields.
     char buf[512];
     std::snprintf(buf, sizeof buf,
                   "%s{\"case\": {\"B\": %d, \"Hq\": %d, \"Hkv\": %d, \"Lq\": 1, \"Lk\": %d, \"D\": %d, "
                   "\"dtype\": \"bf16\", \"gpus\": %d}, \"us\": %.2f, \"one_gpu_us\": %.2f, "
-                  "\"speedup_vs_1gpu\": %.3f, \"local_us\": %.2f, \"merge_us\": %.2f}",
+                  "\"speedup_vs_1gpu\": %.3f, \"local_us\": %.2f, \"merge_us\": %.2f, \"symmetric_us\": %.2f}",
                   i ? ", " : "", r.batch, kHq, kHkv, r.context, kD, r.world, r.sharded_us, r.one_gpu_us,
-                  r.one_gpu_us / r.sharded_us, r.local_us, r.sharded_us - r.local_us);
+                  r.one_gpu_us / r.sharded_us, r.local_us, r.sharded_us - r.local_us, r.symmetric_us);
+    json += buf;
+  }
+  json += "], \"exchange\": [";
+  std::printf("\n| B | splits per rank | GPUs | 2 all-gathers µs | 1 all-gather µs | 2 all-gathers, symmetric µs | "
+              "by heads (3 collectives) µs |\n|---|---|---|---|---|---|---|\n");
+  for (size_t i = 0; i < exchanges.size(); ++i) {
+    const ExchangeRow& x = exchanges[i];
+    std::printf("| %d | %d | %d | %.1f | %.1f | %.1f | %.1f |\n", x.batch, x.splits, env.world, x.two_gathers_us,
+                x.one_gather_us, x.two_gathers_symmetric_us, x.by_heads_us);
+    char buf[320];
+    std::snprintf(buf, sizeof buf,
+                  "%s{\"B\": %d, \"splits_per_rank\": %d, \"gpus\": %d, \"two_gathers_us\": %.2f, "
+                  "\"one_gather_us\": %.2f, \"two_gathers_symmetric_us\": %.2f, \"by_heads_us\": %.2f}",
+                  i ? ", " : "", x.batch, x.splits, env.world, x.two_gathers_us, x.one_gather_us,
+                  x.two_gathers_symmetric_us, x.by_heads_us);
     json += buf;
   }
   json += "]}\n";

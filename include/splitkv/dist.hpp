@@ -35,4 +35,17 @@ Status plan_sharded_decode(const DecodeProblem& shard_problem, const DeviceInfo&
 Status run_sharded_decode(const ShardedDecodePlan& plan, const DecodeTensors& tensors, void* workspace,
                           size_t workspace_bytes, ncclComm_t comm, Stream stream);
 
+// A workspace NCCL can reach by load/store from every rank: ncclMemAlloc'd and registered as a
+// symmetric window of comm, so the exchange runs NCCL's symmetric-memory kernels (lower latency on
+// one NVLink host; docs/CONTEXT_SHARDS.md has the numbers). Optional: any device workspace works.
+// Both calls are collective (every rank of comm, same plan); outside a graph capture. Needs NCCL
+// >= 2.27 (kUnsupported otherwise).
+struct SymmetricWorkspace {
+  void* data = nullptr;
+  size_t bytes = 0;
+  void* window = nullptr;  // the ncclWindow_t
+};
+Status alloc_symmetric_workspace(const ShardedDecodePlan& plan, ncclComm_t comm, SymmetricWorkspace* workspace);
+Status free_symmetric_workspace(ncclComm_t comm, SymmetricWorkspace* workspace);  // then empty
+
 }  // namespace splitkv::dist

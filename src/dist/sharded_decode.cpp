@@ -98,4 +98,42 @@ Status run_sharded_decode(const ShardedDecodePlan& plan, const DecodeTensors& te
   return run_combine(cp, ct, stream);
 }
 
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 27, 0)
+Status alloc_symmetric_workspace(const ShardedDecodePlan& plan, ncclComm_t comm, SymmetricWorkspace* workspace) {
+  if (workspace == nullptr) return Status::invalid("workspace", "a non-null pointer", "nullptr");
+  if (comm == nullptr) return Status::invalid("comm", "an NCCL communicator", "nullptr");
+  if (workspace->data != nullptr) return Status::invalid("workspace", "an empty SymmetricWorkspace", "one in use");
+  SymmetricWorkspace w;
+  w.bytes = plan.workspace_bytes;
+  if (Status s = nccl_status(ncclMemAlloc(&w.data, w.bytes), "ncclMemAlloc"); !s) return s;
+  ncclWindow_t window = nullptr;
+  if (Status s = nccl_status(ncclCommWindowRegister(comm, w.data, w.bytes, &window, NCCL_WIN_COLL_SYMMETRIC),
+                             "ncclCommWindowRegister");
+      !s) {
+    ncclMemFree(w.data);
+    return s;
+  }
+  w.window = window;
+  *workspace = w;
+  return Status::success();
+}
+
+Status free_symmetric_workspace(ncclComm_t comm, SymmetricWorkspace* workspace) {
+  if (workspace == nullptr || workspace->data == nullptr) return Status::success();
+  if (Status s = nccl_status(ncclCommWindowDeregister(comm, static_cast<ncclWindow_t>(workspace->window)),
+                             "ncclCommWindowDeregister");
+      !s) {
+    return s;
+  }
+  const ncclResult_t r = ncclMemFree(workspace->data);
+  *workspace = SymmetricWorkspace{};
+  return nccl_status(r, "ncclMemFree");
+}
+#else
+Status alloc_symmetric_workspace(const ShardedDecodePlan&, ncclComm_t, SymmetricWorkspace*) {
+  return Status::unsupported("workspace", "symmetric windows need NCCL >= 2.27");
+}
+Status free_symmetric_workspace(ncclComm_t, SymmetricWorkspace*) { return Status::success(); }
+#endif
+
 }  // namespace splitkv::dist

@@ -39,9 +39,9 @@ const dist_tools::RankEnv& the_rank() {
   } while (0)
 
 // This rank's shard of every sequence: keys [cut(b, rank), cut(b, rank + 1)), whole pages.
-// Runs the sharded decode into dev's out and lse.
+// Runs the sharded decode into dev's out and lse, with a plain workspace or a symmetric NCCL window.
 void run_my_shard(testing::DecodeCase& c, testing::DeviceDecodeCase& dev,
-                  const std::vector<std::vector<int>>& cuts, const PlanOptions& options) {
+                  const std::vector<std::vector<int>>& cuts, const PlanOptions& options, bool symmetric = false) {
   const dist_tools::RankEnv& me = the_rank();
   const int B = c.problem.batch;
   std::vector<int> lo, hi;
@@ -63,17 +63,24 @@ void run_my_shard(testing::DecodeCase& c, testing::DeviceDecodeCase& dev,
   ASSERT_TRUE(planned.ok()) << planned.message();
   DeviceBuffer d_lens = DeviceBuffer::from(mine.lens), d_after = DeviceBuffer::from(mine.keys_after);
   DeviceBuffer d_table = DeviceBuffer::from(mine.block_table);
-  DeviceBuffer workspace(plan.workspace_bytes);
-  workspace.fill_bytes(0xff);
+  DeviceBuffer plain(symmetric ? 0 : plan.workspace_bytes);
+  dist::SymmetricWorkspace window;
+  if (symmetric) {
+    const Status made = dist::alloc_symmetric_workspace(plan, me.comm, &window);
+    ASSERT_TRUE(made.ok()) << made.message();
+  }
+  void* workspace = symmetric ? window.data : plain.get();
+  ASSERT_EQ(cudaMemset(workspace, 0xff, plan.workspace_bytes), cudaSuccess);
   DecodeTensors t = dev.tensors;
   t.seq_lens.data = d_lens.get();
   t.seq_lens_host = mine.lens.data();
   t.block_table.data = d_table.get();
   t.block_table_host = mine.block_table.data();
   t.keys_after = TensorRef::contiguous(d_after.get(), DType::kI32, {B});
-  const Status ran = dist::run_sharded_decode(plan, t, workspace.get(), workspace.bytes(), me.comm, nullptr);
+  const Status ran = dist::run_sharded_decode(plan, t, workspace, plan.workspace_bytes, me.comm, nullptr);
   ASSERT_TRUE(ran.ok()) << ran.message();
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  ASSERT_TRUE(dist::free_symmetric_workspace(me.comm, &window).ok());
   dev.download_outputs(c);
 }
 
@@ -149,6 +156,29 @@ TEST(ShardedDecode, SplitAlignedShardsGiveTheBitsOfOneGpu) {
     EXPECT_TRUE(testing::check_decode(c).passed);
     EXPECT_EQ(c.out, one_gpu) << "rank " << the_rank().rank << " q_len " << q_len;
   }
+}
+
+// NCCL's symmetric-memory exchange moves the same bytes: the result is bitwise the plain one's.
+TEST(ShardedDecode, SymmetricWindowGivesThePlainWorkspacesBits) {
+  SPLITKV_REQUIRE_RANK();
+  const int world = the_rank().world;
+  testing::DecodeCase c = testing::make_decode_case(testing::paged_gqa_spec(2, {5000, 700, 0}));
+  testing::DeviceDecodeCase dev(c);
+  std::vector<std::vector<int>> cuts;  // even page-aligned shards
+  for (int len : c.seq_lens) {
+    std::vector<int> at;
+    for (int r = 0; r <= world; ++r) at.push_back(r == world ? len : len * r / world / 16 * 16);
+    cuts.push_back(at);
+  }
+  testing::poison_outputs(c);
+  dev.upload_outputs(c);
+  run_my_shard(c, dev, cuts, PlanOptions{});
+  ASSERT_TRUE(testing::check_decode(c).passed);
+  const std::vector<uint16_t> plain = c.out;
+  testing::poison_outputs(c);
+  dev.upload_outputs(c);
+  run_my_shard(c, dev, cuts, PlanOptions{}, /*symmetric=*/true);
+  EXPECT_EQ(c.out, plain) << "rank " << the_rank().rank;
 }
 
 }  // namespace
