@@ -2,8 +2,8 @@
 // D=128, bf16, contexts of 16k..1M tokens (the short ones find where sharding stops paying), each sequence's keys split evenly over the ranks.
 // Run one process per GPU: scripts/run_ranks.sh N LOG build/splitkv_dist_bench [--json FILE].
 // Per row: one GPU over the whole context (rank 0, plain run_decode), the sharded call on N GPUs
-// (run_sharded_decode), its local part alone (the shard's decode into partials), and the
-// difference: exchange + merge. CUDA-graph replays; rank 0 prints the table and writes the JSON.
+// (run_sharded_decode) with NCCL all-gathers and with the peer merge, the local part alone (the
+// shard's decode into partials; the slowest rank's), and the differences: exchange + merge. CUDA-graph replays; rank 0 prints the table and writes the JSON.
 #include <cuda_runtime.h>
 
 #include <cstdio>
@@ -28,7 +28,7 @@ constexpr int kHq = 32, kHkv = 8, kD = 128;
 struct Row {
   int batch, context, world;
   double one_gpu_us, sharded_us, local_us;
-  double symmetric_us;  // the sharded call with a symmetric NCCL window as workspace (0: none)
+  double symmetric_us;  // the sharded call with the peer merge (symmetric windows; 0: unavailable)
 };
 
 // The exchange alone, per design (CUDA-graph replays, no kernels of ours): what the merge step
@@ -36,7 +36,6 @@ struct Row {
 struct ExchangeRow {
   int batch, splits;
   double two_gathers_us, one_gather_us;  // O and LSE as two all-gathers in a group / one of both sizes
-  double two_gathers_symmetric_us;       // the same from a symmetric window
   double by_heads_us;  // the reduce-scatter-by-heads design's collectives: LSE all-gather, O
                        // reduce-scatter (one merged partial per rank), output all-gather
 };
@@ -101,12 +100,22 @@ bool measure(const dist_tools::RankEnv& env, int batch, int context, Row* row) {
   row->local_us = cli::time_graph([&](int, void* s) {
                     return run_decode(plan.local, local, nullptr, 0, static_cast<Stream>(s)).ok();
                   }, 1, 20).us_per_call;
+  // The slowest rank's local part: the exchange waits for it, so only the rest is exchange + merge.
+  {
+    float slowest = float(row->local_us);
+    DeviceBuffer v(sizeof(float));
+    if (cudaMemcpy(v.get(), &slowest, sizeof slowest, cudaMemcpyHostToDevice) != cudaSuccess ||
+        ncclAllReduce(v.get(), v.get(), 1, ncclFloat32, ncclMax, env.comm, nullptr) != ncclSuccess ||
+        cudaMemcpy(&slowest, v.get(), sizeof slowest, cudaMemcpyDeviceToHost) != cudaSuccess) {
+      return false;
+    }
+    row->local_us = slowest;
+  }
   row->symmetric_us = 0;
   dist::SymmetricWorkspace sym;
   if (dist::alloc_symmetric_workspace(plan, env.comm, &sym).ok()) {
     row->symmetric_us = cli::time_graph([&](int, void* s) {
-                          return dist::run_sharded_decode(plan, mine.t, sym.data, sym.bytes, env.comm,
-                                                          static_cast<Stream>(s)).ok();
+                          return dist::run_sharded_decode(plan, mine.t, sym, env.comm, static_cast<Stream>(s)).ok();
                         }, 1, 20).us_per_call;
     if (!dist::free_symmetric_workspace(env.comm, &sym).ok()) return false;
   }
@@ -130,16 +139,12 @@ bool measure_exchange(const dist_tools::RankEnv& env, int batch, int context, Ex
   const size_t o = S * rows * kD, lse = S * rows;  // floats per rank
   row->batch = batch, row->splits = int(S);
   DeviceBuffer plain(plan.workspace_bytes);
-  auto two_gathers = [&](float* base) {
-    return [=, &env](cudaStream_t st) {
-      float* all_lse = base + W * o;
-      return ok(ncclGroupStart()) && ok(ncclAllGather(base + env.rank * o, base, o, ncclFloat32, env.comm, st)) &&
-             ok(ncclAllGather(all_lse + env.rank * lse, all_lse, lse, ncclFloat32, env.comm, st)) &&
-             ok(ncclGroupEnd());
-    };
-  };
   float* p = static_cast<float*>(plain.get());
-  row->two_gathers_us = time_collectives(two_gathers(p));
+  row->two_gathers_us = time_collectives([&](cudaStream_t st) {
+    float* all_lse = p + W * o;
+    return ok(ncclGroupStart()) && ok(ncclAllGather(p + env.rank * o, p, o, ncclFloat32, env.comm, st)) &&
+           ok(ncclAllGather(all_lse + env.rank * lse, all_lse, lse, ncclFloat32, env.comm, st)) && ok(ncclGroupEnd());
+  });
   row->one_gather_us = time_collectives([&](cudaStream_t st) {
     return ok(ncclAllGather(p + env.rank * (o + lse), p, o + lse, ncclFloat32, env.comm, st));
   });
@@ -150,12 +155,6 @@ bool measure_exchange(const dist_tools::RankEnv& env, int batch, int context, Ex
            ok(ncclReduceScatter(p, p + env.rank * mine, mine, ncclFloat32, ncclSum, env.comm, st)) &&
            ok(ncclAllGather(p + env.rank * mine / 2, p, mine / 2, ncclFloat32, env.comm, st));  // bf16 out
   });
-  row->two_gathers_symmetric_us = 0;
-  dist::SymmetricWorkspace sym;
-  if (dist::alloc_symmetric_workspace(plan, env.comm, &sym).ok()) {
-    row->two_gathers_symmetric_us = time_collectives(two_gathers(static_cast<float*>(sym.data)));
-    if (!dist::free_symmetric_workspace(env.comm, &sym).ok()) return false;
-  }
   return true;
 }
 
@@ -195,15 +194,15 @@ int main(int argc, char** argv) {
   }
   if (env.rank != 0) return 0;
   std::printf("| B | context | GPUs | 1 GPU µs | sharded µs | speed-up | local µs | exchange + merge µs | "
-              "symmetric window µs | its exchange + merge µs |\n");
-  std::printf("|---|---|---|---|---|---|---|---|---|---|\n");
+              "peer merge µs | speed-up | its exchange + merge µs |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
   std::string json = "{\"suite\": \"multigpu\", \"device\": \"" + cli::gpu_name() + "\", \"date\": \"" +
                      cli::today() + "\", \"rows\": [";
   for (size_t i = 0; i < rows.size(); ++i) {
     const Row& r = rows[i];
-    std::printf("| %d | %d | %d | %.1f | %.1f | %.2f | %.1f | %.1f | %.1f | %.1f |\n", r.batch, r.context, r.world,
-                r.one_gpu_us, r.sharded_us, r.one_gpu_us / r.sharded_us, r.local_us, r.sharded_us - r.local_us,
-                r.symmetric_us, r.symmetric_us - r.local_us);
+    std::printf("| %d | %d | %d | %.1f | %.1f | %.2f | %.1f | %.1f | %.1f | %.2f | %.1f |\n", r.batch, r.context,
+                r.world, r.one_gpu_us, r.sharded_us, r.one_gpu_us / r.sharded_us, r.local_us,
+                r.sharded_us - r.local_us, r.symmetric_us, r.one_gpu_us / r.symmetric_us, r.symmetric_us - r.local_us);
     // The results format of docs/BENCHMARKING.md: case, our µs per call, and the multigpu fields.
     char buf[512];
     std::snprintf(buf, sizeof buf,
@@ -215,18 +214,17 @@ int main(int argc, char** argv) {
     json += buf;
   }
   json += "], \"exchange\": [";
-  std::printf("\n| B | splits per rank | GPUs | 2 all-gathers µs | 1 all-gather µs | 2 all-gathers, symmetric µs | "
-              "by heads (3 collectives) µs |\n|---|---|---|---|---|---|---|\n");
+  std::printf("\n| B | splits per rank | GPUs | 2 all-gathers µs | 1 all-gather µs | by heads (3 collectives) µs |\n"
+              "|---|---|---|---|---|---|\n");
   for (size_t i = 0; i < exchanges.size(); ++i) {
     const ExchangeRow& x = exchanges[i];
-    std::printf("| %d | %d | %d | %.1f | %.1f | %.1f | %.1f |\n", x.batch, x.splits, env.world, x.two_gathers_us,
-                x.one_gather_us, x.two_gathers_symmetric_us, x.by_heads_us);
+    std::printf("| %d | %d | %d | %.1f | %.1f | %.1f |\n", x.batch, x.splits, env.world, x.two_gathers_us,
+                x.one_gather_us, x.by_heads_us);
     char buf[320];
     std::snprintf(buf, sizeof buf,
                   "%s{\"B\": %d, \"splits_per_rank\": %d, \"gpus\": %d, \"two_gathers_us\": %.2f, "
-                  "\"one_gather_us\": %.2f, \"two_gathers_symmetric_us\": %.2f, \"by_heads_us\": %.2f}",
-                  i ? ", " : "", x.batch, x.splits, env.world, x.two_gathers_us, x.one_gather_us,
-                  x.two_gathers_symmetric_us, x.by_heads_us);
+                  "\"one_gather_us\": %.2f, \"by_heads_us\": %.2f}",
+                  i ? ", " : "", x.batch, x.splits, env.world, x.two_gathers_us, x.one_gather_us, x.by_heads_us);
     json += buf;
   }
   json += "]}\n";

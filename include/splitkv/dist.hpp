@@ -35,17 +35,25 @@ Status plan_sharded_decode(const DecodeProblem& shard_problem, const DeviceInfo&
 Status run_sharded_decode(const ShardedDecodePlan& plan, const DecodeTensors& tensors, void* workspace,
                           size_t workspace_bytes, ncclComm_t comm, Stream stream);
 
-// A workspace NCCL can reach by load/store from every rank: ncclMemAlloc'd and registered as a
-// symmetric window of comm, so the exchange runs NCCL's symmetric-memory kernels (lower latency on
-// one NVLink host; docs/CONTEXT_SHARDS.md has the numbers). Optional: any device workspace works.
-// Both calls are collective (every rank of comm, same plan); outside a graph capture. Needs NCCL
-// >= 2.27 (kUnsupported otherwise).
+// The faster exchange (one NVLink host): a workspace in a symmetric NCCL window plus a device
+// communicator, made once per plan. run_sharded_decode with it decodes the shard into this rank's
+// window, and one merge kernel reads every rank's partials straight from their windows (NCCL's
+// device API: load/store over NVLink, one barrier before and one after) in rank order: no NCCL
+// collective. Same bits as the plain path. Both calls are collective (every rank of comm, the
+// same plan), outside a graph capture; the run itself is capturable. Needs NCCL >= 2.28 with its
+// device API, and ranks that can load/store each other's memory (kUnsupported otherwise).
 struct SymmetricWorkspace {
-  void* data = nullptr;
+  void* data = nullptr;         // this rank's partials: O [S, rows, Hq, D] then LSE [S, rows, Hq]
   size_t bytes = 0;
-  void* window = nullptr;  // the ncclWindow_t
+  size_t lse_offset = 0;
+  int rows = 0;                 // batch x q_len x Hq of the plan: merge blocks, one barrier each
+  void* window = nullptr;       // the ncclWindow_t
+  void* device_comm = nullptr;  // the ncclDevComm
 };
 Status alloc_symmetric_workspace(const ShardedDecodePlan& plan, ncclComm_t comm, SymmetricWorkspace* workspace);
 Status free_symmetric_workspace(ncclComm_t comm, SymmetricWorkspace* workspace);  // then empty
+
+Status run_sharded_decode(const ShardedDecodePlan& plan, const DecodeTensors& tensors,
+                          const SymmetricWorkspace& workspace, ncclComm_t comm, Stream stream);
 
 }  // namespace splitkv::dist

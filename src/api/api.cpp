@@ -6,6 +6,7 @@
 #include <string>
 
 #include "api/device_arch.hpp"
+#include "api/output_rows.hpp"
 #include "api/validate.hpp"
 #include "common/formats.hpp"
 #include "kernels/combine/combine_params.hpp"
@@ -21,6 +22,7 @@ namespace {
 
 using detail::OutputMode;
 using detail::OutputParams;
+using detail::final_output;
 
 // The plan's family, which must be of the plan's kind.
 Status plan_family(const Plan& plan, registry::Kind kind, int* family) {
@@ -38,24 +40,6 @@ detail::LaunchConfig launch_config(Stream stream, const int (&grid)[3]) {
   config.stream = stream;
   config.use_pdl = detail::current_device_supports_pdl();
   return config;
-}
-
-// Final rows into `out` / `lse`: O [B, L, H, D] or varlen [total, H, D]; LSE [B, H, L] or [H, total].
-OutputParams final_output(const TensorRef& out, const TensorRef& lse, bool varlen) {
-  OutputParams o{};
-  o.mode = OutputMode::kFinal;
-  const int token_dim = varlen ? 0 : 1;
-  o.out = out.data;
-  o.o_batch_stride = varlen ? 0 : out.stride[0];
-  o.o_token_stride = out.stride[token_dim];
-  o.o_head_stride = out.stride[token_dim + 1];
-  if (lse.data != nullptr) {
-    o.lse = static_cast<float*>(lse.data);
-    o.lse_batch_stride = varlen ? 0 : lse.stride[0];
-    o.lse_head_stride = lse.stride[varlen ? 0 : 1];
-    o.lse_token_stride = lse.stride[varlen ? 1 : 2];
-  }
-  return o;
 }
 
 // Split partials at partial_o / partial_lse; rows (b * seq_rows + i) * heads + h.

@@ -1,10 +1,16 @@
-// Context-parallel decode: local shard -> split partials -> all-gather in rank order -> combine.
+// Context-parallel decode: local shard -> split partials -> exchange -> merge in rank order.
+// Two exchanges: NCCL all-gathers into a plain workspace followed by the combine kernel, or the
+// peer merge over symmetric windows (dist/peer_merge.hpp).
 #include "splitkv/dist.hpp"
 
 #include <string>
 
+#include "api/output_rows.hpp"
 #include "api/validate.hpp"
 #include "plan/workspace_layout.hpp"
+#if SPLITKV_NCCL_DEVICE_API
+#include "dist/peer_merge.hpp"
+#endif
 
 namespace splitkv::dist {
 namespace {
@@ -14,21 +20,72 @@ Status nccl_status(ncclResult_t r, const char* what) {
   return Status(StatusCode::kCudaError, "comm", std::string("NCCL ") + what + ": " + ncclGetErrorString(r));
 }
 
-// Every rank's partials, rank-major: O [world, splits, rows, Hq, D], then LSE [world, splits, rows, Hq].
-struct GatheredPartials {
-  size_t o_elements_per_rank = 0, lse_elements_per_rank = 0;
-  size_t lse_offset_bytes = 0, total_bytes = 0;
+// One rank's partials: O [splits, rows, Hq, D] then LSE [splits, rows, Hq], fp32.
+struct RankPartials {
+  size_t o_elements = 0, lse_elements = 0;
+  int64_t splits = 0, rows = 0;  // rows: batch x q_len (the tensors' second dimension)
 };
 
-GatheredPartials gathered_partials(const Plan& local, int world_size) {
+RankPartials rank_partials(const Plan& local) {
   const DecodeProblem& p = local.decode;
-  GatheredPartials g;
-  const size_t rows = size_t(p.batch) * p.q_len * p.num_q_heads;
-  g.o_elements_per_rank = size_t(local.num_splits) * rows * p.head_dim;
-  g.lse_elements_per_rank = size_t(local.num_splits) * rows;
-  g.lse_offset_bytes = plan::align_up(size_t(world_size) * g.o_elements_per_rank * sizeof(float));
-  g.total_bytes = g.lse_offset_bytes + plan::align_up(size_t(world_size) * g.lse_elements_per_rank * sizeof(float));
-  return g;
+  RankPartials r;
+  r.splits = local.num_splits;
+  r.rows = int64_t(p.batch) * p.q_len;
+  r.lse_elements = size_t(r.splits) * r.rows * p.num_q_heads;
+  r.o_elements = r.lse_elements * p.head_dim;
+  return r;
+}
+
+// The plain workspace: every rank's partials, rank-major, O of all ranks then LSE of all ranks.
+size_t plain_lse_offset(const RankPartials& r, int world) {
+  return plan::align_up(size_t(world) * r.o_elements * sizeof(float));
+}
+
+// Checks shared by both exchanges, all before the first launch (a rank that fails after the
+// exchange started would leave the others waiting in NCCL). Fills the merge's problem.
+Status check_call(const ShardedDecodePlan& plan, const DecodeTensors& tensors, ncclComm_t comm, int* rank,
+                  CombineProblem* merged) {
+  if (comm == nullptr) return Status::invalid("comm", "an NCCL communicator", "nullptr");
+  int world = 0;
+  if (Status s = nccl_status(ncclCommCount(comm, &world), "ncclCommCount"); !s) return s;
+  if (Status s = nccl_status(ncclCommUserRank(comm, rank), "ncclCommUserRank"); !s) return s;
+  if (world != plan.world_size) {
+    return Status::invalid("comm", "a communicator of plan.world_size=" + std::to_string(plan.world_size) + " ranks",
+                           std::to_string(world) + " ranks");
+  }
+  if (!tensors.partial_o.empty() || !tensors.partial_lse.empty()) {
+    return Status::invalid("partial_o", "empty (run_sharded_decode writes the merged out and lse)", "a tensor");
+  }
+  const DecodeProblem& p = plan.local.decode;
+  const RankPartials r = rank_partials(plan.local);
+  CombineProblem cp;
+  cp.num_splits = static_cast<int>(r.splits) * world;
+  cp.batch = p.batch;
+  cp.seq_len = p.q_len;
+  cp.num_heads = p.num_q_heads;
+  cp.head_dim = p.head_dim;
+  cp.dtype = p.dtype;
+  // Shapes only: the merged partials' geometry and the caller's out / lse.
+  CombineTensors shapes;
+  static float any;
+  shapes.partial_o = TensorRef::contiguous(&any, DType::kF32, {cp.num_splits, r.rows, p.num_q_heads, p.head_dim});
+  shapes.partial_lse = TensorRef::contiguous(&any, DType::kF32, {cp.num_splits, r.rows, p.num_q_heads});
+  shapes.out = tensors.out;
+  shapes.lse = tensors.lse;
+  if (Status s = splitkv::detail::validate_combine(cp, shapes); !s) return s;
+  *merged = cp;
+  return Status::success();
+}
+
+// The shard's decode into the split partials at o / lse.
+Status decode_shard(const ShardedDecodePlan& plan, const DecodeTensors& tensors, float* o, float* lse, Stream stream) {
+  const DecodeProblem& p = plan.local.decode;
+  const RankPartials r = rank_partials(plan.local);
+  DecodeTensors local = tensors;
+  local.out = local.lse = TensorRef{};
+  local.partial_o = TensorRef::contiguous(o, DType::kF32, {r.splits, r.rows, p.num_q_heads, p.head_dim});
+  local.partial_lse = TensorRef::contiguous(lse, DType::kF32, {r.splits, r.rows, p.num_q_heads});
+  return run_decode(plan.local, local, nullptr, 0, stream);
 }
 
 }  // namespace
@@ -40,100 +97,117 @@ Status plan_sharded_decode(const DecodeProblem& shard_problem, const DeviceInfo&
   ShardedDecodePlan p;
   if (Status s = plan_decode(shard_problem, device, options, &p.local); !s) return s;
   p.world_size = world_size;
-  p.workspace_bytes = gathered_partials(p.local, world_size).total_bytes;
+  const RankPartials r = rank_partials(p.local);
+  p.workspace_bytes = plain_lse_offset(r, world_size) + plan::align_up(size_t(world_size) * r.lse_elements * sizeof(float));
   *plan = p;
   return Status::success();
 }
 
 Status run_sharded_decode(const ShardedDecodePlan& plan, const DecodeTensors& tensors, void* workspace,
                           size_t workspace_bytes, ncclComm_t comm, Stream stream) {
-  if (comm == nullptr) return Status::invalid("comm", "an NCCL communicator", "nullptr");
-  int world = 0, rank = 0;
-  if (Status s = nccl_status(ncclCommCount(comm, &world), "ncclCommCount"); !s) return s;
-  if (Status s = nccl_status(ncclCommUserRank(comm, &rank), "ncclCommUserRank"); !s) return s;
-  if (world != plan.world_size) {
-    return Status::invalid("comm", "a communicator of plan.world_size=" + std::to_string(plan.world_size) + " ranks",
-                           std::to_string(world) + " ranks");
-  }
-  if (!tensors.partial_o.empty() || !tensors.partial_lse.empty()) {
-    return Status::invalid("partial_o", "empty (run_sharded_decode writes the merged out and lse)", "a tensor");
-  }
-  if (Status s = detail::validate_workspace(plan.workspace_bytes, workspace, workspace_bytes); !s) return s;
-  const DecodeProblem& p = plan.local.decode;
-  const GatheredPartials g = gathered_partials(plan.local, world);
-  float* all_o = static_cast<float*>(workspace);
-  float* all_lse = reinterpret_cast<float*>(static_cast<char*>(workspace) + g.lse_offset_bytes);
-  float* my_o = all_o + size_t(rank) * g.o_elements_per_rank;  // in place: NCCL's all-gather slot of this rank
-  float* my_lse = all_lse + size_t(rank) * g.lse_elements_per_rank;
-
-  const int64_t S = plan.local.num_splits, rows = int64_t(p.batch) * p.q_len, H = p.num_q_heads, D = p.head_dim;
+  int rank = 0;
   CombineProblem cp;
-  cp.num_splits = static_cast<int>(S) * world;
-  cp.batch = p.batch;
-  cp.seq_len = p.q_len;
-  cp.num_heads = p.num_q_heads;
-  cp.head_dim = p.head_dim;
-  cp.dtype = p.dtype;
-  CombineTensors ct;
-  ct.partial_o = TensorRef::contiguous(all_o, DType::kF32, {S * world, rows, H, D});
-  ct.partial_lse = TensorRef::contiguous(all_lse, DType::kF32, {S * world, rows, H});
-  ct.out = tensors.out;
-  ct.lse = tensors.lse;
-  // Everything is checked before the first launch: a rank that fails after the exchange started
-  // would leave the others waiting in NCCL.
-  if (Status s = detail::validate_combine(cp, ct); !s) return s;
-
-  DecodeTensors local = tensors;
-  local.out = local.lse = TensorRef{};
-  local.partial_o = TensorRef::contiguous(my_o, DType::kF32, {S, rows, H, D});
-  local.partial_lse = TensorRef::contiguous(my_lse, DType::kF32, {S, rows, H});
-  if (Status s = run_decode(plan.local, local, nullptr, 0, stream); !s) return s;
+  if (Status s = check_call(plan, tensors, comm, &rank, &cp); !s) return s;
+  if (Status s = splitkv::detail::validate_workspace(plan.workspace_bytes, workspace, workspace_bytes); !s) return s;
+  const RankPartials r = rank_partials(plan.local);
+  float* all_o = static_cast<float*>(workspace);
+  float* all_lse = reinterpret_cast<float*>(static_cast<char*>(workspace) + plain_lse_offset(r, plan.world_size));
+  float* my_o = all_o + size_t(rank) * r.o_elements;  // in place: NCCL's all-gather slot of this rank
+  float* my_lse = all_lse + size_t(rank) * r.lse_elements;
+  if (Status s = decode_shard(plan, tensors, my_o, my_lse, stream); !s) return s;
 
   if (Status s = nccl_status(ncclGroupStart(), "ncclGroupStart"); !s) return s;
-  ncclResult_t r = ncclAllGather(my_o, all_o, g.o_elements_per_rank, ncclFloat32, comm, stream);
-  if (r == ncclSuccess) r = ncclAllGather(my_lse, all_lse, g.lse_elements_per_rank, ncclFloat32, comm, stream);
+  ncclResult_t res = ncclAllGather(my_o, all_o, r.o_elements, ncclFloat32, comm, stream);
+  if (res == ncclSuccess) res = ncclAllGather(my_lse, all_lse, r.lse_elements, ncclFloat32, comm, stream);
   const ncclResult_t end = ncclGroupEnd();
-  if (Status s = nccl_status(r != ncclSuccess ? r : end, "ncclAllGather"); !s) return s;
+  if (Status s = nccl_status(res != ncclSuccess ? res : end, "ncclAllGather"); !s) return s;
 
+  CombineTensors ct;
+  ct.partial_o = TensorRef::contiguous(all_o, DType::kF32, {cp.num_splits, r.rows, cp.num_heads, cp.head_dim});
+  ct.partial_lse = TensorRef::contiguous(all_lse, DType::kF32, {cp.num_splits, r.rows, cp.num_heads});
+  ct.out = tensors.out;
+  ct.lse = tensors.lse;
   return run_combine(cp, ct, stream);
 }
 
-#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 27, 0)
+#if SPLITKV_NCCL_DEVICE_API
 Status alloc_symmetric_workspace(const ShardedDecodePlan& plan, ncclComm_t comm, SymmetricWorkspace* workspace) {
   if (workspace == nullptr) return Status::invalid("workspace", "a non-null pointer", "nullptr");
   if (comm == nullptr) return Status::invalid("comm", "an NCCL communicator", "nullptr");
   if (workspace->data != nullptr) return Status::invalid("workspace", "an empty SymmetricWorkspace", "one in use");
+  const RankPartials r = rank_partials(plan.local);
   SymmetricWorkspace w;
-  w.bytes = plan.workspace_bytes;
+  w.lse_offset = plan::align_up(r.o_elements * sizeof(float));
+  w.bytes = w.lse_offset + plan::align_up(r.lse_elements * sizeof(float));
+  w.rows = static_cast<int>(r.rows * plan.local.decode.num_q_heads);
   if (Status s = nccl_status(ncclMemAlloc(&w.data, w.bytes), "ncclMemAlloc"); !s) return s;
   ncclWindow_t window = nullptr;
-  if (Status s = nccl_status(ncclCommWindowRegister(comm, w.data, w.bytes, &window, NCCL_WIN_COLL_SYMMETRIC),
-                             "ncclCommWindowRegister");
-      !s) {
-    ncclMemFree(w.data);
-    return s;
+  Status made = nccl_status(ncclCommWindowRegister(comm, w.data, w.bytes, &window, NCCL_WIN_COLL_SYMMETRIC),
+                            "ncclCommWindowRegister");
+  if (made) {
+    w.window = window;
+    made = nccl_status(detail::create_device_comm(comm, w.rows, &w.device_comm), "ncclDevCommCreate");
+    if (!made) ncclCommWindowDeregister(comm, window);
   }
-  w.window = window;
+  if (!made) {
+    ncclMemFree(w.data);
+    return made.code() == StatusCode::kCudaError ? Status::unsupported("workspace", made.message()) : made;
+  }
   *workspace = w;
   return Status::success();
 }
 
 Status free_symmetric_workspace(ncclComm_t comm, SymmetricWorkspace* workspace) {
   if (workspace == nullptr || workspace->data == nullptr) return Status::success();
-  if (Status s = nccl_status(ncclCommWindowDeregister(comm, static_cast<ncclWindow_t>(workspace->window)),
-                             "ncclCommWindowDeregister");
-      !s) {
-    return s;
-  }
-  const ncclResult_t r = ncclMemFree(workspace->data);
+  ncclResult_t r = detail::destroy_device_comm(comm, workspace->device_comm);
+  const ncclResult_t dereg = ncclCommWindowDeregister(comm, static_cast<ncclWindow_t>(workspace->window));
+  const ncclResult_t freed = ncclMemFree(workspace->data);
   *workspace = SymmetricWorkspace{};
-  return nccl_status(r, "ncclMemFree");
+  if (r == ncclSuccess) r = dereg;
+  if (r == ncclSuccess) r = freed;
+  return nccl_status(r, "freeing the symmetric workspace");
+}
+
+Status run_sharded_decode(const ShardedDecodePlan& plan, const DecodeTensors& tensors,
+                          const SymmetricWorkspace& workspace, ncclComm_t comm, Stream stream) {
+  int rank = 0;
+  CombineProblem cp;
+  if (Status s = check_call(plan, tensors, comm, &rank, &cp); !s) return s;
+  const RankPartials r = rank_partials(plan.local);
+  if (workspace.data == nullptr || workspace.device_comm == nullptr ||
+      workspace.rows != r.rows * plan.local.decode.num_q_heads ||
+      workspace.lse_offset != plan::align_up(r.o_elements * sizeof(float))) {
+    return Status::invalid("workspace", "a SymmetricWorkspace made by alloc_symmetric_workspace for this plan",
+                           workspace.data == nullptr ? "an empty one" : "one of another plan");
+  }
+  float* o = static_cast<float*>(workspace.data);
+  float* lse = reinterpret_cast<float*>(static_cast<char*>(workspace.data) + workspace.lse_offset);
+  if (Status s = decode_shard(plan, tensors, o, lse, stream); !s) return s;
+
+  detail::PeerMergeParams pm{};
+  pm.combine.rows = workspace.rows;
+  pm.combine.num_splits = cp.num_splits;
+  pm.combine.num_q_heads = cp.num_heads;
+  pm.combine.seq_rows = cp.seq_len;
+  pm.combine.cu_seqlens_q = nullptr;
+  pm.combine.output = splitkv::detail::final_output(tensors.out, tensors.lse, false);
+  pm.device_comm = workspace.device_comm;
+  pm.window = static_cast<ncclWindow_t>(workspace.window);
+  pm.lse_offset = workspace.lse_offset;
+  pm.splits_per_rank = static_cast<int>(r.splits);
+  const cudaError_t e = detail::launch_peer_merge(pm, cp.dtype, cp.head_dim, static_cast<cudaStream_t>(stream));
+  if (e != cudaSuccess) return Status(StatusCode::kCudaError, "", std::string("peer merge: ") + cudaGetErrorString(e));
+  return Status::success();
 }
 #else
 Status alloc_symmetric_workspace(const ShardedDecodePlan&, ncclComm_t, SymmetricWorkspace*) {
-  return Status::unsupported("workspace", "symmetric windows need NCCL >= 2.27");
+  return Status::unsupported("workspace", "this build's NCCL has no device API (NCCL >= 2.28 needed)");
 }
 Status free_symmetric_workspace(ncclComm_t, SymmetricWorkspace*) { return Status::success(); }
+Status run_sharded_decode(const ShardedDecodePlan&, const DecodeTensors&, const SymmetricWorkspace&, ncclComm_t,
+                          Stream) {
+  return Status::unsupported("workspace", "this build's NCCL has no device API (NCCL >= 2.28 needed)");
+}
 #endif
 
 }  // namespace splitkv::dist

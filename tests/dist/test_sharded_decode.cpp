@@ -63,24 +63,28 @@ void run_my_shard(testing::DecodeCase& c, testing::DeviceDecodeCase& dev,
   ASSERT_TRUE(planned.ok()) << planned.message();
   DeviceBuffer d_lens = DeviceBuffer::from(mine.lens), d_after = DeviceBuffer::from(mine.keys_after);
   DeviceBuffer d_table = DeviceBuffer::from(mine.block_table);
-  DeviceBuffer plain(symmetric ? 0 : plan.workspace_bytes);
-  dist::SymmetricWorkspace window;
-  if (symmetric) {
-    const Status made = dist::alloc_symmetric_workspace(plan, me.comm, &window);
-    ASSERT_TRUE(made.ok()) << made.message();
-  }
-  void* workspace = symmetric ? window.data : plain.get();
-  ASSERT_EQ(cudaMemset(workspace, 0xff, plan.workspace_bytes), cudaSuccess);
   DecodeTensors t = dev.tensors;
   t.seq_lens.data = d_lens.get();
   t.seq_lens_host = mine.lens.data();
   t.block_table.data = d_table.get();
   t.block_table_host = mine.block_table.data();
   t.keys_after = TensorRef::contiguous(d_after.get(), DType::kI32, {B});
-  const Status ran = dist::run_sharded_decode(plan, t, workspace, plan.workspace_bytes, me.comm, nullptr);
+  Status ran;
+  if (symmetric) {  // the peer merge: partials read from every rank's window
+    dist::SymmetricWorkspace window;
+    const Status made = dist::alloc_symmetric_workspace(plan, me.comm, &window);
+    ASSERT_TRUE(made.ok()) << made.message();
+    ASSERT_EQ(cudaMemset(window.data, 0xff, window.bytes), cudaSuccess);
+    ran = dist::run_sharded_decode(plan, t, window, me.comm, nullptr);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    ASSERT_TRUE(dist::free_symmetric_workspace(me.comm, &window).ok());
+  } else {  // NCCL all-gathers into a plain workspace
+    DeviceBuffer workspace(plan.workspace_bytes);
+    workspace.fill_bytes(0xff);
+    ran = dist::run_sharded_decode(plan, t, workspace.get(), workspace.bytes(), me.comm, nullptr);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  }
   ASSERT_TRUE(ran.ok()) << ran.message();
-  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  ASSERT_TRUE(dist::free_symmetric_workspace(me.comm, &window).ok());
   dev.download_outputs(c);
 }
 
@@ -96,11 +100,18 @@ TEST(ShardedDecodeArguments, AreCheckedBeforeAnyLaunch) {
   EXPECT_GT(plan.workspace_bytes, 0u);
   s = dist::run_sharded_decode(plan, DecodeTensors{}, nullptr, 0, nullptr, nullptr);
   EXPECT_EQ(s.argument(), "comm") << s.message();
+  s = dist::run_sharded_decode(plan, DecodeTensors{}, dist::SymmetricWorkspace{}, nullptr, nullptr);
+  EXPECT_EQ(s.argument(), "comm") << s.message();
+  s = dist::alloc_symmetric_workspace(plan, nullptr, nullptr);
+  EXPECT_EQ(s.argument(), "workspace") << s.message();
+  dist::SymmetricWorkspace none;
+  EXPECT_TRUE(dist::free_symmetric_workspace(nullptr, &none).ok());  // freeing an empty one is a no-op
 }
 
 TEST(ShardedDecode, EveryRankGetsTheWholeContext) {
   SPLITKV_REQUIRE_RANK();
   const int world = the_rank().world;
+  for (bool symmetric : {false, true})
   for (int q_len : {1, 4, 16}) {
     testing::DecodeCase c = testing::make_decode_case(testing::paged_gqa_spec(q_len, {6000, 1800, 0, 33}));
     testing::poison_outputs(c);
@@ -117,15 +128,17 @@ TEST(ShardedDecode, EveryRankGetsTheWholeContext) {
       }
       cuts.push_back(at);
     }
-    run_my_shard(c, dev, cuts, PlanOptions{});
+    run_my_shard(c, dev, cuts, PlanOptions{}, symmetric);
     const testing::Comparison cmp = testing::check_decode(c);
-    EXPECT_TRUE(cmp.passed) << "rank " << the_rank().rank << " q_len " << q_len << ": " << cmp.summary();
+    EXPECT_TRUE(cmp.passed) << "rank " << the_rank().rank << " q_len " << q_len << (symmetric ? " peer merge" : "")
+                            << ": " << cmp.summary();
   }
 }
 
 TEST(ShardedDecode, SplitAlignedShardsGiveTheBitsOfOneGpu) {
   SPLITKV_REQUIRE_RANK();
   const int world = the_rank().world, split_tokens = 1024;
+  for (bool symmetric : {false, true})
   for (int q_len : {1, 4}) {
     testing::DecodeCase c = testing::make_decode_case(testing::paged_gqa_spec(q_len, {9000, 2048, 5000, 1}));
     PlanOptions o;
@@ -152,14 +165,14 @@ TEST(ShardedDecode, SplitAlignedShardsGiveTheBitsOfOneGpu) {
     }
     testing::poison_outputs(c);
     dev.upload_outputs(c);
-    run_my_shard(c, dev, cuts, o);
+    run_my_shard(c, dev, cuts, o, symmetric);
     EXPECT_TRUE(testing::check_decode(c).passed);
-    EXPECT_EQ(c.out, one_gpu) << "rank " << the_rank().rank << " q_len " << q_len;
+    EXPECT_EQ(c.out, one_gpu) << "rank " << the_rank().rank << " q_len " << q_len << (symmetric ? " peer merge" : "");
   }
 }
 
-// NCCL's symmetric-memory exchange moves the same bytes: the result is bitwise the plain one's.
-TEST(ShardedDecode, SymmetricWindowGivesThePlainWorkspacesBits) {
+// The two exchanges merge the same partials in the same order: the same bits.
+TEST(ShardedDecode, PeerMergeGivesTheAllGathersBits) {
   SPLITKV_REQUIRE_RANK();
   const int world = the_rank().world;
   testing::DecodeCase c = testing::make_decode_case(testing::paged_gqa_spec(2, {5000, 700, 0}));
