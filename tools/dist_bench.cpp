@@ -67,6 +67,11 @@ struct Cache {
   }
 };
 
+bool reported(const Status& s) {
+  if (!s.ok()) std::fprintf(stderr, "splitkv_dist_bench: %s\n", s.message().c_str());
+  return s.ok();
+}
+
 bool measure(const dist_tools::RankEnv& env, int batch, int context, Row* row) {
   DeviceInfo device;
   if (!query_device(env.rank, &device).ok()) return false;
@@ -87,8 +92,8 @@ bool measure(const dist_tools::RankEnv& env, int batch, int context, Row* row) {
   if (!dist::plan_sharded_decode(problem(batch, shard), device, {}, env.world, &plan).ok()) return false;
   DeviceBuffer ws(plan.workspace_bytes);
   row->sharded_us = cli::time_graph([&](int, void* s) {
-                      return dist::run_sharded_decode(plan, mine.t, ws.get(), ws.bytes(), env.comm,
-                                                      static_cast<Stream>(s)).ok();
+                      return reported(dist::run_sharded_decode(plan, mine.t, ws.get(), ws.bytes(), env.comm,
+                                                               static_cast<Stream>(s)));
                     }, 1, 20).us_per_call;
   // The local part alone: the shard's decode into this rank's slot of the workspace.
   const int64_t S = plan.local.num_splits, rows = batch;
@@ -98,7 +103,7 @@ bool measure(const dist_tools::RankEnv& env, int batch, int context, Row* row) {
   local.partial_lse = TensorRef::contiguous(static_cast<char*>(ws.get()) + S * rows * kHq * kD * 4, DType::kF32,
                                             {S, rows, kHq});
   row->local_us = cli::time_graph([&](int, void* s) {
-                    return run_decode(plan.local, local, nullptr, 0, static_cast<Stream>(s)).ok();
+                    return reported(run_decode(plan.local, local, nullptr, 0, static_cast<Stream>(s)));
                   }, 1, 20).us_per_call;
   // The slowest rank's local part: the exchange waits for it, so only the rest is exchange + merge.
   {
@@ -113,9 +118,9 @@ bool measure(const dist_tools::RankEnv& env, int batch, int context, Row* row) {
   }
   row->symmetric_us = 0;
   dist::SymmetricWorkspace sym;
-  if (dist::alloc_symmetric_workspace(plan, env.comm, &sym).ok()) {
+  if (reported(dist::alloc_symmetric_workspace(plan, env.comm, &sym))) {
     row->symmetric_us = cli::time_graph([&](int, void* s) {
-                          return dist::run_sharded_decode(plan, mine.t, sym, env.comm, static_cast<Stream>(s)).ok();
+                          return reported(dist::run_sharded_decode(plan, mine.t, sym, env.comm, static_cast<Stream>(s)));
                         }, 1, 20).us_per_call;
     if (!dist::free_symmetric_workspace(env.comm, &sym).ok()) return false;
   }

@@ -45,10 +45,13 @@ __global__ void __launch_bounds__(::splitkv::tiles::kCombineThreads)
 
 template <class Element, int kHeadDim>
 cudaError_t launch(const PeerMergeParams& p, cudaStream_t stream) {
-  const ncclDevComm& comm = *static_cast<const ncclDevComm*>(p.device_comm);
-  peer_merge_kernel<Element, kHeadDim>
-      <<<dim3(unsigned(p.combine.rows)), dim3(::splitkv::tiles::kCombineThreads), 0, stream>>>(p, comm);
-  return cudaGetLastError();
+  // cudaLaunchKernel reports this launch's own error; cudaGetLastError could return a stale one
+  // that NCCL's setup left behind (a benign peer-access error, for example).
+  PeerMergeParams params = p;
+  ncclDevComm comm = *static_cast<const ncclDevComm*>(p.device_comm);
+  void* args[] = {&params, &comm};
+  return cudaLaunchKernel(reinterpret_cast<const void*>(&peer_merge_kernel<Element, kHeadDim>),
+                          dim3(unsigned(p.combine.rows)), dim3(::splitkv::tiles::kCombineThreads), args, 0, stream);
 }
 
 template <class Element>
