@@ -67,9 +67,9 @@ Status check_call(const ShardedDecodePlan& plan, const DecodeTensors& tensors, n
   cp.dtype = p.dtype;
   // Shapes only: the merged partials' geometry and the caller's out / lse.
   CombineTensors shapes;
-  static float any;
-  shapes.partial_o = TensorRef::contiguous(&any, DType::kF32, {cp.num_splits, r.rows, p.num_q_heads, p.head_dim});
-  shapes.partial_lse = TensorRef::contiguous(&any, DType::kF32, {cp.num_splits, r.rows, p.num_q_heads});
+  alignas(16) static float any[4];  // stands for the merged partials: never read
+  shapes.partial_o = TensorRef::contiguous(any, DType::kF32, {cp.num_splits, r.rows, p.num_q_heads, p.head_dim});
+  shapes.partial_lse = TensorRef::contiguous(any, DType::kF32, {cp.num_splits, r.rows, p.num_q_heads});
   shapes.out = tensors.out;
   shapes.lse = tensors.lse;
   if (Status s = splitkv::detail::validate_combine(cp, shapes); !s) return s;
