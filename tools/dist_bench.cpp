@@ -205,9 +205,13 @@ int main(int argc, char** argv) {
                      cli::today() + "\", \"rows\": [";
   for (size_t i = 0; i < rows.size(); ++i) {
     const Row& r = rows[i];
-    std::printf("| %d | %d | %d | %.1f | %.1f | %.2f | %.1f | %.1f | %.1f | %.2f | %.1f |\n", r.batch, r.context,
-                r.world, r.one_gpu_us, r.sharded_us, r.one_gpu_us / r.sharded_us, r.local_us,
-                r.sharded_us - r.local_us, r.symmetric_us, r.one_gpu_us / r.symmetric_us, r.symmetric_us - r.local_us);
+    char peer[96] = "| - | - | - |";  // no peer merge (one rank: NCCL makes no device communicator)
+    if (r.symmetric_us > 0) {
+      std::snprintf(peer, sizeof peer, "| %.1f | %.2f | %.1f |", r.symmetric_us, r.one_gpu_us / r.symmetric_us,
+                    r.symmetric_us - r.local_us);
+    }
+    std::printf("| %d | %d | %d | %.1f | %.1f | %.2f | %.1f | %.1f %s\n", r.batch, r.context, r.world, r.one_gpu_us,
+                r.sharded_us, r.one_gpu_us / r.sharded_us, r.local_us, r.sharded_us - r.local_us, peer);
     // The results format of docs/BENCHMARKING.md: case, our µs per call, and the multigpu fields.
     char buf[512];
     std::snprintf(buf, sizeof buf,

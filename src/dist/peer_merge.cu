@@ -5,7 +5,9 @@
 #include <cuda_fp16.h>
 #include <nccl_device.h>
 
+#include "api/device_arch.hpp"
 #include "kernels/combine/combine_row.cuh"
+#include "kernels/common/pdl.cuh"
 
 namespace splitkv::dist::detail {
 namespace {
@@ -36,22 +38,33 @@ __global__ void __launch_bounds__(::splitkv::tiles::kCombineThreads)
   // Block r meets block r of every rank: after the first sync every rank's decode (the kernel
   // before this one on its stream) is complete and visible; after the second, every rank has
   // finished reading ours, so our next call may overwrite it.
+  // Memory orders: every rank's partials come from the kernel before this one on its stream, so
+  // they are in their owner's memory before its first arrive; the wait acquires (no read of a peer
+  // moves above it). The second arrive needs no release fence: each of our reads of a peer has
+  // delivered its value into the merged row before the block syncs and arrives.
+  splitkv::detail::wait_for_prior_grids();  // launched early (PDL): the decode must be complete
   ncclLsaBarrierSession<ncclCoopCta> barrier(ncclCoopCta(), comm, ncclTeamTagLsa(), blockIdx.x);
-  barrier.sync(ncclCoopCta(), cuda::memory_order_acq_rel);
+  barrier.sync(ncclCoopCta(), cuda::memory_order_acquire);
   const WindowPartials<kHeadDim> partials{p.window, p.lse_offset, p.splits_per_rank, p.combine.rows};
   splitkv::detail::combine_row<Element, kHeadDim>(p.combine, blockIdx.x, partials);
-  barrier.sync(ncclCoopCta(), cuda::memory_order_acq_rel);
+  barrier.sync(ncclCoopCta(), cuda::memory_order_relaxed);
 }
 
 template <class Element, int kHeadDim>
 cudaError_t launch(const PeerMergeParams& p, cudaStream_t stream) {
-  // cudaLaunchKernel reports this launch's own error; cudaGetLastError could return a stale one
+  // cudaLaunchKernelEx reports this launch's own error; cudaGetLastError could return a stale one
   // that NCCL's setup left behind (a benign peer-access error, for example).
-  PeerMergeParams params = p;
-  ncclDevComm comm = *static_cast<const ncclDevComm*>(p.device_comm);
-  void* args[] = {&params, &comm};
-  return cudaLaunchKernel(reinterpret_cast<const void*>(&peer_merge_kernel<Element, kHeadDim>),
-                          dim3(unsigned(p.combine.rows)), dim3(::splitkv::tiles::kCombineThreads), args, 0, stream);
+  cudaLaunchAttribute early[1];
+  early[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  early[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(unsigned(p.combine.rows));
+  config.blockDim = dim3(::splitkv::tiles::kCombineThreads);
+  config.stream = stream;
+  config.attrs = early;
+  config.numAttrs = splitkv::detail::current_device_supports_pdl() ? 1 : 0;
+  return cudaLaunchKernelEx(&config, peer_merge_kernel<Element, kHeadDim>, p,
+                            *static_cast<const ncclDevComm*>(p.device_comm));
 }
 
 template <class Element>
