@@ -5,7 +5,8 @@
 #
 #   SPLITKV_STEPS   comma list of: build,test,sanitize,racecheck,probe,sweep,decode,prefill,strategies,quant,
 #                   python (tests/python/gpu_run.sh: its own build, the torch tests, the overhead bench),
-#                   dist (splitkv::dist: tests and the multi-GPU benchmark, one process per GPU)
+#                   dist (splitkv::dist: tests and the multi-GPU benchmark, one process per GPU),
+#                   profile (ncu over one `splitkv bench` shape: SPLITKV_PROFILE_ARGS, SPLITKV_PROFILE_KERNEL)
 #                   (default: build,test,decode)
 #   SPLITKV_PREBUILT  a build directory made elsewhere (splitkv, tests/splitkv_gpu_tests): no build
 #   SPLITKV_CMAKE_ARGS  extra configure arguments, e.g. "-DSPLITKV_HEAD_DIMS=128 -DSPLITKV_DTYPES=bf16"
@@ -122,6 +123,16 @@ if has dist; then
     summary+=("dist bench on $n GPU(s): rc=$?")
     cat "$WORK/dist-bench$n-rank0.log" >>"$OUT/bench.log"
   done
+fi
+
+if has profile; then  # Nsight Compute at the card's own clocks (never changes them)
+  guard ncu --clock-control none --kernel-name "regex:${SPLITKV_PROFILE_KERNEL:-.*}" --launch-skip 2 --launch-count 1 \
+    --section SpeedOfLight --section ComputeWorkloadAnalysis --section WarpStateStats --section SchedulerStats \
+    --section Occupancy --section LaunchStats --section MemoryWorkloadAnalysis \
+    --metrics sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_xu.avg.pct_of_peak_sustained_active \
+    "$BIN/splitkv" bench ${SPLITKV_PROFILE_ARGS:---mode prefill --lq 4096 --lk 4096 -b 4 --hq 16 --hkv 16} \
+    >"$OUT/profile.txt" 2>&1
+  summary+=("profile: rc=$? ($(grep -c . "$OUT/profile.txt") lines in profile.txt)")
 fi
 
 if has python; then
