@@ -40,8 +40,23 @@ struct PrefillSm90Params {
   typename Traits::GmemShape shape_kv;  // (tokens, D, Hkv, batch slots)
 };
 
-// Named barrier of the consumer warpgroups, counted from the first id CUTLASS leaves free.
+// Named barriers of the consumer warpgroups, counted from the first id CUTLASS leaves free: both
+// consumers (zeroing a ragged V tile), and each consumer's turn to issue Q K^T (ping-pong).
 constexpr uint32_t kConsumersBarrier = 0;
+constexpr uint32_t kTurnBarrier = 1;  // + consumer index
+
+// Ping-pong (FlashAttention-3's schedule): consumer c issues its Q K^T only on its turn and hands
+// the turn to the other consumer right after issuing, so the two warpgroups' products alternate on
+// the tensor cores and one's softmax runs while the other's products do, instead of both drifting
+// into the same phase.
+template <class Traits>
+__device__ __forceinline__ void wait_turn(int consumer) {
+  cutlass::arch::NamedBarrier::sync(Traits::kConsumerThreads, kTurnBarrier + consumer);
+}
+template <class Traits>
+__device__ __forceinline__ void pass_turn(int consumer) {
+  cutlass::arch::NamedBarrier::arrive(Traits::kConsumerThreads, kTurnBarrier + (1 - consumer));
+}
 
 // Zeroes rows [valid_rows, N) of a (N, D) shared-memory tile, 16 bytes per store, then makes the
 // writes visible to wgmma and waits for the other consumers.
@@ -157,13 +172,28 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   OnlineSoftmax<kRows> softmax;
   softmax.reset();
 
+  static_assert(Traits::kConsumerWarpgroups == 2, "the ping-pong pairs two consumers");
+  const int consumer = warpgroup - 1;
+  // Consumer 0 has the first turn. Every pass is matched by a wait: consumer 1 primes consumer 0's
+  // first turn and skips its own last pass.
+  if (consumer == 1 && blk.n_blocks > 0) pass_turn<Traits>(consumer);
   Barrier::wait(&smem.barrier_q, 0);
   PipelineState read;
   for (int t = 0; t < blk.n_blocks; ++t) {
     const int n0 = keys.lo + t * kN;
     Tensor acc_s = partition_fragment_C(mma_qk, Shape<Int<kM>, Int<kN>>{});  // (MMA, MMA_M, MMA_N)
+    if (n0 + kN > seq.k_len) {  // the ragged last tile: zero V_t's rows past the end, before any turn wait
+      PipelineState v_stage = read;
+      ++v_stage;
+      pipeline.consumer_wait(v_stage);
+      zero_rows_from<Traits>(sV(_, _, v_stage.index()), seq.k_len - n0, consumer_tid);
+    }
     pipeline.consumer_wait(read);  // K_t
-    warpgroup_gemm<true>(mma_qk, tSrQ, tSrK(_, _, _, read.index()), acc_s);
+    wait_turn<Traits>(consumer);
+    warpgroup_gemm_issue<true>(mma_qk, tSrQ, tSrK(_, _, _, read.index()), acc_s);
+    if (consumer == 0 || t + 1 < blk.n_blocks) pass_turn<Traits>(consumer);
+    warpgroup_wait<0>();
+    fence_wgmma_operands(acc_s);
     pipeline.consumer_release(read);
     ++read;
 
@@ -174,7 +204,6 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     Tensor tOrP = make_tensor(probs.data(), wgmma_acc_as_a_operand(probs.layout()));  // A operand of P V
 
     pipeline.consumer_wait(read);  // V_t
-    if (n0 + kN > seq.k_len) zero_rows_from<Traits>(sV(_, _, read.index()), seq.k_len - n0, consumer_tid);
     warpgroup_gemm<false>(mma_pv, tOrP, tOrVt(_, _, _, read.index()), acc_o);
     pipeline.consumer_release(read);
     ++read;
