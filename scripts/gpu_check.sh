@@ -14,7 +14,7 @@
 #   SPLITKV_SANITIZE_FILTER  gtest filter for sanitize alone (default: SPLITKV_TEST_FILTER)
 #   SPLITKV_RACE_FILTER  gtest filter for racecheck (default: a few small decode and prefill cases)
 #   SPLITKV_STEP_TIMEOUT seconds any one step may run (default 420): a hung kernel fails fast
-#   SPLITKV_COMMIT  commit id recorded in the results (the device copy has no .git)
+#   SPLITKV_COMMIT  commit id recorded in the results: pass it (the device copy may carry a stale .git)
 #   OUT             output folder (default ./gpu-out)
 set -uo pipefail
 cd "$(dirname "$0")/.."
