@@ -81,19 +81,37 @@ struct PrefillProblem {
   DType dtype = DType::kBF16;              // of Q and O
   KvFormat kv_format = KvFormat::kNative;  // of K and V; native: stored in `dtype`
   float softmax_scale = 0.f;  // 0 means 1/sqrt(head_dim)
+  // Chunked prefill over a KV cache (kv_cache = true): K and V are a cache in the decode layouts,
+  // contiguous [batch, capacity, Hkv, D] (page_size 0) or paged [pages, page_size, Hkv, D] with a
+  // block table, in any kv_format decode reads, and sequence b's keys are its first seq_lens[b]
+  // tokens there: its prefix and the new chunk, whose K/V the caller appended first (run_append_kv).
+  // The queries (padded, or varlen by cu_seqlens_q; varlen applies to the queries only) are that
+  // chunk, the last queries of the range: causal aligns them bottom-right, so query i of a chunk of
+  // q_len sees keys [0, seq_lens[b] - q_len + i]; a query with no such key (seq_lens[b] < q_len)
+  // gets O = 0, LSE = -inf. max_kv_len bounds seq_lens (contiguous: <= capacity).
+  bool kv_cache = false;
+  int page_size = 0;  // kv_cache: 0 (contiguous) or a multiple of 16
 };
 
 struct PrefillTensors {
   TensorRef q;    // padded [batch, Lq, Hq, D]; varlen [total_q, Hq, D]
-  TensorRef k;    // padded [batch, Lk, Hkv, D]; varlen [total_k, Hkv, D]
+  TensorRef k;    // padded [batch, Lk, Hkv, D]; varlen [total_k, Hkv, D]; kv_cache: a decode cache
   TensorRef v;    // like k
   TensorRef out;  // like q
   TensorRef lse;  // optional float32: padded [batch, Hq, Lq]; varlen [Hq, total_q]
   TensorRef cu_seqlens_q;  // int32 [batch + 1], device memory (varlen only)
-  TensorRef cu_seqlens_k;  // int32 [batch + 1], device memory (varlen only)
+  TensorRef cu_seqlens_k;  // int32 [batch + 1], device memory (varlen only; never with kv_cache)
   // Optional host copies of the cu_seqlens, checked on the host when given.
   const int32_t* cu_seqlens_q_host = nullptr;
   const int32_t* cu_seqlens_k_host = nullptr;
+  // kv_cache only, exactly as in DecodeTensors: seq_lens int32 [batch] (device), block_table int32
+  // [batch, max_pages] (paged), the scales of a quantized cache, and optional host copies.
+  TensorRef seq_lens;
+  TensorRef block_table;
+  TensorRef k_scales;
+  TensorRef v_scales;
+  const int32_t* seq_lens_host = nullptr;
+  const int32_t* block_table_host = nullptr;
 };
 
 // Merging split partials given by the caller (e.g. shards of a KV cache attended separately):

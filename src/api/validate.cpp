@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "api/tensor_checks.hpp"
@@ -97,71 +98,58 @@ int64_t decode_kv_capacity(const DecodeProblem& p, const DecodeTensors& t) {
 
 namespace {
 
-// Scales of a quantized cache (docs/KV_FORMATS.md); none for a 16-bit one.
-Status check_kv_scales(const DecodeProblem& p, const DecodeTensors& t) {
-  const KvFormatTraits f = kv_format_traits(resolve_kv_format(p.kv_format, p.dtype));
-  if (Status s = check_kv_scale_tensor("k_scales", t.k_scales, f.scales, f.name, t.k, p.num_kv_heads); !s) return s;
-  return check_kv_scale_tensor("v_scales", t.v_scales, f.scales, f.name, t.k, p.num_kv_heads);
-}
+// A KV cache in the decode layouts with its lengths and block table: what decode and chunked
+// prefill (PrefillProblem::kv_cache) read, checked by one function.
+struct CacheBinding {
+  int64_t batch, num_kv_heads, head_dim;
+  int page_size, max_kv_len;
+  DType dtype;
+  KvFormat kv_format;
+  const TensorRef &k, &v, &k_scales, &v_scales, &seq_lens, &block_table;
+  const int32_t* seq_lens_host;
+  const int32_t* block_table_host;
+};
 
-}  // namespace
-
-Status validate_decode_tensors(const DecodeProblem& p, const DecodeTensors& t) {
-  const int64_t B = p.batch, Lq = p.q_len, Hq = p.num_q_heads, Hkv = p.num_kv_heads, D = p.head_dim;
-  if (Status s = check_tensor("q", t.q, Expect{p.dtype, {B, Lq, Hq, D}}); !s) return s;
-  const bool paged = p.page_size != 0;
+Status check_kv_cache(const CacheBinding& c) {
+  const int64_t B = c.batch, Hkv = c.num_kv_heads, D = c.head_dim;
+  const bool paged = c.page_size != 0;
   const std::vector<int64_t> kv_shape =
-      paged ? std::vector<int64_t>{kAnySize, p.page_size, Hkv, D}
-            : std::vector<int64_t>{B, -std::max<int64_t>(p.max_kv_len, 1), Hkv, D};
-  if (Status s = check_tensor("k", t.k, Expect{k_element(p.kv_format, p.dtype), kv_shape}); !s) return s;
-  std::vector<int64_t> v_shape(t.k.shape.begin(), t.k.shape.begin() + 4);
-  if (Status s = check_tensor("v", t.v, Expect{v_element(p.kv_format, p.dtype), v_shape}); !s) return s;
-  if (Status s = check_kv_scales(p, t); !s) return s;
-  if (Status s = check_tensor("seq_lens", t.seq_lens, Expect{DType::kI32, {B}, false, true}); !s) {
-    return s;
-  }
+      paged ? std::vector<int64_t>{kAnySize, c.page_size, Hkv, D}
+            : std::vector<int64_t>{B, -std::max<int64_t>(c.max_kv_len, 1), Hkv, D};
+  if (Status s = check_tensor("k", c.k, Expect{k_element(c.kv_format, c.dtype), kv_shape}); !s) return s;
+  std::vector<int64_t> v_shape(c.k.shape.begin(), c.k.shape.begin() + 4);
+  if (Status s = check_tensor("v", c.v, Expect{v_element(c.kv_format, c.dtype), v_shape}); !s) return s;
+  // Scales of a quantized cache (docs/KV_FORMATS.md); none for a 16-bit one.
+  const KvFormatTraits f = kv_format_traits(resolve_kv_format(c.kv_format, c.dtype));
+  if (Status s = check_kv_scale_tensor("k_scales", c.k_scales, f.scales, f.name, c.k, Hkv); !s) return s;
+  if (Status s = check_kv_scale_tensor("v_scales", c.v_scales, f.scales, f.name, c.k, Hkv); !s) return s;
+  if (Status s = check_tensor("seq_lens", c.seq_lens, Expect{DType::kI32, {B}, false, true}); !s) return s;
   if (paged) {
-    const int64_t min_pages = std::max<int64_t>(1, (p.max_kv_len + p.page_size - 1) / p.page_size);
-    if (Status s = check_tensor("block_table", t.block_table,
-                                Expect{DType::kI32, {B, -min_pages}, false, true});
+    const int64_t min_pages = std::max<int64_t>(1, (c.max_kv_len + c.page_size - 1) / c.page_size);
+    if (Status s = check_tensor("block_table", c.block_table, Expect{DType::kI32, {B, -min_pages}, false, true});
         !s) {
       return s;
     }
-  } else if (!t.block_table.empty()) {
+  } else if (!c.block_table.empty()) {
     return Status::invalid("block_table", "empty for contiguous KV (page_size == 0)",
                            "a tensor; set problem.page_size for paged KV");
   }
-  if (!t.keys_after.empty()) {
-    if (Status s = check_tensor("keys_after", t.keys_after, Expect{DType::kI32, {B}, false, true}); !s) return s;
-  }
-  if (t.partial_o.empty() != t.partial_lse.empty()) {
-    const char* missing = t.partial_o.empty() ? "partial_o" : "partial_lse";
-    return Status::invalid(missing, "given together with the other partial tensor", "empty");
-  }
-  if (!t.partial_o.empty()) {  // shapes against the plan's split count: validate_decode_partials
-    if (!t.out.empty()) return Status::invalid("out", "empty when partial_o receives the partials", "a tensor");
-    if (!t.lse.empty()) return Status::invalid("lse", "empty when partial_lse receives the LSEs", "a tensor");
-  } else {
-    if (Status s = check_tensor("out", t.out, Expect{p.dtype, {B, Lq, Hq, D}}); !s) return s;
-    if (Status s = check_optional_lse(t.lse, {B, Hq, Lq}); !s) return s;
-  }
-
-  if (t.seq_lens_host != nullptr) {
+  if (c.seq_lens_host != nullptr) {
     for (int64_t b = 0; b < B; ++b) {
-      const int32_t len = t.seq_lens_host[b];
-      if (len < 0 || len > p.max_kv_len) {
-        return Status::invalid("seq_lens[" + str(b) + "]",
-                               "a length in [0, max_kv_len=" + str(p.max_kv_len) + "]", str(len));
+      const int32_t len = c.seq_lens_host[b];
+      if (len < 0 || len > c.max_kv_len) {
+        return Status::invalid("seq_lens[" + str(b) + "]", "a length in [0, max_kv_len=" + str(c.max_kv_len) + "]",
+                               str(len));
       }
     }
   }
-  if (paged && t.block_table_host != nullptr) {
-    const int64_t num_pages = t.k.shape[0];
+  if (paged && c.block_table_host != nullptr) {
+    const int64_t num_pages = c.k.shape[0];
     for (int64_t b = 0; b < B; ++b) {
-      const int64_t len = t.seq_lens_host ? t.seq_lens_host[b] : p.max_kv_len;
-      const int64_t pages_used = (len + p.page_size - 1) / p.page_size;
+      const int64_t len = c.seq_lens_host ? c.seq_lens_host[b] : c.max_kv_len;
+      const int64_t pages_used = (len + c.page_size - 1) / c.page_size;
       for (int64_t j = 0; j < pages_used; ++j) {
-        const int32_t page = t.block_table_host[b * t.block_table.stride[0] + j];
+        const int32_t page = c.block_table_host[b * c.block_table.stride[0] + j];
         if (page < 0 || page >= num_pages) {
           return Status::invalid("block_table[" + str(b) + "][" + str(j) + "]",
                                  "a page id in [0, " + str(num_pages) + ")", str(page));
@@ -172,6 +160,30 @@ Status validate_decode_tensors(const DecodeProblem& p, const DecodeTensors& t) {
   return Status::success();
 }
 
+}  // namespace
+
+Status validate_decode_tensors(const DecodeProblem& p, const DecodeTensors& t) {
+  const int64_t B = p.batch, Lq = p.q_len, Hq = p.num_q_heads, D = p.head_dim;
+  if (Status s = check_tensor("q", t.q, Expect{p.dtype, {B, Lq, Hq, D}}); !s) return s;
+  const CacheBinding cache{B, p.num_kv_heads, D, p.page_size, p.max_kv_len, p.dtype, p.kv_format, t.k, t.v,
+                           t.k_scales, t.v_scales, t.seq_lens, t.block_table, t.seq_lens_host, t.block_table_host};
+  if (Status s = check_kv_cache(cache); !s) return s;
+  if (!t.keys_after.empty()) {
+    if (Status s = check_tensor("keys_after", t.keys_after, Expect{DType::kI32, {B}, false, true}); !s) return s;
+  }
+  if (t.partial_o.empty() != t.partial_lse.empty()) {
+    const char* missing = t.partial_o.empty() ? "partial_o" : "partial_lse";
+    return Status::invalid(missing, "given together with the other partial tensor", "empty");
+  }
+  if (!t.partial_o.empty()) {  // shapes against the plan's split count: validate_decode_partials
+    if (!t.out.empty()) return Status::invalid("out", "empty when partial_o receives the partials", "a tensor");
+    if (!t.lse.empty()) return Status::invalid("lse", "empty when partial_lse receives the LSEs", "a tensor");
+    return Status::success();
+  }
+  if (Status s = check_tensor("out", t.out, Expect{p.dtype, {B, Lq, Hq, D}}); !s) return s;
+  return check_optional_lse(t.lse, {B, Hq, Lq});
+}
+
 Status validate_prefill_problem(const PrefillProblem& p) {
   if (Status s = check_positive("batch", p.batch); !s) return s;
   if (Status s = check_heads(p.num_q_heads, p.num_kv_heads); !s) return s;
@@ -180,6 +192,19 @@ Status validate_prefill_problem(const PrefillProblem& p) {
   if (Status s = check_head_dim(p.head_dim); !s) return s;
   if (Status s = check_positive("max_q_len", p.max_q_len); !s) return s;
   if (p.max_kv_len < 0) return Status::invalid("max_kv_len", ">= 0", str(p.max_kv_len));
+  if (p.kv_cache) {  // keys from a decode cache: its page rule; lengths come from seq_lens (0 allowed)
+    if (p.page_size != 0 && (p.page_size < 16 || p.page_size % 16 != 0)) {
+      return Status::invalid("page_size", "0 (contiguous KV cache) or a multiple of 16", str(p.page_size));
+    }
+    return check_scale(p.softmax_scale);
+  }
+  if (p.page_size != 0) {
+    return Status::invalid("page_size", "0 unless kv_cache (K/V token tensors have no pages)", str(p.page_size));
+  }
+  if (const KvFormatTraits f = kv_format_traits(resolve_kv_format(p.kv_format, p.dtype)); f.quantized) {
+    return Status::unsupported("kv_format", std::string(f.name) + " K/V are read from a KV cache only: set kv_cache "
+                                            "(chunked prefill) with the cache in the decode layouts");
+  }
   if (!p.varlen && p.max_kv_len < 1) {
     return Status::invalid("max_kv_len", ">= 1 for padded batches", str(p.max_kv_len));
   }
@@ -212,7 +237,48 @@ Status check_cu_seqlens_host(const char* name, const int32_t* cu, int batch, int
 
 }  // namespace
 
+namespace {
+
+// Chunked prefill: the queries (padded or varlen) against a decode cache.
+Status validate_prefill_over_cache(const PrefillProblem& p, const PrefillTensors& t) {
+  const int64_t B = p.batch, Hq = p.num_q_heads, D = p.head_dim;
+  if (!t.cu_seqlens_k.empty() || t.cu_seqlens_k_host != nullptr) {
+    return Status::invalid("cu_seqlens_k", "empty with kv_cache (key counts come from seq_lens)", "a tensor");
+  }
+  const CacheBinding cache{B, p.num_kv_heads, D, p.page_size, p.max_kv_len, p.dtype, p.kv_format, t.k, t.v,
+                           t.k_scales, t.v_scales, t.seq_lens, t.block_table, t.seq_lens_host, t.block_table_host};
+  if (!p.varlen) {
+    const int64_t Lq = p.max_q_len;
+    if (Status s = check_tensor("q", t.q, Expect{p.dtype, {B, Lq, Hq, D}}); !s) return s;
+    if (Status s = check_kv_cache(cache); !s) return s;
+    if (!t.cu_seqlens_q.empty()) {
+      return Status::invalid("cu_seqlens_q", "empty for padded batches (varlen == false)", "a tensor");
+    }
+    if (Status s = check_tensor("out", t.out, Expect{p.dtype, {B, Lq, Hq, D}}); !s) return s;
+    return check_optional_lse(t.lse, {B, Hq, Lq});
+  }
+  if (Status s = check_tensor("q", t.q, Expect{p.dtype, {kAnySize, Hq, D}}); !s) return s;
+  if (Status s = check_kv_cache(cache); !s) return s;
+  if (Status s = check_tensor("out", t.out, Expect{p.dtype, {t.q.shape[0], Hq, D}}); !s) return s;
+  if (Status s = check_tensor("cu_seqlens_q", t.cu_seqlens_q, Expect{DType::kI32, {B + 1}, false, true}); !s) {
+    return s;
+  }
+  if (Status s = check_optional_lse(t.lse, {Hq, t.q.shape[0]}); !s) return s;
+  return check_cu_seqlens_host("cu_seqlens_q", t.cu_seqlens_q_host, p.batch, t.q.shape[0], p.max_q_len);
+}
+
+}  // namespace
+
 Status validate_prefill_tensors(const PrefillProblem& p, const PrefillTensors& t) {
+  if (p.kv_cache) return validate_prefill_over_cache(p, t);
+  for (const auto& [name, tensor] : {std::pair<const char*, const TensorRef*>{"seq_lens", &t.seq_lens},
+                                     {"block_table", &t.block_table},
+                                     {"k_scales", &t.k_scales},
+                                     {"v_scales", &t.v_scales}}) {
+    if (!tensor->empty()) {
+      return Status::invalid(name, "empty unless kv_cache (K/V token tensors carry their own lengths)", "a tensor");
+    }
+  }
   const int64_t B = p.batch, Hq = p.num_q_heads, Hkv = p.num_kv_heads, D = p.head_dim;
   const DType k_type = k_element(p.kv_format, p.dtype), v_type = v_element(p.kv_format, p.dtype);
   if (!p.varlen) {

@@ -197,6 +197,10 @@ Status plan_prefill(const PrefillProblem& problem, const DeviceInfo& device,
                     const PlanOptions& options, Plan* plan) {
   if (plan == nullptr) return Status::invalid("plan", "a non-null pointer", "nullptr");
   if (Status s = detail::validate_prefill_problem(problem); !s) return s;
+  if (problem.kv_cache) {
+    return Status::unsupported("kv_cache", "no prefill kernel family of this build reads a KV cache yet (chunked "
+                                           "prefill runs on the fp64 reference, ref::prefill)");
+  }
   if (options.split_tokens > 0) {
     return Status::unsupported("options.split_tokens", "batch-invariant splits are a decode option");
   }

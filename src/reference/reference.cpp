@@ -26,6 +26,24 @@ void gather_row(const TensorRef& t, int64_t base_offset, int d, float* dst) {
   for (int j = 0; j < d; ++j) dst[j] = load_float(t, base_offset + j * t.stride[t.rank - 1]);
 }
 
+// The first `len` keys and values of sequence b, KV head hkv, from a decode cache (contiguous, or
+// paged through the block table), as the values they stand for (dequantized for quantized formats).
+void read_cache(int page_size, const TensorRef& block_table, const quant::KvRowReader& k_rows,
+                const quant::KvRowReader& v_rows, int b, int hkv, int len, int d, std::vector<float>* k,
+                std::vector<float>* v) {
+  k->assign(size_t(len) * d, 0.f);
+  v->assign(size_t(len) * d, 0.f);
+  for (int tok = 0; tok < len; ++tok) {
+    int64_t page = b, slot = tok;
+    if (page_size > 0) {
+      page = detail::load_i32(block_table, element_offset(block_table, b, tok / page_size));
+      slot = tok % page_size;
+    }
+    k_rows.read(page, slot, hkv, &(*k)[size_t(tok) * d]);
+    v_rows.read(page, slot, hkv, &(*v)[size_t(tok) * d]);
+  }
+}
+
 }  // namespace
 
 Result decode(const DecodeProblem& p, const DecodeTensors& t, const Options& options) {
@@ -50,16 +68,8 @@ Result decode_shard(const DecodeProblem& p, const DecodeTensors& t, const Shard&
     // Without a shard the tensors hold the whole context.
     const int offset = shard.key_offset ? shard.key_offset[b] : 0;
     const int total = shard.total_len ? shard.total_len[b] : len;
-    std::vector<float> k(size_t(len) * D), v(size_t(len) * D), q(D);
-    for (int tok = 0; tok < len; ++tok) {
-      int64_t page = b, slot = tok;
-      if (p.page_size > 0) {
-        page = detail::load_i32(t.block_table, element_offset(t.block_table, b, tok / p.page_size));
-        slot = tok % p.page_size;
-      }
-      k_rows.read(page, slot, hkv, &k[size_t(tok) * D]);
-      v_rows.read(page, slot, hkv, &v[size_t(tok) * D]);
-    }
+    std::vector<float> k, v, q(D);
+    read_cache(p.page_size, t.block_table, k_rows, v_rows, b, hkv, len, D, &k, &v);
     for (int i = 0; i < Lq; ++i) {
       for (int h = 0; h < group; ++h) {
         const int hq = hkv * group + h;
@@ -84,21 +94,33 @@ Result prefill(const PrefillProblem& p, const PrefillTensors& t, const Options& 
   r.lse.assign(size_t(total_q) * Hq, 0.0);
   const int32_t* cu_q = static_cast<const int32_t*>(t.cu_seqlens_q.data);
   const int32_t* cu_k = static_cast<const int32_t*>(t.cu_seqlens_k.data);
+  const int32_t* cache_lens = static_cast<const int32_t*>(t.seq_lens.data);
+  // Chunked prefill reads a decode cache through the same row reader as decode.
+  const KvFormat format = detail::resolve_kv_format(p.kv_format, p.dtype);
+  const quant::KvRowReader k_rows(format, false, t.k, t.k_scales, D), v_rows(format, true, t.v, t.v_scales, D);
 
   detail::parallel_for(int64_t(p.batch) * Hkv, [&](int64_t g) {
     const int b = static_cast<int>(g / Hkv), hkv = static_cast<int>(g % Hkv);
     // Token ranges of this sequence in the q and k tensors' first (varlen) or second dim.
     const int q_begin = p.varlen ? cu_q[b] : 0;
     const int q_len = p.varlen ? cu_q[b + 1] - cu_q[b] : p.max_q_len;
-    const int k_begin = p.varlen ? cu_k[b] : 0;
-    const int k_len = p.varlen ? cu_k[b + 1] - cu_k[b] : p.max_kv_len;
-    auto kv_offset = [&](const TensorRef& x, int tok) {
-      return p.varlen ? element_offset(x, k_begin + tok, hkv) : element_offset(x, b, tok, hkv);
-    };
-    std::vector<float> k(size_t(k_len) * D), v(size_t(k_len) * D), q(D);
-    for (int tok = 0; tok < k_len; ++tok) {
-      gather_row(t.k, kv_offset(t.k, tok), D, &k[size_t(tok) * D]);
-      gather_row(t.v, kv_offset(t.v, tok), D, &v[size_t(tok) * D]);
+    std::vector<float> k, v, q(D);
+    int k_len = 0;
+    if (p.kv_cache) {
+      k_len = cache_lens[b];
+      read_cache(p.page_size, t.block_table, k_rows, v_rows, b, hkv, k_len, D, &k, &v);
+    } else {
+      const bool packed = p.varlen;  // varlen K/V: [total_k, Hkv, D] by cu_seqlens_k
+      const int k_begin = packed ? cu_k[b] : 0;
+      k_len = packed ? cu_k[b + 1] - cu_k[b] : p.max_kv_len;
+      k.resize(size_t(k_len) * D);
+      v.resize(size_t(k_len) * D);
+      for (int tok = 0; tok < k_len; ++tok) {
+        const int64_t k_off = packed ? element_offset(t.k, k_begin + tok, hkv) : element_offset(t.k, b, tok, hkv);
+        const int64_t v_off = packed ? element_offset(t.v, k_begin + tok, hkv) : element_offset(t.v, b, tok, hkv);
+        gather_row(t.k, k_off, D, &k[size_t(tok) * D]);
+        gather_row(t.v, v_off, D, &v[size_t(tok) * D]);
+      }
     }
     for (int i = 0; i < q_len; ++i) {
       for (int h = 0; h < group; ++h) {

@@ -52,6 +52,8 @@ Result decode_shard(const DecodeProblem& problem, const DecodeTensors& shard_ten
 // The log-sum-exp merge (fp64, in the order given) of decode partials over disjoint key sets, each
 // in decode's layout: out [B, q_len, Hq, D], lse [B, Hq, q_len].
 Result merge_decode_partials(const std::vector<Result>& partials, const DecodeProblem& problem);
+// Prefill over K/V token tensors, or (problem.kv_cache) a chunk of queries over a decode cache in
+// any format decode reads (the values the cache stands for), causal aligned bottom-right.
 Result prefill(const PrefillProblem& problem, const PrefillTensors& tensors, const Options& options = {});
 
 }  // namespace splitkv::ref

@@ -1,0 +1,260 @@
+// Chunked prefill over a KV cache (PrefillProblem::kv_cache): the fp64 reference's definition, and
+// the argument checks. A chunk of queries attends to its sequence's first seq_lens[b] cache
+// tokens, causal aligned bottom-right; the reference must read exactly those tokens (NaN fills
+// every other slot of the test caches) and agree bit for bit with the two definitions it
+// generalizes: prefill over the same tokens gathered into K/V tensors, and decode (q_len <= 16).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "api/validate.hpp"
+#include "common/host_tensor.hpp"
+#include "reference/reference.hpp"
+#include "splitkv/splitkv.hpp"
+#include "testing/decode_case.hpp"
+
+namespace splitkv {
+namespace {
+
+using detail::element_offset;
+
+// A cache case (NaN in unused slots and pages, shuffled block table) and varlen chunks of queries.
+struct ChunkCase {
+  testing::DecodeCase cache;
+  std::vector<int32_t> cu_q;
+  std::vector<uint16_t> q, out;
+  PrefillProblem problem;
+  PrefillTensors tensors;
+};
+
+ChunkCase make_chunk_case(int page_size, std::vector<int> lens, const std::vector<int>& chunks, bool causal,
+                          KvFormat format = KvFormat::kNative) {
+  testing::DecodeCaseSpec spec;
+  DecodeProblem& d = spec.problem;
+  d.batch = static_cast<int>(lens.size());
+  d.num_q_heads = 8;
+  d.num_kv_heads = 2;
+  d.head_dim = 64;
+  d.q_len = 1;
+  d.max_kv_len = *std::max_element(lens.begin(), lens.end());
+  d.page_size = page_size;
+  d.dtype = DType::kBF16;
+  d.kv_format = format;
+  spec.seq_lens = lens;
+  spec.seed = 7;
+  ChunkCase c;
+  c.cache = testing::make_decode_case(spec);
+  c.cu_q = {0};
+  for (int n : chunks) c.cu_q.push_back(c.cu_q.back() + n);
+  const int64_t total_q = c.cu_q.back(), Hq = d.num_q_heads, D = d.head_dim;
+  std::mt19937 rng(11);
+  std::uniform_int_distribution<int> bits(0x3c00, 0x3f80);  // bf16 values in [2^-7, 1), both signs below
+  c.q.resize(size_t(total_q) * Hq * D);
+  for (uint16_t& x : c.q) x = static_cast<uint16_t>(bits(rng) | (rng() & 1u ? 0x8000 : 0));
+  c.out.assign(c.q.size(), 0x7fff);
+
+  PrefillProblem& p = c.problem;
+  p.batch = d.batch;
+  p.num_q_heads = d.num_q_heads;
+  p.num_kv_heads = d.num_kv_heads;
+  p.head_dim = d.head_dim;
+  p.max_q_len = std::max(1, *std::max_element(chunks.begin(), chunks.end()));
+  p.max_kv_len = d.max_kv_len;
+  p.varlen = true;
+  p.causal = causal;
+  p.dtype = d.dtype;
+  p.kv_format = format;
+  p.kv_cache = true;
+  p.page_size = page_size;
+
+  const DecodeTensors cache = c.cache.host_tensors();
+  PrefillTensors& t = c.tensors;
+  t.q = TensorRef::contiguous(c.q.data(), DType::kBF16, {total_q, Hq, D});
+  t.out = TensorRef::contiguous(c.out.data(), DType::kBF16, {total_q, Hq, D});
+  t.cu_seqlens_q = TensorRef::contiguous(c.cu_q.data(), DType::kI32, {p.batch + 1});
+  t.cu_seqlens_q_host = c.cu_q.data();
+  t.k = cache.k;
+  t.v = cache.v;
+  t.k_scales = cache.k_scales;
+  t.v_scales = cache.v_scales;
+  t.seq_lens = cache.seq_lens;
+  t.seq_lens_host = c.cache.seq_lens.data();
+  t.block_table = cache.block_table;
+  t.block_table_host = page_size > 0 ? c.cache.block_table.data() : nullptr;
+  return c;
+}
+
+// The same attention over K/V token tensors: each sequence's first seq_lens[b] cache rows copied
+// out (bf16 bits, packed varlen).
+struct GatheredKv {
+  std::vector<uint16_t> k, v;
+  std::vector<int32_t> cu_k;
+};
+
+GatheredKv gather(ChunkCase& c) {
+  const PrefillProblem& p = c.problem;
+  const DecodeTensors cache = c.cache.host_tensors();
+  GatheredKv g;
+  g.cu_k = {0};
+  for (int b = 0; b < p.batch; ++b) {
+    const int len = c.cache.seq_lens[size_t(b)];
+    for (int tok = 0; tok < len; ++tok) {
+      int64_t page = b, slot = tok;
+      if (p.page_size > 0) {
+        page = c.cache.block_table[size_t(b) * c.cache.max_pages + tok / p.page_size];
+        slot = tok % p.page_size;
+      }
+      for (int h = 0; h < p.num_kv_heads; ++h) {
+        for (int j = 0; j < p.head_dim; ++j) {
+          g.k.push_back(static_cast<const uint16_t*>(cache.k.data)[element_offset(cache.k, page, slot, h, j)]);
+          g.v.push_back(static_cast<const uint16_t*>(cache.v.data)[element_offset(cache.v, page, slot, h, j)]);
+        }
+      }
+    }
+    g.cu_k.push_back(g.cu_k.back() + len);
+  }
+  return g;
+}
+
+ref::Result reference_over_gathered(const ChunkCase& c, GatheredKv& g) {
+  PrefillProblem p = c.problem;
+  p.kv_cache = false;
+  p.page_size = 0;
+  p.max_kv_len = std::max(1, p.max_kv_len);
+  PrefillTensors t;
+  const int64_t total_k = g.cu_k.back();
+  t.q = c.tensors.q;
+  t.out = c.tensors.out;
+  t.k = TensorRef::contiguous(g.k.data(), DType::kBF16, {total_k, p.num_kv_heads, p.head_dim});
+  t.v = TensorRef::contiguous(g.v.data(), DType::kBF16, {total_k, p.num_kv_heads, p.head_dim});
+  t.cu_seqlens_q = c.tensors.cu_seqlens_q;
+  t.cu_seqlens_k = TensorRef::contiguous(g.cu_k.data(), DType::kI32, {p.batch + 1});
+  return ref::prefill(p, t);
+}
+
+TEST(ChunkedPrefillReference, ReadsExactlyTheSequencesCacheTokens) {
+  // Ragged: an empty member, a chunk equal to its sequence (the plain causal triangle), a chunk
+  // longer than its cached tokens (its first queries see no key), and long prefixes.
+  const std::vector<int> lens = {600, 0, 129, 5, 300};
+  const std::vector<int> chunks = {40, 0, 129, 9, 17};
+  for (int page_size : {0, 16, 256}) {
+    for (bool causal : {true, false}) {
+      ChunkCase c = make_chunk_case(page_size, lens, chunks, causal);
+      ASSERT_TRUE(detail::validate_prefill_problem(c.problem).ok());
+      const Status valid = detail::validate_prefill_tensors(c.problem, c.tensors);
+      ASSERT_TRUE(valid.ok()) << valid.message();
+      const ref::Result over_cache = ref::prefill(c.problem, c.tensors);
+      GatheredKv g = gather(c);
+      const ref::Result over_tokens = reference_over_gathered(c, g);
+      EXPECT_EQ(over_cache.out, over_tokens.out) << "page_size " << page_size << " causal " << causal;
+      EXPECT_EQ(over_cache.lse, over_tokens.lse) << "page_size " << page_size << " causal " << causal;
+      for (double x : over_cache.out) ASSERT_FALSE(std::isnan(x)) << "an unused cache slot reached the output";
+      // Sequence 3 (5 keys, 9 queries, causal): its first 4 queries see no key.
+      if (causal) {
+        const int64_t row = c.cu_q[3];  // query 0 of sequence 3, head 0: LSE [Hq, total_q]
+        EXPECT_TRUE(std::isinf(over_cache.lse[size_t(row)]) && over_cache.lse[size_t(row)] < 0);
+      }
+    }
+  }
+}
+
+// Short chunks over every cache format: the same values as decode's reference, bit for bit.
+TEST(ChunkedPrefillReference, EqualsDecodeForShortChunksInEveryFormat) {
+  for (KvFormat format : {KvFormat::kNative, KvFormat::kFP8E4M3, KvFormat::kInt8, KvFormat::kInt4, KvFormat::kK8V4}) {
+    testing::DecodeCaseSpec spec;
+    DecodeProblem& d = spec.problem;
+    d.batch = 3;
+    d.num_q_heads = 8;
+    d.num_kv_heads = 2;
+    d.head_dim = 64;
+    d.q_len = 6;
+    d.max_kv_len = 400;
+    d.page_size = 16;
+    d.causal = true;
+    d.dtype = DType::kBF16;
+    d.kv_format = format;
+    spec.seq_lens = {400, 0, 77};
+    testing::DecodeCase c = testing::make_decode_case(spec);
+    const DecodeTensors dt = c.host_tensors();
+
+    PrefillProblem p;
+    p.batch = d.batch;
+    p.num_q_heads = d.num_q_heads;
+    p.num_kv_heads = d.num_kv_heads;
+    p.head_dim = d.head_dim;
+    p.max_q_len = d.q_len;
+    p.max_kv_len = d.max_kv_len;
+    p.causal = true;
+    p.dtype = d.dtype;
+    p.kv_format = format;
+    p.kv_cache = true;
+    p.page_size = d.page_size;
+    PrefillTensors t;
+    t.q = dt.q;
+    t.out = dt.out;
+    t.k = dt.k;
+    t.v = dt.v;
+    t.k_scales = dt.k_scales;
+    t.v_scales = dt.v_scales;
+    t.seq_lens = dt.seq_lens;
+    t.block_table = dt.block_table;
+    const Status valid = detail::validate_prefill_tensors(p, t);
+    ASSERT_TRUE(valid.ok()) << to_string(format) << ": " << valid.message();
+    const ref::Result chunked = ref::prefill(p, t), decoded = ref::decode(d, dt);
+    EXPECT_EQ(chunked.out, decoded.out) << to_string(format);
+    EXPECT_EQ(chunked.lse, decoded.lse) << to_string(format);
+  }
+}
+
+// Every new field is checked, with an error naming it; GPU planning says plainly that no family
+// reads a cache for prefill yet.
+TEST(ChunkedPrefillArguments, AreCheckedAndNamed) {
+  auto expect = [](ChunkCase c, auto&& change, const char* argument) {
+    change(c.problem, c.tensors);
+    Status s = detail::validate_prefill_problem(c.problem);
+    if (s.ok()) s = detail::validate_prefill_tensors(c.problem, c.tensors);
+    EXPECT_EQ(s.argument(), argument) << s.message();
+  };
+  const ChunkCase paged = make_chunk_case(16, {100, 40}, {10, 40}, true);
+  const ChunkCase contiguous = make_chunk_case(0, {100, 40}, {10, 40}, true);
+  int32_t cu_k[3] = {0, 100, 140};
+  int32_t too_long[2] = {100, 41};
+  int32_t bad_page[64] = {};
+  expect(paged, [](PrefillProblem& p, PrefillTensors&) { p.page_size = 8; }, "page_size");
+  expect(paged, [&](PrefillProblem&, PrefillTensors& t) {
+    t.cu_seqlens_k = TensorRef::contiguous(cu_k, DType::kI32, {3});
+  }, "cu_seqlens_k");
+  expect(paged, [](PrefillProblem&, PrefillTensors& t) { t.seq_lens = TensorRef{}; }, "seq_lens.data");
+  expect(paged, [](PrefillProblem&, PrefillTensors& t) { t.block_table = TensorRef{}; }, "block_table.data");
+  expect(contiguous, [&](PrefillProblem&, PrefillTensors& t) {
+    t.block_table = TensorRef::contiguous(bad_page, DType::kI32, {2, 8});
+  }, "block_table");
+  expect(paged, [&](PrefillProblem& p, PrefillTensors& t) {
+    p.max_kv_len = 100;
+    too_long[1] = 101;
+    t.seq_lens_host = too_long;
+  }, "seq_lens[1]");
+  expect(paged, [&](PrefillProblem&, PrefillTensors& t) {
+    bad_page[0] = 1000;
+    t.block_table_host = bad_page;
+  }, "block_table[0][0]");
+  expect(paged, [](PrefillProblem& p, PrefillTensors&) { p.kv_format = KvFormat::kInt8; }, "k.dtype");  // bf16 tensors
+  expect(paged, [](PrefillProblem&, PrefillTensors& t) { t.q = TensorRef{}; }, "q.data");
+  // Without kv_cache none of the cache fields may be set.
+  expect(paged, [](PrefillProblem& p, PrefillTensors&) {
+    p.kv_cache = false;
+  }, "page_size");
+  expect(contiguous, [](PrefillProblem& p, PrefillTensors&) { p.kv_cache = false; }, "seq_lens");
+
+  Plan plan;
+  const Status s = plan_prefill(paged.problem, DeviceInfo::h200(), {}, &plan);
+  EXPECT_EQ(s.code(), StatusCode::kUnsupported);
+  EXPECT_EQ(s.argument(), "kv_cache") << s.message();
+}
+
+}  // namespace
+}  // namespace splitkv
