@@ -31,6 +31,34 @@ struct ChunkCase {
   PrefillTensors tensors;
 };
 
+// A chunked-prefill problem over the cache of decode problem d (its heads, dims, format, pages).
+PrefillProblem chunked_over(const DecodeProblem& d, int max_q_len, bool varlen, bool causal) {
+  PrefillProblem p;
+  p.batch = d.batch;
+  p.num_q_heads = d.num_q_heads;
+  p.num_kv_heads = d.num_kv_heads;
+  p.head_dim = d.head_dim;
+  p.max_q_len = max_q_len;
+  p.max_kv_len = d.max_kv_len;
+  p.varlen = varlen;
+  p.causal = causal;
+  p.dtype = d.dtype;
+  p.kv_format = d.kv_format;
+  p.kv_cache = true;
+  p.page_size = d.page_size;
+  return p;
+}
+
+// The cache fields of chunked-prefill tensors, from decode tensors over the same cache.
+void bind_cache(const DecodeTensors& dt, PrefillTensors* t) {
+  t->k = dt.k;
+  t->v = dt.v;
+  t->k_scales = dt.k_scales;
+  t->v_scales = dt.v_scales;
+  t->seq_lens = dt.seq_lens;
+  t->block_table = dt.block_table;
+}
+
 ChunkCase make_chunk_case(int page_size, std::vector<int> lens, const std::vector<int>& chunks, bool causal,
                           KvFormat format = KvFormat::kNative) {
   testing::DecodeCaseSpec spec;
@@ -58,30 +86,14 @@ ChunkCase make_chunk_case(int page_size, std::vector<int> lens, const std::vecto
   c.out.assign(c.q.size(), 0x7fff);
 
   PrefillProblem& p = c.problem;
-  p.batch = d.batch;
-  p.num_q_heads = d.num_q_heads;
-  p.num_kv_heads = d.num_kv_heads;
-  p.head_dim = d.head_dim;
-  p.max_q_len = std::max(1, *std::max_element(chunks.begin(), chunks.end()));
-  p.max_kv_len = d.max_kv_len;
-  p.varlen = true;
-  p.causal = causal;
-  p.dtype = d.dtype;
-  p.kv_format = format;
-  p.kv_cache = true;
-  p.page_size = page_size;
+  p = chunked_over(d, std::max(1, *std::max_element(chunks.begin(), chunks.end())), /*varlen=*/true, causal);
 
-  const DecodeTensors cache = c.cache.host_tensors();
   PrefillTensors& t = c.tensors;
   t.q = TensorRef::contiguous(c.q.data(), DType::kBF16, {total_q, Hq, D});
   t.out = TensorRef::contiguous(c.out.data(), DType::kBF16, {total_q, Hq, D});
   t.cu_seqlens_q = TensorRef::contiguous(c.cu_q.data(), DType::kI32, {p.batch + 1});
   t.cu_seqlens_q_host = c.cu_q.data();
-  t.k = cache.k;
-  t.v = cache.v;
-  t.k_scales = cache.k_scales;
-  t.v_scales = cache.v_scales;
-  t.seq_lens = cache.seq_lens;
+  bind_cache(c.cache.host_tensors(), &t);
   t.seq_lens_host = c.cache.seq_lens.data();
   t.block_table = cache.block_table;
   t.block_table_host = page_size > 0 ? c.cache.block_table.data() : nullptr;
@@ -181,27 +193,11 @@ TEST(ChunkedPrefillReference, EqualsDecodeForShortChunksInEveryFormat) {
     testing::DecodeCase c = testing::make_decode_case(spec);
     const DecodeTensors dt = c.host_tensors();
 
-    PrefillProblem p;
-    p.batch = d.batch;
-    p.num_q_heads = d.num_q_heads;
-    p.num_kv_heads = d.num_kv_heads;
-    p.head_dim = d.head_dim;
-    p.max_q_len = d.q_len;
-    p.max_kv_len = d.max_kv_len;
-    p.causal = true;
-    p.dtype = d.dtype;
-    p.kv_format = format;
-    p.kv_cache = true;
-    p.page_size = d.page_size;
+    const PrefillProblem p = chunked_over(d, d.q_len, /*varlen=*/false, /*causal=*/true);
     PrefillTensors t;
     t.q = dt.q;
     t.out = dt.out;
-    t.k = dt.k;
-    t.v = dt.v;
-    t.k_scales = dt.k_scales;
-    t.v_scales = dt.v_scales;
-    t.seq_lens = dt.seq_lens;
-    t.block_table = dt.block_table;
+    bind_cache(dt, &t);
     const Status valid = detail::validate_prefill_tensors(p, t);
     ASSERT_TRUE(valid.ok()) << to_string(format) << ": " << valid.message();
     const ref::Result chunked = ref::prefill(p, t), decoded = ref::decode(d, dt);
