@@ -95,7 +95,6 @@ ChunkCase make_chunk_case(int page_size, std::vector<int> lens, const std::vecto
   t.cu_seqlens_q_host = c.cu_q.data();
   bind_cache(c.cache.host_tensors(), &t);
   t.seq_lens_host = c.cache.seq_lens.data();
-  t.block_table = cache.block_table;
   t.block_table_host = page_size > 0 ? c.cache.block_table.data() : nullptr;
   return c;
 }
