@@ -111,63 +111,65 @@ TEST(ShardedDecodeArguments, AreCheckedBeforeAnyLaunch) {
 TEST(ShardedDecode, EveryRankGetsTheWholeContext) {
   SPLITKV_REQUIRE_RANK();
   const int world = the_rank().world;
-  for (bool symmetric : {false, true})
-  for (int q_len : {1, 4, 16}) {
-    testing::DecodeCase c = testing::make_decode_case(testing::paged_gqa_spec(q_len, {6000, 1800, 0, 33}));
-    testing::poison_outputs(c);
-    testing::DeviceDecodeCase dev(c);
-    dev.upload_outputs(c);
-    std::vector<std::vector<int>> cuts;  // unequal shards: rank r gets a (r + 1)-weighted share
-    for (int len : c.seq_lens) {
-      std::vector<int> at = {0};
-      const int weights = world * (world + 1) / 2;
-      int acc = 0;
-      for (int r = 0; r < world; ++r) {
-        acc += r + 1;
-        at.push_back(r + 1 == world ? len : std::min(len, len * acc / weights / 16 * 16));
+  for (bool symmetric : {false, true}) {
+    for (int q_len : {1, 4, 16}) {
+      testing::DecodeCase c = testing::make_decode_case(testing::paged_gqa_spec(q_len, {6000, 1800, 0, 33}));
+      testing::poison_outputs(c);
+      testing::DeviceDecodeCase dev(c);
+      dev.upload_outputs(c);
+      std::vector<std::vector<int>> cuts;  // unequal shards: rank r gets a (r + 1)-weighted share
+      for (int len : c.seq_lens) {
+        std::vector<int> at = {0};
+        const int weights = world * (world + 1) / 2;
+        int acc = 0;
+        for (int r = 0; r < world; ++r) {
+          acc += r + 1;
+          at.push_back(r + 1 == world ? len : std::min(len, len * acc / weights / 16 * 16));
+        }
+        cuts.push_back(at);
       }
-      cuts.push_back(at);
+      run_my_shard(c, dev, cuts, PlanOptions{}, symmetric);
+      const testing::Comparison cmp = testing::check_decode(c);
+      EXPECT_TRUE(cmp.passed) << "rank " << the_rank().rank << " q_len " << q_len << (symmetric ? " peer merge" : "")
+                              << ": " << cmp.summary();
     }
-    run_my_shard(c, dev, cuts, PlanOptions{}, symmetric);
-    const testing::Comparison cmp = testing::check_decode(c);
-    EXPECT_TRUE(cmp.passed) << "rank " << the_rank().rank << " q_len " << q_len << (symmetric ? " peer merge" : "")
-                            << ": " << cmp.summary();
   }
 }
 
 TEST(ShardedDecode, SplitAlignedShardsGiveTheBitsOfOneGpu) {
   SPLITKV_REQUIRE_RANK();
   const int world = the_rank().world, split_tokens = 1024;
-  for (bool symmetric : {false, true})
-  for (int q_len : {1, 4}) {
-    testing::DecodeCase c = testing::make_decode_case(testing::paged_gqa_spec(q_len, {9000, 2048, 5000, 1}));
-    PlanOptions o;
-    o.split_tokens = split_tokens;
-    testing::DeviceDecodeCase dev(c);
-    Plan single;
-    DeviceInfo device;
-    ASSERT_TRUE(query_device(the_rank().rank, &device).ok());
-    ASSERT_TRUE(plan_decode(c.problem, device, o, &single).ok());
-    DeviceBuffer ws(single.workspace_bytes);
-    ASSERT_TRUE(run_decode(single, dev.tensors, ws.get(), ws.bytes(), nullptr).ok());
-    dev.download_outputs(c);
-    const std::vector<uint16_t> one_gpu = c.out;
+  for (bool symmetric : {false, true}) {
+    for (int q_len : {1, 4}) {
+      testing::DecodeCase c = testing::make_decode_case(testing::paged_gqa_spec(q_len, {9000, 2048, 5000, 1}));
+      PlanOptions o;
+      o.split_tokens = split_tokens;
+      testing::DeviceDecodeCase dev(c);
+      Plan single;
+      DeviceInfo device;
+      ASSERT_TRUE(query_device(the_rank().rank, &device).ok());
+      ASSERT_TRUE(plan_decode(c.problem, device, o, &single).ok());
+      DeviceBuffer ws(single.workspace_bytes);
+      ASSERT_TRUE(run_decode(single, dev.tensors, ws.get(), ws.bytes(), nullptr).ok());
+      dev.download_outputs(c);
+      const std::vector<uint16_t> one_gpu = c.out;
 
-    // Rank r holds global splits [r * S, (r + 1) * S) of every sequence.
-    const int splits = (c.problem.max_kv_len + split_tokens - 1) / split_tokens;
-    const int per_rank = (splits + world - 1) / world;
-    std::vector<std::vector<int>> cuts;
-    for (int len : c.seq_lens) {
-      std::vector<int> at;
-      for (int r = 0; r <= world; ++r) at.push_back(std::min(len, r * per_rank * split_tokens));
-      at.back() = len;
-      cuts.push_back(at);
+      // Rank r holds global splits [r * S, (r + 1) * S) of every sequence.
+      const int splits = (c.problem.max_kv_len + split_tokens - 1) / split_tokens;
+      const int per_rank = (splits + world - 1) / world;
+      std::vector<std::vector<int>> cuts;
+      for (int len : c.seq_lens) {
+        std::vector<int> at;
+        for (int r = 0; r <= world; ++r) at.push_back(std::min(len, r * per_rank * split_tokens));
+        at.back() = len;
+        cuts.push_back(at);
+      }
+      testing::poison_outputs(c);
+      dev.upload_outputs(c);
+      run_my_shard(c, dev, cuts, o, symmetric);
+      EXPECT_TRUE(testing::check_decode(c).passed);
+      EXPECT_EQ(c.out, one_gpu) << "rank " << the_rank().rank << " q_len " << q_len << (symmetric ? " peer merge" : "");
     }
-    testing::poison_outputs(c);
-    dev.upload_outputs(c);
-    run_my_shard(c, dev, cuts, o, symmetric);
-    EXPECT_TRUE(testing::check_decode(c).passed);
-    EXPECT_EQ(c.out, one_gpu) << "rank " << the_rank().rank << " q_len " << q_len << (symmetric ? " peer merge" : "");
   }
 }
 
