@@ -239,53 +239,47 @@ Status check_cu_seqlens_host(const char* name, const int32_t* cu, int batch, int
 
 namespace {
 
-// Chunked prefill: the queries (padded or varlen) against a decode cache.
-Status validate_prefill_over_cache(const PrefillProblem& p, const PrefillTensors& t) {
-  const int64_t B = p.batch, Hq = p.num_q_heads, D = p.head_dim;
-  if (!t.cu_seqlens_k.empty() || t.cu_seqlens_k_host != nullptr) {
-    return Status::invalid("cu_seqlens_k", "empty with kv_cache (key counts come from seq_lens)", "a tensor");
+// The keys of a prefill: K/V token tensors (padded [B, Lk, Hkv, D] or varlen [total_k, Hkv, D]),
+// or a decode cache (kv_cache: chunked prefill).
+Status check_prefill_keys(const PrefillProblem& p, const PrefillTensors& t) {
+  const int64_t B = p.batch, Hkv = p.num_kv_heads, D = p.head_dim;
+  if (p.kv_cache) {
+    return check_kv_cache(CacheBinding{B, Hkv, D, p.page_size, p.max_kv_len, p.dtype, p.kv_format, t.k, t.v,
+                                       t.k_scales, t.v_scales, t.seq_lens, t.block_table, t.seq_lens_host,
+                                       t.block_table_host});
   }
-  const CacheBinding cache{B, p.num_kv_heads, D, p.page_size, p.max_kv_len, p.dtype, p.kv_format, t.k, t.v,
-                           t.k_scales, t.v_scales, t.seq_lens, t.block_table, t.seq_lens_host, t.block_table_host};
+  const DType k_type = k_element(p.kv_format, p.dtype), v_type = v_element(p.kv_format, p.dtype);
   if (!p.varlen) {
-    const int64_t Lq = p.max_q_len;
-    if (Status s = check_tensor("q", t.q, Expect{p.dtype, {B, Lq, Hq, D}}); !s) return s;
-    if (Status s = check_kv_cache(cache); !s) return s;
-    if (!t.cu_seqlens_q.empty()) {
-      return Status::invalid("cu_seqlens_q", "empty for padded batches (varlen == false)", "a tensor");
-    }
-    if (Status s = check_tensor("out", t.out, Expect{p.dtype, {B, Lq, Hq, D}}); !s) return s;
-    return check_optional_lse(t.lse, {B, Hq, Lq});
+    const int64_t Lk = p.max_kv_len;
+    if (Status s = check_tensor("k", t.k, Expect{k_type, {B, Lk, Hkv, D}}); !s) return s;
+    return check_tensor("v", t.v, Expect{v_type, {B, Lk, Hkv, D}});
   }
-  if (Status s = check_tensor("q", t.q, Expect{p.dtype, {kAnySize, Hq, D}}); !s) return s;
-  if (Status s = check_kv_cache(cache); !s) return s;
-  if (Status s = check_tensor("out", t.out, Expect{p.dtype, {t.q.shape[0], Hq, D}}); !s) return s;
-  if (Status s = check_tensor("cu_seqlens_q", t.cu_seqlens_q, Expect{DType::kI32, {B + 1}, false, true}); !s) {
-    return s;
-  }
-  if (Status s = check_optional_lse(t.lse, {Hq, t.q.shape[0]}); !s) return s;
-  return check_cu_seqlens_host("cu_seqlens_q", t.cu_seqlens_q_host, p.batch, t.q.shape[0], p.max_q_len);
+  if (Status s = check_tensor("k", t.k, Expect{k_type, {kAnySize, Hkv, D}}); !s) return s;
+  return check_tensor("v", t.v, Expect{v_type, {t.k.shape[0], Hkv, D}});
 }
 
 }  // namespace
 
 Status validate_prefill_tensors(const PrefillProblem& p, const PrefillTensors& t) {
-  if (p.kv_cache) return validate_prefill_over_cache(p, t);
-  for (const auto& [name, tensor] : {std::pair<const char*, const TensorRef*>{"seq_lens", &t.seq_lens},
-                                     {"block_table", &t.block_table},
-                                     {"k_scales", &t.k_scales},
-                                     {"v_scales", &t.v_scales}}) {
-    if (!tensor->empty()) {
-      return Status::invalid(name, "empty unless kv_cache (K/V token tensors carry their own lengths)", "a tensor");
+  if (p.kv_cache) {
+    if (!t.cu_seqlens_k.empty() || t.cu_seqlens_k_host != nullptr) {
+      return Status::invalid("cu_seqlens_k", "empty with kv_cache (key counts come from seq_lens)", "a tensor");
+    }
+  } else {
+    for (const auto& [name, tensor] : {std::pair<const char*, const TensorRef*>{"seq_lens", &t.seq_lens},
+                                       {"block_table", &t.block_table},
+                                       {"k_scales", &t.k_scales},
+                                       {"v_scales", &t.v_scales}}) {
+      if (!tensor->empty()) {
+        return Status::invalid(name, "empty unless kv_cache (K/V token tensors carry their own lengths)", "a tensor");
+      }
     }
   }
-  const int64_t B = p.batch, Hq = p.num_q_heads, Hkv = p.num_kv_heads, D = p.head_dim;
-  const DType k_type = k_element(p.kv_format, p.dtype), v_type = v_element(p.kv_format, p.dtype);
+  const int64_t B = p.batch, Hq = p.num_q_heads, D = p.head_dim;
   if (!p.varlen) {
-    const int64_t Lq = p.max_q_len, Lk = p.max_kv_len;
+    const int64_t Lq = p.max_q_len;
     if (Status s = check_tensor("q", t.q, Expect{p.dtype, {B, Lq, Hq, D}}); !s) return s;
-    if (Status s = check_tensor("k", t.k, Expect{k_type, {B, Lk, Hkv, D}}); !s) return s;
-    if (Status s = check_tensor("v", t.v, Expect{v_type, {B, Lk, Hkv, D}}); !s) return s;
+    if (Status s = check_prefill_keys(p, t); !s) return s;
     if (Status s = check_tensor("out", t.out, Expect{p.dtype, {B, Lq, Hq, D}}); !s) return s;
     if (!t.cu_seqlens_q.empty() || !t.cu_seqlens_k.empty()) {
       return Status::invalid("cu_seqlens_q", "empty for padded batches (varlen == false)", "a tensor");
@@ -293,16 +287,16 @@ Status validate_prefill_tensors(const PrefillProblem& p, const PrefillTensors& t
     return check_optional_lse(t.lse, {B, Hq, Lq});
   }
   if (Status s = check_tensor("q", t.q, Expect{p.dtype, {kAnySize, Hq, D}}); !s) return s;
-  if (Status s = check_tensor("k", t.k, Expect{k_type, {kAnySize, Hkv, D}}); !s) return s;
-  if (Status s = check_tensor("v", t.v, Expect{v_type, {t.k.shape[0], Hkv, D}}); !s) return s;
+  if (Status s = check_prefill_keys(p, t); !s) return s;
   if (Status s = check_tensor("out", t.out, Expect{p.dtype, {t.q.shape[0], Hq, D}}); !s) return s;
   if (Status s = check_tensor("cu_seqlens_q", t.cu_seqlens_q, Expect{DType::kI32, {B + 1}, false, true});
       !s) {
     return s;
   }
-  if (Status s = check_tensor("cu_seqlens_k", t.cu_seqlens_k, Expect{DType::kI32, {B + 1}, false, true});
-      !s) {
-    return s;
+  if (!p.kv_cache) {
+    if (Status s = check_tensor("cu_seqlens_k", t.cu_seqlens_k, Expect{DType::kI32, {B + 1}, false, true}); !s) {
+      return s;
+    }
   }
   if (Status s = check_optional_lse(t.lse, {Hq, t.q.shape[0]}); !s) return s;
   if (Status s = check_cu_seqlens_host("cu_seqlens_q", t.cu_seqlens_q_host, p.batch, t.q.shape[0],
@@ -310,6 +304,7 @@ Status validate_prefill_tensors(const PrefillProblem& p, const PrefillTensors& t
       !s) {
     return s;
   }
+  if (p.kv_cache) return Status::success();  // key counts: seq_lens, checked with the cache
   return check_cu_seqlens_host("cu_seqlens_k", t.cu_seqlens_k_host, p.batch, t.k.shape[0],
                                p.max_kv_len);
 }

@@ -1,8 +1,6 @@
 // The peer merge kernel (src/dist/peer_merge.hpp) and the device communicator it needs.
 #include "dist/peer_merge.hpp"
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
 #include <nccl_device.h>
 
 #include "api/device_arch.hpp"

@@ -41,6 +41,9 @@ size_t plain_lse_offset(const RankPartials& r, int world) {
   return plan::align_up(size_t(world) * r.o_elements * sizeof(float));
 }
 
+// A symmetric window: this rank's partials alone, O then LSE.
+size_t window_lse_offset(const RankPartials& r) { return plan::align_up(r.o_elements * sizeof(float)); }
+
 // Checks shared by both exchanges, all before the first launch (a rank that fails after the
 // exchange started would leave the others waiting in NCCL). Fills the merge's problem.
 Status check_call(const ShardedDecodePlan& plan, const DecodeTensors& tensors, ncclComm_t comm, int* rank,
@@ -137,7 +140,7 @@ Status alloc_symmetric_workspace(const ShardedDecodePlan& plan, ncclComm_t comm,
   if (workspace->data != nullptr) return Status::invalid("workspace", "an empty SymmetricWorkspace", "one in use");
   const RankPartials r = rank_partials(plan.local);
   SymmetricWorkspace w;
-  w.lse_offset = plan::align_up(r.o_elements * sizeof(float));
+  w.lse_offset = window_lse_offset(r);
   w.bytes = w.lse_offset + plan::align_up(r.lse_elements * sizeof(float));
   w.rows = static_cast<int>(r.rows * plan.local.decode.num_q_heads);
   if (Status s = nccl_status(ncclMemAlloc(&w.data, w.bytes), "ncclMemAlloc"); !s) return s;
@@ -176,7 +179,7 @@ Status run_sharded_decode(const ShardedDecodePlan& plan, const DecodeTensors& te
   const RankPartials r = rank_partials(plan.local);
   if (workspace.data == nullptr || workspace.device_comm == nullptr ||
       workspace.rows != r.rows * plan.local.decode.num_q_heads ||
-      workspace.lse_offset != plan::align_up(r.o_elements * sizeof(float))) {
+      workspace.lse_offset != window_lse_offset(r)) {
     return Status::invalid("workspace", "a SymmetricWorkspace made by alloc_symmetric_workspace for this plan",
                            workspace.data == nullptr ? "an empty one" : "one of another plan");
   }

@@ -29,7 +29,7 @@ struct ContiguousPartials {
 };
 
 // Merges the p.num_splits partials of `row` and writes it through p.output. Every thread of the
-// block (tiles::kCombineThreads) must call it; it contains one __syncthreads.
+// block (tiles::kCombineThreads) must call it; it contains two __syncthreads.
 template <class Element, int kHeadDim, class Partials>
 __device__ __forceinline__ void combine_row(const CombineParams& p, int64_t row, const Partials& partials) {
   constexpr int kLanesPerRow = kHeadDim / 4;
