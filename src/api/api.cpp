@@ -215,6 +215,16 @@ Status run_prefill(const Plan& plan, const PrefillTensors& t, void* workspace, s
   p.causal = pr.causal;
   p.scale_log2 = g.scale_log2;
   p.num_splits = plan.num_splits;
+  if (pr.kv_cache) {
+    p.cu_seqlens_k = nullptr;
+    p.cache_seq_lens = static_cast<const int32_t*>(t.seq_lens.data);
+    if (pr.page_size > 0) {
+      p.block_table = static_cast<const int32_t*>(t.block_table.data);
+      p.block_table_stride = t.block_table.stride[0];
+      p.page_size = pr.page_size;
+      p.num_pages = t.k.shape[0];
+    }
+  }
 
   const OutputParams final_rows = final_output(t.out, t.lse, pr.varlen);
   p.output = final_rows;

@@ -17,6 +17,7 @@ struct FamilyRequest {
   KvFormat kv_format;  // resolved (never kNative)
   DeviceInfo device;
   std::string name;   // PlanOptions::family: empty for the planner's choice
+  bool kv_cache = false;  // prefill over a decode cache: only families that read one
 };
 
 // Sets *family to an index into registry::families(). Without a name: among the families of the

@@ -97,9 +97,9 @@ Status decide_splits(const PlanOptions& o, int64_t work_units, int max_kv_len, i
 // Chooses the family and fills the plan's tile fields from its summary.
 Status choose_family_and_tile(registry::Kind kind, Strategy strategy, int head_dim, DType dtype, KvFormat kv_format,
                               const DeviceInfo& device, const PlanOptions& options, Plan* p,
-                              tiles::TileSummary* tile) {
+                              tiles::TileSummary* tile, bool kv_cache = false) {
   plan::FamilyRequest request{kind, strategy, head_dim, dtype, detail::resolve_kv_format(kv_format, dtype),
-                              device, options.family};
+                              device, options.family, kv_cache};
   int family = -1;
   if (Status s = plan::choose_family(request, &family); !s) return s;
   const registry::Family& f = registry::families()[family];
@@ -197,10 +197,6 @@ Status plan_prefill(const PrefillProblem& problem, const DeviceInfo& device,
                     const PlanOptions& options, Plan* plan) {
   if (plan == nullptr) return Status::invalid("plan", "a non-null pointer", "nullptr");
   if (Status s = detail::validate_prefill_problem(problem); !s) return s;
-  if (problem.kv_cache) {
-    return Status::unsupported("kv_cache", "no prefill kernel family of this build reads a KV cache yet (chunked "
-                                           "prefill runs on the fp64 reference, ref::prefill)");
-  }
   if (options.split_tokens > 0) {
     return Status::unsupported("options.split_tokens", "batch-invariant splits are a decode option");
   }
@@ -215,7 +211,7 @@ Status plan_prefill(const PrefillProblem& problem, const DeviceInfo& device,
   tiles::TileSummary tile;
   const Strategy served = requested == Strategy::kAuto ? Strategy::kSplitQ : requested;
   if (Status s = choose_family_and_tile(registry::Kind::kPrefill, served, problem.head_dim, problem.dtype,
-                                        problem.kv_format, device, options, &p, &tile);
+                                        problem.kv_format, device, options, &p, &tile, problem.kv_cache);
       !s) {
     return s;
   }

@@ -32,6 +32,7 @@ struct Family {
   uint32_t dtypes;      // bit (1 << DType) per Q/O element type
   uint32_t kv_formats;  // bit (1 << KvFormat) per KV cache format (kNative: the Q/O dtype)
   tiles::TileSummary (*tile)(int head_dim, KvFormat kv_format);  // kv_format resolved (never kNative)
+  bool reads_kv_cache;  // prefill: K/V from a decode cache (chunked prefill, PrefillProblem::kv_cache)
 
   bool serves(Strategy s) const { return (strategies >> int(s)) & 1u; }
   bool has_dtype(DType d) const { return (dtypes >> int(d)) & 1u; }

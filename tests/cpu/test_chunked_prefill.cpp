@@ -8,95 +8,35 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <random>
 #include <vector>
 
 #include "api/validate.hpp"
 #include "common/host_tensor.hpp"
 #include "reference/reference.hpp"
 #include "splitkv/splitkv.hpp"
-#include "testing/decode_case.hpp"
+#include "testing/chunk_case.hpp"
 
 namespace splitkv {
 namespace {
 
 using detail::element_offset;
 
-// A cache case (NaN in unused slots and pages, shuffled block table) and varlen chunks of queries.
-struct ChunkCase {
-  testing::DecodeCase cache;
-  std::vector<int32_t> cu_q;
-  std::vector<uint16_t> q, out;
-  PrefillProblem problem;
-  PrefillTensors tensors;
-};
+using testing::ChunkCase;
 
-// A chunked-prefill problem over the cache of decode problem d (its heads, dims, format, pages).
-PrefillProblem chunked_over(const DecodeProblem& d, int max_q_len, bool varlen, bool causal) {
-  PrefillProblem p;
-  p.batch = d.batch;
-  p.num_q_heads = d.num_q_heads;
-  p.num_kv_heads = d.num_kv_heads;
-  p.head_dim = d.head_dim;
-  p.max_q_len = max_q_len;
-  p.max_kv_len = d.max_kv_len;
-  p.varlen = varlen;
-  p.causal = causal;
-  p.dtype = d.dtype;
-  p.kv_format = d.kv_format;
-  p.kv_cache = true;
-  p.page_size = d.page_size;
-  return p;
-}
-
-// The cache fields of chunked-prefill tensors, from decode tensors over the same cache.
-void bind_cache(const DecodeTensors& dt, PrefillTensors* t) {
-  t->k = dt.k;
-  t->v = dt.v;
-  t->k_scales = dt.k_scales;
-  t->v_scales = dt.v_scales;
-  t->seq_lens = dt.seq_lens;
-  t->block_table = dt.block_table;
-}
-
-ChunkCase make_chunk_case(int page_size, std::vector<int> lens, const std::vector<int>& chunks, bool causal,
-                          KvFormat format = KvFormat::kNative) {
-  testing::DecodeCaseSpec spec;
-  DecodeProblem& d = spec.problem;
+ChunkCase make_chunk_case(int page_size, std::vector<int> lens, const std::vector<int>& chunks, bool causal) {
+  testing::ChunkCaseSpec spec;
+  DecodeProblem& d = spec.cache;
   d.batch = static_cast<int>(lens.size());
   d.num_q_heads = 8;
   d.num_kv_heads = 2;
   d.head_dim = 64;
-  d.q_len = 1;
   d.max_kv_len = *std::max_element(lens.begin(), lens.end());
   d.page_size = page_size;
   d.dtype = DType::kBF16;
-  d.kv_format = format;
   spec.seq_lens = lens;
-  spec.seed = 7;
-  ChunkCase c;
-  c.cache = testing::make_decode_case(spec);
-  c.cu_q = {0};
-  for (int n : chunks) c.cu_q.push_back(c.cu_q.back() + n);
-  const int64_t total_q = c.cu_q.back(), Hq = d.num_q_heads, D = d.head_dim;
-  std::mt19937 rng(11);
-  std::uniform_int_distribution<int> bits(0x3c00, 0x3f80);  // bf16 values in [2^-7, 1), both signs below
-  c.q.resize(size_t(total_q) * Hq * D);
-  for (uint16_t& x : c.q) x = static_cast<uint16_t>(bits(rng) | (rng() & 1u ? 0x8000 : 0));
-  c.out.assign(c.q.size(), 0x7fff);
-
-  PrefillProblem& p = c.problem;
-  p = chunked_over(d, std::max(1, *std::max_element(chunks.begin(), chunks.end())), /*varlen=*/true, causal);
-
-  PrefillTensors& t = c.tensors;
-  t.q = TensorRef::contiguous(c.q.data(), DType::kBF16, {total_q, Hq, D});
-  t.out = TensorRef::contiguous(c.out.data(), DType::kBF16, {total_q, Hq, D});
-  t.cu_seqlens_q = TensorRef::contiguous(c.cu_q.data(), DType::kI32, {p.batch + 1});
-  t.cu_seqlens_q_host = c.cu_q.data();
-  bind_cache(c.cache.host_tensors(), &t);
-  t.seq_lens_host = c.cache.seq_lens.data();
-  t.block_table_host = page_size > 0 ? c.cache.block_table.data() : nullptr;
-  return c;
+  spec.chunks = chunks;
+  spec.causal = causal;
+  return testing::make_chunk_case(spec);
 }
 
 // The same attention over K/V token tensors: each sequence's first seq_lens[b] cache rows copied
@@ -192,11 +132,11 @@ TEST(ChunkedPrefillReference, EqualsDecodeForShortChunksInEveryFormat) {
     testing::DecodeCase c = testing::make_decode_case(spec);
     const DecodeTensors dt = c.host_tensors();
 
-    const PrefillProblem p = chunked_over(d, d.q_len, /*varlen=*/false, /*causal=*/true);
+    const PrefillProblem p = testing::chunked_over(d, d.q_len, /*varlen=*/false, /*causal=*/true);
     PrefillTensors t;
     t.q = dt.q;
     t.out = dt.out;
-    bind_cache(dt, &t);
+    testing::bind_cache(dt, &t);
     const Status valid = detail::validate_prefill_tensors(p, t);
     ASSERT_TRUE(valid.ok()) << to_string(format) << ": " << valid.message();
     const ref::Result chunked = ref::prefill(p, t), decoded = ref::decode(d, dt);
@@ -205,8 +145,7 @@ TEST(ChunkedPrefillReference, EqualsDecodeForShortChunksInEveryFormat) {
   }
 }
 
-// Every new field is checked, with an error naming it; GPU planning says plainly that no family
-// reads a cache for prefill yet.
+// Every new field is checked, with an error naming it; planning picks a family that reads caches.
 TEST(ChunkedPrefillArguments, AreCheckedAndNamed) {
   auto expect = [](ChunkCase c, auto&& change, const char* argument) {
     change(c.problem, c.tensors);
@@ -245,10 +184,21 @@ TEST(ChunkedPrefillArguments, AreCheckedAndNamed) {
   }, "page_size");
   expect(contiguous, [](PrefillProblem& p, PrefillTensors&) { p.kv_cache = false; }, "seq_lens");
 
+  // Families that read a cache serve it (prefill_mma); others say why they cannot.
   Plan plan;
-  const Status s = plan_prefill(paged.problem, DeviceInfo::h200(), {}, &plan);
+  Status s = plan_prefill(paged.problem, DeviceInfo::h200(), {}, &plan);
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_EQ(plan.family, "prefill_mma");
+  PlanOptions sm90;
+  sm90.family = "prefill_sm90";
+  s = plan_prefill(paged.problem, DeviceInfo::h200(), sm90, &plan);
   EXPECT_EQ(s.code(), StatusCode::kUnsupported);
   EXPECT_EQ(s.argument(), "kv_cache") << s.message();
+  PrefillProblem int8 = paged.problem;  // quantized caches: no prefill family reads them yet
+  int8.kv_format = KvFormat::kInt8;
+  s = plan_prefill(int8, DeviceInfo::h200(), {}, &plan);
+  EXPECT_EQ(s.code(), StatusCode::kUnsupported);
+  EXPECT_EQ(s.argument(), "kv_format") << s.message();
 }
 
 }  // namespace

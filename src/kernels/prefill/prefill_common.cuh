@@ -26,18 +26,38 @@ __device__ __forceinline__ PrefillSequence resolve_sequence(const PrefillParams&
   PrefillSequence s;
   if (p.cu_seqlens_q == nullptr) {
     s.q_len = p.max_q_len;
-    s.k_len = p.max_kv_len;
-    return s;
+  } else {
+    const int64_t q0 = p.cu_seqlens_q[b], q1 = p.cu_seqlens_q[b + 1];
+    s.bad = q0 < 0 || q1 < q0 || q1 > p.total_q || q1 - q0 > p.max_q_len;
+    s.q_begin = min(max(q0, int64_t(0)), p.total_q);
+    s.q_len = int(min(max(q1 - s.q_begin, int64_t(0)), min(int64_t(p.max_q_len), p.total_q - s.q_begin)));
   }
-  const int64_t q0 = p.cu_seqlens_q[b], q1 = p.cu_seqlens_q[b + 1];
-  const int64_t k0 = p.cu_seqlens_k[b], k1 = p.cu_seqlens_k[b + 1];
-  s.bad = q0 < 0 || q1 < q0 || q1 > p.total_q || q1 - q0 > p.max_q_len || k0 < 0 || k1 < k0 ||
-          k1 > p.total_k || k1 - k0 > p.max_kv_len;
-  s.q_begin = min(max(q0, int64_t(0)), p.total_q);
-  s.q_len = int(min(max(q1 - s.q_begin, int64_t(0)), min(int64_t(p.max_q_len), p.total_q - s.q_begin)));
+  int64_t k0 = 0, k1 = p.max_kv_len;  // padded K/V tokens
+  if (p.cache_seq_lens != nullptr) {  // a decode cache: the sequence's first seq_lens[b] tokens
+    k1 = p.cache_seq_lens[b];
+    s.bad |= k1 < 0 || k1 > p.max_kv_len;
+  } else if (p.cu_seqlens_k != nullptr) {  // varlen K/V tokens
+    k0 = p.cu_seqlens_k[b];
+    k1 = p.cu_seqlens_k[b + 1];
+    s.bad |= k0 < 0 || k1 < k0 || k1 > p.total_k || k1 - k0 > p.max_kv_len;
+  }
   s.k_begin = s.bad ? 0 : k0;
   s.k_len = s.bad ? 0 : int(k1 - k0);
   return s;
+}
+
+// Whether every page id the keys [lo, hi) of sequence b use is in the pool; block-wide (every
+// thread of the block must call it). A page id outside the pool is never dereferenced: the block
+// then reads no key and writes NaN rows, as for any invalid device data.
+__device__ __forceinline__ bool pages_in_pool(const PrefillParams& p, int b, int lo, int hi) {
+  bool bad = false;
+  if (hi > lo) {
+    const int32_t* row = p.block_table + b * p.block_table_stride;
+    for (int j = lo / p.page_size + int(threadIdx.x); j <= (hi - 1) / p.page_size; j += int(blockDim.x)) {
+      bad |= row[j] < 0 || row[j] >= p.num_pages;
+    }
+  }
+  return !__syncthreads_or(bad);
 }
 
 // Keys [lo, hi) that query rows [row0, row0 + rows) read in KV split `split`; mask_from: the
@@ -84,13 +104,28 @@ struct PrefillBlock {
     rows_here = min(block_m, seq.q_len - row0);
     keys = key_range(p, seq, split, row0, rows_here, block_n);
     n_blocks = keys.hi > keys.lo ? (keys.hi - keys.lo + block_n - 1) / block_n : 0;
+    // Paged cache: the tiles read keys [lo, lo + n_blocks * block_n) up to the sequence's end.
+    if (p.block_table != nullptr && !pages_in_pool(p, b, keys.lo, min(seq.k_len, keys.lo + n_blocks * block_n))) {
+      seq.bad = true;
+      seq.k_len = 0;
+      keys = KeyRange{};
+      n_blocks = 0;
+    }
     q_base = static_cast<const Element*>(p.q) + b * p.q_batch_stride + (seq.q_begin + row0) * p.q_token_stride +
              hq * p.q_head_stride;
-    k_base = static_cast<const Element*>(p.k) + b * p.k_batch_stride + seq.k_begin * p.k_token_stride +
-             kv_head * p.k_head_stride;
-    v_base = static_cast<const Element*>(p.v) + b * p.v_batch_stride + seq.k_begin * p.v_token_stride +
-             kv_head * p.v_head_stride;
+    // A paged cache adds each key's page per row (paged_row); otherwise one base per sequence.
+    const int64_t k_seq = p.block_table != nullptr ? 0 : b * p.k_batch_stride + seq.k_begin * p.k_token_stride;
+    const int64_t v_seq = p.block_table != nullptr ? 0 : b * p.v_batch_stride + seq.k_begin * p.v_token_stride;
+    k_base = static_cast<const Element*>(p.k) + k_seq + kv_head * p.k_head_stride;
+    v_base = static_cast<const Element*>(p.v) + v_seq + kv_head * p.v_head_stride;
     return true;
+  }
+
+  // Row of key `token` of this block's sequence in a paged cache (pages checked by init).
+  __device__ __forceinline__ const Element* paged_row(const PrefillParams& p, const Element* head_base,
+                                                      int64_t page_stride, int64_t token_stride, int token) const {
+    const int32_t page = p.block_table[b * p.block_table_stride + token / p.page_size];
+    return head_base + page * page_stride + (token % p.page_size) * token_stride;
   }
 };
 
@@ -122,6 +157,30 @@ __device__ __forceinline__ void copy_rows_zfill(const TiledCopy& tiled_copy, con
   CUTE_UNROLL
   for (int m = 0; m < size<1>(tg); ++m) {
     copy(tiled_copy.with(get<0>(tc(0, m, 0)) < valid), tg(_, m, _), ts(_, m, _));
+  }
+}
+
+// copy_rows_zfill for rows that are not evenly strided (a paged cache): row r of the tile starts
+// at row_start(r); rows [valid, rows) are zero-filled (valid >= 1: row 0 stands in as their
+// never-read source address).
+template <class TiledCopy, class ThrCopy, class STensor, class RowStart>
+__device__ __forceinline__ void gather_rows_zfill(const TiledCopy& tiled_copy, const ThrCopy& thr_copy,
+                                                  const STensor& s, int valid, RowStart&& row_start) {
+  using namespace cute;
+  using Element = typename STensor::value_type;
+  Tensor ts = thr_copy.partition_D(s);                                // (CPY, CPY_M, CPY_K)
+  Tensor tc = thr_copy.partition_D(make_identity_tensor(product_each(shape(s))));  // -> (row, col)
+  CUTE_UNROLL
+  for (int m = 0; m < size<1>(ts); ++m) {
+    const int row = get<0>(tc(0, m, 0));
+    const bool in_range = row < valid;
+    const Element* start = row_start(in_range ? row : 0);  // row 0 (valid >= 1) keeps the address real
+    CUTE_UNROLL
+    for (int k = 0; k < size<2>(ts); ++k) {
+      // One 16-byte chunk per (m, k): its columns are contiguous in the source row.
+      Tensor src = make_tensor(make_gmem_ptr(start + get<1>(tc(0, m, k))), make_layout(shape(ts(_, m, k))));
+      copy(tiled_copy.with(in_range), src, ts(_, m, k));
+    }
   }
 }
 

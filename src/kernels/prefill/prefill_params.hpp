@@ -31,6 +31,16 @@ struct PrefillParams {
 
   int num_splits;  // KV splits (blockIdx.z = b * num_splits + split)
 
+  // Chunked prefill over a decode cache (PrefillProblem::kv_cache): sequence b's keys are its first
+  // cache_seq_lens[b] cache tokens; nullptr: K/V token tensors. Paged caches (block_table given):
+  // token t of sequence b is slot t % page_size of page block_table[b * block_table_stride +
+  // t / page_size], and k/v_batch_stride are the page strides; contiguous caches use them per sequence.
+  const int32_t* cache_seq_lens;
+  const int32_t* block_table;
+  int64_t block_table_stride;
+  int page_size;
+  int64_t num_pages;
+
   // Two-pass: per-row raw-score max and sum of exp2((s - max) * scale_log2), same row indexing.
   float* row_max;
   float* row_sum;

@@ -1,0 +1,46 @@
+// Chunked prefill over a KV cache (PrefillProblem::kv_cache) with its host data: a decode cache
+// (NaN in every unused slot and page, shuffled block table) and varlen chunks of random queries.
+// Used by the CPU tests of the reference and the GPU tests of the kernels.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "splitkv/problem.hpp"
+#include "testing/compare.hpp"
+#include "testing/decode_case.hpp"
+
+namespace splitkv::testing {
+
+struct ChunkCaseSpec {
+  DecodeProblem cache;        // batch, heads, head dim, dtype, kv_format, page_size, max_kv_len
+  std::vector<int> seq_lens;  // cached tokens per sequence: its prefix and its chunk
+  std::vector<int> chunks;    // queries per sequence (varlen)
+  bool causal = true;
+  uint64_t seed = 7;
+};
+
+struct ChunkCase {
+  DecodeCase cache;
+  std::vector<int32_t> cu_q;
+  std::vector<uint16_t> q, out;  // [total_q, Hq, D]
+  std::vector<float> lse;        // [Hq, total_q]
+  PrefillProblem problem;
+  PrefillTensors tensors;        // over the host memory above (with the host copies of lengths and pages)
+};
+
+ChunkCase make_chunk_case(const ChunkCaseSpec& spec);
+
+// Fills out and lse with NaN.
+void poison_outputs(ChunkCase& c);
+
+// Compares c.out / c.lse with ref::prefill by the rules of docs/BENCHMARKING.md.
+Comparison check_chunk(ChunkCase& c);
+
+// A chunked-prefill problem over the cache of decode problem d (its heads, dims, format, pages).
+PrefillProblem chunked_over(const DecodeProblem& d, int max_q_len, bool varlen, bool causal);
+
+// The cache fields of chunked-prefill tensors, from decode tensors over the same cache.
+void bind_cache(const DecodeTensors& dt, PrefillTensors* t);
+
+}  // namespace splitkv::testing
