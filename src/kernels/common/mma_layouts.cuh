@@ -39,4 +39,15 @@ __device__ __forceinline__ auto convert_fragment(cute::Tensor<Engine, Layout> co
   return dst;
 }
 
+// The same conversion into an existing fragment of the same size (whole 32-bit words, no 16-bit
+// moves), for an operand that must keep its registers across loop steps.
+template <class From, class Layout, class ToTensor>
+__device__ __forceinline__ void convert_fragment_into(cute::Tensor<cute::ArrayEngine<From, cute::size_v<Layout>>, Layout> const& src, ToTensor& dst) {
+  using To = typename ToTensor::value_type;
+  constexpr int N = cute::size_v<Layout>;
+  static_assert(decltype(cute::size(dst))::value == N);
+  cutlass::NumericArrayConverter<To, From, N> convert;
+  *reinterpret_cast<cutlass::Array<To, N>*>(dst.data()) = convert(*reinterpret_cast<const cutlass::Array<From, N>*>(src.data()));
+}
+
 }  // namespace splitkv::detail

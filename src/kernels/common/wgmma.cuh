@@ -35,6 +35,15 @@ __device__ __forceinline__ void fence_wgmma_operands(Tensors&... tensors) {
   (cute::warpgroup_fence_operand(tensors), ...);
 }
 
+// ptxas schedules a warpgroup_wait at the top of its basic block, ahead of arithmetic that the
+// source puts before it and that does not depend on it (bench/NOTES.md, runs 9 and 24). A
+// shared-memory store of a value that depends on that arithmetic keeps it there: ptxas does not
+// move the wait above a store. `sink` is a scratch word of this warpgroup's; its value is unused.
+__device__ __forceinline__ void keep_before_next_wait(float value, float* sink) {
+  asm volatile("st.shared.f32 [%0], %1;" ::"r"(static_cast<uint32_t>(__cvta_generic_to_shared(sink))), "f"(value)
+               : "memory");
+}
+
 // tC (+)= tA * tB, issued and waited for.
 template <bool kZeroInit, class TiledMma, class TensorA, class TensorB, class TensorC>
 __device__ __forceinline__ void warpgroup_gemm(TiledMma& mma, const TensorA& tA, const TensorB& tB, TensorC& tC) {

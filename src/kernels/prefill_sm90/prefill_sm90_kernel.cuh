@@ -6,11 +6,10 @@
 // stages, and gives its registers away); warpgroups 1 and 2 are consumers of 64 query rows each. Per K/V
 // tile a consumer computes S = Q K^T (wgmma, both operands in shared memory), masks and folds S
 // into its online softmax (fp32 statistics in registers), and accumulates O += P V (wgmma with P
-// from registers, V read transposed through its descriptor). The two consumer warpgroups are
-// independent, so one's softmax runs while the other's products occupy the tensor cores. Rows
-// are written through the common epilogue (final O/LSE, split partials, or NaN for bad device
-// data). (Overlapping the softmax with the products inside one warpgroup was tried and measured
-// slower: bench/NOTES.md, run 9.)
+// from registers, V read transposed through its descriptor). The two consumer warpgroups take
+// turns issuing (ping-pong), and inside a warpgroup the softmax of tile t runs while P V of tile
+// t - 1 is on the tensor cores (see the loop). Rows are written through the common epilogue
+// (final O/LSE, split partials, or NaN for bad device data).
 //
 // Keys past the sequence's end inside the last tile can hold anything (a varlen neighbour's
 // padding, NaN): their scores are masked to -inf, and their V rows are zeroed in shared memory
@@ -174,39 +173,69 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
 
   static_assert(Traits::kConsumerWarpgroups == 2, "the ping-pong pairs two consumers");
   const int consumer = warpgroup - 1;
+  const int n_blocks = blk.n_blocks;
   // Consumer 0 has the first turn. Every pass is matched by a wait: consumer 1 primes consumer 0's
   // first turn and skips its own last pass.
-  if (consumer == 1 && blk.n_blocks > 0) pass_turn<Traits>(consumer);
+  if (consumer == 1 && n_blocks > 0) pass_turn<Traits>(consumer);
   Barrier::wait(&smem.barrier_q, 0);
-  PipelineState read;
-  for (int t = 0; t < blk.n_blocks; ++t) {
+
+  // P of the previous tile, the A operand of its P V: it stays in registers while that product runs.
+  Tensor probs = make_tensor<Element>(partition_fragment_C(mma_qk, Shape<Int<kM>, Int<kN>>{}).layout());
+  Tensor tOrP = make_tensor(probs.data(), wgmma_acc_as_a_operand(probs.layout()));  // A operand of P V
+
+  // Intra-warpgroup overlap (FlashAttention-3's order): step t issues S_t = Q K_t^T and then
+  // O += P_{t-1} V_{t-1} back to back, folds S_t into the softmax while the second product runs,
+  // and touches O (the rescale) only once nothing is in flight, so ptxas keeps the products
+  // asynchronous. The ring holds K_0, V_0, K_1, V_1, ...: step t reads items 2t and 2t - 1.
+  PipelineState read_k;  // K_t
+  PipelineState read_v;  // V_{t-1}
+  // One step; the first has no P V to issue, so it waits for S_0 alone (wait<1> would not).
+  auto step = [&](int t, auto first) {
+    constexpr bool kFirst = decltype(first)::value;
     const int n0 = keys.lo + t * kN;
     Tensor acc_s = partition_fragment_C(mma_qk, Shape<Int<kM>, Int<kN>>{});  // (MMA, MMA_M, MMA_N)
     if (n0 + kN > seq.k_len) {  // the ragged last tile: zero V_t's rows past the end, before any turn wait
-      PipelineState v_stage = read;
+      PipelineState v_stage = read_k;
       ++v_stage;
       pipeline.consumer_wait(v_stage);
       zero_rows_from<Traits>(sV(_, _, v_stage.index()), seq.k_len - n0, consumer_tid);
     }
-    pipeline.consumer_wait(read);  // K_t
+    pipeline.consumer_wait(read_k);
     wait_turn<Traits>(consumer);
-    warpgroup_gemm_issue<true>(mma_qk, tSrQ, tSrK(_, _, _, read.index()), acc_s);
-    if (consumer == 0 || t + 1 < blk.n_blocks) pass_turn<Traits>(consumer);
-    warpgroup_wait<0>();
+    warpgroup_gemm_issue<true>(mma_qk, tSrQ, tSrK(_, _, _, read_k.index()), acc_s);
+    if constexpr (!kFirst) {
+      pipeline.consumer_wait(read_v);
+      warpgroup_gemm_issue<false>(mma_pv, tOrP, tOrVt(_, _, _, read_v.index()), acc_o);
+    }
+    if (consumer == 0 || t + 1 < n_blocks) pass_turn<Traits>(consumer);
+    warpgroup_wait<kFirst ? 0 : 1>();  // S_t is done (products retire in order); P_{t-1} V_{t-1} may still run
     fence_wgmma_operands(acc_s);
-    pipeline.consumer_release(read);
-    ++read;
+    pipeline.consumer_release(read_k);
 
     Tensor scores = make_tensor(acc_s.data(), wgmma_acc_as_rows_cols(acc_s.layout()));  // (rows, keys)
     if (n0 + kN > keys.mask_from) mask_scores(scores, tScS_rc, p, seq, blk.row0, n0, keys.hi);
-    softmax.update(scores, acc_o_rc, p.scale_log2);
-    Tensor probs = convert_fragment<Element>(acc_s);
-    Tensor tOrP = make_tensor(probs.data(), wgmma_acc_as_a_operand(probs.layout()));  // A operand of P V
-
-    pipeline.consumer_wait(read);  // V_t
-    warpgroup_gemm<false>(mma_pv, tOrP, tOrVt(_, _, _, read.index()), acc_o);
-    pipeline.consumer_release(read);
-    ++read;
+    float rescale[kRows];
+    softmax.fold(scores, p.scale_log2, rescale);
+    if constexpr (!kFirst) {
+      // The row sums depend on every exponential: storing them holds the wait below the softmax.
+      keep_before_next_wait(softmax.row_sum[0] + softmax.row_sum[kRows - 1], &smem.wait_order_sink[consumer]);
+      warpgroup_wait<0>();
+      fence_wgmma_operands(acc_o, tOrP);
+      pipeline.consumer_release(read_v);
+      OnlineSoftmax<kRows>::rescale_rows(acc_o_rc, rescale);  // (O is still zero after the first step)
+    }
+    convert_fragment_into(acc_s, probs);
+    read_v = read_k;
+    ++read_v;  // V_t
+    read_k = read_v;
+    ++read_k;  // K_{t+1}
+  };
+  if (n_blocks > 0) step(0, cute::true_type{});
+  for (int t = 1; t < n_blocks; ++t) step(t, cute::false_type{});
+  if (n_blocks > 0) {  // the last tile's P V
+    pipeline.consumer_wait(read_v);
+    warpgroup_gemm<false>(mma_pv, tOrP, tOrVt(_, _, _, read_v.index()), acc_o);
+    pipeline.consumer_release(read_v);
   }
 
   // ---- Epilogue --------------------------------------------------------------------------------------
