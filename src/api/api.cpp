@@ -187,9 +187,10 @@ Status run_prefill(const Plan& plan, const PrefillTensors& t, void* workspace, s
   const plan::PrefillGeometry g = plan::prefill_geometry(pr, plan.block_m);
 
   // Padded tensors are [B, L, H, D]; varlen ones [total, H, D] with the batch folded into tokens.
-  const int token_dim = pr.varlen ? 0 : 1;
-  auto strides = [&](const TensorRef& x, int64_t* batch, int64_t* token, int64_t* head) {
-    *batch = pr.varlen ? 0 : x.stride[0];
+  // A KV cache keeps its batch (or page) dimension whether the queries are varlen or not.
+  auto strides = [&](const TensorRef& x, bool folded, int64_t* batch, int64_t* token, int64_t* head) {
+    const int token_dim = folded ? 0 : 1;
+    *batch = folded ? 0 : x.stride[0];
     *token = x.stride[token_dim];
     *head = x.stride[token_dim + 1];
   };
@@ -197,13 +198,16 @@ Status run_prefill(const Plan& plan, const PrefillTensors& t, void* workspace, s
   p.q = t.q.data;
   p.k = t.k.data;
   p.v = t.v.data;
-  strides(t.q, &p.q_batch_stride, &p.q_token_stride, &p.q_head_stride);
-  strides(t.k, &p.k_batch_stride, &p.k_token_stride, &p.k_head_stride);
-  strides(t.v, &p.v_batch_stride, &p.v_token_stride, &p.v_head_stride);
+  const bool kv_folded = pr.varlen && !pr.kv_cache;
+  strides(t.q, pr.varlen, &p.q_batch_stride, &p.q_token_stride, &p.q_head_stride);
+  strides(t.k, kv_folded, &p.k_batch_stride, &p.k_token_stride, &p.k_head_stride);
+  strides(t.v, kv_folded, &p.v_batch_stride, &p.v_token_stride, &p.v_head_stride);
   if (pr.varlen) {
     p.cu_seqlens_q = static_cast<const int32_t*>(t.cu_seqlens_q.data);
-    p.cu_seqlens_k = static_cast<const int32_t*>(t.cu_seqlens_k.data);
     p.total_q = t.q.shape[0];
+  }
+  if (kv_folded) {
+    p.cu_seqlens_k = static_cast<const int32_t*>(t.cu_seqlens_k.data);
     p.total_k = t.k.shape[0];
   }
   p.batch = pr.batch;
@@ -216,7 +220,6 @@ Status run_prefill(const Plan& plan, const PrefillTensors& t, void* workspace, s
   p.scale_log2 = g.scale_log2;
   p.num_splits = plan.num_splits;
   if (pr.kv_cache) {
-    p.cu_seqlens_k = nullptr;
     p.cache_seq_lens = static_cast<const int32_t*>(t.seq_lens.data);
     if (pr.page_size > 0) {
       p.block_table = static_cast<const int32_t*>(t.block_table.data);

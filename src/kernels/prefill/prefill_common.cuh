@@ -160,12 +160,13 @@ __device__ __forceinline__ void copy_rows_zfill(const TiledCopy& tiled_copy, con
   }
 }
 
-// copy_rows_zfill for rows that are not evenly strided (a paged cache): row r of the tile starts
-// at row_start(r); rows [valid, rows) are zero-filled (valid >= 1: row 0 stands in as their
-// never-read source address).
+// copy_rows_zfill for rows that are not evenly strided (a paged cache): row r < valid of the tile
+// starts at row_start(r) (called for those rows only: past the sequence's end a page id may be
+// out of the table); rows [valid, rows) are zero-filled from `never_read`, a real address.
 template <class TiledCopy, class ThrCopy, class STensor, class RowStart>
 __device__ __forceinline__ void gather_rows_zfill(const TiledCopy& tiled_copy, const ThrCopy& thr_copy,
-                                                  const STensor& s, int valid, RowStart&& row_start) {
+                                                  const STensor& s, int valid, RowStart&& row_start,
+                                                  const typename STensor::value_type* never_read) {
   using namespace cute;
   using Element = typename STensor::value_type;
   Tensor ts = thr_copy.partition_D(s);                                // (CPY, CPY_M, CPY_K)
@@ -174,7 +175,7 @@ __device__ __forceinline__ void gather_rows_zfill(const TiledCopy& tiled_copy, c
   for (int m = 0; m < size<1>(ts); ++m) {
     const int row = get<0>(tc(0, m, 0));
     const bool in_range = row < valid;
-    const Element* start = row_start(in_range ? row : 0);  // row 0 (valid >= 1) keeps the address real
+    const Element* start = in_range ? row_start(row) : never_read;
     CUTE_UNROLL
     for (int k = 0; k < size<2>(ts); ++k) {
       // One 16-byte chunk per (m, k): its columns are contiguous in the source row.

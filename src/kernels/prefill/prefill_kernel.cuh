@@ -70,7 +70,7 @@ __global__ void __launch_bounds__(Traits::kThreads) prefill_kernel(const __grid_
       if (paged) {
         gather_rows_zfill(copy_rows, thr_copy_rows, sK_j, seq.k_len - t0, [&](int r) {
           return blk.paged_row(p, k_base, p.k_batch_stride, p.k_token_stride, t0 + r);
-        });
+        }, k_base);
       } else {
         Tensor gK = make_tensor(make_gmem_ptr(k_base + int64_t(t0) * p.k_token_stride), Shape<Int<kKSubKeys>, Int<D>>{},
                                 make_stride(p.k_token_stride, _1{}));
@@ -86,7 +86,7 @@ __global__ void __launch_bounds__(Traits::kThreads) prefill_kernel(const __grid_
       if (paged) {
         gather_rows_zfill(copy_v, thr_copy_v, sV_v, seq.k_len - n0, [&](int r) {
           return blk.paged_row(p, v_base, p.v_batch_stride, p.v_token_stride, n0 + r) + v * kVSliceCols;
-        });
+        }, v_base);
       } else {
         Tensor gV = make_tensor(make_gmem_ptr(v_base + int64_t(n0) * p.v_token_stride + v * kVSliceCols),
                                 Shape<Int<kN>, Int<kVSliceCols>>{}, make_stride(p.v_token_stride, _1{}));
