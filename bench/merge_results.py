@@ -2,9 +2,10 @@
 """Merges splitkv's numbers with the peers' (same run) into bench/results/<suite>-latest.json and a
 markdown table, with the ratios and the targets of docs/BENCHMARKING.md.
 
-Rows are joined on (B, Hq, Hkv, Lq, Lk, D, dtype, causal); page_size is ignored, so a paged row of
-ours gets the peers' times on the same shape with contiguous KV (the table says so). A missing peer
-row or a backend recorded as null shows as n/a, with the reason in the notes."""
+Rows are joined on (B, Hq, Hkv, Lq, Lk, D, dtype, causal); page_size and kv_cache are ignored, so a
+paged row of ours gets the peers' times on the same shape with contiguous KV (the table says so), and
+a prefill row over a KV cache those of the same shape on token tensors. A missing peer row or a
+backend recorded as null shows as n/a, with the reason in the notes."""
 import argparse
 import json
 import os
@@ -34,6 +35,14 @@ def ratio(peer_us, our_us):
 def short(text, n=80):
     text = " ".join(str(text).split())
     return text if len(text) <= n else text[: n - 3] + "..."
+
+
+def kv_source(c):
+    """Where a prefill row's keys come from: "-" K/V token tensors, "cache" a contiguous KV cache,
+    "page N" a paged one. Rows without kv_cache (results from before the cache rows) are token rows."""
+    if not c.get("kv_cache"):
+        return "-"
+    return f"page {c['page_size']}" if c.get("page_size") else "cache"
 
 
 def prefill_flops(c):
@@ -193,18 +202,19 @@ def merge_prefill(ours, peers):
         family = c.get("family") or r.get("family") or "-"
         if c["Lq"] != c["Lk"]:
             notes.insert(0, f"chunked: {c['Lq']:,} queries after {c['Lk'] - c['Lq']:,} tokens")
-        page = c.get("page_size", 0) or "-"
         lines.append(f"| {c['B']} | {c['Hq']}/{c['Hkv']} | {c['Lq']:,} | {c['Lk']:,} | {c['D']} | {c['dtype']} | "
-                     f"{'yes' if c['causal'] else 'no'} | {page} | {family} | {tflops:.0f} | "
+                     f"{'yes' if c['causal'] else 'no'} | {kv_source(c)} | {family} | {tflops:.0f} | "
                      f"{fmt(tf(cudnn_us), '.0f')} | {fmt(tf(flash_us), '.0f')} | {fmt(ratio(cudnn_us, r['us']), '.2f')} | "
                      f"{fmt(ratio(flash_us, r['us']), '.2f')} | {row['targets']} | {'; '.join(notes)} |")
-    header = ("| B | Hq/Hkv | Lq | Lk | D | dtype | causal | page | family | splitkv TFLOP/s | cuDNN TFLOP/s "
+    header = ("| B | Hq/Hkv | Lq | Lk | D | dtype | causal | KV | family | splitkv TFLOP/s | cuDNN TFLOP/s "
               "| flash TFLOP/s | × cuDNN | × flash | targets | notes |\n"
               "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     note = ("Prefill, default strategy. Causal masks aligned bottom-right; chunked rows (Lq < Lk) are a chunk of Lq "
-            "queries after Lk - Lq prefix tokens, and their FLOPs count the visible (query, key) pairs. The peers run "
-            "contiguous KV and, on chunked rows, the mask named in the notes. CUDA-graph replays, inputs rotated "
-            "over >= 1 GiB; peers timed the same way.")
+            "queries after Lk - Lq prefix tokens, and their FLOPs count the visible (query, key) pairs. KV: '-' K/V "
+            "token tensors; 'cache' / 'page 16' one call over a KV cache that holds the prefix and the chunk, "
+            "contiguous / paged (shuffled block table). The peers run contiguous token tensors (a cache row gets "
+            "the peers' times of its shape) and, on chunked rows, the mask named in the notes. CUDA-graph replays, "
+            "inputs rotated over >= 1 GiB; peers timed the same way.")
     return rows, header, lines, note
 
 

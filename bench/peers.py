@@ -4,8 +4,8 @@ docs/BENCHMARKING.md, the way `splitkv bench` times splitkv: CUDA-graph replays 
 rotating over input sets of >= 1 GiB in total (cold L2), median of the replays, per call.
 
 Layout [B, H, L, D] (what SDPA takes); GQA through enable_gqa=True. The peers always read
-contiguous KV: a suite row that splitkv runs on paged KV is timed once, on its contiguous shape,
-and merge_results.py joins the paged rows of ours to it.
+contiguous KV tensors: a suite shape that splitkv runs on paged KV, or (chunked prefill) over a KV
+cache, is timed once, on its contiguous shape, and merge_results.py joins all those rows of ours to it.
 
 Causal rows with Lq < Lk (speculative decode, chunked prefill) need the mask aligned bottom-right
 (query i sees keys [0, Lk - Lq + i]); SDPA's is_causal aligns top-left. Per backend the methods are
@@ -53,7 +53,8 @@ DECODE = [(1, 1024, 32, 8, 1, False, (0,)), (1, 4096, 32, 8, 1, False, (0,)), (1
           (8, 8192, 28, 4, 2, True, (0,)), (8, 8192, 28, 4, 4, True, (0,)), (8, 8192, 28, 4, 8, True, (0,))]
 
 # Prefill suite: (B, Hq, Hkv, Lq, Lk, D, dtype, causal, page sizes splitkv runs the shape with).
-# Chunked rows: a chunk of Lq queries after a prefix of Lk - Lq tokens.
+# Chunked rows: a chunk of Lq queries after a prefix of Lk - Lq tokens; splitkv runs them on K/V
+# token tensors and over a KV cache, contiguous (both page size 0) and paged.
 PREFILL = [(4, 12, 12, 1024, 1024, 64, "fp16", False, (0,)), (4, 12, 12, 4096, 4096, 64, "fp16", False, (0,)),
            (4, 12, 12, 8192, 8192, 64, "fp16", False, (0,)), (2, 12, 12, 16384, 16384, 64, "fp16", False, (0,)),
            (16, 16, 16, 1024, 1024, 128, "bf16", False, (0,)), (4, 16, 16, 4096, 4096, 128, "bf16", False, (0,)),

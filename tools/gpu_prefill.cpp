@@ -2,6 +2,9 @@
 #include <algorithm>
 #include <iterator>
 #include <cstdio>
+#include <numeric>
+#include <random>
+#include <string>
 #include <vector>
 
 #include "bench_harness.hpp"
@@ -16,11 +19,14 @@ namespace {
 
 using testing::DeviceBuffer;
 
-// The prefill suite (docs/BENCHMARKING.md).
+// The prefill suite (docs/BENCHMARKING.md). K/V are token tensors [B, Lk, Hkv, D] unless a row reads
+// them from a KV cache (PrefillProblem::kv_cache) that holds all Lk keys of each sequence.
 struct SuiteRow {
   int batch, num_q_heads, num_kv_heads, q_len, kv_len, head_dim;
   DType dtype;
   bool causal;
+  bool kv_cache = false;
+  int page_size = 0;  // kv_cache: 0 contiguous, else paged with a shuffled block table
 };
 const SuiteRow kPrefillSuite[] = {
     {4, 12, 12, 1024, 1024, 64, DType::kF16, false},     {4, 12, 12, 4096, 4096, 64, DType::kF16, false},
@@ -28,12 +34,21 @@ const SuiteRow kPrefillSuite[] = {
     {16, 16, 16, 1024, 1024, 128, DType::kBF16, false},  {4, 16, 16, 4096, 4096, 128, DType::kBF16, false},
     {1, 16, 16, 16384, 16384, 128, DType::kBF16, false}, {16, 16, 16, 1024, 1024, 128, DType::kBF16, true},
     {4, 16, 16, 4096, 4096, 128, DType::kBF16, true},    {1, 16, 16, 16384, 16384, 128, DType::kBF16, true},
-    // D=256 (the Hopper family only), GQA 32/8, and chunked prefill: a chunk of Lq queries after
-    // Lk - Lq prefix tokens, K/V contiguous (the paged-cache variants come with chunked prefill
-    // over the cache).
+    // D=256 (the Hopper family only) and GQA 32/8.
     {4, 16, 16, 4096, 4096, 256, DType::kBF16, false},   {4, 16, 16, 4096, 4096, 256, DType::kBF16, true},
-    {4, 32, 8, 4096, 4096, 128, DType::kBF16, true},     {1, 32, 8, 1024, 32768 + 1024, 128, DType::kBF16, true},
-    {1, 32, 8, 4096, 32768 + 4096, 128, DType::kBF16, true}, {8, 32, 8, 256, 8192 + 256, 128, DType::kBF16, true}};
+    {4, 32, 8, 4096, 4096, 128, DType::kBF16, true},
+    // Chunked prefill: a chunk of Lq queries after Lk - Lq prefix tokens. Each shape three ways: token
+    // tensors, then in one call over a KV cache whose last Lq keys are the chunk's own (seq_lens = Lk),
+    // contiguous and paged (16 tokens a page).
+    {1, 32, 8, 1024, 32768 + 1024, 128, DType::kBF16, true},
+    {1, 32, 8, 1024, 32768 + 1024, 128, DType::kBF16, true, true, 0},
+    {1, 32, 8, 1024, 32768 + 1024, 128, DType::kBF16, true, true, 16},
+    {1, 32, 8, 4096, 32768 + 4096, 128, DType::kBF16, true},
+    {1, 32, 8, 4096, 32768 + 4096, 128, DType::kBF16, true, true, 0},
+    {1, 32, 8, 4096, 32768 + 4096, 128, DType::kBF16, true, true, 16},
+    {8, 32, 8, 256, 8192 + 256, 128, DType::kBF16, true},
+    {8, 32, 8, 256, 8192 + 256, 128, DType::kBF16, true, true, 0},
+    {8, 32, 8, 256, 8192 + 256, 128, DType::kBF16, true, true, 16}};
 
 // The strategies suite: the default next to the original design's alternatives (mma.sync families),
 // on the first rows of the prefill suite (the ones every family runs).
@@ -50,14 +65,20 @@ const Variant kStrategyVariants[] = {kDefaultVariant,
                                      {"k16-v64", Strategy::kAuto, "prefill_mma_k16v64"}};
 
 struct PrefillSet {
-  DeviceBuffer q, k, v, out;
+  DeviceBuffer q, k, v, out, seq_lens, block_table;
   PrefillTensors tensors;
 };
 
+// K and V are B slabs of Lk tokens (token tensors, or a contiguous cache of capacity Lk), or pages of
+// page_size tokens, ceil(Lk / page_size) per sequence, each page owned by one sequence in a shuffled
+// order. A cache holds every key of the problem: seq_lens[b] = Lk, the prefix and the chunk.
 PrefillSet make_set(const PrefillProblem& p, uint64_t seed) {
   const int64_t B = p.batch, Hq = p.num_q_heads, Hkv = p.num_kv_heads, D = p.head_dim;
   const detail::KvFormatTraits kv = detail::kv_format_traits(detail::resolve_kv_format(p.kv_format, p.dtype));
-  const size_t q_elems = size_t(B * p.max_q_len * Hq * D), kv_elems = size_t(B * p.max_kv_len * Hkv * D);
+  const int64_t pages_per_seq = p.page_size ? (p.max_kv_len + p.page_size - 1) / p.page_size : 0;
+  const int64_t slabs = p.page_size ? B * pages_per_seq : B;
+  const int64_t slab_tokens = p.page_size ? p.page_size : p.max_kv_len;
+  const size_t q_elems = size_t(B * p.max_q_len * Hq * D), kv_elems = size_t(slabs * slab_tokens * Hkv * D);
   PrefillSet s;
   s.q = DeviceBuffer(q_elems * size_t(detail::element_traits(p.dtype).bits / 8));
   s.out = DeviceBuffer(q_elems * size_t(detail::element_traits(p.dtype).bits / 8));
@@ -68,9 +89,26 @@ PrefillSet make_set(const PrefillProblem& p, uint64_t seed) {
   fill_random_device(s.v.get(), kv_elems, kv.v_element, seed + 2);
   s.tensors.q = TensorRef::contiguous(s.q.get(), p.dtype, {B, p.max_q_len, Hq, D});
   s.tensors.out = TensorRef::contiguous(s.out.get(), p.dtype, {B, p.max_q_len, Hq, D});
-  s.tensors.k = TensorRef::contiguous(s.k.get(), kv.k_element, {B, p.max_kv_len, Hkv, D});
-  s.tensors.v = TensorRef::contiguous(s.v.get(), kv.v_element, {B, p.max_kv_len, Hkv, D});
+  s.tensors.k = TensorRef::contiguous(s.k.get(), kv.k_element, {slabs, slab_tokens, Hkv, D});
+  s.tensors.v = TensorRef::contiguous(s.v.get(), kv.v_element, {slabs, slab_tokens, Hkv, D});
+  if (!p.kv_cache) return s;
+  s.seq_lens = DeviceBuffer::from(std::vector<int32_t>(size_t(B), p.max_kv_len));
+  s.tensors.seq_lens = TensorRef::contiguous(s.seq_lens.get(), DType::kI32, {B});
+  if (p.page_size) {
+    std::vector<int32_t> table(static_cast<size_t>(slabs));
+    std::iota(table.begin(), table.end(), 0);
+    std::shuffle(table.begin(), table.end(), std::mt19937_64(seed));
+    s.block_table = DeviceBuffer::from(table);
+    s.tensors.block_table = TensorRef::contiguous(s.block_table.get(), DType::kI32, {B, pages_per_seq});
+  }
   return s;
+}
+
+// The tables' "kv" column: "-" for K/V token tensors, "cache" for a contiguous KV cache, "page N"
+// for a paged one.
+std::string kv_source(const PrefillProblem& p) {
+  if (!p.kv_cache) return "-";
+  return p.page_size ? "page " + std::to_string(p.page_size) : "cache";
 }
 
 // 4 * D FLOPs per visible (query, key) pair per query head. Causal, bottom-right: Lq*Lk - Lq^2/2
@@ -101,8 +139,9 @@ Status measure_prefill(const PrefillProblem& p, const PlanOptions& options, cons
     return s;
   }
   row->case_fields = case_fields(
-      {p.batch, p.num_q_heads, p.num_kv_heads, p.max_q_len, p.max_kv_len, p.head_dim, p.dtype, p.causal, 0}, pl);
-  row->case_fields.add("variant", variant);
+      {p.batch, p.num_q_heads, p.num_kv_heads, p.max_q_len, p.max_kv_len, p.head_dim, p.dtype, p.causal, p.page_size},
+      pl);
+  row->case_fields.add("variant", variant).add("kv_cache", p.kv_cache);
   return Status::success();
 }
 
@@ -116,13 +155,15 @@ PrefillProblem row_problem(const SuiteRow& r) {
   p.max_kv_len = r.kv_len;
   p.causal = r.causal;
   p.dtype = r.dtype;
+  p.kv_cache = r.kv_cache;
+  p.page_size = r.page_size;
   return p;
 }
 
 int run_rows(const std::vector<PrefillProblem>& problems, const std::vector<Variant>& variants, const CliOptions& o,
              const char* suite) {
-  std::printf("%4s %7s %6s %6s %4s %5s %7s %-15s %-20s %6s %9s %8s %7s\n", "B", "Hq/Hkv", "Lq", "Lk", "D", "dtype",
-              "causal", "variant", "family", "splits", "us", "TFLOP/s", "spread");
+  std::printf("%4s %7s %6s %6s %4s %5s %7s %-7s %-15s %-20s %6s %9s %8s %7s\n", "B", "Hq/Hkv", "Lq", "Lk", "D",
+              "dtype", "causal", "kv", "variant", "family", "splits", "us", "TFLOP/s", "spread");
   Results results(suite, 0);
   PlanOptions base;
   if (Status s = to_plan_options(o, &base); !s) return print_if_error(s);
@@ -138,10 +179,11 @@ int run_rows(const std::vector<PrefillProblem>& problems, const std::vector<Vari
         results.fail();
         continue;
       }
-      std::printf("%4d %3d/%-3d %6d %6d %4d %5s %7s %-15s %-20s %6d %9.1f %8.1f %6.1f%%\n", p.batch, p.num_q_heads,
-                  p.num_kv_heads, p.max_q_len, p.max_kv_len, p.head_dim, to_string(p.dtype), p.causal ? "yes" : "no",
-                  v.name, plan.family.c_str(), plan.num_splits, row.timing.us_per_call,
-                  row.flops / (row.timing.us_per_call * 1e-6) / 1e12, 100 * row.timing.spread);
+      std::printf("%4d %3d/%-3d %6d %6d %4d %5s %7s %-7s %-15s %-20s %6d %9.1f %8.1f %6.1f%%\n", p.batch,
+                  p.num_q_heads, p.num_kv_heads, p.max_q_len, p.max_kv_len, p.head_dim, to_string(p.dtype),
+                  p.causal ? "yes" : "no", kv_source(p).c_str(), v.name, plan.family.c_str(), plan.num_splits,
+                  row.timing.us_per_call, row.flops / (row.timing.us_per_call * 1e-6) / 1e12,
+                  100 * row.timing.spread);
       std::fflush(stdout);
       results.add(row);
     }
