@@ -25,8 +25,9 @@ struct PrefillSm90Traits {
   static constexpr int kConsumerWarpgroups = kTile.consumer_warpgroups;
   static constexpr int kThreads = kTile.threads();
   static constexpr int kConsumerThreads = 128 * kConsumerWarpgroups;
-  // setmaxnreg: the producer gives its registers to the consumers (24 + 2 x 240 per lane fits 512).
-  static constexpr int kProducerRegisters = 24;
+  // setmaxnreg: the producer gives its registers to the consumers (32 + 2 x 240 per lane is the
+  // whole 512; the persistent producer's tile loop spills at 24).
+  static constexpr int kProducerRegisters = 32;
   static constexpr int kConsumerRegisters = 240;
   static_assert(kBlockM == 64 * kConsumerWarpgroups, "each consumer warpgroup owns 64 query rows");
   static_assert(kHeadDim % 64 == 0, "rows are whole 128-byte swizzle atoms");
@@ -59,7 +60,8 @@ struct PrefillSm90Traits {
     cute::array_aligned<Element, cute::cosize_v<SmemLayoutQ>, 1024> q;
     cute::array_aligned<Element, cute::cosize_v<SmemLayoutKV>, 1024> kv;
     typename Pipeline::SharedStorage pipeline_kv;
-    uint64_t barrier_q;
+    uint64_t barrier_q;       // Q loaded (transaction bytes)
+    uint64_t barrier_q_free;  // both consumers done reading Q: the next tile's Q may be loaded
     float wait_order_sink[kConsumerWarpgroups];  // see keep_before_next_wait
   };
   static constexpr int kSmemBytes = kTile.smem_bytes();
