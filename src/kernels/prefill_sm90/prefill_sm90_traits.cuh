@@ -25,9 +25,11 @@ struct PrefillSm90Traits {
   static constexpr int kConsumerWarpgroups = kTile.consumer_warpgroups;
   static constexpr int kThreads = kTile.threads();
   static constexpr int kConsumerThreads = 128 * kConsumerWarpgroups;
-  // setmaxnreg: the producer gives its registers to the consumers (32 + 2 x 240 per lane is the
-  // whole 512; the persistent producer's tile loop spills at 24).
-  static constexpr int kProducerRegisters = 32;
+  // setmaxnreg: the producer gives its registers to the consumers. The pool is what the launch
+  // allocated, 3 x 168 per lane (the launch bound), so 24 + 2 x 240 = 504 is all of it: a larger
+  // producer share makes the consumers' setmaxnreg.inc wait forever (run 26 hung at 32). The
+  // persistent producer's tile setup spills a few words at 24, once per tile.
+  static constexpr int kProducerRegisters = 24;
   static constexpr int kConsumerRegisters = 240;
   static_assert(kBlockM == 64 * kConsumerWarpgroups, "each consumer warpgroup owns 64 query rows");
   static_assert(kHeadDim % 64 == 0, "rows are whole 128-byte swizzle atoms");
