@@ -239,9 +239,7 @@ Status run_prefill(const Plan& plan, const PrefillTensors& t, void* workspace, s
   } else if (plan.num_splits > 1) {
     p.output = partial_output(workspace, plan.num_splits, g.out_rows, pr.max_q_len, pr.num_q_heads, pr.head_dim);
   }
-  detail::LaunchConfig config = launch_config(stream, plan.grid);
-  config.sm_count = plan.device.sm_count;
-  if (Status s = detail::launch(launcher, &p, config, "prefill kernel launch"); !s) return s;
+  if (Status s = detail::launch(launcher, &p, launch_config(stream, plan.grid), "prefill kernel launch"); !s) return s;
   if (p.output.mode != OutputMode::kPartial) return Status::success();
   return launch_combine(p.output, plan.num_splits, final_rows, p.cu_seqlens_q, pr.dtype, pr.head_dim, stream);
 }

@@ -10,7 +10,6 @@ struct LaunchConfig {
   cudaStream_t stream = nullptr;
   bool use_pdl = false;    // programmatic dependent launch (sm_90+)
   int cluster_blocks = 1;  // > 1: launch clusters of this many blocks along x (sm_90+)
-  int sm_count = 0;        // the device's SMs (from the plan): a persistent kernel launches one block per SM
 };
 
 }  // namespace splitkv::detail

@@ -3,8 +3,6 @@
 // and passes them to the kernel by value.
 #pragma once
 
-#include <algorithm>
-
 #include "kernels/prefill_sm90/prefill_sm90_kernel.cuh"
 #include "launch/launch_kernel.cuh"
 
@@ -41,13 +39,7 @@ cudaError_t launch_prefill_sm90(const PrefillParams& p, const LaunchConfig& conf
                                Shape<Int<Traits::kBlockN>, Int<kHeadDim>>{}, _1{});
   params.shape_q = mQ.shape();
   params.shape_kv = mK.shape();
-  // Persistent: the plan's grid becomes the tiles that one block per SM walks.
-  params.tiles = TileGrid{int(config.grid[0]), int(config.grid[1]), int(config.grid[2])};
-  LaunchConfig persistent = config;
-  const int blocks = config.sm_count > 0 ? std::min(params.tiles.count(), config.sm_count) : params.tiles.count();
-  persistent.grid[0] = unsigned(std::max(blocks, 1));
-  persistent.grid[1] = persistent.grid[2] = 1;
-  return launch_kernel(prefill_sm90_kernel<Traits>, dim3(Traits::kThreads), Traits::kSmemBytes, params, persistent);
+  return launch_kernel(prefill_sm90_kernel<Traits>, dim3(Traits::kThreads), Traits::kSmemBytes, params, config);
 }
 
 }  // namespace splitkv::detail

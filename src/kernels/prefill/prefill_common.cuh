@@ -92,18 +92,11 @@ struct PrefillBlock {
 
   // False when the sequence has no rows for this block (the block has nothing to do).
   __device__ __forceinline__ bool init(const PrefillParams& p, int block_m, int block_n) {
-    return init_tile(p, block_m, block_n, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x);
-  }
-
-  // The same for tile (x, y, z) of a grid with tiles_x query blocks per head: a persistent kernel's
-  // blocks walk the tiles themselves.
-  __device__ __forceinline__ bool init_tile(const PrefillParams& p, int block_m, int block_n, int x, int y, int z,
-                                            int tiles_x) {
     // Causal: the last query blocks see the most keys; launching them first shortens the tail.
-    const int m_block = p.causal ? tiles_x - 1 - x : x;
-    hq = y;
-    b = z / p.num_splits;
-    split = z % p.num_splits;
+    const int m_block = p.causal ? int(gridDim.x) - 1 - int(blockIdx.x) : int(blockIdx.x);
+    hq = blockIdx.y;
+    b = blockIdx.z / p.num_splits;
+    split = blockIdx.z % p.num_splits;
     kv_head = hq / p.group;
     seq = resolve_sequence(p, b);
     row0 = m_block * block_m;

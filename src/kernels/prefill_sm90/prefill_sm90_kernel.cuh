@@ -29,17 +29,9 @@
 
 namespace splitkv::detail {
 
-// The logical grid of tiles (query block, query head, sequence x KV split) that the persistent
-// blocks walk.
-struct TileGrid {
-  int x, y, z;
-  __host__ __device__ int count() const { return x * y * z; }
-};
-
 template <class Traits>
 struct PrefillSm90Params {
   PrefillParams p;
-  TileGrid tiles;
   typename Traits::TmaQ tma_q;
   typename Traits::TmaKV tma_k;
   typename Traits::TmaKV tma_v;
@@ -99,6 +91,10 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
 
   wait_for_prior_grids();
   allow_dependent_launch();
+  PrefillBlock<Element> blk;
+  if (!blk.init(p, kM, kN)) return;  // the whole block: no such rows in this sequence
+  const PrefillSequence& seq = blk.seq;
+  const KeyRange& keys = blk.keys;
   const int warpgroup = cutlass::canonical_warp_group_idx();
 
   typename Pipeline::Params pipeline_params;
@@ -107,10 +103,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   pipeline_params.is_leader = threadIdx.x == 0;
   pipeline_params.num_consumers = Traits::kConsumerThreads;
   Pipeline pipeline(smem.pipeline_kv, pipeline_params, Shape<_1, _1, _1>{});
-  if (threadIdx.x == 0) {
-    Barrier::init(&smem.barrier_q, 1);
-    Barrier::init(&smem.barrier_q_free, Traits::kConsumerThreads);
-  }
+  if (threadIdx.x == 0) Barrier::init(&smem.barrier_q, 1);
   cutlass::arch::fence_barrier_init();
   __syncthreads();
 
@@ -119,57 +112,38 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   Tensor sK = make_tensor(make_smem_ptr(smem.kv.data()), typename Traits::SmemLayoutKV{});   // (N, D, S)
   Tensor sV = sK;                                                                              // (N, D, S)
   Tensor sVt = make_tensor(make_smem_ptr(smem.kv.data()), typename Traits::SmemLayoutVt{});  // (D, N, S)
-
-  // Persistent grid: block i takes tiles i, i + gridDim.x, ... of the (query block, head, sequence x
-  // split) grid, query blocks fastest, so the blocks running at once share a head's K/V in L2 and a
-  // block's next tile loads while its consumers write the last one. Producer and consumers walk the
-  // same tiles and skip the same empty ones. (Never a paged cache: init_tile's page check is
-  // block-wide, and the planner gives caches to the families that read them.)
-  const TileGrid& grid = params.tiles;
-  auto tile_at = [&](int i, PrefillBlock<Element>& blk) {
-    return blk.init_tile(p, kM, kN, i % grid.x, i / grid.x % grid.y, i / (grid.x * grid.y), grid.x);
-  };
+  const int first_kv_tile = keys.lo / kN;  // split chunks are whole tiles
 
   if (warpgroup == 0) {
     // ---- Producer: one thread issues every TMA load ---------------------------------------------
     cutlass::arch::warpgroup_reg_dealloc<Traits::kProducerRegisters>();
     if (threadIdx.x / 32 == 0 && cute::elect_one_sync()) {
-      PipelineState write = cutlass::make_producer_start_state<Pipeline>();
-      int tiles_done = 0;
-      for (int i = blockIdx.x; i < grid.count(); i += gridDim.x) {
-        PrefillBlock<Element> blk;
-        if (!tile_at(i, blk)) continue;
-        const PrefillSequence& seq = blk.seq;
-        const int batch_slot = p.cu_seqlens_q != nullptr ? 0 : blk.b;
-        Tensor mQ = params.tma_q.get_tma_tensor(params.shape_q)(_, _, blk.hq, batch_slot);  // (tokens, D)
-        Tensor mK = params.tma_k.get_tma_tensor(params.shape_kv)(_, _, blk.kv_head, batch_slot);
-        Tensor mV = params.tma_v.get_tma_tensor(params.shape_kv)(_, _, blk.kv_head, batch_slot);
-        Tensor gQ = local_tile(domain_offset(make_coord(int(seq.q_begin + blk.row0), _0{}), mQ),
-                               Shape<Int<kM>, Int<D>>{}, make_coord(_0{}, _0{}));  // (M, D)
-        Tensor gK = local_tile(domain_offset(make_coord(int(seq.k_begin), _0{}), mK), Shape<Int<kN>, Int<D>>{},
-                               make_coord(_, _0{}));  // (N, D, tiles)
-        Tensor gV = local_tile(domain_offset(make_coord(int(seq.k_begin), _0{}), mV), Shape<Int<kN>, Int<D>>{},
-                               make_coord(_, _0{}));  // (N, D, tiles)
-        auto [tQgQ, tQsQ] = tma_partition(params.tma_q, _0{}, Layout<_1>{}, group_modes<0, 2>(sQ), group_modes<0, 2>(gQ));
-        auto [tKgK, tKsK] = tma_partition(params.tma_k, _0{}, Layout<_1>{}, group_modes<0, 2>(sK), group_modes<0, 2>(gK));
-        auto [tVgV, tVsV] = tma_partition(params.tma_v, _0{}, Layout<_1>{}, group_modes<0, 2>(sV), group_modes<0, 2>(gV));
+      const int batch_slot = p.cu_seqlens_q != nullptr ? 0 : blk.b;
+      Tensor mQ = params.tma_q.get_tma_tensor(params.shape_q)(_, _, blk.hq, batch_slot);  // (tokens, D)
+      Tensor mK = params.tma_k.get_tma_tensor(params.shape_kv)(_, _, blk.kv_head, batch_slot);
+      Tensor mV = params.tma_v.get_tma_tensor(params.shape_kv)(_, _, blk.kv_head, batch_slot);
+      Tensor gQ = local_tile(domain_offset(make_coord(int(seq.q_begin + blk.row0), _0{}), mQ), Shape<Int<kM>, Int<D>>{},
+                             make_coord(_0{}, _0{}));  // (M, D)
+      Tensor gK = local_tile(domain_offset(make_coord(int(seq.k_begin), _0{}), mK), Shape<Int<kN>, Int<D>>{},
+                             make_coord(_, _0{}));  // (N, D, tiles)
+      Tensor gV = local_tile(domain_offset(make_coord(int(seq.k_begin), _0{}), mV), Shape<Int<kN>, Int<D>>{},
+                             make_coord(_, _0{}));  // (N, D, tiles)
+      auto [tQgQ, tQsQ] = tma_partition(params.tma_q, _0{}, Layout<_1>{}, group_modes<0, 2>(sQ), group_modes<0, 2>(gQ));
+      auto [tKgK, tKsK] = tma_partition(params.tma_k, _0{}, Layout<_1>{}, group_modes<0, 2>(sK), group_modes<0, 2>(gK));
+      auto [tVgV, tVsV] = tma_partition(params.tma_v, _0{}, Layout<_1>{}, group_modes<0, 2>(sV), group_modes<0, 2>(gV));
 
-        // Q's buffer is free once both consumers' last Q K^T of the previous tile is done.
-        if (tiles_done > 0) Barrier::wait(&smem.barrier_q_free, (tiles_done - 1) & 1);
-        Barrier::arrive_and_expect_tx(&smem.barrier_q, Traits::kQBytes);
-        copy(params.tma_q.with(smem.barrier_q, 0), tQgQ, tQsQ);
-        const int first_kv_tile = blk.keys.lo / kN;  // split chunks are whole tiles
-        for (int t = 0; t < blk.n_blocks; ++t) {
-          pipeline.producer_acquire(write);
-          copy(params.tma_k.with(*pipeline.producer_get_barrier(write), 0), tKgK(_, first_kv_tile + t),
-               tKsK(_, write.index()));
-          ++write;
-          pipeline.producer_acquire(write);
-          copy(params.tma_v.with(*pipeline.producer_get_barrier(write), 0), tVgV(_, first_kv_tile + t),
-               tVsV(_, write.index()));
-          ++write;
-        }
-        ++tiles_done;
+      Barrier::arrive_and_expect_tx(&smem.barrier_q, Traits::kQBytes);
+      copy(params.tma_q.with(smem.barrier_q, 0), tQgQ, tQsQ);
+      PipelineState write = cutlass::make_producer_start_state<Pipeline>();
+      for (int t = 0; t < blk.n_blocks; ++t) {
+        pipeline.producer_acquire(write);
+        copy(params.tma_k.with(*pipeline.producer_get_barrier(write), 0), tKgK(_, first_kv_tile + t),
+             tKsK(_, write.index()));
+        ++write;
+        pipeline.producer_acquire(write);
+        copy(params.tma_v.with(*pipeline.producer_get_barrier(write), 0), tVgV(_, first_kv_tile + t),
+             tVsV(_, write.index()));
+        ++write;
       }
       // Do not leave while loads are in flight: wait until the consumers released every stage.
       pipeline.producer_tail(write);
@@ -189,106 +163,93 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   Tensor tOrVt = thr_pv.partition_fragment_B(sVt);  // (MMA, MMA_N, MMA_K, S)
 
   Tensor acc_o = partition_fragment_C(mma_pv, Shape<Int<kM>, Int<D>>{});  // (MMA, MMA_M, MMA_N) fp32
+  clear(acc_o);
   Tensor acc_o_rc = make_tensor(acc_o.data(), wgmma_acc_as_rows_cols(acc_o.layout()));  // (rows, cols)
   Tensor tScS = thr_qk.partition_C(make_identity_tensor(Shape<Int<kM>, Int<kN>>{}));    // -> (row, key)
   Tensor tScS_rc = make_tensor(tScS.data(), wgmma_acc_as_rows_cols(tScS.layout()));
-  Tensor tOcO = thr_pv.partition_C(make_identity_tensor(Shape<Int<kM>, Int<D>>{}));  // -> (row, col)
-  Tensor tOcO_rc = make_tensor(tOcO.data(), wgmma_acc_as_rows_cols(tOcO.layout()));
   constexpr int kRows = decltype(size<0>(acc_o_rc))::value;
-  // P of the previous K/V tile, the A operand of its P V: it stays in registers while that product runs.
-  Tensor probs = make_tensor<Element>(partition_fragment_C(mma_qk, Shape<Int<kM>, Int<kN>>{}).layout());
-  Tensor tOrP = make_tensor(probs.data(), wgmma_acc_as_a_operand(probs.layout()));  // A operand of P V
+  OnlineSoftmax<kRows> softmax;
+  softmax.reset();
 
   static_assert(Traits::kConsumerWarpgroups == 2, "the ping-pong pairs two consumers");
   const int consumer = warpgroup - 1;
-  // Consumer 0 has the first turn: consumer 1 primes it, both pass after every Q K^T issue, and
-  // consumer 0 takes the one pass left over at the end, so every pass is matched by a wait.
-  if (consumer == 1) pass_turn<Traits>(consumer);
+  const int n_blocks = blk.n_blocks;
+  // Consumer 0 has the first turn. Every pass is matched by a wait: consumer 1 primes consumer 0's
+  // first turn and skips its own last pass.
+  if (consumer == 1 && n_blocks > 0) pass_turn<Traits>(consumer);
+  Barrier::wait(&smem.barrier_q, 0);
 
+  // P of the previous tile, the A operand of its P V: it stays in registers while that product runs.
+  Tensor probs = make_tensor<Element>(partition_fragment_C(mma_qk, Shape<Int<kM>, Int<kN>>{}).layout());
+  Tensor tOrP = make_tensor(probs.data(), wgmma_acc_as_a_operand(probs.layout()));  // A operand of P V
+
+  // Intra-warpgroup overlap (FlashAttention-3's order): step t issues S_t = Q K_t^T and then
+  // O += P_{t-1} V_{t-1} back to back, folds S_t into the softmax while the second product runs,
+  // and touches O (the rescale) only once nothing is in flight, so ptxas keeps the products
+  // asynchronous. The ring holds K_0, V_0, K_1, V_1, ...: step t reads items 2t and 2t - 1.
   PipelineState read_k;  // K_t
   PipelineState read_v;  // V_{t-1}
-  int tiles_done = 0;
-  for (int i = blockIdx.x; i < grid.count(); i += gridDim.x) {
-    PrefillBlock<Element> blk;
-    if (!tile_at(i, blk)) continue;
-    const PrefillSequence& seq = blk.seq;
-    const KeyRange& keys = blk.keys;
-    const int n_blocks = blk.n_blocks;
-    clear(acc_o);
-    OnlineSoftmax<kRows> softmax;
-    softmax.reset();
-    Barrier::wait(&smem.barrier_q, tiles_done & 1);
-
-    // Intra-warpgroup overlap (FlashAttention-3's order): step t issues S_t = Q K_t^T and then
-    // O += P_{t-1} V_{t-1} back to back, folds S_t into the softmax while the second product runs,
-    // and touches O (the rescale) only once nothing is in flight, so ptxas keeps the products
-    // asynchronous. The ring holds K_0, V_0, K_1, V_1, ...: step t reads items 2t and 2t - 1.
-    // The first step has no P V to issue, so it waits for S_0 alone (wait<1> would not).
-    auto step = [&](int t, auto first) {
-      constexpr bool kFirst = decltype(first)::value;
-      const int n0 = keys.lo + t * kN;
-      Tensor acc_s = partition_fragment_C(mma_qk, Shape<Int<kM>, Int<kN>>{});  // (MMA, MMA_M, MMA_N)
-      if (n0 + kN > seq.k_len) {  // the ragged last tile: zero V_t's rows past the end, before any turn wait
-        PipelineState v_stage = read_k;
-        ++v_stage;
-        pipeline.consumer_wait(v_stage);
-        zero_rows_from<Traits>(sV(_, _, v_stage.index()), seq.k_len - n0, consumer_tid);
-      }
-      pipeline.consumer_wait(read_k);
-      wait_turn<Traits>(consumer);
-      warpgroup_gemm_issue<true>(mma_qk, tSrQ, tSrK(_, _, _, read_k.index()), acc_s);
-      if constexpr (!kFirst) {
-        pipeline.consumer_wait(read_v);
-        warpgroup_gemm_issue<false>(mma_pv, tOrP, tOrVt(_, _, _, read_v.index()), acc_o);
-      }
-      pass_turn<Traits>(consumer);
-      warpgroup_wait<kFirst ? 0 : 1>();  // S_t is done (products retire in order); P_{t-1} V_{t-1} may still run
-      fence_wgmma_operands(acc_s);
-      pipeline.consumer_release(read_k);
-      if (t + 1 == n_blocks) Barrier::arrive(&smem.barrier_q_free);  // the tile's last read of Q is done
-
-      Tensor scores = make_tensor(acc_s.data(), wgmma_acc_as_rows_cols(acc_s.layout()));  // (rows, keys)
-      if (n0 + kN > keys.mask_from) mask_scores(scores, tScS_rc, p, seq, blk.row0, n0, keys.hi);
-      float rescale[kRows];
-      softmax.fold(scores, p.scale_log2, rescale);
-      if constexpr (!kFirst) {
-        // The row sums depend on every exponential: storing them holds the wait below the softmax.
-        keep_before_next_wait(softmax.row_sum[0] + softmax.row_sum[kRows - 1], &smem.wait_order_sink[consumer]);
-        warpgroup_wait<0>();
-        fence_wgmma_operands(acc_o, tOrP);
-        pipeline.consumer_release(read_v);
-        OnlineSoftmax<kRows>::rescale_rows(acc_o_rc, rescale);  // (O is still zero after the first step)
-      }
-      convert_fragment_into(acc_s, probs);
-      read_v = read_k;
-      ++read_v;  // V_t
-      read_k = read_v;
-      ++read_k;  // K_{t+1}
-    };
-    if (n_blocks > 0) {
-      step(0, cute::true_type{});
-      for (int t = 1; t < n_blocks; ++t) step(t, cute::false_type{});
-      // The last tile's P V.
+  // One step; the first has no P V to issue, so it waits for S_0 alone (wait<1> would not).
+  auto step = [&](int t, auto first) {
+    constexpr bool kFirst = decltype(first)::value;
+    const int n0 = keys.lo + t * kN;
+    Tensor acc_s = partition_fragment_C(mma_qk, Shape<Int<kM>, Int<kN>>{});  // (MMA, MMA_M, MMA_N)
+    if (n0 + kN > seq.k_len) {  // the ragged last tile: zero V_t's rows past the end, before any turn wait
+      PipelineState v_stage = read_k;
+      ++v_stage;
+      pipeline.consumer_wait(v_stage);
+      zero_rows_from<Traits>(sV(_, _, v_stage.index()), seq.k_len - n0, consumer_tid);
+    }
+    pipeline.consumer_wait(read_k);
+    wait_turn<Traits>(consumer);
+    warpgroup_gemm_issue<true>(mma_qk, tSrQ, tSrK(_, _, _, read_k.index()), acc_s);
+    if constexpr (!kFirst) {
       pipeline.consumer_wait(read_v);
-      warpgroup_gemm<false>(mma_pv, tOrP, tOrVt(_, _, _, read_v.index()), acc_o);
-      pipeline.consumer_release(read_v);
-    } else {
-      Barrier::arrive(&smem.barrier_q_free);  // Q was loaded but not read
+      warpgroup_gemm_issue<false>(mma_pv, tOrP, tOrVt(_, _, _, read_v.index()), acc_o);
     }
+    if (consumer == 0 || t + 1 < n_blocks) pass_turn<Traits>(consumer);
+    warpgroup_wait<kFirst ? 0 : 1>();  // S_t is done (products retire in order); P_{t-1} V_{t-1} may still run
+    fence_wgmma_operands(acc_s);
+    pipeline.consumer_release(read_k);
 
-    // ---- Epilogue (the producer is already loading the next tile) ------------------------------------
-    softmax.reduce_sums();
-    float lse[kRows], inv[kRows];
-    CUTE_UNROLL
-    for (int r = 0; r < kRows; ++r) {
-      lse[r] = softmax.lse(r, p.scale_log2);
-      inv[r] = softmax.row_sum[r] > 0.f ? 1.f / softmax.row_sum[r] : 0.f;
+    Tensor scores = make_tensor(acc_s.data(), wgmma_acc_as_rows_cols(acc_s.layout()));  // (rows, keys)
+    if (n0 + kN > keys.mask_from) mask_scores(scores, tScS_rc, p, seq, blk.row0, n0, keys.hi);
+    float rescale[kRows];
+    softmax.fold(scores, p.scale_log2, rescale);
+    if constexpr (!kFirst) {
+      // The row sums depend on every exponential: storing them holds the wait below the softmax.
+      keep_before_next_wait(softmax.row_sum[0] + softmax.row_sum[kRows - 1], &smem.wait_order_sink[consumer]);
+      warpgroup_wait<0>();
+      fence_wgmma_operands(acc_o, tOrP);
+      pipeline.consumer_release(read_v);
+      OnlineSoftmax<kRows>::rescale_rows(acc_o_rc, rescale);  // (O is still zero after the first step)
     }
-    RowWriter{p, seq, blk.b, blk.hq, blk.split, blk.row0}.write<Element, D>(acc_o_rc, tOcO_rc, lse, inv,
-                                                                             consumer_tid % 4 == 0);
-    ++tiles_done;
+    convert_fragment_into(acc_s, probs);
+    read_v = read_k;
+    ++read_v;  // V_t
+    read_k = read_v;
+    ++read_k;  // K_{t+1}
+  };
+  if (n_blocks > 0) step(0, cute::true_type{});
+  for (int t = 1; t < n_blocks; ++t) step(t, cute::false_type{});
+  if (n_blocks > 0) {  // the last tile's P V
+    pipeline.consumer_wait(read_v);
+    warpgroup_gemm<false>(mma_pv, tOrP, tOrVt(_, _, _, read_v.index()), acc_o);
+    pipeline.consumer_release(read_v);
   }
-  if (consumer == 0) wait_turn<Traits>(consumer);  // consumer 1's last pass
+
+  // ---- Epilogue --------------------------------------------------------------------------------------
+  softmax.reduce_sums();
+  float lse[kRows], inv[kRows];
+  CUTE_UNROLL
+  for (int r = 0; r < kRows; ++r) {
+    lse[r] = softmax.lse(r, p.scale_log2);
+    inv[r] = softmax.row_sum[r] > 0.f ? 1.f / softmax.row_sum[r] : 0.f;
+  }
+  Tensor tOcO = thr_pv.partition_C(make_identity_tensor(Shape<Int<kM>, Int<D>>{}));  // -> (row, col)
+  Tensor tOcO_rc = make_tensor(tOcO.data(), wgmma_acc_as_rows_cols(tOcO.layout()));
+  RowWriter{p, seq, blk.b, blk.hq, blk.split, blk.row0}.write<Element, D>(acc_o_rc, tOcO_rc, lse, inv,
+                                                                           consumer_tid % 4 == 0);
 }
 
 }  // namespace splitkv::detail

@@ -25,10 +25,7 @@ struct PrefillSm90Traits {
   static constexpr int kConsumerWarpgroups = kTile.consumer_warpgroups;
   static constexpr int kThreads = kTile.threads();
   static constexpr int kConsumerThreads = 128 * kConsumerWarpgroups;
-  // setmaxnreg: the producer gives its registers to the consumers. The pool is what the launch
-  // allocated, 3 x 168 per lane (the launch bound), so 24 + 2 x 240 = 504 is all of it: a larger
-  // producer share makes the consumers' setmaxnreg.inc wait forever (run 26 hung at 32). The
-  // persistent producer's tile setup spills a few words at 24, once per tile.
+  // setmaxnreg: the producer gives its registers to the consumers (24 + 2 x 240 per lane fits 512).
   static constexpr int kProducerRegisters = 24;
   static constexpr int kConsumerRegisters = 240;
   static_assert(kBlockM == 64 * kConsumerWarpgroups, "each consumer warpgroup owns 64 query rows");
@@ -62,8 +59,7 @@ struct PrefillSm90Traits {
     cute::array_aligned<Element, cute::cosize_v<SmemLayoutQ>, 1024> q;
     cute::array_aligned<Element, cute::cosize_v<SmemLayoutKV>, 1024> kv;
     typename Pipeline::SharedStorage pipeline_kv;
-    uint64_t barrier_q;       // Q loaded (transaction bytes)
-    uint64_t barrier_q_free;  // both consumers done reading Q: the next tile's Q may be loaded
+    uint64_t barrier_q;
     float wait_order_sink[kConsumerWarpgroups];  // see keep_before_next_wait
   };
   static constexpr int kSmemBytes = kTile.smem_bytes();
