@@ -34,7 +34,9 @@ void print_usage() {
       "  --dtype fp16|bf16         Q/O type (default bf16)\n"
       "  --kv-format F             KV cache format: native (the dtype), fp16, bf16, fp8, int8, int4, k8v4\n"
       "                            (default native; quantized formats: decode only)\n"
-      "  --page-size N             decode: paged KV with pages of N tokens (0 = contiguous)\n"
+      "  --page-size N             paged KV with pages of N tokens (0 = contiguous); prefill: implies --kv-cache\n"
+      "  --kv-cache                prefill: K/V from a KV cache of Lk keys per sequence, queries at the last Lq\n"
+      "                            (chunked prefill; contiguous, or paged with --page-size)\n"
       "  --causal, --varlen        causal mask (bottom-right); prefill varlen packing\n"
       "  --splits auto|N           KV splits (default auto)\n"
       "  --max-splits N            cap on splits (CUDA-graph bound)\n"
@@ -74,6 +76,8 @@ bool parse_args(int argc, char** argv, CliOptions* o, std::string* error) {
       o->causal = true;
     } else if (arg == "--varlen") {
       o->varlen = true;
+    } else if (arg == "--kv-cache") {
+      o->kv_cache = true;
     } else if (arg == "--cluster") {
       o->cluster_combine = true;
     } else if (arg == "-h" || arg == "--help") {
@@ -104,6 +108,11 @@ bool parse_args(int argc, char** argv, CliOptions* o, std::string* error) {
       *error = "unknown option " + arg;
       return false;
     }
+  }
+  // Decode always reads a KV cache; the flag chooses where prefill's K/V come from.
+  if (o->kv_cache && o->mode != "prefill") {
+    *error = "--kv-cache needs --mode prefill (decode always reads a KV cache), got --mode " + o->mode;
+    return false;
   }
   return true;
 }

@@ -17,7 +17,8 @@ struct CliOptions {
   int kv_len = 4096;    // decode: max_kv_len; prefill: key length
   std::string dtype = "bf16";
   std::string kv_format = "native";  // native | fp16 | bf16 (quantized formats: not yet)
-  int page_size = 0;
+  int page_size = 0;   // decode: paged KV; prefill: a paged KV cache (implies kv_cache)
+  bool kv_cache = false;  // prefill: K/V read from a KV cache (chunked prefill), --mode prefill only
   bool causal = false;
   bool varlen = false;
   int num_splits = 0;   // 0: auto

@@ -11,6 +11,7 @@
 #include "commands.hpp"
 #include "common/formats.hpp"
 #include "problem_builder.hpp"
+#include "testing/chunk_case.hpp"
 #include "testing/device_buffer.hpp"
 #include "testing/prefill_case.hpp"
 
@@ -191,6 +192,60 @@ int run_rows(const std::vector<PrefillProblem>& problems, const std::vector<Vari
   return results.finish(o.json_path);
 }
 
+// The lengths `verify` runs: padded, every sequence at the bounds; varlen, from the bounds down so
+// sequences differ.
+int verify_q_len(const PrefillProblem& p, int b) {
+  return p.varlen ? std::max(0, p.max_q_len - 7 * b) : p.max_q_len;
+}
+int verify_kv_len(const PrefillProblem& p, int b) {
+  return p.varlen ? std::max(0, p.max_kv_len - 5 * b) : p.max_kv_len;
+}
+
+// K/V token tensors: testing::PrefillCase.
+int verify_over_tokens(const PrefillProblem& p, const Plan& plan, uint64_t seed) {
+  testing::PrefillCaseSpec spec;
+  spec.problem = p;
+  spec.seed = seed;
+  for (int b = 0; b < p.batch && p.varlen; ++b) {
+    spec.q_lens.push_back(verify_q_len(p, b));
+    spec.kv_lens.push_back(verify_kv_len(p, b));
+  }
+  testing::PrefillCase c = testing::make_prefill_case(spec);
+  testing::DevicePrefillCase dev(c);
+  DeviceBuffer workspace(plan.workspace_bytes);
+  if (int rc = print_if_error(run_prefill(plan, dev.tensors, workspace.get(), workspace.bytes(), nullptr))) return rc;
+  dev.download_outputs(c);
+  return report_verification(plan, testing::check_prefill(c), "gpu prefill");
+}
+
+// A KV cache (chunked prefill): testing::ChunkCase, the tests' cache (NaN in every slot no sequence
+// owns, shuffled pages), each sequence's queries those of its last keys.
+int verify_over_cache(const PrefillProblem& p, const Plan& plan, uint64_t seed) {
+  testing::ChunkCaseSpec spec;
+  DecodeProblem& d = spec.cache;
+  d.batch = p.batch;
+  d.num_q_heads = p.num_q_heads;
+  d.num_kv_heads = p.num_kv_heads;
+  d.head_dim = p.head_dim;
+  d.max_kv_len = p.max_kv_len;
+  d.page_size = p.page_size;
+  d.dtype = p.dtype;
+  d.kv_format = p.kv_format;
+  for (int b = 0; b < p.batch; ++b) {
+    spec.chunks.push_back(verify_q_len(p, b));
+    spec.seq_lens.push_back(verify_kv_len(p, b));
+  }
+  spec.causal = p.causal;
+  spec.varlen = p.varlen;
+  spec.seed = seed;
+  testing::ChunkCase c = testing::make_chunk_case(spec);
+  testing::DeviceChunkCase dev(c);
+  DeviceBuffer workspace(plan.workspace_bytes);
+  if (int rc = print_if_error(run_prefill(plan, dev.tensors, workspace.get(), workspace.bytes(), nullptr))) return rc;
+  dev.download_outputs(c);
+  return report_verification(plan, testing::check_chunk(c), "gpu chunked prefill");
+}
+
 }  // namespace
 
 int gpu_prefill_bench(const CliOptions& o) {
@@ -215,26 +270,13 @@ int gpu_prefill_verify(const CliOptions& o) {
   Formats formats;
   PlanOptions options;
   if (!parse_formats_and_options(o, &formats, &options)) return 1;
-  testing::PrefillCaseSpec spec;
-  spec.problem = to_prefill_problem(o, formats);
-  spec.seed = o.seed;
-  if (spec.problem.varlen) {  // lengths from the bound down, so sequences differ
-    for (int b = 0; b < spec.problem.batch; ++b) {
-      spec.q_lens.push_back(std::max(0, spec.problem.max_q_len - 7 * b));
-      spec.kv_lens.push_back(std::max(0, spec.problem.max_kv_len - 5 * b));
-    }
-  }
+  const PrefillProblem problem = to_prefill_problem(o, formats);
   DeviceInfo device;
   Plan plan;
   Status status = query_device(0, &device);
-  if (status) status = plan_prefill(spec.problem, device, options, &plan);
+  if (status) status = plan_prefill(problem, device, options, &plan);
   if (int rc = print_if_error(status)) return rc;
-  testing::PrefillCase c = testing::make_prefill_case(spec);
-  testing::DevicePrefillCase dev(c);
-  DeviceBuffer workspace(plan.workspace_bytes);
-  if (int rc = print_if_error(run_prefill(plan, dev.tensors, workspace.get(), workspace.bytes(), nullptr))) return rc;
-  dev.download_outputs(c);
-  return report_verification(plan, testing::check_prefill(c), "gpu prefill");
+  return problem.kv_cache ? verify_over_cache(problem, plan, o.seed) : verify_over_tokens(problem, plan, o.seed);
 }
 
 }  // namespace splitkv::cli

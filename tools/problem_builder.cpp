@@ -87,6 +87,9 @@ PrefillProblem to_prefill_problem(const CliOptions& o, const Formats& formats) {
   p.causal = o.causal;
   p.dtype = formats.dtype;
   p.kv_format = formats.kv_format;
+  // Only a cache has pages, so --page-size asks for a paged one; the library checks the size.
+  p.kv_cache = o.kv_cache || o.page_size != 0;
+  p.page_size = o.page_size;
   return p;
 }
 

@@ -17,6 +17,7 @@ struct Formats {
 // Formats and plan options; on failure prints the message to stderr.
 bool parse_formats_and_options(const CliOptions& o, Formats* formats, PlanOptions* options);
 DecodeProblem to_decode_problem(const CliOptions& o, const Formats& formats);
+// With --kv-cache or --page-size: chunked prefill over a KV cache (PrefillProblem::kv_cache).
 PrefillProblem to_prefill_problem(const CliOptions& o, const Formats& formats);
 
 }  // namespace splitkv::cli

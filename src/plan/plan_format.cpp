@@ -53,7 +53,9 @@ std::string describe(const Plan& p) {
     s << "prefill: batch=" << f.batch << " Hq=" << f.num_q_heads << " Hkv=" << f.num_kv_heads
       << " D=" << f.head_dim << " max_q_len=" << f.max_q_len << " max_kv_len=" << f.max_kv_len
       << " varlen=" << (f.varlen ? 1 : 0) << " causal=" << (f.causal ? 1 : 0)
-      << " dtype=" << to_string(f.dtype) << " kv_format=" << to_string(f.kv_format) << "\n";
+      << " dtype=" << to_string(f.dtype) << " kv_format=" << to_string(f.kv_format);
+    if (f.kv_cache) s << " kv_cache=1 page_size=" << f.page_size;  // K/V token tensors: nothing to add
+    s << "\n";
   }
   s << "device: " << p.device.sm_count << " SMs, " << p.device.smem_per_sm_bytes / 1024 << " KB smem/SM, "
     << p.device.l2_bytes / (1024 * 1024) << " MB L2, sm_" << p.device.cc_major << p.device.cc_minor << "\n";

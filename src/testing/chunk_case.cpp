@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 #include <random>
+#include <stdexcept>
 
 #include "testing/random_fill.hpp"
 
@@ -56,13 +57,21 @@ ChunkCase make_chunk_case(const ChunkCaseSpec& spec) {
   c.lse.assign(size_t(Hq) * total_q, std::numeric_limits<float>::quiet_NaN());
 
   const int longest = spec.chunks.empty() ? 1 : *std::max_element(spec.chunks.begin(), spec.chunks.end());
-  c.problem = chunked_over(d, std::max(1, longest), /*varlen=*/true, spec.causal);
+  c.problem = chunked_over(d, std::max(1, longest), spec.varlen, spec.causal);
   PrefillTensors& t = c.tensors;
-  t.q = TensorRef::contiguous(c.q.data(), d.dtype, {total_q, Hq, D});
-  t.out = TensorRef::contiguous(c.out.data(), d.dtype, {total_q, Hq, D});
-  t.lse = TensorRef::contiguous(c.lse.data(), DType::kF32, {Hq, total_q});
-  t.cu_seqlens_q = TensorRef::contiguous(c.cu_q.data(), DType::kI32, {d.batch + 1});
-  t.cu_seqlens_q_host = c.cu_q.data();
+  if (spec.varlen) {
+    t.q = TensorRef::contiguous(c.q.data(), d.dtype, {total_q, Hq, D});
+    t.out = TensorRef::contiguous(c.out.data(), d.dtype, {total_q, Hq, D});
+    t.lse = TensorRef::contiguous(c.lse.data(), DType::kF32, {Hq, total_q});
+    t.cu_seqlens_q = TensorRef::contiguous(c.cu_q.data(), DType::kI32, {d.batch + 1});
+    t.cu_seqlens_q_host = c.cu_q.data();
+  } else {
+    if (total_q != int64_t(d.batch) * longest) throw std::invalid_argument("padded chunks differ in length");
+    const int64_t B = d.batch, Lq = longest;
+    t.q = TensorRef::contiguous(c.q.data(), d.dtype, {B, Lq, Hq, D});
+    t.out = TensorRef::contiguous(c.out.data(), d.dtype, {B, Lq, Hq, D});
+    t.lse = TensorRef::contiguous(c.lse.data(), DType::kF32, {B, Hq, Lq});
+  }
   bind_cache(c.cache.host_tensors(), &t);
   return c;
 }

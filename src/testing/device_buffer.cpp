@@ -123,4 +123,29 @@ void DevicePrefillCase::download_outputs(PrefillCase& c) const {
   lse.download(c.lse.data(), c.lse.size() * sizeof(float));
 }
 
+DeviceChunkCase::DeviceChunkCase(ChunkCase& c)
+    : cache(c.cache),
+      q(DeviceBuffer::from(c.q)),
+      out(DeviceBuffer::from(c.out)),
+      lse(DeviceBuffer::from(c.lse)),
+      cu_q(DeviceBuffer::from(c.cu_q)) {
+  tensors = c.tensors;  // shapes, strides, host copies
+  tensors.q.data = q.get();
+  tensors.out.data = out.get();
+  tensors.lse.data = lse.get();
+  if (c.problem.varlen) tensors.cu_seqlens_q.data = cu_q.get();
+  bind_cache(cache.tensors, &tensors);
+}
+
+void DeviceChunkCase::upload_outputs(const ChunkCase& c) {
+  out.upload(c.out.data(), c.out.size() * sizeof(uint16_t));
+  lse.upload(c.lse.data(), c.lse.size() * sizeof(float));
+}
+
+void DeviceChunkCase::download_outputs(ChunkCase& c) const {
+  check_cuda(cudaDeviceSynchronize(), "kernel execution");
+  out.download(c.out.data(), c.out.size() * sizeof(uint16_t));
+  lse.download(c.lse.data(), c.lse.size() * sizeof(float));
+}
+
 }  // namespace splitkv::testing

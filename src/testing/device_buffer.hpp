@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <vector>
 
+#include "testing/chunk_case.hpp"
 #include "testing/decode_case.hpp"
 #include "testing/prefill_case.hpp"
 
@@ -62,6 +63,17 @@ struct DevicePrefillCase {
   explicit DevicePrefillCase(PrefillCase& c);
   void upload_outputs(const PrefillCase& c);
   void download_outputs(PrefillCase& c) const;
+};
+
+// A ChunkCase copied to the device: the cache (through DeviceDecodeCase), the queries and outputs.
+struct DeviceChunkCase {
+  DeviceDecodeCase cache;
+  DeviceBuffer q, out, lse, cu_q;
+  PrefillTensors tensors;
+
+  explicit DeviceChunkCase(ChunkCase& c);
+  void upload_outputs(const ChunkCase& c);
+  void download_outputs(ChunkCase& c) const;
 };
 
 bool gpu_available();

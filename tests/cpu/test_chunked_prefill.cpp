@@ -23,7 +23,8 @@ using detail::element_offset;
 
 using testing::ChunkCase;
 
-ChunkCase make_chunk_case(int page_size, std::vector<int> lens, const std::vector<int>& chunks, bool causal) {
+ChunkCase make_chunk_case(int page_size, std::vector<int> lens, const std::vector<int>& chunks, bool causal,
+                          bool varlen = true) {
   testing::ChunkCaseSpec spec;
   DecodeProblem& d = spec.cache;
   d.batch = static_cast<int>(lens.size());
@@ -36,6 +37,7 @@ ChunkCase make_chunk_case(int page_size, std::vector<int> lens, const std::vecto
   spec.seq_lens = lens;
   spec.chunks = chunks;
   spec.causal = causal;
+  spec.varlen = varlen;
   return testing::make_chunk_case(spec);
 }
 
@@ -142,6 +144,30 @@ TEST(ChunkedPrefillReference, EqualsDecodeForShortChunksInEveryFormat) {
     const ref::Result chunked = ref::prefill(p, t), decoded = ref::decode(d, dt);
     EXPECT_EQ(chunked.out, decoded.out) << to_string(format);
     EXPECT_EQ(chunked.lse, decoded.lse) << to_string(format);
+  }
+}
+
+// Padded chunks (`splitkv verify --kv-cache`): the queries of equal varlen chunks laid out [batch,
+// chunk, Hq, D]; the reference gives the same values (LSE [batch, Hq, chunk] instead of [Hq, total]).
+TEST(ChunkedPrefillReference, PaddedChunksEqualVarlenChunks) {
+  for (int page_size : {0, 16}) {
+    const ChunkCase varlen = make_chunk_case(page_size, {300, 40}, {40, 40}, true);
+    const ChunkCase padded = make_chunk_case(page_size, {300, 40}, {40, 40}, true, /*varlen=*/false);
+    ASSERT_FALSE(padded.problem.varlen);
+    const Status valid = detail::validate_prefill_tensors(padded.problem, padded.tensors);
+    ASSERT_TRUE(valid.ok()) << valid.message();
+    const ref::Result a = ref::prefill(varlen.problem, varlen.tensors);
+    const ref::Result b = ref::prefill(padded.problem, padded.tensors);
+    EXPECT_EQ(a.out, b.out) << "page_size " << page_size;
+    const int batch = 2, Hq = padded.problem.num_q_heads, Lq = 40;
+    ASSERT_EQ(b.lse.size(), size_t(batch * Hq * Lq));
+    for (int s = 0; s < batch; ++s) {
+      for (int h = 0; h < Hq; ++h) {
+        for (int i = 0; i < Lq; ++i) {
+          ASSERT_EQ(a.lse[size_t((h * batch + s) * Lq + i)], b.lse[size_t((s * Hq + h) * Lq + i)]) << page_size;
+        }
+      }
+    }
   }
 }
 

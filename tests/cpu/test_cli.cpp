@@ -70,5 +70,59 @@ TEST(Cli, HelpFamilyAndKvFormat) {
   EXPECT_EQ(to_prefill_problem(o, formats).kv_format, KvFormat::kBF16);
 }
 
+TEST(Cli, PrefillOverAKvCache) {
+  CliOptions o;
+  std::string error;
+  ASSERT_TRUE(parse({"plan", "--mode", "prefill", "--lq", "256", "--lk", "8448", "--causal"}, &o, &error)) << error;
+  PrefillProblem p = to_prefill_problem(o, Formats{});
+  EXPECT_FALSE(p.kv_cache);  // K/V token tensors unless asked
+  EXPECT_EQ(p.page_size, 0);
+
+  CliOptions cached;  // the flag before --mode: checked once all flags are read
+  ASSERT_TRUE(parse({"plan", "--kv-cache", "--mode", "prefill", "--lq", "256", "--lk", "8448"}, &cached, &error))
+      << error;
+  EXPECT_TRUE(cached.kv_cache);
+  p = to_prefill_problem(cached, Formats{});
+  EXPECT_TRUE(p.kv_cache);
+  EXPECT_EQ(p.page_size, 0);  // contiguous
+  EXPECT_EQ(p.max_kv_len, 8448);
+
+  for (const bool flag : {true, false}) {  // a page size implies the cache
+    CliOptions paged;
+    std::vector<std::string> args = {"plan", "--mode", "prefill", "--lq", "256", "--lk", "8448", "-b", "2",
+                                     "--causal", "--page-size", "16"};
+    if (flag) args.push_back("--kv-cache");
+    ASSERT_TRUE(parse(args, &paged, &error)) << error;
+    p = to_prefill_problem(paged, Formats{});
+    EXPECT_TRUE(p.kv_cache) << flag;
+    EXPECT_EQ(p.page_size, 16) << flag;
+    Plan plan;
+    const Status planned = plan_prefill(p, DeviceInfo::h200(), {}, &plan);
+    ASSERT_TRUE(planned.ok()) << planned.message();
+    EXPECT_NE(describe(plan).find("kv_cache=1 page_size=16"), std::string::npos) << describe(plan);
+  }
+}
+
+TEST(Cli, KvCacheErrorsNameTheFlag) {
+  const std::vector<std::vector<std::string>> decode = {
+      {"plan", "--kv-cache"}, {"verify", "--kv-cache", "--mode", "decode", "--page-size", "16"}};
+  for (const std::vector<std::string>& args : decode) {
+    CliOptions o;
+    std::string error;
+    EXPECT_FALSE(parse(args, &o, &error));
+    EXPECT_NE(error.find("--kv-cache"), std::string::npos) << error;
+    EXPECT_NE(error.find("--mode prefill"), std::string::npos) << error;
+  }
+  // The page size is the library's to check; its message names the field.
+  CliOptions o;
+  std::string error;
+  ASSERT_TRUE(parse({"plan", "--mode", "prefill", "--lq", "64", "--lk", "1000", "--page-size", "24"}, &o, &error))
+      << error;
+  Plan plan;
+  const Status s = plan_prefill(to_prefill_problem(o, Formats{}), DeviceInfo::h200(), {}, &plan);
+  EXPECT_EQ(s.argument(), "page_size");
+  EXPECT_NE(s.message().find("multiple of 16"), std::string::npos) << s.message();
+}
+
 }  // namespace
 }  // namespace splitkv::cli

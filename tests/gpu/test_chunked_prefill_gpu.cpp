@@ -5,8 +5,6 @@
 // splits; bitwise-identical reruns; an invalid page id gives NaN in its own sequence only.
 #include <gtest/gtest.h>
 
-#include <cuda_runtime.h>
-
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -33,32 +31,6 @@ struct ChunkShape {
   int num_splits;  // 0: planned
 };
 
-// The chunk case on the device: the cache (through DeviceDecodeCase), the queries and outputs.
-struct DeviceChunk {
-  testing::DeviceDecodeCase cache;
-  DeviceBuffer q, out, lse, cu_q;
-  PrefillTensors tensors;
-
-  explicit DeviceChunk(ChunkCase& c)
-      : cache(c.cache), q(DeviceBuffer::from(c.q)), out(DeviceBuffer::from(c.out)), lse(DeviceBuffer::from(c.lse)),
-        cu_q(DeviceBuffer::from(c.cu_q)) {
-    tensors = c.tensors;  // shapes, strides, host copies
-    tensors.q.data = q.get();
-    tensors.out.data = out.get();
-    tensors.lse.data = lse.get();
-    tensors.cu_seqlens_q.data = cu_q.get();
-    testing::bind_cache(cache.tensors, &tensors);
-  }
-  void upload_outputs(const ChunkCase& c) {
-    out.upload(c.out.data(), c.out.size() * sizeof(uint16_t));
-    lse.upload(c.lse.data(), c.lse.size() * sizeof(float));
-  }
-  void download_outputs(ChunkCase& c) const {
-    out.download(c.out.data(), c.out.size() * sizeof(uint16_t));
-    lse.download(c.lse.data(), c.lse.size() * sizeof(float));
-  }
-};
-
 ChunkCase make_case(const ChunkShape& s) {
   testing::ChunkCaseSpec spec;
   DecodeProblem& d = spec.cache;
@@ -82,10 +54,9 @@ Status plan_chunk(const ChunkCase& c, int num_splits, Plan* plan) {
 }
 
 // Runs the plan on the device, leaving the outputs in c.
-Status run_chunk(const Plan& plan, ChunkCase& c, DeviceChunk& dev) {
+Status run_chunk(const Plan& plan, ChunkCase& c, testing::DeviceChunkCase& dev) {
   DeviceBuffer workspace = gpu_test::poisoned_workspace(plan.workspace_bytes);
   if (Status s = run_prefill(plan, dev.tensors, workspace.get(), workspace.bytes(), nullptr); !s) return s;
-  testing::check_cuda(static_cast<int>(cudaDeviceSynchronize()), "chunked prefill");
   dev.download_outputs(c);
   return Status::success();
 }
@@ -100,7 +71,7 @@ TEST_P(ChunkedPrefillVsReference, MatchesFp64Reference) {
   const Status planned = plan_chunk(c, s.num_splits, &plan);
   ASSERT_TRUE(planned.ok()) << planned.message();
   SPLITKV_REQUIRE_PLAN_COMPILED(plan);
-  DeviceChunk dev(c);
+  testing::DeviceChunkCase dev(c);
   const Status ran = run_chunk(plan, c, dev);
   ASSERT_TRUE(ran.ok()) << ran.message();
   const testing::Comparison cmp = testing::check_chunk(c);
@@ -139,7 +110,7 @@ TEST(ChunkedPrefillGpu, InvalidPageIdGivesNaNForThatSequenceOnly) {
   SPLITKV_REQUIRE_PLAN_COMPILED(plan);
   const int64_t pages_per_seq = c.cache.max_pages;
   c.cache.block_table[size_t(1) * pages_per_seq + 3] = 1 << 30;  // sequence 1, its 4th page
-  DeviceChunk dev(c);
+  testing::DeviceChunkCase dev(c);
   dev.tensors.block_table_host = nullptr;
   dev.tensors.seq_lens_host = nullptr;
   const Status ran = run_chunk(plan, c, dev);
