@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <numeric>
+#include <random>
 
 #include "testing/device_buffer.hpp"
 
@@ -94,6 +96,15 @@ int print_if_error(const Status& status) {
   if (status.ok()) return 0;
   std::fprintf(stderr, "%s\n", status.message().c_str());
   return 1;
+}
+
+testing::DeviceBuffer shuffled_block_table(int64_t batch, int64_t pages_per_seq, uint64_t seed, TensorRef* table) {
+  std::vector<int32_t> ids(static_cast<size_t>(batch * pages_per_seq));
+  std::iota(ids.begin(), ids.end(), 0);
+  std::shuffle(ids.begin(), ids.end(), std::mt19937_64(seed));
+  testing::DeviceBuffer buffer = testing::DeviceBuffer::from(ids);
+  *table = TensorRef::contiguous(buffer.get(), DType::kI32, {batch, pages_per_seq});
+  return buffer;
 }
 
 }  // namespace splitkv::cli

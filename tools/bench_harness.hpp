@@ -12,6 +12,7 @@
 #include "gpu_timing.hpp"
 #include "splitkv/splitkv.hpp"
 #include "testing/compare.hpp"
+#include "testing/device_buffer.hpp"
 
 namespace splitkv::cli {
 
@@ -78,5 +79,9 @@ int report_verification(const Plan& plan, const testing::Comparison& cmp, const 
 
 // Prints a status to stderr and returns 1 when it is an error; 0 otherwise.
 int print_if_error(const Status& status);
+
+// A block table [batch, pages_per_seq] giving each sequence its own pages of a pool of
+// batch * pages_per_seq, in a shuffled order: the benchmarks' paged caches. *table describes it.
+testing::DeviceBuffer shuffled_block_table(int64_t batch, int64_t pages_per_seq, uint64_t seed, TensorRef* table);
 
 }  // namespace splitkv::cli

@@ -1,8 +1,6 @@
 // `splitkv verify` and `splitkv bench` for decode on the GPU.
 #include <algorithm>
 #include <cstdio>
-#include <numeric>
-#include <random>
 #include <vector>
 
 #include "bench_harness.hpp"
@@ -86,13 +84,7 @@ DecodeSet make_set(const DecodeProblem& p, uint64_t seed) {
   s.tensors.k = TensorRef::contiguous(s.k.get(), kv.k_element, {slabs, slab_tokens, Hkv, D});
   s.tensors.v = TensorRef::contiguous(s.v.get(), kv.v_element, {slabs, slab_tokens, Hkv, D});
   s.tensors.seq_lens = TensorRef::contiguous(s.seq_lens.get(), DType::kI32, {B});
-  if (p.page_size) {
-    std::vector<int32_t> table(static_cast<size_t>(slabs));
-    std::iota(table.begin(), table.end(), 0);
-    std::shuffle(table.begin(), table.end(), std::mt19937_64(seed));
-    s.block_table = DeviceBuffer::from(table);
-    s.tensors.block_table = TensorRef::contiguous(s.block_table.get(), DType::kI32, {B, pages_per_seq});
-  }
+  if (p.page_size) s.block_table = shuffled_block_table(B, pages_per_seq, seed, &s.tensors.block_table);
   return s;
 }
 

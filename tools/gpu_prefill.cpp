@@ -2,8 +2,6 @@
 #include <algorithm>
 #include <iterator>
 #include <cstdio>
-#include <numeric>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -95,13 +93,7 @@ PrefillSet make_set(const PrefillProblem& p, uint64_t seed) {
   if (!p.kv_cache) return s;
   s.seq_lens = DeviceBuffer::from(std::vector<int32_t>(size_t(B), p.max_kv_len));
   s.tensors.seq_lens = TensorRef::contiguous(s.seq_lens.get(), DType::kI32, {B});
-  if (p.page_size) {
-    std::vector<int32_t> table(static_cast<size_t>(slabs));
-    std::iota(table.begin(), table.end(), 0);
-    std::shuffle(table.begin(), table.end(), std::mt19937_64(seed));
-    s.block_table = DeviceBuffer::from(table);
-    s.tensors.block_table = TensorRef::contiguous(s.block_table.get(), DType::kI32, {B, pages_per_seq});
-  }
+  if (p.page_size) s.block_table = shuffled_block_table(B, pages_per_seq, seed, &s.tensors.block_table);
   return s;
 }
 

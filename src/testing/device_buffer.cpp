@@ -77,16 +77,27 @@ DeviceDecodeCase::DeviceDecodeCase(DecodeCase& c)
   }
 }
 
-void DeviceDecodeCase::upload_outputs(const DecodeCase& c) {
-  out.upload(c.out.data(), c.out.size() * sizeof(uint16_t));
-  lse.upload(c.lse.data(), c.lse.size() * sizeof(float));
+namespace {
+
+// A case's outputs (O in a 16-bit type, LSE in fp32) to the device and back; the way back waits
+// for the kernels first.
+void upload_case_outputs(const std::vector<uint16_t>& o, const std::vector<float>& l, DeviceBuffer& out,
+                         DeviceBuffer& lse) {
+  out.upload(o.data(), o.size() * sizeof(uint16_t));
+  lse.upload(l.data(), l.size() * sizeof(float));
+}
+void download_case_outputs(const DeviceBuffer& out, const DeviceBuffer& lse, std::vector<uint16_t>& o,
+                           std::vector<float>& l) {
+  check_cuda(cudaDeviceSynchronize(), "kernel execution");
+  out.download(o.data(), o.size() * sizeof(uint16_t));
+  lse.download(l.data(), l.size() * sizeof(float));
 }
 
-void DeviceDecodeCase::download_outputs(DecodeCase& c) const {
-  check_cuda(cudaDeviceSynchronize(), "kernel execution");
-  out.download(c.out.data(), c.out.size() * sizeof(uint16_t));
-  lse.download(c.lse.data(), c.lse.size() * sizeof(float));
-}
+}  // namespace
+
+void DeviceDecodeCase::upload_outputs(const DecodeCase& c) { upload_case_outputs(c.out, c.lse, out, lse); }
+
+void DeviceDecodeCase::download_outputs(DecodeCase& c) const { download_case_outputs(out, lse, c.out, c.lse); }
 
 void DeviceDecodeCase::upload_seq_lens(const std::vector<int32_t>& lens) {
   seq_lens.upload(lens.data(), lens.size() * sizeof(int32_t));
@@ -112,16 +123,9 @@ DevicePrefillCase::DevicePrefillCase(PrefillCase& c)
   }
 }
 
-void DevicePrefillCase::upload_outputs(const PrefillCase& c) {
-  out.upload(c.out.data(), c.out.size() * sizeof(uint16_t));
-  lse.upload(c.lse.data(), c.lse.size() * sizeof(float));
-}
+void DevicePrefillCase::upload_outputs(const PrefillCase& c) { upload_case_outputs(c.out, c.lse, out, lse); }
 
-void DevicePrefillCase::download_outputs(PrefillCase& c) const {
-  check_cuda(cudaDeviceSynchronize(), "kernel execution");
-  out.download(c.out.data(), c.out.size() * sizeof(uint16_t));
-  lse.download(c.lse.data(), c.lse.size() * sizeof(float));
-}
+void DevicePrefillCase::download_outputs(PrefillCase& c) const { download_case_outputs(out, lse, c.out, c.lse); }
 
 DeviceChunkCase::DeviceChunkCase(ChunkCase& c)
     : cache(c.cache),
@@ -137,15 +141,8 @@ DeviceChunkCase::DeviceChunkCase(ChunkCase& c)
   bind_cache(cache.tensors, &tensors);
 }
 
-void DeviceChunkCase::upload_outputs(const ChunkCase& c) {
-  out.upload(c.out.data(), c.out.size() * sizeof(uint16_t));
-  lse.upload(c.lse.data(), c.lse.size() * sizeof(float));
-}
+void DeviceChunkCase::upload_outputs(const ChunkCase& c) { upload_case_outputs(c.out, c.lse, out, lse); }
 
-void DeviceChunkCase::download_outputs(ChunkCase& c) const {
-  check_cuda(cudaDeviceSynchronize(), "kernel execution");
-  out.download(c.out.data(), c.out.size() * sizeof(uint16_t));
-  lse.download(c.lse.data(), c.lse.size() * sizeof(float));
-}
+void DeviceChunkCase::download_outputs(ChunkCase& c) const { download_case_outputs(out, lse, c.out, c.lse); }
 
 }  // namespace splitkv::testing
