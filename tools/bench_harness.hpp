@@ -80,6 +80,18 @@ int report_verification(const Plan& plan, const testing::Comparison& cmp, const 
 // Prints a status to stderr and returns 1 when it is an error; 0 otherwise.
 int print_if_error(const Status& status);
 
+// `verify`'s tail: runs the plan on the device copy of test case c (run: run_decode or run_prefill),
+// brings the outputs back and reports check(c), the comparison with the fp64 reference.
+template <class DeviceCase, class Case, class Tensors, class Check>
+int run_and_report(const Plan& plan, Case& c,
+                   Status (*run)(const Plan&, const Tensors&, void*, size_t, Stream), Check check, const char* what) {
+  DeviceCase dev(c);
+  testing::DeviceBuffer workspace(plan.workspace_bytes);
+  if (int rc = print_if_error(run(plan, dev.tensors, workspace.get(), workspace.bytes(), nullptr))) return rc;
+  dev.download_outputs(c);
+  return report_verification(plan, check(c), what);
+}
+
 // A block table [batch, pages_per_seq] giving each sequence its own pages of a pool of
 // batch * pages_per_seq, in a shuffled order: the benchmarks' paged caches. *table describes it.
 testing::DeviceBuffer shuffled_block_table(int64_t batch, int64_t pages_per_seq, uint64_t seed, TensorRef* table);

@@ -215,11 +215,7 @@ int gpu_decode_verify(const CliOptions& o) {
   if (status) status = plan_decode(spec.problem, device, options, &plan);
   if (int rc = print_if_error(status)) return rc;
   testing::DecodeCase c = testing::make_decode_case(spec);
-  testing::DeviceDecodeCase dev(c);
-  DeviceBuffer workspace(plan.workspace_bytes);
-  if (int rc = print_if_error(run_decode(plan, dev.tensors, workspace.get(), workspace.bytes(), nullptr))) return rc;
-  dev.download_outputs(c);
-  return report_verification(plan, testing::check_decode(c), "gpu decode");
+  return run_and_report<testing::DeviceDecodeCase>(plan, c, run_decode, testing::check_decode, "gpu decode");
 }
 
 }  // namespace splitkv::cli

@@ -203,11 +203,7 @@ int verify_over_tokens(const PrefillProblem& p, const Plan& plan, uint64_t seed)
     spec.kv_lens.push_back(verify_kv_len(p, b));
   }
   testing::PrefillCase c = testing::make_prefill_case(spec);
-  testing::DevicePrefillCase dev(c);
-  DeviceBuffer workspace(plan.workspace_bytes);
-  if (int rc = print_if_error(run_prefill(plan, dev.tensors, workspace.get(), workspace.bytes(), nullptr))) return rc;
-  dev.download_outputs(c);
-  return report_verification(plan, testing::check_prefill(c), "gpu prefill");
+  return run_and_report<testing::DevicePrefillCase>(plan, c, run_prefill, testing::check_prefill, "gpu prefill");
 }
 
 // A KV cache (chunked prefill): testing::ChunkCase, the tests' cache (NaN in every slot no sequence
@@ -231,11 +227,7 @@ int verify_over_cache(const PrefillProblem& p, const Plan& plan, uint64_t seed) 
   spec.varlen = p.varlen;
   spec.seed = seed;
   testing::ChunkCase c = testing::make_chunk_case(spec);
-  testing::DeviceChunkCase dev(c);
-  DeviceBuffer workspace(plan.workspace_bytes);
-  if (int rc = print_if_error(run_prefill(plan, dev.tensors, workspace.get(), workspace.bytes(), nullptr))) return rc;
-  dev.download_outputs(c);
-  return report_verification(plan, testing::check_chunk(c), "gpu chunked prefill");
+  return run_and_report<testing::DeviceChunkCase>(plan, c, run_prefill, testing::check_chunk, "gpu chunked prefill");
 }
 
 }  // namespace
