@@ -230,10 +230,10 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     read_k = read_v;
     ++read_k;  // K_{t+1}
   };
-  if (n_blocks > 0) step(0, cute::true_type{});
-  for (int t = 1; t < n_blocks; ++t) step(t, cute::false_type{});
-  if (n_blocks > 0) {  // the last tile's P V
-    pipeline.consumer_wait(read_v);
+  if (n_blocks > 0) {
+    step(0, cute::true_type{});
+    for (int t = 1; t < n_blocks; ++t) step(t, cute::false_type{});
+    pipeline.consumer_wait(read_v);  // the last tile's P V
     warpgroup_gemm<false>(mma_pv, tOrP, tOrVt(_, _, _, read_v.index()), acc_o);
     pipeline.consumer_release(read_v);
   }
