@@ -19,6 +19,7 @@ int sets_for_cold_l2(double bytes_per_set, int max_sets) {
 Status time_rotating_calls(int sets, int min_calls, int replays, size_t workspace_bytes,
                            const std::function<Status(int, void*, Stream)>& run, GraphTiming* timing) {
   testing::DeviceBuffer workspace(workspace_bytes);
+  workspace.fill_bytes(0);  // a zeroed workspace is prepared for any plan (prepare_workspace)
   Status status;
   auto enqueue = [&](int call, void* stream) {
     status = run(call % sets, workspace.get(), static_cast<Stream>(stream));

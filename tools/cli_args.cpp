@@ -42,6 +42,7 @@ void print_usage() {
       "  --max-splits N            cap on splits (CUDA-graph bound)\n"
       "  --split-tokens N          batch-invariant split size in tokens\n"
       "  --cluster                 decode: merge splits inside a thread-block cluster (sm_90)\n"
+      "  --fused-combine           decode: each tile's last split block merges the splits (no combine launch)\n"
       "  --strategy S              auto|split-q|split-kv|split-v|two-pass\n"
       "  --family NAME             force a kernel family (see `splitkv families`)\n"
       "  --iters N                 timed iterations (default 20)\n"
@@ -80,6 +81,8 @@ bool parse_args(int argc, char** argv, CliOptions* o, std::string* error) {
       o->kv_cache = true;
     } else if (arg == "--cluster") {
       o->cluster_combine = true;
+    } else if (arg == "--fused-combine") {
+      o->fused_combine = true;
     } else if (arg == "-h" || arg == "--help") {
       o->command = "help";
     } else if (i + 1 >= argc) {

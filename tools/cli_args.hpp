@@ -25,6 +25,7 @@ struct CliOptions {
   int max_splits = 0;
   int split_tokens = 0;
   bool cluster_combine = false;  // --cluster: merge decode splits inside a thread-block cluster
+  bool fused_combine = false;    // --fused-combine: each tile's last split block merges (decode)
   std::string strategy = "auto";
   std::string family;    // empty: the planner's choice
   int iters = 20;

@@ -48,6 +48,7 @@ Status to_plan_options(const CliOptions& o, PlanOptions* options) {
   p.max_splits = o.max_splits;
   p.split_tokens = o.split_tokens;
   p.cluster_combine = o.cluster_combine;
+  p.fused_combine = o.fused_combine;
   *options = p;
   return Status::success();
 }

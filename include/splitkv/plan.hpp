@@ -53,6 +53,12 @@ struct PlanOptions {
   // Off by default: on the H200 it measured slower beyond ~8 splits (bench/NOTES.md, run 4).
   // Batch-invariant mode always uses the combine kernel.
   bool cluster_combine = false;
+  // Decode, opt-in: the last split block of each tile of rows to finish merges all the tile's
+  // partials in the split kernel itself (no combine launch), bitwise identical to the combine
+  // kernel. Arrival counters live in the workspace: call prepare_workspace once on a new
+  // workspace, and keep that workspace for this plan's calls (each call leaves the counters at
+  // zero for the next; other data written into it in between breaks them).
+  bool fused_combine = false;
 };
 
 struct Plan {
@@ -67,6 +73,7 @@ struct Plan {
   int num_splits = 1;    // KV chunks per (sequence, KV head); 1 = no combine step
   int split_tokens = 0;  // > 0: fixed chunk (batch-invariant); 0: each sequence split evenly
   bool cluster_combine = false;  // splits merged inside a thread-block cluster (see PlanOptions)
+  bool fused_combine = false;    // splits merged by each tile's last split block (see PlanOptions)
   int block_m = 0;       // query rows per thread block
   int block_n = 0;       // keys per main-loop step of a thread block
   int warps = 0;

@@ -30,6 +30,11 @@ Status query_device(int device, DeviceInfo* info);
 Status run_decode(const Plan& plan, const DecodeTensors& tensors, void* workspace,
                   size_t workspace_bytes, Stream stream);
 
+// Makes a new workspace ready for the plan: zeroes the arrival counters of a fused-combine decode
+// plan (PlanOptions::fused_combine), asynchronously on `stream`; does nothing for other plans.
+// Call it once per workspace (not per call); it may be captured in a graph like the runs.
+Status prepare_workspace(const Plan& plan, void* workspace, size_t workspace_bytes, Stream stream);
+
 // Runs the planned prefill, same contract as run_decode.
 Status run_prefill(const Plan& plan, const PrefillTensors& tensors, void* workspace,
                    size_t workspace_bytes, Stream stream);

@@ -62,6 +62,17 @@ OutputParams partial_output(void* workspace, int num_splits, int64_t rows, int s
                       rows, seq_rows, heads);
 }
 
+// The fused combine's arrival counters in the workspace: one per (sequence, KV head, query tile).
+int64_t decode_tile_count(const Plan& plan) {
+  return int64_t(plan.decode.batch) * plan.decode.num_kv_heads * plan::decode_geometry(plan.decode, plan.block_m).m_tiles;
+}
+int32_t* decode_tile_counters(const Plan& plan, void* workspace) {
+  const plan::DecodeGeometry g = plan::decode_geometry(plan.decode, plan.block_m);
+  const plan::SplitWorkspace ws =
+      plan::split_workspace(plan.num_splits, g.out_rows, plan.decode.head_dim, decode_tile_count(plan));
+  return reinterpret_cast<int32_t*>(static_cast<char*>(workspace) + ws.counters_offset);
+}
+
 // Merges the partials `from` into the final rows `to` with the combine family's kernel.
 Status launch_combine(const OutputParams& from, int num_splits, const OutputParams& to, const int32_t* cu_seqlens_q,
                       DType dtype, int head_dim, Stream stream) {
@@ -157,10 +168,15 @@ Status run_decode(const Plan& plan, const DecodeTensors& t, void* workspace, siz
     return detail::launch(launcher, &p, launch_config(stream, plan.grid), "decode kernel launch");
   }
   const OutputParams final_rows = final_output(t.out, t.lse, false);
-  const bool combine_after = plan.num_splits > 1 && !plan.cluster_combine;
-  p.output = combine_after ? partial_output(workspace, plan.num_splits, g.out_rows, pr.q_len, pr.num_q_heads,
-                                            pr.head_dim)
-                           : final_rows;
+  const bool merge_partials = plan.num_splits > 1 && !plan.cluster_combine;  // in the workspace
+  p.output = merge_partials ? partial_output(workspace, plan.num_splits, g.out_rows, pr.q_len, pr.num_q_heads,
+                                             pr.head_dim)
+                            : final_rows;
+  if (merge_partials && plan.fused_combine) {  // each tile's last split block merges; no combine launch
+    p.tile_counters = decode_tile_counters(plan, workspace);
+    p.combined = final_rows;
+  }
+  const bool combine_after = merge_partials && !plan.fused_combine;
   detail::LaunchConfig config = launch_config(stream, plan.grid);
   if (plan.cluster_combine) {
     if (!config.use_pdl) {  // clusters exist from sm_90 on, like PDL
@@ -171,6 +187,16 @@ Status run_decode(const Plan& plan, const DecodeTensors& t, void* workspace, siz
   if (Status s = detail::launch(launcher, &p, config, "decode kernel launch"); !s) return s;
   if (!combine_after) return Status::success();
   return launch_combine(p.output, plan.num_splits, final_rows, nullptr, pr.dtype, pr.head_dim, stream);
+}
+
+Status prepare_workspace(const Plan& plan, void* workspace, size_t workspace_bytes, Stream stream) {
+  if (!(plan.kind == Plan::Kind::kDecode && plan.fused_combine && plan.num_splits > 1)) return Status::success();
+  if (Status s = detail::validate_workspace(plan.workspace_bytes, workspace, workspace_bytes); !s) return s;
+  const size_t bytes = size_t(decode_tile_count(plan)) * sizeof(int32_t);
+  const cudaError_t error = cudaMemsetAsync(decode_tile_counters(plan, workspace), 0, bytes, stream);
+  if (error == cudaSuccess) return Status::success();
+  return Status(StatusCode::kCudaError, "workspace",
+                std::string("prepare_workspace: zeroing the fused combine's counters: ") + cudaGetErrorString(error));
 }
 
 Status run_prefill(const Plan& plan, const PrefillTensors& t, void* workspace, size_t workspace_bytes,

@@ -75,7 +75,11 @@ std::string describe(const Plan& p) {
   if (p.split_tokens > 0) s << " (fixed " << p.split_tokens << " tokens each, batch-invariant)";
   s << "  -- " << p.note << "\n";
   if (p.kind == Plan::Kind::kDecode && p.num_splits > 1) {
-    s << "combine: " << (p.cluster_combine ? "in-kernel, across the thread-block cluster" : "combine kernel") << "\n";
+    s << "combine: "
+      << (p.cluster_combine ? "in-kernel, across the thread-block cluster"
+          : p.fused_combine ? "in-kernel, by each tile's last split block (prepare_workspace once)"
+                            : "combine kernel")
+      << "\n";
   }
   s << "tile: block_m=" << p.block_m << " block_n=" << p.block_n << " warps=" << p.warps
     << " stages=" << p.stages << " smem=" << p.smem_bytes << " B, " << p.blocks_per_sm << " block(s)/SM\n";

@@ -12,19 +12,26 @@ constexpr size_t kWorkspaceAlign = 256;
 inline size_t align_up(size_t bytes) { return (bytes + kWorkspaceAlign - 1) / kWorkspaceAlign * kWorkspaceAlign; }
 
 // Split-KV partials: O_i as fp32 [num_splits, rows, head_dim] then LSE_i as fp32 [num_splits, rows].
-// A "row" is one (sequence, query, query head). Nothing is needed without splitting.
+// A "row" is one (sequence, query, query head). Nothing is needed without splitting. A decode plan
+// that merges its splits in the split kernel (fused combine) adds one int32 arrival counter per
+// tile of rows (sequence, KV head, query tile), zero between calls (prepare_workspace zeroes them
+// once; the last block of each tile resets its own).
 struct SplitWorkspace {
   size_t o_offset = 0;
   size_t lse_offset = 0;
+  size_t counters_offset = 0;
+  size_t counters_bytes = 0;
   size_t total_bytes = 0;
 };
 
-inline SplitWorkspace split_workspace(int num_splits, int64_t rows, int head_dim) {
+inline SplitWorkspace split_workspace(int num_splits, int64_t rows, int head_dim, int64_t tile_counters = 0) {
   SplitWorkspace w;
   if (num_splits <= 1) return w;
   w.o_offset = 0;
   w.lse_offset = align_up(size_t(num_splits) * size_t(rows) * size_t(head_dim) * sizeof(float));
-  w.total_bytes = w.lse_offset + align_up(size_t(num_splits) * size_t(rows) * sizeof(float));
+  w.counters_offset = w.lse_offset + align_up(size_t(num_splits) * size_t(rows) * sizeof(float));
+  w.counters_bytes = align_up(size_t(tile_counters) * sizeof(int32_t));
+  w.total_bytes = w.counters_offset + w.counters_bytes;
   return w;
 }
 

@@ -270,6 +270,41 @@ TEST(Planner, DescribeMentionsTheDecision) {
   EXPECT_NE(text.find("workspace"), std::string::npos);
 }
 
+TEST(Planner, FusedCombineIsOptInAndAddsItsCounters) {
+  const Plan plain = plan_or_die(decode(2, 32, 8, 65536));
+  ASSERT_GT(plain.num_splits, 1);
+  EXPECT_FALSE(plain.fused_combine);  // default: the combine kernel
+  PlanOptions on;
+  on.fused_combine = true;
+  const Plan fused = plan_or_die(decode(2, 32, 8, 65536), on);
+  EXPECT_TRUE(fused.fused_combine);
+  EXPECT_EQ(fused.num_splits, plain.num_splits);
+  EXPECT_GT(fused.workspace_bytes, plain.workspace_bytes);  // one counter per (sequence, KV head, query tile)
+  EXPECT_NE(describe(fused).find("last split block"), std::string::npos) << describe(fused);
+  PlanOptions one = on;
+  one.num_splits = 1;  // nothing to merge
+  EXPECT_FALSE(plan_or_die(decode(2, 32, 8, 65536), one).fused_combine);
+  PlanOptions cluster = on;
+  cluster.cluster_combine = true;  // a cluster merge needs no counters: it wins where it fits
+  const Plan in_cluster = plan_or_die(decode(1, 32, 8, 65536), cluster);
+  EXPECT_TRUE(in_cluster.cluster_combine);
+  EXPECT_FALSE(in_cluster.fused_combine);
+  PlanOptions invariant = on;
+  invariant.split_tokens = 8192;  // batch-invariant mode: the same merge code, so allowed
+  EXPECT_TRUE(plan_or_die(decode(2, 32, 8, 65536), invariant).fused_combine);
+}
+
+TEST(Planner, PrepareWorkspaceChecksItsArguments) {
+  // Plans without a fused combine need no preparation: nothing is checked or touched.
+  EXPECT_TRUE(prepare_workspace(plan_or_die(decode(2, 32, 8, 65536)), nullptr, 0, nullptr).ok());
+  PlanOptions on;
+  on.fused_combine = true;
+  const Plan fused = plan_or_die(decode(2, 32, 8, 65536), on);
+  const Status s = prepare_workspace(fused, nullptr, 0, nullptr);
+  EXPECT_FALSE(s.ok());
+  EXPECT_FALSE(s.argument().empty()) << s.message();
+}
+
 }  // namespace
 }  // namespace splitkv
 

@@ -1,5 +1,6 @@
 // Decode kernel against the fp64 reference (docs/BENCHMARKING.md tolerances), plus the split-KV
-// promises: determinism, batch invariance, CUDA-graph replay with new lengths, bad device input.
+// promises: determinism, batch invariance, CUDA-graph replay with new lengths, bad device input;
+// each of the three ways to merge splits (combine kernel, cluster, fused) gives the same bits.
 #include <cuda_runtime_api.h>
 
 #include <cmath>
@@ -43,20 +44,26 @@ struct GpuCase {
   int num_splits = 0;  // 0: planner
   int split_tokens = 0;
   bool cluster_combine = false;
+  bool fused_combine = false;
 };
 
-// Runs one case on the GPU with NaN-poisoned outputs and returns the comparison.
+// Runs one case on the GPU with NaN-poisoned outputs (and workspace: only a fused combine's
+// counters are prepared) and returns the comparison.
 testing::Comparison run_case(const GpuCase& k, testing::DecodeCase* out_case = nullptr) {
   testing::DecodeCase c = testing::make_decode_case(k.spec);
   PlanOptions o;
   o.num_splits = k.num_splits;
   o.split_tokens = k.split_tokens;
   o.cluster_combine = k.cluster_combine;
+  o.fused_combine = k.fused_combine;
   Plan plan;
   Status s = plan_decode(c.problem, gpu_test::device(), o, &plan);
   EXPECT_TRUE(s.ok()) << s.message();
+  EXPECT_EQ(plan.fused_combine, k.fused_combine && plan.num_splits > 1) << k.name;
   DeviceDecodeCase dev(c);
   DeviceBuffer workspace = gpu_test::poisoned_workspace(plan.workspace_bytes);
+  s = prepare_workspace(plan, workspace.get(), workspace.bytes(), nullptr);
+  EXPECT_TRUE(s.ok()) << s.message();
   s = run_decode(plan, dev.tensors, workspace.get(), workspace.bytes(), nullptr);
   EXPECT_TRUE(s.ok()) << s.message();
   dev.download_outputs(c);
@@ -112,6 +119,16 @@ std::vector<GpuCase> reference_cases() {
   add("cluster_hd256", DecodeSpecBuilder(1, 8, 2, 3000).head_dim(256), 12, 0, true);
   add("combine_kernel_16_splits", DecodeSpecBuilder(2, 28, 4, 5000).lens({5000, 0}).queries(2, true), 16);
   add("batch_invariant_split", DecodeSpecBuilder(3, 32, 8, 5000).lens({5000, 64, 0}), 0, 512);
+  auto add_fused = [&](std::string name, DecodeSpecBuilder b, int splits = 0, int split_tokens = 0) {
+    cases.push_back(GpuCase{std::move(name), b.spec, splits, split_tokens, false, true});
+  };
+  add_fused("fused_planned_len65537", DecodeSpecBuilder(1, 32, 8, 65537));
+  add_fused("fused_16_splits", DecodeSpecBuilder(2, 28, 4, 5000).lens({5000, 0}).queries(2, true), 16);
+  add_fused("fused_48_splits_mixed", DecodeSpecBuilder(5, 32, 8, 4097).lens({0, 4097, 1, 333, 2048}), 48);
+  add_fused("fused_hd64_paged16", DecodeSpecBuilder(2, 16, 2, 3000).head_dim(64).paged(16).lens({3000, 40}), 7);
+  add_fused("fused_hd256_fp16", DecodeSpecBuilder(1, 8, 2, 3000).head_dim(256).dtype(DType::kF16), 12);
+  add_fused("fused_spec_q16_causal", DecodeSpecBuilder(2, 32, 8, 900).queries(16, true).lens({900, 10}), 5);
+  add_fused("fused_batch_invariant", DecodeSpecBuilder(3, 32, 8, 5000).lens({5000, 64, 0}), 0, 512);
   return cases;
 }
 
@@ -120,15 +137,21 @@ INSTANTIATE_TEST_SUITE_P(Cases, DecodeVsReference, ::testing::ValuesIn(reference
 
 TEST(DecodeGpu, SplitResultsAreBitwiseDeterministic) {
   SPLITKV_REQUIRE_GPU(DType::kBF16, 128);
-  for (bool cluster : {false, true}) {  // merged by the combine kernel, and in a cluster
-    const int splits = 12;
-    GpuCase k{"det", DecodeSpecBuilder(2, 32, 8, 20000).spec, splits, 0, cluster};
+  const int splits = 12;
+  testing::DecodeCase by_kernel;
+  run_case(GpuCase{"det", DecodeSpecBuilder(2, 32, 8, 20000).spec, splits}, &by_kernel);
+  // Merged by the combine kernel, in a cluster, by each tile's last split block: run twice each.
+  for (int way = 0; way < 3; ++way) {
+    GpuCase k{"det", DecodeSpecBuilder(2, 32, 8, 20000).spec, splits, 0, way == 1, way == 2};
     testing::DecodeCase first, second;
     run_case(k, &first);
     run_case(k, &second);
-    EXPECT_EQ(first.out, second.out) << "cluster " << cluster;
-    EXPECT_EQ(std::memcmp(first.lse.data(), second.lse.data(), first.lse.size() * sizeof(float)), 0)
-        << "cluster " << cluster;
+    EXPECT_EQ(first.out, second.out) << "way " << way;
+    EXPECT_EQ(std::memcmp(first.lse.data(), second.lse.data(), first.lse.size() * sizeof(float)), 0) << "way " << way;
+    if (way == 2) {  // the fused combine runs the combine kernel's row code: the same bits
+      EXPECT_EQ(first.out, by_kernel.out);
+      EXPECT_EQ(std::memcmp(first.lse.data(), by_kernel.lse.data(), first.lse.size() * sizeof(float)), 0);
+    }
   }
 }
 
@@ -156,18 +179,25 @@ TEST(DecodeGpu, BatchInvariantModeGivesTheSameBitsWhateverTheBatch) {
   EXPECT_EQ(bits[0], bits[1]);
 }
 
-TEST(DecodeGpu, CudaGraphReplayServesNewLengths) {
+// Capture once with the plan's bound, then change the lengths on the device and replay. The
+// cache holds valid keys up to the bound in every sequence, so any length up to it is meaningful.
+// With the fused combine the counters are prepared once, before capture, and every replay must
+// leave them ready for the next.
+class DecodeGraphReplay : public ::testing::TestWithParam<bool> {};
+
+TEST_P(DecodeGraphReplay, ServesNewLengths) {
   SPLITKV_REQUIRE_GPU(DType::kBF16, 128);
-  // Capture once with the plan's bound, then change the lengths on the device and replay. The
-  // cache holds valid keys up to the bound in every sequence, so any length up to it is meaningful.
   testing::DecodeCase c = testing::make_decode_case(DecodeSpecBuilder(3, 32, 8, 8192).spec);
   Plan plan;
   PlanOptions o;
   o.max_splits = 16;
+  o.fused_combine = GetParam();
   ASSERT_TRUE(plan_decode(c.problem, gpu_test::device(), o, &plan).ok());
   ASSERT_GT(plan.num_splits, 1);
+  ASSERT_EQ(plan.fused_combine, GetParam());
   DeviceDecodeCase dev(c);
   DeviceBuffer workspace = gpu_test::poisoned_workspace(plan.workspace_bytes);
+  ASSERT_TRUE(prepare_workspace(plan, workspace.get(), workspace.bytes(), nullptr).ok());
   cudaStream_t stream;
   ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
   cudaGraph_t graph;
@@ -193,6 +223,11 @@ TEST(DecodeGpu, CudaGraphReplayServesNewLengths) {
   cudaGraphDestroy(graph);
   cudaStreamDestroy(stream);
 }
+
+INSTANTIATE_TEST_SUITE_P(Combine, DecodeGraphReplay, ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return std::string(info.param ? "fused" : "combine_kernel");
+                         });
 
 // Lengths and page ids are device data: run() cannot check them on the host. Bad ones must not
 // be read past, and must show up as NaN in that sequence's output (never a silent wrong answer).

@@ -17,14 +17,20 @@
 namespace splitkv::detail {
 
 // Partials as one array of splits: CombineParams' partial_o [splits, rows, D] / partial_lse [splits, rows].
-template <int kHeadDim>
+// kFromL2: read past L1 (ld.cg), for partials other blocks of the same launch wrote (the fused
+// combine); the values, and so the merged bits, are the same either way.
+template <int kHeadDim, bool kFromL2 = false>
 struct ContiguousPartials {
   const float* o;
   const float* lse_of;
   int64_t rows;
-  __device__ float lse(int s, int64_t row) const { return lse_of[int64_t(s) * rows + row]; }
+  __device__ float lse(int s, int64_t row) const {
+    const float* at = lse_of + int64_t(s) * rows + row;
+    return kFromL2 ? __ldcg(at) : *at;
+  }
   __device__ float4 o4(int s, int64_t row, int lane) const {
-    return reinterpret_cast<const float4*>(o + (int64_t(s) * rows + row) * kHeadDim)[lane];
+    const float4* at = reinterpret_cast<const float4*>(o + (int64_t(s) * rows + row) * kHeadDim) + lane;
+    return kFromL2 ? __ldcg(at) : *at;
   }
 };
 

@@ -6,6 +6,7 @@
 
 #include <cute/tensor.hpp>
 
+#include "kernels/combine/combine_row.cuh"
 #include "kernels/common/causal_mask.hpp"
 #include "kernels/common/epilogue.cuh"
 #include "kernels/common/online_softmax.cuh"
@@ -65,9 +66,46 @@ __device__ __forceinline__ void mask_past_row_ends(Scores& scores, const RowCoor
   }
 }
 
+// Fused combine, after the block wrote its partial rows: counts the block in on its tile's counter;
+// the tile's last split block merges every split's partials of the tile's rows with combine_row
+// (the combine kernel's code and order, so the bits are the same) and resets the counter to zero
+// for the next launch (graph replays need no memset). The classic threadfence pattern: writers
+// fence before they count, the last block fences after it counts, then reads.
+template <class Element, int kHeadDim, int kThreads>
+__device__ __forceinline__ void merge_if_last_split(const DecodeParams& p, int64_t tile, int b, int kv_head, int row0,
+                                                    int rows_here) {
+  static_assert(kThreads == tiles::kCombineThreads, "combine_row needs the combine kernel's block size");
+  __shared__ int is_last;
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    const int arrived = atomicAdd(p.tile_counters + tile, 1) + 1;
+    is_last = arrived == p.num_splits;
+    if (is_last) atomicExch(p.tile_counters + tile, 0);
+  }
+  __syncthreads();
+  if (!is_last) return;  // block-uniform
+  __threadfence();
+  CombineParams c{};
+  c.partial_o = p.output.partial_o;
+  c.partial_lse = p.output.partial_lse;
+  c.rows = p.output.partial_rows;
+  c.num_splits = p.num_splits;
+  c.num_q_heads = p.num_q_heads;
+  c.seq_rows = p.q_len;
+  c.output = p.combined;
+  const ContiguousPartials<kHeadDim, true> partials{c.partial_o, c.partial_lse, c.rows};
+  for (int r = 0; r < rows_here; ++r) {
+    const int row = row0 + r, i = row / p.group;
+    const int hq = kv_head * p.group + row % p.group;
+    combine_row<Element, kHeadDim>(c, (int64_t(b) * p.q_len + i) * p.num_q_heads + hq, partials);
+  }
+}
+
 // The end of the block, after every warp stored its state (store_warp_state) and a barrier:
 // merges the warps' states row by row and writes the result (final rows, or this split's partial),
-// or leaves it in shared memory for the cluster merge. scale_log2 turns the raw scores the warps
+// or leaves it in shared memory for the cluster merge; with a fused combine the tile's last split
+// block then merges the partials. scale_log2 turns the raw scores the warps
 // kept into log2 units; out_scale multiplies O (an FP8 cache's V scale).
 template <class Element, int kWarps, int kM, int kHeadDim, int kThreads>
 __device__ __forceinline__ void finish_decode_block(const DecodeParams& p, const WarpMergeSmem<kWarps, kM, kHeadDim>& merge,
@@ -94,6 +132,9 @@ __device__ __forceinline__ void finish_decode_block(const DecodeParams& p, const
   }
   if (p.cluster_combine) {
     combine_across_cluster<Element, kHeadDim, kThreads>(p, cluster_o, cluster_lse, b, kv_head, row0, rows_here);
+  } else if (p.tile_counters != nullptr) {
+    const int64_t tile = (int64_t(b) * p.num_kv_heads + kv_head) * p.m_tiles + row0 / kM;
+    merge_if_last_split<Element, kHeadDim, kThreads>(p, tile, b, kv_head, row0, rows_here);
   }
 }
 

@@ -49,6 +49,11 @@ struct DecodeParams {
   int num_splits;
   int split_tokens;      // > 0: fixed split size (batch-invariant)
   bool cluster_combine;  // the splits of a row form one thread-block cluster and merge in it
+  // Fused combine (not nullptr): one arrival counter per (sequence, KV head, query tile), zero
+  // between launches; the tile's last split block to finish merges its rows from the partials
+  // (output, kPartial) into `combined` (kFinal) and resets the counter.
+  int32_t* tile_counters;
+  OutputParams combined;
   bool causal;
   float scale_log2;  // softmax_scale * log2(e)
 };
