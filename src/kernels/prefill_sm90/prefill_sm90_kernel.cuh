@@ -11,8 +11,9 @@
 // t - 1 is on the tensor cores (see the loop). Rows are written through the common epilogue
 // (final O/LSE, split partials, or NaN for bad device data).
 //
-// Keys past the sequence's end inside the last tile can hold anything (a varlen neighbour's
-// padding, NaN): their scores are masked to -inf, and their V rows are zeroed in shared memory
+// Chunked prefill over a contiguous KV cache ([batch, capacity, Hkv, D], keys [0, seq_lens[b])) is
+// the padded case with per-sequence key counts. Keys past the sequence's end inside the last tile
+// can hold anything (a varlen neighbour's tokens, padding, unused cache slots, NaN): their scores are masked to -inf, and their V rows are zeroed in shared memory
 // before P V, because 0 * NaN is NaN.
 #pragma once
 
@@ -118,10 +119,13 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     // ---- Producer: one thread issues every TMA load ---------------------------------------------
     cutlass::arch::warpgroup_reg_dealloc<Traits::kProducerRegisters>();
     if (threadIdx.x / 32 == 0 && cute::elect_one_sync()) {
-      const int batch_slot = p.cu_seqlens_q != nullptr ? 0 : blk.b;
-      Tensor mQ = params.tma_q.get_tma_tensor(params.shape_q)(_, _, blk.hq, batch_slot);  // (tokens, D)
-      Tensor mK = params.tma_k.get_tma_tensor(params.shape_kv)(_, _, blk.kv_head, batch_slot);
-      Tensor mV = params.tma_v.get_tma_tensor(params.shape_kv)(_, _, blk.kv_head, batch_slot);
+      // Varlen tokens are one slot addressed by offset; padded tensors and a contiguous KV cache
+      // have a slot per sequence (a cache's keys are [0, seq_lens[b]) of its slot).
+      const int q_slot = p.cu_seqlens_q != nullptr ? 0 : blk.b;
+      const int kv_slot = p.cu_seqlens_k != nullptr ? 0 : blk.b;
+      Tensor mQ = params.tma_q.get_tma_tensor(params.shape_q)(_, _, blk.hq, q_slot);  // (tokens, D)
+      Tensor mK = params.tma_k.get_tma_tensor(params.shape_kv)(_, _, blk.kv_head, kv_slot);
+      Tensor mV = params.tma_v.get_tma_tensor(params.shape_kv)(_, _, blk.kv_head, kv_slot);
       Tensor gQ = local_tile(domain_offset(make_coord(int(seq.q_begin + blk.row0), _0{}), mQ), Shape<Int<kM>, Int<D>>{},
                              make_coord(_0{}, _0{}));  // (M, D)
       Tensor gK = local_tile(domain_offset(make_coord(int(seq.k_begin), _0{}), mK), Shape<Int<kN>, Int<D>>{},
