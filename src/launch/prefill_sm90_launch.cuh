@@ -42,6 +42,22 @@ cudaError_t launch_prefill_sm90(const PrefillParams& p, const LaunchConfig& conf
                                Shape<Int<Traits::kBlockN>, Int<kHeadDim>>{}, _1{});
   params.shape_q = mQ.shape();
   params.shape_kv = mK.shape();
+  // A paged cache as (page_size, D, Hkv, pages), read in 16-key boxes. Without one the descriptors
+  // are encoded over one 16-token page of K and V and never used.
+  const bool paged = p.block_table != nullptr;
+  auto pages = [&](const void* data, int64_t token_stride, int64_t head_stride, int64_t page_stride) {
+    auto layout = make_layout(make_shape(int32_t(paged ? p.page_size : Traits::kPageRows), int32_t(kHeadDim),
+                                         int32_t(p.num_kv_heads), int32_t(paged ? p.num_pages : 1)),
+                              make_stride(token_stride, _1{}, head_stride, page_stride));
+    return make_tensor(make_gmem_ptr(static_cast<const Element*>(data)), layout);
+  };
+  auto mKp = pages(p.k, p.k_token_stride, p.k_head_stride, p.k_batch_stride);
+  auto mVp = pages(p.v, p.v_token_stride, p.v_head_stride, p.v_batch_stride);
+  params.tma_k_pages = make_tma_copy(SM90_TMA_LOAD{}, mKp, typename Traits::SmemLayoutKVBox{},
+                                     Shape<Int<Traits::kPageRows>, Int<kHeadDim>>{}, _1{});
+  params.tma_v_pages = make_tma_copy(SM90_TMA_LOAD{}, mVp, typename Traits::SmemLayoutKVBox{},
+                                     Shape<Int<Traits::kPageRows>, Int<kHeadDim>>{}, _1{});
+  params.shape_pages = mKp.shape();
   return launch_kernel(prefill_sm90_kernel<Traits>, dim3(Traits::kThreads), Traits::kSmemBytes, params, config);
 }
 

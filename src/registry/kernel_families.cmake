@@ -37,7 +37,7 @@ splitkv_family(NAME prefill_mma KIND prefill ARCH sm80 STRATEGIES split-q split-
 # Hopper (sm_90a): TMA loads into swizzled shared memory, wgmma for Q K^T and P V, a producer
 # warpgroup and two consumer warpgroups with register reallocation.
 splitkv_family(NAME prefill_sm90 KIND prefill ARCH sm90a STRATEGIES split-q split-kv PRIORITY 1
-  HEAD_DIMS 64 128 256 DTYPES fp16 bf16 KV_FORMATS native KV_CACHES contiguous
+  HEAD_DIMS 64 128 256 DTYPES fp16 bf16 KV_FORMATS native KV_CACHES contiguous paged
   TILE prefill_sm90_summary TEMPLATE prefill_sm90)
 
 # The original design's independent K and V tiles: K consumed in 16-key sub-tiles, V in 64-column

@@ -210,19 +210,19 @@ TEST(ChunkedPrefillArguments, AreCheckedAndNamed) {
   }, "page_size");
   expect(contiguous, [](PrefillProblem& p, PrefillTensors&) { p.kv_cache = false; }, "seq_lens");
 
-  // Families serve the cache layouts they read (paged: prefill_mma; contiguous: prefill_sm90 on
-  // sm_90 as well); others say why they cannot, naming the field that rules them out.
+  // Families serve the cache layouts they read (prefill_mma and prefill_sm90: both); others say
+  // why they cannot, naming the field that rules them out.
   Plan plan;
+  for (const char* family : {"prefill_mma", "prefill_sm90"}) {
+    PlanOptions named;
+    named.family = family;
+    Status s = plan_prefill(paged.problem, DeviceInfo::h200(), named, &plan);
+    EXPECT_TRUE(s.ok()) << family << ": " << s.message();
+    s = plan_prefill(contiguous.problem, DeviceInfo::h200(), named, &plan);
+    EXPECT_TRUE(s.ok()) << family << ": " << s.message();
+  }
   Status s = plan_prefill(paged.problem, DeviceInfo::h200(), {}, &plan);
   ASSERT_TRUE(s.ok()) << s.message();
-  EXPECT_EQ(plan.family, "prefill_mma");
-  PlanOptions sm90;
-  sm90.family = "prefill_sm90";
-  s = plan_prefill(paged.problem, DeviceInfo::h200(), sm90, &plan);
-  EXPECT_EQ(s.code(), StatusCode::kUnsupported);
-  EXPECT_EQ(s.argument(), "page_size") << s.message();
-  s = plan_prefill(contiguous.problem, DeviceInfo::h200(), sm90, &plan);
-  EXPECT_TRUE(s.ok()) << s.message();
   PlanOptions split_v;
   split_v.strategy = Strategy::kSplitV;
   s = plan_prefill(contiguous.problem, DeviceInfo::h200(), split_v, &plan);

@@ -1,6 +1,6 @@
 // Chunked prefill over a KV cache on the GPU (PrefillProblem::kv_cache): the planner's family
-// (prefill_sm90 for contiguous caches on sm_90, prefill_mma otherwise) or a named one against the
-// fp64 reference, for paged (pages of 16 and 256 tokens, shuffled tables) and
+// (prefill_sm90 on sm_90 where the build has it, else prefill_mma) or a named one against the fp64
+// reference, for paged (pages of 16 and 256 tokens, shuffled tables) and
 // contiguous caches with NaN in every slot no sequence owns, ragged batches with empty members,
 // chunks from 1 to 1000 queries over prefixes up to 4097 tokens, GQA, causal and not, forced
 // splits; bitwise-identical reruns; an invalid page id gives NaN in its own sequence only.
@@ -95,6 +95,9 @@ INSTANTIATE_TEST_SUITE_P(
     Cases, ChunkedPrefillVsReference,
     ::testing::Values(
         ChunkShape{"page16_causal", 16, 32, 8, 128, DType::kBF16, true, kRagged, kRaggedChunks, 0},
+        ChunkShape{"page16_causal_mma", 16, 32, 8, 128, DType::kBF16, true, kRagged, kRaggedChunks, 0,
+                   "prefill_mma"},
+        ChunkShape{"page32_d256", 32, 16, 16, 256, DType::kBF16, true, {700, 33}, {300, 33}, 0, "prefill_sm90"},
         ChunkShape{"page256_causal", 256, 32, 8, 128, DType::kBF16, true, kRagged, kRaggedChunks, 0},
         ChunkShape{"contiguous_causal", 0, 32, 8, 128, DType::kBF16, true, kRagged, kRaggedChunks, 0},
         ChunkShape{"contiguous_causal_mma", 0, 32, 8, 128, DType::kBF16, true, kRagged, kRaggedChunks, 0,

@@ -76,6 +76,18 @@ struct PrefillSm90Traits {
   using TmaKV = decltype(cute::make_tma_copy(cute::SM90_TMA_LOAD{}, GmemTensor{},
                                              cute::take<0, 2>(SmemLayoutKV{}),
                                              cute::Shape<cute::Int<kBlockN>, cute::Int<kHeadDim>>{}, cute::_1{}));
+
+  // A paged KV cache arrives in boxes of kPageRows keys, each from its own page: page sizes are
+  // multiples of 16, so a box never straddles two pages. A box lands in rows [16 j, 16 j + 16) of a
+  // stage: the stage's layout restricted to those rows (its column halves stay kBlockN x 64 apart).
+  static constexpr int kPageRows = 16;
+  static_assert(kBlockN % kPageRows == 0);
+  using SmemLayoutKVBox = decltype(cute::composition(
+      cute::take<0, 2>(SmemLayoutKV{}),
+      cute::Layout<cute::Shape<cute::Int<kPageRows>, cute::Int<kHeadDim>>, cute::Stride<cute::_1, cute::Int<kBlockN>>>{}));
+  // Global view of a paged cache: (page_size, D, Hkv, pages).
+  using TmaKVPage = decltype(cute::make_tma_copy(cute::SM90_TMA_LOAD{}, GmemTensor{}, SmemLayoutKVBox{},
+                                                 cute::Shape<cute::Int<kPageRows>, cute::Int<kHeadDim>>{}, cute::_1{}));
 };
 
 }  // namespace splitkv::detail
