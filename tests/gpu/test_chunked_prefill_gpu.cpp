@@ -30,7 +30,7 @@ struct ChunkShape {
   bool causal;
   std::vector<int> seq_lens, chunks;
   int num_splits;          // 0: planned
-  const char* family = "";  // "": the planner's choice (contiguous caches: prefill_sm90 on sm_90)
+  const char* family = "";  // "": the planner's choice (prefill_sm90 on sm_90 where compiled)
 };
 
 ChunkCase make_case(const ChunkShape& s) {
