@@ -63,7 +63,8 @@ function(_splitkv_cpp_list out prefix)  # fp16;bf16 -> "prefix(fp16) | prefix(bf
 endfunction()
 
 function(splitkv_family)
-  cmake_parse_arguments(F "READS_KV_CACHE" "NAME;KIND;ARCH;PRIORITY;TILE;TEMPLATE;VARIANT" "STRATEGIES;HEAD_DIMS;DTYPES;KV_FORMATS" ${ARGN})
+  cmake_parse_arguments(F "" "NAME;KIND;ARCH;PRIORITY;TILE;TEMPLATE;VARIANT" "STRATEGIES;HEAD_DIMS;DTYPES;KV_FORMATS;KV_CACHES"
+                        ${ARGN})
   foreach(required NAME KIND ARCH PRIORITY TILE TEMPLATE HEAD_DIMS DTYPES KV_FORMATS)
     if(NOT DEFINED F_${required})
       message(FATAL_ERROR "kernel family '${F_NAME}': ${required} is missing")
@@ -103,13 +104,14 @@ function(splitkv_family)
   _splitkv_cpp_list(kv_formats kv_format_bit ${F_KV_FORMATS})
   list(JOIN F_HEAD_DIMS ", " dims)
   list(LENGTH F_HEAD_DIMS num_dims)
-  if(F_READS_KV_CACHE)
-    set(reads_kv_cache "true")
-  else()
-    set(reads_kv_cache "false")
-  endif()
+  foreach(layout IN LISTS F_KV_CACHES)
+    if(NOT layout MATCHES "^(contiguous|paged)$")
+      message(FATAL_ERROR "kernel family '${F_NAME}': KV_CACHES ${layout} is not contiguous or paged")
+    endif()
+  endforeach()
+  _splitkv_cpp_list(kv_caches kv_cache_bit ${F_KV_CACHES})
   set_property(GLOBAL APPEND_STRING PROPERTY SPLITKV_FAMILY_ROWS
-    "    {\"${F_NAME}\", ${kind}, ${arch}, ${strategies}, ${F_PRIORITY}, {${dims}}, ${num_dims}, ${dtypes}, ${kv_formats}, &tiles::${F_TILE}, ${reads_kv_cache}},\n")
+    "    {\"${F_NAME}\", ${kind}, ${arch}, ${strategies}, ${F_PRIORITY}, {${dims}}, ${num_dims}, ${dtypes}, ${kv_formats}, &tiles::${F_TILE}, ${kv_caches}},\n")
 
   # Instances this build compiles: the family's dims/dtypes selected by the build, on its arch.
   if(F_ARCH STREQUAL "sm90a" AND NOT SPLITKV_HAS_SM90A)

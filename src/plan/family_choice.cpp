@@ -29,8 +29,10 @@ Status can_serve(const registry::Family& f, const FamilyRequest& r) {
   if (!f.has_kv_format(detail::registry_kv_format(r.kv_format, r.dtype))) {
     return Status::unsupported("kv_format", who + " does not read " + to_string(r.kv_format) + " caches");
   }
-  if (r.kv_cache && !f.reads_kv_cache) {
-    return Status::unsupported("kv_cache", who + " does not read K/V from a KV cache (chunked prefill)");
+  if (r.kv_cache && !f.reads_kv_cache(r.paged_cache)) {
+    return Status::unsupported(r.paged_cache ? "page_size" : "kv_cache",
+                               who + " does not read K/V from a " + (r.paged_cache ? "paged" : "contiguous") +
+                                   " KV cache (chunked prefill)");
   }
   if (!f.runs_on(r.device.cc_major, r.device.cc_minor)) {
     return Status::unsupported("device", who + " (" + registry::to_string(f.arch) + ") does not run on sm_" +

@@ -17,7 +17,8 @@ struct FamilyRequest {
   KvFormat kv_format;  // resolved (never kNative)
   DeviceInfo device;
   std::string name;   // PlanOptions::family: empty for the planner's choice
-  bool kv_cache = false;  // prefill over a decode cache: only families that read one
+  bool kv_cache = false;     // prefill over a decode cache: only families that read its layout
+  bool paged_cache = false;  // kv_cache: paged (page_size > 0), else contiguous
 };
 
 // Sets *family to an index into registry::families(). Without a name: among the families of the

@@ -97,9 +97,9 @@ Status decide_splits(const PlanOptions& o, int64_t work_units, int max_kv_len, i
 // Chooses the family and fills the plan's tile fields from its summary.
 Status choose_family_and_tile(registry::Kind kind, Strategy strategy, int head_dim, DType dtype, KvFormat kv_format,
                               const DeviceInfo& device, const PlanOptions& options, Plan* p,
-                              tiles::TileSummary* tile, bool kv_cache = false) {
-  plan::FamilyRequest request{kind, strategy, head_dim, dtype, detail::resolve_kv_format(kv_format, dtype),
-                              device, options.family, kv_cache};
+                              tiles::TileSummary* tile, bool kv_cache = false, bool paged_cache = false) {
+  plan::FamilyRequest request{kind,   strategy,       head_dim, dtype, detail::resolve_kv_format(kv_format, dtype),
+                              device, options.family, kv_cache, paged_cache};
   int family = -1;
   if (Status s = plan::choose_family(request, &family); !s) return s;
   const registry::Family& f = registry::families()[family];
@@ -216,7 +216,8 @@ Status plan_prefill(const PrefillProblem& problem, const DeviceInfo& device,
   tiles::TileSummary tile;
   const Strategy served = requested == Strategy::kAuto ? Strategy::kSplitQ : requested;
   if (Status s = choose_family_and_tile(registry::Kind::kPrefill, served, problem.head_dim, problem.dtype,
-                                        problem.kv_format, device, options, &p, &tile, problem.kv_cache);
+                                        problem.kv_format, device, options, &p, &tile, problem.kv_cache,
+                                        problem.page_size > 0);
       !s) {
     return s;
   }

@@ -18,8 +18,8 @@
 #               k8v4: quantized caches, docs/KV_FORMATS.md); builds select formats with SPLITKV_KV_FORMATS
 #   TILE        tile summary for the planner: a constexpr function in src/kernels/tile_table.hpp
 #   TEMPLATE    src/instantiations/<TEMPLATE>.cu.in; VARIANT is substituted into it
-#   READS_KV_CACHE  (prefill) the family's kernel reads K/V from a decode cache: chunked prefill
-#               (PrefillProblem::kv_cache)
+#   KV_CACHES   (prefill) the decode-cache layouts its kernel reads K/V from for chunked prefill
+#               (PrefillProblem::kv_cache): contiguous, paged; none: K/V token tensors only
 splitkv_family(NAME decode_mma KIND decode ARCH sm80 STRATEGIES split-q split-kv PRIORITY 0
   HEAD_DIMS 64 128 256 DTYPES fp16 bf16 KV_FORMATS native
   TILE decode_mma_summary TEMPLATE decode_mma)
@@ -32,12 +32,12 @@ splitkv_family(NAME decode_quant KIND decode ARCH sm80 STRATEGIES split-q split-
 
 splitkv_family(NAME prefill_mma KIND prefill ARCH sm80 STRATEGIES split-q split-kv PRIORITY 0
   HEAD_DIMS 64 128 DTYPES fp16 bf16 KV_FORMATS native
-  TILE prefill_mma_summary TEMPLATE prefill_mma VARIANT kDefault READS_KV_CACHE)
+  TILE prefill_mma_summary TEMPLATE prefill_mma VARIANT kDefault KV_CACHES contiguous paged)
 
 # Hopper (sm_90a): TMA loads into swizzled shared memory, wgmma for Q K^T and P V, a producer
 # warpgroup and two consumer warpgroups with register reallocation.
 splitkv_family(NAME prefill_sm90 KIND prefill ARCH sm90a STRATEGIES split-q split-kv PRIORITY 1
-  HEAD_DIMS 64 128 256 DTYPES fp16 bf16 KV_FORMATS native
+  HEAD_DIMS 64 128 256 DTYPES fp16 bf16 KV_FORMATS native KV_CACHES contiguous paged
   TILE prefill_sm90_summary TEMPLATE prefill_sm90)
 
 # The original design's independent K and V tiles: K consumed in 16-key sub-tiles, V in 64-column

@@ -7,6 +7,10 @@
 
 namespace splitkv::registry {
 
+bool Family::reads_kv_cache(bool paged) const {
+  return (kv_caches & kv_cache_bit(paged ? "paged" : "contiguous")) != 0;
+}
+
 bool Family::has_head_dim(int head_dim) const {
   return std::find(head_dims.begin(), head_dims.begin() + num_head_dims, head_dim) != head_dims.begin() + num_head_dims;
 }

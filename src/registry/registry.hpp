@@ -32,11 +32,12 @@ struct Family {
   uint32_t dtypes;      // bit (1 << DType) per Q/O element type
   uint32_t kv_formats;  // bit (1 << KvFormat) per KV cache format (kNative: the Q/O dtype)
   tiles::TileSummary (*tile)(int head_dim, KvFormat kv_format);  // kv_format resolved (never kNative)
-  bool reads_kv_cache;  // prefill: K/V from a decode cache (chunked prefill, PrefillProblem::kv_cache)
+  uint32_t kv_caches;   // prefill: KV cache layouts it reads K/V from (kv_cache_bit; chunked prefill)
 
   bool serves(Strategy s) const { return (strategies >> int(s)) & 1u; }
   bool has_dtype(DType d) const { return (dtypes >> int(d)) & 1u; }
   bool has_kv_format(KvFormat f) const { return (kv_formats >> int(f)) & 1u; }
+  bool reads_kv_cache(bool paged) const;
   bool has_head_dim(int head_dim) const;
   // Whether a device of compute capability major.minor runs this family's code.
   bool runs_on(int cc_major, int cc_minor) const;
@@ -89,6 +90,12 @@ constexpr KvFormat kv_format_of(const char* name) {
 }
 constexpr uint32_t dtype_bit(const char* name) { return 1u << int(dtype_of(name)); }
 constexpr uint32_t kv_format_bit(const char* name) { return 1u << int(kv_format_of(name)); }
+// KV cache layouts (PrefillProblem::kv_cache with page_size 0, or > 0).
+constexpr uint32_t kv_cache_bit(const char* name) {
+  if (same(name, "contiguous")) return 1u;
+  if (same(name, "paged")) return 2u;
+  throw "unknown KV cache layout in the kernel registry";
+}
 constexpr uint32_t strategy_bit(const char* name) {
   if (same(name, "split-q")) return 1u << int(Strategy::kSplitQ);
   if (same(name, "split-kv")) return 1u << int(Strategy::kSplitKV);

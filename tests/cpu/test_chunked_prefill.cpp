@@ -210,14 +210,22 @@ TEST(ChunkedPrefillArguments, AreCheckedAndNamed) {
   }, "page_size");
   expect(contiguous, [](PrefillProblem& p, PrefillTensors&) { p.kv_cache = false; }, "seq_lens");
 
-  // Families that read a cache serve it (prefill_mma); others say why they cannot.
+  // Families serve the cache layouts they read (prefill_mma and prefill_sm90: both); others say
+  // why they cannot, naming the field that rules them out.
   Plan plan;
+  for (const char* family : {"prefill_mma", "prefill_sm90"}) {
+    PlanOptions named;
+    named.family = family;
+    Status s = plan_prefill(paged.problem, DeviceInfo::h200(), named, &plan);
+    EXPECT_TRUE(s.ok()) << family << ": " << s.message();
+    s = plan_prefill(contiguous.problem, DeviceInfo::h200(), named, &plan);
+    EXPECT_TRUE(s.ok()) << family << ": " << s.message();
+  }
   Status s = plan_prefill(paged.problem, DeviceInfo::h200(), {}, &plan);
   ASSERT_TRUE(s.ok()) << s.message();
-  EXPECT_EQ(plan.family, "prefill_mma");
-  PlanOptions sm90;
-  sm90.family = "prefill_sm90";
-  s = plan_prefill(paged.problem, DeviceInfo::h200(), sm90, &plan);
+  PlanOptions split_v;
+  split_v.strategy = Strategy::kSplitV;
+  s = plan_prefill(contiguous.problem, DeviceInfo::h200(), split_v, &plan);
   EXPECT_EQ(s.code(), StatusCode::kUnsupported);
   EXPECT_EQ(s.argument(), "kv_cache") << s.message();
   PrefillProblem int8 = paged.problem;  // quantized caches: no prefill family reads them yet

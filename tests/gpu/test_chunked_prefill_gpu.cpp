@@ -1,5 +1,6 @@
 // Chunked prefill over a KV cache on the GPU (PrefillProblem::kv_cache): the planner's family
-// against the fp64 reference, for paged (pages of 16 and 256 tokens, shuffled tables) and
+// (prefill_sm90 on sm_90 where the build has it, else prefill_mma) or a named one against the fp64
+// reference, for paged (pages of 16 and 256 tokens, shuffled tables) and
 // contiguous caches with NaN in every slot no sequence owns, ragged batches with empty members,
 // chunks from 1 to 1000 queries over prefixes up to 4097 tokens, GQA, causal and not, forced
 // splits; bitwise-identical reruns; an invalid page id gives NaN in its own sequence only.
@@ -28,7 +29,8 @@ struct ChunkShape {
   DType dtype;
   bool causal;
   std::vector<int> seq_lens, chunks;
-  int num_splits;  // 0: planned
+  int num_splits;          // 0: planned
+  const char* family = "";  // "": the planner's choice (prefill_sm90 on sm_90 where compiled)
 };
 
 ChunkCase make_case(const ChunkShape& s) {
@@ -47,9 +49,10 @@ ChunkCase make_case(const ChunkShape& s) {
   return testing::make_chunk_case(spec);
 }
 
-Status plan_chunk(const ChunkCase& c, int num_splits, Plan* plan) {
+Status plan_chunk(const ChunkCase& c, int num_splits, const char* family, Plan* plan) {
   PlanOptions options;
   options.num_splits = num_splits;
+  options.family = family;
   return plan_prefill(c.problem, gpu_test::device(), options, plan);
 }
 
@@ -68,7 +71,7 @@ TEST_P(ChunkedPrefillVsReference, MatchesFp64Reference) {
   SPLITKV_REQUIRE_GPU(s.dtype, s.head_dim);
   ChunkCase c = make_case(s);
   Plan plan;
-  const Status planned = plan_chunk(c, s.num_splits, &plan);
+  const Status planned = plan_chunk(c, s.num_splits, s.family, &plan);
   ASSERT_TRUE(planned.ok()) << planned.message();
   SPLITKV_REQUIRE_PLAN_COMPILED(plan);
   testing::DeviceChunkCase dev(c);
@@ -92,8 +95,15 @@ INSTANTIATE_TEST_SUITE_P(
     Cases, ChunkedPrefillVsReference,
     ::testing::Values(
         ChunkShape{"page16_causal", 16, 32, 8, 128, DType::kBF16, true, kRagged, kRaggedChunks, 0},
+        ChunkShape{"page16_causal_mma", 16, 32, 8, 128, DType::kBF16, true, kRagged, kRaggedChunks, 0,
+                   "prefill_mma"},
+        ChunkShape{"page32_d256", 32, 16, 16, 256, DType::kBF16, true, {700, 33}, {300, 33}, 0, "prefill_sm90"},
         ChunkShape{"page256_causal", 256, 32, 8, 128, DType::kBF16, true, kRagged, kRaggedChunks, 0},
         ChunkShape{"contiguous_causal", 0, 32, 8, 128, DType::kBF16, true, kRagged, kRaggedChunks, 0},
+        ChunkShape{"contiguous_causal_mma", 0, 32, 8, 128, DType::kBF16, true, kRagged, kRaggedChunks, 0,
+                   "prefill_mma"},
+        ChunkShape{"contiguous_full_fp16_d64", 0, 8, 1, 64, DType::kF16, false, kRagged, kRaggedChunks, 0},
+        ChunkShape{"contiguous_splits", 0, 32, 8, 128, DType::kBF16, true, {4097, 700}, {256, 700}, 3},
         ChunkShape{"page16_full", 16, 28, 4, 128, DType::kBF16, false, kRagged, kRaggedChunks, 0},
         ChunkShape{"page16_fp16_d64", 16, 8, 1, 64, DType::kF16, true, kRagged, kRaggedChunks, 0},
         ChunkShape{"page16_splits", 16, 32, 8, 128, DType::kBF16, true, {4097, 700}, {256, 700}, 3},
@@ -106,7 +116,7 @@ TEST(ChunkedPrefillGpu, InvalidPageIdGivesNaNForThatSequenceOnly) {
   ChunkShape shape{"bad_page", 16, 32, 8, 128, DType::kBF16, true, {300, 200}, {40, 30}, 0};
   ChunkCase c = make_case(shape);
   Plan plan;
-  ASSERT_TRUE(plan_chunk(c, 0, &plan).ok());
+  ASSERT_TRUE(plan_chunk(c, 0, "", &plan).ok());
   SPLITKV_REQUIRE_PLAN_COMPILED(plan);
   const int64_t pages_per_seq = c.cache.max_pages;
   c.cache.block_table[size_t(1) * pages_per_seq + 3] = 1 << 30;  // sequence 1, its 4th page

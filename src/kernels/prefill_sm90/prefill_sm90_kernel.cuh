@@ -11,8 +11,9 @@
 // t - 1 is on the tensor cores (see the loop). Rows are written through the common epilogue
 // (final O/LSE, split partials, or NaN for bad device data).
 //
-// Keys past the sequence's end inside the last tile can hold anything (a varlen neighbour's
-// padding, NaN): their scores are masked to -inf, and their V rows are zeroed in shared memory
+// Chunked prefill over a contiguous KV cache ([batch, capacity, Hkv, D], keys [0, seq_lens[b])) is
+// the padded case with per-sequence key counts. Keys past the sequence's end inside the last tile
+// can hold anything (a varlen neighbour's tokens, padding, unused cache slots, NaN): their scores are masked to -inf, and their V rows are zeroed in shared memory
 // before P V, because 0 * NaN is NaN.
 #pragma once
 
@@ -35,8 +36,11 @@ struct PrefillSm90Params {
   typename Traits::TmaQ tma_q;
   typename Traits::TmaKV tma_k;
   typename Traits::TmaKV tma_v;
-  typename Traits::GmemShape shape_q;   // (tokens, D, Hq, batch slots)
-  typename Traits::GmemShape shape_kv;  // (tokens, D, Hkv, batch slots)
+  typename Traits::TmaKVPage tma_k_pages;  // paged caches (p.block_table != nullptr) only
+  typename Traits::TmaKVPage tma_v_pages;
+  typename Traits::GmemShape shape_q;      // (tokens, D, Hq, batch slots)
+  typename Traits::GmemShape shape_kv;     // (tokens, D, Hkv, batch slots)
+  typename Traits::GmemShape shape_pages;  // (page_size, D, Hkv, pages)
 };
 
 // Named barriers of the consumer warpgroups, counted from the first id CUTLASS leaves free: both
@@ -118,10 +122,13 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     // ---- Producer: one thread issues every TMA load ---------------------------------------------
     cutlass::arch::warpgroup_reg_dealloc<Traits::kProducerRegisters>();
     if (threadIdx.x / 32 == 0 && cute::elect_one_sync()) {
-      const int batch_slot = p.cu_seqlens_q != nullptr ? 0 : blk.b;
-      Tensor mQ = params.tma_q.get_tma_tensor(params.shape_q)(_, _, blk.hq, batch_slot);  // (tokens, D)
-      Tensor mK = params.tma_k.get_tma_tensor(params.shape_kv)(_, _, blk.kv_head, batch_slot);
-      Tensor mV = params.tma_v.get_tma_tensor(params.shape_kv)(_, _, blk.kv_head, batch_slot);
+      // Varlen tokens are one slot addressed by offset; padded tensors and a contiguous KV cache
+      // have a slot per sequence (a cache's keys are [0, seq_lens[b]) of its slot).
+      const int q_slot = p.cu_seqlens_q != nullptr ? 0 : blk.b;
+      const int kv_slot = p.cu_seqlens_k != nullptr ? 0 : blk.b;
+      Tensor mQ = params.tma_q.get_tma_tensor(params.shape_q)(_, _, blk.hq, q_slot);  // (tokens, D)
+      Tensor mK = params.tma_k.get_tma_tensor(params.shape_kv)(_, _, blk.kv_head, kv_slot);
+      Tensor mV = params.tma_v.get_tma_tensor(params.shape_kv)(_, _, blk.kv_head, kv_slot);
       Tensor gQ = local_tile(domain_offset(make_coord(int(seq.q_begin + blk.row0), _0{}), mQ), Shape<Int<kM>, Int<D>>{},
                              make_coord(_0{}, _0{}));  // (M, D)
       Tensor gK = local_tile(domain_offset(make_coord(int(seq.k_begin), _0{}), mK), Shape<Int<kN>, Int<D>>{},
@@ -135,15 +142,43 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       Barrier::arrive_and_expect_tx(&smem.barrier_q, Traits::kQBytes);
       copy(params.tma_q.with(smem.barrier_q, 0), tQgQ, tQsQ);
       PipelineState write = cutlass::make_producer_start_state<Pipeline>();
-      for (int t = 0; t < blk.n_blocks; ++t) {
-        pipeline.producer_acquire(write);
-        copy(params.tma_k.with(*pipeline.producer_get_barrier(write), 0), tKgK(_, first_kv_tile + t),
-             tKsK(_, write.index()));
-        ++write;
-        pipeline.producer_acquire(write);
-        copy(params.tma_v.with(*pipeline.producer_get_barrier(write), 0), tVgV(_, first_kv_tile + t),
-             tVsV(_, write.index()));
-        ++write;
+      if (p.block_table != nullptr) {  // a paged cache: one box per 16 keys, from the key's page
+        Tensor mKp = params.tma_k_pages.get_tma_tensor(params.shape_pages);  // (page_size, D, Hkv, pages)
+        Tensor mVp = params.tma_v_pages.get_tma_tensor(params.shape_pages);
+        const int32_t* pages = p.block_table + blk.b * p.block_table_stride;
+        // Tile t's boxes; every box arrives (the stage's transaction count is a whole tile), so boxes
+        // past the sequence's end read its last page (their keys are masked, their V rows zeroed).
+        auto load_tile = [&](const auto& tma, const auto& mP, int t, int stage, uint64_t* bar) {
+          CUTE_UNROLL
+          for (int j = 0; j < kN / Traits::kPageRows; ++j) {
+            const int token = (first_kv_tile + t) * kN + j * Traits::kPageRows;
+            const int page = pages[min(token, seq.k_len - 1) / p.page_size];  // checked by blk.init
+            Tensor gBox = local_tile(mP(_, _, blk.kv_head, page), Shape<Int<Traits::kPageRows>, Int<D>>{},
+                                     make_coord(token % p.page_size / Traits::kPageRows, _0{}));  // (16, D)
+            Tensor sBox = local_tile(sK(_, _, stage), Shape<Int<Traits::kPageRows>, Int<D>>{}, make_coord(j, _0{}));
+            auto [tBg, tBs] = tma_partition(tma, _0{}, Layout<_1>{}, group_modes<0, 2>(sBox), group_modes<0, 2>(gBox));
+            copy(tma.with(*bar, 0), tBg, tBs);
+          }
+        };
+        for (int t = 0; t < blk.n_blocks; ++t) {
+          pipeline.producer_acquire(write);
+          load_tile(params.tma_k_pages, mKp, t, write.index(), pipeline.producer_get_barrier(write));
+          ++write;
+          pipeline.producer_acquire(write);
+          load_tile(params.tma_v_pages, mVp, t, write.index(), pipeline.producer_get_barrier(write));
+          ++write;
+        }
+      } else {
+        for (int t = 0; t < blk.n_blocks; ++t) {
+          pipeline.producer_acquire(write);
+          copy(params.tma_k.with(*pipeline.producer_get_barrier(write), 0), tKgK(_, first_kv_tile + t),
+               tKsK(_, write.index()));
+          ++write;
+          pipeline.producer_acquire(write);
+          copy(params.tma_v.with(*pipeline.producer_get_barrier(write), 0), tVgV(_, first_kv_tile + t),
+               tVsV(_, write.index()));
+          ++write;
+        }
       }
       // Do not leave while loads are in flight: wait until the consumers released every stage.
       pipeline.producer_tail(write);

@@ -25,9 +25,13 @@ struct PrefillSm90Traits {
   static constexpr int kConsumerWarpgroups = kTile.consumer_warpgroups;
   static constexpr int kThreads = kTile.threads();
   static constexpr int kConsumerThreads = 128 * kConsumerWarpgroups;
-  // setmaxnreg: the producer gives its registers to the consumers (24 + 2 x 240 per lane fits 512).
-  static constexpr int kProducerRegisters = 24;
-  static constexpr int kConsumerRegisters = 240;
+  // setmaxnreg: the producer gives its registers to the consumers. The pool is what the launch
+  // allocated, 3 x 168 per lane (the launch bound), so producer + 2 x consumer must not pass 504:
+  // a larger total makes the consumers' setmaxnreg.inc wait forever (run 26 hung that way). The
+  // paged producer (box addresses, page ids) spills 316 bytes at 24 + 2 x 240; 40 + 2 x 232
+  // spills 60 (to be measured against 24 + 2 x 240 on the token rows before it is kept).
+  static constexpr int kProducerRegisters = 40;
+  static constexpr int kConsumerRegisters = 232;
   static_assert(kBlockM == 64 * kConsumerWarpgroups, "each consumer warpgroup owns 64 query rows");
   static_assert(kHeadDim % 64 == 0, "rows are whole 128-byte swizzle atoms");
 
@@ -76,6 +80,18 @@ struct PrefillSm90Traits {
   using TmaKV = decltype(cute::make_tma_copy(cute::SM90_TMA_LOAD{}, GmemTensor{},
                                              cute::take<0, 2>(SmemLayoutKV{}),
                                              cute::Shape<cute::Int<kBlockN>, cute::Int<kHeadDim>>{}, cute::_1{}));
+
+  // A paged KV cache arrives in boxes of kPageRows keys, each from its own page: page sizes are
+  // multiples of 16, so a box never straddles two pages. A box lands in rows [16 j, 16 j + 16) of a
+  // stage: the stage's layout restricted to those rows (its column halves stay kBlockN x 64 apart).
+  static constexpr int kPageRows = 16;
+  static_assert(kBlockN % kPageRows == 0);
+  using SmemLayoutKVBox = decltype(cute::composition(
+      cute::take<0, 2>(SmemLayoutKV{}),
+      cute::Layout<cute::Shape<cute::Int<kPageRows>, cute::Int<kHeadDim>>, cute::Stride<cute::_1, cute::Int<kBlockN>>>{}));
+  // Global view of a paged cache: (page_size, D, Hkv, pages).
+  using TmaKVPage = decltype(cute::make_tma_copy(cute::SM90_TMA_LOAD{}, GmemTensor{}, SmemLayoutKVBox{},
+                                                 cute::Shape<cute::Int<kPageRows>, cute::Int<kHeadDim>>{}, cute::_1{}));
 };
 
 }  // namespace splitkv::detail
