@@ -4,6 +4,7 @@
 # logs in $OUT (at most 8 files), printing a short table last.
 #
 #   SPLITKV_STEPS   comma list of: build,test,sanitize,racecheck,probe,sweep,decode,prefill,strategies,quant,
+#                   decodefused (the decode suite with --fused-combine: table in bench.log, decode-fused.json),
 #                   python (tests/python/gpu_run.sh: its own build, the torch tests, the overhead bench),
 #                   dist (splitkv::dist: tests and the multi-GPU benchmark, one process per GPU),
 #                   profile (ncu over one `splitkv bench` shape: SPLITKV_PROFILE_ARGS, SPLITKV_PROFILE_KERNEL)
@@ -92,6 +93,10 @@ if has decode; then
   run_suite decode --suite decode
   guard python3 bench/peers.py --suite decode --json "$WORK/decode-peers.json" >>"$OUT/bench.log" 2>&1
   python3 bench/merge_results.py --suite decode --ours "$WORK/decode-ours.json" --peers "$WORK/decode-peers.json" --out "$OUT"
+fi
+if has decodefused; then
+  run_suite decode-fused --suite decode --fused-combine
+  cp "$WORK/decode-fused-ours.json" "$OUT/decode-fused.json" 2>/dev/null
 fi
 if has prefill; then
   run_suite prefill --suite prefill
