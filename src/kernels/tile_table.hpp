@@ -190,8 +190,9 @@ struct PrefillSm90Tile {
   int consumer_warpgroups;
 
   constexpr int threads() const { return 128 * (1 + consumer_warpgroups); }
-  // Q, the K/V ring, the barriers (padded to 1 KB) and 1 KB to align the swizzled tiles.
-  constexpr int smem_bytes() const { return (block_m + stages * block_n) * head_dim * k16BitBytes + 1024 + 1024; }
+  // Q, the K/V ring, the barriers and the consumers' wait-order words (padded to 2 KB) and 1 KB to
+  // align the swizzled tiles.
+  constexpr int smem_bytes() const { return (block_m + stages * block_n) * head_dim * k16BitBytes + 2048 + 1024; }
 };
 
 // A K or V tile is consumed about once per product, and every block of a head re-reads the same

@@ -35,7 +35,9 @@ struct ContiguousPartials {
 };
 
 // Merges the p.num_splits partials of `row` and writes it through p.output. Every thread of the
-// block (tiles::kCombineThreads) must call it; it contains two __syncthreads.
+// block (tiles::kCombineThreads) must call it; it contains two __syncthreads, and only group 0 is
+// still reading its shared arrays when the others return: a caller that merges another row next
+// must put a __syncthreads in between.
 template <class Element, int kHeadDim, class Partials>
 __device__ __forceinline__ void combine_row(const CombineParams& p, int64_t row, const Partials& partials) {
   constexpr int kLanesPerRow = kHeadDim / 4;

@@ -99,6 +99,7 @@ __device__ __forceinline__ void merge_if_last_split(const DecodeParams& p, int64
     const int row = row0 + r, i = row / p.group;
     const int hq = kv_head * p.group + row % p.group;
     combine_row<Element, kHeadDim>(c, (int64_t(b) * p.q_len + i) * p.num_q_heads + hq, partials);
+    __syncthreads();  // group 0 reads combine_row's shared arrays after the other groups left it
   }
 }
 

@@ -119,70 +119,81 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   const int first_kv_tile = keys.lo / kN;  // split chunks are whole tiles
 
   if (warpgroup == 0) {
-    // ---- Producer: one thread issues every TMA load ---------------------------------------------
+    // ---- Producer: one warp; one thread issues every TMA load of token tensors, each lane one box
+    // of a paged cache's tiles -----------------------------------------------------------------------
     cutlass::arch::warpgroup_reg_dealloc<Traits::kProducerRegisters>();
-    if (threadIdx.x / 32 == 0 && cute::elect_one_sync()) {
-      // Varlen tokens are one slot addressed by offset; padded tensors and a contiguous KV cache
-      // have a slot per sequence (a cache's keys are [0, seq_lens[b]) of its slot).
-      const int q_slot = p.cu_seqlens_q != nullptr ? 0 : blk.b;
-      const int kv_slot = p.cu_seqlens_k != nullptr ? 0 : blk.b;
-      Tensor mQ = params.tma_q.get_tma_tensor(params.shape_q)(_, _, blk.hq, q_slot);  // (tokens, D)
+    if (threadIdx.x / 32 != 0) return;
+    const int lane = threadIdx.x % 32;
+    const bool leader = lane == 0;  // threadIdx.x == 0: the pipeline's leader (expects the bytes)
+    // Varlen tokens are one slot addressed by offset; padded tensors and a contiguous KV cache
+    // have a slot per sequence (a cache's keys are [0, seq_lens[b]) of its slot).
+    const int q_slot = p.cu_seqlens_q != nullptr ? 0 : blk.b;
+    const int kv_slot = p.cu_seqlens_k != nullptr ? 0 : blk.b;
+    Tensor mQ = params.tma_q.get_tma_tensor(params.shape_q)(_, _, blk.hq, q_slot);  // (tokens, D)
+    Tensor gQ = local_tile(domain_offset(make_coord(int(seq.q_begin + blk.row0), _0{}), mQ), Shape<Int<kM>, Int<D>>{},
+                           make_coord(_0{}, _0{}));  // (M, D)
+    if (leader) {
+      auto [tQgQ, tQsQ] = tma_partition(params.tma_q, _0{}, Layout<_1>{}, group_modes<0, 2>(sQ), group_modes<0, 2>(gQ));
+      Barrier::arrive_and_expect_tx(&smem.barrier_q, Traits::kQBytes);
+      copy(params.tma_q.with(smem.barrier_q, 0), tQgQ, tQsQ);
+    }
+    PipelineState write = cutlass::make_producer_start_state<Pipeline>();
+    if (p.block_table != nullptr) {
+      // A paged cache: a tile is kBoxes boxes of kPageRows keys, each from its key's page; lane j
+      // loads box j's page id (the next tile's while this tile's boxes go out) and issues box j of
+      // the K tile and of the V tile. Every box arrives (the stage's transaction count is a whole
+      // tile), so boxes past the sequence's end read its last page (their keys are masked, their V
+      // rows zeroed).
+      constexpr int kBoxes = kN / Traits::kPageRows;
+      static_assert(kBoxes <= 32, "one box per lane");
+      Tensor mKp = params.tma_k_pages.get_tma_tensor(params.shape_pages);  // (page_size, D, Hkv, pages)
+      Tensor mVp = params.tma_v_pages.get_tma_tensor(params.shape_pages);
+      const int32_t* pages = p.block_table + blk.b * p.block_table_stride;
+      const bool has_box = lane < kBoxes;
+      auto first_key = [&](int t) { return (first_kv_tile + t) * kN + lane * Traits::kPageRows; };
+      auto page_of = [&](int t) { return pages[min(first_key(t), seq.k_len - 1) / p.page_size]; };  // checked by blk.init
+      auto load_box = [&](const auto& tma, const auto& mP, int t, int page, int stage, uint64_t* bar) {
+        Tensor gBox = local_tile(mP(_, _, blk.kv_head, page), Shape<Int<Traits::kPageRows>, Int<D>>{},
+                                 make_coord(first_key(t) % p.page_size / Traits::kPageRows, _0{}));  // (16, D)
+        Tensor sBox = local_tile(sK(_, _, stage), Shape<Int<Traits::kPageRows>, Int<D>>{}, make_coord(lane, _0{}));
+        auto [tBg, tBs] = tma_partition(tma, _0{}, Layout<_1>{}, group_modes<0, 2>(sBox), group_modes<0, 2>(gBox));
+        copy(tma.with(*bar, 0), tBg, tBs);
+      };
+      int page = has_box && blk.n_blocks > 0 ? page_of(0) : 0;
+      for (int t = 0; t < blk.n_blocks; ++t) {
+        const int next_page = has_box && t + 1 < blk.n_blocks ? page_of(t + 1) : 0;
+        pipeline.producer_acquire(write);  // every lane waits for the stage; the leader expects its bytes
+        __syncwarp();
+        if (has_box) load_box(params.tma_k_pages, mKp, t, page, write.index(), pipeline.producer_get_barrier(write));
+        ++write;
+        pipeline.producer_acquire(write);
+        __syncwarp();
+        if (has_box) load_box(params.tma_v_pages, mVp, t, page, write.index(), pipeline.producer_get_barrier(write));
+        ++write;
+        page = next_page;
+      }
+    } else if (leader) {
       Tensor mK = params.tma_k.get_tma_tensor(params.shape_kv)(_, _, blk.kv_head, kv_slot);
       Tensor mV = params.tma_v.get_tma_tensor(params.shape_kv)(_, _, blk.kv_head, kv_slot);
-      Tensor gQ = local_tile(domain_offset(make_coord(int(seq.q_begin + blk.row0), _0{}), mQ), Shape<Int<kM>, Int<D>>{},
-                             make_coord(_0{}, _0{}));  // (M, D)
       Tensor gK = local_tile(domain_offset(make_coord(int(seq.k_begin), _0{}), mK), Shape<Int<kN>, Int<D>>{},
                              make_coord(_, _0{}));  // (N, D, tiles)
       Tensor gV = local_tile(domain_offset(make_coord(int(seq.k_begin), _0{}), mV), Shape<Int<kN>, Int<D>>{},
                              make_coord(_, _0{}));  // (N, D, tiles)
-      auto [tQgQ, tQsQ] = tma_partition(params.tma_q, _0{}, Layout<_1>{}, group_modes<0, 2>(sQ), group_modes<0, 2>(gQ));
       auto [tKgK, tKsK] = tma_partition(params.tma_k, _0{}, Layout<_1>{}, group_modes<0, 2>(sK), group_modes<0, 2>(gK));
       auto [tVgV, tVsV] = tma_partition(params.tma_v, _0{}, Layout<_1>{}, group_modes<0, 2>(sV), group_modes<0, 2>(gV));
-
-      Barrier::arrive_and_expect_tx(&smem.barrier_q, Traits::kQBytes);
-      copy(params.tma_q.with(smem.barrier_q, 0), tQgQ, tQsQ);
-      PipelineState write = cutlass::make_producer_start_state<Pipeline>();
-      if (p.block_table != nullptr) {  // a paged cache: one box per 16 keys, from the key's page
-        Tensor mKp = params.tma_k_pages.get_tma_tensor(params.shape_pages);  // (page_size, D, Hkv, pages)
-        Tensor mVp = params.tma_v_pages.get_tma_tensor(params.shape_pages);
-        const int32_t* pages = p.block_table + blk.b * p.block_table_stride;
-        // Tile t's boxes; every box arrives (the stage's transaction count is a whole tile), so boxes
-        // past the sequence's end read its last page (their keys are masked, their V rows zeroed).
-        auto load_tile = [&](const auto& tma, const auto& mP, int t, int stage, uint64_t* bar) {
-          CUTE_UNROLL
-          for (int j = 0; j < kN / Traits::kPageRows; ++j) {
-            const int token = (first_kv_tile + t) * kN + j * Traits::kPageRows;
-            const int page = pages[min(token, seq.k_len - 1) / p.page_size];  // checked by blk.init
-            Tensor gBox = local_tile(mP(_, _, blk.kv_head, page), Shape<Int<Traits::kPageRows>, Int<D>>{},
-                                     make_coord(token % p.page_size / Traits::kPageRows, _0{}));  // (16, D)
-            Tensor sBox = local_tile(sK(_, _, stage), Shape<Int<Traits::kPageRows>, Int<D>>{}, make_coord(j, _0{}));
-            auto [tBg, tBs] = tma_partition(tma, _0{}, Layout<_1>{}, group_modes<0, 2>(sBox), group_modes<0, 2>(gBox));
-            copy(tma.with(*bar, 0), tBg, tBs);
-          }
-        };
-        for (int t = 0; t < blk.n_blocks; ++t) {
-          pipeline.producer_acquire(write);
-          load_tile(params.tma_k_pages, mKp, t, write.index(), pipeline.producer_get_barrier(write));
-          ++write;
-          pipeline.producer_acquire(write);
-          load_tile(params.tma_v_pages, mVp, t, write.index(), pipeline.producer_get_barrier(write));
-          ++write;
-        }
-      } else {
-        for (int t = 0; t < blk.n_blocks; ++t) {
-          pipeline.producer_acquire(write);
-          copy(params.tma_k.with(*pipeline.producer_get_barrier(write), 0), tKgK(_, first_kv_tile + t),
-               tKsK(_, write.index()));
-          ++write;
-          pipeline.producer_acquire(write);
-          copy(params.tma_v.with(*pipeline.producer_get_barrier(write), 0), tVgV(_, first_kv_tile + t),
-               tVsV(_, write.index()));
-          ++write;
-        }
+      for (int t = 0; t < blk.n_blocks; ++t) {
+        pipeline.producer_acquire(write);
+        copy(params.tma_k.with(*pipeline.producer_get_barrier(write), 0), tKgK(_, first_kv_tile + t),
+             tKsK(_, write.index()));
+        ++write;
+        pipeline.producer_acquire(write);
+        copy(params.tma_v.with(*pipeline.producer_get_barrier(write), 0), tVgV(_, first_kv_tile + t),
+             tVsV(_, write.index()));
+        ++write;
       }
-      // Do not leave while loads are in flight: wait until the consumers released every stage.
-      pipeline.producer_tail(write);
     }
+    // Do not leave while loads are in flight: wait until the consumers released every stage.
+    if (leader) pipeline.producer_tail(write);
     return;
   }
 
@@ -253,7 +264,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     softmax.fold(scores, p.scale_log2, rescale);
     if constexpr (!kFirst) {
       // The row sums depend on every exponential: storing them holds the wait below the softmax.
-      keep_before_next_wait(softmax.row_sum[0] + softmax.row_sum[kRows - 1], &smem.wait_order_sink[consumer]);
+      keep_before_next_wait(softmax.row_sum[0] + softmax.row_sum[kRows - 1], &smem.wait_order_sink[consumer_tid]);
       warpgroup_wait<0>();
       fence_wgmma_operands(acc_o, tOrP);
       pipeline.consumer_release(read_v);

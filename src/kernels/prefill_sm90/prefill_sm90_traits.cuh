@@ -65,7 +65,7 @@ struct PrefillSm90Traits {
     cute::array_aligned<Element, cute::cosize_v<SmemLayoutKV>, 1024> kv;
     typename Pipeline::SharedStorage pipeline_kv;
     uint64_t barrier_q;
-    float wait_order_sink[kConsumerWarpgroups];  // see keep_before_next_wait
+    float wait_order_sink[kConsumerThreads];  // one word per consumer thread: see keep_before_next_wait
   };
   static constexpr int kSmemBytes = kTile.smem_bytes();
   static_assert(int(sizeof(SharedStorage)) + 1024 <= kSmemBytes, "the tile table undercounts shared memory");
