@@ -57,7 +57,9 @@ struct PlanOptions {
   // partials in the split kernel itself (no combine launch), bitwise identical to the combine
   // kernel. Arrival counters live in the workspace: call prepare_workspace once on a new
   // workspace, and keep that workspace for this plan's calls (each call leaves the counters at
-  // zero for the next; other data written into it in between breaks them).
+  // zero for the next; other data written into it in between breaks them). Measured slower than
+  // the combine kernel on the H200 (the last block merges its tile's rows one by one; the combine
+  // kernel's launch is hidden by programmatic dependent launch): bench/NOTES.md, run 28.
   bool fused_combine = false;
 };
 
