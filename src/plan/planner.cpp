@@ -120,14 +120,18 @@ Status choose_family_and_tile(registry::Kind kind, Strategy strategy, int head_d
   return Status::success();
 }
 
-// Block slots per SM the decode split rule may fill. A 16-bit cache's blocks stream at the memory's
-// pace with one block per SM (bench/NOTES.md, runs 3-7; for several queries per sequence too, run
-// 18); a quantized cache's blocks spend several times the instructions per byte (dequantization)
-// and on long rows gain from every resident block hiding their latency (runs 10-13).
+// Block slots per SM the decode split rule may fill. A 16-bit cache's single-query blocks stream at
+// the memory's pace with one block per SM (bench/NOTES.md, runs 3-7). Blocks that spend more
+// instructions per byte gain from every resident block hiding their latency: a quantized cache's
+// (dequantization; runs 10-13) and several queries per sequence (speculative decoding: the
+// masking and softmax of up to 16 rows per key). For the latter, one slot per SM was measured
+// bimodal between sessions (B=8 32/8 8k q_len 4 at 2 splits: 68 µs in run 7, 98-101 µs in runs 28
+// and 31) while the two-slot choice stayed near the best split count in both (71.3 µs at 4 splits
+// in run 18, 69.7 in run 31; 28/4 q_len 8: 65.0 µs at 2 splits vs 79.8 at 1) - run 31's sweep.
 int decode_slots_per_sm(const DecodeProblem& problem, int blocks_per_sm) {
-  return detail::kv_format_traits(detail::resolve_kv_format(problem.kv_format, problem.dtype)).quantized
-             ? blocks_per_sm
-             : 1;
+  const bool quantized =
+      detail::kv_format_traits(detail::resolve_kv_format(problem.kv_format, problem.dtype)).quantized;
+  return quantized || problem.q_len > 1 ? blocks_per_sm : 1;
 }
 
 // The argument names say which problem sizes make grid y and z.

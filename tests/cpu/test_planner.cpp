@@ -61,6 +61,19 @@ TEST(Planner, QuantizedCachesFillResidentBlockSlotsOnlyWithLongSplits) {
   }
 }
 
+TEST(Planner, SpeculativeQueriesFillResidentBlockSlotsWithLongSplits) {
+  // B=8, 32/8, 8k, q_len 4: 64 work units. One block per SM gives 2 splits (128 blocks); the two
+  // resident slots give 4 splits of 2048 keys (bench/NOTES.md, runs 18 and 31).
+  const Plan single = plan_or_die(decode(8, 32, 8, 8192));
+  const Plan spec = plan_or_die(decode(8, 32, 8, 8192, 128, 4));
+  EXPECT_EQ(single.num_splits, 2);
+  ASSERT_GT(spec.blocks_per_sm, 1);
+  EXPECT_EQ(spec.num_splits, 4) << spec.note;
+  EXPECT_NE(spec.note.find("resident blocks per SM"), std::string::npos) << spec.note;
+  // Splits stay >= 2048 keys: a short cache gains no extra splits from the slots.
+  EXPECT_EQ(plan_or_die(decode(8, 32, 8, 2048, 128, 4)).num_splits, plan_or_die(decode(8, 32, 8, 2048)).num_splits);
+}
+
 TEST(Planner, GqaIsCountedByKvHeads) {
   // The query heads of a group share one block: 32/8 and 8/8 give the same grid and splits.
   const Plan gqa = plan_or_die(decode(2, 32, 8, 16384));
