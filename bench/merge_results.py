@@ -39,10 +39,13 @@ def short(text, n=80):
 
 def kv_source(c):
     """Where a prefill row's keys come from: "-" K/V token tensors, "cache" a contiguous KV cache,
-    "page N" a paged one. Rows without kv_cache (results from before the cache rows) are token rows."""
+    "page N" a paged one, followed by the cache's format when it is quantized ("page 16 int4").
+    Rows without kv_cache (results from before the cache rows) are token rows."""
     if not c.get("kv_cache"):
         return "-"
-    return f"page {c['page_size']}" if c.get("page_size") else "cache"
+    source = f"page {c['page_size']}" if c.get("page_size") else "cache"
+    fmt = c.get("kv_format", c.get("dtype"))
+    return source if fmt in (None, c.get("dtype")) else f"{source} {fmt}"
 
 
 def prefill_flops(c):

@@ -8,6 +8,7 @@
 #include <numeric>
 #include <random>
 
+#include "common/formats.hpp"
 #include "testing/device_buffer.hpp"
 
 namespace splitkv::cli {
@@ -106,6 +107,25 @@ testing::DeviceBuffer shuffled_block_table(int64_t batch, int64_t pages_per_seq,
   testing::DeviceBuffer buffer = testing::DeviceBuffer::from(ids);
   *table = TensorRef::contiguous(buffer.get(), DType::kI32, {batch, pages_per_seq});
   return buffer;
+}
+
+TimingScales timing_scales(KvFormat format, int64_t num_kv_heads, int64_t slabs, int64_t slab_tokens,
+                           TensorRef* k_scales, TensorRef* v_scales) {
+  const detail::KvFormatTraits kv = detail::kv_format_traits(format);
+  const int64_t Hkv = num_kv_heads;
+  TimingScales s;
+  for (auto [buffer, ref] : {std::pair{&s.k, k_scales}, {&s.v, v_scales}}) {
+    if (kv.scales == detail::KvScales::kPerHead) {
+      *buffer = testing::DeviceBuffer::from(std::vector<float>(size_t(Hkv), 1.f));
+      *ref = TensorRef::contiguous(buffer->get(), DType::kF32, {Hkv});
+    } else if (kv.scales == detail::KvScales::kPerTokenPair) {
+      std::vector<uint16_t> pairs(size_t(slabs * Hkv * slab_tokens * 2));
+      for (size_t i = 0; i < pairs.size(); i += 2) pairs[i] = 0x2400, pairs[i + 1] = 0xc000;  // 1/64, -2
+      *buffer = testing::DeviceBuffer::from(pairs);
+      *ref = TensorRef::contiguous(buffer->get(), DType::kF16, {slabs, Hkv, slab_tokens, 2});
+    }
+  }
+  return s;
 }
 
 }  // namespace splitkv::cli

@@ -97,4 +97,13 @@ int run_and_report(const Plan& plan, Case& c,
 // batch * pages_per_seq, in a shuffled order: the benchmarks' paged caches. *table describes it.
 testing::DeviceBuffer shuffled_block_table(int64_t batch, int64_t pages_per_seq, uint64_t seed, TensorRef* table);
 
+// K and V scales of a quantized cache of `slabs` pages (or sequences) of `slab_tokens` tokens, for
+// timing: FP8 1.0 per KV head; INT (scale, min) = (1/64, -2) for every token (finite, so kernels do
+// their ordinary work). Nothing for a 16-bit cache.
+struct TimingScales {
+  testing::DeviceBuffer k, v;
+};
+TimingScales timing_scales(KvFormat format, int64_t num_kv_heads, int64_t slabs, int64_t slab_tokens,
+                           TensorRef* k_scales, TensorRef* v_scales);
+
 }  // namespace splitkv::cli

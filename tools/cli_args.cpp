@@ -33,7 +33,7 @@ void print_usage() {
       "  --lk N                    decode: max KV length; prefill: key length (default 4096)\n"
       "  --dtype fp16|bf16         Q/O type (default bf16)\n"
       "  --kv-format F             KV cache format: native (the dtype), fp16, bf16, fp8, int8, int4, k8v4\n"
-      "                            (default native; quantized formats: decode only)\n"
+      "                            (default native; quantized formats: decode, and prefill over --kv-cache)\n"
       "  --page-size N             paged KV with pages of N tokens (0 = contiguous); prefill: implies --kv-cache\n"
       "  --kv-cache                prefill: K/V from a KV cache of Lk keys per sequence, queries at the last Lq\n"
       "                            (chunked prefill; contiguous, or paged with --page-size)\n"

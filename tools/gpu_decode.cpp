@@ -40,24 +40,6 @@ struct DecodeSet {
   DecodeTensors tensors;
 };
 
-// Scales of a quantized cache for timing: FP8 1.0 per KV head; INT (scale, min) = (1/64, -2) for
-// every token (finite, so the kernel does its ordinary work).
-void make_scales(const DecodeProblem& p, const detail::KvFormatTraits& kv, int64_t slabs, int64_t slab_tokens,
-                 DecodeSet* s) {
-  const int64_t Hkv = p.num_kv_heads;
-  for (auto [buffer, ref] : {std::pair{&s->k_scales, &s->tensors.k_scales}, {&s->v_scales, &s->tensors.v_scales}}) {
-    if (kv.scales == detail::KvScales::kPerHead) {
-      *buffer = DeviceBuffer::from(std::vector<float>(size_t(Hkv), 1.f));
-      *ref = TensorRef::contiguous(buffer->get(), DType::kF32, {Hkv});
-    } else if (kv.scales == detail::KvScales::kPerTokenPair) {
-      std::vector<uint16_t> pairs(size_t(slabs * Hkv * slab_tokens * 2));
-      for (size_t i = 0; i < pairs.size(); i += 2) pairs[i] = 0x2400, pairs[i + 1] = 0xc000;  // 1/64, -2
-      *buffer = DeviceBuffer::from(pairs);
-      *ref = TensorRef::contiguous(buffer->get(), DType::kF16, {slabs, Hkv, slab_tokens, 2});
-    }
-  }
-}
-
 DecodeSet make_set(const DecodeProblem& p, uint64_t seed) {
   const int64_t B = p.batch, Lq = p.q_len, Hq = p.num_q_heads, Hkv = p.num_kv_heads, D = p.head_dim;
   const detail::KvFormatTraits kv = detail::kv_format_traits(detail::resolve_kv_format(p.kv_format, p.dtype));
@@ -77,7 +59,10 @@ DecodeSet make_set(const DecodeProblem& p, uint64_t seed) {
   fill_random_device(s.q.get(), q_elems, p.dtype, seed);
   fill_random_device(s.k.get(), k_bytes / 2, kv.quantized ? DType::kBF16 : kv.k_element, seed + 1);
   fill_random_device(s.v.get(), v_bytes / 2, kv.quantized ? DType::kBF16 : kv.v_element, seed + 2);
-  make_scales(p, kv, slabs, slab_tokens, &s);
+  TimingScales scales = timing_scales(detail::resolve_kv_format(p.kv_format, p.dtype), Hkv, slabs, slab_tokens,
+                                      &s.tensors.k_scales, &s.tensors.v_scales);
+  s.k_scales = std::move(scales.k);
+  s.v_scales = std::move(scales.v);
   s.seq_lens = DeviceBuffer::from(std::vector<int32_t>(size_t(B), p.max_kv_len));
   s.tensors.q = TensorRef::contiguous(s.q.get(), p.dtype, {B, Lq, Hq, D});
   s.tensors.out = TensorRef::contiguous(s.out.get(), p.dtype, {B, Lq, Hq, D});

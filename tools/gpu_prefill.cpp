@@ -26,6 +26,7 @@ struct SuiteRow {
   bool causal;
   bool kv_cache = false;
   int page_size = 0;  // kv_cache: 0 contiguous, else paged with a shuffled block table
+  KvFormat kv_format = KvFormat::kNative;  // kv_cache: a quantized cache is dequantized first
 };
 const SuiteRow kPrefillSuite[] = {
     {4, 12, 12, 1024, 1024, 64, DType::kF16, false},     {4, 12, 12, 4096, 4096, 64, DType::kF16, false},
@@ -47,7 +48,11 @@ const SuiteRow kPrefillSuite[] = {
     {1, 32, 8, 4096, 32768 + 4096, 128, DType::kBF16, true, true, 16},
     {8, 32, 8, 256, 8192 + 256, 128, DType::kBF16, true},
     {8, 32, 8, 256, 8192 + 256, 128, DType::kBF16, true, true, 0},
-    {8, 32, 8, 256, 8192 + 256, 128, DType::kBF16, true, true, 16}};
+    {8, 32, 8, 256, 8192 + 256, 128, DType::kBF16, true, true, 16},
+    // The first chunked shape over quantized paged caches (docs/KV_FORMATS.md).
+    {1, 32, 8, 1024, 32768 + 1024, 128, DType::kBF16, true, true, 16, KvFormat::kInt8},
+    {1, 32, 8, 1024, 32768 + 1024, 128, DType::kBF16, true, true, 16, KvFormat::kInt4},
+    {1, 32, 8, 4096, 32768 + 4096, 128, DType::kBF16, true, true, 16, KvFormat::kInt4}};
 
 // The strategies suite: the default next to the original design's alternatives (mma.sync families),
 // on the first rows of the prefill suite (the ones every family runs).
@@ -65,6 +70,7 @@ const Variant kStrategyVariants[] = {kDefaultVariant,
 
 struct PrefillSet {
   DeviceBuffer q, k, v, out, seq_lens, block_table;
+  TimingScales scales;
   PrefillTensors tensors;
 };
 
@@ -81,16 +87,21 @@ PrefillSet make_set(const PrefillProblem& p, uint64_t seed) {
   PrefillSet s;
   s.q = DeviceBuffer(q_elems * size_t(detail::element_traits(p.dtype).bits / 8));
   s.out = DeviceBuffer(q_elems * size_t(detail::element_traits(p.dtype).bits / 8));
-  s.k = DeviceBuffer(kv_elems * size_t(detail::element_traits(kv.k_element).bits) / 8);
-  s.v = DeviceBuffer(kv_elems * size_t(detail::element_traits(kv.v_element).bits) / 8);
+  const size_t k_bytes = kv_elems * size_t(detail::element_traits(kv.k_element).bits) / 8;
+  const size_t v_bytes = kv_elems * size_t(detail::element_traits(kv.v_element).bits) / 8;
+  s.k = DeviceBuffer(k_bytes);
+  s.v = DeviceBuffer(v_bytes);
+  // Random 16-bit values; a quantized cache takes their bytes as codes (the fill counts 16-bit words).
   fill_random_device(s.q.get(), q_elems, p.dtype, seed);
-  fill_random_device(s.k.get(), kv_elems, kv.k_element, seed + 1);
-  fill_random_device(s.v.get(), kv_elems, kv.v_element, seed + 2);
+  fill_random_device(s.k.get(), k_bytes / 2, kv.quantized ? DType::kBF16 : kv.k_element, seed + 1);
+  fill_random_device(s.v.get(), v_bytes / 2, kv.quantized ? DType::kBF16 : kv.v_element, seed + 2);
   s.tensors.q = TensorRef::contiguous(s.q.get(), p.dtype, {B, p.max_q_len, Hq, D});
   s.tensors.out = TensorRef::contiguous(s.out.get(), p.dtype, {B, p.max_q_len, Hq, D});
   s.tensors.k = TensorRef::contiguous(s.k.get(), kv.k_element, {slabs, slab_tokens, Hkv, D});
   s.tensors.v = TensorRef::contiguous(s.v.get(), kv.v_element, {slabs, slab_tokens, Hkv, D});
   if (!p.kv_cache) return s;
+  s.scales = timing_scales(detail::resolve_kv_format(p.kv_format, p.dtype), Hkv, slabs, slab_tokens,
+                           &s.tensors.k_scales, &s.tensors.v_scales);
   s.seq_lens = DeviceBuffer::from(std::vector<int32_t>(size_t(B), p.max_kv_len));
   s.tensors.seq_lens = TensorRef::contiguous(s.seq_lens.get(), DType::kI32, {B});
   if (p.page_size) s.block_table = shuffled_block_table(B, pages_per_seq, seed, &s.tensors.block_table);
@@ -101,7 +112,9 @@ PrefillSet make_set(const PrefillProblem& p, uint64_t seed) {
 // for a paged one.
 std::string kv_source(const PrefillProblem& p) {
   if (!p.kv_cache) return "-";
-  return p.page_size ? "page " + std::to_string(p.page_size) : "cache";
+  const std::string source = p.page_size ? "page " + std::to_string(p.page_size) : "cache";
+  const KvFormat format = detail::resolve_kv_format(p.kv_format, p.dtype);
+  return detail::kv_format_traits(format).quantized ? source + " " + to_string(format) : source;
 }
 
 // 4 * D FLOPs per visible (query, key) pair per query head. Causal, bottom-right: Lq*Lk - Lq^2/2
@@ -135,6 +148,7 @@ Status measure_prefill(const PrefillProblem& p, const PlanOptions& options, cons
       {p.batch, p.num_q_heads, p.num_kv_heads, p.max_q_len, p.max_kv_len, p.head_dim, p.dtype, p.causal, p.page_size},
       pl);
   row->case_fields.add("variant", variant).add("kv_cache", p.kv_cache);
+  row->case_fields.add("kv_format", to_string(detail::resolve_kv_format(p.kv_format, p.dtype)));
   return Status::success();
 }
 
@@ -150,12 +164,13 @@ PrefillProblem row_problem(const SuiteRow& r) {
   p.dtype = r.dtype;
   p.kv_cache = r.kv_cache;
   p.page_size = r.page_size;
+  p.kv_format = r.kv_format;
   return p;
 }
 
 int run_rows(const std::vector<PrefillProblem>& problems, const std::vector<Variant>& variants, const CliOptions& o,
              const char* suite) {
-  std::printf("%4s %7s %6s %6s %4s %5s %7s %-7s %-15s %-20s %6s %9s %8s %7s\n", "B", "Hq/Hkv", "Lq", "Lk", "D",
+  std::printf("%4s %7s %6s %6s %4s %5s %7s %-12s %-15s %-20s %6s %9s %8s %7s\n", "B", "Hq/Hkv", "Lq", "Lk", "D",
               "dtype", "causal", "kv", "variant", "family", "splits", "us", "TFLOP/s", "spread");
   Results results(suite, 0);
   PlanOptions base;
@@ -172,7 +187,7 @@ int run_rows(const std::vector<PrefillProblem>& problems, const std::vector<Vari
         results.fail();
         continue;
       }
-      std::printf("%4d %3d/%-3d %6d %6d %4d %5s %7s %-7s %-15s %-20s %6d %9.1f %8.1f %6.1f%%\n", p.batch,
+      std::printf("%4d %3d/%-3d %6d %6d %4d %5s %7s %-12s %-15s %-20s %6d %9.1f %8.1f %6.1f%%\n", p.batch,
                   p.num_q_heads, p.num_kv_heads, p.max_q_len, p.max_kv_len, p.head_dim, to_string(p.dtype),
                   p.causal ? "yes" : "no", kv_source(p).c_str(), v.name, plan.family.c_str(), plan.num_splits,
                   row.timing.us_per_call, row.flops / (row.timing.us_per_call * 1e-6) / 1e12,

@@ -76,6 +76,11 @@ struct Plan {
   int split_tokens = 0;  // > 0: fixed chunk (batch-invariant); 0: each sequence split evenly
   bool cluster_combine = false;  // splits merged inside a thread-block cluster (see PlanOptions)
   bool fused_combine = false;    // splits merged by each tile's last split block (see PlanOptions)
+  // Prefill over a quantized KV cache (kv_cache with an FP8/INT8/INT4/K8V4 kv_format): run_prefill
+  // first dequantizes each sequence's cached tokens into a 16-bit copy at the start of the
+  // workspace (staging_bytes of it), then the family reads that copy as a contiguous cache.
+  bool dequantized_cache = false;
+  size_t staging_bytes = 0;
   int block_m = 0;       // query rows per thread block
   int block_n = 0;       // keys per main-loop step of a thread block
   int warps = 0;

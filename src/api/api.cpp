@@ -12,6 +12,7 @@
 #include "kernels/combine/combine_params.hpp"
 #include "kernels/decode/decode_params.hpp"
 #include "kernels/prefill/prefill_params.hpp"
+#include "kernels/quant/dequant_kv_params.hpp"
 #include "launch/dispatch.hpp"
 #include "plan/geometry.hpp"
 #include "plan/workspace_layout.hpp"
@@ -199,13 +200,11 @@ Status prepare_workspace(const Plan& plan, void* workspace, size_t workspace_byt
                 std::string("prepare_workspace: zeroing the fused combine's counters: ") + cudaGetErrorString(error));
 }
 
-Status run_prefill(const Plan& plan, const PrefillTensors& t, void* workspace, size_t workspace_bytes,
-                   Stream stream) {
-  if (plan.kind != Plan::Kind::kPrefill) return Status::invalid("plan", "a prefill plan", "a decode plan");
+namespace {
+
+// The prefill kernel (and the combine after split-KV) over validated tensors.
+Status launch_prefill(const Plan& plan, const PrefillTensors& t, void* workspace, Stream stream) {
   const PrefillProblem& pr = plan.prefill;
-  if (Status s = detail::validate_prefill_problem(pr); !s) return s;
-  if (Status s = detail::validate_prefill_tensors(pr, t); !s) return s;
-  if (Status s = detail::validate_workspace(plan.workspace_bytes, workspace, workspace_bytes); !s) return s;
   int family = -1;
   if (Status s = plan_family(plan, registry::Kind::kPrefill, &family); !s) return s;
   detail::Launcher launcher;
@@ -268,6 +267,94 @@ Status run_prefill(const Plan& plan, const PrefillTensors& t, void* workspace, s
   if (Status s = detail::launch(launcher, &p, launch_config(stream, plan.grid), "prefill kernel launch"); !s) return s;
   if (p.output.mode != OutputMode::kPartial) return Status::success();
   return launch_combine(p.output, plan.num_splits, final_rows, p.cu_seqlens_q, pr.dtype, pr.head_dim, stream);
+}
+
+// One side of a quantized cache as the dequantization kernel reads it. Element strides become
+// bytes (validation made INT4 strides, in nibbles, even).
+detail::DequantSide dequant_side(const TensorRef& cache, const TensorRef& scales) {
+  detail::DequantSide s;
+  const int bits = detail::element_traits(cache.dtype).bits;
+  s.codes = cache.dtype == DType::kFP8E4M3 ? detail::StoredCodes::kFp8
+            : cache.dtype == DType::kI4    ? detail::StoredCodes::kInt4
+                                           : detail::StoredCodes::kInt8;
+  s.cache = static_cast<const char*>(cache.data);
+  s.block_stride = cache.stride[0] * bits / 8;
+  s.slot_stride = cache.stride[1] * bits / 8;
+  s.head_stride = cache.stride[2] * bits / 8;
+  if (s.codes == detail::StoredCodes::kFp8) {
+    s.fp8_scales = static_cast<const float*>(scales.data);
+    s.fp8_scale_stride = scales.stride[0];
+  } else {
+    s.pairs = static_cast<const uint16_t*>(scales.data);
+    s.pair_block_stride = scales.stride[0];
+    s.pair_head_stride = scales.stride[1];
+    s.pair_slot_stride = scales.stride[2];
+  }
+  return s;
+}
+
+// Chunked prefill over a quantized cache: the cache's tokens dequantized into the staging copy at
+// the start of the workspace, then the plan's family reads the copy as a contiguous 16-bit cache
+// with the rest of the workspace as its own.
+Status prefill_over_staging(const Plan& plan, const PrefillTensors& t, void* workspace, Stream stream) {
+  const PrefillProblem& pr = plan.prefill;
+  const plan::KvStaging st = plan::kv_staging(pr.batch, pr.max_kv_len, pr.num_kv_heads, pr.head_dim);
+  char* base = static_cast<char*>(workspace);
+  detail::DequantKvParams d;
+  d.k = dequant_side(t.k, t.k_scales);
+  d.v = dequant_side(t.v, t.v_scales);
+  d.seq_lens = static_cast<const int32_t*>(t.seq_lens.data);
+  if (pr.page_size > 0) {
+    d.block_table = static_cast<const int32_t*>(t.block_table.data);
+    d.block_table_stride = t.block_table.stride[0];
+    d.page_size = pr.page_size;
+    d.num_pages = t.k.shape[0];
+  }
+  d.batch = pr.batch;
+  d.num_kv_heads = pr.num_kv_heads;
+  d.head_dim = pr.head_dim;
+  d.max_kv_len = pr.max_kv_len;
+  d.dtype = pr.dtype;
+  d.k_out = base + st.k_offset;
+  d.v_out = base + st.v_offset;
+  d.staging_tokens = st.tokens;
+  d.lens_out = reinterpret_cast<int32_t*>(base + st.lens_offset);
+  const cudaError_t error = detail::launch_dequantize_kv(d, launch_config(stream, plan.grid));
+  if (error != cudaSuccess) {
+    return Status(StatusCode::kCudaError, "kv_format",
+                  std::string("dequantizing the KV cache: ") + cudaGetErrorString(error));
+  }
+
+  Plan inner = plan;
+  inner.dequantized_cache = false;
+  inner.staging_bytes = 0;
+  inner.workspace_bytes = plan.workspace_bytes - st.total_bytes;
+  inner.prefill.kv_format = KvFormat::kNative;
+  inner.prefill.page_size = 0;
+  const int64_t B = pr.batch, Hkv = pr.num_kv_heads, D = pr.head_dim;
+  PrefillTensors staged = t;
+  staged.k = TensorRef::contiguous(d.k_out, pr.dtype, {B, st.tokens, Hkv, D});
+  staged.v = TensorRef::contiguous(d.v_out, pr.dtype, {B, st.tokens, Hkv, D});
+  staged.k_scales = TensorRef{};
+  staged.v_scales = TensorRef{};
+  staged.seq_lens = TensorRef::contiguous(d.lens_out, DType::kI32, {B});
+  staged.block_table = TensorRef{};
+  staged.seq_lens_host = nullptr;
+  staged.block_table_host = nullptr;
+  return launch_prefill(inner, staged, base + st.total_bytes, stream);
+}
+
+}  // namespace
+
+Status run_prefill(const Plan& plan, const PrefillTensors& t, void* workspace, size_t workspace_bytes,
+                   Stream stream) {
+  if (plan.kind != Plan::Kind::kPrefill) return Status::invalid("plan", "a prefill plan", "a decode plan");
+  const PrefillProblem& pr = plan.prefill;
+  if (Status s = detail::validate_prefill_problem(pr); !s) return s;
+  if (Status s = detail::validate_prefill_tensors(pr, t); !s) return s;
+  if (Status s = detail::validate_workspace(plan.workspace_bytes, workspace, workspace_bytes); !s) return s;
+  if (plan.dequantized_cache) return prefill_over_staging(plan, t, workspace, stream);
+  return launch_prefill(plan, t, workspace, stream);
 }
 
 Status run_combine(const CombineProblem& pr, const CombineTensors& t, Stream stream) {

@@ -56,6 +56,10 @@ std::string describe(const Plan& p) {
       << " dtype=" << to_string(f.dtype) << " kv_format=" << to_string(f.kv_format);
     if (f.kv_cache) s << " kv_cache=1 page_size=" << f.page_size;  // K/V token tensors: nothing to add
     s << "\n";
+    if (p.dequantized_cache) {
+      s << "cache: dequantized to " << to_string(f.dtype) << " first (" << p.staging_bytes
+        << " bytes of the workspace), then read as a contiguous cache\n";
+    }
   }
   s << "device: " << p.device.sm_count << " SMs, " << p.device.smem_per_sm_bytes / 1024 << " KB smem/SM, "
     << p.device.l2_bytes / (1024 * 1024) << " MB L2, sm_" << p.device.cc_major << p.device.cc_minor << "\n";

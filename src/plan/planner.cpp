@@ -219,9 +219,15 @@ Status plan_prefill(const PrefillProblem& problem, const DeviceInfo& device,
   p.device = device;
   tiles::TileSummary tile;
   const Strategy served = requested == Strategy::kAuto ? Strategy::kSplitQ : requested;
+  // A quantized cache is dequantized once into a 16-bit contiguous copy, which the family reads
+  // (bench/NOTES.md: the prefill re-reads every K/V tile once per query block and head, so
+  // dequantizing per tile would repeat the conversion that many times).
+  const detail::KvFormatTraits format =
+      detail::kv_format_traits(detail::resolve_kv_format(problem.kv_format, problem.dtype));
+  p.dequantized_cache = problem.kv_cache && format.quantized;
   if (Status s = choose_family_and_tile(registry::Kind::kPrefill, served, problem.head_dim, problem.dtype,
-                                        problem.kv_format, device, options, &p, &tile, problem.kv_cache,
-                                        problem.page_size > 0);
+                                        p.dequantized_cache ? KvFormat::kNative : problem.kv_format, device, options,
+                                        &p, &tile, problem.kv_cache, problem.page_size > 0 && !p.dequantized_cache);
       !s) {
     return s;
   }
@@ -246,10 +252,16 @@ Status plan_prefill(const PrefillProblem& problem, const DeviceInfo& device,
     return Status::unsupported("options.family", "kernel family " + p.family + " does not serve split-kv");
   }
   p.note = split.note;
+  if (p.dequantized_cache) {
+    p.staging_bytes =
+        plan::kv_staging(problem.batch, problem.max_kv_len, problem.num_kv_heads, problem.head_dim).total_bytes;
+    p.note += std::string("; the ") + format.name + " cache is dequantized to " + to_string(problem.dtype) +
+              " in the workspace first";
+  }
   if (Status s = set_grid(g.grid(p.num_splits), "num_q_heads", "batch", &p); !s) return s;
-  p.workspace_bytes = p.strategy == Strategy::kTwoPass
-                          ? plan::two_pass_workspace(g.out_rows).total_bytes
-                          : plan::split_workspace(p.num_splits, g.out_rows, problem.head_dim).total_bytes;
+  p.workspace_bytes = p.staging_bytes + (p.strategy == Strategy::kTwoPass
+                                             ? plan::two_pass_workspace(g.out_rows).total_bytes
+                                             : plan::split_workspace(p.num_splits, g.out_rows, problem.head_dim).total_bytes);
   *plan = p;
   return Status::success();
 }

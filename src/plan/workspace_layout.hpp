@@ -49,4 +49,25 @@ inline TwoPassWorkspace two_pass_workspace(int64_t rows) {
   return w;
 }
 
+// Chunked prefill over a quantized KV cache: the cache's first max_kv_len tokens per sequence
+// dequantized into 16-bit K and V [batch, tokens, Hkv, D] (tokens = max(max_kv_len, 1)) and each
+// sequence's length as the prefill reads it (int32 [batch]); the prefill's own workspace follows.
+struct KvStaging {
+  int64_t tokens = 0;
+  size_t k_offset = 0;
+  size_t v_offset = 0;
+  size_t lens_offset = 0;
+  size_t total_bytes = 0;
+};
+
+inline KvStaging kv_staging(int batch, int max_kv_len, int num_kv_heads, int head_dim) {
+  KvStaging w;
+  w.tokens = max_kv_len > 1 ? max_kv_len : 1;
+  const size_t side = align_up(size_t(batch) * size_t(w.tokens) * size_t(num_kv_heads) * size_t(head_dim) * 2);
+  w.v_offset = side;
+  w.lens_offset = 2 * side;
+  w.total_bytes = w.lens_offset + align_up(size_t(batch) * sizeof(int32_t));
+  return w;
+}
+
 }  // namespace splitkv::plan

@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "common/formats.hpp"
+#include "common/half_convert.hpp"
 #include "common/host_tensor.hpp"
 #include "common/parallel_for.hpp"
 #include "kernels/common/causal_mask.hpp"
@@ -44,6 +46,15 @@ void read_cache(int page_size, const TensorRef& block_table, const quant::KvRowR
   }
 }
 
+// The low-precision yardstick reads K/V in the input dtype: a quantized cache dequantized into it
+// (16-bit values are unchanged).
+void round_for_method(const Options& options, DType dtype, std::vector<float>* k, std::vector<float>* v) {
+  if (options.method != Method::kLowPrecision) return;
+  for (std::vector<float>* rows : {k, v}) {
+    for (float& x : *rows) x = detail::round_to(x, dtype);
+  }
+}
+
 }  // namespace
 
 Result decode(const DecodeProblem& p, const DecodeTensors& t, const Options& options) {
@@ -70,6 +81,7 @@ Result decode_shard(const DecodeProblem& p, const DecodeTensors& t, const Shard&
     const int total = shard.total_len ? shard.total_len[b] : len;
     std::vector<float> k, v, q(D);
     read_cache(p.page_size, t.block_table, k_rows, v_rows, b, hkv, len, D, &k, &v);
+    round_for_method(options, p.dtype, &k, &v);
     for (int i = 0; i < Lq; ++i) {
       for (int h = 0; h < group; ++h) {
         const int hq = hkv * group + h;
@@ -109,6 +121,7 @@ Result prefill(const PrefillProblem& p, const PrefillTensors& t, const Options& 
     if (p.kv_cache) {
       k_len = cache_lens[b];
       read_cache(p.page_size, t.block_table, k_rows, v_rows, b, hkv, k_len, D, &k, &v);
+      round_for_method(options, p.dtype, &k, &v);
     } else {
       const bool packed = p.varlen;  // varlen K/V: [total_k, Hkv, D] by cu_seqlens_k
       const int k_begin = packed ? cu_k[b] : 0;

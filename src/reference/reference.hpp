@@ -12,9 +12,10 @@ enum class Method {
   kDirect,        // softmax over all visible keys at once
   kSplit,         // per-chunk partials (O_i, LSE_i), merged by the log-sum-exp combine
   kTwoPass,       // pass 1: each row's max and sum of exp; pass 2: softmax * V
-  kLowPrecision,  // the straightforward low-precision implementation: fp32 scores and softmax,
-                  // P rounded to the input dtype before P*V, output rounded (the error yardstick
-                  // of FlashAttention's tolerance rule)
+  kLowPrecision,  // the straightforward low-precision implementation: K/V in the input dtype (a
+                  // quantized cache dequantized into it), fp32 scores and softmax, P rounded to the
+                  // input dtype before P*V, output rounded (the error yardstick of FlashAttention's
+                  // tolerance rule)
 };
 
 struct Options {

@@ -84,7 +84,8 @@ void attend_two_pass(const RowInput& row, double* o, double* lse) {
 }
 
 // What a plain low-precision implementation computes: fp32 scores and softmax, P rounded to the
-// input dtype, fp32 accumulation of P*V, output rounded to the input dtype.
+// input dtype, fp32 accumulation of P*V, output rounded to the input dtype (K/V arrive in the
+// input dtype: reference.cpp rounds a quantized cache's values to it for this method).
 void attend_low_precision(const RowInput& row, double* o, double* lse) {
   if (row.n_visible == 0) return write_empty(row.d, o, lse);
   std::vector<float> s(row.n_visible);

@@ -228,11 +228,47 @@ TEST(ChunkedPrefillArguments, AreCheckedAndNamed) {
   s = plan_prefill(contiguous.problem, DeviceInfo::h200(), split_v, &plan);
   EXPECT_EQ(s.code(), StatusCode::kUnsupported);
   EXPECT_EQ(s.argument(), "kv_cache") << s.message();
-  PrefillProblem int8 = paged.problem;  // quantized caches: no prefill family reads them yet
-  int8.kv_format = KvFormat::kInt8;
-  s = plan_prefill(int8, DeviceInfo::h200(), {}, &plan);
-  EXPECT_EQ(s.code(), StatusCode::kUnsupported);
-  EXPECT_EQ(s.argument(), "kv_format") << s.message();
+}
+
+// A quantized cache is dequantized into a 16-bit staging copy at the start of the workspace, which
+// the family (the same as for a 16-bit contiguous cache) then reads; the prefill's own workspace
+// (split partials) follows it.
+TEST(ChunkedPrefillPlan, QuantizedCachesAreDequantizedIntoTheWorkspaceFirst) {
+  const ChunkCase paged = make_chunk_case(16, {100, 40}, {10, 40}, true);
+  const PrefillProblem native = paged.problem;
+  Plan plain;
+  ASSERT_TRUE(plan_prefill(native, DeviceInfo::h200(), {}, &plain).ok());
+  EXPECT_FALSE(plain.dequantized_cache);
+  EXPECT_EQ(plain.staging_bytes, 0u);
+  for (KvFormat format : {KvFormat::kFP8E4M3, KvFormat::kInt8, KvFormat::kInt4, KvFormat::kK8V4}) {
+    PrefillProblem quantized = native;
+    quantized.kv_format = format;
+    for (int splits : {1, 3}) {
+      PlanOptions options;
+      options.num_splits = splits;
+      Plan plan;
+      const Status s = plan_prefill(quantized, DeviceInfo::h200(), options, &plan);
+      ASSERT_TRUE(s.ok()) << to_string(format) << ": " << s.message();
+      EXPECT_TRUE(plan.dequantized_cache) << to_string(format);
+      EXPECT_EQ(plan.family, plain.family) << to_string(format);  // the 16-bit cache's family
+      // K and V of batch x max_kv_len x Hkv x D 16-bit values, and the lengths, then the partials.
+      const size_t values = size_t(native.batch) * native.max_kv_len * native.num_kv_heads * native.head_dim;
+      EXPECT_GE(plan.staging_bytes, 2 * values * 2 + native.batch * sizeof(int32_t));
+      Plan same_splits;
+      PlanOptions forced = options;
+      ASSERT_TRUE(plan_prefill(native, DeviceInfo::h200(), forced, &same_splits).ok());
+      EXPECT_EQ(plan.num_splits, same_splits.num_splits);
+      EXPECT_EQ(plan.workspace_bytes, plan.staging_bytes + same_splits.workspace_bytes) << to_string(format);
+      EXPECT_NE(plan.note.find("dequantized"), std::string::npos) << plan.note;
+      EXPECT_NE(describe(plan).find("cache: dequantized to bf16"), std::string::npos) << describe(plan);
+    }
+    // Any family that reads a contiguous 16-bit cache serves it (the sm80 one by name, or on sm_80).
+    PlanOptions mma;
+    mma.family = "prefill_mma";
+    Plan plan;
+    ASSERT_TRUE(plan_prefill(quantized, DeviceInfo::h200(), mma, &plan).ok());
+    EXPECT_TRUE(plan.dequantized_cache);
+  }
 }
 
 }  // namespace

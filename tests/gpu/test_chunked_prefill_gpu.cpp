@@ -3,7 +3,8 @@
 // reference, for paged (pages of 16 and 256 tokens, shuffled tables) and
 // contiguous caches with NaN in every slot no sequence owns, ragged batches with empty members,
 // chunks from 1 to 1000 queries over prefixes up to 4097 tokens, GQA, causal and not, forced
-// splits; bitwise-identical reruns; an invalid page id gives NaN in its own sequence only.
+// splits, quantized caches (FP8, INT8, INT4, K8V4: dequantized into the workspace first);
+// bitwise-identical reruns; an invalid page id gives NaN in its own sequence only.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -31,6 +32,7 @@ struct ChunkShape {
   std::vector<int> seq_lens, chunks;
   int num_splits;          // 0: planned
   const char* family = "";  // "": the planner's choice (prefill_sm90 on sm_90 where compiled)
+  KvFormat kv_format = KvFormat::kNative;
 };
 
 ChunkCase make_case(const ChunkShape& s) {
@@ -43,6 +45,7 @@ ChunkCase make_case(const ChunkShape& s) {
   d.max_kv_len = *std::max_element(s.seq_lens.begin(), s.seq_lens.end());
   d.page_size = s.page_size;
   d.dtype = s.dtype;
+  d.kv_format = s.kv_format;
   spec.seq_lens = s.seq_lens;
   spec.chunks = s.chunks;
   spec.causal = s.causal;
@@ -74,6 +77,7 @@ TEST_P(ChunkedPrefillVsReference, MatchesFp64Reference) {
   const Status planned = plan_chunk(c, s.num_splits, s.family, &plan);
   ASSERT_TRUE(planned.ok()) << planned.message();
   SPLITKV_REQUIRE_PLAN_COMPILED(plan);
+  EXPECT_EQ(plan.dequantized_cache, s.kv_format != KvFormat::kNative) << s.name;
   testing::DeviceChunkCase dev(c);
   const Status ran = run_chunk(plan, c, dev);
   ASSERT_TRUE(ran.ok()) << ran.message();
@@ -107,13 +111,31 @@ INSTANTIATE_TEST_SUITE_P(
         ChunkShape{"page16_full", 16, 28, 4, 128, DType::kBF16, false, kRagged, kRaggedChunks, 0},
         ChunkShape{"page16_fp16_d64", 16, 8, 1, 64, DType::kF16, true, kRagged, kRaggedChunks, 0},
         ChunkShape{"page16_splits", 16, 32, 8, 128, DType::kBF16, true, {4097, 700}, {256, 700}, 3},
-        ChunkShape{"page256_chunk_longer_than_keys", 256, 32, 8, 128, DType::kBF16, true, {5, 300}, {9, 300}, 0}),
+        ChunkShape{"page256_chunk_longer_than_keys", 256, 32, 8, 128, DType::kBF16, true, {5, 300}, {9, 300}, 0},
+        // Quantized caches: dequantized into the workspace, then read as a contiguous 16-bit cache.
+        ChunkShape{"int8_page16_causal", 16, 32, 8, 128, DType::kBF16, true, kRagged, kRaggedChunks, 0, "",
+                   KvFormat::kInt8},
+        ChunkShape{"int4_contiguous_causal", 0, 32, 8, 128, DType::kBF16, true, kRagged, kRaggedChunks, 0, "",
+                   KvFormat::kInt4},
+        ChunkShape{"fp8_page256_full", 256, 28, 4, 128, DType::kBF16, false, kRagged, kRaggedChunks, 0, "",
+                   KvFormat::kFP8E4M3},
+        ChunkShape{"k8v4_page16_fp16_d64", 16, 8, 1, 64, DType::kF16, true, kRagged, kRaggedChunks, 0, "",
+                   KvFormat::kK8V4},
+        ChunkShape{"int8_page32_d256", 32, 16, 16, 256, DType::kBF16, true, {700, 33}, {300, 33}, 0, "",
+                   KvFormat::kInt8},
+        ChunkShape{"int4_page16_splits", 16, 32, 8, 128, DType::kBF16, true, {4097, 700}, {256, 700}, 3, "",
+                   KvFormat::kInt4},
+        ChunkShape{"int8_contiguous_mma", 0, 32, 8, 128, DType::kBF16, true, kRagged, kRaggedChunks, 0,
+                   "prefill_mma", KvFormat::kInt8}),
     [](const ::testing::TestParamInfo<ChunkShape>& info) { return std::string(info.param.name); });
 
-// A page id outside the pool (no host copy to catch it) poisons that sequence's rows only.
-TEST(ChunkedPrefillGpu, InvalidPageIdGivesNaNForThatSequenceOnly) {
+// A page id outside the pool (no host copy to catch it) poisons that sequence's rows only, for a
+// 16-bit cache and for a quantized one (whose dequantization never reads outside the pool either).
+class ChunkedPrefillBadPage : public ::testing::TestWithParam<KvFormat> {};
+
+TEST_P(ChunkedPrefillBadPage, InvalidPageIdGivesNaNForThatSequenceOnly) {
   SPLITKV_REQUIRE_GPU(DType::kBF16, 128);
-  ChunkShape shape{"bad_page", 16, 32, 8, 128, DType::kBF16, true, {300, 200}, {40, 30}, 0};
+  ChunkShape shape{"bad_page", 16, 32, 8, 128, DType::kBF16, true, {300, 200}, {40, 30}, 0, "", GetParam()};
   ChunkCase c = make_case(shape);
   Plan plan;
   ASSERT_TRUE(plan_chunk(c, 0, "", &plan).ok());
@@ -137,6 +159,11 @@ TEST(ChunkedPrefillGpu, InvalidPageIdGivesNaNForThatSequenceOnly) {
   EXPECT_TRUE(seq0_finite);
   EXPECT_TRUE(seq1_nan);
 }
+
+INSTANTIATE_TEST_SUITE_P(Formats, ChunkedPrefillBadPage, ::testing::Values(KvFormat::kNative, KvFormat::kInt4),
+                         [](const ::testing::TestParamInfo<KvFormat>& info) {
+                           return std::string(to_string(info.param));
+                         });
 
 }  // namespace
 }  // namespace splitkv

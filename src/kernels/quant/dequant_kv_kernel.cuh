@@ -1,0 +1,141 @@
+// Dequantizes the first seq_lens[b] tokens of every sequence of a quantized KV cache (paged or
+// contiguous; FP8, INT8, INT4, K8V4) into a 16-bit staging copy [batch, tokens, Hkv, D], with the
+// arithmetic of the host reader (src/quant/kv_quant_host.cpp): FP8 scale * e4m3 and INT
+// fma(scale16, code, min16), each one fp32 rounding, then rounded to the staging type (nearest
+// even). The fp64 reference attends over the fp32 values; its low-precision yardstick rounds them
+// to the input type as this copy does.
+//
+// Grid (batch, token chunks); each thread writes 8 values (16 bytes) of one (token, side, KV head)
+// row per step, consecutive threads along the row, so loads and stores are aligned vectors. The
+// kernel reads each cache byte once: for long chunks the prefill that follows re-reads every K/V
+// tile once per query block and head, which is why the dequantization is not done per tile there.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "kernels/common/pdl.cuh"
+#include "kernels/quant/dequant_kv_params.hpp"
+
+namespace splitkv::detail {
+namespace dequant {
+
+constexpr int kValuesPerThread = 8;  // 16 bytes of 16-bit output
+
+__device__ __forceinline__ float e4m3_value(uint32_t code) {  // exact
+  const __half_raw h = __nv_cvt_fp8_to_halfraw(static_cast<__nv_fp8_storage_t>(code & 0xffu), __NV_E4M3);
+  return __half2float(__half(h));
+}
+
+__device__ __forceinline__ float fp16_value(uint16_t bits) { return __half2float(__ushort_as_half(bits)); }
+
+// Values [8c, 8c + 8) of the row of KV head h at (block, slot), as fp32.
+__device__ __forceinline__ void read_values(const DequantSide& s, int64_t block, int64_t slot, int h, int c,
+                                            float (&x)[kValuesPerThread]) {
+  const char* row = s.cache + block * s.block_stride + slot * s.slot_stride + h * s.head_stride;
+  if (s.codes == StoredCodes::kFp8) {
+    const uint2 codes = *reinterpret_cast<const uint2*>(row + c * 8);
+    const float scale = s.fp8_scales[h * s.fp8_scale_stride];
+#pragma unroll
+    for (int i = 0; i < kValuesPerThread; ++i) {
+      const uint32_t word = i < 4 ? codes.x : codes.y;
+      x[i] = __fmul_rn(scale, e4m3_value(word >> (8 * (i % 4))));
+    }
+    return;
+  }
+  const uint32_t pair = *reinterpret_cast<const uint32_t*>(s.pairs + block * s.pair_block_stride +
+                                                            h * s.pair_head_stride + slot * s.pair_slot_stride);
+  const float scale = fp16_value(uint16_t(pair & 0xffffu)), min = fp16_value(uint16_t(pair >> 16));
+  if (s.codes == StoredCodes::kInt8) {
+    const uint2 codes = *reinterpret_cast<const uint2*>(row + c * 8);
+#pragma unroll
+    for (int i = 0; i < kValuesPerThread; ++i) {
+      const uint32_t word = i < 4 ? codes.x : codes.y;
+      x[i] = __fmaf_rn(scale, float((word >> (8 * (i % 4))) & 0xffu), min);
+    }
+  } else {  // INT4: element 2i in the low nibble of byte i
+    const uint32_t codes = *reinterpret_cast<const uint32_t*>(row + c * 4);
+#pragma unroll
+    for (int i = 0; i < kValuesPerThread; ++i) x[i] = __fmaf_rn(scale, float((codes >> (4 * i)) & 0xfu), min);
+  }
+}
+
+template <class Out>
+__device__ __forceinline__ uint16_t to_bits(float f) {  // nearest even
+  if constexpr (std::is_same_v<Out, __half>) {
+    return __half_as_ushort(__float2half_rn(f));
+  } else {
+    return __bfloat16_as_ushort(__float2bfloat16_rn(f));
+  }
+}
+
+template <class Out>
+__device__ __forceinline__ void store_values(void* dst, const float (&x)[kValuesPerThread]) {
+  uint32_t w[kValuesPerThread / 2];
+#pragma unroll
+  for (int i = 0; i < kValuesPerThread / 2; ++i) {
+    w[i] = uint32_t(to_bits<Out>(x[2 * i])) | (uint32_t(to_bits<Out>(x[2 * i + 1])) << 16);
+  }
+  *static_cast<uint4*>(dst) = make_uint4(w[0], w[1], w[2], w[3]);
+}
+
+}  // namespace dequant
+
+template <class Out>
+__global__ void __launch_bounds__(kDequantThreads) dequantize_kv_kernel(const __grid_constant__ DequantKvParams p) {
+  using namespace dequant;
+  // The lengths and pages may come from the kernel before us; the prefill after us waits for our
+  // completion itself.
+  wait_for_prior_grids();
+  allow_dependent_launch();
+  const int b = blockIdx.x;
+  const int len = p.seq_lens[b];
+  const bool len_ok = len >= 0 && len <= p.max_kv_len;
+  const int n = len_ok ? len : 0;
+  const bool paged = p.block_table != nullptr;
+  const int32_t* pages = paged ? p.block_table + b * p.block_table_stride : nullptr;
+  auto in_pool = [&](int32_t page) { return page >= 0 && page < p.num_pages; };
+
+  if (blockIdx.y == 0) {  // the length the prefill reads: -1 (NaN rows) for a bad length or page id
+    bool bad_page = false;
+    if (paged) {
+      for (int i = threadIdx.x; i < (n + p.page_size - 1) / p.page_size; i += blockDim.x) bad_page |= !in_pool(pages[i]);
+    }
+    bad_page = __syncthreads_or(bad_page);
+    if (threadIdx.x == 0) p.lens_out[b] = len_ok && !bad_page ? len : -1;
+  }
+
+  const int chunks = p.head_dim / kValuesPerThread;
+  const int row_units = p.num_kv_heads * chunks;  // one (token, side) row of all heads
+  for (int token0 = blockIdx.y * kDequantTokensPerBlock; token0 < n; token0 += gridDim.y * kDequantTokensPerBlock) {
+    const int tokens = min(n - token0, kDequantTokensPerBlock);
+    for (int u = threadIdx.x; u < tokens * 2 * row_units; u += blockDim.x) {
+      const int c = u % chunks, h = u / chunks % p.num_kv_heads;
+      const int side = u / row_units % 2, t = token0 + u / (2 * row_units);
+      int64_t block = b, slot = t;
+      bool readable = true;
+      if (paged) {
+        const int32_t page = pages[t / p.page_size];
+        readable = in_pool(page);  // never read outside the pool (the sequence's rows become NaN)
+        block = page, slot = t % p.page_size;
+      }
+      float x[kValuesPerThread];
+      if (readable) {
+        read_values(side == 0 ? p.k : p.v, block, slot, h, c, x);
+      } else {
+#pragma unroll
+        for (int i = 0; i < kValuesPerThread; ++i) x[i] = __int_as_float(0x7fc00000);
+      }
+      char* out = static_cast<char*>(side == 0 ? p.k_out : p.v_out);
+      const int64_t element =
+          ((int64_t(b) * p.staging_tokens + t) * p.num_kv_heads + h) * p.head_dim + c * kValuesPerThread;
+      store_values<Out>(out + element * 2, x);
+    }
+  }
+}
+
+}  // namespace splitkv::detail
