@@ -94,7 +94,7 @@ TEST(Registry, QuantizedCachesGoToTheFamiliesThatReadThem) {
   Status s = plan::choose_family(request, &family);
   EXPECT_EQ(s.code(), StatusCode::kUnsupported) << s.message();
   EXPECT_EQ(s.argument(), "kv_format");
-  // No prefill family reads quantized caches yet.
+  // No prefill family reads quantized K/V itself (plan_prefill has the cache dequantized first).
   request = {registry::Kind::kPrefill, Strategy::kSplitQ, 128, DType::kBF16, KvFormat::kInt8, DeviceInfo::h200(), ""};
   s = plan::choose_family(request, &family);
   EXPECT_EQ(s.code(), StatusCode::kUnsupported) << s.message();
