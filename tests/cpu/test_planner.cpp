@@ -147,10 +147,15 @@ TEST(Planner, FewerSmsMeanFewerSplits) {
 }
 
 TEST(Planner, SpeculativeDecodingTilesTheQueryRows) {
-  // 16 queries x 4 heads per group = 64 packed rows = 4 tiles of 16.
+  // 16 queries x 4 heads per group = 64 packed rows = 2 tiles of 32 (decode_mma_m32), or 4 of 16.
   const Plan plan = plan_or_die(decode(1, 32, 8, 4096, 128, 16));
-  EXPECT_EQ(plan.work_units, 8 * 4);
-  EXPECT_EQ(plan.grid[1], 8 * 4);
+  EXPECT_EQ(plan.work_units, 8 * 2);
+  EXPECT_EQ(plan.grid[1], 8 * 2);
+  PlanOptions sixteen;
+  sixteen.family = "decode_mma";
+  const Plan mma = plan_or_die(decode(1, 32, 8, 4096, 128, 16), sixteen);
+  EXPECT_EQ(mma.work_units, 8 * 4);
+  EXPECT_EQ(mma.grid[1], 8 * 4);
 }
 
 TEST(Planner, DecodeRejectsPrefillStrategies) {
