@@ -51,13 +51,20 @@ struct DecodeTile {
   }
 };
 
-constexpr DecodeTile decode_tile(int head_dim) {
+// block_m 16 (decode_mma) or 32 (decode_mma_m32: a KV head with more than 16 packed rows, e.g.
+// speculative queries x a large GQA group, is read by half as many tiles).
+constexpr DecodeTile decode_tile(int head_dim, int block_m = 16) {
   // Stages: enough bytes in flight per SM to cover HBM latency, few enough that two blocks fit.
-  return DecodeTile{head_dim, 16, 16, 4, head_dim <= 64 ? 4 : 3, k16BitBytes};
+  return DecodeTile{head_dim, block_m, 16, 4, head_dim <= 64 ? 4 : 3, k16BitBytes};
 }
 
 constexpr TileSummary decode_mma_summary(int head_dim, KvFormat) {
   const DecodeTile t = decode_tile(head_dim);
+  return TileSummary{t.block_m, t.block_keys(), t.warps, t.stages, t.smem_bytes()};
+}
+
+constexpr TileSummary decode_mma_m32_summary(int head_dim, KvFormat) {
+  const DecodeTile t = decode_tile(head_dim, 32);
   return TileSummary{t.block_m, t.block_keys(), t.warps, t.stages, t.smem_bytes()};
 }
 

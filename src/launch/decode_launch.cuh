@@ -6,9 +6,9 @@
 
 namespace splitkv::detail {
 
-template <class Element, int kHeadDim>
+template <class Element, int kHeadDim, int kBlockM>
 cudaError_t launch_decode_mma(const DecodeParams& params, const LaunchConfig& config) {
-  using Traits = DecodeTraits<Element, kHeadDim>;
+  using Traits = DecodeTraits<Element, kHeadDim, kBlockM>;
   return launch_kernel(decode_kernel<Traits>, dim3(Traits::kThreads), Traits::kSmemBytes, params, config);
 }
 

@@ -38,6 +38,11 @@ Status can_serve(const registry::Family& f, const FamilyRequest& r) {
     return Status::unsupported("device", who + " (" + registry::to_string(f.arch) + ") does not run on sm_" +
                                              std::to_string(r.device.cc_major) + std::to_string(r.device.cc_minor));
   }
+  // Last: a tile size is a preference, so a family ruled out for more than that reports the other reason.
+  if (r.rows_per_kv < f.min_rows) {
+    return Status::unsupported("q_len", who + " serves KV heads with at least " + std::to_string(f.min_rows) +
+                                            " packed query rows (q_len x Hq/Hkv), got " + std::to_string(r.rows_per_kv));
+  }
   return Status::success();
 }
 

@@ -19,6 +19,7 @@ struct FamilyRequest {
   std::string name;   // PlanOptions::family: empty for the planner's choice
   bool kv_cache = false;     // prefill over a decode cache: only families that read its layout
   bool paged_cache = false;  // kv_cache: paged (page_size > 0), else contiguous
+  int rows_per_kv = 1;       // decode: packed query rows per KV head (q_len x Hq/Hkv)
 };
 
 // Sets *family to an index into registry::families(). Without a name: among the families of the

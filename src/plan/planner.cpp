@@ -97,9 +97,10 @@ Status decide_splits(const PlanOptions& o, int64_t work_units, int max_kv_len, i
 // Chooses the family and fills the plan's tile fields from its summary.
 Status choose_family_and_tile(registry::Kind kind, Strategy strategy, int head_dim, DType dtype, KvFormat kv_format,
                               const DeviceInfo& device, const PlanOptions& options, Plan* p,
-                              tiles::TileSummary* tile, bool kv_cache = false, bool paged_cache = false) {
-  plan::FamilyRequest request{kind,   strategy,       head_dim, dtype, detail::resolve_kv_format(kv_format, dtype),
-                              device, options.family, kv_cache, paged_cache};
+                              tiles::TileSummary* tile, bool kv_cache = false, bool paged_cache = false,
+                              int rows_per_kv = 1) {
+  plan::FamilyRequest request{kind,           strategy,    head_dim,    dtype, detail::resolve_kv_format(kv_format, dtype),
+                              device,         options.family, kv_cache, paged_cache, rows_per_kv};
   int family = -1;
   if (Status s = plan::choose_family(request, &family); !s) return s;
   const registry::Family& f = registry::families()[family];
@@ -164,8 +165,10 @@ Status plan_decode(const DecodeProblem& problem, const DeviceInfo& device,
   p.device = device;
   tiles::TileSummary tile;
   const Strategy served = options.strategy == Strategy::kSplitKV ? Strategy::kSplitKV : Strategy::kSplitQ;
+  // Packed query rows per KV head: a family with larger tiles serves KV heads with many rows.
+  const int rows_per_kv = problem.q_len * (problem.num_q_heads / problem.num_kv_heads);
   if (Status s = choose_family_and_tile(registry::Kind::kDecode, served, problem.head_dim, problem.dtype,
-                                        problem.kv_format, device, options, &p, &tile);
+                                        problem.kv_format, device, options, &p, &tile, false, false, rows_per_kv);
       !s) {
     return s;
   }

@@ -20,9 +20,17 @@
 #   TEMPLATE    src/instantiations/<TEMPLATE>.cu.in; VARIANT is substituted into it
 #   KV_CACHES   (prefill) the decode-cache layouts its kernel reads K/V from for chunked prefill
 #               (PrefillProblem::kv_cache): contiguous, paged; none: K/V token tensors only
+#   MIN_ROWS    (decode) the fewest packed query rows per KV head (q_len x Hq/Hkv) it serves
+#               (default 1): a larger tile only pays where the rows fill it
 splitkv_family(NAME decode_mma KIND decode ARCH sm80 STRATEGIES split-q split-kv PRIORITY 0
   HEAD_DIMS 64 128 256 DTYPES fp16 bf16 KV_FORMATS native
-  TILE decode_mma_summary TEMPLATE decode_mma)
+  TILE decode_mma_summary TEMPLATE decode_mma VARIANT 16)
+
+# decode_mma with 32-row tiles, for KV heads with more than 16 packed query rows (speculative
+# queries times the GQA group): each KV head is read by half as many tiles. Not measured yet.
+splitkv_family(NAME decode_mma_m32 KIND decode ARCH sm80 STRATEGIES split-q split-kv PRIORITY 1 MIN_ROWS 17
+  HEAD_DIMS 64 128 DTYPES fp16 bf16 KV_FORMATS native
+  TILE decode_mma_m32_summary TEMPLATE decode_mma VARIANT 32)
 
 # decode_mma's block over a quantized KV cache: codes (and per-token scales) streamed as stored,
 # dequantized in registers, fp16 MMAs.

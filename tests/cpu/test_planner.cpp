@@ -147,10 +147,15 @@ TEST(Planner, FewerSmsMeanFewerSplits) {
 }
 
 TEST(Planner, SpeculativeDecodingTilesTheQueryRows) {
-  // 16 queries x 4 heads per group = 64 packed rows = 4 tiles of 16.
+  // 16 queries x 4 heads per group = 64 packed rows = 2 tiles of 32 (decode_mma_m32), or 4 of 16.
   const Plan plan = plan_or_die(decode(1, 32, 8, 4096, 128, 16));
-  EXPECT_EQ(plan.work_units, 8 * 4);
-  EXPECT_EQ(plan.grid[1], 8 * 4);
+  EXPECT_EQ(plan.work_units, 8 * 2);
+  EXPECT_EQ(plan.grid[1], 8 * 2);
+  PlanOptions sixteen;
+  sixteen.family = "decode_mma";
+  const Plan mma = plan_or_die(decode(1, 32, 8, 4096, 128, 16), sixteen);
+  EXPECT_EQ(mma.work_units, 8 * 4);
+  EXPECT_EQ(mma.grid[1], 8 * 4);
 }
 
 TEST(Planner, DecodeRejectsPrefillStrategies) {
@@ -204,6 +209,32 @@ TEST(Planner, PrefillStrategiesArePlanned) {
   const Status s = plan_prefill(prefill(2, 8, 1000), DeviceInfo::h200(), k16v64, &plan);
   EXPECT_EQ(s.code(), StatusCode::kUnsupported);
   EXPECT_EQ(s.argument(), "options.strategy");
+}
+
+TEST(Planner, KvHeadsWithMoreThanSixteenPackedRowsTakeThirtyTwoRowTiles) {
+  // 28/4 q_len 8: 56 packed rows per KV head -> two 32-row tiles instead of four 16-row ones.
+  const Plan m32 = plan_or_die(decode(8, 28, 4, 8192, 128, 8));
+  EXPECT_EQ(m32.family, "decode_mma_m32");
+  EXPECT_EQ(m32.block_m, 32);
+  EXPECT_EQ(m32.work_units, 8 * 4 * 2);
+  EXPECT_EQ(plan_or_die(decode(8, 64, 2, 8192)).family, "decode_mma_m32");  // group 32, one query
+  // 16 rows or fewer fill decode_mma's tile.
+  EXPECT_EQ(plan_or_die(decode(8, 32, 8, 8192, 128, 4)).family, "decode_mma");
+  // Not served by the 32-row family: D=256 and quantized caches.
+  EXPECT_EQ(plan_or_die(decode(2, 32, 8, 1000, 256, 8)).family, "decode_mma");
+  DecodeProblem int4 = decode(8, 28, 4, 8192, 128, 8);
+  int4.kv_format = KvFormat::kInt4;
+  EXPECT_EQ(plan_or_die(int4).family, "decode_quant");
+  // By name: decode_mma still serves many rows; decode_mma_m32 refuses few, naming q_len.
+  PlanOptions mma;
+  mma.family = "decode_mma";
+  EXPECT_EQ(plan_or_die(decode(8, 28, 4, 8192, 128, 8), mma).block_m, 16);
+  PlanOptions named;
+  named.family = "decode_mma_m32";
+  Plan plan;
+  const Status s = plan_decode(decode(8, 32, 8, 8192, 128, 2), DeviceInfo::h200(), named, &plan);
+  EXPECT_EQ(s.code(), StatusCode::kUnsupported);
+  EXPECT_EQ(s.argument(), "q_len") << s.message();
 }
 
 TEST(Planner, TheFamilyServingTheStrategyIsChosenAndRecorded) {

@@ -45,6 +45,7 @@ struct GpuCase {
   int split_tokens = 0;
   bool cluster_combine = false;
   bool fused_combine = false;
+  std::string family;  // empty: the planner's (decode_mma_m32 for more than 16 packed rows per KV head)
 };
 
 // Runs one case on the GPU with NaN-poisoned outputs (and workspace: only a fused combine's
@@ -56,9 +57,11 @@ testing::Comparison run_case(const GpuCase& k, testing::DecodeCase* out_case = n
   o.split_tokens = k.split_tokens;
   o.cluster_combine = k.cluster_combine;
   o.fused_combine = k.fused_combine;
+  o.family = k.family;
   Plan plan;
   Status s = plan_decode(c.problem, gpu_test::device(), o, &plan);
   EXPECT_TRUE(s.ok()) << s.message();
+  if (!k.family.empty()) EXPECT_EQ(plan.family, k.family) << k.name;
   EXPECT_EQ(plan.fused_combine, k.fused_combine && plan.num_splits > 1) << k.name;
   DeviceDecodeCase dev(c);
   DeviceBuffer workspace = gpu_test::poisoned_workspace(plan.workspace_bytes);
@@ -129,6 +132,23 @@ std::vector<GpuCase> reference_cases() {
   add_fused("fused_hd256_fp16", DecodeSpecBuilder(1, 8, 2, 3000).head_dim(256).dtype(DType::kF16), 12);
   add_fused("fused_spec_q16_causal", DecodeSpecBuilder(2, 32, 8, 900).queries(16, true).lens({900, 10}), 5);
   add_fused("fused_batch_invariant", DecodeSpecBuilder(3, 32, 8, 5000).lens({5000, 64, 0}), 0, 512);
+  // More than 16 packed rows per KV head: 32-row tiles (decode_mma_m32, the planner's choice; the
+  // last tile partly filled), and the same shapes on decode_mma's 16-row tiles by name.
+  auto add_m32 = [&](std::string name, DecodeSpecBuilder b, int splits = 0, bool cluster = false, bool fused = false,
+                     int split_tokens = 0) {
+    cases.push_back(GpuCase{"m32_" + name, b.spec, splits, split_tokens, cluster, fused});
+  };
+  add_m32("gqa_28_4_q8_causal", DecodeSpecBuilder(2, 28, 4, 1500).queries(8, true).lens({1500, 9}));
+  add_m32("gqa_64_2_q1", DecodeSpecBuilder(2, 64, 2, 2000).lens({2000, 333}));
+  add_m32("hd64_fp16_q5_splits", DecodeSpecBuilder(2, 28, 4, 3000).head_dim(64).dtype(DType::kF16).queries(5, true), 7);
+  add_m32("paged16_q16_noncausal", DecodeSpecBuilder(3, 32, 8, 1200).paged(16).queries(16, false).lens({1200, 0, 17}));
+  add_m32("cluster_8_splits", DecodeSpecBuilder(2, 32, 8, 3000).queries(8, true), 8, true);
+  add_m32("fused_12_splits", DecodeSpecBuilder(2, 32, 8, 3000).queries(8, true).lens({3000, 40}), 12, false, true);
+  add_m32("batch_invariant", DecodeSpecBuilder(3, 64, 8, 5000).queries(4, true).lens({5000, 64, 0}), 0, false, false,
+          512);
+  GpuCase by_name{"mma16_q16_causal_paged", DecodeSpecBuilder(2, 32, 8, 900).queries(16, true).paged(16).lens({900, 10}).spec};
+  by_name.family = "decode_mma";
+  cases.push_back(by_name);
   return cases;
 }
 

@@ -40,23 +40,26 @@ __device__ __forceinline__ DecodeKeyRange decode_key_range(const DecodeParams& p
   return r;
 }
 
-// Per thread row: the end of the keys it sees. tScS_rc maps (row, col) of the thread's score
-// fragment to (tile row, key offset).
-template <class RowCoords>
+// Per thread row (2 per 16 rows of the tile): the end of the keys it sees. tScS_rc maps (row, col)
+// of the thread's score fragment to (tile row, key offset).
+template <int kRows, class RowCoords>
 __device__ __forceinline__ void visible_row_ends(const DecodeParams& p, const DecodeKeyRange& keys, int row0,
-                                                 const RowCoords& tScS_rc, int (&row_end)[2]) {
+                                                 const RowCoords& tScS_rc, int (&row_end)[kRows]) {
   CUTE_UNROLL
-  for (int r = 0; r < 2; ++r) {
+  for (int r = 0; r < kRows; ++r) {
     const int row = min(row0 + cute::get<0>(tScS_rc(r, 0)), p.rows_per_kv - 1);
     row_end[r] = min(keys.hi, visible_shard_key_end(p.causal, p.q_len, keys.len, keys.after, row / p.group));
   }
 }
 
 // Scores of keys at or past a row's end become -inf (only sub-tiles that cross some row's end pay).
-template <class Scores, class RowCoords>
+template <int kRows, class Scores, class RowCoords>
 __device__ __forceinline__ void mask_past_row_ends(Scores& scores, const RowCoords& tScS_rc, int t0, int n_keys,
-                                                   const int (&row_end)[2]) {
-  if (t0 + n_keys <= min(row_end[0], row_end[1])) return;
+                                                   const int (&row_end)[kRows]) {
+  int first_end = row_end[0];
+  CUTE_UNROLL
+  for (int r = 1; r < kRows; ++r) first_end = min(first_end, row_end[r]);
+  if (t0 + n_keys <= first_end) return;
   CUTE_UNROLL
   for (int r = 0; r < cute::size<0>(scores); ++r) {
     CUTE_UNROLL

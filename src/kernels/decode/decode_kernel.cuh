@@ -1,8 +1,9 @@
 // Split-KV decode kernel (FlashDecoding class).
 //
-// Grid: (KV split, KV head x query tile, sequence). A block owns the q_len x (Hq/Hkv) query rows
-// that share one KV head (GQA packing: each KV head is read once) and one chunk of that sequence's
-// keys. Its warps take 16-key sub-tiles round-robin, each through a private multi-stage cp.async
+// Grid: (KV split, KV head x query tile, sequence). A block owns a tile of kBlockM (16; 32 in
+// decode_mma_m32) of the q_len x (Hq/Hkv) query rows that share one KV head (GQA packing: each
+// tile reads the KV head once) and one chunk of that sequence's keys; each warp computes all the
+// tile's rows for its keys. Its warps take 16-key sub-tiles round-robin, each through a private multi-stage cp.async
 // ring (kv_loader.cuh), so the main loop needs no block-wide barrier. Each warp keeps its own
 // online-softmax state; the warps merge once at the end (warp_merge.cuh) and the block writes its
 // rows through the epilogue: final O/LSE, or a partial (O_i, LSE_i) for the combine kernel, as
@@ -102,13 +103,14 @@ __global__ void __launch_bounds__(Traits::kThreads) decode_kernel(const __grid_c
   Tensor acc_o = partition_fragment_C(tiled_mma, Shape<Int<kM>, Int<D>>{});  // (MMA, MMA_M, MMA_N)
   clear(acc_o);
   Tensor acc_o_rc = make_tensor(acc_o.data(), acc_as_rows_cols(acc_o.layout()));  // (rows, cols)
-  OnlineSoftmax<2> softmax;
+  constexpr int kRows = decltype(size<0>(acc_o_rc))::value;  // the thread's rows: 2 per 16 tile rows
+  OnlineSoftmax<kRows> softmax;
   softmax.reset();
 
   // (row, key) coordinates of this thread's score elements, and each row's visible-key end.
   Tensor tScS = thr_mma.partition_C(make_identity_tensor(Shape<Int<kM>, Int<kN>>{}));
   Tensor tScS_rc = make_tensor(tScS.data(), acc_as_rows_cols(tScS.layout()));
-  int row_end[2];
+  int row_end[kRows];
   visible_row_ends(p, keys, row0, tScS_rc, row_end);
 
   // ---- Main loop over this warp's sub-tiles --------------------------------------------------------

@@ -11,10 +11,10 @@
 
 namespace splitkv::detail {
 
-template <class Element_, int kHeadDim_>
+template <class Element_, int kHeadDim_, int kBlockM_ = 16>
 struct DecodeTraits {
   using Element = Element_;
-  static constexpr tiles::DecodeTile kTile = tiles::decode_tile(kHeadDim_);
+  static constexpr tiles::DecodeTile kTile = tiles::decode_tile(kHeadDim_, kBlockM_);
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr int kBlockM = kTile.block_m;      // packed query rows (GQA group x queries)
   static constexpr int kWarpKeys = kTile.warp_keys;  // keys per warp sub-tile
@@ -23,7 +23,8 @@ struct DecodeTraits {
   static constexpr int kThreads = kTile.threads();
   static constexpr int kBlockKeys = kTile.block_keys();
   static constexpr int kSmemBytes = kTile.smem_bytes();
-  static_assert(kBlockM == 16 && kWarpKeys == 16, "one warp computes one 16 x 16 score tile per step");
+  static_assert((kBlockM == 16 || kBlockM == 32) && kWarpKeys == 16,
+                "one warp computes the tile's 16 or 32 rows x 16 keys of scores per step");
   static_assert(kHeadDim % 64 == 0, "rows are built from 64-column swizzle atoms");
   static_assert(kStages >= 2);
 
@@ -31,7 +32,7 @@ struct DecodeTraits {
                                      cute::SM80_16x8x16_F32F16F16F32_TN,
                                      cute::SM80_16x8x16_F32BF16BF16F32_TN>;
   // One warp: a 16 x 16 x 16 tile (two m16n8k16 atoms along N), so a 16-key sub-tile of K is one
-  // ldmatrix.x4 per k-step.
+  // ldmatrix.x4 per k-step; a 32-row tile repeats it along M (the K fragment serves both halves).
   using TiledMma = cute::TiledMMA<cute::MMA_Atom<MmaAtom>, cute::Layout<cute::Shape<cute::_1, cute::_1, cute::_1>>,
                                   cute::Tile<cute::_16, cute::_16, cute::_16>>;
 

@@ -52,7 +52,7 @@ __device__ __forceinline__ void store_warp_state(const Smem& smem, int warp, int
   }
   if (lane % 4 == 0) {
     CUTE_UNROLL
-    for (int r = 0; r < 2; ++r) {
+    for (int r = 0; r < decltype(size<0>(tScS_rc))::value; ++r) {
       const int row = get<0>(tScS_rc(r, 0));
       smem.max[warp * kM + row] = softmax.row_max[r];
       smem.sum[warp * kM + row] = softmax.row_sum[r];
