@@ -5,6 +5,7 @@
 #
 #   SPLITKV_STEPS   comma list of: build,test,sanitize,racecheck,probe,sweep,decode,prefill,strategies,quant,
 #                   decodefused (the decode suite with --fused-combine: table in bench.log, decode-fused.json),
+#                   decodeatomic (the same with --atomic-combine: decode-atomic.json),
 #                   python (tests/python/gpu_run.sh: its own build, the torch tests, the overhead bench),
 #                   dist (splitkv::dist: tests and the multi-GPU benchmark, one process per GPU),
 #                   profile (ncu over one `splitkv bench` shape: SPLITKV_PROFILE_ARGS, SPLITKV_PROFILE_KERNEL)
@@ -97,6 +98,10 @@ fi
 if has decodefused; then
   run_suite decode-fused --suite decode --fused-combine
   cp "$WORK/decode-fused-ours.json" "$OUT/decode-fused.json" 2>/dev/null
+fi
+if has decodeatomic; then
+  run_suite decode-atomic --suite decode --atomic-combine
+  cp "$WORK/decode-atomic-ours.json" "$OUT/decode-atomic.json" 2>/dev/null
 fi
 if has prefill; then
   run_suite prefill --suite prefill

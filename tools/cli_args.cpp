@@ -43,6 +43,8 @@ void print_usage() {
       "  --split-tokens N          batch-invariant split size in tokens\n"
       "  --cluster                 decode: merge splits inside a thread-block cluster (sm_90)\n"
       "  --fused-combine           decode: each tile's last split block merges the splits (no combine launch)\n"
+      "  --atomic-combine          decode: splits add atomically into fp32 rows, then one normalization\n"
+      "                            (nondeterministic; --atomic-reference-lse X, default 0)\n"
       "  --strategy S              auto|split-q|split-kv|split-v|two-pass\n"
       "  --family NAME             force a kernel family (see `splitkv families`)\n"
       "  --iters N                 timed iterations (default 20)\n"
@@ -83,6 +85,8 @@ bool parse_args(int argc, char** argv, CliOptions* o, std::string* error) {
       o->cluster_combine = true;
     } else if (arg == "--fused-combine") {
       o->fused_combine = true;
+    } else if (arg == "--atomic-combine") {
+      o->atomic_combine = true;
     } else if (arg == "-h" || arg == "--help") {
       o->command = "help";
     } else if (i + 1 >= argc) {
@@ -96,6 +100,14 @@ bool parse_args(int argc, char** argv, CliOptions* o, std::string* error) {
       }
     } else if (arg == "--seed") {
       o->seed = std::strtoull(argv[++i], nullptr, 10);
+    } else if (arg == "--atomic-reference-lse") {
+      const std::string v = argv[++i];
+      char* end = nullptr;
+      o->atomic_reference_lse = std::strtof(v.c_str(), &end);
+      if (v.empty() || *end != '\0') {
+        *error = "--atomic-reference-lse expects a number, got " + v;
+        return false;
+      }
     } else if (auto it = ints.find(arg); it != ints.end()) {
       const std::string v = argv[++i];
       if (!parse_int(v, it->second)) {

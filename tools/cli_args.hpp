@@ -26,6 +26,8 @@ struct CliOptions {
   int split_tokens = 0;
   bool cluster_combine = false;  // --cluster: merge decode splits inside a thread-block cluster
   bool fused_combine = false;    // --fused-combine: each tile's last split block merges (decode)
+  bool atomic_combine = false;   // --atomic-combine: splits add atomically, then normalize (decode)
+  float atomic_reference_lse = 0.f;  // --atomic-reference-lse X
   std::string strategy = "auto";
   std::string family;    // empty: the planner's choice
   int iters = 20;

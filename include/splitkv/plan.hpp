@@ -61,6 +61,18 @@ struct PlanOptions {
   // the combine kernel on the H200 (the last block merges its tile's rows one by one; the combine
   // kernel's launch is hidden by programmatic dependent launch): bench/NOTES.md, run 28.
   bool fused_combine = false;
+  // Decode, opt-in, NONDETERMINISTIC (the original design's atomic reduction): each split adds
+  // exp(LSE_i - atomic_reference_lse) * O_i and its weight into fp32 rows with atomic adds, and one
+  // normalization kernel divides (FlashDecoding++'s unified reference instead of a max over the
+  // splits). Splits whose LSE lies more than 40 from the reference, empty splits and poisoned ones
+  // write ordinary partials instead, which the normalization merges exactly, so any reference gives
+  // a correct result; one near the rows' typical LSE (natural log of the sum of exp(scaled score))
+  // keeps most splits on the atomic path. The order of the adds varies, so the last bits of the
+  // output may differ run to run: never the default, and not with split_tokens (batch-invariant
+  // mode), fused_combine or cluster_combine. Call prepare_workspace once on a new workspace (the
+  // accumulators must start at zero; each call leaves them at zero).
+  bool atomic_combine = false;
+  float atomic_reference_lse = 0.f;
 };
 
 struct Plan {
@@ -76,6 +88,8 @@ struct Plan {
   int split_tokens = 0;  // > 0: fixed chunk (batch-invariant); 0: each sequence split evenly
   bool cluster_combine = false;  // splits merged inside a thread-block cluster (see PlanOptions)
   bool fused_combine = false;    // splits merged by each tile's last split block (see PlanOptions)
+  bool atomic_combine = false;   // splits added atomically, then normalized (see PlanOptions)
+  float atomic_reference_lse = 0.f;
   // Prefill over a quantized KV cache (kv_cache with an FP8/INT8/INT4/K8V4 kv_format): run_prefill
   // first dequantizes each sequence's cached tokens into a 16-bit copy at the start of the
   // workspace (staging_bytes of it), then the family reads that copy as a contiguous cache.

@@ -9,6 +9,7 @@
 #include "api/output_rows.hpp"
 #include "api/validate.hpp"
 #include "common/formats.hpp"
+#include "kernels/combine/atomic_normalize_params.hpp"
 #include "kernels/combine/combine_params.hpp"
 #include "kernels/decode/decode_params.hpp"
 #include "kernels/prefill/prefill_params.hpp"
@@ -74,14 +75,9 @@ int32_t* decode_tile_counters(const Plan& plan, void* workspace) {
   return reinterpret_cast<int32_t*>(static_cast<char*>(workspace) + ws.counters_offset);
 }
 
-// Merges the partials `from` into the final rows `to` with the combine family's kernel.
-Status launch_combine(const OutputParams& from, int num_splits, const OutputParams& to, const int32_t* cu_seqlens_q,
-                      DType dtype, int head_dim, Stream stream) {
-  detail::Launcher launcher;
-  if (Status s = detail::find_launcher(registry::find_family("combine"), dtype, head_dim, KvFormat::kNative, &launcher);
-      !s) {
-    return s;
-  }
+// The combine of the partials `from` into the final rows `to`.
+detail::CombineParams combine_params(const OutputParams& from, int num_splits, const OutputParams& to,
+                                     const int32_t* cu_seqlens_q) {
   detail::CombineParams c{};
   c.partial_o = from.partial_o;
   c.partial_lse = from.partial_lse;
@@ -91,6 +87,18 @@ Status launch_combine(const OutputParams& from, int num_splits, const OutputPara
   c.seq_rows = from.seq_rows;
   c.cu_seqlens_q = cu_seqlens_q;
   c.output = to;
+  return c;
+}
+
+// Merges the partials `from` into the final rows `to` with the combine family's kernel.
+Status launch_combine(const OutputParams& from, int num_splits, const OutputParams& to, const int32_t* cu_seqlens_q,
+                      DType dtype, int head_dim, Stream stream) {
+  detail::Launcher launcher;
+  if (Status s = detail::find_launcher(registry::find_family("combine"), dtype, head_dim, KvFormat::kNative, &launcher);
+      !s) {
+    return s;
+  }
+  detail::CombineParams c = combine_params(from, num_splits, to, cu_seqlens_q);
   const int grid[3] = {static_cast<int>(from.partial_rows), 1, 1};
   return detail::launch(launcher, &c, launch_config(stream, grid), "combine kernel launch");
 }
@@ -177,7 +185,20 @@ Status run_decode(const Plan& plan, const DecodeTensors& t, void* workspace, siz
     p.tile_counters = decode_tile_counters(plan, workspace);
     p.combined = final_rows;
   }
-  const bool combine_after = merge_partials && !plan.fused_combine;
+  detail::AtomicNormalizeParams atomic{};
+  if (merge_partials && plan.atomic_combine) {  // adds into fp32 rows; the partials are the fallback
+    const plan::AtomicCombineWorkspace ws = plan::atomic_combine_workspace(plan.num_splits, g.out_rows, pr.head_dim);
+    char* base = static_cast<char*>(workspace);
+    p.output.mode = OutputMode::kAtomic;
+    p.output.atomic_o = reinterpret_cast<float*>(base + ws.o_offset);
+    p.output.atomic_sum = reinterpret_cast<float*>(base + ws.sum_offset);
+    p.output.reference_lse = plan.atomic_reference_lse;
+    atomic.combine = combine_params(p.output, plan.num_splits, final_rows, nullptr);
+    atomic.atomic_o = p.output.atomic_o;
+    atomic.atomic_sum = p.output.atomic_sum;
+    atomic.reference_lse = plan.atomic_reference_lse;
+  }
+  const bool combine_after = merge_partials && !plan.fused_combine && !plan.atomic_combine;
   detail::LaunchConfig config = launch_config(stream, plan.grid);
   if (plan.cluster_combine) {
     if (!config.use_pdl) {  // clusters exist from sm_90 on, like PDL
@@ -186,18 +207,36 @@ Status run_decode(const Plan& plan, const DecodeTensors& t, void* workspace, siz
     config.cluster_blocks = plan.num_splits;
   }
   if (Status s = detail::launch(launcher, &p, config, "decode kernel launch"); !s) return s;
+  if (merge_partials && plan.atomic_combine) {
+    const cudaError_t error =
+        detail::launch_atomic_normalize(atomic, pr.dtype, pr.head_dim, launch_config(stream, plan.grid));
+    if (error == cudaSuccess) return Status::success();
+    return Status(StatusCode::kCudaError, "plan.atomic_combine",
+                  std::string("atomic combine normalization launch: ") + cudaGetErrorString(error));
+  }
   if (!combine_after) return Status::success();
   return launch_combine(p.output, plan.num_splits, final_rows, nullptr, pr.dtype, pr.head_dim, stream);
 }
 
 Status prepare_workspace(const Plan& plan, void* workspace, size_t workspace_bytes, Stream stream) {
-  if (!(plan.kind == Plan::Kind::kDecode && plan.fused_combine && plan.num_splits > 1)) return Status::success();
+  const bool decode_splits = plan.kind == Plan::Kind::kDecode && plan.num_splits > 1;
+  if (!(decode_splits && (plan.fused_combine || plan.atomic_combine))) return Status::success();
   if (Status s = detail::validate_workspace(plan.workspace_bytes, workspace, workspace_bytes); !s) return s;
-  const size_t bytes = size_t(decode_tile_count(plan)) * sizeof(int32_t);
-  const cudaError_t error = cudaMemsetAsync(decode_tile_counters(plan, workspace), 0, bytes, stream);
+  void* start = nullptr;
+  size_t bytes = 0;
+  if (plan.fused_combine) {  // the arrival counters
+    start = decode_tile_counters(plan, workspace);
+    bytes = size_t(decode_tile_count(plan)) * sizeof(int32_t);
+  } else {  // the atomic combine's accumulators
+    const plan::DecodeGeometry g = plan::decode_geometry(plan.decode, plan.block_m);
+    const plan::AtomicCombineWorkspace ws = plan::atomic_combine_workspace(plan.num_splits, g.out_rows, plan.decode.head_dim);
+    start = static_cast<char*>(workspace) + ws.o_offset;
+    bytes = ws.total_bytes - ws.o_offset;
+  }
+  const cudaError_t error = cudaMemsetAsync(start, 0, bytes, stream);
   if (error == cudaSuccess) return Status::success();
   return Status(StatusCode::kCudaError, "workspace",
-                std::string("prepare_workspace: zeroing the fused combine's counters: ") + cudaGetErrorString(error));
+                std::string("prepare_workspace: zeroing the merge's counters or accumulators: ") + cudaGetErrorString(error));
 }
 
 namespace {

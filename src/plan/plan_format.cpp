@@ -82,6 +82,8 @@ std::string describe(const Plan& p) {
     s << "combine: "
       << (p.cluster_combine ? "in-kernel, across the thread-block cluster"
           : p.fused_combine ? "in-kernel, by each tile's last split block (prepare_workspace once)"
+          : p.atomic_combine ? "atomic adds into fp32 rows around the reference LSE, then a normalization kernel "
+                               "(nondeterministic; prepare_workspace once)"
                             : "combine kernel")
       << "\n";
   }

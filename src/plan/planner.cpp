@@ -1,5 +1,6 @@
 // The planner: problem shape + device description -> Plan. Pure host code, no CUDA calls.
 #include <algorithm>
+#include <cmath>
 #include <string>
 
 #include "api/validate.hpp"
@@ -135,6 +136,22 @@ int decode_slots_per_sm(const DecodeProblem& problem, int blocks_per_sm) {
   return quantized || problem.q_len > 1 ? blocks_per_sm : 1;
 }
 
+// The atomic combine excludes the merges that promise fixed bits or merge elsewhere.
+Status check_atomic_combine(const PlanOptions& o) {
+  if (o.split_tokens > 0) {
+    return Status::invalid("options.atomic_combine", "off with split_tokens (batch-invariant mode needs a fixed merge order)",
+                           "on");
+  }
+  if (o.fused_combine || o.cluster_combine) {
+    return Status::invalid("options.atomic_combine", "one merge at a time (not with fused_combine or cluster_combine)",
+                           "on together with another");
+  }
+  if (!std::isfinite(o.atomic_reference_lse)) {
+    return Status::invalid("options.atomic_reference_lse", "a finite value", std::to_string(o.atomic_reference_lse));
+  }
+  return Status::success();
+}
+
 // The argument names say which problem sizes make grid y and z.
 Status set_grid(const std::array<int64_t, 3>& grid, const char* y_argument, const char* z_argument, Plan* p) {
   for (int i = 1; i < 3; ++i) {
@@ -201,6 +218,16 @@ Status plan_decode(const DecodeProblem& problem, const DeviceInfo& device,
   p.workspace_bytes =
       p.cluster_combine ? 0
                         : plan::split_workspace(p.num_splits, g.out_rows, problem.head_dim, tile_counters).total_bytes;
+  if (options.atomic_combine) {
+    if (Status s = check_atomic_combine(options); !s) return s;
+    p.atomic_combine = p.num_splits > 1;
+    p.atomic_reference_lse = options.atomic_reference_lse;
+  }
+  if (p.atomic_combine) {
+    p.note += "; splits added atomically around LSE " + std::to_string(p.atomic_reference_lse) +
+              ", then normalized (nondeterministic)";
+    p.workspace_bytes = plan::atomic_combine_workspace(p.num_splits, g.out_rows, problem.head_dim).total_bytes;
+  }
   *plan = p;
   return Status::success();
 }
@@ -214,6 +241,9 @@ Status plan_prefill(const PrefillProblem& problem, const DeviceInfo& device,
   }
   if (options.cluster_combine) {
     return Status::unsupported("options.cluster_combine", "the in-cluster combine is a decode option");
+  }
+  if (options.atomic_combine) {
+    return Status::unsupported("options.atomic_combine", "the atomic combine is a decode option");
   }
   const Strategy requested = options.strategy;
   Plan p;

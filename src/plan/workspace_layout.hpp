@@ -35,6 +35,23 @@ inline SplitWorkspace split_workspace(int num_splits, int64_t rows, int head_dim
   return w;
 }
 
+// The atomic combine's accumulators, after the split workspace (whose partials are its fallback):
+// fp32 O [rows, head_dim] and weight sums [rows], zero between calls (prepare_workspace zeroes
+// them once; the normalization kernel re-zeroes each row it writes).
+struct AtomicCombineWorkspace {
+  size_t o_offset = 0;
+  size_t sum_offset = 0;
+  size_t total_bytes = 0;  // from the start of the workspace
+};
+
+inline AtomicCombineWorkspace atomic_combine_workspace(int num_splits, int64_t rows, int head_dim) {
+  AtomicCombineWorkspace w;
+  w.o_offset = split_workspace(num_splits, rows, head_dim).total_bytes;
+  w.sum_offset = w.o_offset + align_up(size_t(rows) * size_t(head_dim) * sizeof(float));
+  w.total_bytes = w.sum_offset + align_up(size_t(rows) * sizeof(float));
+  return w;
+}
+
 // Two-pass prefill: each row's score max and sum of exponentials, fp32 [rows] each.
 struct TwoPassWorkspace {
   size_t max_offset = 0;

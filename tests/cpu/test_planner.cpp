@@ -1,6 +1,7 @@
 // The planner: the split decision, the choice of kernel family and the plan's invariants.
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <string>
 
 #include "kernels/tile_table.hpp"
@@ -336,6 +337,47 @@ TEST(Planner, FusedCombineIsOptInAndAddsItsCounters) {
   PlanOptions invariant = on;
   invariant.split_tokens = 8192;  // batch-invariant mode: the same merge code, so allowed
   EXPECT_TRUE(plan_or_die(decode(2, 32, 8, 65536), invariant).fused_combine);
+}
+
+TEST(Planner, AtomicCombineIsOptInAndRefusesTheMergesThatPromiseFixedBits) {
+  const Plan plain = plan_or_die(decode(2, 32, 8, 65536));
+  EXPECT_FALSE(plain.atomic_combine);  // default: the combine kernel
+  PlanOptions on;
+  on.atomic_combine = true;
+  on.atomic_reference_lse = 7.5f;
+  const Plan atomic = plan_or_die(decode(2, 32, 8, 65536), on);
+  EXPECT_TRUE(atomic.atomic_combine);
+  EXPECT_EQ(atomic.atomic_reference_lse, 7.5f);
+  EXPECT_EQ(atomic.num_splits, plain.num_splits);
+  // The partials stay (the fallback), plus fp32 accumulators for every row: [rows, D] and [rows].
+  const size_t rows = 2 * 32;
+  EXPECT_GE(atomic.workspace_bytes, plain.workspace_bytes + rows * (128 + 1) * sizeof(float));
+  EXPECT_NE(describe(atomic).find("nondeterministic"), std::string::npos) << describe(atomic);
+  PlanOptions one = on;
+  one.num_splits = 1;  // nothing to merge
+  EXPECT_FALSE(plan_or_die(decode(2, 32, 8, 65536), one).atomic_combine);
+  auto refused = [&](PlanOptions o, const char* argument) {
+    Plan plan;
+    const Status s = plan_decode(decode(2, 32, 8, 65536), DeviceInfo::h200(), o, &plan);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.message();
+    EXPECT_EQ(s.argument(), argument) << s.message();
+  };
+  PlanOptions invariant = on;
+  invariant.split_tokens = 8192;
+  refused(invariant, "options.atomic_combine");
+  PlanOptions fused = on;
+  fused.fused_combine = true;
+  refused(fused, "options.atomic_combine");
+  PlanOptions cluster = on;
+  cluster.cluster_combine = true;
+  refused(cluster, "options.atomic_combine");
+  PlanOptions nan = on;
+  nan.atomic_reference_lse = std::numeric_limits<float>::quiet_NaN();
+  refused(nan, "options.atomic_reference_lse");
+  Plan plan;
+  EXPECT_EQ(plan_prefill(prefill(2, 8, 1000), DeviceInfo::h200(), on, &plan).code(), StatusCode::kUnsupported);
+  // prepare_workspace checks the workspace an atomic plan needs.
+  EXPECT_FALSE(prepare_workspace(atomic, nullptr, 0, nullptr).ok());
 }
 
 TEST(Planner, PrepareWorkspaceChecksItsArguments) {

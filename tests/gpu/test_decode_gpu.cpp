@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gpu_test_util.hpp"
@@ -46,6 +47,8 @@ struct GpuCase {
   bool cluster_combine = false;
   bool fused_combine = false;
   std::string family;  // empty: the planner's (decode_mma_m32 for more than 16 packed rows per KV head)
+  bool atomic_combine = false;
+  float atomic_reference_lse = 0.f;
 };
 
 // Runs one case on the GPU with NaN-poisoned outputs (and workspace: only a fused combine's
@@ -58,6 +61,8 @@ testing::Comparison run_case(const GpuCase& k, testing::DecodeCase* out_case = n
   o.cluster_combine = k.cluster_combine;
   o.fused_combine = k.fused_combine;
   o.family = k.family;
+  o.atomic_combine = k.atomic_combine;
+  o.atomic_reference_lse = k.atomic_reference_lse;
   Plan plan;
   Status s = plan_decode(c.problem, gpu_test::device(), o, &plan);
   EXPECT_TRUE(s.ok()) << s.message();
@@ -146,6 +151,22 @@ std::vector<GpuCase> reference_cases() {
   add_m32("fused_12_splits", DecodeSpecBuilder(2, 32, 8, 3000).queries(8, true).lens({3000, 40}), 12, false, true);
   add_m32("batch_invariant", DecodeSpecBuilder(3, 64, 8, 5000).queries(4, true).lens({5000, 64, 0}), 0, false, false,
           512);
+  // The opt-in atomic combine (nondeterministic bits, same tolerance): splits near the reference LSE
+  // add atomically; a far reference sends every split down the exact fallback.
+  auto add_atomic = [&](std::string name, DecodeSpecBuilder b, int splits, float reference = 0.f) {
+    GpuCase k{"atomic_" + name, b.spec, splits};
+    k.atomic_combine = true;
+    k.atomic_reference_lse = reference;
+    cases.push_back(k);
+  };
+  add_atomic("planned_len65537", DecodeSpecBuilder(1, 32, 8, 65537), 0);
+  add_atomic("16_splits_q2_causal", DecodeSpecBuilder(2, 28, 4, 5000).lens({5000, 0}).queries(2, true), 16);
+  add_atomic("48_splits_mixed", DecodeSpecBuilder(5, 32, 8, 4097).lens({0, 4097, 1, 333, 2048}), 48);
+  add_atomic("hd64_paged16", DecodeSpecBuilder(2, 16, 2, 3000).head_dim(64).paged(16).lens({3000, 40}), 7);
+  add_atomic("hd256_fp16", DecodeSpecBuilder(1, 8, 2, 3000).head_dim(256).dtype(DType::kF16), 12);
+  add_atomic("m32_q8_causal", DecodeSpecBuilder(2, 32, 8, 3000).queries(8, true).lens({3000, 40}), 8);
+  add_atomic("far_reference_all_fallback", DecodeSpecBuilder(2, 32, 8, 4097).lens({4097, 900}), 12, 1000.f);
+  add_atomic("negative_reference", DecodeSpecBuilder(2, 32, 8, 4097).lens({4097, 900}), 12, -30.f);
   GpuCase by_name{"mma16_q16_causal_paged", DecodeSpecBuilder(2, 32, 8, 900).queries(16, true).paged(16).lens({900, 10}).spec};
   by_name.family = "decode_mma";
   cases.push_back(by_name);
@@ -203,7 +224,10 @@ TEST(DecodeGpu, BatchInvariantModeGivesTheSameBitsWhateverTheBatch) {
 // cache holds valid keys up to the bound in every sequence, so any length up to it is meaningful.
 // With the fused combine the counters are prepared once, before capture, and every replay must
 // leave them ready for the next.
-class DecodeGraphReplay : public ::testing::TestWithParam<bool> {};
+// How a plan merges its splits: the combine kernel, the fused combine, the atomic combine.
+enum class Merge { kCombineKernel, kFused, kAtomic };
+
+class DecodeGraphReplay : public ::testing::TestWithParam<Merge> {};
 
 TEST_P(DecodeGraphReplay, ServesNewLengths) {
   SPLITKV_REQUIRE_GPU(DType::kBF16, 128);
@@ -211,10 +235,12 @@ TEST_P(DecodeGraphReplay, ServesNewLengths) {
   Plan plan;
   PlanOptions o;
   o.max_splits = 16;
-  o.fused_combine = GetParam();
+  o.fused_combine = GetParam() == Merge::kFused;
+  o.atomic_combine = GetParam() == Merge::kAtomic;
   ASSERT_TRUE(plan_decode(c.problem, gpu_test::device(), o, &plan).ok());
   ASSERT_GT(plan.num_splits, 1);
-  ASSERT_EQ(plan.fused_combine, GetParam());
+  ASSERT_EQ(plan.fused_combine, o.fused_combine);
+  ASSERT_EQ(plan.atomic_combine, o.atomic_combine);
   DeviceDecodeCase dev(c);
   DeviceBuffer workspace = gpu_test::poisoned_workspace(plan.workspace_bytes);
   ASSERT_TRUE(prepare_workspace(plan, workspace.get(), workspace.bytes(), nullptr).ok());
@@ -244,19 +270,23 @@ TEST_P(DecodeGraphReplay, ServesNewLengths) {
   cudaStreamDestroy(stream);
 }
 
-INSTANTIATE_TEST_SUITE_P(Combine, DecodeGraphReplay, ::testing::Values(false, true),
-                         [](const ::testing::TestParamInfo<bool>& info) {
-                           return std::string(info.param ? "fused" : "combine_kernel");
+INSTANTIATE_TEST_SUITE_P(Combine, DecodeGraphReplay, ::testing::Values(Merge::kCombineKernel, Merge::kFused, Merge::kAtomic),
+                         [](const ::testing::TestParamInfo<Merge>& info) {
+                           return std::string(info.param == Merge::kFused    ? "fused"
+                                              : info.param == Merge::kAtomic ? "atomic"
+                                                                             : "combine_kernel");
                          });
 
 // Lengths and page ids are device data: run() cannot check them on the host. Bad ones must not
-// be read past, and must show up as NaN in that sequence's output (never a silent wrong answer).
+// be read past, and must show up as NaN in that sequence's output (never a silent wrong answer),
+// whichever way the splits merge.
 TEST(DecodeGpu, BadDeviceLengthsAndPagesBecomeNaNNotOutOfBounds) {
   SPLITKV_REQUIRE_GPU(DType::kBF16, 128);
-  for (int page_size : {0, 16}) {
+  for (auto [page_size, atomic] : {std::pair{0, false}, {16, false}, {16, true}}) {
     testing::DecodeCase c = testing::make_decode_case(DecodeSpecBuilder(3, 8, 2, 500).paged(page_size).lens({500, 200, 300}).spec);
     PlanOptions o;
     o.num_splits = 3;
+    o.atomic_combine = atomic;
     Plan plan;
     ASSERT_TRUE(plan_decode(c.problem, gpu_test::device(), o, &plan).ok());
     DeviceDecodeCase dev(c);
@@ -271,6 +301,7 @@ TEST(DecodeGpu, BadDeviceLengthsAndPagesBecomeNaNNotOutOfBounds) {
       dev.block_table.upload(table.data(), table.size() * sizeof(int32_t));
     }
     DeviceBuffer workspace = gpu_test::poisoned_workspace(plan.workspace_bytes);
+    ASSERT_TRUE(prepare_workspace(plan, workspace.get(), workspace.bytes(), nullptr).ok());
     ASSERT_TRUE(run_decode(plan, dev.tensors, workspace.get(), workspace.bytes(), nullptr).ok());
     dev.download_outputs(c);
     const int per_seq = c.problem.num_q_heads * c.problem.head_dim;
@@ -279,7 +310,7 @@ TEST(DecodeGpu, BadDeviceLengthsAndPagesBecomeNaNNotOutOfBounds) {
         if (!std::isnan(testing::dense_values(c.host_tensors().out)[size_t(b * per_seq + j)])) return false;
       return true;
     };
-    EXPECT_TRUE(all_nan(0)) << "page_size " << page_size;
+    EXPECT_TRUE(all_nan(0)) << "page_size " << page_size << (atomic ? " atomic" : "");
     EXPECT_FALSE(std::isnan(testing::dense_values(c.host_tensors().out)[size_t(per_seq)])) << "sequence 1 is valid";
     if (page_size) EXPECT_TRUE(all_nan(2));
   }

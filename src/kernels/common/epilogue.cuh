@@ -6,6 +6,7 @@
 
 #include <cutlass/array.h>
 
+#include "kernels/common/online_softmax.cuh"
 #include "kernels/common/output_params.hpp"
 
 namespace splitkv::detail {
@@ -41,6 +42,18 @@ __device__ __forceinline__ void write_output(const OutputParams& o, const Output
     return;
   }
   const int64_t row = int64_t(r.split) * o.partial_rows + (int64_t(r.b) * o.seq_rows + r.i) * o.num_heads + r.head;
+  // Every thread of a row computes the same LSE, so the whole row takes the same path.
+  if (o.mode == OutputMode::kAtomic && !poisoned && fabsf(lse - o.reference_lse) <= kAtomicLseRange) {
+    const int64_t merged_row = row - int64_t(r.split) * o.partial_rows;
+    const float w = expf(lse - o.reference_lse);
+#pragma unroll
+    for (int j = 0; j < kN; ++j) atomicAdd(o.atomic_o + merged_row * kHeadDim + col + j, w * v[j]);
+    if (write_lse) {
+      atomicAdd(o.atomic_sum + merged_row, w);
+      o.partial_lse[row] = kNegInf;  // this split is in the atomic sum; its O slot is not read
+    }
+    return;
+  }
   float* dst = o.partial_o + row * kHeadDim + col;
   if constexpr (kN == 4) {
     *reinterpret_cast<float4*>(dst) = poisoned ? make_float4(kOutputNaN, kOutputNaN, kOutputNaN, kOutputNaN)

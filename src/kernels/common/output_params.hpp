@@ -9,7 +9,15 @@ namespace splitkv::detail {
 enum class OutputMode : int32_t {
   kFinal,    // normalized O in the Q/O dtype (and LSE when requested)
   kPartial,  // fp32 O_i and LSE_i of this split, for a combine step (split-KV, shards of a cache)
+  kAtomic,   // decode, opt-in: exp(LSE_i - reference_lse) * O_i added into atomic_o (and the weight
+             // into atomic_sum) with atomic adds when |LSE_i - reference_lse| <= kAtomicLseRange;
+             // otherwise (far from the reference, empty, or poisoned) the kPartial write, and an
+             // atomically added split leaves LSE -inf in its partial slot (O not written)
 };
+
+// The band around the reference LSE whose splits add atomically: their weights stay within
+// [e^-40, e^40], far from fp32 overflow and underflow whatever the number of splits.
+constexpr float kAtomicLseRange = 40.f;
 
 struct OutputParams {
   OutputMode mode;
@@ -28,6 +36,12 @@ struct OutputParams {
   int64_t partial_rows;
   int seq_rows;  // query rows per sequence slot (decode: q_len; prefill: max_q_len)
   int num_heads;
+
+  // kAtomic (besides the kPartial fields, the fallback): fp32 [partial_rows, head_dim] and
+  // [partial_rows], zero before the launch; the normalization kernel reads and re-zeroes them.
+  float* atomic_o;
+  float* atomic_sum;
+  float reference_lse;
 };
 
 }  // namespace splitkv::detail
