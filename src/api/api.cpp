@@ -64,14 +64,11 @@ OutputParams partial_output(void* workspace, int num_splits, int64_t rows, int s
                       rows, seq_rows, heads);
 }
 
-// The fused combine's arrival counters in the workspace: one per (sequence, KV head, query tile).
-int64_t decode_tile_count(const Plan& plan) {
-  return int64_t(plan.decode.batch) * plan.decode.num_kv_heads * plan::decode_geometry(plan.decode, plan.block_m).m_tiles;
-}
+// The fused combine's arrival counters in the workspace: one per (sequence, KV head, query tile),
+// i.e. one per work unit of the decode plan.
 int32_t* decode_tile_counters(const Plan& plan, void* workspace) {
   const plan::DecodeGeometry g = plan::decode_geometry(plan.decode, plan.block_m);
-  const plan::SplitWorkspace ws =
-      plan::split_workspace(plan.num_splits, g.out_rows, plan.decode.head_dim, decode_tile_count(plan));
+  const plan::SplitWorkspace ws = plan::split_workspace(plan.num_splits, g.out_rows, plan.decode.head_dim, g.work_units);
   return reinterpret_cast<int32_t*>(static_cast<char*>(workspace) + ws.counters_offset);
 }
 
@@ -226,7 +223,7 @@ Status prepare_workspace(const Plan& plan, void* workspace, size_t workspace_byt
   size_t bytes = 0;
   if (plan.fused_combine) {  // the arrival counters
     start = decode_tile_counters(plan, workspace);
-    bytes = size_t(decode_tile_count(plan)) * sizeof(int32_t);
+    bytes = size_t(plan.work_units) * sizeof(int32_t);
   } else {  // the atomic combine's accumulators
     const plan::DecodeGeometry g = plan::decode_geometry(plan.decode, plan.block_m);
     const plan::AtomicCombineWorkspace ws = plan::atomic_combine_workspace(plan.num_splits, g.out_rows, plan.decode.head_dim);

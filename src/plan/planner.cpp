@@ -214,7 +214,7 @@ Status plan_decode(const DecodeProblem& problem, const DeviceInfo& device,
   // A cluster merge needs no counters; with one split there is nothing to merge.
   p.fused_combine = options.fused_combine && p.num_splits > 1 && !p.cluster_combine;
   if (p.fused_combine) p.note += "; splits merged by each tile's last split block (fused combine)";
-  const int64_t tile_counters = p.fused_combine ? int64_t(problem.batch) * problem.num_kv_heads * g.m_tiles : 0;
+  const int64_t tile_counters = p.fused_combine ? g.work_units : 0;  // one per (sequence, KV head, query tile)
   p.workspace_bytes =
       p.cluster_combine ? 0
                         : plan::split_workspace(p.num_splits, g.out_rows, problem.head_dim, tile_counters).total_bytes;

@@ -12,9 +12,10 @@
 // (final O/LSE, split partials, or NaN for bad device data).
 //
 // Chunked prefill over a contiguous KV cache ([batch, capacity, Hkv, D], keys [0, seq_lens[b])) is
-// the padded case with per-sequence key counts. Keys past the sequence's end inside the last tile
-// can hold anything (a varlen neighbour's tokens, padding, unused cache slots, NaN): their scores are masked to -inf, and their V rows are zeroed in shared memory
-// before P V, because 0 * NaN is NaN.
+// the padded case with per-sequence key counts; a paged one arrives in 16-key boxes, one per
+// producer lane. Keys past the sequence's end inside the last tile can hold anything (a varlen
+// neighbour's tokens, padding, unused cache slots, NaN): their scores are masked to -inf, and their
+// V rows are zeroed in shared memory before P V, because 0 * NaN is NaN.
 #pragma once
 
 #include <cute/tensor.hpp>

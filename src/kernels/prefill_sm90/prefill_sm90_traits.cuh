@@ -27,10 +27,10 @@ struct PrefillSm90Traits {
   static constexpr int kConsumerThreads = 128 * kConsumerWarpgroups;
   // setmaxnreg: the producer gives its registers to the consumers. The pool is what the launch
   // allocated, 3 x 168 per lane (the launch bound), so producer + 2 x consumer must not pass 504:
-  // a larger total makes the consumers' setmaxnreg.inc wait forever (run 26 hung that way). The
-  // paged producer (box addresses, page ids) spills 316 bytes at 24 registers, to thread-local
-  // memory that one thread touches once per box; 40 + 2 x 232 (60 bytes of spill) costs the
-  // consumers' loop 2-3 reloads per step, so the consumers keep 240.
+  // a larger total makes the consumers' setmaxnreg.inc wait forever (run 26 hung that way). At
+  // 24 registers the producer spills a few words in its paged loop (one box per lane), which
+  // touches them once per box; 40 + 2 x 232 costs the consumers' loop 2-3 reloads per step, so the
+  // consumers keep 240.
   static constexpr int kProducerRegisters = 24;
   static constexpr int kConsumerRegisters = 240;
   static_assert(kBlockM == 64 * kConsumerWarpgroups, "each consumer warpgroup owns 64 query rows");
