@@ -1,6 +1,8 @@
 // Comparing a kernel's output with the fp64 reference, by the rules of docs/BENCHMARKING.md:
 // max |out - ref| <= 2 * (max error of the straightforward low-precision implementation) + 1e-5,
-// LSE within 1e-3 relative, and NaN never passes.
+// LSE within 1e-3 relative or within 2x the yardstick's own LSE error (the yardstick reads K in the
+// input dtype; a quantized cache dequantized into it moves the scores by that rounding, which a
+// prefill kernel's 16-bit MMA cannot avoid), and NaN never passes.
 #pragma once
 
 #include <cstdint>
@@ -17,6 +19,7 @@ struct Comparison {
   double lowp_max_abs_err = 0;  // plain low-precision implementation vs fp64 (the yardstick)
   double rel_l2_err = 0;        // ||out - ref|| / ||ref||
   double lse_max_rel_err = 0;
+  double lowp_lse_max_rel_err = 0;  // the yardstick's LSE vs fp64
   int64_t bad_values = 0;       // NaN/inf where the reference is finite, or LSE -inf mismatches
   bool passed = false;
   std::string summary() const;
