@@ -182,27 +182,48 @@ Status plan_decode(const DecodeProblem& problem, const DeviceInfo& device,
   p.device = device;
   tiles::TileSummary tile;
   const Strategy served = options.strategy == Strategy::kSplitKV ? Strategy::kSplitKV : Strategy::kSplitQ;
+  if (options.strategy == Strategy::kSplitQ && (options.num_splits > 1 || options.split_tokens > 0)) {
+    return Status::invalid("options.strategy", "split-kv or auto when splits are requested", "split-q");
+  }
   // Packed query rows per KV head: a family with larger tiles serves KV heads with many rows.
   const int rows_per_kv = problem.q_len * (problem.num_q_heads / problem.num_kv_heads);
-  if (Status s = choose_family_and_tile(registry::Kind::kDecode, served, problem.head_dim, problem.dtype,
-                                        problem.kv_format, device, options, &p, &tile, false, false, rows_per_kv);
-      !s) {
-    return s;
+  SplitDecision split;
+  // Family, tile and splits for KV heads of `rows` packed rows.
+  auto choose = [&](int rows) -> Status {
+    if (Status s = choose_family_and_tile(registry::Kind::kDecode, served, problem.head_dim, problem.dtype,
+                                          problem.kv_format, device, options, &p, &tile, false, false, rows);
+        !s) {
+      return s;
+    }
+    p.work_units = plan::decode_geometry(problem, tile.block_m).work_units;
+    split = SplitDecision{};
+    if (options.strategy == Strategy::kSplitQ) {
+      split.note = "split-q requested: one split";
+      return Status::success();
+    }
+    return decide_splits(options, p.work_units, problem.max_kv_len, p.block_n, device,
+                         decode_slots_per_sm(problem, p.blocks_per_sm), &split);
+  };
+  if (Status s = choose(rows_per_kv); !s) return s;
+  // A larger-tile family halves the blocks per split. Where that leaves SMs without a block and the
+  // 16-row tiles make a larger grid, the 16-row tiles measured faster (run 32, B=8 28/4 8k q_len 4:
+  // 28 rows in one 32-row tile, 128 blocks, 55.2 µs; two 16-row tiles, 256 blocks, 49.6 µs); with a
+  // block for every SM the larger tile was (q_len 8: 59.4 vs 67.5 µs; 32/8 q_len 8: 80.4 vs 83.2).
+  const int min_rows = registry::families()[registry::find_family(p.family)].min_rows;
+  const int64_t larger_blocks = p.work_units * split.num_splits;
+  if (options.family.empty() && min_rows > 1 && larger_blocks < device.sm_count) {
+    const Plan larger = p;
+    const tiles::TileSummary larger_tile = tile;
+    const SplitDecision larger_split = split;
+    if (choose(min_rows - 1) && p.work_units * split.num_splits > larger_blocks) {
+      split.note += "; " + larger.family + " would leave SMs without a block";
+    } else {  // no smaller-tile family, or no larger grid from it: keep the larger tile
+      p = larger;
+      tile = larger_tile;
+      split = larger_split;
+    }
   }
   const plan::DecodeGeometry g = plan::decode_geometry(problem, tile.block_m);
-  p.work_units = g.work_units;
-
-  SplitDecision split;
-  if (options.strategy == Strategy::kSplitQ) {
-    if (options.num_splits > 1 || options.split_tokens > 0) {
-      return Status::invalid("options.strategy", "split-kv or auto when splits are requested", "split-q");
-    }
-    split.note = "split-q requested: one split";
-  } else if (Status s = decide_splits(options, p.work_units, problem.max_kv_len, p.block_n, device,
-                                      decode_slots_per_sm(problem, p.blocks_per_sm), &split);
-             !s) {
-    return s;
-  }
   p.num_splits = split.num_splits;
   p.split_tokens = split.split_tokens;
   p.strategy = (p.num_splits > 1 || p.split_tokens > 0) ? Strategy::kSplitKV : Strategy::kSplitQ;

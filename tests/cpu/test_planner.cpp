@@ -219,6 +219,11 @@ TEST(Planner, KvHeadsWithMoreThanSixteenPackedRowsTakeThirtyTwoRowTiles) {
   EXPECT_EQ(m32.block_m, 32);
   EXPECT_EQ(m32.work_units, 8 * 4 * 2);
   EXPECT_EQ(plan_or_die(decode(8, 64, 2, 8192)).family, "decode_mma_m32");  // group 32, one query
+  // 28 rows (q_len 4): one 32-row tile per KV head gives 32 work units x 4 splits, fewer blocks than
+  // SMs; two 16-row tiles give twice the grid, so the planner keeps decode_mma (bench/NOTES.md, run 32).
+  const Plan few_rows = plan_or_die(decode(8, 28, 4, 8192, 128, 4));
+  EXPECT_EQ(few_rows.family, "decode_mma") << few_rows.note;
+  EXPECT_EQ(few_rows.work_units, 8 * 4 * 2);
   // 16 rows or fewer fill decode_mma's tile.
   EXPECT_EQ(plan_or_die(decode(8, 32, 8, 8192, 128, 4)).family, "decode_mma");
   // Not served by the 32-row family: D=256 and quantized caches.
