@@ -23,8 +23,6 @@ const Variant kVariants[] = {{"default", Strategy::kAuto, "", 0},
                              {"splitkv", Strategy::kSplitKV, "", 3},
                              {"sm90", Strategy::kAuto, "prefill_sm90", 0},
                              {"sm90_splitkv", Strategy::kSplitKV, "prefill_sm90", 2},
-                             {"sm90_n176", Strategy::kAuto, "prefill_sm90_n176", 0},
-                             {"sm90_n176_splitkv", Strategy::kSplitKV, "prefill_sm90_n176", 2},
                              {"mma", Strategy::kAuto, "prefill_mma", 0},
                              {"mma_splitkv", Strategy::kSplitKV, "prefill_mma", 3},
                              {"splitv", Strategy::kSplitV, "", 0},
@@ -95,12 +93,10 @@ struct PrefillParam {
   Variant variant;
 };
 
-// The mma.sync families stop at head dim 128; prefill_sm90_n176 is D=128 only.
+// The mma.sync families stop at head dim 128.
 bool serves(const Variant& v, const PrefillShape& s) {
-  const std::string family = v.family;
-  const int d = s.spec.problem.head_dim;
-  if (family == "prefill_sm90_n176") return d == 128;
-  return d <= 128 || family.rfind("prefill_mma", 0) != 0 || family.empty();
+  return s.spec.problem.head_dim <= 128 || std::string(v.family).rfind("prefill_mma", 0) != 0 ||
+         std::string(v.family).empty();
 }
 
 std::vector<PrefillParam> params() {
