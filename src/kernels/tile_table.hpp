@@ -205,21 +205,13 @@ struct PrefillSm90Tile {
 // A K or V tile is consumed about once per product, and every block of a head re-reads the same
 // tiles from L2: a ring 2.5 tiles deep per kind keeps loads far enough ahead (as deep as shared
 // memory allows next to Q: 5 x 32 KB at D=128, 4 x 32 KB at D=256, 8 x 16 KB at D=64).
-// block_n > 0 overrides the key tile (the family prefill_sm90_n176: FlashAttention-3's 176-key tile
-// at D=128, 4 stages of 44 KB; wgmma N=176 needs CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED).
-constexpr PrefillSm90Tile prefill_sm90_tile(int head_dim, int block_n = 0) {
+constexpr PrefillSm90Tile prefill_sm90_tile(int head_dim) {
   // Registers per consumer thread: S (64 x block_n) and O (64 x D) accumulators in fp32.
-  if (block_n > 0) return PrefillSm90Tile{head_dim, 128, block_n, head_dim <= 64 ? 8 : 4, 2};
   return PrefillSm90Tile{head_dim, 128, head_dim <= 128 ? 128 : 64, head_dim <= 64 ? 8 : head_dim <= 128 ? 5 : 4, 2};
 }
 
 constexpr TileSummary prefill_sm90_summary(int head_dim, KvFormat) {
   const PrefillSm90Tile t = prefill_sm90_tile(head_dim);
-  return TileSummary{t.block_m, t.block_n, t.threads() / 32, t.stages, t.smem_bytes()};
-}
-
-constexpr TileSummary prefill_sm90_n176_summary(int head_dim, KvFormat) {
-  const PrefillSm90Tile t = prefill_sm90_tile(head_dim, 176);
   return TileSummary{t.block_m, t.block_n, t.threads() / 32, t.stages, t.smem_bytes()};
 }
 

@@ -46,13 +46,7 @@ splitkv_family(NAME prefill_mma KIND prefill ARCH sm80 STRATEGIES split-q split-
 # warpgroup and two consumer warpgroups with register reallocation.
 splitkv_family(NAME prefill_sm90 KIND prefill ARCH sm90a STRATEGIES split-q split-kv PRIORITY 1
   HEAD_DIMS 64 128 256 DTYPES fp16 bf16 KV_FORMATS native KV_CACHES contiguous paged
-  TILE prefill_sm90_summary TEMPLATE prefill_sm90 VARIANT 0)
-
-# prefill_sm90 with FlashAttention-3's 176-key tile at D=128 (4 stages): by name, to be measured
-# against the 128-key tile in the same run (the strategies suite's sm90-n176 rows).
-splitkv_family(NAME prefill_sm90_n176 KIND prefill ARCH sm90a STRATEGIES split-q split-kv PRIORITY -1
-  HEAD_DIMS 128 DTYPES fp16 bf16 KV_FORMATS native KV_CACHES contiguous paged
-  TILE prefill_sm90_n176_summary TEMPLATE prefill_sm90 VARIANT 176)
+  TILE prefill_sm90_summary TEMPLATE prefill_sm90)
 
 # The original design's independent K and V tiles: K consumed in 16-key sub-tiles, V in 64-column
 # slices. Measured slower than prefill_mma (bench/NOTES.md), so only chosen by name.
