@@ -149,14 +149,20 @@ TEST(Planner, FewerSmsMeanFewerSplits) {
 
 TEST(Planner, SpeculativeDecodingTilesTheQueryRows) {
   // 16 queries x 4 heads per group = 64 packed rows = 2 tiles of 32 (decode_mma_m32), or 4 of 16.
-  const Plan plan = plan_or_die(decode(1, 32, 8, 4096, 128, 16));
-  EXPECT_EQ(plan.work_units, 8 * 2);
+  const Plan plan = plan_or_die(decode(8, 32, 8, 4096, 128, 16));
+  EXPECT_EQ(plan.family, "decode_mma_m32");
+  EXPECT_EQ(plan.work_units, 8 * 8 * 2);
   EXPECT_EQ(plan.grid[1], 8 * 2);
   PlanOptions sixteen;
   sixteen.family = "decode_mma";
-  const Plan mma = plan_or_die(decode(1, 32, 8, 4096, 128, 16), sixteen);
-  EXPECT_EQ(mma.work_units, 8 * 4);
+  const Plan mma = plan_or_die(decode(8, 32, 8, 4096, 128, 16), sixteen);
+  EXPECT_EQ(mma.work_units, 8 * 8 * 4);
   EXPECT_EQ(mma.grid[1], 8 * 4);
+  // One sequence: 16 work units of 32 rows leave SMs without a block at the splits its keys allow,
+  // 32 units of 16 rows make a larger grid, so the planner takes the 16-row tiles.
+  const Plan one = plan_or_die(decode(1, 32, 8, 4096, 128, 16));
+  EXPECT_EQ(one.family, "decode_mma") << one.note;
+  EXPECT_EQ(one.work_units, 8 * 4);
 }
 
 TEST(Planner, DecodeRejectsPrefillStrategies) {
@@ -218,7 +224,7 @@ TEST(Planner, KvHeadsWithMoreThanSixteenPackedRowsTakeThirtyTwoRowTiles) {
   EXPECT_EQ(m32.family, "decode_mma_m32");
   EXPECT_EQ(m32.block_m, 32);
   EXPECT_EQ(m32.work_units, 8 * 4 * 2);
-  EXPECT_EQ(plan_or_die(decode(8, 64, 2, 8192)).family, "decode_mma_m32");  // group 32, one query
+  EXPECT_EQ(plan_or_die(decode(128, 64, 2, 8192)).family, "decode_mma_m32");  // group 32, one query
   // 28 rows (q_len 4): one 32-row tile per KV head gives 32 work units x 4 splits, fewer blocks than
   // SMs; two 16-row tiles give twice the grid, so the planner keeps decode_mma (bench/NOTES.md, run 32).
   const Plan few_rows = plan_or_die(decode(8, 28, 4, 8192, 128, 4));

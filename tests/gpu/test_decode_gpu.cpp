@@ -46,7 +46,7 @@ struct GpuCase {
   int split_tokens = 0;
   bool cluster_combine = false;
   bool fused_combine = false;
-  std::string family;  // empty: the planner's (decode_mma_m32 for more than 16 packed rows per KV head)
+  std::string family;  // empty: the planner's choice
   bool atomic_combine = false;
   float atomic_reference_lse = 0.f;
 };
@@ -137,11 +137,13 @@ std::vector<GpuCase> reference_cases() {
   add_fused("fused_hd256_fp16", DecodeSpecBuilder(1, 8, 2, 3000).head_dim(256).dtype(DType::kF16), 12);
   add_fused("fused_spec_q16_causal", DecodeSpecBuilder(2, 32, 8, 900).queries(16, true).lens({900, 10}), 5);
   add_fused("fused_batch_invariant", DecodeSpecBuilder(3, 32, 8, 5000).lens({5000, 64, 0}), 0, 512);
-  // More than 16 packed rows per KV head: 32-row tiles (decode_mma_m32, the planner's choice; the
-  // last tile partly filled), and the same shapes on decode_mma's 16-row tiles by name.
+  // More than 16 packed rows per KV head on 32-row tiles (decode_mma_m32 by name: on these small
+  // grids the planner keeps decode_mma's 16-row tiles; the last tile partly filled).
   auto add_m32 = [&](std::string name, DecodeSpecBuilder b, int splits = 0, bool cluster = false, bool fused = false,
                      int split_tokens = 0) {
-    cases.push_back(GpuCase{"m32_" + name, b.spec, splits, split_tokens, cluster, fused});
+    GpuCase k{"m32_" + name, b.spec, splits, split_tokens, cluster, fused};
+    k.family = "decode_mma_m32";
+    cases.push_back(k);
   };
   add_m32("gqa_28_4_q8_causal", DecodeSpecBuilder(2, 28, 4, 1500).queries(8, true).lens({1500, 9}));
   add_m32("gqa_64_2_q1", DecodeSpecBuilder(2, 64, 2, 2000).lens({2000, 333}));
@@ -155,6 +157,7 @@ std::vector<GpuCase> reference_cases() {
   // add atomically; a far reference sends every split down the exact fallback.
   auto add_atomic = [&](std::string name, DecodeSpecBuilder b, int splits, float reference = 0.f) {
     GpuCase k{"atomic_" + name, b.spec, splits};
+    if (name.rfind("m32", 0) == 0) k.family = "decode_mma_m32";
     k.atomic_combine = true;
     k.atomic_reference_lse = reference;
     cases.push_back(k);
