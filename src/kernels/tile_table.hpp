@@ -205,13 +205,21 @@ struct PrefillSm90Tile {
 // A K or V tile is consumed about once per product, and every block of a head re-reads the same
 // tiles from L2: a ring 2.5 tiles deep per kind keeps loads far enough ahead (as deep as shared
 // memory allows next to Q: 5 x 32 KB at D=128, 4 x 32 KB at D=256, 8 x 16 KB at D=64).
-constexpr PrefillSm90Tile prefill_sm90_tile(int head_dim) {
+// consumer_warpgroups 3 (the family prefill_sm90_m192, D=64 only): FlashAttention-3's D=64 tile,
+// 192 query rows per block, so each K/V tile fetched from L2 serves 1.5x the rows.
+constexpr PrefillSm90Tile prefill_sm90_tile(int head_dim, int consumer_warpgroups = 2) {
   // Registers per consumer thread: S (64 x block_n) and O (64 x D) accumulators in fp32.
-  return PrefillSm90Tile{head_dim, 128, head_dim <= 128 ? 128 : 64, head_dim <= 64 ? 8 : head_dim <= 128 ? 5 : 4, 2};
+  return PrefillSm90Tile{head_dim, 64 * consumer_warpgroups, head_dim <= 128 ? 128 : 64,
+                         head_dim <= 64 ? 8 : head_dim <= 128 ? 5 : 4, consumer_warpgroups};
 }
 
 constexpr TileSummary prefill_sm90_summary(int head_dim, KvFormat) {
   const PrefillSm90Tile t = prefill_sm90_tile(head_dim);
+  return TileSummary{t.block_m, t.block_n, t.threads() / 32, t.stages, t.smem_bytes()};
+}
+
+constexpr TileSummary prefill_sm90_m192_summary(int head_dim, KvFormat) {
+  const PrefillSm90Tile t = prefill_sm90_tile(head_dim, 3);
   return TileSummary{t.block_m, t.block_n, t.threads() / 32, t.stages, t.smem_bytes()};
 }
 

@@ -46,7 +46,13 @@ splitkv_family(NAME prefill_mma KIND prefill ARCH sm80 STRATEGIES split-q split-
 # warpgroup and two consumer warpgroups with register reallocation.
 splitkv_family(NAME prefill_sm90 KIND prefill ARCH sm90a STRATEGIES split-q split-kv PRIORITY 1
   HEAD_DIMS 64 128 256 DTYPES fp16 bf16 KV_FORMATS native KV_CACHES contiguous paged
-  TILE prefill_sm90_summary TEMPLATE prefill_sm90)
+  TILE prefill_sm90_summary TEMPLATE prefill_sm90 VARIANT 2)
+
+# prefill_sm90 with three consumer warpgroups (192 query rows) at D=64, FlashAttention-3's D=64
+# tile: by name, measured against the two-warpgroup tile in the same run (strategies suite, sm90-m192).
+splitkv_family(NAME prefill_sm90_m192 KIND prefill ARCH sm90a STRATEGIES split-q split-kv PRIORITY -1
+  HEAD_DIMS 64 DTYPES fp16 bf16 KV_FORMATS native KV_CACHES contiguous paged
+  TILE prefill_sm90_m192_summary TEMPLATE prefill_sm90 VARIANT 3)
 
 # The original design's independent K and V tiles: K consumed in 16-key sub-tiles, V in 64-column
 # slices. Measured slower than prefill_mma (bench/NOTES.md), so only chosen by name.

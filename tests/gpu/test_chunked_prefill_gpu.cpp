@@ -110,6 +110,10 @@ INSTANTIATE_TEST_SUITE_P(
         ChunkShape{"contiguous_splits", 0, 32, 8, 128, DType::kBF16, true, {4097, 700}, {256, 700}, 3},
         ChunkShape{"page16_full", 16, 28, 4, 128, DType::kBF16, false, kRagged, kRaggedChunks, 0},
         ChunkShape{"page16_fp16_d64", 16, 8, 1, 64, DType::kF16, true, kRagged, kRaggedChunks, 0},
+        ChunkShape{"page16_fp16_d64_m192", 16, 8, 1, 64, DType::kF16, true, kRagged, kRaggedChunks, 0,
+                   "prefill_sm90_m192"},
+        ChunkShape{"contiguous_splits_d64_m192", 0, 8, 2, 64, DType::kBF16, true, {4097, 700}, {256, 700}, 3,
+                   "prefill_sm90_m192"},
         ChunkShape{"page16_splits", 16, 32, 8, 128, DType::kBF16, true, {4097, 700}, {256, 700}, 3},
         ChunkShape{"page256_chunk_longer_than_keys", 256, 32, 8, 128, DType::kBF16, true, {5, 300}, {9, 300}, 0},
         // Quantized caches: dequantized into the workspace, then read as a contiguous 16-bit cache.

@@ -23,6 +23,8 @@ const Variant kVariants[] = {{"default", Strategy::kAuto, "", 0},
                              {"splitkv", Strategy::kSplitKV, "", 3},
                              {"sm90", Strategy::kAuto, "prefill_sm90", 0},
                              {"sm90_splitkv", Strategy::kSplitKV, "prefill_sm90", 2},
+                             {"sm90_m192", Strategy::kAuto, "prefill_sm90_m192", 0},
+                             {"sm90_m192_splitkv", Strategy::kSplitKV, "prefill_sm90_m192", 2},
                              {"mma", Strategy::kAuto, "prefill_mma", 0},
                              {"mma_splitkv", Strategy::kSplitKV, "prefill_mma", 3},
                              {"splitv", Strategy::kSplitV, "", 0},
@@ -79,6 +81,12 @@ std::vector<PrefillShape> shapes() {
   v.push_back(padded("hd256_fp16_causal_lq_lt_lk", 1, 4, 4, 200, 333, true, 256, DType::kF16));
   v.push_back(padded("hd64_fp16", 2, 4, 2, 333, 333, false, 64, DType::kF16));
   v.push_back(padded("hd64_bf16_causal", 1, 6, 3, 500, 520, true, 64));
+  // D=64 shapes for the three-consumer tile (192 query rows: one row past a block, rows that see
+  // no key, empty and one-token members, a ragged last K/V tile).
+  v.push_back(padded("hd64_fp16_causal_4097", 1, 2, 2, 4097, 4097, true, 64, DType::kF16));
+  v.push_back(padded("hd64_bf16_causal_193_of_1000", 1, 4, 4, 193, 1000, true, 64));
+  v.push_back(padded("hd64_fp16_causal_lq_gt_lk", 1, 4, 4, 400, 129, true, 64, DType::kF16));
+  v.push_back(varlen("hd64_varlen_causal", 4, 2, {1, 17, 0, 385, 127}, {1, 17, 9, 400, 1000}, true, 64, DType::kF16));
   v.push_back(padded("hd128_fp16", 1, 4, 4, 260, 200, false, 128, DType::kF16));
   v.push_back(varlen("varlen_with_empty", 4, 2, {100, 0, 17, 300}, {130, 5, 0, 300}, false));
   v.push_back(varlen("varlen_causal", 8, 2, {1, 64, 129, 0, 250}, {1, 200, 129, 7, 250}, true));
@@ -93,10 +101,12 @@ struct PrefillParam {
   Variant variant;
 };
 
-// The mma.sync families stop at head dim 128.
+// The mma.sync families stop at head dim 128; prefill_sm90_m192 is D=64 only.
 bool serves(const Variant& v, const PrefillShape& s) {
-  return s.spec.problem.head_dim <= 128 || std::string(v.family).rfind("prefill_mma", 0) != 0 ||
-         std::string(v.family).empty();
+  const std::string family = v.family;
+  const int d = s.spec.problem.head_dim;
+  if (family == "prefill_sm90_m192") return d == 64;
+  return d <= 128 || family.rfind("prefill_mma", 0) != 0 || family.empty();
 }
 
 std::vector<PrefillParam> params() {

@@ -3,12 +3,13 @@
 // Grid (query block, query head, sequence x KV split), like the mma.sync family, so planning,
 // split-KV and the combine are shared. Per block: warpgroup 0 is the producer (one elected thread
 // issues the TMA loads: Q once, then K_t, V_t, K_t+1, ... through one ring of mbarrier-guarded
-// stages, and gives its registers away); warpgroups 1 and 2 are consumers of 64 query rows each. Per K/V
-// tile a consumer computes S = Q K^T (wgmma, both operands in shared memory), masks and folds S
-// into its online softmax (fp32 statistics in registers), and accumulates O += P V (wgmma with P
-// from registers, V read transposed through its descriptor). The two consumer warpgroups take
-// turns issuing (ping-pong), and inside a warpgroup the softmax of tile t runs while P V of tile
-// t - 1 is on the tensor cores (see the loop). Rows are written through the common epilogue
+// stages, and gives its registers away); the other warpgroups (two, or three at D=64 in
+// prefill_sm90_m192) are consumers of 64 query rows each. Per K/V tile a consumer computes
+// S = Q K^T (wgmma, both operands in shared memory), masks and folds S into its online softmax
+// (fp32 statistics in registers), and accumulates O += P V (wgmma with P from registers, V read
+// transposed through its descriptor). The consumer warpgroups take turns issuing (ping-pong, round
+// robin), and inside a warpgroup the softmax of tile t runs while P V of tile t - 1 is on the
+// tensor cores (see the loop). Rows are written through the common epilogue
 // (final O/LSE, split partials, or NaN for bad device data).
 //
 // Chunked prefill over a contiguous KV cache ([batch, capacity, Hkv, D], keys [0, seq_lens[b])) is
@@ -44,22 +45,24 @@ struct PrefillSm90Params {
   typename Traits::GmemShape shape_pages;  // (page_size, D, Hkv, pages)
 };
 
-// Named barriers of the consumer warpgroups, counted from the first id CUTLASS leaves free: both
+// Named barriers of the consumer warpgroups, counted from the first id CUTLASS leaves free: all
 // consumers (zeroing a ragged V tile), and each consumer's turn to issue Q K^T (ping-pong).
 constexpr uint32_t kConsumersBarrier = 0;
 constexpr uint32_t kTurnBarrier = 1;  // + consumer index
 
 // Ping-pong (FlashAttention-3's schedule): consumer c issues its Q K^T only on its turn and hands
-// the turn to the other consumer right after issuing, so the two warpgroups' products alternate on
-// the tensor cores and one's softmax runs while the other's products do, instead of both drifting
-// into the same phase.
+// the turn to consumer c + 1 (round robin) right after issuing, so the warpgroups' products
+// alternate on the tensor cores and one's softmax runs while another's products do, instead of all
+// drifting into the same phase. A turn barrier joins two warpgroups: the one passing (arrive) and
+// the one waiting (sync).
+constexpr int kTurnThreads = 2 * 128;
 template <class Traits>
 __device__ __forceinline__ void wait_turn(int consumer) {
-  cutlass::arch::NamedBarrier::sync(Traits::kConsumerThreads, kTurnBarrier + consumer);
+  cutlass::arch::NamedBarrier::sync(kTurnThreads, kTurnBarrier + consumer);
 }
 template <class Traits>
 __device__ __forceinline__ void pass_turn(int consumer) {
-  cutlass::arch::NamedBarrier::arrive(Traits::kConsumerThreads, kTurnBarrier + (1 - consumer));
+  cutlass::arch::NamedBarrier::arrive(kTurnThreads, kTurnBarrier + (consumer + 1) % Traits::kConsumerWarpgroups);
 }
 
 // Zeroes rows [valid_rows, N) of a (N, D) shared-memory tile, 16 bytes per store, then makes the
@@ -218,12 +221,12 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   OnlineSoftmax<kRows> softmax;
   softmax.reset();
 
-  static_assert(Traits::kConsumerWarpgroups == 2, "the ping-pong pairs two consumers");
+  constexpr int kLastConsumer = Traits::kConsumerWarpgroups - 1;
   const int consumer = warpgroup - 1;
   const int n_blocks = blk.n_blocks;
-  // Consumer 0 has the first turn. Every pass is matched by a wait: consumer 1 primes consumer 0's
-  // first turn and skips its own last pass.
-  if (consumer == 1 && n_blocks > 0) pass_turn<Traits>(consumer);
+  // Consumer 0 has the first turn. Every pass is matched by a wait: the last consumer primes
+  // consumer 0's first turn and skips its own last pass (consumer 0 takes no turn after its last).
+  if (consumer == kLastConsumer && n_blocks > 0) pass_turn<Traits>(consumer);
   Barrier::wait(&smem.barrier_q, 0);
 
   // P of the previous tile, the A operand of its P V: it stays in registers while that product runs.
@@ -254,7 +257,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       pipeline.consumer_wait(read_v);
       warpgroup_gemm_issue<false>(mma_pv, tOrP, tOrVt(_, _, _, read_v.index()), acc_o);
     }
-    if (consumer == 0 || t + 1 < n_blocks) pass_turn<Traits>(consumer);
+    if (consumer != kLastConsumer || t + 1 < n_blocks) pass_turn<Traits>(consumer);
     warpgroup_wait<kFirst ? 0 : 1>();  // S_t is done (products retire in order); P_{t-1} V_{t-1} may still run
     fence_wgmma_operands(acc_s);
     pipeline.consumer_release(read_k);

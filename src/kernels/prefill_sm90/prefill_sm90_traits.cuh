@@ -14,10 +14,10 @@
 
 namespace splitkv::detail {
 
-template <class Element_, int kHeadDim_>
+template <class Element_, int kHeadDim_, int kConsumerWarpgroups_ = 2>
 struct PrefillSm90Traits {
   using Element = Element_;
-  static constexpr tiles::PrefillSm90Tile kTile = tiles::prefill_sm90_tile(kHeadDim_);
+  static constexpr tiles::PrefillSm90Tile kTile = tiles::prefill_sm90_tile(kHeadDim_, kConsumerWarpgroups_);
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr int kBlockM = kTile.block_m;
   static constexpr int kBlockN = kTile.block_n;
@@ -26,13 +26,19 @@ struct PrefillSm90Traits {
   static constexpr int kThreads = kTile.threads();
   static constexpr int kConsumerThreads = 128 * kConsumerWarpgroups;
   // setmaxnreg: the producer gives its registers to the consumers. The pool is what the launch
-  // allocated, 3 x 168 per lane (the launch bound), so producer + 2 x consumer must not pass 504:
-  // a larger total makes the consumers' setmaxnreg.inc wait forever (run 26 hung that way). At
-  // 24 registers the producer spills a few words in its paged loop (one box per lane), which
-  // touches them once per box; 40 + 2 x 232 costs the consumers' loop 2-3 reloads per step, so the
-  // consumers keep 240.
+  // allocated (65536 / threads per lane, rounded down to 8), so producer + consumers must not pass
+  // it: 2 consumers, 3 x 168 = 504; 3 consumers, 4 x 128 = 512. A larger total makes the
+  // consumers' setmaxnreg.inc wait forever (run 26 hung that way). At 24 registers the producer
+  // spills a few words in its paged loop (one box per lane), which touches them once per box;
+  // 40 + 2 x 232 costs the consumers' loop 2-3 reloads per step, so two consumers keep 240. Three
+  // consumers (D=64 only: S is 64 x 128, O 64 x 64 in fp32) get 160, FlashAttention-3's split.
   static constexpr int kProducerRegisters = 24;
-  static constexpr int kConsumerRegisters = 240;
+  static constexpr int kConsumerRegisters = kTile.consumer_warpgroups == 2 ? 240 : 160;
+  static_assert(kProducerRegisters + kTile.consumer_warpgroups * kConsumerRegisters <=
+                    (65536 / kTile.threads()) / 8 * 8 * (1 + kTile.consumer_warpgroups),
+                "setmaxnreg would ask for more registers than the launch allocated");
+  static_assert(kTile.consumer_warpgroups == 2 || (kTile.consumer_warpgroups == 3 && kHeadDim_ == 64),
+                "three consumer warpgroups fit their registers at D=64 only");
   static_assert(kBlockM == 64 * kConsumerWarpgroups, "each consumer warpgroup owns 64 query rows");
   static_assert(kHeadDim % 64 == 0, "rows are whole 128-byte swizzle atoms");
 
