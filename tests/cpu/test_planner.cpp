@@ -196,6 +196,39 @@ TEST(Planner, PrefillSplitsOnlyWhenTheGridIsSmall) {
   EXPECT_GT(plan.workspace_bytes, 0u);
 }
 
+TEST(Planner, HeadDim64PrefillTakesThe192RowTileFromFourWavesOn) {
+  auto compiled = [](const char* family) {
+    for (const KernelFamilyInfo& f : kernel_families()) {
+      if (f.name != family) continue;
+      for (const KernelFamilyInfo::Compiled& c : f.compiled) {
+        if (c.dtype == DType::kF16 && c.head_dim == 64) return true;
+      }
+    }
+    return false;
+  };
+  PrefillProblem long_rows = prefill(4, 12, 4096);  // 4 x 12 x 22 blocks of 192 rows: 8 waves
+  long_rows.head_dim = 64;
+  long_rows.dtype = DType::kF16;
+  PrefillProblem short_rows = long_rows;  // 1k: 4 x 12 x 6 = 288 blocks, 2.2 waves
+  short_rows.max_q_len = short_rows.max_kv_len = 1024;
+  Plan plan;
+  ASSERT_TRUE(plan_prefill(long_rows, DeviceInfo::h200(), {}, &plan).ok());
+  if (compiled("prefill_sm90_m192")) {
+    EXPECT_EQ(plan.family, "prefill_sm90_m192");
+    EXPECT_EQ(plan.block_m, 192);
+    EXPECT_EQ(plan.grid[0], 22);
+  } else {
+    EXPECT_NE(plan.family, "prefill_sm90_m192");  // never chosen where this build lacks it
+  }
+  ASSERT_TRUE(plan_prefill(short_rows, DeviceInfo::h200(), {}, &plan).ok());
+  EXPECT_NE(plan.family, "prefill_sm90_m192");
+  // A named family is kept as named.
+  PlanOptions named;
+  named.family = "prefill_sm90";
+  ASSERT_TRUE(plan_prefill(long_rows, DeviceInfo::h200(), named, &plan).ok());
+  EXPECT_EQ(plan.family, "prefill_sm90");
+}
+
 TEST(Planner, PrefillStrategiesArePlanned) {
   for (Strategy s : {Strategy::kSplitV, Strategy::kTwoPass}) {
     PlanOptions o;
