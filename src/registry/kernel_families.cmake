@@ -49,7 +49,8 @@ splitkv_family(NAME prefill_sm90 KIND prefill ARCH sm90a STRATEGIES split-q spli
   TILE prefill_sm90_summary TEMPLATE prefill_sm90 VARIANT 2)
 
 # prefill_sm90 with three consumer warpgroups (192 query rows) at D=64, FlashAttention-3's D=64
-# tile: by name, measured against the two-warpgroup tile in the same run (strategies suite, sm90-m192).
+# tile. Priority -1: the planner picks it itself where its grid makes at least 4 waves (run 34:
+# faster from 4k queries, slower at 1k), see prefer_192_row_tiles in src/plan/planner.cpp.
 splitkv_family(NAME prefill_sm90_m192 KIND prefill ARCH sm90a STRATEGIES split-q split-kv PRIORITY -1
   HEAD_DIMS 64 DTYPES fp16 bf16 KV_FORMATS native KV_CACHES contiguous paged
   TILE prefill_sm90_m192_summary TEMPLATE prefill_sm90 VARIANT 3)
