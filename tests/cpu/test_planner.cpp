@@ -196,16 +196,18 @@ TEST(Planner, PrefillSplitsOnlyWhenTheGridIsSmall) {
   EXPECT_GT(plan.workspace_bytes, 0u);
 }
 
-TEST(Planner, HeadDim64PrefillTakesThe192RowTileFromFourWavesOn) {
-  auto compiled = [](const char* family) {
-    for (const KernelFamilyInfo& f : kernel_families()) {
-      if (f.name != family) continue;
-      for (const KernelFamilyInfo::Compiled& c : f.compiled) {
-        if (c.dtype == DType::kF16 && c.head_dim == 64) return true;
-      }
+// Whether this build compiled `family` for (dtype, head_dim): the planner prefers compiled families.
+bool compiled(const char* family, DType dtype, int head_dim) {
+  for (const KernelFamilyInfo& f : kernel_families()) {
+    if (f.name != family) continue;
+    for (const KernelFamilyInfo::Compiled& c : f.compiled) {
+      if (c.dtype == dtype && c.head_dim == head_dim) return true;
     }
-    return false;
-  };
+  }
+  return false;
+}
+
+TEST(Planner, HeadDim64PrefillTakesThe192RowTileFromFourWavesOn) {
   PrefillProblem long_rows = prefill(4, 12, 4096);  // 4 x 12 x 22 blocks of 192 rows: 8 waves
   long_rows.head_dim = 64;
   long_rows.dtype = DType::kF16;
@@ -213,7 +215,7 @@ TEST(Planner, HeadDim64PrefillTakesThe192RowTileFromFourWavesOn) {
   short_rows.max_q_len = short_rows.max_kv_len = 1024;
   Plan plan;
   ASSERT_TRUE(plan_prefill(long_rows, DeviceInfo::h200(), {}, &plan).ok());
-  if (compiled("prefill_sm90_m192")) {
+  if (compiled("prefill_sm90_m192", DType::kF16, 64)) {
     EXPECT_EQ(plan.family, "prefill_sm90_m192");
     EXPECT_EQ(plan.block_m, 192);
     EXPECT_EQ(plan.grid[0], 22);
@@ -291,16 +293,8 @@ TEST(Planner, TheFamilyServingTheStrategyIsChosenAndRecorded) {
   EXPECT_EQ(plan.family, "prefill_mma");  // never the by-name-only k16v64 family; sm90a needs sm_90
   ASSERT_TRUE(plan_prefill(prefill(2, 8, 1000), DeviceInfo::h200(), {}, &plan).ok());
   // On sm_90 the Hopper family wins where this build compiled it (or where neither is compiled).
-  auto compiled = [](const char* family) {
-    for (const KernelFamilyInfo& f : kernel_families()) {
-      if (f.name != family) continue;
-      for (const KernelFamilyInfo::Compiled& c : f.compiled) {
-        if (c.dtype == DType::kBF16 && c.head_dim == 128) return true;
-      }
-    }
-    return false;
-  };
-  const bool mma_only = compiled("prefill_mma") && !compiled("prefill_sm90");
+  const bool mma_only =
+      compiled("prefill_mma", DType::kBF16, 128) && !compiled("prefill_sm90", DType::kBF16, 128);
   EXPECT_EQ(plan.family, mma_only ? "prefill_mma" : "prefill_sm90");
   PrefillProblem d256 = prefill(2, 8, 1000);
   d256.head_dim = 256;  // served by the Hopper family alone
