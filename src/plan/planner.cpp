@@ -137,14 +137,15 @@ int decode_slots_per_sm(const DecodeProblem& problem, int blocks_per_sm) {
 }
 
 // At D=64 the three-consumer tile (prefill_sm90_m192, 192 query rows) reuses each K/V tile for
-// 1.5x the rows and measured 8-12% faster from 4k queries on (run 34, 4x12 heads fp16: non-causal
+// 1.5x the rows and measured 1.5-11% faster from 4k queries on (run 34, 4x12 heads fp16: non-causal
 // 4k/8k, 2x12 16k 423/442/447 TF against 382/398/401; causal 332/392/418 against 327/370/398), but
 // slower at 1k (229 vs 283; causal 148 vs 160), where its 288 blocks make 2.2 waves on 132 SMs and
 // the last one runs a sixth full. So the planner takes it where its grid makes at least 4 waves.
 constexpr char kPrefill192Rows[] = "prefill_sm90_m192";
 constexpr int kMinWavesFor192Rows = 4;
+// On a switch, *why says so for the plan's note.
 Status prefer_192_row_tiles(const PrefillProblem& problem, Strategy served, const DeviceInfo& device,
-                            const PlanOptions& options, Plan* p, tiles::TileSummary* tile) {
+                            const PlanOptions& options, Plan* p, tiles::TileSummary* tile, std::string* why) {
   if (!options.family.empty() || p->family != "prefill_sm90" || problem.head_dim != 64) return Status::success();
   const int wide = registry::find_family(kPrefill192Rows);
   if (wide < 0 || registry::find_instance(wide, problem.dtype, problem.head_dim, KvFormat::kNative) < 0) {
@@ -157,8 +158,14 @@ Status prefer_192_row_tiles(const PrefillProblem& problem, Strategy served, cons
   PlanOptions named = options;
   named.family = kPrefill192Rows;
   const bool kv_cache = problem.kv_cache, paged = problem.page_size > 0 && !p->dequantized_cache;
-  return choose_family_and_tile(registry::Kind::kPrefill, served, problem.head_dim, problem.dtype,
-                                KvFormat::kNative, device, named, p, tile, kv_cache, paged);
+  if (Status s = choose_family_and_tile(registry::Kind::kPrefill, served, problem.head_dim, problem.dtype,
+                                        KvFormat::kNative, device, named, p, tile, kv_cache, paged);
+      !s) {
+    return s;
+  }
+  *why = std::string(kPrefill192Rows) + ": " + std::to_string(blocks) + " blocks of 192 query rows make >= " +
+         std::to_string(kMinWavesFor192Rows) + " waves on " + std::to_string(device.sm_count) + " SMs";
+  return Status::success();
 }
 
 // The atomic combine excludes the merges that promise fixed bits or merge elsewhere.
@@ -310,7 +317,8 @@ Status plan_prefill(const PrefillProblem& problem, const DeviceInfo& device,
       !s) {
     return s;
   }
-  if (Status s = prefer_192_row_tiles(problem, served, device, options, &p, &tile); !s) return s;
+  std::string tile_note;
+  if (Status s = prefer_192_row_tiles(problem, served, device, options, &p, &tile, &tile_note); !s) return s;
   const plan::PrefillGeometry g = plan::prefill_geometry(problem, tile.block_m);
   p.work_units = g.work_units;
 
@@ -332,6 +340,7 @@ Status plan_prefill(const PrefillProblem& problem, const DeviceInfo& device,
     return Status::unsupported("options.family", "kernel family " + p.family + " does not serve split-kv");
   }
   p.note = split.note;
+  if (!tile_note.empty()) p.note += "; " + tile_note;
   if (p.dequantized_cache) {
     p.staging_bytes =
         plan::kv_staging(problem.batch, problem.max_kv_len, problem.num_kv_heads, problem.head_dim).total_bytes;
