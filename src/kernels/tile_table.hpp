@@ -58,15 +58,11 @@ constexpr DecodeTile decode_tile(int head_dim, int block_m = 16) {
   return DecodeTile{head_dim, block_m, 16, 4, head_dim <= 64 ? 4 : 3, k16BitBytes};
 }
 
-constexpr TileSummary decode_mma_summary(int head_dim, KvFormat) {
-  const DecodeTile t = decode_tile(head_dim);
+constexpr TileSummary decode_summary(const DecodeTile& t) {
   return TileSummary{t.block_m, t.block_keys(), t.warps, t.stages, t.smem_bytes()};
 }
-
-constexpr TileSummary decode_mma_m32_summary(int head_dim, KvFormat) {
-  const DecodeTile t = decode_tile(head_dim, 32);
-  return TileSummary{t.block_m, t.block_keys(), t.warps, t.stages, t.smem_bytes()};
-}
+constexpr TileSummary decode_mma_summary(int head_dim, KvFormat) { return decode_summary(decode_tile(head_dim)); }
+constexpr TileSummary decode_mma_m32_summary(int head_dim, KvFormat) { return decode_summary(decode_tile(head_dim, 32)); }
 
 // ---- decode over a quantized KV cache (family decode_quant) ----------------------------------------
 // The decode_mma block (16 packed rows, 4 warps, 16-key sub-tiles per warp) reading K and V as
@@ -213,14 +209,14 @@ constexpr PrefillSm90Tile prefill_sm90_tile(int head_dim, int consumer_warpgroup
                          head_dim <= 64 ? 8 : head_dim <= 128 ? 5 : 4, consumer_warpgroups};
 }
 
-constexpr TileSummary prefill_sm90_summary(int head_dim, KvFormat) {
-  const PrefillSm90Tile t = prefill_sm90_tile(head_dim);
+constexpr TileSummary prefill_sm90_summary(const PrefillSm90Tile& t) {
   return TileSummary{t.block_m, t.block_n, t.threads() / 32, t.stages, t.smem_bytes()};
 }
-
+constexpr TileSummary prefill_sm90_summary(int head_dim, KvFormat) {
+  return prefill_sm90_summary(prefill_sm90_tile(head_dim));
+}
 constexpr TileSummary prefill_sm90_m192_summary(int head_dim, KvFormat) {
-  const PrefillSm90Tile t = prefill_sm90_tile(head_dim, 3);
-  return TileSummary{t.block_m, t.block_n, t.threads() / 32, t.stages, t.smem_bytes()};
+  return prefill_sm90_summary(prefill_sm90_tile(head_dim, 3));
 }
 
 // ---- combine --------------------------------------------------------------------------------
