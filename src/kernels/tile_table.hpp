@@ -58,15 +58,11 @@ constexpr DecodeTile decode_tile(int head_dim, int block_m = 16) {
   return DecodeTile{head_dim, block_m, 16, 4, head_dim <= 64 ? 4 : 3, k16BitBytes};
 }
 
-constexpr TileSummary decode_mma_summary(int head_dim, KvFormat) {
-  const DecodeTile t = decode_tile(head_dim);
+constexpr TileSummary decode_summary(const DecodeTile& t) {
   return TileSummary{t.block_m, t.block_keys(), t.warps, t.stages, t.smem_bytes()};
 }
-
-constexpr TileSummary decode_mma_m32_summary(int head_dim, KvFormat) {
-  const DecodeTile t = decode_tile(head_dim, 32);
-  return TileSummary{t.block_m, t.block_keys(), t.warps, t.stages, t.smem_bytes()};
-}
+constexpr TileSummary decode_mma_summary(int head_dim, KvFormat) { return decode_summary(decode_tile(head_dim)); }
+constexpr TileSummary decode_mma_m32_summary(int head_dim, KvFormat) { return decode_summary(decode_tile(head_dim, 32)); }
 
 // ---- decode over a quantized KV cache (family decode_quant) ----------------------------------------
 // The decode_mma block (16 packed rows, 4 warps, 16-key sub-tiles per warp) reading K and V as

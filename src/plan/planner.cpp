@@ -144,7 +144,8 @@ int decode_slots_per_sm(const DecodeProblem& problem, int blocks_per_sm) {
 constexpr char kPrefill192Rows[] = "prefill_sm90_m192";
 constexpr int kMinWavesFor192Rows = 4;
 // On a switch, *why says so for the plan's note.
-Status prefer_192_row_tiles(const PrefillProblem& problem, Strategy served, const DeviceInfo& device,
+// paged_read: whether the family reads K/V from pages (the first choice's request, kept).
+Status prefer_192_row_tiles(const PrefillProblem& problem, Strategy served, bool paged_read, const DeviceInfo& device,
                             const PlanOptions& options, Plan* p, tiles::TileSummary* tile, std::string* why) {
   if (!options.family.empty() || p->family != "prefill_sm90" || problem.head_dim != 64) return Status::success();
   const int wide = registry::find_family(kPrefill192Rows);
@@ -157,9 +158,8 @@ Status prefer_192_row_tiles(const PrefillProblem& problem, Strategy served, cons
   if (blocks < int64_t(kMinWavesFor192Rows) * device.sm_count) return Status::success();
   PlanOptions named = options;
   named.family = kPrefill192Rows;
-  const bool kv_cache = problem.kv_cache, paged = problem.page_size > 0 && !p->dequantized_cache;
   if (Status s = choose_family_and_tile(registry::Kind::kPrefill, served, problem.head_dim, problem.dtype,
-                                        KvFormat::kNative, device, named, p, tile, kv_cache, paged);
+                                        KvFormat::kNative, device, named, p, tile, problem.kv_cache, paged_read);
       !s) {
     return s;
   }
@@ -311,14 +311,17 @@ Status plan_prefill(const PrefillProblem& problem, const DeviceInfo& device,
   const detail::KvFormatTraits format =
       detail::kv_format_traits(detail::resolve_kv_format(problem.kv_format, problem.dtype));
   p.dequantized_cache = problem.kv_cache && format.quantized;
+  const bool paged_read = problem.page_size > 0 && !p.dequantized_cache;  // the copy is contiguous
   if (Status s = choose_family_and_tile(registry::Kind::kPrefill, served, problem.head_dim, problem.dtype,
                                         p.dequantized_cache ? KvFormat::kNative : problem.kv_format, device, options,
-                                        &p, &tile, problem.kv_cache, problem.page_size > 0 && !p.dequantized_cache);
+                                        &p, &tile, problem.kv_cache, paged_read);
       !s) {
     return s;
   }
   std::string tile_note;
-  if (Status s = prefer_192_row_tiles(problem, served, device, options, &p, &tile, &tile_note); !s) return s;
+  if (Status s = prefer_192_row_tiles(problem, served, paged_read, device, options, &p, &tile, &tile_note); !s) {
+    return s;
+  }
   const plan::PrefillGeometry g = plan::prefill_geometry(problem, tile.block_m);
   p.work_units = g.work_units;
 

@@ -33,11 +33,11 @@ struct PrefillSm90Traits {
   // 40 + 2 x 232 costs the consumers' loop 2-3 reloads per step, so two consumers keep 240. Three
   // consumers (D=64 only: S is 64 x 128, O 64 x 64 in fp32) get 160, FlashAttention-3's split.
   static constexpr int kProducerRegisters = 24;
-  static constexpr int kConsumerRegisters = kTile.consumer_warpgroups == 2 ? 240 : 160;
-  static_assert(kProducerRegisters + kTile.consumer_warpgroups * kConsumerRegisters <=
-                    (65536 / kTile.threads()) / 8 * 8 * (1 + kTile.consumer_warpgroups),
+  static constexpr int kConsumerRegisters = kConsumerWarpgroups == 2 ? 240 : 160;
+  static_assert(kProducerRegisters + kConsumerWarpgroups * kConsumerRegisters <=
+                    (65536 / kThreads) / 8 * 8 * (1 + kConsumerWarpgroups),
                 "setmaxnreg would ask for more registers than the launch allocated");
-  static_assert(kTile.consumer_warpgroups == 2 || (kTile.consumer_warpgroups == 3 && kHeadDim_ == 64),
+  static_assert(kConsumerWarpgroups == 2 || (kConsumerWarpgroups == 3 && kHeadDim == 64),
                 "three consumer warpgroups fit their registers at D=64 only");
   static_assert(kBlockM == 64 * kConsumerWarpgroups, "each consumer warpgroup owns 64 query rows");
   static_assert(kHeadDim % 64 == 0, "rows are whole 128-byte swizzle atoms");
