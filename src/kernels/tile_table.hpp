@@ -201,12 +201,24 @@ struct PrefillSm90Tile {
 // A K or V tile is consumed about once per product, and every block of a head re-reads the same
 // tiles from L2: a ring 2.5 tiles deep per kind keeps loads far enough ahead (as deep as shared
 // memory allows next to Q: 5 x 32 KB at D=128, 4 x 32 KB at D=256, 8 x 16 KB at D=64).
-// consumer_warpgroups 3 (the family prefill_sm90_m192, D=64 only): FlashAttention-3's D=64 tile,
-// 192 query rows per block, so each K/V tile fetched from L2 serves 1.5x the rows.
-constexpr PrefillSm90Tile prefill_sm90_tile(int head_dim, int consumer_warpgroups = 2) {
+// The family's tile shapes; each is its own registered family (kernel_families.cmake).
+enum class PrefillSm90Variant {
+  kDefault,  // prefill_sm90: two consumer warpgroups, 128 x 128 tiles (128 x 64 at D=256)
+  kM192,     // prefill_sm90_m192 (D=64): three consumers, 192 query rows, FlashAttention-3's D=64 tile
+  kN80,      // prefill_sm90_n80 (D=256): 80-key tiles, FlashAttention-3's D=256 tile
+};
+
+constexpr PrefillSm90Tile prefill_sm90_tile(int head_dim, PrefillSm90Variant variant = PrefillSm90Variant::kDefault) {
   // Registers per consumer thread: S (64 x block_n) and O (64 x D) accumulators in fp32.
-  return PrefillSm90Tile{head_dim, 64 * consumer_warpgroups, head_dim <= 128 ? 128 : 64,
-                         head_dim <= 64 ? 8 : head_dim <= 128 ? 5 : 4, consumer_warpgroups};
+  switch (variant) {
+    case PrefillSm90Variant::kM192:
+      return PrefillSm90Tile{head_dim, 192, 128, 8, 3};
+    case PrefillSm90Variant::kN80:  // 4 stages of 40 KB next to a 64 KB Q: the whole 227 KB
+      return PrefillSm90Tile{head_dim, 128, 80, 4, 2};
+    default:
+      return PrefillSm90Tile{head_dim, 128, head_dim <= 128 ? 128 : 64, head_dim <= 64 ? 8 : head_dim <= 128 ? 5 : 4,
+                             2};
+  }
 }
 
 constexpr TileSummary prefill_sm90_summary(const PrefillSm90Tile& t) {
@@ -216,7 +228,10 @@ constexpr TileSummary prefill_sm90_summary(int head_dim, KvFormat) {
   return prefill_sm90_summary(prefill_sm90_tile(head_dim));
 }
 constexpr TileSummary prefill_sm90_m192_summary(int head_dim, KvFormat) {
-  return prefill_sm90_summary(prefill_sm90_tile(head_dim, 3));
+  return prefill_sm90_summary(prefill_sm90_tile(head_dim, PrefillSm90Variant::kM192));
+}
+constexpr TileSummary prefill_sm90_n80_summary(int head_dim, KvFormat) {
+  return prefill_sm90_summary(prefill_sm90_tile(head_dim, PrefillSm90Variant::kN80));
 }
 
 // ---- combine --------------------------------------------------------------------------------

@@ -8,10 +8,10 @@
 
 namespace splitkv::detail {
 
-template <class Element, int kHeadDim, int kConsumerWarpgroups>
+template <class Element, int kHeadDim, tiles::PrefillSm90Variant kVariant>
 cudaError_t launch_prefill_sm90(const PrefillParams& p, const LaunchConfig& config) {
   using namespace cute;
-  using Traits = PrefillSm90Traits<Element, kHeadDim, kConsumerWarpgroups>;
+  using Traits = PrefillSm90Traits<Element, kHeadDim, kVariant>;
   // Padded batches: (L, D, H, B). Varlen: (total tokens, D, H, 1), sequences found by offset. A
   // contiguous KV cache is padded K/V (B slots of capacity >= max_kv_len tokens) under varlen or
   // padded queries, so Q and K/V decide separately.

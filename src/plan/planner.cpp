@@ -136,36 +136,53 @@ int decode_slots_per_sm(const DecodeProblem& problem, int blocks_per_sm) {
   return quantized || problem.q_len > 1 ? blocks_per_sm : 1;
 }
 
-// At D=64 the three-consumer tile (prefill_sm90_m192, 192 query rows) reuses each K/V tile for
-// 1.5x the rows and measured 1.5-11% faster from 4k queries on (run 34, 4x12 heads fp16: non-causal
-// 4k/8k, 2x12 16k 423/442/447 TF against 382/398/401; causal 332/392/418 against 327/370/398), but
-// slower at 1k (229 vs 283; causal 148 vs 160), where its 288 blocks make 2.2 waves on 132 SMs and
-// the last one runs a sixth full. So the planner takes it where its grid makes at least 4 waves.
+// Two tile variants of prefill_sm90 replace its default tile where they measured faster.
+// - D=64: the three-consumer tile (prefill_sm90_m192, 192 query rows) reuses each K/V tile for 1.5x
+//   the rows. Run 34 (4x12 heads fp16): 1.5-11% faster from 4k queries on (non-causal 4k/8k, 2x12
+//   16k 423/442/447 TF against 382/398/401), slower at 1k (229 vs 283; causal 148 vs 160), where its
+//   288 blocks make 2.2 waves on 132 SMs. Run 35: 1.5k (384 blocks, 2.9 waves) 374 vs 297 TF
+//   (causal 217 vs 211), 2k (4 waves) 407 vs 348. So it is taken from 2.5 waves on (x2: 5 half-waves).
+// - D=256: the 80-key tile (prefill_sm90_n80, FlashAttention-3's D=256 shape): same grid, four
+//   stages of 40 KB instead of 32 KB ones. Run 35 (4x16 heads bf16, 4k): 542 vs 515 TF, causal
+//   509 vs 487. Taken at every D=256 shape.
 constexpr char kPrefill192Rows[] = "prefill_sm90_m192";
-constexpr int kMinWavesFor192Rows = 4;
+constexpr char kPrefill80Keys[] = "prefill_sm90_n80";
+constexpr int kMinHalfWavesFor192Rows = 5;
 // On a switch, *why says so for the plan's note.
 // paged_read: whether the family reads K/V from pages (the first choice's request, kept).
-Status prefer_192_row_tiles(const PrefillProblem& problem, Strategy served, bool paged_read, const DeviceInfo& device,
-                            const PlanOptions& options, Plan* p, tiles::TileSummary* tile, std::string* why) {
-  if (!options.family.empty() || p->family != "prefill_sm90" || problem.head_dim != 64) return Status::success();
-  const int wide = registry::find_family(kPrefill192Rows);
-  if (wide < 0 || registry::find_instance(wide, problem.dtype, problem.head_dim, KvFormat::kNative) < 0) {
-    return Status::success();  // not in this build
+void prefer_sm90_tile_variant(const PrefillProblem& problem, Strategy served, bool paged_read,
+                              const DeviceInfo& device, const PlanOptions& options, Plan* p, tiles::TileSummary* tile,
+                              std::string* why) {
+  if (!options.family.empty() || p->family != "prefill_sm90") return;
+  if (problem.head_dim != 64 && problem.head_dim != 256) return;
+  const bool rows192 = problem.head_dim == 64;
+  const char* variant = rows192 ? kPrefill192Rows : kPrefill80Keys;
+  const int index = registry::find_family(variant);
+  if (index < 0 || registry::find_instance(index, problem.dtype, problem.head_dim, KvFormat::kNative) < 0) {
+    return;  // not in this build
   }
-  const KvFormat sixteen_bit = detail::resolve_kv_format(KvFormat::kNative, problem.dtype);
-  const int block_m = registry::families()[wide].tile(problem.head_dim, sixteen_bit).block_m;
-  const int64_t blocks = plan::prefill_geometry(problem, block_m).work_units;
-  if (blocks < int64_t(kMinWavesFor192Rows) * device.sm_count) return Status::success();
+  std::string reason = "measured faster at head dim 256";
+  if (rows192) {
+    const KvFormat sixteen_bit = detail::resolve_kv_format(KvFormat::kNative, problem.dtype);
+    const int block_m = registry::families()[index].tile(problem.head_dim, sixteen_bit).block_m;
+    const int64_t blocks = plan::prefill_geometry(problem, block_m).work_units;
+    if (2 * blocks < int64_t(kMinHalfWavesFor192Rows) * device.sm_count) return;
+    reason = std::to_string(blocks) + " blocks of 192 query rows make >= 2.5 waves on " +
+             std::to_string(device.sm_count) + " SMs";
+  }
   PlanOptions named = options;
-  named.family = kPrefill192Rows;
-  if (Status s = choose_family_and_tile(registry::Kind::kPrefill, served, problem.head_dim, problem.dtype,
-                                        KvFormat::kNative, device, named, p, tile, problem.kv_cache, paged_read);
-      !s) {
-    return s;
+  named.family = variant;
+  Plan switched = *p;
+  tiles::TileSummary switched_tile = *tile;
+  // A variant that cannot serve this problem (e.g. its tile and the page size disagree) leaves the
+  // default in place: it is an optimisation, not a request.
+  if (!choose_family_and_tile(registry::Kind::kPrefill, served, problem.head_dim, problem.dtype, KvFormat::kNative,
+                              device, named, &switched, &switched_tile, problem.kv_cache, paged_read)) {
+    return;
   }
-  *why = std::string(kPrefill192Rows) + ": " + std::to_string(blocks) + " blocks of 192 query rows make >= " +
-         std::to_string(kMinWavesFor192Rows) + " waves on " + std::to_string(device.sm_count) + " SMs";
-  return Status::success();
+  *p = switched;
+  *tile = switched_tile;
+  *why = std::string(variant) + ": " + reason;
 }
 
 // The atomic combine excludes the merges that promise fixed bits or merge elsewhere.
@@ -319,9 +336,7 @@ Status plan_prefill(const PrefillProblem& problem, const DeviceInfo& device,
     return s;
   }
   std::string tile_note;
-  if (Status s = prefer_192_row_tiles(problem, served, paged_read, device, options, &p, &tile, &tile_note); !s) {
-    return s;
-  }
+  prefer_sm90_tile_variant(problem, served, paged_read, device, options, &p, &tile, &tile_note);
   const plan::PrefillGeometry g = plan::prefill_geometry(problem, tile.block_m);
   p.work_units = g.work_units;
 

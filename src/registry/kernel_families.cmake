@@ -46,14 +46,21 @@ splitkv_family(NAME prefill_mma KIND prefill ARCH sm80 STRATEGIES split-q split-
 # warpgroup and two consumer warpgroups with register reallocation.
 splitkv_family(NAME prefill_sm90 KIND prefill ARCH sm90a STRATEGIES split-q split-kv PRIORITY 1
   HEAD_DIMS 64 128 256 DTYPES fp16 bf16 KV_FORMATS native KV_CACHES contiguous paged
-  TILE prefill_sm90_summary TEMPLATE prefill_sm90 VARIANT 2)
+  TILE prefill_sm90_summary TEMPLATE prefill_sm90 VARIANT kDefault)
 
 # prefill_sm90 with three consumer warpgroups (192 query rows) at D=64, FlashAttention-3's D=64
-# tile. Priority -1: the planner picks it itself where its grid makes at least 4 waves (run 34:
-# faster from 4k queries, slower at 1k), see prefer_192_row_tiles in src/plan/planner.cpp.
+# tile. Priority -1: the planner picks it itself where its grid makes at least 2.5 waves (runs 34-35:
+# faster from 1.5k queries, slower at 1k), see prefer_sm90_tile_variant in src/plan/planner.cpp.
 splitkv_family(NAME prefill_sm90_m192 KIND prefill ARCH sm90a STRATEGIES split-q split-kv PRIORITY -1
   HEAD_DIMS 64 DTYPES fp16 bf16 KV_FORMATS native KV_CACHES contiguous paged
-  TILE prefill_sm90_m192_summary TEMPLATE prefill_sm90 VARIANT 3)
+  TILE prefill_sm90_m192_summary TEMPLATE prefill_sm90 VARIANT kM192)
+
+# prefill_sm90 with FlashAttention-3's D=256 tile, 128 x 80 (4 stages of 40 KB). Priority -1: the
+# planner picks it itself at D=256 (run 35: 5% faster than the 64-key tile), see
+# prefer_sm90_tile_variant in src/plan/planner.cpp. wgmma N=80 needs CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED.
+splitkv_family(NAME prefill_sm90_n80 KIND prefill ARCH sm90a STRATEGIES split-q split-kv PRIORITY -1
+  HEAD_DIMS 256 DTYPES fp16 bf16 KV_FORMATS native KV_CACHES contiguous paged
+  TILE prefill_sm90_n80_summary TEMPLATE prefill_sm90 VARIANT kN80)
 
 # The original design's independent K and V tiles: K consumed in 16-key sub-tiles, V in 64-column
 # slices. Measured slower than prefill_mma (bench/NOTES.md), so only chosen by name.

@@ -207,8 +207,8 @@ bool compiled(const char* family, DType dtype, int head_dim) {
   return false;
 }
 
-TEST(Planner, HeadDim64PrefillTakesThe192RowTileFromFourWavesOn) {
-  PrefillProblem long_rows = prefill(4, 12, 4096);  // 4 x 12 x 22 blocks of 192 rows: 8 waves
+TEST(Planner, HeadDim64PrefillTakesThe192RowTileFromTwoAndAHalfWavesOn) {
+  PrefillProblem long_rows = prefill(4, 12, 1536);  // 4 x 12 x 8 blocks of 192 rows: 2.9 waves
   long_rows.head_dim = 64;
   long_rows.dtype = DType::kF16;
   PrefillProblem short_rows = long_rows;  // 1k: 4 x 12 x 6 = 288 blocks, 2.2 waves
@@ -218,8 +218,8 @@ TEST(Planner, HeadDim64PrefillTakesThe192RowTileFromFourWavesOn) {
   if (compiled("prefill_sm90_m192", DType::kF16, 64)) {
     EXPECT_EQ(plan.family, "prefill_sm90_m192");
     EXPECT_EQ(plan.block_m, 192);
-    EXPECT_EQ(plan.grid[0], 22);
-    EXPECT_NE(plan.note.find("1056 blocks of 192 query rows"), std::string::npos) << plan.note;
+    EXPECT_EQ(plan.grid[0], 8);
+    EXPECT_NE(plan.note.find("384 blocks of 192 query rows"), std::string::npos) << plan.note;
   } else {
     EXPECT_NE(plan.family, "prefill_sm90_m192");  // never chosen where this build lacks it
   }
@@ -230,6 +230,27 @@ TEST(Planner, HeadDim64PrefillTakesThe192RowTileFromFourWavesOn) {
   named.family = "prefill_sm90";
   ASSERT_TRUE(plan_prefill(long_rows, DeviceInfo::h200(), named, &plan).ok());
   EXPECT_EQ(plan.family, "prefill_sm90");
+}
+
+TEST(Planner, HeadDim256PrefillTakesThe80KeyTile) {
+  for (const bool causal : {false, true}) {
+    PrefillProblem problem = prefill(4, 16, 4096);
+    problem.head_dim = 256;
+    problem.causal = causal;
+    Plan plan;
+    ASSERT_TRUE(plan_prefill(problem, DeviceInfo::h200(), {}, &plan).ok());
+    if (compiled("prefill_sm90_n80", problem.dtype, 256)) {
+      EXPECT_EQ(plan.family, "prefill_sm90_n80");
+      EXPECT_EQ(plan.block_n, 80);
+      EXPECT_NE(plan.note.find("prefill_sm90_n80: measured faster"), std::string::npos) << plan.note;
+    } else {
+      EXPECT_NE(plan.family, "prefill_sm90_n80");
+    }
+    PlanOptions named;
+    named.family = "prefill_sm90";
+    ASSERT_TRUE(plan_prefill(problem, DeviceInfo::h200(), named, &plan).ok());
+    EXPECT_EQ(plan.family, "prefill_sm90");
+  }
 }
 
 TEST(Planner, PrefillStrategiesArePlanned) {
@@ -298,9 +319,9 @@ TEST(Planner, TheFamilyServingTheStrategyIsChosenAndRecorded) {
       compiled("prefill_mma", DType::kBF16, 128) && !compiled("prefill_sm90", DType::kBF16, 128);
   EXPECT_EQ(plan.family, mma_only ? "prefill_mma" : "prefill_sm90");
   PrefillProblem d256 = prefill(2, 8, 1000);
-  d256.head_dim = 256;  // served by the Hopper family alone
+  d256.head_dim = 256;  // served by the Hopper family alone (its 80-key tile where compiled)
   ASSERT_TRUE(plan_prefill(d256, DeviceInfo::h200(), {}, &plan).ok());
-  EXPECT_EQ(plan.family, "prefill_sm90");
+  EXPECT_EQ(plan.family, compiled("prefill_sm90_n80", DType::kBF16, 256) ? "prefill_sm90_n80" : "prefill_sm90");
   EXPECT_EQ(plan_prefill(d256, ampere, {}, &plan).argument(), "device");
   PlanOptions o;
   o.strategy = Strategy::kSplitV;

@@ -25,6 +25,8 @@ const Variant kVariants[] = {{"default", Strategy::kAuto, "", 0},
                              {"sm90_splitkv", Strategy::kSplitKV, "prefill_sm90", 2},
                              {"sm90_m192", Strategy::kAuto, "prefill_sm90_m192", 0},
                              {"sm90_m192_splitkv", Strategy::kSplitKV, "prefill_sm90_m192", 2},
+                             {"sm90_n80", Strategy::kAuto, "prefill_sm90_n80", 0},
+                             {"sm90_n80_splitkv", Strategy::kSplitKV, "prefill_sm90_n80", 2},
                              {"mma", Strategy::kAuto, "prefill_mma", 0},
                              {"mma_splitkv", Strategy::kSplitKV, "prefill_mma", 3},
                              {"splitv", Strategy::kSplitV, "", 0},
@@ -79,6 +81,10 @@ std::vector<PrefillShape> shapes() {
   v.push_back(padded("mqa_8_1", 2, 8, 1, 190, 300, true));
   v.push_back(padded("hd256_bf16", 2, 4, 2, 300, 300, false, 256));
   v.push_back(padded("hd256_fp16_causal_lq_lt_lk", 1, 4, 4, 200, 333, true, 256, DType::kF16));
+  // D=256 shapes for the 80-key tile: a length of whole tiles plus one key, rows that see no key.
+  v.push_back(padded("hd256_bf16_causal_1041", 1, 2, 2, 1041, 1041, true, 256));
+  v.push_back(padded("hd256_fp16_causal_lq_gt_lk", 1, 2, 2, 300, 81, true, 256, DType::kF16));
+  v.push_back(varlen("hd256_varlen", 2, 1, {1, 0, 161, 17}, {1, 80, 400, 79}, false, 256));
   v.push_back(padded("hd64_fp16", 2, 4, 2, 333, 333, false, 64, DType::kF16));
   v.push_back(padded("hd64_bf16_causal", 1, 6, 3, 500, 520, true, 64));
   // D=64 shapes for the three-consumer tile (192 query rows: one row past a block, rows that see
@@ -101,11 +107,12 @@ struct PrefillParam {
   Variant variant;
 };
 
-// The mma.sync families stop at head dim 128; prefill_sm90_m192 is D=64 only.
+// The mma.sync families stop at head dim 128; prefill_sm90_m192 is D=64 only, prefill_sm90_n80 D=256.
 bool serves(const Variant& v, const PrefillShape& s) {
   const std::string family = v.family;
   const int d = s.spec.problem.head_dim;
   if (family == "prefill_sm90_m192") return d == 64;
+  if (family == "prefill_sm90_n80") return d == 256;
   return d <= 128 || family.rfind("prefill_mma", 0) != 0 || family.empty();
 }
 

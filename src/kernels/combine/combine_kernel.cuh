@@ -9,8 +9,11 @@ namespace splitkv::detail {
 
 template <class Element, int kHeadDim>
 __global__ void __launch_bounds__(tiles::kCombineThreads) combine_kernel(const __grid_constant__ CombineParams p) {
-  allow_dependent_launch();  // our dependents may start launching; they wait for us anyway
   wait_for_prior_grids();    // the partials come from the kernel before us
+  // Only now may our dependents launch: allowed before the wait, the next call's split blocks
+  // could take SM slots while this call's split kernel still runs (bench/NOTES.md, the planned
+  // experiment on the speculative rows' merge; not yet measured).
+  allow_dependent_launch();
   combine_row<Element, kHeadDim>(p, blockIdx.x, ContiguousPartials<kHeadDim>{p.partial_o, p.partial_lse, p.rows});
 }
 

@@ -14,10 +14,10 @@
 
 namespace splitkv::detail {
 
-template <class Element_, int kHeadDim_, int kConsumerWarpgroups_ = 2>
+template <class Element_, int kHeadDim_, tiles::PrefillSm90Variant kVariant = tiles::PrefillSm90Variant::kDefault>
 struct PrefillSm90Traits {
   using Element = Element_;
-  static constexpr tiles::PrefillSm90Tile kTile = tiles::prefill_sm90_tile(kHeadDim_, kConsumerWarpgroups_);
+  static constexpr tiles::PrefillSm90Tile kTile = tiles::prefill_sm90_tile(kHeadDim_, kVariant);
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr int kBlockM = kTile.block_m;
   static constexpr int kBlockN = kTile.block_n;
