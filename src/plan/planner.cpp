@@ -259,6 +259,25 @@ Status plan_decode(const DecodeProblem& problem, const DeviceInfo& device,
   // 28 rows in one 32-row tile, 128 blocks, 55.2 µs; two 16-row tiles, 256 blocks, 49.6 µs); with a
   // block for every SM the larger tile was (q_len 8: 59.4 vs 67.5 µs; 32/8 q_len 8: 80.4 vs 83.2).
   const int min_rows = registry::families()[registry::find_family(p.family)].min_rows;
+  const bool auto_splits = options.num_splits == 0 && options.split_tokens == 0 && options.strategy != Strategy::kSplitQ;
+  if (options.family.empty() && min_rows > 1 && auto_splits && p.work_units * split.num_splits < device.sm_count) {
+    // Before giving up the larger tile, let it split its keys finer: a 32-row block does twice a
+    // 16-row block's work per key, so splits of half the keys amortise its fixed cost as well. It
+    // takes as many splits as fit its resident block slots in one wave: these blocks are bound by
+    // their own work, not by the memory, so an SM holding one block more than another sets the
+    // time (run 37, B=8 28/4 8k q_len 4, one 32-row tile per KV head, 32 work units on 264 slots:
+    // 8 splits of 1024 keys 44.7 µs, 6 splits 52.8, 4 splits 55.3; two 16-row tiles 48.1).
+    const int slots = device.sm_count * decode_slots_per_sm(problem, p.blocks_per_sm);
+    const int keys_allow = ceil_div(problem.max_kv_len, kMinKeysPerExtraSplit / 2);
+    const int cap = options.max_splits > 0 ? options.max_splits : plan::kMaxAutoSplits;
+    const int finer = std::min({int(slots / p.work_units), keys_allow, cap});
+    if (finer > split.num_splits && p.work_units * finer >= device.sm_count) {
+      split.num_splits = finer;
+      split.note = std::to_string(p.work_units) + " work units of 32 rows x " + std::to_string(finer) +
+                   " splits of >= " + std::to_string(kMinKeysPerExtraSplit / 2) + " keys fill " +
+                   std::to_string(slots) + " block slots in one wave";
+    }
+  }
   const int64_t larger_blocks = p.work_units * split.num_splits;
   if (options.family.empty() && min_rows > 1 && larger_blocks < device.sm_count) {
     const Plan larger = p;

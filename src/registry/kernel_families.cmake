@@ -27,7 +27,8 @@ splitkv_family(NAME decode_mma KIND decode ARCH sm80 STRATEGIES split-q split-kv
   TILE decode_mma_summary TEMPLATE decode_mma VARIANT 16)
 
 # decode_mma with 32-row tiles, for KV heads with more than 16 packed query rows (speculative
-# queries times the GQA group): each KV head is read by half as many tiles. Not measured yet.
+# queries times the GQA group): each KV head is read by half as many tiles. The planner takes it
+# where its grid gives every SM a block (bench/NOTES.md, runs 32-33).
 splitkv_family(NAME decode_mma_m32 KIND decode ARCH sm80 STRATEGIES split-q split-kv PRIORITY 1 MIN_ROWS 17
   HEAD_DIMS 64 128 DTYPES fp16 bf16 KV_FORMATS native
   TILE decode_mma_m32_summary TEMPLATE decode_mma VARIANT 32)

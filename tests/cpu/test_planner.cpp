@@ -282,11 +282,22 @@ TEST(Planner, KvHeadsWithMoreThanSixteenPackedRowsTakeThirtyTwoRowTiles) {
   EXPECT_EQ(m32.block_m, 32);
   EXPECT_EQ(m32.work_units, 8 * 4 * 2);
   EXPECT_EQ(plan_or_die(decode(128, 64, 2, 8192)).family, "decode_mma_m32");  // group 32, one query
-  // 28 rows (q_len 4): one 32-row tile per KV head gives 32 work units x 4 splits, fewer blocks than
-  // SMs; two 16-row tiles give twice the grid, so the planner keeps decode_mma (bench/NOTES.md, run 32).
+  // 28 rows (q_len 4): one 32-row tile per KV head gives 32 work units, x 4 splits of 2048 keys
+  // fewer blocks than SMs; the 32-row tile then splits finer, 8 splits of 1024 keys filling the 264
+  // block slots (bench/NOTES.md, run 37).
   const Plan few_rows = plan_or_die(decode(8, 28, 4, 8192, 128, 4));
-  EXPECT_EQ(few_rows.family, "decode_mma") << few_rows.note;
-  EXPECT_EQ(few_rows.work_units, 8 * 4 * 2);
+  EXPECT_EQ(few_rows.family, "decode_mma_m32") << few_rows.note;
+  EXPECT_EQ(few_rows.work_units, 8 * 4);
+  EXPECT_EQ(few_rows.num_splits, 8) << few_rows.note;
+  // Where even 1024-key splits leave SMs without a block (4 x 4 work units, 4k keys: 4 splits, 64
+  // blocks) and two 16-row tiles make a larger grid, decode_mma serves (run 32).
+  const Plan short_rows = plan_or_die(decode(4, 28, 4, 4096, 128, 4));
+  EXPECT_EQ(short_rows.family, "decode_mma") << short_rows.note;
+  EXPECT_EQ(short_rows.work_units, 4 * 4 * 2);
+  // Forced splits are kept as given.
+  PlanOptions forced;
+  forced.num_splits = 4;
+  EXPECT_EQ(plan_or_die(decode(8, 28, 4, 8192, 128, 4), forced).num_splits, 4);
   // 16 rows or fewer fill decode_mma's tile.
   EXPECT_EQ(plan_or_die(decode(8, 32, 8, 8192, 128, 4)).family, "decode_mma");
   // Not served by the 32-row family: D=256 and quantized caches.

@@ -85,9 +85,13 @@ __global__ void __launch_bounds__(Traits::kThreads) decode_kernel(const __grid_c
   Tensor tSrQ = thr_mma.partition_fragment_A(sQ);  // (MMA, MMA_M, MMA_K)
   auto smem_copy_q = make_tiled_copy_A(typename Traits::SmemCopyAtom{}, tiled_mma);
   auto smem_thr_copy_q = smem_copy_q.get_thread_slice(lane);
-  Tensor tSsQ = smem_thr_copy_q.partition_S(sQ);
+  Tensor tSsQ = smem_thr_copy_q.partition_S(sQ);                // (CPY, CPY_M, CPY_K)
   Tensor tSrQ_view = smem_thr_copy_q.retile_D(tSrQ);
-  copy(smem_copy_q, tSsQ, tSrQ_view);
+  // A 16-row tile holds all of Q in registers (32 per thread). A 32-row tile would need 64 next to
+  // its 128-register O accumulator and spilled inside the key loop (bench/NOTES.md, run 36), so it
+  // reloads each k-step's Q fragment from shared memory, where Q stays for the whole loop.
+  constexpr bool kQFromSmem = kM > 16;
+  if constexpr (!kQFromSmem) copy(smem_copy_q, tSsQ, tSrQ_view);
 
   auto smem_copy_k = make_tiled_copy_B(typename Traits::SmemCopyAtom{}, tiled_mma);
   auto smem_thr_copy_k = smem_copy_k.get_thread_slice(lane);
@@ -126,6 +130,7 @@ __global__ void __launch_bounds__(Traits::kThreads) decode_kernel(const __grid_c
     clear(acc_s);
     CUTE_UNROLL
     for (int k = 0; k < size<2>(tSrK); ++k) {
+      if constexpr (kQFromSmem) copy(smem_copy_q, tSsQ(_, _, k), tSrQ_view(_, _, k));
       copy(smem_copy_k, tSsK(_, _, k, stage), tSrK_view(_, _, k));
       gemm(tiled_mma, tSrQ(_, _, k), tSrK(_, _, k), acc_s);
     }
