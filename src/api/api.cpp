@@ -72,6 +72,21 @@ int32_t* decode_tile_counters(const Plan& plan, void* workspace) {
   return reinterpret_cast<int32_t*>(static_cast<char*>(workspace) + ws.counters_offset);
 }
 
+// The atomic combine's fp32 accumulators in a decode plan's workspace, after the partials (the
+// fallback path's): the O rows, then the row sums; `bytes` covers both (what a replay zeroes).
+struct AtomicAccumulators {
+  float* o;
+  float* sum;
+  size_t bytes;
+};
+AtomicAccumulators decode_atomic_accumulators(const Plan& plan, void* workspace) {
+  const plan::DecodeGeometry g = plan::decode_geometry(plan.decode, plan.block_m);
+  const plan::AtomicCombineWorkspace ws = plan::atomic_combine_workspace(plan.num_splits, g.out_rows, plan.decode.head_dim);
+  char* base = static_cast<char*>(workspace);
+  return {reinterpret_cast<float*>(base + ws.o_offset), reinterpret_cast<float*>(base + ws.sum_offset),
+          ws.total_bytes - ws.o_offset};
+}
+
 // The combine of the partials `from` into the final rows `to`.
 detail::CombineParams combine_params(const OutputParams& from, int num_splits, const OutputParams& to,
                                      const int32_t* cu_seqlens_q) {
@@ -184,11 +199,10 @@ Status run_decode(const Plan& plan, const DecodeTensors& t, void* workspace, siz
   }
   detail::AtomicNormalizeParams atomic{};
   if (merge_partials && plan.atomic_combine) {  // adds into fp32 rows; the partials are the fallback
-    const plan::AtomicCombineWorkspace ws = plan::atomic_combine_workspace(plan.num_splits, g.out_rows, pr.head_dim);
-    char* base = static_cast<char*>(workspace);
+    const AtomicAccumulators acc = decode_atomic_accumulators(plan, workspace);
     p.output.mode = OutputMode::kAtomic;
-    p.output.atomic_o = reinterpret_cast<float*>(base + ws.o_offset);
-    p.output.atomic_sum = reinterpret_cast<float*>(base + ws.sum_offset);
+    p.output.atomic_o = acc.o;
+    p.output.atomic_sum = acc.sum;
     p.output.reference_lse = plan.atomic_reference_lse;
     atomic.combine = combine_params(p.output, plan.num_splits, final_rows, nullptr);
     atomic.atomic_o = p.output.atomic_o;
@@ -225,10 +239,9 @@ Status prepare_workspace(const Plan& plan, void* workspace, size_t workspace_byt
     start = decode_tile_counters(plan, workspace);
     bytes = size_t(plan.work_units) * sizeof(int32_t);
   } else {  // the atomic combine's accumulators
-    const plan::DecodeGeometry g = plan::decode_geometry(plan.decode, plan.block_m);
-    const plan::AtomicCombineWorkspace ws = plan::atomic_combine_workspace(plan.num_splits, g.out_rows, plan.decode.head_dim);
-    start = static_cast<char*>(workspace) + ws.o_offset;
-    bytes = ws.total_bytes - ws.o_offset;
+    const AtomicAccumulators acc = decode_atomic_accumulators(plan, workspace);
+    start = acc.o;
+    bytes = acc.bytes;
   }
   const cudaError_t error = cudaMemsetAsync(start, 0, bytes, stream);
   if (error == cudaSuccess) return Status::success();
