@@ -265,8 +265,8 @@ Status plan_decode(const DecodeProblem& problem, const DeviceInfo& device,
     // 16-row block's work per key, so splits of half the keys amortise its fixed cost as well. It
     // takes as many splits as fit its resident block slots in one wave: these blocks are bound by
     // their own work, not by the memory, so an SM holding one block more than another sets the
-    // time (run 37, B=8 28/4 8k q_len 4, one 32-row tile per KV head, 32 work units on 264 slots:
-    // 8 splits of 1024 keys 44.7 µs, 6 splits 52.8, 4 splits 55.3; two 16-row tiles 48.1).
+    // time (runs 36-37, B=8 28/4 8k q_len 4, one 32-row tile per KV head, 32 work units on 264
+    // slots: 8 splits of 1024 keys 44.7 µs, 6 splits 52.8, 4 splits 55.3; two 16-row tiles 48.1).
     const int slots = device.sm_count * decode_slots_per_sm(problem, p.blocks_per_sm);
     const int keys_allow = ceil_div(problem.max_kv_len, kMinKeysPerExtraSplit / 2);
     const int cap = options.max_splits > 0 ? options.max_splits : plan::kMaxAutoSplits;
