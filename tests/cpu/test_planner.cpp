@@ -207,6 +207,15 @@ bool compiled(const char* family, DType dtype, int head_dim) {
   return false;
 }
 
+// The planner's own tile choices never override a family named in the options.
+void expect_named_family_kept(const PrefillProblem& problem) {
+  PlanOptions named;
+  named.family = "prefill_sm90";
+  Plan plan;
+  ASSERT_TRUE(plan_prefill(problem, DeviceInfo::h200(), named, &plan).ok());
+  EXPECT_EQ(plan.family, "prefill_sm90");
+}
+
 TEST(Planner, HeadDim64PrefillTakesThe192RowTileFromTwoAndAHalfWavesOn) {
   PrefillProblem long_rows = prefill(4, 12, 1536);  // 4 x 12 x 8 blocks of 192 rows: 2.9 waves
   long_rows.head_dim = 64;
@@ -225,11 +234,7 @@ TEST(Planner, HeadDim64PrefillTakesThe192RowTileFromTwoAndAHalfWavesOn) {
   }
   ASSERT_TRUE(plan_prefill(short_rows, DeviceInfo::h200(), {}, &plan).ok());
   EXPECT_NE(plan.family, "prefill_sm90_m192");
-  // A named family is kept as named.
-  PlanOptions named;
-  named.family = "prefill_sm90";
-  ASSERT_TRUE(plan_prefill(long_rows, DeviceInfo::h200(), named, &plan).ok());
-  EXPECT_EQ(plan.family, "prefill_sm90");
+  expect_named_family_kept(long_rows);
 }
 
 TEST(Planner, HeadDim256PrefillTakesThe80KeyTile) {
@@ -246,10 +251,7 @@ TEST(Planner, HeadDim256PrefillTakesThe80KeyTile) {
     } else {
       EXPECT_NE(plan.family, "prefill_sm90_n80");
     }
-    PlanOptions named;
-    named.family = "prefill_sm90";
-    ASSERT_TRUE(plan_prefill(problem, DeviceInfo::h200(), named, &plan).ok());
-    EXPECT_EQ(plan.family, "prefill_sm90");
+    expect_named_family_kept(problem);
   }
 }
 
