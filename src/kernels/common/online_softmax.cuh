@@ -90,4 +90,28 @@ struct OnlineSoftmax {
   }
 };
 
+// The key loop of a kernel whose O rescale is usually a multiply by 1 (once a block's row maxima
+// settle they rarely move): for n in [0, steps), scores(n) computes step n's probabilities and
+// returns whether any row maximum in the warp moved (warp-uniform); rescale() then multiplies O, and
+// accumulate(n) adds P * V. The rare rescale sits on a path that leaves the inner loop: written as
+// an `if` inside the loop, the compiler predicates it, and a predicated-off instruction still takes
+// an issue slot, one per accumulator element on every step.
+template <class Scores, class Rescale, class Accumulate>
+__device__ __forceinline__ void key_loop_rescaling_rarely(int steps, Scores&& scores, Rescale&& rescale,
+                                                          Accumulate&& accumulate) {
+  int n = 0;
+  while (n < steps) {
+    bool moved = false;
+    for (; n < steps; ++n) {
+      moved = scores(n);
+      if (moved) break;
+      accumulate(n);
+    }
+    if (!moved) break;
+    rescale();
+    accumulate(n);
+    ++n;
+  }
+}
+
 }  // namespace splitkv::detail
