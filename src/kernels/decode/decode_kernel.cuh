@@ -136,11 +136,7 @@ __global__ void __launch_bounds__(Traits::kThreads) decode_kernel(const __grid_c
       gemm(tiled_mma, tSrQ(_, _, k), tSrK(_, _, k), acc_s);
     }
     mask_past_row_ends(scores, tScS_rc, kv.subtile_start(n), kN, row_end);
-    softmax.fold(scores, p.scale_log2, rescale);
-    bool all_one = true;
-    CUTE_UNROLL
-    for (int r = 0; r < kRows; ++r) all_one = all_one && rescale[r] == 1.f;
-    return !__all_sync(0xffffffffu, all_one);
+    return __any_sync(0xffffffffu, softmax.fold_lazy(scores, p.scale_log2, rescale));
   };
   auto accumulate_pv = [&](int) {
     Tensor probs = convert_fragment<Element>(acc_s);

@@ -108,8 +108,7 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm) qua
     quant_scores<Traits>(q, stage, reads, acc_s);
     if constexpr (Traits::kTokenScales) fold_k_scales<Traits>(q, stage + Traits::kKScaleOffset, lane, acc_s);
     mask_past_row_ends(scores, tScS_rc, kv.subtile_start(n), kN, row_end);
-    softmax.fold(scores, scale_log2, rescale);
-    return !__all_sync(0xffffffffu, rescale[0] == 1.f && rescale[1] == 1.f);
+    return __any_sync(0xffffffffu, softmax.fold_lazy(scores, scale_log2, rescale));
   };
   key_loop_rescaling_rarely(
       my_subtiles, step_scores, [&] { OnlineSoftmax<2>::rescale_rows(acc_o_rc, rescale); },
