@@ -69,44 +69,6 @@ struct OnlineSoftmax {
     }
   }
 
-  // fold() with a lazy maximum: a row keeps its reference maximum until a block's maximum exceeds
-  // it by more than kLazyLog2 (log2 units), so probabilities reach at most 2^kLazyLog2 (fp16 holds
-  // them; the row sum and the LSE stay exact, as they are relative to the reference). The O
-  // rescale then happens a few times per row instead of whenever the maximum creeps up.
-  // Returns whether this thread's accumulated O must be multiplied by `rescale` (a row whose
-  // reference moved after it had seen a key; before that its O is still zero).
-  static constexpr float kLazyLog2 = 8.f;
-  template <class ScoreTensor>
-  __device__ __forceinline__ bool fold_lazy(ScoreTensor& scores, float scale_log2, float (&rescale)[kRows]) {
-    static_assert(decltype(cute::size<0>(scores))::value == kRows);
-    bool must_rescale = false;
-#pragma unroll
-    for (int r = 0; r < kRows; ++r) {
-      float block_max = kNegInf;
-#pragma unroll
-      for (int c = 0; c < cute::size<1>(scores); ++c) block_max = fmaxf(block_max, scores(r, c));
-      block_max = quad_max(block_max);
-      rescale[r] = 1.f;
-      if (row_max[r] == kNegInf) {
-        row_max[r] = block_max;  // first visible keys: nothing to rescale yet
-      } else if (block_max * scale_log2 > row_max[r] * scale_log2 + kLazyLog2) {
-        rescale[r] = fast_exp2((row_max[r] - block_max) * scale_log2);
-        row_max[r] = block_max;
-        must_rescale = true;
-      }
-      // A row with nothing visible yet keeps -inf; use 0 as its base so no inf - inf appears.
-      const float base = row_max[r] == kNegInf ? 0.f : row_max[r] * scale_log2;
-      float sum = 0.f;
-#pragma unroll
-      for (int c = 0; c < cute::size<1>(scores); ++c) {
-        scores(r, c) = fast_exp2(scores(r, c) * scale_log2 - base);
-        sum += scores(r, c);
-      }
-      row_sum[r] = row_sum[r] * rescale[r] + sum;
-    }
-    return must_rescale;
-  }
-
   template <class OutTensor>
   __device__ __forceinline__ static void rescale_rows(OutTensor& acc_o, const float (&rescale)[kRows]) {
 #pragma unroll
@@ -127,28 +89,5 @@ struct OnlineSoftmax {
     return row_sum[r] == 0.f ? kNegInf : (row_max[r] * scale_log2 + log2f(row_sum[r])) * kLn2;
   }
 };
-
-// The key loop of a kernel whose O rescale is rare (fold_lazy): for n in [0, steps), scores(n)
-// computes step n's probabilities and returns whether O must be rescaled first (warp-uniform);
-// rescale() then multiplies O, and accumulate(n) adds P * V. The rescale sits on a path that leaves
-// the inner loop: written as an `if` inside the loop, the compiler predicates it, and a
-// predicated-off instruction still takes an issue slot, one per accumulator element on every step.
-template <class Scores, class Rescale, class Accumulate>
-__device__ __forceinline__ void key_loop_rescaling_rarely(int steps, Scores&& scores, Rescale&& rescale,
-                                                          Accumulate&& accumulate) {
-  int n = 0;
-  while (n < steps) {
-    bool moved = false;
-    for (; n < steps; ++n) {
-      moved = scores(n);
-      if (moved) break;
-      accumulate(n);
-    }
-    if (!moved) break;
-    rescale();
-    accumulate(n);
-    ++n;
-  }
-}
 
 }  // namespace splitkv::detail

@@ -118,16 +118,15 @@ __global__ void __launch_bounds__(Traits::kThreads) decode_kernel(const __grid_c
   visible_row_ends(p, keys, row0, tScS_rc, row_end);
 
   // ---- Main loop over this warp's sub-tiles --------------------------------------------------------
-  Tensor acc_s = partition_fragment_C(tiled_mma, Shape<Int<kM>, Int<kN>>{});  // (MMA, MMA_M, MMA_N)
-  Tensor scores = make_tensor(acc_s.data(), acc_as_rows_cols(acc_s.layout()));  // (rows, 4)
-  float rescale[kRows];
-  int stage = 0;  // n % kStages
-  auto step_scores = [&](int n) {
+  for (int n = 0; n < my_subtiles; ++n) {
     cp_async_wait<kStages - 2>();
     __syncwarp();  // sub-tile n visible to all lanes; all lanes are done with sub-tile n - 1
     if (n + kStages - 1 < my_subtiles) kv.issue(n + kStages - 1, (n + kStages - 1) % kStages);
     cp_async_fence();
-    stage = n % kStages;
+    const int stage = n % kStages;
+    const int t0 = kv.subtile_start(n);
+
+    Tensor acc_s = partition_fragment_C(tiled_mma, Shape<Int<kM>, Int<kN>>{});  // (MMA, MMA_M, MMA_N)
     clear(acc_s);
     CUTE_UNROLL
     for (int k = 0; k < size<2>(tSrK); ++k) {
@@ -135,17 +134,15 @@ __global__ void __launch_bounds__(Traits::kThreads) decode_kernel(const __grid_c
       copy(smem_copy_k, tSsK(_, _, k, stage), tSrK_view(_, _, k));
       gemm(tiled_mma, tSrQ(_, _, k), tSrK(_, _, k), acc_s);
     }
-    mask_past_row_ends(scores, tScS_rc, kv.subtile_start(n), kN, row_end);
-    return __any_sync(0xffffffffu, softmax.fold_lazy(scores, p.scale_log2, rescale));
-  };
-  auto accumulate_pv = [&](int) {
+    Tensor scores = make_tensor(acc_s.data(), acc_as_rows_cols(acc_s.layout()));  // (2, 4)
+    mask_past_row_ends(scores, tScS_rc, t0, kN, row_end);
+    softmax.update(scores, acc_o_rc, p.scale_log2);
+
     Tensor probs = convert_fragment<Element>(acc_s);
     Tensor tOrP = make_tensor(probs.data(), acc_as_a_operand(probs.layout()));  // A operand of P * V
     copy(smem_copy_v, tOsVt(_, _, _, stage), tOrVt_view);
     gemm(tiled_mma, tOrP, tOrVt, acc_o);
-  };
-  key_loop_rescaling_rarely(
-      my_subtiles, step_scores, [&] { OnlineSoftmax<kRows>::rescale_rows(acc_o_rc, rescale); }, accumulate_pv);
+  }
   cp_async_wait<0>();
   softmax.reduce_sums();
 

@@ -92,27 +92,32 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm) qua
   const QuantLaneReads<Traits> reads(lane);
 
   // ---- Main loop over this warp's sub-tiles ----------------------------------------------------------
-  Tensor acc_s = partition_fragment_C(tiled_mma, Shape<Int<kM>, Int<kN>>{});  // (MMA, MMA_M, MMA_N)
-  Tensor scores = make_tensor(acc_s.data(), acc_as_rows_cols(acc_s.layout()));  // (2, 4)
-  float rescale[2];
-  const char* stage = nullptr;
   int read_stage = 0;  // n % kStages
-  auto step_scores = [&](int n) {
+  for (int n = 0; n < my_subtiles; ++n) {
     cp_async_wait<kStages - 2>();
     __syncwarp();  // sub-tile n visible to all lanes; all lanes are done with sub-tile n - 1
     if (n + kStages - 1 < my_subtiles) kv.issue_next();
     cp_async_fence();
-    stage = kv.stage(read_stage);
+    const char* stage = kv.stage(read_stage);
     read_stage = read_stage == kStages - 1 ? 0 : read_stage + 1;
+
+    Tensor acc_s = partition_fragment_C(tiled_mma, Shape<Int<kM>, Int<kN>>{});  // (MMA, MMA_M, MMA_N)
     clear(acc_s);
     quant_scores<Traits>(q, stage, reads, acc_s);
     if constexpr (Traits::kTokenScales) fold_k_scales<Traits>(q, stage + Traits::kKScaleOffset, lane, acc_s);
+    Tensor scores = make_tensor(acc_s.data(), acc_as_rows_cols(acc_s.layout()));  // (2, 4)
     mask_past_row_ends(scores, tScS_rc, kv.subtile_start(n), kN, row_end);
-    return __any_sync(0xffffffffu, softmax.fold_lazy(scores, scale_log2, rescale));
-  };
-  key_loop_rescaling_rarely(
-      my_subtiles, step_scores, [&] { OnlineSoftmax<2>::rescale_rows(acc_o_rc, rescale); },
-      [&](int) { quant_accumulate_pv<Traits>(acc_s, stage, reads, lane, acc_o); });
+    float rescale[2];
+    softmax.fold(scores, scale_log2, rescale);
+    // Once a block's row maxima settle they rarely move: O is not multiplied by 1 (same bits). The
+    // compiler predicates this multiply (an issue slot per element either way); a real branch
+    // here measured slower on short rows, where P . V's loads then wait for the softmax
+    // (bench/NOTES.md, run 40).
+    if (!__all_sync(0xffffffffu, rescale[0] == 1.f && rescale[1] == 1.f)) {
+      OnlineSoftmax<2>::rescale_rows(acc_o_rc, rescale);
+    }
+    quant_accumulate_pv<Traits>(acc_s, stage, reads, lane, acc_o);
+  }
   cp_async_wait<0>();
   softmax.reduce_sums();
 
