@@ -49,10 +49,18 @@ struct PlanOptions {
   // lists them; `splitkv families` prints them).
   std::string family;
   // Decode on sm_90, opt-in: when a row's splits fit in one thread-block cluster (<= 16), merge
-  // them through distributed shared memory in the same kernel (no workspace, no combine launch).
-  // Off by default: on the H200 it measured slower beyond ~8 splits (bench/NOTES.md, run 4).
-  // Batch-invariant mode always uses the combine kernel.
+  // them through distributed shared memory in the same kernel (no workspace, no combine launch;
+  // the bits equal the combine kernel's). Off by default: on the H200 it measured slower beyond
+  // ~8 splits and on long rows (bench/NOTES.md, run 4). Batch-invariant mode always uses the
+  // combine kernel.
   bool cluster_combine = false;
+  // Decode on sm_90, on by default: short rows on a small grid (16-bit cache, 16-row tiles, at
+  // most kAutoClusterMaxKeys keys, planned splits that would be >= 8, and 8 splits of every work
+  // unit fitting one block per SM) take 8 splits merged in a cluster, one launch instead of two
+  // (bench/NOTES.md, run 40: B=1 32/8 1k 7.28 vs 7.71 µs, 2k 8.53 vs 8.88; 4k lost, 10.98 vs 10.65).
+  // False keeps the combine kernel there. Not with forced splits, split_tokens, fused_combine or
+  // atomic_combine.
+  bool auto_cluster_combine = true;
   // Decode, opt-in: the last split block of each tile of rows to finish merges all the tile's
   // partials in the split kernel itself (no combine launch), bitwise identical to the combine
   // kernel. Arrival counters live in the workspace: call prepare_workspace once on a new

@@ -551,6 +551,8 @@ NB_MODULE(_splitkv, m) {
                           .def_rw("max_splits", &PlanOptions::max_splits)
                           .def_rw("split_tokens", &PlanOptions::split_tokens)
                           .def_rw("cluster_combine", &PlanOptions::cluster_combine)
+                          .def_rw("auto_cluster_combine", &PlanOptions::auto_cluster_combine,
+                                  "short decode rows on small grids: 8 splits merged in a cluster (default True)")
                           .def_rw("family", &PlanOptions::family, "kernel family name ('': the planner chooses)");
 
   nb::class_<Plan>(m, "Plan", "A plan: printing it gives the CLI's `splitkv plan` description")

@@ -201,6 +201,17 @@ Status check_atomic_combine(const PlanOptions& o) {
   return Status::success();
 }
 
+// PlanOptions::auto_cluster_combine: short rows on a grid that 8 splits of every work unit leave
+// at one block per SM or fewer, where the combine kernel's launch is a large share of the call.
+bool short_rows_merge_in_cluster(const DecodeProblem& problem, const PlanOptions& options, const DeviceInfo& device,
+                                 int block_m, int64_t work_units, bool auto_splits, int planned_splits) {
+  return options.auto_cluster_combine && auto_splits && !options.cluster_combine && !options.fused_combine &&
+         !options.atomic_combine && device.cc_major >= 9 &&
+         !detail::kv_format_traits(detail::resolve_kv_format(problem.kv_format, problem.dtype)).quantized && block_m == 16 &&
+         problem.max_kv_len <= plan::kAutoClusterMaxKeys && planned_splits >= plan::kAutoClusterSplits &&
+         work_units * plan::kAutoClusterSplits <= device.sm_count;
+}
+
 // The argument names say which problem sizes make grid y and z.
 Status set_grid(const std::array<int64_t, 3>& grid, const char* y_argument, const char* z_argument, Plan* p) {
   for (int i = 1; i < 3; ++i) {
@@ -260,14 +271,15 @@ Status plan_decode(const DecodeProblem& problem, const DeviceInfo& device,
   // block for every SM the larger tile was (q_len 8: 59.4 vs 67.5 µs; 32/8 q_len 8: 80.4 vs 83.2).
   const int min_rows = registry::families()[registry::find_family(p.family)].min_rows;
   const bool auto_splits = options.num_splits == 0 && options.split_tokens == 0 && options.strategy != Strategy::kSplitQ;
-  if (options.family.empty() && min_rows > 1 && auto_splits && p.work_units * split.num_splits < device.sm_count) {
+  const int slots = device.sm_count * decode_slots_per_sm(problem, p.blocks_per_sm);
+  if (options.family.empty() && min_rows > 1 && auto_splits && p.work_units * split.num_splits < slots) {
     // Before giving up the larger tile, let it split its keys finer: a 32-row block does twice a
     // 16-row block's work per key, so splits of half the keys amortise its fixed cost as well. It
     // takes as many splits as fit its resident block slots in one wave: these blocks are bound by
     // their own work, not by the memory, so an SM holding one block more than another sets the
     // time (runs 36-37, B=8 28/4 8k q_len 4, one 32-row tile per KV head, 32 work units on 264
-    // slots: 8 splits of 1024 keys 44.7 µs, 6 splits 52.8, 4 splits 55.3; two 16-row tiles 48.1).
-    const int slots = device.sm_count * decode_slots_per_sm(problem, p.blocks_per_sm);
+    // slots: 8 splits of 1024 keys 44.7 µs, 6 splits 52.8, 4 splits 55.3; two 16-row tiles 48.1;
+    // run 40, the same at 64k, where the wave rule alone gives 7 splits: 8 splits 259.3 µs, 7 275.0).
     const int keys_allow = ceil_div(problem.max_kv_len, kMinKeysPerExtraSplit / 2);
     const int cap = options.max_splits > 0 ? options.max_splits : plan::kMaxAutoSplits;
     const int finer = std::min({int(slots / p.work_units), keys_allow, cap});
@@ -297,9 +309,17 @@ Status plan_decode(const DecodeProblem& problem, const DeviceInfo& device,
   p.strategy = (p.num_splits > 1 || p.split_tokens > 0) ? Strategy::kSplitKV : Strategy::kSplitQ;
   p.note = split.note;
   if (Status s = set_grid(g.grid(p.num_splits), "num_q_heads", "batch", &p); !s) return s;
-  p.cluster_combine = options.cluster_combine && device.cc_major >= 9 && p.num_splits > 1 &&
-                      p.num_splits <= plan::kMaxClusterSplits && p.split_tokens == 0;
-  if (p.cluster_combine) p.note += "; splits merged in a thread-block cluster";
+  if (short_rows_merge_in_cluster(problem, options, device, tile.block_m, p.work_units, auto_splits, p.num_splits)) {
+    p.num_splits = plan::kAutoClusterSplits;
+    p.note += "; short rows: " + std::to_string(plan::kAutoClusterSplits) +
+              " splits merged in a thread-block cluster, one launch (auto_cluster_combine)";
+    if (Status s = set_grid(g.grid(p.num_splits), "num_q_heads", "batch", &p); !s) return s;
+    p.cluster_combine = true;
+  } else {
+    p.cluster_combine = options.cluster_combine && device.cc_major >= 9 && p.num_splits > 1 &&
+                        p.num_splits <= plan::kMaxClusterSplits && p.split_tokens == 0;
+    if (p.cluster_combine) p.note += "; splits merged in a thread-block cluster";
+  }
   // A cluster merge needs no counters; with one split there is nothing to merge.
   p.fused_combine = options.fused_combine && p.num_splits > 1 && !p.cluster_combine;
   if (p.fused_combine) p.note += "; splits merged by each tile's last split block (fused combine)";

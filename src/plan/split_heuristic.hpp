@@ -9,6 +9,10 @@ namespace splitkv::plan {
 constexpr int kMaxAutoSplits = 128;
 // Largest thread-block cluster (non-portable size on sm_90) the decode kernel merges splits in.
 constexpr int kMaxClusterSplits = 16;
+// PlanOptions::auto_cluster_combine: rows of at most this many keys take this many splits merged
+// in a cluster when the grid is small (bench/NOTES.md, run 40).
+constexpr int kAutoClusterMaxKeys = 2048;
+constexpr int kAutoClusterSplits = 8;
 
 // work_units: thread blocks without splitting (decode: batch x KV heads x query tiles -- GQA is
 // counted by KV heads, since the query heads of a group share one block). kv_blocks: KV blocks in

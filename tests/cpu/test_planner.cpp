@@ -46,7 +46,9 @@ TEST(Planner, QuantizedCachesFillResidentBlockSlotsOnlyWithLongSplits) {
   for (KvFormat f : {KvFormat::kInt8, KvFormat::kInt4}) {
     for (int len : {1024, 4096, 16384, 131072}) {
       DecodeProblem q = decode(1, 32, 8, len);
-      const Plan bf16 = plan_or_die(q);
+      PlanOptions split_rule_only;  // short 16-bit rows would take 8 splits in a cluster instead
+      split_rule_only.auto_cluster_combine = false;
+      const Plan bf16 = plan_or_die(q, split_rule_only);
       q.kv_format = f;
       const Plan quant = plan_or_die(q);
       EXPECT_GE(quant.num_splits, bf16.num_splits) << to_string(f) << " " << len;
@@ -291,6 +293,9 @@ TEST(Planner, KvHeadsWithMoreThanSixteenPackedRowsTakeThirtyTwoRowTiles) {
   EXPECT_EQ(few_rows.family, "decode_mma_m32") << few_rows.note;
   EXPECT_EQ(few_rows.work_units, 8 * 4);
   EXPECT_EQ(few_rows.num_splits, 8) << few_rows.note;
+  // At 64k the wave rule alone gives 7 splits (224 blocks on 264 slots); the 32-row tile fills
+  // its slots with 8 (run 40: 259.3 vs 275.0 µs).
+  EXPECT_EQ(plan_or_die(decode(8, 28, 4, 65536, 128, 4)).num_splits, 8);
   // Where even 1024-key splits leave SMs without a block (4 x 4 work units, 4k keys: 4 splits, 64
   // blocks) and two 16-row tiles make a larger grid, decode_mma serves (run 32).
   const Plan short_rows = plan_or_die(decode(4, 28, 4, 4096, 128, 4));
@@ -488,6 +493,55 @@ TEST(Planner, ClusterCombineIsOptInAndOnlyWhereItFits) {
   DeviceInfo ampere = DeviceInfo::h200();
   ampere.cc_major = 8;
   EXPECT_FALSE(plan_or_die(decode(1, 32, 8, 65536), on, ampere).cluster_combine);
+}
+
+}  // namespace
+}  // namespace splitkv
+
+namespace splitkv {
+namespace {
+
+TEST(Planner, ShortRowsOnSmallGridsMergeInAClusterByDefault) {
+  // B=1 32/8: 8 work units; rows of <= 2048 keys take 8 splits merged in a cluster (run 40).
+  const Plan short_row = plan_or_die(decode(1, 32, 8, 1024));
+  EXPECT_TRUE(short_row.cluster_combine) << short_row.note;
+  EXPECT_EQ(short_row.num_splits, 8);
+  EXPECT_EQ(short_row.workspace_bytes, 0u);
+  EXPECT_NE(short_row.note.find("auto_cluster_combine"), std::string::npos) << short_row.note;
+  EXPECT_TRUE(plan_or_die(decode(1, 32, 8, 2048)).cluster_combine);
+  EXPECT_TRUE(plan_or_die(decode(2, 32, 8, 1024)).cluster_combine);   // 16 x 8 blocks <= 132 SMs
+  EXPECT_FALSE(plan_or_die(decode(1, 32, 8, 4096)).cluster_combine);  // measured slower at 4k
+  EXPECT_FALSE(plan_or_die(decode(4, 32, 8, 1024)).cluster_combine);  // 32 x 8 blocks > 132 SMs
+  PlanOptions off;
+  off.auto_cluster_combine = false;
+  const Plan kept = plan_or_die(decode(1, 32, 8, 1024), off);
+  EXPECT_FALSE(kept.cluster_combine);
+  EXPECT_GT(kept.workspace_bytes, 0u);
+  // Whatever the caller chose about splits or merging stays as chosen.
+  PlanOptions forced;
+  forced.num_splits = 16;
+  EXPECT_FALSE(plan_or_die(decode(1, 32, 8, 1024), forced).cluster_combine);
+  PlanOptions invariant;
+  invariant.split_tokens = 128;
+  EXPECT_FALSE(plan_or_die(decode(1, 32, 8, 1024), invariant).cluster_combine);
+  PlanOptions fused;
+  fused.fused_combine = true;
+  const Plan fused_plan = plan_or_die(decode(1, 32, 8, 1024), fused);
+  EXPECT_FALSE(fused_plan.cluster_combine);
+  EXPECT_TRUE(fused_plan.fused_combine);
+  PlanOptions atomic;
+  atomic.atomic_combine = true;
+  const Plan atomic_plan = plan_or_die(decode(1, 32, 8, 1024), atomic);
+  EXPECT_FALSE(atomic_plan.cluster_combine);
+  EXPECT_TRUE(atomic_plan.atomic_combine);
+  // Not measured there: sm_80, quantized caches, 32-row tiles.
+  DeviceInfo ampere = DeviceInfo::h200();
+  ampere.cc_major = 8;
+  EXPECT_FALSE(plan_or_die(decode(1, 32, 8, 1024), {}, ampere).cluster_combine);
+  DecodeProblem int8 = decode(1, 32, 8, 1024);
+  int8.kv_format = KvFormat::kInt8;
+  EXPECT_FALSE(plan_or_die(int8).cluster_combine);
+  EXPECT_FALSE(plan_or_die(decode(1, 28, 4, 1024, 128, 8)).cluster_combine);
 }
 
 }  // namespace

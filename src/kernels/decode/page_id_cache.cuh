@@ -1,22 +1,29 @@
-// Page ids of a warp's upcoming KV sub-tiles, prefetched 32 at a time (one per lane) and handed
-// out by shuffle, so the block-table lookup is off the critical path of issuing the next copy.
+// Page ids (and the slot within the page) of a warp's upcoming KV sub-tiles, prefetched 32 at a
+// time (one per lane) and handed out by shuffle, so the block-table lookup and the division by the
+// page size are off the critical path of issuing the next copy.
 #pragma once
 
 namespace splitkv::detail {
 
+struct PageSlot {
+  int page;  // block-table entry
+  int slot;  // first token's position in the page
+};
+
 struct PageIdCache {
   int base = -32;  // sub-tile index held by lane 0
-  int ids = 0;
+  PageSlot held{0, 0};
 
-  // Page id of the warp's sub-tile `subtile` (warp-uniform); load_page_id(m) reads the table entry
-  // of sub-tile m (called by each lane for its own m).
+  // Page and slot of the warp's sub-tile `subtile` (warp-uniform); load(m) returns them for sub-tile
+  // m (called by each lane for its own m).
   template <class LoadFn>
-  __device__ __forceinline__ int get(int subtile, int lane, LoadFn&& load_page_id) {
+  __device__ __forceinline__ PageSlot get(int subtile, int lane, LoadFn&& load) {
     if (subtile - base >= 32) {  // warp-uniform
       base = subtile;
-      ids = load_page_id(subtile + lane);
+      held = load(subtile + lane);
     }
-    return __shfl_sync(0xffffffffu, ids, subtile - base);
+    return PageSlot{__shfl_sync(0xffffffffu, held.page, subtile - base),
+                    __shfl_sync(0xffffffffu, held.slot, subtile - base)};
   }
 };
 

@@ -62,7 +62,7 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm) qua
                            lane);
   CUTE_UNROLL
   for (int s = 0; s < kStages - 1; ++s) {
-    if (s < my_subtiles) kv.issue(s, s);
+    if (s < my_subtiles) kv.issue_next();
     cp_async_fence();
   }
 
@@ -92,23 +92,27 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm) qua
   const QuantLaneReads<Traits> reads(lane);
 
   // ---- Main loop over this warp's sub-tiles ----------------------------------------------------------
+  int read_stage = 0;  // n % kStages
   for (int n = 0; n < my_subtiles; ++n) {
     cp_async_wait<kStages - 2>();
     __syncwarp();  // sub-tile n visible to all lanes; all lanes are done with sub-tile n - 1
-    if (n + kStages - 1 < my_subtiles) kv.issue(n + kStages - 1, (n + kStages - 1) % kStages);
+    if (n + kStages - 1 < my_subtiles) kv.issue_next();
     cp_async_fence();
-    const char* stage = kv.stage(n % kStages);
-    const int t0 = kv.subtile_start(n);
+    const char* stage = kv.stage(read_stage);
+    read_stage = read_stage == kStages - 1 ? 0 : read_stage + 1;
 
     Tensor acc_s = partition_fragment_C(tiled_mma, Shape<Int<kM>, Int<kN>>{});  // (MMA, MMA_M, MMA_N)
     clear(acc_s);
     quant_scores<Traits>(q, stage, reads, acc_s);
     if constexpr (Traits::kTokenScales) fold_k_scales<Traits>(q, stage + Traits::kKScaleOffset, lane, acc_s);
     Tensor scores = make_tensor(acc_s.data(), acc_as_rows_cols(acc_s.layout()));  // (2, 4)
-    mask_past_row_ends(scores, tScS_rc, t0, kN, row_end);
+    mask_past_row_ends(scores, tScS_rc, kv.subtile_start(n), kN, row_end);
     float rescale[2];
     softmax.fold(scores, scale_log2, rescale);
-    // Once a block's row maxima settle they rarely move: skip multiplying O by 1 (same bits).
+    // Once a block's row maxima settle they rarely move: O is not multiplied by 1 (same bits). The
+    // compiler predicates this multiply (an issue slot per element either way); a real branch
+    // here measured slower on short rows, where P . V's loads then wait for the softmax
+    // (bench/NOTES.md, run 40).
     if (!__all_sync(0xffffffffu, rescale[0] == 1.f && rescale[1] == 1.f)) {
       OnlineSoftmax<2>::rescale_rows(acc_o_rc, rescale);
     }

@@ -70,11 +70,17 @@ struct DecodeQuantTraits {
 // a row are XOR-swizzled by key so that the same chunk of 8 consecutive keys (an ldmatrix 8x8, or
 // a quarter warp's K reads) falls in 8 different bank groups.
 template <int kRowBytes>
+struct CodeSwizzle {
+  static constexpr int kChunks = kRowBytes / 16;
+  static constexpr int kKeysPerLine = kChunks >= 8 ? 1 : 8 / kChunks;  // keys sharing one 128-byte line
+  static constexpr int kPhases = kChunks < 8 ? kChunks : 8;
+  static constexpr int kPeriodKeys = kKeysPerLine * kPhases;  // offsets repeat (shifted) after this many keys
+};
+
+template <int kRowBytes>
 __device__ __forceinline__ int code_offset(int key, int byte) {
-  constexpr int kChunks = kRowBytes / 16;
-  constexpr int kKeysPerLine = kChunks >= 8 ? 1 : 8 / kChunks;  // keys sharing one 128-byte line
-  constexpr int kPhases = kChunks < 8 ? kChunks : 8;
-  const int chunk = (byte / 16) ^ ((key / kKeysPerLine) % kPhases);
+  using S = CodeSwizzle<kRowBytes>;
+  const int chunk = (byte / 16) ^ ((key / S::kKeysPerLine) % S::kPhases);
   return key * kRowBytes + chunk * 16 + byte % 16;
 }
 

@@ -24,95 +24,129 @@ struct RowCopies {
   static constexpr int kCopies = kN * kChunks / 32;
   static constexpr int kKeysPerCopy = 32 / kChunks;
   static_assert(kN * kChunks % 32 == 0 && 32 % kChunks == 0);
+  // The swizzle (code_offset) repeats every kSwizzleKeys keys, so copies kPeriod apart land at the
+  // same offset kPeriodBytes further on: only the first kPeriod offsets are kept in registers.
+  static constexpr int kSwizzleKeys = CodeSwizzle<kRowBytes>::kPeriodKeys;
+  static constexpr int kPeriod = kSwizzleKeys <= kKeysPerCopy ? 1 : (kSwizzleKeys / kKeysPerCopy < kCopies ? kSwizzleKeys / kKeysPerCopy : kCopies);
+  static constexpr int kPeriodBytes = kPeriod * kKeysPerCopy * kRowBytes;
+  static_assert(kCopies % kPeriod == 0 && (kPeriod * kKeysPerCopy) % kSwizzleKeys == 0 || kPeriod == kCopies);
 
-  int key0;          // key of copy 0
-  int64_t src0;      // its byte offset from the sub-tile's first row
-  int64_t src_step;  // bytes between copy j and j + 1
-  int dst[kCopies];  // byte offsets in the sub-tile's shared memory
+  int key0;             // key of copy 0
+  int64_t lane_src;     // its byte offset from the sub-tile's first row
+  int64_t src_step;     // bytes between copy j and j + 1
+  int dst[kPeriod];     // byte offsets in the sub-tile's shared memory of copies 0 .. kPeriod - 1
 
   __device__ __forceinline__ RowCopies(int lane, int64_t row_stride) {
     key0 = lane / kChunks;
     const int chunk = lane % kChunks;
-    src0 = key0 * row_stride + chunk * 16;
+    lane_src = key0 * row_stride + chunk * 16;
     src_step = kKeysPerCopy * row_stride;
     CUTE_UNROLL
-    for (int j = 0; j < kCopies; ++j) dst[j] = code_offset<kRowBytes>(key0 + j * kKeysPerCopy, chunk * 16);
+    for (int j = 0; j < kPeriod; ++j) dst[j] = code_offset<kRowBytes>(key0 + j * kKeysPerCopy, chunk * 16);
   }
 
-  // Copies of the sub-tile whose first row is at `rows` into `smem`; keys >= keys_valid zero-filled.
-  __device__ __forceinline__ void issue(const char* rows, char* smem, int keys_valid) const {
+  // Copies of the sub-tile whose copy 0 of this lane is at `src` into `smem`; keys >= keys_valid
+  // are zero-filled from `anywhere` (a valid address that is not read).
+  __device__ __forceinline__ void issue(const char* src, char* smem, int keys_valid, const void* anywhere) const {
     CUTE_UNROLL
     for (int j = 0; j < kCopies; ++j) {
       const bool valid = key0 + j * kKeysPerCopy < keys_valid;
-      const char* src = valid ? rows + src0 + j * src_step : rows;
-      cute::SM80_CP_ASYNC_CACHEGLOBAL_ZFILL<cute::uint128_t>::copy(*reinterpret_cast<const cute::uint128_t*>(src),
-                                                                   *reinterpret_cast<cute::uint128_t*>(smem + dst[j]),
-                                                                   valid);
+      const char* from = valid ? src + j * src_step : static_cast<const char*>(anywhere);
+      char* to = smem + dst[j % kPeriod] + (j / kPeriod) * kPeriodBytes;
+      cute::SM80_CP_ASYNC_CACHEGLOBAL_ZFILL<cute::uint128_t>::copy(*reinterpret_cast<const cute::uint128_t*>(from),
+                                                                   *reinterpret_cast<cute::uint128_t*>(to), valid);
     }
   }
 };
 
+// Issues a warp's sub-tiles in order (sub-tile n into ring stage n % kStages). The lane's source
+// addresses are worked out once: a contiguous cache advances them by the warp's stride of
+// kWarps * kN keys per sub-tile; a paged one adds each sub-tile's page and slot offsets to them.
 template <class Traits>
 struct QuantKvLoader {
   static constexpr int kN = Traits::kWarpKeys;
+  static constexpr int kStages = Traits::kStages;
+  static constexpr int kWarpStride = Traits::kWarps * kN;  // keys between a warp's sub-tiles
 
   const DecodeParams& p;
   char* ring;  // this warp's kStages stages of Traits::kStageBytes
-  int b, lo, hi, warp, lane;
-  const char* k_head;  // codes of this KV head (byte addresses: quantized strides count bytes)
-  const char* v_head;
-  const uint16_t* scale_head;  // (scale, min) pairs of this lane's side (K: lanes 0-15, V: 16-31)
-  int64_t scale_page_stride, scale_token_stride;
-  int scale_dst;               // this lane's pair in a stage
-  const int32_t* table_row;    // nullptr: contiguous KV
+  int lo, hi, warp, lane;
+  int next = 0;        // the next sub-tile to issue
+  int next_stage = 0;  // its ring stage
+  // This lane's copy 0 of K, V and its (scale, min) pair (K: lanes 0-15, V: 16-31): of the next
+  // sub-tile (contiguous) or at page 0, slot 0 (paged). Quantized strides count bytes; scales
+  // are 16-bit elements.
+  const char* k_src;
+  const char* v_src;
+  const uint16_t* scale_src;
+  int64_t scale_page_stride, scale_token_stride;  // of this lane's side
+  int scale_dst;                                  // this lane's pair in a stage
+  const int32_t* table_row;                       // nullptr: contiguous KV
   RowCopies<kN, Traits::kKRowBytes> k_copies;
   RowCopies<kN, Traits::kVRowBytes> v_copies;
   PageIdCache page_ids;
   bool bad_input = false;
 
-  __device__ __forceinline__ QuantKvLoader(const DecodeParams& params, char* warp_ring, int b_, int kv_head, int lo_,
+  __device__ __forceinline__ QuantKvLoader(const DecodeParams& params, char* warp_ring, int b, int kv_head, int lo_,
                                            int hi_, int warp_, int lane_)
-      : p(params), ring(warp_ring), b(b_), lo(lo_), hi(hi_), warp(warp_), lane(lane_),
+      : p(params), ring(warp_ring), lo(lo_), hi(hi_), warp(warp_), lane(lane_),
         k_copies(lane_, params.k_token_stride), v_copies(lane_, params.v_token_stride) {
-    k_head = static_cast<const char*>(p.k) + kv_head * p.k_head_stride;
-    v_head = static_cast<const char*>(p.v) + kv_head * p.v_head_stride;
-    const bool is_v = lane >= kN;  // lanes 0-15: the K pair of key `lane`; 16-31: the V pair of key `lane - 16`
-    scale_head = static_cast<const uint16_t*>(is_v ? p.v_scales : p.k_scales) +
-                 kv_head * (is_v ? p.v_scale_head_stride : p.k_scale_head_stride);
+    const bool is_v = lane >= kN;
     scale_page_stride = is_v ? p.v_scale_page_stride : p.k_scale_page_stride;
     scale_token_stride = is_v ? p.v_scale_token_stride : p.k_scale_token_stride;
     scale_dst = (is_v ? Traits::kVScaleOffset : Traits::kKScaleOffset) + (lane % kN) * 4;
     table_row = p.block_table != nullptr ? p.block_table + b * p.block_table_batch_stride : nullptr;
+    k_src = static_cast<const char*>(p.k) + kv_head * p.k_head_stride + k_copies.lane_src;
+    v_src = static_cast<const char*>(p.v) + kv_head * p.v_head_stride + v_copies.lane_src;
+    scale_src = static_cast<const uint16_t*>(is_v ? p.v_scales : p.k_scales) +
+                kv_head * (is_v ? p.v_scale_head_stride : p.k_scale_head_stride) + (lane % kN) * scale_token_stride;
+    if (table_row == nullptr) {  // the sequence's rows from this warp's first sub-tile on
+      const int t0 = subtile_start(0);
+      k_src += b * p.k_page_stride + t0 * p.k_token_stride;
+      v_src += b * p.v_page_stride + t0 * p.v_token_stride;
+      scale_src += b * scale_page_stride + t0 * scale_token_stride;
+    }
   }
 
   __device__ __forceinline__ int subtile_start(int n) const { return lo + (warp + n * Traits::kWarps) * kN; }
   __device__ __forceinline__ char* stage(int s) const { return ring + s * Traits::kStageBytes; }
 
-  // Issues the copies of sub-tile n into ring stage `s` (the caller fences the group).
-  __device__ __forceinline__ void issue(int n, int s) {
-    const int t0 = subtile_start(n);
-    int64_t page = b, slot = t0;
+  // Issues the copies of the next sub-tile (the caller fences the group).
+  __device__ __forceinline__ void issue_next() {
+    const int t0 = subtile_start(next);
+    const char* k = k_src;
+    const char* v = v_src;
+    const uint16_t* scales = scale_src;
     bool page_ok = true;
     if (table_row != nullptr) {  // a 16-key sub-tile never straddles pages
-      page = page_ids.get(n, lane, [&](int m) {
+      const PageSlot at = page_ids.get(next, lane, [&](int m) {
         const int t = subtile_start(m);
-        return t < hi ? table_row[t / p.page_size] : 0;
+        return t < hi ? PageSlot{table_row[t / p.page_size], t % p.page_size} : PageSlot{0, 0};
       });
-      slot = t0 % p.page_size;
-      page_ok = page >= 0 && page < p.num_pages;
+      page_ok = at.page >= 0 && at.page < p.num_pages;
       bad_input |= !page_ok;
-      if (!page_ok) page = 0;
+      const int64_t page = page_ok ? at.page : 0;
+      k += page * p.k_page_stride + at.slot * p.k_token_stride;
+      v += page * p.v_page_stride + at.slot * p.v_token_stride;
+      scales += page * scale_page_stride + at.slot * scale_token_stride;
+    } else {
+      k_src += kWarpStride * p.k_token_stride;
+      v_src += kWarpStride * p.v_token_stride;
+      scale_src += kWarpStride * scale_token_stride;
     }
     const int keys_valid = page_ok ? hi - t0 : 0;
-    char* dst = stage(s);
-    k_copies.issue(k_head + page * p.k_page_stride + slot * p.k_token_stride, dst, keys_valid);
-    v_copies.issue(v_head + page * p.v_page_stride + slot * p.v_token_stride, dst + Traits::kVOffset, keys_valid);
+    char* dst = stage(next_stage);
+    k_copies.issue(k, dst, keys_valid, p.k);
+    v_copies.issue(v, dst + Traits::kVOffset, keys_valid, p.v);
     if constexpr (Traits::kTokenScales) {
       const bool valid = lane % kN < keys_valid;
-      const uint16_t* src = scale_head + page * scale_page_stride + (slot + lane % kN) * scale_token_stride;
-      cute::SM80_CP_ASYNC_CACHEALWAYS_ZFILL<uint32_t>::copy(*reinterpret_cast<const uint32_t*>(valid ? src : scale_head),
-                                                            *reinterpret_cast<uint32_t*>(dst + scale_dst), valid);
+      const void* anywhere = lane >= kN ? p.v_scales : p.k_scales;
+      cute::SM80_CP_ASYNC_CACHEALWAYS_ZFILL<uint32_t>::copy(
+          *reinterpret_cast<const uint32_t*>(valid ? static_cast<const void*>(scales) : anywhere),
+          *reinterpret_cast<uint32_t*>(dst + scale_dst), valid);
     }
+    ++next;
+    next_stage = next_stage == kStages - 1 ? 0 : next_stage + 1;
   }
 };
 

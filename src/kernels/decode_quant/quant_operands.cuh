@@ -7,8 +7,10 @@
 // back out through the softmax scale.
 //
 // K (B operand): thread (g, c) reads codes of keys g and g + 8 with plain 16-byte loads and turns
-// each 32-bit word into operand pairs (k_pair). INT codes enter the MMA as 1024 + code, exact; the
-// score is fixed afterwards per key: s = scale * raw + (min - 1024 * scale) * sum(q) (fold_k_scales).
+// each 32-bit word into operand pairs (k_pair). INT codes enter the MMA as 1024 + w * code, exact,
+// with w = 16 for the INT4 pairs masked in bits 4-7 and 1 otherwise; Q's registers of those pairs
+// hold q / 16, so the raw score is sum(q * code) + 1024 * sum(a) over the register values a. The
+// score is fixed afterwards per key: s = scale * (raw - 1024 * sum(a)) + min * sum(q) (fold_k_scales).
 //
 // V (B operand of P V): ldmatrix .trans on 16-bit units of codes gives each thread two adjacent
 // keys of one unit, which is the operand pair an MMA needs; the columns of O then come out
@@ -33,6 +35,7 @@ struct QuantQFragment {
   static constexpr int kSteps = D / 16;  // MMA k-steps
   uint32_t a[kSteps][4];  // A registers per k-step
   float q_sum[2];         // rows g and g + 8: sum of the row's fp16 values (for the INT K fix-up)
+  float a_offset[2];      // -1024 * sum of the row's register values (q / w; for the INT K fix-up)
   float unshift;          // 2^-shift: scores times this are in units of the original Q
 
   // sQ: the block's Q tile, row-major [16][D] in shared memory (rows past the block's rows are 0).
@@ -61,6 +64,7 @@ struct QuantQFragment {
 
     const int g = lane / 4, c = lane % 4;
     const int col0 = c * (D / 4);
+    float a_sum[2] = {0.f, 0.f};
     q_sum[0] = q_sum[1] = 0.f;
 #pragma unroll
     for (int kk = 0; kk < kSteps; ++kk) {
@@ -69,20 +73,27 @@ struct QuantQFragment {
         const int pair = 2 * kk + h;
         const int c0 = col0 + k_pair_column<Traits::kKCode>(pair, 0);
         const int c1 = col0 + k_pair_column<Traits::kKCode>(pair, 1);
+        const float weight = float(k_pair_weight<Traits::kKCode>(pair % Traits::KCode::kPairsPerWord));
+        const float pair_scale = scale / weight;  // a power of two: exact
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
           const Element* row = sQ + (g + 8 * r) * D;
-          const __half2 q2 = __floats2half2_rn(float(row[c0]) * scale, float(row[c1]) * scale);
+          const __half2 q2 = __floats2half2_rn(float(row[c0]) * pair_scale, float(row[c1]) * pair_scale);
           a[kk][2 * h + r] = as_u32(q2);
           const float2 back = __half22float2(q2);
-          q_sum[r] += back.x + back.y;
+          a_sum[r] += back.x + back.y;
+          q_sum[r] += (back.x + back.y) * weight;
         }
       }
     }
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      q_sum[r] += __shfl_xor_sync(0xffffffffu, q_sum[r], 1);
-      q_sum[r] += __shfl_xor_sync(0xffffffffu, q_sum[r], 2);
+#pragma unroll
+      for (int m = 1; m <= 2; m *= 2) {
+        q_sum[r] += __shfl_xor_sync(0xffffffffu, q_sum[r], m);
+        a_sum[r] += __shfl_xor_sync(0xffffffffu, a_sum[r], m);
+      }
+      a_offset[r] = -1024.f * a_sum[r];
     }
   }
 };
@@ -155,9 +166,10 @@ __device__ __forceinline__ void quant_scores(const QuantQFragment<Traits>& q, co
   }
 }
 
-// INT K: raw scores over 1024 + code become scores over the dequantized keys,
-//   q . (scale * code + min) = scale * raw + (min - 1024 * scale) * sum(q),
-// with the (scale, min) words of the sub-tile's keys at `k_scales` (fp32 arithmetic).
+// INT K: raw scores over 1024 + w * code become scores over the dequantized keys,
+//   q . (scale * code + min) = scale * (raw - 1024 * sum(a)) + min * sum(q),
+// with the (scale, min) words of the sub-tile's keys at `k_scales` (fp32 arithmetic). Where every
+// weight is 1 (INT8), sum(a) = sum(q) and the two terms share one product.
 template <class Traits, class AccS>
 __device__ __forceinline__ void fold_k_scales(const QuantQFragment<Traits>& q, const char* k_scales, int lane,
                                               AccS& acc_s) {
@@ -168,7 +180,11 @@ __device__ __forceinline__ void fold_k_scales(const QuantQFragment<Traits>& q, c
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       const float2 scale_min = __half22float2(as_half2(i % 2 == 0 ? words.x : words.y));
-      acc_s(i, 0, n) = fmaf(scale_min.x, acc_s(i, 0, n), (scale_min.y - 1024.f * scale_min.x) * q.q_sum[i / 2]);
+      const int r = i / 2;
+      const float bias = Traits::kKCode == CodeKind::kInt4
+                             ? fmaf(scale_min.y, q.q_sum[r], scale_min.x * q.a_offset[r])
+                             : (scale_min.y - 1024.f * scale_min.x) * q.q_sum[r];
+      acc_s(i, 0, n) = fmaf(scale_min.x, acc_s(i, 0, n), bias);
     }
   }
 }
