@@ -130,10 +130,12 @@ Status choose_family_and_tile(registry::Kind kind, Strategy strategy, int head_d
 // bimodal between sessions (B=8 32/8 8k q_len 4 at 2 splits: 68 µs in run 7, 98-101 µs in runs 28
 // and 31) while the two-slot choice stayed near the best split count in both (71.3 µs at 4 splits
 // in run 18, 69.7 in run 31; 28/4 q_len 8: 65.0 µs at 2 splits vs 79.8 at 1) - run 31's sweep.
+bool reads_quantized_cache(const DecodeProblem& problem) {
+  return detail::kv_format_traits(detail::resolve_kv_format(problem.kv_format, problem.dtype)).quantized;
+}
+
 int decode_slots_per_sm(const DecodeProblem& problem, int blocks_per_sm) {
-  const bool quantized =
-      detail::kv_format_traits(detail::resolve_kv_format(problem.kv_format, problem.dtype)).quantized;
-  return quantized || problem.q_len > 1 ? blocks_per_sm : 1;
+  return reads_quantized_cache(problem) || problem.q_len > 1 ? blocks_per_sm : 1;
 }
 
 // Two tile variants of prefill_sm90 replace its default tile where they measured faster.
@@ -206,8 +208,7 @@ Status check_atomic_combine(const PlanOptions& o) {
 bool short_rows_merge_in_cluster(const DecodeProblem& problem, const PlanOptions& options, const DeviceInfo& device,
                                  int block_m, int64_t work_units, bool auto_splits, int planned_splits) {
   return options.auto_cluster_combine && auto_splits && !options.cluster_combine && !options.fused_combine &&
-         !options.atomic_combine && device.cc_major >= 9 &&
-         !detail::kv_format_traits(detail::resolve_kv_format(problem.kv_format, problem.dtype)).quantized && block_m == 16 &&
+         !options.atomic_combine && device.cc_major >= 9 && !reads_quantized_cache(problem) && block_m == 16 &&
          problem.max_kv_len <= plan::kAutoClusterMaxKeys && planned_splits >= plan::kAutoClusterSplits &&
          work_units * plan::kAutoClusterSplits <= device.sm_count;
 }

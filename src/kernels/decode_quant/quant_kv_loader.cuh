@@ -27,9 +27,10 @@ struct RowCopies {
   // The swizzle (code_offset) repeats every kSwizzleKeys keys, so copies kPeriod apart land at the
   // same offset kPeriodBytes further on: only the first kPeriod offsets are kept in registers.
   static constexpr int kSwizzleKeys = CodeSwizzle<kRowBytes>::kPeriodKeys;
-  static constexpr int kPeriod = kSwizzleKeys <= kKeysPerCopy ? 1 : (kSwizzleKeys / kKeysPerCopy < kCopies ? kSwizzleKeys / kKeysPerCopy : kCopies);
+  static constexpr int kPeriodWanted = kSwizzleKeys <= kKeysPerCopy ? 1 : kSwizzleKeys / kKeysPerCopy;
+  static constexpr int kPeriod = kPeriodWanted < kCopies ? kPeriodWanted : kCopies;
   static constexpr int kPeriodBytes = kPeriod * kKeysPerCopy * kRowBytes;
-  static_assert(kCopies % kPeriod == 0 && (kPeriod * kKeysPerCopy) % kSwizzleKeys == 0 || kPeriod == kCopies);
+  static_assert(kPeriod == kCopies || (kCopies % kPeriod == 0 && (kPeriod * kKeysPerCopy) % kSwizzleKeys == 0));
 
   int key0;             // key of copy 0
   int64_t lane_src;     // its byte offset from the sub-tile's first row
