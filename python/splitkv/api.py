@@ -150,7 +150,8 @@ def _is_array(x):
 
 
 def plan_decode(*args, causal=False, softmax_scale=None, num_splits=0, max_splits=0, split_tokens=0,
-                cluster_combine=False, family=None, device=None, kv_format=None, **shape):
+                cluster_combine=False, auto_cluster_combine=True, family=None, device=None, kv_format=None,
+                **shape):
     """A decode plan; print it for the CLI's `splitkv plan` description.
 
     Either from tensors, giving the plan decode() would use for them:
@@ -160,7 +161,8 @@ def plan_decode(*args, causal=False, softmax_scale=None, num_splits=0, max_split
                     q_len=1, page_size=0, dtype='bf16', device=None)
     device: None = GPU 0 if there is one, else the H200 description; an index; 'h200'; a
     splitkv.DeviceInfo. kv_format: as in decode() (a format no kernel of this planner reads raises
-    NotImplementedError naming kv_format).
+    NotImplementedError naming kv_format). auto_cluster_combine=False keeps the combine kernel where
+    the planner would merge short rows' splits in a thread-block cluster (sm_90, <= 2048 keys).
     """
     if args and _is_array(args[0]):
         q, k_cache = args[0], args[1]
@@ -187,6 +189,7 @@ def plan_decode(*args, causal=False, softmax_scale=None, num_splits=0, max_split
     if shape:
         raise TypeError(f"plan_decode() got unexpected keyword arguments {sorted(shape)}")
     options = cm.plan_options(None, num_splits, max_splits, split_tokens, cluster_combine, family)
+    options.auto_cluster_combine = bool(auto_cluster_combine)
     return _C.plan_decode(problem, cm.device_info(device), options)
 
 

@@ -36,6 +36,15 @@ def test_plan_options_reach_the_plan():
     assert splitkv.plan_decode(**common, num_splits=4).workspace_bytes > 0
 
 
+def test_short_rows_merge_in_a_cluster_unless_told_not_to():
+    short = dict(batch=1, num_q_heads=32, num_kv_heads=8, head_dim=128, max_kv_len=1024, device="h200")
+    merged = splitkv.plan_decode(**short)
+    assert merged.cluster_combine and merged.num_splits == 8 and merged.workspace_bytes == 0
+    kept = splitkv.plan_decode(**short, auto_cluster_combine=False)
+    assert not kept.cluster_combine and kept.workspace_bytes > 0
+    assert not splitkv.plan_decode(**dict(short, max_kv_len=4096)).cluster_combine
+
+
 def test_prefill_plan():
     plan = splitkv.plan_prefill(batch=2, num_q_heads=16, num_kv_heads=4, head_dim=128, max_q_len=4096,
                                 max_kv_len=4096, causal=True, device="h200")
