@@ -55,8 +55,8 @@ struct PlanOptions {
   // combine kernel.
   bool cluster_combine = false;
   // Decode on sm_90, on by default: short rows on a small grid (16-bit cache, 16-row tiles, at
-  // most kAutoClusterMaxKeys keys, planned splits that would be >= 8, and 8 splits of every work
-  // unit fitting one block per SM) take 8 splits merged in a cluster, one launch instead of two
+  // most 2048 keys, planned splits that would be >= 8, and 8 splits of every work unit fitting
+  // one block per SM) take 8 splits merged in a cluster, one launch instead of two
   // (bench/NOTES.md, run 40: B=1 32/8 1k 7.28 vs 7.71 µs, 2k 8.53 vs 8.88; 4k lost, 10.98 vs 10.65).
   // False keeps the combine kernel there. Not with forced splits, split_tokens, fused_combine or
   // atomic_combine.
