@@ -304,23 +304,24 @@ Status plan_decode(const DecodeProblem& problem, const DeviceInfo& device,
       split = larger_split;
     }
   }
+  // Short rows on a small grid: 8 splits merged in a cluster, decided before the grid is set.
+  const bool auto_cluster =
+      short_rows_merge_in_cluster(problem, options, device, tile.block_m, p.work_units, auto_splits, split.num_splits);
+  if (auto_cluster) {
+    split.num_splits = plan::kAutoClusterSplits;
+    split.note += "; short rows: " + std::to_string(plan::kAutoClusterSplits) +
+                  " splits merged in a thread-block cluster, one launch (auto_cluster_combine)";
+  }
   const plan::DecodeGeometry g = plan::decode_geometry(problem, tile.block_m);
   p.num_splits = split.num_splits;
   p.split_tokens = split.split_tokens;
   p.strategy = (p.num_splits > 1 || p.split_tokens > 0) ? Strategy::kSplitKV : Strategy::kSplitQ;
   p.note = split.note;
   if (Status s = set_grid(g.grid(p.num_splits), "num_q_heads", "batch", &p); !s) return s;
-  if (short_rows_merge_in_cluster(problem, options, device, tile.block_m, p.work_units, auto_splits, p.num_splits)) {
-    p.num_splits = plan::kAutoClusterSplits;
-    p.note += "; short rows: " + std::to_string(plan::kAutoClusterSplits) +
-              " splits merged in a thread-block cluster, one launch (auto_cluster_combine)";
-    if (Status s = set_grid(g.grid(p.num_splits), "num_q_heads", "batch", &p); !s) return s;
-    p.cluster_combine = true;
-  } else {
-    p.cluster_combine = options.cluster_combine && device.cc_major >= 9 && p.num_splits > 1 &&
-                        p.num_splits <= plan::kMaxClusterSplits && p.split_tokens == 0;
-    if (p.cluster_combine) p.note += "; splits merged in a thread-block cluster";
-  }
+  const bool requested_cluster = options.cluster_combine && device.cc_major >= 9 && p.num_splits > 1 &&
+                                 p.num_splits <= plan::kMaxClusterSplits && p.split_tokens == 0;
+  if (requested_cluster) p.note += "; splits merged in a thread-block cluster";
+  p.cluster_combine = requested_cluster || auto_cluster;
   // A cluster merge needs no counters; with one split there is nothing to merge.
   p.fused_combine = options.fused_combine && p.num_splits > 1 && !p.cluster_combine;
   if (p.fused_combine) p.note += "; splits merged by each tile's last split block (fused combine)";
