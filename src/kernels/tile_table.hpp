@@ -125,6 +125,12 @@ constexpr TileSummary decode_quant_summary(int head_dim, KvFormat format) {
   const DecodeQuantTile t = decode_quant_tile(head_dim, format);
   return TileSummary{t.base.block_m, t.base.block_keys(), t.base.warps, t.stages, t.smem_bytes()};
 }
+// decode_quant_n8: the same block and ring with 8 packed rows (keys as the MMA's rows).
+constexpr TileSummary decode_quant_n8_summary(int head_dim, KvFormat format) {
+  TileSummary s = decode_quant_summary(head_dim, format);
+  s.block_m = 8;
+  return s;
+}
 
 // ---- prefill (families prefill_mma*) ------------------------------------------------------------
 // One thread block serves one (query block, query head, sequence[, KV split]); warps own query

@@ -1,6 +1,7 @@
 // Launcher of one decode_quant instantiation; included only by the generated instantiation files.
 #pragma once
 
+#include "kernels/decode_quant/quant_decode_keys_as_rows_kernel.cuh"
 #include "kernels/decode_quant/quant_decode_kernel.cuh"
 #include "launch/launch_kernel.cuh"
 
@@ -10,6 +11,13 @@ template <class Element, int kHeadDim, KvFormat kFormat>
 cudaError_t launch_decode_quant(const DecodeParams& params, const LaunchConfig& config) {
   using Traits = DecodeQuantTraits<Element, kHeadDim, kFormat>;
   return launch_kernel(quant_decode_kernel<Traits>, dim3(Traits::kThreads), Traits::kSmemBytes, params, config);
+}
+
+template <class Element, int kHeadDim, KvFormat kFormat>
+cudaError_t launch_decode_quant_keys_as_rows(const DecodeParams& params, const LaunchConfig& config) {
+  using Traits = KeysAsRowsTraits<DecodeQuantTraits<Element, kHeadDim, kFormat>>;
+  return launch_kernel(quant_decode_keys_as_rows_kernel<Traits>, dim3(Traits::kThreads), Traits::kSmemBytes, params,
+                       config);
 }
 
 }  // namespace splitkv::detail

@@ -43,6 +43,10 @@ Status can_serve(const registry::Family& f, const FamilyRequest& r) {
     return Status::unsupported("q_len", who + " serves KV heads with at least " + std::to_string(f.min_rows) +
                                             " packed query rows (q_len x Hq/Hkv), got " + std::to_string(r.rows_per_kv));
   }
+  if (f.max_rows > 0 && r.rows_per_kv > f.max_rows) {
+    return Status::unsupported("q_len", who + " serves KV heads with at most " + std::to_string(f.max_rows) +
+                                            " packed query rows (q_len x Hq/Hkv), got " + std::to_string(r.rows_per_kv));
+  }
   return Status::success();
 }
 

@@ -39,6 +39,13 @@ splitkv_family(NAME decode_quant KIND decode ARCH sm80 STRATEGIES split-q split-
   HEAD_DIMS 64 128 256 DTYPES fp16 bf16 KV_FORMATS fp8 int8 int4 k8v4
   TILE decode_quant_summary TEMPLATE decode_quant)
 
+# decode_quant with the keys as the MMA's rows (S^T = K Q^T, O^T = V^T P^T), for KV heads with at most
+# 8 packed query rows: half the MMAs, exponentials and O registers of a 16-row tile there
+# (src/kernels/decode_quant/quant_keys_as_rows.cuh; bench/NOTES.md, the plan after run 40).
+splitkv_family(NAME decode_quant_n8 KIND decode ARCH sm80 STRATEGIES split-q split-kv PRIORITY 1 MAX_ROWS 8
+  HEAD_DIMS 64 128 256 DTYPES fp16 bf16 KV_FORMATS fp8 int8 int4 k8v4
+  TILE decode_quant_n8_summary TEMPLATE decode_quant_keys_as_rows)
+
 splitkv_family(NAME prefill_mma KIND prefill ARCH sm80 STRATEGIES split-q split-kv PRIORITY 0
   HEAD_DIMS 64 128 DTYPES fp16 bf16 KV_FORMATS native
   TILE prefill_mma_summary TEMPLATE prefill_mma VARIANT kDefault KV_CACHES contiguous paged)

@@ -86,9 +86,19 @@ TEST(Registry, QuantizedCachesGoToTheFamiliesThatReadThem) {
   EXPECT_STREQ(registry::families()[family].name, "decode_mma");
   for (KvFormat f : {KvFormat::kFP8E4M3, KvFormat::kInt8, KvFormat::kInt4, KvFormat::kK8V4}) {
     request.kv_format = f;
+    request.rows_per_kv = 8;  // keys as the MMA's rows
+    ASSERT_TRUE(plan::choose_family(request, &family).ok()) << to_string(f);
+    EXPECT_STREQ(registry::families()[family].name, "decode_quant_n8") << to_string(f);
+    request.rows_per_kv = 9;  // more rows than its 8-wide tile
     ASSERT_TRUE(plan::choose_family(request, &family).ok()) << to_string(f);
     EXPECT_STREQ(registry::families()[family].name, "decode_quant") << to_string(f);
+    plan::FamilyRequest named = request;
+    named.name = "decode_quant_n8";
+    const Status s = plan::choose_family(named, &family);
+    EXPECT_EQ(s.code(), StatusCode::kUnsupported) << s.message();
+    EXPECT_EQ(s.argument(), "q_len") << s.message();
   }
+  request.rows_per_kv = 1;
   // A native-only family never claims a quantized cache, even when named.
   request.name = "decode_mma";
   Status s = plan::choose_family(request, &family);

@@ -61,7 +61,8 @@ TEST(Validation, DecodeUnsupportedHeadDimAndDtype) {
 }
 
 TEST(Validation, KvFormatIsSeparateFromTheQueryDtype) {
-  // Quantized caches under either Q/O dtype (family decode_quant); a 16-bit cache must hold the dtype.
+  // Quantized caches under either Q/O dtype (family decode_quant_n8 at these 8 packed rows); a 16-bit
+  // cache must hold the dtype.
   for (KvFormat f : {KvFormat::kFP8E4M3, KvFormat::kInt8, KvFormat::kInt4, KvFormat::kK8V4}) {
     for (DType t : {DType::kF16, DType::kBF16}) {
       DecodeProblem q = good_decode();
@@ -69,7 +70,7 @@ TEST(Validation, KvFormatIsSeparateFromTheQueryDtype) {
       q.dtype = t;
       Plan quantized;
       ASSERT_TRUE(plan_decode(q, DeviceInfo::h200(), {}, &quantized).ok()) << to_string(f);
-      EXPECT_EQ(quantized.family, "decode_quant");
+      EXPECT_EQ(quantized.family, "decode_quant_n8");
     }
   }
   expect_plan_error([](DecodeProblem& p) { p.kv_format = KvFormat::kF16; }, StatusCode::kUnsupported, "kv_format");

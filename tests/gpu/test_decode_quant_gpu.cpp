@@ -26,6 +26,7 @@ struct QuantCase {
   int num_splits = 0;  // 0: planner
   int split_tokens = 0;
   bool cluster_combine = false;
+  std::string family;  // empty: the planner's (decode_quant_n8 for <= 8 packed rows, else decode_quant)
 };
 
 testing::DecodeCaseSpec spec(KvFormat format, int batch, int hq, int hkv, int max_len, std::vector<int> lens = {}) {
@@ -47,10 +48,12 @@ bool run(const QuantCase& k, testing::DecodeCase* c) {
   o.num_splits = k.num_splits;
   o.split_tokens = k.split_tokens;
   o.cluster_combine = k.cluster_combine;
+  o.family = k.family;
   Plan plan;
   const Status planned = plan_decode(c->problem, gpu_test::device(), o, &plan);
   EXPECT_TRUE(planned.ok()) << planned.message();
-  EXPECT_EQ(plan.family, "decode_quant");
+  const int rows = c->problem.q_len * (c->problem.num_q_heads / c->problem.num_kv_heads);
+  EXPECT_EQ(plan.family, !k.family.empty() ? k.family : rows <= 8 ? "decode_quant_n8" : "decode_quant") << k.name;
   if (!gpu_test::plan_compiled(plan)) return false;
   DeviceDecodeCase dev(*c);
   DeviceBuffer workspace = gpu_test::poisoned_workspace(plan.workspace_bytes);
@@ -125,6 +128,15 @@ std::vector<QuantCase> quant_cases() {
     cluster.problem.causal = true;
     add("cluster_16_splits", cluster, 16, 0, true);
     add("combine_kernel_16_splits", cluster, 16);
+  }
+  // The 16-row family by name where the planner takes the keys-as-rows one (<= 8 packed rows).
+  for (KvFormat f : kFormats) {
+    const std::string fmt = to_string(f);
+    testing::DecodeCaseSpec paged = spec(f, 3, 32, 8, 3000, {3000, 17, 0});
+    paged.problem.page_size = 16;
+    cases.push_back(QuantCase{fmt + "_m16_paged16", paged, 0, 0, false, "decode_quant"});
+    cases.push_back(QuantCase{fmt + "_m16_forced_splits", spec(f, 2, 28, 4, 4097, {4097, 100}), 24, 0, false,
+                              "decode_quant"});
   }
   // One long row per format family of code widths.
   cases.push_back(QuantCase{"int4_len65537", spec(KvFormat::kInt4, 1, 8, 2, 65537)});

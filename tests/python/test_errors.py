@@ -96,14 +96,14 @@ def test_unsupported():
     with raises(NotImplementedError, "head_dim") as info:
         splitkv.plan_decode(batch=1, num_q_heads=8, num_kv_heads=8, head_dim=96, max_kv_len=128)
     assert "96" in str(info.value)
-    # Quantized caches: decode reads them (family decode_quant), prefill does not.
+    # Quantized caches: decode reads them (family decode_quant_n8 for <= 8 packed rows), prefill does not.
     problem = C.PrefillProblem(batch=1, num_q_heads=8, num_kv_heads=8, head_dim=128, max_q_len=64, max_kv_len=128,
                                kv_format=C.KvFormat.fp8_e4m3)
     with raises(NotImplementedError, "kv_format"):
         C.plan_prefill(problem, C.DeviceInfo.h200(), C.PlanOptions())
     decode = C.DecodeProblem(batch=1, num_q_heads=8, num_kv_heads=8, head_dim=128, max_kv_len=128,
                              kv_format=C.KvFormat.fp8_e4m3)
-    assert C.plan_decode(decode, C.DeviceInfo.h200(), C.PlanOptions()).family == "decode_quant"
+    assert C.plan_decode(decode, C.DeviceInfo.h200(), C.PlanOptions()).family == "decode_quant_n8"
     c = DecodeCase(batch=1, q_len=1, hq=4, hkv=4, d=64, lens=(20,))
     q8 = np.zeros(c.q.shape, dtype=np.int8)
     with raises(ValueError, "dtype"):  # Q/O are fp16 or bf16; quantized caches are a kv_format

@@ -1,0 +1,250 @@
+// The quantized-cache decode with the keys as the MMA's rows (m16n8k16, fp16), for KV heads with at
+// most 8 packed query rows (GQA 4 or 8 at q_len 1): S^T (16 keys x 8 rows) = K Q^T and O^T (D x 8
+// rows) = V^T P^T. Today's kernel (quant_operands.cuh) puts the rows on the MMA's M side, where a
+// 16-row tile carries 4 real rows at GQA 4; here the rows sit on N (8 wide), so a sub-tile takes half
+// the MMAs, half the exponentials, and O^T holds half the registers. The codes are read and turned
+// into operand pairs exactly as in quant_operands.cuh (same pairs, other fragment slots):
+// - K is the A operand: thread (g, c) holds keys g and g + 8 at the k-step's pairs 2kk (columns
+//   2c, 2c+1) and 2kk + 1 (2c+8, 2c+9), the same four pairs per k-step as the two B operands of
+//   today's kernel. Q is the B operand: row g at the same pairs.
+// - Scores: thread (g, c) holds keys g, g + 8 of rows 2c, 2c + 1; a row's maximum and sum reduce
+//   over g (lanes 4 apart).
+// - P^T (B operand of O^T) needs keys along c: movmatrix.trans on the packed fp16 probabilities of
+//   keys 0-7 and 8-15 gives b0 and b1.
+// - V^T is the A operand: the ldmatrix.x4.trans of chunks (2t, 2t+1) hands thread (g, c) keys
+//   (2c, 2c+1) and (2c+8, 2c+9) of unit g of both chunks, so pair j of r[0], r[2], r[1], r[3] is
+//   a0..a3 of an m-tile whose 16 head-dim rows are (chunk 2t or 2t + 1, unit g, code j).
+#pragma once
+
+#include <cuda_fp16.h>
+
+#include <cute/arch/copy_sm75.hpp>
+#include <cute/tensor.hpp>
+
+#include "kernels/common/online_softmax.cuh"
+#include "kernels/decode_quant/kv_codes.cuh"
+#include "kernels/decode_quant/quant_operands.cuh"
+
+namespace splitkv::detail {
+
+constexpr int kKeysAsRowsQueries = 8;  // packed query rows per block (the MMA's N)
+
+// ---- Q as the B operand ---------------------------------------------------------------------------
+
+template <class Traits>
+struct KeysAsRowsQ {
+  static constexpr int D = Traits::kHeadDim;
+  static constexpr int kSteps = D / 16;
+  uint32_t b[kSteps][2];  // row g at pairs 2kk and 2kk + 1
+  float q_sum[2];         // rows 2c, 2c + 1: sum of the row's effective fp16 values (INT K fix-up)
+  float a_offset[2];      // rows 2c, 2c + 1: -1024 * sum of the row's register values
+  float unshift;          // 2^-shift
+
+  // sQ: row-major [8][D] (rows past the block's rows are 0).
+  template <class Element>
+  __device__ __forceinline__ void load(const Element* sQ, int lane) {
+    float max_abs = 0.f;
+    for (int i = lane * 8; i < kKeysAsRowsQueries * D; i += 32 * 8) {
+      const uint4 chunk = *reinterpret_cast<const uint4*>(sQ + i);
+      const Element* x = reinterpret_cast<const Element*>(&chunk);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) max_abs = fmaxf(max_abs, fabsf(float(x[j])));
+    }
+#pragma unroll
+    for (int m = 16; m >= 1; m /= 2) max_abs = fmaxf(max_abs, __shfl_xor_sync(0xffffffffu, max_abs, m));
+    int shift = 0;  // as QuantQFragment: max |q| into [2^13, 2^14) when outside [2^-10, 2^14]
+    if (max_abs > 0.f && max_abs <= 3.0e38f && (max_abs > 16384.f || max_abs < 1.f / 1024.f)) {
+      int exponent;
+      frexpf(max_abs, &exponent);
+      shift = 14 - exponent;
+    }
+    const float scale = ldexpf(1.f, shift);
+    unshift = ldexpf(1.f, -shift);
+
+    const int g = lane / 4, c = lane % 4;
+    const int col0 = c * (D / 4);
+    const Element* row = sQ + g * D;
+    float a_sum = 0.f, sum = 0.f;  // row g, this thread's columns
+#pragma unroll
+    for (int kk = 0; kk < kSteps; ++kk) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int pair = 2 * kk + h;
+        const int c0 = col0 + k_pair_column<Traits::kKCode>(pair, 0);
+        const int c1 = col0 + k_pair_column<Traits::kKCode>(pair, 1);
+        const float weight = float(k_pair_weight<Traits::kKCode>(pair % Traits::KCode::kPairsPerWord));
+        const float pair_scale = scale / weight;
+        const __half2 q2 = __floats2half2_rn(float(row[c0]) * pair_scale, float(row[c1]) * pair_scale);
+        b[kk][h] = as_u32(q2);
+        const float2 back = __half22float2(q2);
+        a_sum += back.x + back.y;
+        sum += (back.x + back.y) * weight;
+      }
+    }
+#pragma unroll
+    for (int m = 1; m <= 2; m *= 2) {
+      a_sum += __shfl_xor_sync(0xffffffffu, a_sum, m);
+      sum += __shfl_xor_sync(0xffffffffu, sum, m);
+    }
+    // Row g's sums live in lanes 4g..4g+3; this thread's score rows are 2c and 2c + 1.
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      q_sum[r] = __shfl_sync(0xffffffffu, sum, (2 * c + r) * 4);
+      a_offset[r] = -1024.f * __shfl_sync(0xffffffffu, a_sum, (2 * c + r) * 4);
+    }
+  }
+};
+
+// ---- S^T = K Q^T --------------------------------------------------------------------------------
+
+// s[4]: (key g, row 2c), (key g, row 2c+1), (key g+8, row 2c), (key g+8, row 2c+1).
+template <class Traits>
+__device__ __forceinline__ void keys_as_rows_scores(const KeysAsRowsQ<Traits>& q, const char* stage,
+                                                    const QuantLaneReads<Traits>& reads, float (&s)[4]) {
+  using KCode = typename Traits::KCode;
+  using Reads = QuantLaneReads<Traits>;
+  constexpr int kVecBytes = Reads::kKVecBytes;
+  constexpr int kWords = Reads::kKRunBytes / 4;
+  uint32_t words[2][kWords];  // keys g and g + 8
+#pragma unroll
+  for (int n = 0; n < 2; ++n) {
+#pragma unroll
+    for (int v = 0; v < Reads::kKVecs; ++v) {
+      const char* at = stage + reads.k[n][v];
+      if constexpr (kVecBytes == 16) {
+        const uint4 x = *reinterpret_cast<const uint4*>(at);
+        words[n][4 * v + 0] = x.x, words[n][4 * v + 1] = x.y, words[n][4 * v + 2] = x.z, words[n][4 * v + 3] = x.w;
+      } else {
+        const uint2 x = *reinterpret_cast<const uint2*>(at);
+        words[n][2 * v + 0] = x.x, words[n][2 * v + 1] = x.y;
+      }
+    }
+  }
+  s[0] = s[1] = s[2] = s[3] = 0.f;
+  constexpr int kPairs = KCode::kPairsPerWord;
+#pragma unroll
+  for (int kk = 0; kk < KeysAsRowsQ<Traits>::kSteps; ++kk) {
+    const int p0 = 2 * kk, p1 = 2 * kk + 1;
+    const uint32_t a0 = k_pair<Traits::kKCode>(words[0][p0 / kPairs], p0 % kPairs);
+    const uint32_t a1 = k_pair<Traits::kKCode>(words[1][p0 / kPairs], p0 % kPairs);
+    const uint32_t a2 = k_pair<Traits::kKCode>(words[0][p1 / kPairs], p1 % kPairs);
+    const uint32_t a3 = k_pair<Traits::kKCode>(words[1][p1 / kPairs], p1 % kPairs);
+    Traits::MmaOp::fma(s[0], s[1], s[2], s[3], a0, a1, a2, a3, q.b[kk][0], q.b[kk][1], s[0], s[1], s[2], s[3]);
+  }
+}
+
+// INT K: scores over the dequantized keys (see fold_k_scales), keys g and g + 8.
+template <class Traits>
+__device__ __forceinline__ void keys_as_rows_fold_k_scales(const KeysAsRowsQ<Traits>& q, const char* k_scales,
+                                                           int lane, float (&s)[4]) {
+  const int g = lane / 4;
+#pragma unroll
+  for (int n = 0; n < 2; ++n) {
+    const float2 scale_min = __half22float2(as_half2(*reinterpret_cast<const uint32_t*>(k_scales + (g + 8 * n) * 4)));
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const float bias = Traits::kKCode == CodeKind::kInt4
+                             ? fmaf(scale_min.y, q.q_sum[r], scale_min.x * q.a_offset[r])
+                             : (scale_min.y - 1024.f * scale_min.x) * q.q_sum[r];
+      s[2 * n + r] = fmaf(scale_min.x, s[2 * n + r], bias);
+    }
+  }
+}
+
+// ---- softmax over keys along g -------------------------------------------------------------------
+
+__device__ __forceinline__ float max_over_g(float x) {
+#pragma unroll
+  for (int m = 4; m <= 16; m *= 2) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, m));
+  return x;
+}
+
+__device__ __forceinline__ float sum_over_g(float x) {
+#pragma unroll
+  for (int m = 4; m <= 16; m *= 2) x += __shfl_xor_sync(0xffffffffu, x, m);
+  return x;
+}
+
+// OnlineSoftmax's recurrence for the thread's rows 2c, 2c + 1 (keys along g).
+struct KeysAsRowsSoftmax {
+  float row_max[2];
+  float row_sum[2];  // this thread's keys only until reduce_sums()
+
+  __device__ __forceinline__ void reset() {
+    row_max[0] = row_max[1] = kNegInf;
+    row_sum[0] = row_sum[1] = 0.f;
+  }
+
+  __device__ __forceinline__ void fold(float (&s)[4], float scale_log2, float (&rescale)[2]) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const float block_max = max_over_g(fmaxf(row_max[r], fmaxf(s[r], s[2 + r])));
+      const float base = block_max == kNegInf ? 0.f : block_max * scale_log2;
+      rescale[r] = fast_exp2(row_max[r] * scale_log2 - base);
+      row_max[r] = block_max;
+      s[r] = fast_exp2(s[r] * scale_log2 - base);
+      s[2 + r] = fast_exp2(s[2 + r] * scale_log2 - base);
+      row_sum[r] = row_sum[r] * rescale[r] + s[r] + s[2 + r];
+    }
+  }
+
+  __device__ __forceinline__ void reduce_sums() {
+    row_sum[0] = sum_over_g(row_sum[0]);
+    row_sum[1] = sum_over_g(row_sum[1]);
+  }
+};
+
+// ---- O^T += V^T P^T -------------------------------------------------------------------------------
+
+__device__ __forceinline__ uint32_t transpose_8x8_b16(uint32_t x) {
+  uint32_t y;
+  asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;" : "=r"(y) : "r"(x));
+  return y;
+}
+
+// acc_o[m][4]: m-tile m = t * U + j covers head-dim rows (chunk 2t, unit g, code j) (g) and
+// (chunk 2t + 1, unit g, code j) (g + 8), columns rows 2c, 2c + 1.
+template <class Traits>
+struct KeysAsRowsO {
+  static constexpr int U = 16 / Traits::VCode::kBits;
+  static constexpr int kTiles = Traits::kHeadDim / 16;
+  float acc[kTiles][4];
+
+  // Head-dim column of m-tile m's row g (half 0) or g + 8 (half 1).
+  __device__ __forceinline__ static int column(int m, int half, int g) {
+    const int t = m / U, j = m % U, chunk = 2 * t + half;
+    return chunk * 8 * U + U * g + j;
+  }
+};
+
+template <class Traits>
+__device__ __forceinline__ void keys_as_rows_accumulate_pv(const float (&p)[4], const char* stage,
+                                                           const QuantLaneReads<Traits>& reads, int lane,
+                                                           KeysAsRowsO<Traits>& o) {
+  constexpr int U = KeysAsRowsO<Traits>::U;
+  const uint32_t b0 = transpose_8x8_b16(as_u32(__floats2half2_rn(p[0], p[1])));  // keys 0-7
+  const uint32_t b1 = transpose_8x8_b16(as_u32(__floats2half2_rn(p[2], p[3])));  // keys 8-15
+  uint32_t scale_lo = 0, min_lo = 0, scale_hi = 0, min_hi = 0;  // keys (2c, 2c+1) and (8+2c, 9+2c)
+  if constexpr (Traits::kTokenScales) {
+    const char* v_scales = stage + Traits::kVScaleOffset;
+    key_pair_scales(v_scales, 2 * (lane % 4), scale_lo, min_lo);
+    key_pair_scales(v_scales, 8 + 2 * (lane % 4), scale_hi, min_hi);
+  }
+#pragma unroll
+  for (int t = 0; t < QuantLaneReads<Traits>::kVPairs; ++t) {
+    uint32_t r[4];
+    cute::SM75_U16x8_LDSM_T::copy(*reinterpret_cast<const cute::uint128_t*>(stage + reads.v[t]), r[0], r[1], r[2],
+                                  r[3]);
+#pragma unroll
+    for (int j = 0; j < U; ++j) {
+      const uint32_t a0 = v_pair<Traits::kVCode>(v_pair_codes<Traits::kVCode>(r[0], j), scale_lo, min_lo);
+      const uint32_t a1 = v_pair<Traits::kVCode>(v_pair_codes<Traits::kVCode>(r[2], j), scale_lo, min_lo);
+      const uint32_t a2 = v_pair<Traits::kVCode>(v_pair_codes<Traits::kVCode>(r[1], j), scale_hi, min_hi);
+      const uint32_t a3 = v_pair<Traits::kVCode>(v_pair_codes<Traits::kVCode>(r[3], j), scale_hi, min_hi);
+      float(&d)[4] = o.acc[t * U + j];
+      Traits::MmaOp::fma(d[0], d[1], d[2], d[3], a0, a1, a2, a3, b0, b1, d[0], d[1], d[2], d[3]);
+    }
+  }
+}
+
+}  // namespace splitkv::detail
