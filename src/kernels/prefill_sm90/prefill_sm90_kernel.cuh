@@ -29,6 +29,7 @@
 #include "kernels/common/wgmma.cuh"
 #include "kernels/prefill/prefill_common.cuh"
 #include "kernels/prefill_sm90/prefill_sm90_traits.cuh"
+#include "kernels/prefill_sm90/smem_epilogue.cuh"
 
 namespace splitkv::detail {
 
@@ -46,9 +47,11 @@ struct PrefillSm90Params {
 };
 
 // Named barriers of the consumer warpgroups, counted from the first id CUTLASS leaves free: all
-// consumers (zeroing a ragged V tile), and each consumer's turn to issue Q K^T (ping-pong).
+// consumers (zeroing a ragged V tile), each consumer's turn to issue Q K^T (ping-pong), and each
+// consumer's epilogue (its O tile staged in shared memory).
 constexpr uint32_t kConsumersBarrier = 0;
-constexpr uint32_t kTurnBarrier = 1;  // + consumer index
+constexpr uint32_t kTurnBarrier = 1;      // + consumer index (at most three consumers)
+constexpr uint32_t kEpilogueBarrier = 4;  // + consumer index
 
 // Ping-pong (FlashAttention-3's schedule): consumer c issues its Q K^T only on its turn and hands
 // the turn to consumer c + 1 (round robin) right after issuing, so the warpgroups' products
@@ -298,8 +301,13 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   }
   Tensor tOcO = thr_pv.partition_C(make_identity_tensor(Shape<Int<kM>, Int<D>>{}));  // -> (row, col)
   Tensor tOcO_rc = make_tensor(tOcO.data(), wgmma_acc_as_rows_cols(tOcO.layout()));
-  RowWriter{p, seq, blk.b, blk.hq, blk.split, blk.row0}.write<Element, D>(acc_o_rc, tOcO_rc, lse, inv,
-                                                                           consumer_tid % 4 == 0);
+  if (p.output.mode == OutputMode::kFinal) {
+    write_final_rows_through_smem<Traits>(p, seq, blk.b, blk.hq, blk.row0, consumer, consumer_tid, sQ, acc_o, tOcO_rc,
+                                          lse, inv, kEpilogueBarrier + consumer);
+  } else {
+    RowWriter{p, seq, blk.b, blk.hq, blk.split, blk.row0}.write<Element, D>(acc_o_rc, tOcO_rc, lse, inv,
+                                                                             consumer_tid % 4 == 0);
+  }
 }
 
 }  // namespace splitkv::detail

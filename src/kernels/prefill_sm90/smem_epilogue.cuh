@@ -1,0 +1,79 @@
+// The sm_90a prefill epilogue for final rows: a consumer warpgroup writes its normalized O tile
+// (64 rows x D) as the Q/O dtype into its own rows of the Q tile in shared memory, then copies the
+// rows out in 16-byte chunks, consecutive threads along a row.
+//
+// Why: the common epilogue (RowWriter) stores each thread's column pairs straight from the wgmma
+// accumulator, one 4-byte store with its own address and output-mode test per pair. Unrolled over
+// 64 rows x D columns that is ~3000 straight-line instructions that run once per block, so every
+// block fetched them cold: an Nsight Compute source profile of the 1k x 1k D=128 row put ~17% of
+// the kernel's warp samples there, mostly waiting for instructions (bench/NOTES.md, run 41). Here a
+// thread issues D/16 stmatrix and 64 * D / 8 / 128 16-byte loads and global stores.
+//
+// The consumer's Q rows are free: its last Q K^T has retired before the epilogue (the loop waits for
+// every product), and each consumer's 64 rows are whole 8-row swizzle atoms no other warpgroup reads.
+// Partial (split-KV) and atomic rows are fp32 and keep the common epilogue.
+#pragma once
+
+#include <cute/tensor.hpp>
+#include <cutlass/arch/barrier.h>
+
+#include "kernels/common/epilogue.cuh"
+#include "kernels/common/wgmma.cuh"
+#include "kernels/prefill/prefill_common.cuh"
+
+namespace splitkv::detail {
+
+// sQ: the block's (M, D) Q tile; acc_o: the consumer's fp32 O accumulator (wgmma C layout) and
+// coords its block-local (row, col) as a (rows, cols) view; lse/inv per accumulator row;
+// consumer_tid: the thread's index among all consumer threads; barrier_id: a named barrier of this
+// warpgroup.
+template <class Traits, class SmemQ, class Acc, class Coords, int kRows>
+__device__ __forceinline__ void write_final_rows_through_smem(const PrefillParams& p, const PrefillSequence& seq,
+                                                              int b, int hq, int row0, int consumer, int consumer_tid,
+                                                              SmemQ sQ, const Acc& acc_o, const Coords& coords,
+                                                              const float (&lse)[kRows], const float (&inv)[kRows],
+                                                              uint32_t barrier_id) {
+  using namespace cute;
+  using Element = typename Traits::Element;
+  constexpr int D = Traits::kHeadDim;
+  constexpr int kChunks = D / 8;  // 16-byte chunks per row (contiguous under the 128-byte swizzle)
+  const OutputParams& o = p.output;
+  const int tid = consumer_tid % 128;
+
+  // Normalize and convert in the accumulator's layout, then stmatrix 8 x 8 blocks into shared memory.
+  Tensor acc_rc = make_tensor(acc_o.data(), wgmma_acc_as_rows_cols(acc_o.layout()));  // (rows, cols)
+  Tensor rO = make_tensor<Element>(acc_o.layout());
+  Tensor rO_rc = make_tensor(rO.data(), wgmma_acc_as_rows_cols(rO.layout()));  // (rows, cols)
+  CUTE_UNROLL
+  for (int r = 0; r < kRows; ++r) {
+    CUTE_UNROLL
+    for (int c = 0; c < size<1>(acc_rc); ++c) rO_rc(r, c) = Element(seq.bad ? kOutputNaN : acc_rc(r, c) * inv[r]);
+    const int i = row0 + get<0>(coords(r, 0));
+    if (o.lse != nullptr && tid % 4 == 0 && i < seq.q_len) {  // the quad's first thread holds column 0
+      o.lse[b * o.lse_batch_stride + hq * o.lse_head_stride + (seq.q_begin + i) * o.lse_token_stride] =
+          seq.bad ? kOutputNaN : lse[r];
+    }
+  }
+  auto stmatrix = make_tiled_copy_C(Copy_Atom<SM90_U32x4_STSM_N, Element>{}, typename Traits::TiledMmaPV{});
+  auto thr_stmatrix = stmatrix.get_thread_slice(consumer_tid);
+  copy(stmatrix, thr_stmatrix.retile_S(rO), thr_stmatrix.partition_D(sQ));
+  cutlass::arch::NamedBarrier::sync(128, barrier_id);
+
+  // Rows out, 16 bytes per thread and step, consecutive threads along a row.
+  Element* out = static_cast<Element*>(o.out) + b * o.o_batch_stride + hq * o.o_head_stride;
+  const int first_row = consumer * 64;
+  CUTE_UNROLL
+  for (int idx = tid; idx < 64 * kChunks; idx += 128) {
+    const int row = first_row + idx / kChunks, col = idx % kChunks * 8;
+    const int i = row0 + row;
+    if (i < seq.q_len) {
+      uint4 chunk;
+      asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];"
+                   : "=r"(chunk.x), "=r"(chunk.y), "=r"(chunk.z), "=r"(chunk.w)
+                   : "r"(cast_smem_ptr_to_uint(raw_pointer_cast(&sQ(row, col)))));
+      *reinterpret_cast<uint4*>(out + (seq.q_begin + i) * o.o_token_stride + col) = chunk;
+    }
+  }
+}
+
+}  // namespace splitkv::detail
