@@ -31,10 +31,31 @@ struct SplitDecision {
   std::string note;
 };
 
-// slots_per_sm: resident blocks per SM the auto rule may fill (1: one wave of blocks per SM).
+// Splits for blocks that dequantize a quantized cache. They are bound by their own instructions,
+// so an SM holding one block more than another sets the time: run 41's sweep (B=1 and B=8, 32/8
+// heads, bench/NOTES.md) measured the best split count where the grid fills two blocks per SM
+// evenly (as many splits as keep work units x splits <= 2 x SMs, not the ~85% of them the wave rule
+// settles for), with splits as short as 512 keys (B=1 16k: 32 splits 14.9-15.9 µs against
+// 16.4-17.7 at the wave rule's 14; 131k: 32 splits 56.7-74.2 against 63.9-76.4 at 29-42), and a
+// third resident block (INT4) only where its splits keep >= 4096 keys (B=8 32k: 6 splits 97.6 µs
+// against 102.4 at 4; B=1 131k: 48 splits of 2.7k keys 62.0 against 56.7 at 32).
+constexpr int kMinKeysTwoBlockFill = 512;
+constexpr int kMinKeysThirdBlock = 4096;
+int even_fill_splits(int64_t work_units, int kv_blocks, int max_kv_len, int sm_count, int blocks_per_sm, int cap) {
+  int best = 1;
+  for (int per_sm = 2; per_sm <= std::min(blocks_per_sm, 3); ++per_sm) {
+    const int min_keys = per_sm == 2 ? kMinKeysTwoBlockFill : kMinKeysThirdBlock;
+    const int64_t fit = int64_t(per_sm) * sm_count / work_units;
+    best = std::max(best, int(std::min<int64_t>({fit, kv_blocks, cap, max_kv_len / min_keys})));
+  }
+  return best;
+}
+
+// slots_per_sm: resident blocks per SM the auto rule may fill (1: one wave of blocks per SM);
+// quantized: the blocks dequantize a quantized cache (even_fill_splits).
 constexpr int kMinKeysPerExtraSplit = 2048;
 Status decide_splits(const PlanOptions& o, int64_t work_units, int max_kv_len, int block_keys,
-                     const DeviceInfo& device, int slots_per_sm, SplitDecision* out) {
+                     const DeviceInfo& device, int slots_per_sm, bool quantized, SplitDecision* out) {
   const int kv_blocks = std::max(1, ceil_div(max_kv_len, block_keys));
   if (o.num_splits < 0) return Status::invalid("options.num_splits", ">= 0 (0 = auto)", std::to_string(o.num_splits));
   if (o.max_splits < 0) return Status::invalid("options.max_splits", ">= 0 (0 = no cap)", std::to_string(o.max_splits));
@@ -77,7 +98,15 @@ Status decide_splits(const PlanOptions& o, int64_t work_units, int max_kv_len, i
   }
   const int cap = o.max_splits > 0 ? o.max_splits : plan::kMaxAutoSplits;
   out->num_splits = plan::choose_num_splits(work_units, kv_blocks, device.sm_count, cap, &out->note);
-  if (slots_per_sm > 1) {
+  if (quantized) {
+    const int even = even_fill_splits(work_units, kv_blocks, max_kv_len, device.sm_count, slots_per_sm, cap);
+    if (even > out->num_splits) {
+      out->num_splits = even;
+      out->note = "even fill of resident blocks (quantized cache; up to " + std::to_string(slots_per_sm) +
+                  " resident blocks per SM): " + std::to_string(work_units) + " work units x " + std::to_string(even) +
+                  " splits on " + std::to_string(device.sm_count) + " SMs";
+    }
+  } else if (slots_per_sm > 1) {
     // Filling every resident block slot pays only while splits stay long enough to amortize a
     // block's fixed cost: at least kMinKeysPerExtraSplit keys each (bench/NOTES.md, run 13).
     std::string unused;
@@ -263,7 +292,7 @@ Status plan_decode(const DecodeProblem& problem, const DeviceInfo& device,
       return Status::success();
     }
     return decide_splits(options, p.work_units, problem.max_kv_len, p.block_n, device,
-                         decode_slots_per_sm(problem, p.blocks_per_sm), &split);
+                         decode_slots_per_sm(problem, p.blocks_per_sm), reads_quantized_cache(problem), &split);
   };
   if (Status s = choose(rows_per_kv); !s) return s;
   // A larger-tile family halves the blocks per split. Where that leaves SMs without a block and the
@@ -388,7 +417,7 @@ Status plan_prefill(const PrefillProblem& problem, const DeviceInfo& device,
                              std::to_string(options.num_splits));
     }
     split.note = std::string(to_string(requested)) + " requested";
-  } else if (Status s = decide_splits(options, p.work_units, problem.max_kv_len, p.block_n, device, 1, &split); !s) {
+  } else if (Status s = decide_splits(options, p.work_units, problem.max_kv_len, p.block_n, device, 1, false, &split); !s) {
     return s;
   }
   p.num_splits = split.num_splits;

@@ -42,7 +42,8 @@ TEST(Planner, SingleLongSequenceSplitsMany) {
   EXPECT_GE(int64_t(plan.num_splits) * plan.work_units, 100);  // most SMs busy
 }
 
-TEST(Planner, QuantizedCachesFillResidentBlockSlotsOnlyWithLongSplits) {
+TEST(Planner, QuantizedCachesFillResidentBlocksEvenly) {
+  const int sms = DeviceInfo::h200().sm_count;
   for (KvFormat f : {KvFormat::kInt8, KvFormat::kInt4}) {
     for (int len : {1024, 4096, 16384, 131072}) {
       DecodeProblem q = decode(1, 32, 8, len);
@@ -52,16 +53,27 @@ TEST(Planner, QuantizedCachesFillResidentBlockSlotsOnlyWithLongSplits) {
       q.kv_format = f;
       const Plan quant = plan_or_die(q);
       EXPECT_GE(quant.num_splits, bf16.num_splits) << to_string(f) << " " << len;
-      if (quant.num_splits > bf16.num_splits) {  // only to fill more resident blocks, with long splits
-        EXPECT_GT(quant.blocks_per_sm, 1) << to_string(f) << " " << len;
-        EXPECT_GE(len / quant.num_splits, 2048 - 64) << to_string(f) << " " << len;
-        EXPECT_NE(quant.note.find("resident blocks per SM"), std::string::npos) << quant.note;
+      if (quant.num_splits > bf16.num_splits) {  // only to fill resident blocks, with splits of >= 512 keys
+        const int64_t blocks = quant.work_units * quant.num_splits;
+        EXPECT_LE(blocks, int64_t(quant.blocks_per_sm) * sms) << to_string(f) << " " << len;
+        EXPECT_GE(len / quant.num_splits, 512) << to_string(f) << " " << len;
+        if (blocks > 2 * sms) EXPECT_GE(len / quant.num_splits, 4096) << to_string(f) << " " << len;
+        EXPECT_NE(quant.note.find("even fill"), std::string::npos) << quant.note;
       }
     }
-    DecodeProblem longest = decode(1, 32, 8, 131072);
-    longest.kv_format = f;
-    EXPECT_GT(plan_or_die(longest).num_splits, plan_or_die(decode(1, 32, 8, 131072)).num_splits) << to_string(f);
   }
+  // Run 41's sweep: two blocks per SM, evenly, at B=1 (8 work units: 33 splits, 264 blocks); INT4's
+  // third block only where its splits keep >= 4096 keys (B=8 32k: 64 work units x 6).
+  auto splits = [](int batch, int len, KvFormat f) {
+    DecodeProblem q = decode(batch, 32, 8, len);
+    q.kv_format = f;
+    return plan_or_die(q).num_splits;
+  };
+  EXPECT_EQ(splits(1, 16384, KvFormat::kInt8), 32);  // 512-key splits
+  EXPECT_EQ(splits(1, 131072, KvFormat::kInt8), 33);
+  EXPECT_EQ(splits(1, 131072, KvFormat::kInt4), 33);
+  EXPECT_EQ(splits(8, 32768, KvFormat::kInt8), 4);
+  EXPECT_EQ(splits(8, 32768, KvFormat::kInt4), 6);
 }
 
 TEST(Planner, SpeculativeQueriesFillResidentBlockSlotsWithLongSplits) {
