@@ -31,11 +31,11 @@ struct SplitDecision {
   std::string note;
 };
 
-// Splits for blocks that dequantize a quantized cache. They are bound by their own instructions,
-// so an SM holding one block more than another sets the time: run 41's sweep (B=1 and B=8, 32/8
-// heads, bench/NOTES.md) measured the best split count where the grid fills two blocks per SM
-// evenly (as many splits as keep work units x splits <= 2 x SMs, not the ~85% of them the wave rule
-// settles for), with splits as short as 512 keys (B=1 16k: 32 splits 14.9-15.9 µs against
+// Splits for small grids of blocks that dequantize a quantized cache (fewer blocks than SMs at the
+// wave rule's count). They are bound by their own instructions, so an SM holding one block more
+// than another sets the time: run 41's sweep (B=1 and B=8, 32/8 heads, bench/NOTES.md) measured the
+// best split count where the grid fills two blocks per SM evenly (as many splits as keep work
+// units x splits <= 2 x SMs, not the ~85% of them the wave rule settles for), with splits as short as 512 keys (B=1 16k: 32 splits 14.9-15.9 µs against
 // 16.4-17.7 at the wave rule's 14; 131k: 32 splits 56.7-74.2 against 63.9-76.4 at 29-42), and a
 // third resident block (INT4) only where its splits keep >= 4096 keys (B=8 32k: 6 splits 97.6 µs
 // against 102.4 at 4; B=1 131k: 48 splits of 2.7k keys 62.0 against 56.7 at 32).
@@ -52,7 +52,7 @@ int even_fill_splits(int64_t work_units, int kv_blocks, int max_kv_len, int sm_c
 }
 
 // slots_per_sm: resident blocks per SM the auto rule may fill (1: one wave of blocks per SM);
-// quantized: the blocks dequantize a quantized cache (even_fill_splits).
+// quantized: the blocks dequantize a quantized cache (even_fill_splits for small grids).
 constexpr int kMinKeysPerExtraSplit = 2048;
 Status decide_splits(const PlanOptions& o, int64_t work_units, int max_kv_len, int block_keys,
                      const DeviceInfo& device, int slots_per_sm, bool quantized, SplitDecision* out) {
@@ -98,7 +98,7 @@ Status decide_splits(const PlanOptions& o, int64_t work_units, int max_kv_len, i
   }
   const int cap = o.max_splits > 0 ? o.max_splits : plan::kMaxAutoSplits;
   out->num_splits = plan::choose_num_splits(work_units, kv_blocks, device.sm_count, cap, &out->note);
-  if (quantized) {
+  if (quantized && work_units * out->num_splits < device.sm_count) {
     const int even = even_fill_splits(work_units, kv_blocks, max_kv_len, device.sm_count, slots_per_sm, cap);
     if (even > out->num_splits) {
       out->num_splits = even;
@@ -108,7 +108,9 @@ Status decide_splits(const PlanOptions& o, int64_t work_units, int max_kv_len, i
     }
   } else if (slots_per_sm > 1) {
     // Filling every resident block slot pays only while splits stay long enough to amortize a
-    // block's fixed cost: at least kMinKeysPerExtraSplit keys each (bench/NOTES.md, run 13).
+    // block's fixed cost: at least kMinKeysPerExtraSplit keys each (bench/NOTES.md, run 13). Larger
+    // quantized grids keep this rule: B=32 4k INT4 (256 work units) measured 63.3 µs at its 2 splits
+    // against 71.6 at the even fill's 1 (run 41).
     std::string unused;
     const int slots = device.sm_count * slots_per_sm;
     const int fill = plan::choose_num_splits(work_units, kv_blocks, slots, cap, &unused);

@@ -74,6 +74,8 @@ TEST(Planner, QuantizedCachesFillResidentBlocksEvenly) {
   EXPECT_EQ(splits(1, 131072, KvFormat::kInt4), 33);
   EXPECT_EQ(splits(8, 32768, KvFormat::kInt8), 4);
   EXPECT_EQ(splits(8, 32768, KvFormat::kInt4), 6);
+  // Grids of at least one block per SM keep the slot rule: B=32 4k INT4 (256 work units) takes 2.
+  EXPECT_EQ(splits(32, 4096, KvFormat::kInt4), 2);
 }
 
 TEST(Planner, SpeculativeQueriesFillResidentBlockSlotsWithLongSplits) {
