@@ -35,10 +35,11 @@ struct SplitDecision {
 // wave rule's count). They are bound by their own instructions, so an SM holding one block more
 // than another sets the time: run 41's sweep (B=1 and B=8, 32/8 heads, bench/NOTES.md) measured the
 // best split count where the grid fills two blocks per SM evenly (as many splits as keep work
-// units x splits <= 2 x SMs, not the ~85% of them the wave rule settles for), with splits as short as 512 keys (B=1 16k: 32 splits 14.9-15.9 µs against
-// 16.4-17.7 at the wave rule's 14; 131k: 32 splits 56.7-74.2 against 63.9-76.4 at 29-42), and a
-// third resident block (INT4) only where its splits keep >= 4096 keys (B=8 32k: 6 splits 97.6 µs
-// against 102.4 at 4; B=1 131k: 48 splits of 2.7k keys 62.0 against 56.7 at 32).
+// units x splits <= 2 x SMs, not the ~85% of them the wave rule settles for), with splits as short
+// as 512 keys (B=1 16k: 32 splits 14.9-15.9 µs against 16.4-17.7 at the wave rule's 14; 131k: 32
+// splits 56.7-74.2 against 63.9-76.4 at 29-42), and a third resident block (INT4) only where its
+// splits keep >= 4096 keys (B=8 32k: 6 splits 97.6 µs against 102.4 at 4; B=1 131k: 48 splits of
+// 2.7k keys 62.0 against 56.7 at 32).
 constexpr int kMinKeysTwoBlockFill = 512;
 constexpr int kMinKeysThirdBlock = 4096;
 int even_fill_splits(int64_t work_units, int kv_blocks, int max_kv_len, int sm_count, int blocks_per_sm, int cap) {
