@@ -8,15 +8,11 @@
 
 #include <cute/tensor.hpp>
 
-#include "kernels/common/cp_async_wait.cuh"
 #include "kernels/common/mma_layouts.cuh"
 #include "kernels/common/online_softmax.cuh"
 #include "kernels/common/pdl.cuh"
-#include "kernels/decode/decode_block.cuh"
-#include "kernels/decode/decode_params.hpp"
-#include "kernels/decode/q_tile.cuh"
+#include "kernels/decode_quant/quant_decode_block.cuh"
 #include "kernels/decode_quant/quant_decode_traits.cuh"
-#include "kernels/decode_quant/quant_kv_loader.cuh"
 #include "kernels/decode_quant/quant_operands.cuh"
 
 namespace splitkv::detail {
@@ -24,57 +20,34 @@ namespace splitkv::detail {
 template <class Traits>
 __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm) quant_decode_kernel(const __grid_constant__ DecodeParams p) {
   using namespace cute;
-  using Element = typename Traits::Element;
   constexpr int D = Traits::kHeadDim;
   constexpr int kM = Traits::kBlockM;
   constexpr int kN = Traits::kWarpKeys;
-  constexpr int kWarps = Traits::kWarps;
   constexpr int kStages = Traits::kStages;
 
+  // Shared memory: the Q tile (row-major), then per-warp rings of codes (reused by the merge).
   extern __shared__ __align__(128) char smem[];
   __shared__ int block_saw_bad_input;
 
-  const int split = blockIdx.x;
-  const int kv_head = blockIdx.y / p.m_tiles;
-  const int m_tile = blockIdx.y % p.m_tiles;
-  const int b = blockIdx.z;
-  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const QuantBlockCoords at = QuantBlockCoords::of_this_block<kM>(p);
+  const int tid = threadIdx.x, lane = tid % 32;
   if (tid == 0) block_saw_bad_input = 0;
 
   wait_for_prior_grids();
   allow_dependent_launch();
 
-  const int row0 = m_tile * kM;
-  const int rows_here = min(kM, p.rows_per_kv - row0);
-
-  // ---- Shared memory: Q tile (row-major), then per-warp rings of codes (reused by the merge) ---
-  Element* smem_q = reinterpret_cast<Element*>(smem);
-  char* smem_kv = smem + Traits::kQSmemBytes;
-  Tensor sQ = make_tensor(make_smem_ptr(smem_q), make_layout(Shape<Int<kM>, Int<D>>{}, LayoutRight{}));  // (M, D)
-  load_q_tile<Traits>(p, sQ, b, kv_head, row0, rows_here, tid);
-  cp_async_fence();
-
-  const DecodeKeyRange keys = decode_key_range<Traits::kBlockKeys>(p, b, split, row0, rows_here);
-  const int n_subtiles = keys.hi > keys.lo ? (keys.hi - keys.lo + kN - 1) / kN : 0;
-  const int my_subtiles = n_subtiles > warp ? (n_subtiles - warp + kWarps - 1) / kWarps : 0;
-
-  QuantKvLoader<Traits> kv(p, smem_kv + warp * kStages * Traits::kStageBytes, b, kv_head, keys.lo, keys.hi, warp,
-                           lane);
-  CUTE_UNROLL
-  for (int s = 0; s < kStages - 1; ++s) {
-    if (s < my_subtiles) kv.issue_next();
-    cp_async_fence();
-  }
+  DecodeKeyRange keys;
+  int my_subtiles;
+  QuantKvLoader<Traits> kv = start_quant_block<Traits>(p, at, smem, tid, keys, my_subtiles);
 
   // ---- Q to registers once its copy group has landed ----------------------------------------------
   cp_async_wait<kStages - 1>();
   __syncthreads();
   QuantQFragment<Traits> q;
-  q.load(smem_q, lane);
+  q.load(reinterpret_cast<const typename Traits::Element*>(smem), lane);
   // Scores come out in units of the shifted Q (and, for FP8, of the unscaled keys).
-  float k_scale = 1.f, v_scale = 1.f;
-  if constexpr (Traits::kKCode == CodeKind::kFp8) k_scale = static_cast<const float*>(p.k_scales)[kv_head];
-  if constexpr (Traits::kVCode == CodeKind::kFp8) v_scale = static_cast<const float*>(p.v_scales)[kv_head];
+  float k_scale, v_scale;
+  fp8_head_scales<Traits>(p, at.kv_head, k_scale, v_scale);
   const float scale_log2 = p.scale_log2 * q.unshift * k_scale;
 
   typename Traits::TiledMma tiled_mma;
@@ -88,19 +61,12 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm) qua
   Tensor tScS = thr_mma.partition_C(make_identity_tensor(Shape<Int<kM>, Int<kN>>{}));
   Tensor tScS_rc = make_tensor(tScS.data(), acc_as_rows_cols(tScS.layout()));
   int row_end[2];
-  visible_row_ends(p, keys, row0, tScS_rc, row_end);
+  visible_row_ends(p, keys, at.row0, tScS_rc, row_end);
   const QuantLaneReads<Traits> reads(lane);
 
   // ---- Main loop over this warp's sub-tiles ----------------------------------------------------------
-  int read_stage = 0;  // n % kStages
   for (int n = 0; n < my_subtiles; ++n) {
-    cp_async_wait<kStages - 2>();
-    __syncwarp();  // sub-tile n visible to all lanes; all lanes are done with sub-tile n - 1
-    if (n + kStages - 1 < my_subtiles) kv.issue_next();
-    cp_async_fence();
-    const char* stage = kv.stage(read_stage);
-    read_stage = read_stage == kStages - 1 ? 0 : read_stage + 1;
-
+    const char* stage = kv.next_to_read(n, my_subtiles);
     Tensor acc_s = partition_fragment_C(tiled_mma, Shape<Int<kM>, Int<kN>>{});  // (MMA, MMA_M, MMA_N)
     clear(acc_s);
     quant_scores<Traits>(q, stage, reads, acc_s);
@@ -121,18 +87,11 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm) qua
   cp_async_wait<0>();
   softmax.reduce_sums();
 
-  // ---- Merge the warps' states (fixed order: deterministic), then write ------------------------------
-  __syncthreads();  // every warp is done with its ring: the merge buffers overlay it
-  using MergeSmem = WarpMergeSmem<kWarps, kM, D>;
-  const MergeSmem merge(smem_kv);
-  float* cluster_o = reinterpret_cast<float*>(smem_kv + MergeSmem::kBytes);  // [M][D]
-  float* cluster_lse = cluster_o + kM * D;                                   // [M]
-  store_warp_state<kM, D>(merge, warp, lane, thr_mma, acc_o, tScS_rc, softmax, QuantOColumns<Traits>{});
-  if (keys.bad_input || kv.bad_input) block_saw_bad_input = 1;
-  __syncthreads();
-  finish_decode_block<Element, kWarps, kM, D, Traits::kThreads>(p, merge, cluster_o, cluster_lse,
-                                                                block_saw_bad_input != 0, b, kv_head, split, row0,
-                                                                rows_here, scale_log2, v_scale);
+  finish_quant_block<Traits>(p, at, smem, tid, keys.bad_input || kv.bad_input, block_saw_bad_input, scale_log2,
+                             v_scale, [&](const auto& merge, int warp) {
+                               store_warp_state<kM, D>(merge, warp, lane, thr_mma, acc_o, tScS_rc, softmax,
+                                                       QuantOColumns<Traits>{});
+                             });
 }
 
 }  // namespace splitkv::detail

@@ -103,23 +103,8 @@ __device__ __forceinline__ void keys_as_rows_scores(const KeysAsRowsQ<Traits>& q
                                                     const QuantLaneReads<Traits>& reads, float (&s)[4]) {
   using KCode = typename Traits::KCode;
   using Reads = QuantLaneReads<Traits>;
-  constexpr int kVecBytes = Reads::kKVecBytes;
-  constexpr int kWords = Reads::kKRunBytes / 4;
-  uint32_t words[2][kWords];  // keys g and g + 8
-#pragma unroll
-  for (int n = 0; n < 2; ++n) {
-#pragma unroll
-    for (int v = 0; v < Reads::kKVecs; ++v) {
-      const char* at = stage + reads.k[n][v];
-      if constexpr (kVecBytes == 16) {
-        const uint4 x = *reinterpret_cast<const uint4*>(at);
-        words[n][4 * v + 0] = x.x, words[n][4 * v + 1] = x.y, words[n][4 * v + 2] = x.z, words[n][4 * v + 3] = x.w;
-      } else {
-        const uint2 x = *reinterpret_cast<const uint2*>(at);
-        words[n][2 * v + 0] = x.x, words[n][2 * v + 1] = x.y;
-      }
-    }
-  }
+  uint32_t words[2][Reads::kKRunBytes / 4];  // keys g and g + 8
+  read_key_code_words<Traits>(stage, reads, words);
   s[0] = s[1] = s[2] = s[3] = 0.f;
   constexpr int kPairs = KCode::kPairsPerWord;
 #pragma unroll

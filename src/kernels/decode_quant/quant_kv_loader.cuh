@@ -74,6 +74,7 @@ struct QuantKvLoader {
   int lo, hi, warp, lane;
   int next = 0;        // the next sub-tile to issue
   int next_stage = 0;  // its ring stage
+  int read_stage = 0;  // the ring stage the key loop reads next
   // This lane's copy 0 of K, V and its (scale, min) pair (K: lanes 0-15, V: 16-31): of the next
   // sub-tile (contiguous) or at page 0, slot 0 (paged). Quantized strides count bytes; scales
   // are 16-bit elements.
@@ -111,6 +112,18 @@ struct QuantKvLoader {
 
   __device__ __forceinline__ int subtile_start(int n) const { return lo + (warp + n * Traits::kWarps) * kN; }
   __device__ __forceinline__ char* stage(int s) const { return ring + s * Traits::kStageBytes; }
+
+  // The key loop's step n of my_subtiles: waits for sub-tile n (every lane's copies), keeps
+  // kStages - 1 sub-tiles in flight, and returns sub-tile n's stage.
+  __device__ __forceinline__ const char* next_to_read(int n, int my_subtiles) {
+    cute::cp_async_wait<kStages - 2>();
+    __syncwarp();  // sub-tile n visible to all lanes; all lanes are done with sub-tile n - 1
+    if (n + kStages - 1 < my_subtiles) issue_next();
+    cute::cp_async_fence();
+    const char* s = stage(read_stage);
+    read_stage = read_stage == kStages - 1 ? 0 : read_stage + 1;
+    return s;
+  }
 
   // Issues the copies of the next sub-tile (the caller fences the group).
   __device__ __forceinline__ void issue_next() {

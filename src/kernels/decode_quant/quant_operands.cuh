@@ -129,21 +129,17 @@ struct QuantLaneReads {
   }
 };
 
-// S (16 rows x 16 keys, fp32 C fragment acc_s) = Q . codes^T for the sub-tile in ring stage `stage`.
-template <class Traits, class AccS>
-__device__ __forceinline__ void quant_scores(const QuantQFragment<Traits>& q, const char* stage,
-                                             const QuantLaneReads<Traits>& reads, AccS& acc_s) {
-  using KCode = typename Traits::KCode;
+// The thread's code words of keys g and g + 8 in ring stage `stage` (its K run of each, as stored).
+template <class Traits>
+__device__ __forceinline__ void read_key_code_words(const char* stage, const QuantLaneReads<Traits>& reads,
+                                                    uint32_t (&words)[2][QuantLaneReads<Traits>::kKRunBytes / 4]) {
   using Reads = QuantLaneReads<Traits>;
-  constexpr int kVecBytes = Reads::kKVecBytes;
-  constexpr int kWords = Reads::kKRunBytes / 4;
-  uint32_t words[2][kWords];  // keys g and g + 8
 #pragma unroll
   for (int n = 0; n < 2; ++n) {
 #pragma unroll
     for (int v = 0; v < Reads::kKVecs; ++v) {
       const char* at = stage + reads.k[n][v];
-      if constexpr (kVecBytes == 16) {
+      if constexpr (Reads::kKVecBytes == 16) {
         const uint4 x = *reinterpret_cast<const uint4*>(at);
         words[n][4 * v + 0] = x.x, words[n][4 * v + 1] = x.y, words[n][4 * v + 2] = x.z, words[n][4 * v + 3] = x.w;
       } else {
@@ -152,6 +148,16 @@ __device__ __forceinline__ void quant_scores(const QuantQFragment<Traits>& q, co
       }
     }
   }
+}
+
+// S (16 rows x 16 keys, fp32 C fragment acc_s) = Q . codes^T for the sub-tile in ring stage `stage`.
+template <class Traits, class AccS>
+__device__ __forceinline__ void quant_scores(const QuantQFragment<Traits>& q, const char* stage,
+                                             const QuantLaneReads<Traits>& reads, AccS& acc_s) {
+  using KCode = typename Traits::KCode;
+  using Reads = QuantLaneReads<Traits>;
+  uint32_t words[2][Reads::kKRunBytes / 4];  // keys g and g + 8
+  read_key_code_words<Traits>(stage, reads, words);
 #pragma unroll
   for (int kk = 0; kk < QuantQFragment<Traits>::kSteps; ++kk) {
 #pragma unroll

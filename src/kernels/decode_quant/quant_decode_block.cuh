@@ -1,0 +1,98 @@
+// What both quantized-cache decode kernels do around their key loops (quant_decode_kernel.cuh, 16
+// packed rows on the MMA's M side; quant_decode_keys_as_rows_kernel.cuh, at most 8 on its N side):
+// the block's place in the grid, its Q tile and first ring stages in flight, FP8's per-head
+// scales, and after the loop the warp merge and the epilogue (decode/decode_block.cuh).
+#pragma once
+
+#include <cute/tensor.hpp>
+
+#include "kernels/decode/decode_block.cuh"
+#include "kernels/decode/decode_params.hpp"
+#include "kernels/decode/q_tile.cuh"
+#include "kernels/decode_quant/quant_kv_loader.cuh"
+
+namespace splitkv::detail {
+
+// The block's (KV split, KV head, query tile, sequence): decode_mma's grid.
+struct QuantBlockCoords {
+  int split, kv_head, m_tile, b;
+  int row0, rows_here;  // the tile's packed query rows [row0, row0 + rows_here)
+
+  template <int kM>
+  __device__ __forceinline__ static QuantBlockCoords of_this_block(const DecodeParams& p) {
+    QuantBlockCoords at;
+    at.split = blockIdx.x;
+    at.kv_head = blockIdx.y / p.m_tiles;
+    at.m_tile = blockIdx.y % p.m_tiles;
+    at.b = blockIdx.z;
+    at.row0 = at.m_tile * kM;
+    at.rows_here = min(kM, p.rows_per_kv - at.row0);
+    return at;
+  }
+};
+
+// The block's warps start: the Q tile (row-major (M, D) at the start of shared memory) and each
+// warp's first kStages - 1 sub-tiles go out as cp.async groups (Q first). Returns the warp's
+// loader; keys: the block's key range; my_subtiles: the warp's share of its 16-key sub-tiles.
+template <class Traits>
+__device__ __forceinline__ QuantKvLoader<Traits> start_quant_block(const DecodeParams& p, const QuantBlockCoords& at,
+                                                                   char* smem, int tid, DecodeKeyRange& keys,
+                                                                   int& my_subtiles) {
+  using namespace cute;
+  using Element = typename Traits::Element;
+  constexpr int kN = Traits::kWarpKeys;
+  constexpr int kWarps = Traits::kWarps;
+  const int warp = tid / 32, lane = tid % 32;
+  Tensor sQ = make_tensor(make_smem_ptr(reinterpret_cast<Element*>(smem)),
+                          make_layout(Shape<Int<Traits::kBlockM>, Int<Traits::kHeadDim>>{}, LayoutRight{}));  // (M, D)
+  load_q_tile<Traits>(p, sQ, at.b, at.kv_head, at.row0, at.rows_here, tid);
+  cp_async_fence();
+
+  keys = decode_key_range<Traits::kBlockKeys>(p, at.b, at.split, at.row0, at.rows_here);
+  const int n_subtiles = keys.hi > keys.lo ? (keys.hi - keys.lo + kN - 1) / kN : 0;
+  my_subtiles = n_subtiles > warp ? (n_subtiles - warp + kWarps - 1) / kWarps : 0;
+
+  char* smem_kv = smem + Traits::kQSmemBytes;
+  QuantKvLoader<Traits> kv(p, smem_kv + warp * Traits::kStages * Traits::kStageBytes, at.b, at.kv_head, keys.lo,
+                           keys.hi, warp, lane);
+  CUTE_UNROLL
+  for (int s = 0; s < Traits::kStages - 1; ++s) {
+    if (s < my_subtiles) kv.issue_next();
+    cp_async_fence();
+  }
+  return kv;
+}
+
+// FP8's per-KV-head scales (1 for the integer formats, whose scales are per token).
+template <class Traits>
+__device__ __forceinline__ void fp8_head_scales(const DecodeParams& p, int kv_head, float& k_scale, float& v_scale) {
+  k_scale = v_scale = 1.f;
+  if constexpr (Traits::kKCode == CodeKind::kFp8) k_scale = static_cast<const float*>(p.k_scales)[kv_head];
+  if constexpr (Traits::kVCode == CodeKind::kFp8) v_scale = static_cast<const float*>(p.v_scales)[kv_head];
+}
+
+// After the key loop: every warp stores its (O, row max, row sum) into the merge buffers, which
+// overlay the rings (store_state(merge, warp)), the block notes bad input, and the warps' states
+// are merged in fixed order (deterministic) and written (finish_decode_block).
+template <class Traits, class StoreState>
+__device__ __forceinline__ void finish_quant_block(const DecodeParams& p, const QuantBlockCoords& at, char* smem,
+                                                   int tid, bool saw_bad_input, int& block_saw_bad_input,
+                                                   float scale_log2, float v_scale, StoreState store_state) {
+  constexpr int kM = Traits::kBlockM;
+  constexpr int D = Traits::kHeadDim;
+  constexpr int kWarps = Traits::kWarps;
+  char* smem_kv = smem + Traits::kQSmemBytes;
+  __syncthreads();  // every warp is done with its ring: the merge buffers overlay it
+  using MergeSmem = WarpMergeSmem<kWarps, kM, D>;
+  const MergeSmem merge(smem_kv);
+  float* cluster_o = reinterpret_cast<float*>(smem_kv + MergeSmem::kBytes);  // [M][D]
+  float* cluster_lse = cluster_o + kM * D;                                   // [M]
+  store_state(merge, tid / 32);
+  if (saw_bad_input) block_saw_bad_input = 1;
+  __syncthreads();
+  finish_decode_block<typename Traits::Element, kWarps, kM, D, Traits::kThreads>(
+      p, merge, cluster_o, cluster_lse, block_saw_bad_input != 0, at.b, at.kv_head, at.split, at.row0, at.rows_here,
+      scale_log2, v_scale);
+}
+
+}  // namespace splitkv::detail
