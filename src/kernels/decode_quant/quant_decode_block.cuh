@@ -6,6 +6,7 @@
 
 #include <cute/tensor.hpp>
 
+#include "kernels/common/pdl.cuh"
 #include "kernels/decode/decode_block.cuh"
 #include "kernels/decode/decode_params.hpp"
 #include "kernels/decode/q_tile.cuh"
@@ -31,14 +32,19 @@ struct QuantBlockCoords {
   }
 };
 
-// The block's warps start: the Q tile (row-major (M, D) at the start of shared memory) and each
-// warp's first kStages - 1 sub-tiles go out as cp.async groups (Q first). Returns the warp's
-// loader; keys: the block's key range; my_subtiles: the warp's share of its 16-key sub-tiles.
+// The block starts: it clears its bad-input flag, waits for the prior grid (PDL), and the Q tile
+// (row-major (M, D) at the start of shared memory) and each warp's first kStages - 1 sub-tiles go
+// out as cp.async groups (Q first). Returns, once every thread sees the Q tile, the warp's loader;
+// keys: the block's key range; my_subtiles: the warp's share of its 16-key sub-tiles.
 template <class Traits>
 __device__ __forceinline__ QuantKvLoader<Traits> start_quant_block(const DecodeParams& p, const QuantBlockCoords& at,
-                                                                   char* smem, int tid, DecodeKeyRange& keys,
-                                                                   int& my_subtiles) {
+                                                                   char* smem, int tid, int& block_saw_bad_input,
+                                                                   DecodeKeyRange& keys, int& my_subtiles) {
   using namespace cute;
+  if (tid == 0) block_saw_bad_input = 0;
+  wait_for_prior_grids();
+  allow_dependent_launch();
+
   using Element = typename Traits::Element;
   constexpr int kN = Traits::kWarpKeys;
   constexpr int kWarps = Traits::kWarps;
@@ -60,6 +66,8 @@ __device__ __forceinline__ QuantKvLoader<Traits> start_quant_block(const DecodeP
     if (s < my_subtiles) kv.issue_next();
     cp_async_fence();
   }
+  cp_async_wait<Traits::kStages - 1>();  // the Q group
+  __syncthreads();
   return kv;
 }
 

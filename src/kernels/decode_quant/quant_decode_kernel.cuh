@@ -10,7 +10,6 @@
 
 #include "kernels/common/mma_layouts.cuh"
 #include "kernels/common/online_softmax.cuh"
-#include "kernels/common/pdl.cuh"
 #include "kernels/decode_quant/quant_decode_block.cuh"
 #include "kernels/decode_quant/quant_decode_traits.cuh"
 #include "kernels/decode_quant/quant_operands.cuh"
@@ -23,7 +22,6 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm) qua
   constexpr int D = Traits::kHeadDim;
   constexpr int kM = Traits::kBlockM;
   constexpr int kN = Traits::kWarpKeys;
-  constexpr int kStages = Traits::kStages;
 
   // Shared memory: the Q tile (row-major), then per-warp rings of codes (reused by the merge).
   extern __shared__ __align__(128) char smem[];
@@ -31,18 +29,11 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm) qua
 
   const QuantBlockCoords at = QuantBlockCoords::of_this_block<kM>(p);
   const int tid = threadIdx.x, lane = tid % 32;
-  if (tid == 0) block_saw_bad_input = 0;
-
-  wait_for_prior_grids();
-  allow_dependent_launch();
-
   DecodeKeyRange keys;
   int my_subtiles;
-  QuantKvLoader<Traits> kv = start_quant_block<Traits>(p, at, smem, tid, keys, my_subtiles);
+  QuantKvLoader<Traits> kv = start_quant_block<Traits>(p, at, smem, tid, block_saw_bad_input, keys, my_subtiles);
 
-  // ---- Q to registers once its copy group has landed ----------------------------------------------
-  cp_async_wait<kStages - 1>();
-  __syncthreads();
+  // ---- Q to registers -------------------------------------------------------------------------------
   QuantQFragment<Traits> q;
   q.load(reinterpret_cast<const typename Traits::Element*>(smem), lane);
   // Scores come out in units of the shifted Q (and, for FP8, of the unscaled keys).

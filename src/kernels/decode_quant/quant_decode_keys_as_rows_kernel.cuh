@@ -5,7 +5,6 @@
 
 #include <cute/tensor.hpp>
 
-#include "kernels/common/pdl.cuh"
 #include "kernels/decode_quant/quant_decode_block.cuh"
 #include "kernels/decode_quant/quant_decode_traits.cuh"
 #include "kernels/decode_quant/quant_keys_as_rows.cuh"
@@ -24,7 +23,6 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm)
   using namespace cute;
   constexpr int D = Traits::kHeadDim;
   constexpr int kN = Traits::kWarpKeys;
-  constexpr int kStages = Traits::kStages;
 
   extern __shared__ __align__(128) char smem[];
   __shared__ int block_saw_bad_input;
@@ -32,17 +30,10 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm)
   const QuantBlockCoords at = QuantBlockCoords::of_this_block<Traits::kBlockM>(p);
   const int tid = threadIdx.x, lane = tid % 32;
   const int g = lane / 4, c = lane % 4;
-  if (tid == 0) block_saw_bad_input = 0;
-
-  wait_for_prior_grids();
-  allow_dependent_launch();
-
   DecodeKeyRange keys;
   int my_subtiles;
-  QuantKvLoader<Traits> kv = start_quant_block<Traits>(p, at, smem, tid, keys, my_subtiles);
+  QuantKvLoader<Traits> kv = start_quant_block<Traits>(p, at, smem, tid, block_saw_bad_input, keys, my_subtiles);
 
-  cp_async_wait<kStages - 1>();
-  __syncthreads();
   KeysAsRowsQ<Traits> q;
   q.load(reinterpret_cast<const typename Traits::Element*>(smem), lane);
   float k_scale, v_scale;

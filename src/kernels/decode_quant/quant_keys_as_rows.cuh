@@ -43,21 +43,7 @@ struct KeysAsRowsQ {
   // sQ: row-major [8][D] (rows past the block's rows are 0).
   template <class Element>
   __device__ __forceinline__ void load(const Element* sQ, int lane) {
-    float max_abs = 0.f;
-    for (int i = lane * 8; i < kKeysAsRowsQueries * D; i += 32 * 8) {
-      const uint4 chunk = *reinterpret_cast<const uint4*>(sQ + i);
-      const Element* x = reinterpret_cast<const Element*>(&chunk);
-#pragma unroll
-      for (int j = 0; j < 8; ++j) max_abs = fmaxf(max_abs, fabsf(float(x[j])));
-    }
-#pragma unroll
-    for (int m = 16; m >= 1; m /= 2) max_abs = fmaxf(max_abs, __shfl_xor_sync(0xffffffffu, max_abs, m));
-    int shift = 0;  // as QuantQFragment: max |q| into [2^13, 2^14) when outside [2^-10, 2^14]
-    if (max_abs > 0.f && max_abs <= 3.0e38f && (max_abs > 16384.f || max_abs < 1.f / 1024.f)) {
-      int exponent;
-      frexpf(max_abs, &exponent);
-      shift = 14 - exponent;
-    }
+    const int shift = q_tile_shift<kKeysAsRowsQueries * D>(sQ, lane);
     const float scale = ldexpf(1.f, shift);
     unshift = ldexpf(1.f, -shift);
 

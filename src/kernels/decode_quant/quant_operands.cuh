@@ -29,6 +29,30 @@ namespace splitkv::detail {
 
 // ---- Q -------------------------------------------------------------------------------------------
 
+// The power-of-two shift that brings a Q tile into fp16's range: max |q| over the tile's kElements
+// (row-major in shared memory) lands in [2^13, 2^14) when it is outside [2^-10, 2^14]; values of a
+// row that are tiny next to its largest lose bits they could not have contributed anyway. Every
+// warp computes it alike, so no block barrier is needed.
+template <int kElements, class Element>
+__device__ __forceinline__ int q_tile_shift(const Element* sQ, int lane) {
+  float max_abs = 0.f;
+  for (int i = lane * 8; i < kElements; i += 32 * 8) {
+    const uint4 chunk = *reinterpret_cast<const uint4*>(sQ + i);
+    const Element* x = reinterpret_cast<const Element*>(&chunk);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) max_abs = fmaxf(max_abs, fabsf(float(x[j])));
+  }
+#pragma unroll
+  for (int m = 16; m >= 1; m /= 2) max_abs = fmaxf(max_abs, __shfl_xor_sync(0xffffffffu, max_abs, m));
+  int shift = 0;
+  if (max_abs > 0.f && max_abs <= 3.0e38f && (max_abs > 16384.f || max_abs < 1.f / 1024.f)) {
+    int exponent;
+    frexpf(max_abs, &exponent);  // max_abs < 2^exponent
+    shift = 14 - exponent;
+  }
+  return shift;
+}
+
 template <class Traits>
 struct QuantQFragment {
   static constexpr int D = Traits::kHeadDim;
@@ -41,24 +65,7 @@ struct QuantQFragment {
   // sQ: the block's Q tile, row-major [16][D] in shared memory (rows past the block's rows are 0).
   __device__ __forceinline__ void load(const typename Traits::Element* sQ, int lane) {
     using Element = typename Traits::Element;
-    // max |q| over the tile; every warp computes it alike, so no block barrier is needed.
-    float max_abs = 0.f;
-    for (int i = lane * 8; i < 16 * D; i += 32 * 8) {
-      const uint4 chunk = *reinterpret_cast<const uint4*>(sQ + i);
-      const Element* x = reinterpret_cast<const Element*>(&chunk);
-#pragma unroll
-      for (int j = 0; j < 8; ++j) max_abs = fmaxf(max_abs, fabsf(float(x[j])));
-    }
-#pragma unroll
-    for (int m = 16; m >= 1; m /= 2) max_abs = fmaxf(max_abs, __shfl_xor_sync(0xffffffffu, max_abs, m));
-    // Shift so that max |q| lands in [2^13, 2^14) when it is outside [2^-10, 2^14]: values of a
-    // row that are tiny next to its largest lose bits they could not have contributed anyway.
-    int shift = 0;
-    if (max_abs > 0.f && max_abs <= 3.0e38f && (max_abs > 16384.f || max_abs < 1.f / 1024.f)) {
-      int exponent;
-      frexpf(max_abs, &exponent);  // max_abs < 2^exponent
-      shift = 14 - exponent;
-    }
+    const int shift = q_tile_shift<16 * D>(sQ, lane);
     const float scale = ldexpf(1.f, shift);
     unshift = ldexpf(1.f, -shift);
 
