@@ -22,6 +22,15 @@ struct OutputRow {
 
 constexpr float kOutputNaN = __builtin_nanf("");
 
+// kFinal: where a row's output starts and where its LSE goes (OutputParams).
+template <class Element>
+__device__ __forceinline__ Element* final_row(const OutputParams& o, int b, int head, int64_t token) {
+  return static_cast<Element*>(o.out) + b * o.o_batch_stride + token * o.o_token_stride + head * o.o_head_stride;
+}
+__device__ __forceinline__ float& final_lse(const OutputParams& o, int b, int head, int64_t token) {
+  return o.lse[b * o.lse_batch_stride + head * o.lse_head_stride + token * o.lse_token_stride];
+}
+
 // Writes kN consecutive columns [col, col + kN) of a row (kN of 2 or 4: one 4- or 8-byte store of
 // the dtype, or 8/16 bytes of fp32), and the row's LSE when write_lse.
 template <class Element, int kHeadDim, int kN>
@@ -32,13 +41,8 @@ __device__ __forceinline__ void write_output(const OutputParams& o, const Output
     cutlass::Array<Element, kN> packed;
 #pragma unroll
     for (int j = 0; j < kN; ++j) packed[j] = Element(poisoned ? kOutputNaN : v[j]);
-    Element* dst = static_cast<Element*>(o.out) + r.b * o.o_batch_stride + r.token * o.o_token_stride +
-                   r.head * o.o_head_stride + col;
-    *reinterpret_cast<cutlass::Array<Element, kN>*>(dst) = packed;
-    if (write_lse && o.lse != nullptr) {
-      o.lse[r.b * o.lse_batch_stride + r.head * o.lse_head_stride + r.token * o.lse_token_stride] =
-          poisoned ? kOutputNaN : lse;
-    }
+    *reinterpret_cast<cutlass::Array<Element, kN>*>(final_row<Element>(o, r.b, r.head, r.token) + col) = packed;
+    if (write_lse && o.lse != nullptr) final_lse(o, r.b, r.head, r.token) = poisoned ? kOutputNaN : lse;
     return;
   }
   const int64_t row = int64_t(r.split) * o.partial_rows + (int64_t(r.b) * o.seq_rows + r.i) * o.num_heads + r.head;

@@ -50,8 +50,7 @@ __device__ __forceinline__ void write_final_rows_through_smem(const PrefillParam
     for (int c = 0; c < size<1>(acc_rc); ++c) rO_rc(r, c) = Element(seq.bad ? kOutputNaN : acc_rc(r, c) * inv[r]);
     const int i = row0 + get<0>(coords(r, 0));
     if (o.lse != nullptr && tid % 4 == 0 && i < seq.q_len) {  // the quad's first thread holds column 0
-      o.lse[b * o.lse_batch_stride + hq * o.lse_head_stride + (seq.q_begin + i) * o.lse_token_stride] =
-          seq.bad ? kOutputNaN : lse[r];
+      final_lse(o, b, hq, seq.q_begin + i) = seq.bad ? kOutputNaN : lse[r];
     }
   }
   auto stmatrix = make_tiled_copy_C(Copy_Atom<SM90_U32x4_STSM_N, Element>{}, typename Traits::TiledMmaPV{});
@@ -60,7 +59,7 @@ __device__ __forceinline__ void write_final_rows_through_smem(const PrefillParam
   cutlass::arch::NamedBarrier::sync(128, barrier_id);
 
   // Rows out, 16 bytes per thread and step, consecutive threads along a row.
-  Element* out = static_cast<Element*>(o.out) + b * o.o_batch_stride + hq * o.o_head_stride;
+  Element* out = final_row<Element>(o, b, hq, seq.q_begin);  // the sequence's first query row
   const int first_row = consumer * 64;
   CUTE_UNROLL
   for (int idx = tid; idx < 64 * kChunks; idx += 128) {
@@ -71,7 +70,7 @@ __device__ __forceinline__ void write_final_rows_through_smem(const PrefillParam
       asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];"
                    : "=r"(chunk.x), "=r"(chunk.y), "=r"(chunk.z), "=r"(chunk.w)
                    : "r"(cast_smem_ptr_to_uint(raw_pointer_cast(&sQ(row, col)))));
-      *reinterpret_cast<uint4*>(out + (seq.q_begin + i) * o.o_token_stride + col) = chunk;
+      *reinterpret_cast<uint4*>(out + i * o.o_token_stride + col) = chunk;
     }
   }
 }
