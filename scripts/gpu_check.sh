@@ -52,8 +52,11 @@ if [[ -z "${SPLITKV_PREBUILT:-}" ]] && has build; then
 fi
 
 if has test; then
-  guard "$BIN/tests/splitkv_gpu_tests" --gtest_filter="$FILTER" --gtest_brief=1 >"$OUT/gpu_tests.log" 2>&1
-  summary+=("gpu tests: rc=$? $(grep -E '^\[  (PASSED|FAILED|SKIPPED)' "$OUT/gpu_tests.log" | tr '\n' ' ')")
+  # Line-buffered and not brief: when the timeout kills a hung test, the log still ends at its RUN line.
+  guard stdbuf -oL -eL "$BIN/tests/splitkv_gpu_tests" --gtest_filter="$FILTER" >"$OUT/gpu_tests.log" 2>&1
+  rc=$?
+  summary+=("gpu tests: rc=$rc $(grep -E '^\[  (PASSED|FAILED|SKIPPED)' "$OUT/gpu_tests.log" | tr '\n' ' ')")
+  [[ $rc -eq 124 ]] && summary+=("gpu tests: timed out in $(grep -E '^\[ RUN' "$OUT/gpu_tests.log" | tail -1)")
 fi
 
 if has sanitize; then
