@@ -41,8 +41,7 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm)
   const float scale_log2 = p.scale_log2 * q.unshift * k_scale;
 
   KeysAsRowsO<Traits> o;
-  CUTE_UNROLL
-  for (int m = 0; m < KeysAsRowsO<Traits>::kTiles; ++m) o.acc[m][0] = o.acc[m][1] = o.acc[m][2] = o.acc[m][3] = 0.f;
+  o.clear();
   KeysAsRowsSoftmax softmax;
   softmax.reset();
   int row_end[2];  // rows 2c, 2c + 1: the end of the keys each sees
@@ -68,13 +67,7 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm)
     }
     float rescale[2];
     softmax.fold(s, scale_log2, rescale);
-    if (!__all_sync(0xffffffffu, rescale[0] == 1.f && rescale[1] == 1.f)) {
-      CUTE_UNROLL
-      for (int m = 0; m < KeysAsRowsO<Traits>::kTiles; ++m) {
-        CUTE_UNROLL
-        for (int i = 0; i < 4; ++i) o.acc[m][i] *= rescale[i % 2];
-      }
-    }
+    if (!__all_sync(0xffffffffu, rescale[0] == 1.f && rescale[1] == 1.f)) o.rescale(rescale);
     keys_as_rows_accumulate_pv<Traits>(s, stage, reads, lane, o);
   }
   cp_async_wait<0>();
@@ -89,8 +82,8 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm)
                                  CUTE_UNROLL
                                  for (int half = 0; half < 2; ++half) {
                                    const int col = KeysAsRowsO<Traits>::column(m, half, g);
-                                   sO[(2 * c) * D + col] = o.acc[m][2 * half];
-                                   sO[(2 * c + 1) * D + col] = o.acc[m][2 * half + 1];
+                                   sO[(2 * c) * D + col] = o.value(m, 2 * half);
+                                   sO[(2 * c + 1) * D + col] = o.value(m, 2 * half + 1);
                                  }
                                }
                                if (g == 0) {

@@ -173,13 +173,48 @@ __device__ __forceinline__ uint32_t transpose_8x8_b16(uint32_t x) {
   return y;
 }
 
-// acc_o[m][4]: m-tile m = t * U + j covers head-dim rows (chunk 2t, unit g, code j) (g) and
+// acc[m][4]: m-tile m = t * U + j covers head-dim rows (chunk 2t, unit g, code j) (g) and
 // (chunk 2t + 1, unit g, code j) (g + 8), columns rows 2c, 2c + 1.
+//
+// Integer V codes enter the MMA as exact fp16 codes (0..255; v_pair_codes) and each key's scale
+// moves into its probability instead: P'_k = P_k * scale_k (fp16). Then for every head-dim row
+//   sum_k P_k (scale_k * code_k + min_k) = acc + mins,
+// with mins = sum_k P_k * min_k per query row from one more MMA (A = each key's min). That removes
+// the half2 scale * code + min per V pair from every sub-tile. (Feeding the biased codes, 1024 +
+// w * code, and subtracting 1024 * sum P' at the end would also drop the code recovery, but the
+// tensor cores' fp32 sums of the biased products lost a decimal digit at 64k keys: rel-L2 1.8e-2
+// against 1.7e-3, run 41.)
 template <class Traits>
 struct KeysAsRowsO {
   static constexpr int U = 16 / Traits::VCode::kBits;
   static constexpr int kTiles = Traits::kHeadDim / 16;
+  static constexpr bool kFoldScales = Traits::kVCode != CodeKind::kFp8;
   float acc[kTiles][4];
+  float mins[4];  // rows 2c, 2c + 1, 2c, 2c + 1 (integer V only)
+
+  __device__ __forceinline__ void clear() {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+#pragma unroll
+      for (int m = 0; m < kTiles; ++m) acc[m][i] = 0.f;
+      mins[i] = 0.f;
+    }
+  }
+
+  __device__ __forceinline__ void rescale(const float (&r)[2]) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+#pragma unroll
+      for (int m = 0; m < kTiles; ++m) acc[m][i] *= r[i % 2];
+      if constexpr (kFoldScales) mins[i] *= r[i % 2];
+    }
+  }
+
+  // Element i of m-tile m, dequantized (the sum over keys of P_k * x_k).
+  __device__ __forceinline__ float value(int m, int i) const {
+    if constexpr (kFoldScales) return acc[m][i] + mins[i];
+    return acc[m][i];
+  }
 
   // Head-dim column of m-tile m's row g (half 0) or g + 8 (half 1).
   __device__ __forceinline__ static int column(int m, int half, int g) {
@@ -195,11 +230,19 @@ __device__ __forceinline__ void keys_as_rows_accumulate_pv(const float (&p)[4], 
   constexpr int U = KeysAsRowsO<Traits>::U;
   const uint32_t b0 = transpose_8x8_b16(as_u32(__floats2half2_rn(p[0], p[1])));  // keys 0-7
   const uint32_t b1 = transpose_8x8_b16(as_u32(__floats2half2_rn(p[2], p[3])));  // keys 8-15
-  uint32_t scale_lo = 0, min_lo = 0, scale_hi = 0, min_hi = 0;  // keys (2c, 2c+1) and (8+2c, 9+2c)
-  if constexpr (Traits::kTokenScales) {
+  uint32_t pv0 = b0, pv1 = b1;  // the B operand of the V^T products: P, or P' = P * scale (integer V)
+  if constexpr (KeysAsRowsO<Traits>::kFoldScales) {
     const char* v_scales = stage + Traits::kVScaleOffset;
+    const int g = lane / 4;
+    const float scale_g = __low2float(as_half2(*reinterpret_cast<const uint32_t*>(v_scales + g * 4)));
+    const float scale_g8 = __low2float(as_half2(*reinterpret_cast<const uint32_t*>(v_scales + (g + 8) * 4)));
+    pv0 = transpose_8x8_b16(as_u32(__floats2half2_rn(p[0] * scale_g, p[1] * scale_g)));
+    pv1 = transpose_8x8_b16(as_u32(__floats2half2_rn(p[2] * scale_g8, p[3] * scale_g8)));
+    uint32_t scale_lo, min_lo, scale_hi, min_hi;  // keys (2c, 2c+1) and (8+2c, 9+2c)
     key_pair_scales(v_scales, 2 * (lane % 4), scale_lo, min_lo);
     key_pair_scales(v_scales, 8 + 2 * (lane % 4), scale_hi, min_hi);
+    Traits::MmaOp::fma(o.mins[0], o.mins[1], o.mins[2], o.mins[3], min_lo, min_lo, min_hi, min_hi, b0, b1, o.mins[0],
+                       o.mins[1], o.mins[2], o.mins[3]);
   }
 #pragma unroll
   for (int t = 0; t < QuantLaneReads<Traits>::kVPairs; ++t) {
@@ -208,12 +251,12 @@ __device__ __forceinline__ void keys_as_rows_accumulate_pv(const float (&p)[4], 
                                   r[3]);
 #pragma unroll
     for (int j = 0; j < U; ++j) {
-      const uint32_t a0 = v_pair<Traits::kVCode>(v_pair_codes<Traits::kVCode>(r[0], j), scale_lo, min_lo);
-      const uint32_t a1 = v_pair<Traits::kVCode>(v_pair_codes<Traits::kVCode>(r[2], j), scale_lo, min_lo);
-      const uint32_t a2 = v_pair<Traits::kVCode>(v_pair_codes<Traits::kVCode>(r[1], j), scale_hi, min_hi);
-      const uint32_t a3 = v_pair<Traits::kVCode>(v_pair_codes<Traits::kVCode>(r[3], j), scale_hi, min_hi);
+      const uint32_t a0 = v_pair_codes<Traits::kVCode>(r[0], j);
+      const uint32_t a1 = v_pair_codes<Traits::kVCode>(r[2], j);
+      const uint32_t a2 = v_pair_codes<Traits::kVCode>(r[1], j);
+      const uint32_t a3 = v_pair_codes<Traits::kVCode>(r[3], j);
       float(&d)[4] = o.acc[t * U + j];
-      Traits::MmaOp::fma(d[0], d[1], d[2], d[3], a0, a1, a2, a3, b0, b1, d[0], d[1], d[2], d[3]);
+      Traits::MmaOp::fma(d[0], d[1], d[2], d[3], a0, a1, a2, a3, pv0, pv1, d[0], d[1], d[2], d[3]);
     }
   }
 }
