@@ -5,6 +5,7 @@
 #include <limits>
 #include <numeric>
 
+#include "common/parallel_for.hpp"
 #include "quant/kv_quant_host.hpp"
 #include "testing/random_fill.hpp"
 
@@ -150,13 +151,22 @@ DecodeCase make_decode_case(const DecodeCaseSpec& spec) {
   c.v_scales_ref = c.k_scales_ref;
   CacheSide k_side{c.k, c.k_scales, c.k_scales_ref, kv.scales, int(D), int(Hkv)};
   CacheSide v_side{c.v, c.v_scales, c.v_scales_ref, kv.scales, int(D), int(Hkv)};
-  for (int64_t row = 0; row < slabs * slab_tokens; ++row) {
-    for (int64_t h = 0; h < Hkv + pad; ++h) {
-      const int64_t first = (row * (Hkv + pad) + h) * D;
-      k_side.write(first, row / slab_tokens, row % slab_tokens, h, rng);
-      v_side.write(first, row / slab_tokens, row % slab_tokens, h, rng);
+  // Rows in chunks, each chunk from its own generator (seeded from the case's): the same values
+  // whatever the number of threads, made on all of them (a long case spends most of its GPU test's
+  // time here otherwise). Rows never share a byte (D is even for INT4), so chunks write apart.
+  constexpr int64_t kChunkRows = 256;
+  const uint64_t kv_seed = rng();
+  const int64_t rows = slabs * slab_tokens;
+  detail::parallel_for((rows + kChunkRows - 1) / kChunkRows, [&](int64_t chunk) {
+    std::mt19937_64 chunk_rng = chunk_generator(kv_seed, chunk);
+    for (int64_t row = chunk * kChunkRows; row < std::min(rows, (chunk + 1) * kChunkRows); ++row) {
+      for (int64_t h = 0; h < Hkv + pad; ++h) {
+        const int64_t first = (row * (Hkv + pad) + h) * D;
+        k_side.write(first, row / slab_tokens, row % slab_tokens, h, chunk_rng);
+        v_side.write(first, row / slab_tokens, row % slab_tokens, h, chunk_rng);
+      }
     }
-  }
+  });
 
   if (spec.poison_unused) {
     // Everything no valid key uses becomes NaN: padding, slots past each length, unused pages.

@@ -28,8 +28,8 @@ class ElementBuffer {
 
   // Standard normal values times `scale`, rounded to the element type (16-bit floats).
   void fill_normal(std::mt19937_64& rng, float scale = 1.f) {
-    std::normal_distribution<float> normal(0.f, 1.f);
-    for (size_t i = 0; i < elements_; ++i) set16(i, detail::float_to_half_bits(normal(rng) * scale, dtype_));
+    fill_normal_chunks(int64_t(elements_), rng, scale,
+                       [&](int64_t i, float x) { set16(size_t(i), detail::float_to_half_bits(x, dtype_)); });
   }
   // NaN in elements [first, first + count): what no kernel may let through.
   void fill_nan(size_t first, size_t count) {
