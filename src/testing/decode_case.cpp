@@ -5,7 +5,6 @@
 #include <limits>
 #include <numeric>
 
-#include "common/parallel_for.hpp"
 #include "quant/kv_quant_host.hpp"
 #include "testing/random_fill.hpp"
 
@@ -151,19 +150,14 @@ DecodeCase make_decode_case(const DecodeCaseSpec& spec) {
   c.v_scales_ref = c.k_scales_ref;
   CacheSide k_side{c.k, c.k_scales, c.k_scales_ref, kv.scales, int(D), int(Hkv)};
   CacheSide v_side{c.v, c.v_scales, c.v_scales_ref, kv.scales, int(D), int(Hkv)};
-  // Rows in chunks, each chunk from its own generator (seeded from the case's): the same values
-  // whatever the number of threads, made on all of them (a long case spends most of its GPU test's
-  // time here otherwise). Rows never share a byte (D is even for INT4), so chunks write apart.
-  constexpr int64_t kChunkRows = 256;
-  const uint64_t kv_seed = rng();
-  const int64_t rows = slabs * slab_tokens;
-  detail::parallel_for((rows + kChunkRows - 1) / kChunkRows, [&](int64_t chunk) {
-    std::mt19937_64 chunk_rng = chunk_generator(kv_seed, chunk);
-    for (int64_t row = chunk * kChunkRows; row < std::min(rows, (chunk + 1) * kChunkRows); ++row) {
+  // Rows in chunks of 256 on all threads (a long case spends most of its GPU test's time here
+  // otherwise). Rows never share a byte (D is even for INT4), so chunks write apart.
+  for_each_random_chunk(slabs * slab_tokens, 256, rng, [&](int64_t first_row, int64_t last_row, std::mt19937_64& g) {
+    for (int64_t row = first_row; row < last_row; ++row) {
       for (int64_t h = 0; h < Hkv + pad; ++h) {
         const int64_t first = (row * (Hkv + pad) + h) * D;
-        k_side.write(first, row / slab_tokens, row % slab_tokens, h, chunk_rng);
-        v_side.write(first, row / slab_tokens, row % slab_tokens, h, chunk_rng);
+        k_side.write(first, row / slab_tokens, row % slab_tokens, h, g);
+        v_side.write(first, row / slab_tokens, row % slab_tokens, h, g);
       }
     }
   });

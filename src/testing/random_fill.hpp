@@ -11,21 +11,24 @@
 
 namespace splitkv::testing {
 
-// The generator of chunk `chunk` of a fill whose seed is `seed` (its own stream per chunk).
-inline std::mt19937_64 chunk_generator(uint64_t seed, int64_t chunk) {
-  return std::mt19937_64(seed + 0x9E3779B97F4A7C15ull * uint64_t(chunk + 1));
+// fn(first, last, generator) for the chunks [first, last) of [0, n), `chunk` items each, on all
+// hardware threads; every chunk has its own generator, seeded from one draw of `rng`, so the
+// values depend on that draw only, never on the thread count.
+template <class Fn>
+void for_each_random_chunk(int64_t n, int64_t chunk, std::mt19937_64& rng, Fn&& fn) {
+  const uint64_t seed = rng();
+  detail::parallel_for((n + chunk - 1) / chunk, [&](int64_t c) {
+    std::mt19937_64 generator(seed + 0x9E3779B97F4A7C15ull * uint64_t(c + 1));
+    fn(c * chunk, std::min(n, (c + 1) * chunk), generator);
+  });
 }
 
-// set(i, x) for i in [0, n) with x standard normal times `scale`, in chunks of 64K elements on all
-// hardware threads. The values depend only on one draw of `rng`, never on the thread count.
+// set(i, x) for i in [0, n) with x standard normal times `scale`, 64K elements per chunk.
 template <class Set>
 void fill_normal_chunks(int64_t n, std::mt19937_64& rng, float scale, Set&& set) {
-  constexpr int64_t kChunk = int64_t(1) << 16;
-  const uint64_t seed = rng();
-  detail::parallel_for((n + kChunk - 1) / kChunk, [&](int64_t chunk) {
-    std::mt19937_64 generator = chunk_generator(seed, chunk);
+  for_each_random_chunk(n, int64_t(1) << 16, rng, [&](int64_t first, int64_t last, std::mt19937_64& generator) {
     std::normal_distribution<float> normal(0.f, 1.f);
-    for (int64_t i = chunk * kChunk; i < std::min(n, (chunk + 1) * kChunk); ++i) set(i, normal(generator) * scale);
+    for (int64_t i = first; i < last; ++i) set(i, normal(generator) * scale);
   });
 }
 
