@@ -111,7 +111,7 @@ __device__ __forceinline__ void keys_as_rows_fold_k_scales(const KeysAsRowsQ<Tra
   const int g = lane / 4;
 #pragma unroll
   for (int n = 0; n < 2; ++n) {
-    const float2 scale_min = __half22float2(as_half2(*reinterpret_cast<const uint32_t*>(k_scales + (g + 8 * n) * 4)));
+    const float2 scale_min = key_scale_min(k_scales, g + 8 * n);
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const float bias = Traits::kKCode == CodeKind::kInt4
@@ -240,8 +240,8 @@ __device__ __forceinline__ void keys_as_rows_accumulate_pv(const float (&p)[4], 
     key_pair_scales(v_scales, 8 + 2 * (lane % 4), scale_hi, min_hi);
     if constexpr (kFold) {
       const int g = lane / 4;
-      const float scale_g = __low2float(as_half2(*reinterpret_cast<const uint32_t*>(v_scales + g * 4)));
-      const float scale_g8 = __low2float(as_half2(*reinterpret_cast<const uint32_t*>(v_scales + (g + 8) * 4)));
+      const float scale_g = key_scale_min(v_scales, g).x;
+      const float scale_g8 = key_scale_min(v_scales, g + 8).x;
       pv0 = transpose_8x8_b16(as_u32(__floats2half2_rn(p[0] * scale_g, p[1] * scale_g)));
       pv1 = transpose_8x8_b16(as_u32(__floats2half2_rn(p[2] * scale_g8, p[3] * scale_g8)));
       Traits::MmaOp::fma(o.mins[0], o.mins[1], o.mins[2], o.mins[3], min_lo, min_lo, min_hi, min_hi, b0, b1,

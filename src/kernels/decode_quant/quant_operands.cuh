@@ -215,6 +215,11 @@ struct QuantOColumns {
   }
 };
 
+// The (scale, min) of key k in fp32.
+__device__ __forceinline__ float2 key_scale_min(const char* scales, int key) {
+  return __half22float2(as_half2(*reinterpret_cast<const uint32_t*>(scales + key * 4)));
+}
+
 // The (scale, min) of keys (k, k + 1) as two half2: (scale_k, scale_k+1), (min_k, min_k+1).
 __device__ __forceinline__ void key_pair_scales(const char* scales, int key, uint32_t& scale2, uint32_t& min2) {
   const uint2 words = *reinterpret_cast<const uint2*>(scales + key * 4);
