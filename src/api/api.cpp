@@ -164,7 +164,7 @@ Status run_decode(const Plan& plan, const DecodeTensors& t, void* workspace, siz
   if (pr.page_size > 0) {
     p.block_table = static_cast<const int32_t*>(t.block_table.data);
     p.block_table_batch_stride = t.block_table.stride[0];
-    p.page_size = pr.page_size;
+    p.page_size = detail::FastDivmod::make(pr.page_size);
     p.num_pages = static_cast<int>(t.k.shape[0]);
   }
   p.seq_lens = static_cast<const int32_t*>(t.seq_lens.data);
@@ -174,10 +174,10 @@ Status run_decode(const Plan& plan, const DecodeTensors& t, void* workspace, siz
   p.num_q_heads = pr.num_q_heads;
   p.num_kv_heads = pr.num_kv_heads;
   p.q_len = pr.q_len;
-  p.group = g.group;
+  p.group = detail::FastDivmod::make(g.group);
   p.rows_per_kv = g.rows_per_kv;
-  p.m_tiles = g.m_tiles;
-  p.num_splits = plan.num_splits;
+  p.m_tiles = detail::FastDivmod::make(g.m_tiles);
+  p.num_splits = detail::FastDivmod::make(plan.num_splits);
   p.split_tokens = plan.split_tokens;
   p.cluster_combine = plan.cluster_combine && !caller_partials;
   p.causal = pr.causal;

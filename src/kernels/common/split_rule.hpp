@@ -2,6 +2,7 @@
 // the CPU backend and the reference, so they all split the same way.
 #pragma once
 
+#include "kernels/common/fast_divmod.hpp"
 #include "kernels/common/host_device.hpp"
 
 namespace splitkv::detail {
@@ -11,9 +12,11 @@ namespace splitkv::detail {
 //    chunk boundaries of a sequence depend on nothing but its own length.
 //  * otherwise the sequence is cut into num_splits even chunks, rounded up to whole KV blocks
 //    (trailing splits may then be empty).
-SPLITKV_HD int split_chunk_keys(int len, int num_splits, int split_tokens, int block_keys) {
+// Splits is an int (host) or a FastDivmod (kernels).
+template <class Splits>
+SPLITKV_HD int split_chunk_keys(int len, const Splits& num_splits, int split_tokens, int block_keys) {
   if (split_tokens > 0) return split_tokens;
-  const int per_split = (len + num_splits - 1) / num_splits;
+  const int per_split = divide(len + divisor_of(num_splits) - 1, num_splits);
   const int rounded = (per_split + block_keys - 1) / block_keys * block_keys;
   return rounded > block_keys ? rounded : block_keys;
 }

@@ -35,7 +35,7 @@ __device__ __forceinline__ DecodeKeyRange decode_key_range(const DecodeParams& p
   if (r.bad_input) r.len = 0, r.after = 0;
   const int chunk = split_chunk_keys(r.len, p.num_splits, p.split_tokens, kBlockKeys);
   r.lo = int(min(int64_t(r.len), int64_t(split) * chunk));
-  const int last_query = (row0 + rows_here - 1) / p.group;
+  const int last_query = p.group.div(row0 + rows_here - 1);
   r.hi = min(min(r.len, r.lo + chunk), visible_shard_key_end(p.causal, p.q_len, r.len, r.after, last_query));
   return r;
 }
@@ -48,7 +48,7 @@ __device__ __forceinline__ void visible_row_ends(const DecodeParams& p, const De
   CUTE_UNROLL
   for (int r = 0; r < kRows; ++r) {
     const int row = min(row0 + cute::get<0>(tScS_rc(r, 0)), p.rows_per_kv - 1);
-    row_end[r] = min(keys.hi, visible_shard_key_end(p.causal, p.q_len, keys.len, keys.after, row / p.group));
+    row_end[r] = min(keys.hi, visible_shard_key_end(p.causal, p.q_len, keys.len, keys.after, p.group.div(row)));
   }
 }
 
@@ -83,7 +83,7 @@ __device__ __forceinline__ void merge_if_last_split(const DecodeParams& p, int64
   __syncthreads();
   if (threadIdx.x == 0) {
     const int arrived = atomicAdd(p.tile_counters + tile, 1) + 1;
-    is_last = arrived == p.num_splits;
+    is_last = arrived == p.num_splits.divisor;
     if (is_last) atomicExch(p.tile_counters + tile, 0);
   }
   __syncthreads();
@@ -93,14 +93,14 @@ __device__ __forceinline__ void merge_if_last_split(const DecodeParams& p, int64
   c.partial_o = p.output.partial_o;
   c.partial_lse = p.output.partial_lse;
   c.rows = p.output.partial_rows;
-  c.num_splits = p.num_splits;
+  c.num_splits = p.num_splits.divisor;
   c.num_q_heads = p.num_q_heads;
   c.seq_rows = p.q_len;
   c.output = p.combined;
   const ContiguousPartials<kHeadDim, true> partials{c.partial_o, c.partial_lse, c.rows};
   for (int r = 0; r < rows_here; ++r) {
-    const int row = row0 + r, i = row / p.group;
-    const int hq = kv_head * p.group + row % p.group;
+    const int row = row0 + r, i = p.group.div(row);
+    const int hq = kv_head * p.group.divisor + (row - i * p.group.divisor);
     combine_row<Element, kHeadDim>(c, (int64_t(b) * p.q_len + i) * p.num_q_heads + hq, partials);
     __syncthreads();  // group 0 reads combine_row's shared arrays after the other groups left it
   }
@@ -129,15 +129,15 @@ __device__ __forceinline__ void finish_decode_block(const DecodeParams& p, const
           poisoned ? make_float4(nan, nan, nan, nan) : make_float4(o[0], o[1], o[2], o[3]);
       if (c == 0) cluster_lse[r] = poisoned ? nan : lse;
     } else {
-      const int row = row0 + r, i = row / p.group;
-      const OutputRow where{b, i, i, kv_head * p.group + row % p.group, split};
+      const int row = row0 + r, i = p.group.div(row);
+      const OutputRow where{b, i, i, kv_head * p.group.divisor + (row - i * p.group.divisor), split};
       write_output<Element, kHeadDim>(p.output, where, c, o, lse, c == 0, poisoned);
     }
   }
   if (p.cluster_combine) {
     combine_across_cluster<Element, kHeadDim, kThreads>(p, cluster_o, cluster_lse, b, kv_head, row0, rows_here);
   } else if (p.tile_counters != nullptr) {
-    const int64_t tile = (int64_t(b) * p.num_kv_heads + kv_head) * p.m_tiles + row0 / kM;
+    const int64_t tile = (int64_t(b) * p.num_kv_heads + kv_head) * p.m_tiles.divisor + row0 / kM;
     merge_if_last_split<Element, kHeadDim, kThreads>(p, tile, b, kv_head, row0, rows_here);
   }
 }

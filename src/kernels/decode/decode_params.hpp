@@ -3,6 +3,7 @@
 
 #include <cstdint>
 
+#include "kernels/common/fast_divmod.hpp"
 #include "kernels/common/output_params.hpp"
 
 namespace splitkv::detail {
@@ -31,7 +32,7 @@ struct DecodeParams {
   int64_t v_scale_page_stride, v_scale_head_stride, v_scale_token_stride;
   const int32_t* block_table;  // nullptr: contiguous KV
   int64_t block_table_batch_stride;
-  int page_size;
+  FastDivmod page_size;  // tokens per page (paged KV)
   int num_pages;
 
   const int32_t* seq_lens;  // [batch]
@@ -43,10 +44,12 @@ struct DecodeParams {
   OutputParams output;
 
   int batch, num_q_heads, num_kv_heads, q_len;
-  int group;        // Hq / Hkv: query heads packed into one KV head's tile
-  int rows_per_kv;  // q_len * group; tile row r = i * group + h
-  int m_tiles;      // ceil(rows_per_kv / block_m)
-  int num_splits;
+  // The three divisors a block divides by are FastDivmods (one multiply and a shift, not a
+  // runtime division); `.divisor` holds the value.
+  FastDivmod group;    // Hq / Hkv: query heads packed into one KV head's tile
+  int rows_per_kv;     // q_len * group; tile row r = i * group + h
+  FastDivmod m_tiles;  // ceil(rows_per_kv / block_m)
+  FastDivmod num_splits;
   int split_tokens;      // > 0: fixed split size (batch-invariant)
   bool cluster_combine;  // the splits of a row form one thread-block cluster and merge in it
   // Fused combine (not nullptr): one arrival counter per (sequence, KV head, query tile), zero

@@ -46,10 +46,8 @@ struct DecodeKvLoader {
     int64_t page = b, slot = t0;
     bool page_ok = true;
     if (table_row != nullptr) {  // a 16-key sub-tile never straddles pages: page_size % 16 == 0, t0 % 16 == 0
-      const PageSlot at = page_ids.get(n, lane, [&](int m) {
-        const int t = subtile_start(m);
-        return t < hi ? PageSlot{table_row[t / p.page_size], t % p.page_size} : PageSlot{0, 0};
-      });
+      const PageSlot at =
+          page_ids.get(n, lane, [&](int m) { return page_slot_of(table_row, p.page_size, subtile_start(m), hi); });
       page = at.page;
       slot = at.slot;
       page_ok = page >= 0 && page < p.num_pages;

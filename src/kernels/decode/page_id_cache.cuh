@@ -3,12 +3,23 @@
 // page size are off the critical path of issuing the next copy.
 #pragma once
 
+#include <cstdint>
+
+#include "kernels/common/fast_divmod.hpp"
+
 namespace splitkv::detail {
 
 struct PageSlot {
   int page;  // block-table entry
   int slot;  // first token's position in the page
 };
+
+// Page and slot of key t of a sequence whose block-table row is table_row; (0, 0) at or past hi.
+__device__ __forceinline__ PageSlot page_slot_of(const int32_t* table_row, const FastDivmod& page_size, int t, int hi) {
+  if (t >= hi) return PageSlot{0, 0};
+  const int entry = page_size.div(t);
+  return PageSlot{table_row[entry], t - entry * page_size.divisor};
+}
 
 struct PageIdCache {
   int base = -32;  // sub-tile index held by lane 0

@@ -23,8 +23,8 @@ struct QuantBlockCoords {
   __device__ __forceinline__ static QuantBlockCoords of_this_block(const DecodeParams& p) {
     QuantBlockCoords at;
     at.split = blockIdx.x;
-    at.kv_head = blockIdx.y / p.m_tiles;
-    at.m_tile = blockIdx.y % p.m_tiles;
+    at.kv_head = p.m_tiles.div(blockIdx.y);
+    at.m_tile = blockIdx.y - at.kv_head * p.m_tiles.divisor;
     at.b = blockIdx.z;
     at.row0 = at.m_tile * kM;
     at.rows_here = min(kM, p.rows_per_kv - at.row0);

@@ -48,7 +48,7 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm)
   CUTE_UNROLL
   for (int r = 0; r < 2; ++r) {
     const int row = min(at.row0 + 2 * c + r, p.rows_per_kv - 1);
-    row_end[r] = min(keys.hi, visible_shard_key_end(p.causal, p.q_len, keys.len, keys.after, row / p.group));
+    row_end[r] = min(keys.hi, visible_shard_key_end(p.causal, p.q_len, keys.len, keys.after, p.group.div(row)));
   }
   const QuantLaneReads<Traits> reads(lane);
 

@@ -133,10 +133,8 @@ struct QuantKvLoader {
     const uint16_t* scales = scale_src;
     bool page_ok = true;
     if (table_row != nullptr) {  // a 16-key sub-tile never straddles pages
-      const PageSlot at = page_ids.get(next, lane, [&](int m) {
-        const int t = subtile_start(m);
-        return t < hi ? PageSlot{table_row[t / p.page_size], t % p.page_size} : PageSlot{0, 0};
-      });
+      const PageSlot at =
+          page_ids.get(next, lane, [&](int m) { return page_slot_of(table_row, p.page_size, subtile_start(m), hi); });
       page_ok = at.page >= 0 && at.page < p.num_pages;
       bad_input |= !page_ok;
       const int64_t page = page_ok ? at.page : 0;
