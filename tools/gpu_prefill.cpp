@@ -54,9 +54,10 @@ const SuiteRow kPrefillSuite[] = {
     {1, 32, 8, 1024, 32768 + 1024, 128, DType::kBF16, true, true, 16, KvFormat::kInt4},
     {1, 32, 8, 4096, 32768 + 4096, 128, DType::kBF16, true, true, 16, KvFormat::kInt4}};
 
-// The strategies suite: the default next to the original design's alternatives (mma.sync families)
-// and the sm90 family's three-consumer tile at D=64, on the first rows of the prefill suite (a
-// variant whose family does not serve a row's head dim shows n/a).
+// The strategies suite: the default next to the original design's alternatives (split-V, two-pass
+// and independent K/V tiles on the mma.sync families; two-pass on the wgmma kernel) and the sm90
+// family's three-consumer tile at D=64, on the first rows of the prefill suite (a variant whose
+// family does not serve a row's head dim shows n/a).
 constexpr int kStrategyRows = 10;
 struct Variant {
   const char* name;
@@ -67,6 +68,7 @@ const Variant kDefaultVariant = {"default", Strategy::kAuto, ""};
 const Variant kStrategyVariants[] = {kDefaultVariant,
                                      {"split-v", Strategy::kSplitV, ""},
                                      {"two-pass", Strategy::kTwoPass, ""},
+                                     {"sm90-two-pass", Strategy::kTwoPass, "prefill_sm90_twopass"},
                                      {"k16-v64", Strategy::kAuto, "prefill_mma_k16v64"},
                                      {"sm90-m192", Strategy::kAuto, "prefill_sm90_m192"}};
 

@@ -212,6 +212,7 @@ enum class PrefillSm90Variant {
   kDefault,  // prefill_sm90: two consumer warpgroups, 128 x 128 tiles (128 x 64 at D=256)
   kM192,     // prefill_sm90_m192 (D=64): three consumers, 192 query rows, FlashAttention-3's D=64 tile
   kN80,      // prefill_sm90_n80 (D=256): 80-key tiles, FlashAttention-3's D=256 tile
+  kTwoPass,  // prefill_sm90_twopass: the default tile run as the two-pass strategy (statistics, then output)
 };
 
 constexpr PrefillSm90Tile prefill_sm90_tile(int head_dim, PrefillSm90Variant variant = PrefillSm90Variant::kDefault) {
@@ -238,6 +239,9 @@ constexpr TileSummary prefill_sm90_m192_summary(int head_dim, KvFormat) {
 }
 constexpr TileSummary prefill_sm90_n80_summary(int head_dim, KvFormat) {
   return prefill_sm90_summary(prefill_sm90_tile(head_dim, PrefillSm90Variant::kN80));
+}
+constexpr TileSummary prefill_sm90_twopass_summary(int head_dim, KvFormat) {
+  return prefill_sm90_summary(prefill_sm90_tile(head_dim, PrefillSm90Variant::kTwoPass));
 }
 
 // ---- combine --------------------------------------------------------------------------------

@@ -58,7 +58,19 @@ cudaError_t launch_prefill_sm90(const PrefillParams& p, const LaunchConfig& conf
   params.tma_v_pages = make_tma_copy(SM90_TMA_LOAD{}, mVp, typename Traits::SmemLayoutKVBox{},
                                      Shape<Int<Traits::kPageRows>, Int<kHeadDim>>{}, _1{});
   params.shape_pages = mKp.shape();
-  return launch_kernel(prefill_sm90_kernel<Traits>, dim3(Traits::kThreads), Traits::kSmemBytes, params, config);
+  const dim3 block(Traits::kThreads);
+  if constexpr (kVariant == tiles::PrefillSm90Variant::kTwoPass) {
+    // Statistics first, then the output pass; the row statistics cross through the workspace.
+    if (cudaError_t e = launch_kernel(prefill_sm90_kernel<Traits, PrefillPass::kStats>, block, Traits::kSmemBytes,
+                                      params, config);
+        e != cudaSuccess) {
+      return e;
+    }
+    return launch_kernel(prefill_sm90_kernel<Traits, PrefillPass::kFromStats>, block, Traits::kSmemBytes, params,
+                         config);
+  } else {
+    return launch_kernel(prefill_sm90_kernel<Traits, PrefillPass::kFused>, block, Traits::kSmemBytes, params, config);
+  }
 }
 
 }  // namespace splitkv::detail

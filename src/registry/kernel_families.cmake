@@ -70,6 +70,14 @@ splitkv_family(NAME prefill_sm90_n80 KIND prefill ARCH sm90a STRATEGIES split-q 
   HEAD_DIMS 256 DTYPES fp16 bf16 KV_FORMATS native KV_CACHES contiguous paged
   TILE prefill_sm90_n80_summary TEMPLATE prefill_sm90 VARIANT kN80)
 
+# The original design's two-pass strategy on the wgmma kernel: a statistics pass (Q K^T and each
+# row's max and sum, K alone streamed) and an output pass (scores again, the final softmax applied,
+# P V; no O rescale), two launches of prefill_sm90_kernel. Chosen by name (measured in the
+# strategies suite against the one-pass kernel).
+splitkv_family(NAME prefill_sm90_twopass KIND prefill ARCH sm90a STRATEGIES two-pass PRIORITY -1
+  HEAD_DIMS 64 128 DTYPES fp16 bf16 KV_FORMATS native
+  TILE prefill_sm90_twopass_summary TEMPLATE prefill_sm90 VARIANT kTwoPass)
+
 # The original design's independent K and V tiles: K consumed in 16-key sub-tiles, V in 64-column
 # slices. Measured slower than prefill_mma (bench/NOTES.md), so only chosen by name.
 splitkv_family(NAME prefill_mma_k16v64 KIND prefill ARCH sm80 STRATEGIES split-q split-kv PRIORITY -1

@@ -31,6 +31,7 @@ const Variant kVariants[] = {{"default", Strategy::kAuto, "", 0},
                              {"mma_splitkv", Strategy::kSplitKV, "prefill_mma", 3},
                              {"splitv", Strategy::kSplitV, "", 0},
                              {"twopass", Strategy::kTwoPass, "", 0},
+                             {"sm90_twopass", Strategy::kTwoPass, "prefill_sm90_twopass", 0},
                              {"k16v64", Strategy::kAuto, "prefill_mma_k16v64", 0},
                              {"k16v64_splitkv", Strategy::kSplitKV, "prefill_mma_k16v64", 2}};
 

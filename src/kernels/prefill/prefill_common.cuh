@@ -217,6 +217,72 @@ __device__ __forceinline__ void gemm_reg_smem(TiledMma& mma, Acc& acc, const Reg
   }
 }
 
+// The passes a prefill kernel body runs: one fused pass (online softmax), or the two-pass strategy's
+// statistics pass (each row's max and sum of exponentials over all its keys, no V) followed by its
+// output pass (scores recomputed, the final softmax applied directly: no O rescale).
+enum class PrefillPass { kFused, kStats, kFromStats };
+
+// Row i (of sequence b, query head hq) of the two-pass statistics in p.row_max / p.row_sum.
+__device__ __forceinline__ int64_t two_pass_row(const PrefillParams& p, int b, int i, int hq) {
+  return (int64_t(b) * p.max_q_len + i) * p.num_q_heads + hq;
+}
+
+// Statistics pass, after the softmax's sums are reduced: each row's max and sum, written by the
+// quad leaders (the four threads of a row hold the same values); a bad sequence's max is NaN.
+template <int kRows, class Coords>
+__device__ __forceinline__ void store_two_pass_stats(const PrefillParams& p, const PrefillSequence& s, int b, int hq,
+                                                     int row0, const Coords& coords, const OnlineSoftmax<kRows>& softmax,
+                                                     bool quad_leader) {
+  if (!quad_leader) return;
+  CUTE_UNROLL
+  for (int r = 0; r < kRows; ++r) {
+    const int i = row0 + cute::get<0>(coords(r, 0));
+    if (i >= s.q_len) continue;
+    const int64_t row = two_pass_row(p, b, i, hq);
+    p.row_max[row] = s.bad ? __int_as_float(0x7fc00000) : softmax.row_max[r];
+    p.row_sum[row] = softmax.row_sum[r];
+  }
+}
+
+// Output pass: the final max and 1 / sum of the thread's rows, from the statistics pass.
+template <int kRows>
+struct TwoPassRowStats {
+  float max[kRows], inv_sum[kRows];
+
+  // Also hands the statistics to `softmax`, whose lse() then gives each row's LSE.
+  template <class Coords>
+  __device__ __forceinline__ void load(const PrefillParams& p, const PrefillSequence& s, int b, int hq, int row0,
+                                       const Coords& coords, OnlineSoftmax<kRows>& softmax) {
+    CUTE_UNROLL
+    for (int r = 0; r < kRows; ++r) {
+      const int i = min(row0 + cute::get<0>(coords(r, 0)), s.q_len - 1);
+      const int64_t row = two_pass_row(p, b, i, hq);
+      max[r] = p.row_max[row];
+      const float sum = p.row_sum[row];
+      inv_sum[r] = sum > 0.f ? 1.f / sum : 0.f;
+      softmax.row_max[r] = max[r];
+      softmax.row_sum[r] = sum;
+    }
+  }
+
+  // scores (rows, keys), masked, become the final probabilities exp2((s - max) * scale_log2) / sum.
+  // Returns their sum: a value that depends on every one of them (see keep_before_next_wait).
+  template <class Scores>
+  __device__ __forceinline__ float probabilities(Scores& scores, float scale_log2) const {
+    float total = 0.f;
+    CUTE_UNROLL
+    for (int r = 0; r < kRows; ++r) {
+      const float base = max[r] == kNegInf ? 0.f : max[r] * scale_log2;
+      CUTE_UNROLL
+      for (int c = 0; c < cute::size<1>(scores); ++c) {
+        scores(r, c) = fast_exp2(scores(r, c) * scale_log2 - base) * inv_sum[r];
+        total += scores(r, c);
+      }
+    }
+    return total;
+  }
+};
+
 // Rows a block writes, through the epilogue: O (normalized) and LSE, a split partial, or NaN when
 // the sequence's device data was bad.
 struct RowWriter {

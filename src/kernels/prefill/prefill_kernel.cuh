@@ -20,8 +20,6 @@
 
 namespace splitkv::detail {
 
-enum class PrefillPass { kFused, kStats, kFromStats };
-
 template <class Traits, PrefillPass kPass>
 __global__ void __launch_bounds__(Traits::kThreads) prefill_kernel(const __grid_constant__ PrefillParams p) {
   using namespace cute;
@@ -135,18 +133,8 @@ __global__ void __launch_bounds__(Traits::kThreads) prefill_kernel(const __grid_
   softmax.reset();
 
   // Two-pass, second pass: the rows' final max and 1/sum come from the statistics pass.
-  float fixed_max[kRows], fixed_inv_sum[kRows];
-  if constexpr (kPass == PrefillPass::kFromStats) {
-    CUTE_UNROLL
-    for (int r = 0; r < kRows; ++r) {
-      const int i = min(row0 + get<0>(coords_s_rc(r, 0)), seq.q_len - 1);
-      const int64_t row = (int64_t(b) * p.max_q_len + i) * p.num_q_heads + hq;
-      fixed_max[r] = p.row_max[row];
-      fixed_inv_sum[r] = p.row_sum[row] > 0.f ? 1.f / p.row_sum[row] : 0.f;
-      softmax.row_max[r] = fixed_max[r];
-      softmax.row_sum[r] = p.row_sum[row];
-    }
-  }
+  TwoPassRowStats<kRows> fixed;
+  if constexpr (kPass == PrefillPass::kFromStats) fixed.load(p, seq, b, hq, row0, coords_s_rc, softmax);
 
   // ---- Main loop ----------------------------------------------------------------------------------------
   for (int nb = 0; nb < blk.n_blocks; ++nb) {
@@ -168,14 +156,7 @@ __global__ void __launch_bounds__(Traits::kThreads) prefill_kernel(const __grid_
     if (n0 + kN > keys.mask_from) mask_scores(scores, coords_s_rc, p, seq, row0, n0, keys.hi);
 
     if constexpr (kPass == PrefillPass::kFromStats) {
-      CUTE_UNROLL
-      for (int r = 0; r < kRows; ++r) {
-        const float base = fixed_max[r] == kNegInf ? 0.f : fixed_max[r] * p.scale_log2;
-        CUTE_UNROLL
-        for (int c = 0; c < size<1>(scores); ++c) {
-          scores(r, c) = fast_exp2(scores(r, c) * p.scale_log2 - base) * fixed_inv_sum[r];
-        }
-      }
+      fixed.probabilities(scores, p.scale_log2);
     } else {
       softmax.update(scores, out_rc, p.scale_log2);
     }
@@ -217,15 +198,7 @@ __global__ void __launch_bounds__(Traits::kThreads) prefill_kernel(const __grid_
   if constexpr (kPass != PrefillPass::kFromStats) softmax.reduce_sums();
   const bool quad_leader = tid % 4 == 0;
   if constexpr (kPass == PrefillPass::kStats) {
-    if (!quad_leader) return;
-    CUTE_UNROLL
-    for (int r = 0; r < kRows; ++r) {
-      const int i = row0 + get<0>(coords_s_rc(r, 0));
-      if (i >= seq.q_len) continue;
-      const int64_t row = (int64_t(b) * p.max_q_len + i) * p.num_q_heads + hq;
-      p.row_max[row] = seq.bad ? __int_as_float(0x7fc00000) : softmax.row_max[r];
-      p.row_sum[row] = softmax.row_sum[r];
-    }
+    store_two_pass_stats(p, seq, b, hq, row0, coords_s_rc, softmax, quad_leader);
   } else {
     float lse[kRows], inv[kRows];
     CUTE_UNROLL

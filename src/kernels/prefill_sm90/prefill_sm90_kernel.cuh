@@ -17,6 +17,11 @@
 // producer lane. Keys past the sequence's end inside the last tile can hold anything (a varlen
 // neighbour's tokens, padding, unused cache slots, NaN): their scores are masked to -inf, and their
 // V rows are zeroed in shared memory before P V, because 0 * NaN is NaN.
+//
+// The two-pass strategy (family prefill_sm90_twopass) runs this kernel twice: kStats streams K
+// alone and keeps only each row's max and sum of exponentials (written to p.row_max / p.row_sum);
+// kFromStats is the loop above with those final statistics, so P is final when it is made and O
+// is never rescaled.
 #pragma once
 
 #include <cute/tensor.hpp>
@@ -82,7 +87,7 @@ __device__ __forceinline__ void zero_rows_from(SmemTile sV_stage, int valid_rows
   static_assert(sizeof(Element) == 2);
 }
 
-template <class Traits>
+template <class Traits, PrefillPass kPass>
 __global__ void __launch_bounds__(Traits::kThreads, 1)
     prefill_sm90_kernel(const __grid_constant__ PrefillSm90Params<Traits> params) {
   using namespace cute;
@@ -93,6 +98,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   constexpr int D = Traits::kHeadDim;
   constexpr int kM = Traits::kBlockM;
   constexpr int kN = Traits::kBlockN;
+  constexpr bool kUsesV = kPass != PrefillPass::kStats;  // the ring holds K_0, V_0, K_1, ... or K_0, K_1, ...
   const PrefillParams& p = params.p;
 
   extern __shared__ char smem_raw[];
@@ -173,10 +179,12 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
         __syncwarp();
         if (has_box) load_box(params.tma_k_pages, mKp, t, page, write.index(), pipeline.producer_get_barrier(write));
         ++write;
-        pipeline.producer_acquire(write);
-        __syncwarp();
-        if (has_box) load_box(params.tma_v_pages, mVp, t, page, write.index(), pipeline.producer_get_barrier(write));
-        ++write;
+        if constexpr (kUsesV) {
+          pipeline.producer_acquire(write);
+          __syncwarp();
+          if (has_box) load_box(params.tma_v_pages, mVp, t, page, write.index(), pipeline.producer_get_barrier(write));
+          ++write;
+        }
         page = next_page;
       }
     } else if (leader) {
@@ -193,10 +201,12 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
         copy(params.tma_k.with(*pipeline.producer_get_barrier(write), 0), tKgK(_, first_kv_tile + t),
              tKsK(_, write.index()));
         ++write;
-        pipeline.producer_acquire(write);
-        copy(params.tma_v.with(*pipeline.producer_get_barrier(write), 0), tVgV(_, first_kv_tile + t),
-             tVsV(_, write.index()));
-        ++write;
+        if constexpr (kUsesV) {
+          pipeline.producer_acquire(write);
+          copy(params.tma_v.with(*pipeline.producer_get_barrier(write), 0), tVgV(_, first_kv_tile + t),
+               tVsV(_, write.index()));
+          ++write;
+        }
       }
     }
     // Do not leave while loads are in flight: wait until the consumers released every stage.
@@ -231,6 +241,33 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   // consumer 0's first turn and skips its own last pass (consumer 0 takes no turn after its last).
   if (consumer == kLastConsumer && n_blocks > 0) pass_turn<Traits>(consumer);
   Barrier::wait(&smem.barrier_q, 0);
+
+  if constexpr (kPass == PrefillPass::kStats) {
+    // Statistics pass: S_t = Q K_t^T on its turn, folded into the row max and sum; nothing else.
+    PipelineState read_k;
+    for (int t = 0; t < n_blocks; ++t) {
+      const int n0 = keys.lo + t * kN;
+      Tensor acc_s = partition_fragment_C(mma_qk, Shape<Int<kM>, Int<kN>>{});  // (MMA, MMA_M, MMA_N)
+      pipeline.consumer_wait(read_k);
+      wait_turn<Traits>(consumer);
+      warpgroup_gemm_issue<true>(mma_qk, tSrQ, tSrK(_, _, _, read_k.index()), acc_s);
+      if (consumer != kLastConsumer || t + 1 < n_blocks) pass_turn<Traits>(consumer);
+      warpgroup_wait<0>();
+      fence_wgmma_operands(acc_s);
+      pipeline.consumer_release(read_k);
+      ++read_k;
+      Tensor scores = make_tensor(acc_s.data(), wgmma_acc_as_rows_cols(acc_s.layout()));  // (rows, keys)
+      if (n0 + kN > keys.mask_from) mask_scores(scores, tScS_rc, p, seq, blk.row0, n0, keys.hi);
+      float rescale[kRows];  // unused: there is no O to rescale
+      softmax.fold(scores, p.scale_log2, rescale);
+    }
+    softmax.reduce_sums();
+    store_two_pass_stats(p, seq, blk.b, blk.hq, blk.row0, tScS_rc, softmax, consumer_tid % 4 == 0);
+    return;
+  }
+  // Output pass of the two-pass strategy: the rows' final statistics.
+  TwoPassRowStats<kRows> fixed;
+  if constexpr (kPass == PrefillPass::kFromStats) fixed.load(p, seq, blk.b, blk.hq, blk.row0, tScS_rc, softmax);
 
   // P of the previous tile, the A operand of its P V: it stays in registers while that product runs.
   Tensor probs = make_tensor<Element>(partition_fragment_C(mma_qk, Shape<Int<kM>, Int<kN>>{}).layout());
@@ -268,14 +305,21 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     Tensor scores = make_tensor(acc_s.data(), wgmma_acc_as_rows_cols(acc_s.layout()));  // (rows, keys)
     if (n0 + kN > keys.mask_from) mask_scores(scores, tScS_rc, p, seq, blk.row0, n0, keys.hi);
     float rescale[kRows];
-    softmax.fold(scores, p.scale_log2, rescale);
+    float depends_on_every_exp;
+    if constexpr (kPass == PrefillPass::kFromStats) {
+      depends_on_every_exp = fixed.probabilities(scores, p.scale_log2);
+    } else {
+      softmax.fold(scores, p.scale_log2, rescale);
+      depends_on_every_exp = softmax.row_sum[0] + softmax.row_sum[kRows - 1];
+    }
     if constexpr (!kFirst) {
-      // The row sums depend on every exponential: storing them holds the wait below the softmax.
-      keep_before_next_wait(softmax.row_sum[0] + softmax.row_sum[kRows - 1], &smem.wait_order_sink[consumer_tid]);
+      // Storing a value that depends on every exponential holds the wait below the softmax.
+      keep_before_next_wait(depends_on_every_exp, &smem.wait_order_sink[consumer_tid]);
       warpgroup_wait<0>();
       fence_wgmma_operands(acc_o, tOrP);
       pipeline.consumer_release(read_v);
-      OnlineSoftmax<kRows>::rescale_rows(acc_o_rc, rescale);  // (O is still zero after the first step)
+      // (O is still zero after the first step; the output pass never rescales)
+      if constexpr (kPass == PrefillPass::kFused) OnlineSoftmax<kRows>::rescale_rows(acc_o_rc, rescale);
     }
     convert_fragment_into(acc_s, probs);
     read_v = read_k;
@@ -292,12 +336,13 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   }
 
   // ---- Epilogue --------------------------------------------------------------------------------------
-  softmax.reduce_sums();
+  if constexpr (kPass == PrefillPass::kFused) softmax.reduce_sums();  // the output pass holds the full sums
   float lse[kRows], inv[kRows];
   CUTE_UNROLL
   for (int r = 0; r < kRows; ++r) {
     lse[r] = softmax.lse(r, p.scale_log2);
-    inv[r] = softmax.row_sum[r] > 0.f ? 1.f / softmax.row_sum[r] : 0.f;
+    // The output pass applied 1 / sum to P already.
+    inv[r] = kPass == PrefillPass::kFromStats ? 1.f : (softmax.row_sum[r] > 0.f ? 1.f / softmax.row_sum[r] : 0.f);
   }
   Tensor tOcO = thr_pv.partition_C(make_identity_tensor(Shape<Int<kM>, Int<D>>{}));  // -> (row, col)
   Tensor tOcO_rc = make_tensor(tOcO.data(), wgmma_acc_as_rows_cols(tOcO.layout()));
