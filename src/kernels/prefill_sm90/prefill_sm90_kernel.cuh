@@ -304,7 +304,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
 
     Tensor scores = make_tensor(acc_s.data(), wgmma_acc_as_rows_cols(acc_s.layout()));  // (rows, keys)
     if (n0 + kN > keys.mask_from) mask_scores(scores, tScS_rc, p, seq, blk.row0, n0, keys.hi);
-    float rescale[kRows];
+    [[maybe_unused]] float rescale[kRows];  // the fused pass's O rescale
     float depends_on_every_exp;
     if constexpr (kPass == PrefillPass::kFromStats) {
       depends_on_every_exp = fixed.probabilities(scores, p.scale_log2);
