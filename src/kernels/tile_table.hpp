@@ -73,7 +73,8 @@ constexpr TileSummary decode_mma_m32_summary(int head_dim, KvFormat) { return de
 // bound long before the memory is; INT4 (the most instructions per byte) at D <= 128 is sized for
 // three resident blocks per SM instead (a 16 KB ring per warp, registers capped for three blocks),
 // which measured 8-15% faster for INT4 and 5-45% slower for the 8-bit formats (bench/NOTES.md,
-// run 11).
+// run 11). Too many bytes in flight cost bandwidth too: the 8-bit formats at D=128 keep the two
+// resident blocks their byte-counted ring sets, but only three of its stages in flight (run 43).
 struct KvCodeBits {
   int k_bits;           // 8 (fp8, int8) or 4 (int4)
   int v_bits;
@@ -93,8 +94,9 @@ constexpr KvCodeBits kv_code_bits(KvFormat format) {
 struct DecodeQuantTile {
   DecodeTile base;  // rows, keys per warp sub-tile, warps (shared with decode_mma)
   KvCodeBits bits;
-  int stages;
+  int stages;             // sub-tiles in flight per warp: the ring's depth
   int min_blocks_per_sm;  // the kernel's register bound (__launch_bounds__)
+  int reserved_stages;    // shared memory per warp, in stages (>= stages): sets the resident blocks per SM
 
   constexpr int k_row_bytes() const { return base.head_dim * bits.k_bits / 8; }
   constexpr int v_row_bytes() const { return base.head_dim * bits.v_bits / 8; }
@@ -103,7 +105,7 @@ struct DecodeQuantTile {
   constexpr int stage_bytes() const {
     return base.warp_keys * (k_row_bytes() + v_row_bytes()) + 2 * scale_bytes();
   }
-  constexpr int pipeline_smem_bytes() const { return base.warps * stages * stage_bytes(); }
+  constexpr int pipeline_smem_bytes() const { return base.warps * reserved_stages * stage_bytes(); }
   constexpr int smem_bytes() const {
     return base.q_smem_bytes() + (pipeline_smem_bytes() > base.merge_smem_bytes() ? pipeline_smem_bytes()
                                                                                   : base.merge_smem_bytes());
@@ -114,10 +116,16 @@ constexpr DecodeQuantTile decode_quant_tile(int head_dim, KvFormat format) {
   const DecodeTile base = decode_tile(head_dim);
   const KvCodeBits bits = kv_code_bits(format);
   const bool three_blocks = head_dim <= 128 && bits.k_bits == 4 && bits.v_bits == 4;
-  DecodeQuantTile t{base, bits, 2, three_blocks ? 3 : 1};
+  DecodeQuantTile t{base, bits, 2, three_blocks ? 3 : 1, 2};
   const int ring_bytes = three_blocks ? 16 * 1024 : base.stages * 2 * base.warp_keys * head_dim * k16BitBytes;
   const int stages = (ring_bytes + (three_blocks ? 0 : t.stage_bytes() / 2)) / t.stage_bytes();
   t.stages = stages < 2 ? 2 : (stages > 12 ? 12 : stages);
+  t.reserved_stages = t.stages;
+  // FP8, INT8 and K8V4 at D=128: two resident blocks (a ring of 6-7 stages' memory) with 3 stages in
+  // flight, ~100 KB per SM. Measured against 6-7 in flight (bench/NOTES.md, run 43): 4 stages
+  // equal, 3 stages 2-5% faster on every row, 2 stages 2-14% slower; the same ring's memory at 3
+  // stages but more resident blocks was slower where the plan then changes (B=32 4k, q_len 4).
+  if (head_dim == 128 && bits.k_bits == 8) t.stages = 3;
   return t;
 }
 
