@@ -1,5 +1,5 @@
 // Division by a divisor fixed for a whole launch (the GQA group, the query tiles per KV head, the
-// split count) as one multiply and one shift. A decode block divides by these on the path from
+// split count, the page size) as one multiply and one shift. A decode block divides by these on the path from
 // its first instruction to its first K/V copy; a runtime `/` compiles to ~10 instructions
 // (reciprocal, two corrections), and short rows pay that path once per block.
 //
