@@ -44,8 +44,8 @@ __device__ __forceinline__ void combine_across_cluster(const DecodeParams& p, fl
     }
     float out[4];
     const float lse = state.finish(out);
-    const int row = row0 + r, i = p.group.div(row);
-    const OutputRow where{b, i, i, kv_head * p.group.divisor + (row - i * p.group.divisor), 0};
+    const PackedRow at = packed_row(p, kv_head, row0 + r);
+    const OutputRow where{b, at.query, at.query, at.head, 0};
     write_output<Element, kHeadDim>(p.output, where, chunk * 4, out, lse, chunk == 0, nan_seen);
   }
   cluster.sync();  // our shared memory stays alive until every rank has read it

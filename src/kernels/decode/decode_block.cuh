@@ -99,9 +99,8 @@ __device__ __forceinline__ void merge_if_last_split(const DecodeParams& p, int64
   c.output = p.combined;
   const ContiguousPartials<kHeadDim, true> partials{c.partial_o, c.partial_lse, c.rows};
   for (int r = 0; r < rows_here; ++r) {
-    const int row = row0 + r, i = p.group.div(row);
-    const int hq = kv_head * p.group.divisor + (row - i * p.group.divisor);
-    combine_row<Element, kHeadDim>(c, (int64_t(b) * p.q_len + i) * p.num_q_heads + hq, partials);
+    const PackedRow at = packed_row(p, kv_head, row0 + r);
+    combine_row<Element, kHeadDim>(c, (int64_t(b) * p.q_len + at.query) * p.num_q_heads + at.head, partials);
     __syncthreads();  // group 0 reads combine_row's shared arrays after the other groups left it
   }
 }
@@ -129,8 +128,8 @@ __device__ __forceinline__ void finish_decode_block(const DecodeParams& p, const
           poisoned ? make_float4(nan, nan, nan, nan) : make_float4(o[0], o[1], o[2], o[3]);
       if (c == 0) cluster_lse[r] = poisoned ? nan : lse;
     } else {
-      const int row = row0 + r, i = p.group.div(row);
-      const OutputRow where{b, i, i, kv_head * p.group.divisor + (row - i * p.group.divisor), split};
+      const PackedRow at = packed_row(p, kv_head, row0 + r);
+      const OutputRow where{b, at.query, at.query, at.head, split};
       write_output<Element, kHeadDim>(p.output, where, c, o, lse, c == 0, poisoned);
     }
   }

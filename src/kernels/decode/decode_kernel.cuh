@@ -39,7 +39,7 @@ __global__ void __launch_bounds__(Traits::kThreads) decode_kernel(const __grid_c
 
   const int split = blockIdx.x;
   const int kv_head = p.m_tiles.div(blockIdx.y);
-  const int m_tile = blockIdx.y - kv_head * p.m_tiles.divisor;
+  const int m_tile = p.m_tiles.mod(blockIdx.y);
   const int b = blockIdx.z;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   if (tid == 0) block_saw_bad_input = 0;

@@ -61,4 +61,14 @@ struct DecodeParams {
   float scale_log2;  // softmax_scale * log2(e)
 };
 
+// A KV head's packed tile row -> its query (index in the sequence) and query head: row = i * group + h.
+struct PackedRow {
+  int query;
+  int head;
+};
+SPLITKV_HD PackedRow packed_row(const DecodeParams& p, int kv_head, int row) {
+  const int i = p.group.div(row);
+  return {i, kv_head * p.group.divisor + (row - i * p.group.divisor)};
+}
+
 }  // namespace splitkv::detail

@@ -19,8 +19,8 @@ __device__ __forceinline__ void load_q_tile(const DecodeParams& p, SmemQ& sQ, in
     const int r = idx / (D / 8), c = idx % (D / 8) * 8;
     const bool valid = r < rows_here;
     const int row = valid ? row0 + r : row0;
-    const int i = p.group.div(row), hq = kv_head * p.group.divisor + p.group.mod(row);
-    const Element* src = q + b * p.q_batch_stride + i * p.q_token_stride + hq * p.q_head_stride + c;
+    const PackedRow at = packed_row(p, kv_head, row);
+    const Element* src = q + b * p.q_batch_stride + at.query * p.q_token_stride + at.head * p.q_head_stride + c;
     cute::SM80_CP_ASYNC_CACHEGLOBAL_ZFILL<cute::uint128_t>::copy(*reinterpret_cast<const cute::uint128_t*>(src),
                                                                  *reinterpret_cast<cute::uint128_t*>(&sQ(r, c)), valid);
   }

@@ -50,6 +50,18 @@ __device__ __forceinline__ uint32_t int4_pair(uint32_t word, int j) {
 // Code weight of INT4 pair j as int4_pair returns it: 1 or 16.
 __host__ __device__ constexpr int int4_pair_weight(int j) { return j % 2 == 0 ? 1 : 16; }
 
+// INT4 pair j as fp16 subnormals, without the magic: a half whose bits are w * code (w = 1 or 16,
+// below 1024) is the fp16 number w * code * 2^-24, exactly, and the tensor cores multiply
+// subnormal fp16 operands exactly. An operand made like this costs one instruction (the mask) where
+// the magic's costs two (mask, then take 1024 back out); the MMA's accumulator is then the true sum
+// times 2^-24 / w, which int4_subnormal_unscale(j) undoes exactly (a power of two). Only for
+// operands whose products need no fp16 arithmetic before the MMA (a V scale folded into P).
+__device__ __forceinline__ uint32_t int4_pair_subnormal(uint32_t word, int j) {
+  const uint32_t w = j < 2 ? word : word >> 8;
+  return w & (j % 2 == 0 ? kLowNibbles : kHighNibbles);
+}
+__host__ __device__ constexpr float int4_subnormal_unscale(int j) { return j % 2 == 0 ? 16777216.f : 1048576.f; }
+
 __device__ __forceinline__ uint32_t as_u32(__half2 h) { return *reinterpret_cast<uint32_t*>(&h); }
 __device__ __forceinline__ __half2 as_half2(uint32_t u) { return *reinterpret_cast<__half2*>(&u); }
 

@@ -24,7 +24,7 @@ struct QuantBlockCoords {
     QuantBlockCoords at;
     at.split = blockIdx.x;
     at.kv_head = p.m_tiles.div(blockIdx.y);
-    at.m_tile = blockIdx.y - at.kv_head * p.m_tiles.divisor;
+    at.m_tile = p.m_tiles.mod(blockIdx.y);
     at.b = blockIdx.z;
     at.row0 = at.m_tile * kM;
     at.rows_here = min(kM, p.rows_per_kv - at.row0);

@@ -176,11 +176,14 @@ __device__ __forceinline__ uint32_t transpose_8x8_b16(uint32_t x) {
 // acc[m][4]: m-tile m = t * U + j covers head-dim rows (chunk 2t, unit g, code j) (g) and
 // (chunk 2t + 1, unit g, code j) (g + 8), columns rows 2c, 2c + 1.
 //
-// With folded scales (the INT4 format), V codes enter the MMA as exact fp16 codes (v_pair_codes) and
-// each key's scale moves into its probability instead: P'_k = P_k * scale_k (fp16). Then for every head-dim row
-//   sum_k P_k (scale_k * code_k + min_k) = acc + mins,
+// With folded scales (the INT4 format), V codes enter the MMA as exact fp16 subnormals (code * w *
+// 2^-24, int4_pair_subnormal: one mask per pair) and each key's scale moves into its probability
+// instead: P'_k = P_k * scale_k (fp16). Then for every head-dim row
+//   sum_k P_k (scale_k * code_k + min_k) = acc * 2^24 / w + mins,
 // with mins = sum_k P_k * min_k per query row from one more MMA (A = each key's min). That removes
-// the half2 scale * code + min per V pair from every sub-tile. (Feeding the biased codes, 1024 +
+// the half2 scale * code + min per V pair from every sub-tile, and the subnormal codes the half2
+// operation that took the magic number back out (the products and sums are those of the exact
+// codes times a power of two, so the result is the same). (Feeding the biased codes, 1024 +
 // w * code, and subtracting 1024 * sum P' at the end would also drop the code recovery, but the
 // tensor cores' fp32 sums of the biased products lost a decimal digit at 64k keys: rel-L2 1.8e-2
 // against 1.7e-3, run 41.)
@@ -211,9 +214,10 @@ struct KeysAsRowsO {
     }
   }
 
-  // Element i of m-tile m, dequantized (the sum over keys of P_k * x_k).
+  // Element i of m-tile m, dequantized (the sum over keys of P_k * x_k). M-tile m holds code j = m % U
+  // of its units.
   __device__ __forceinline__ float value(int m, int i) const {
-    if constexpr (kFoldScales) return acc[m][i] + mins[i];
+    if constexpr (kFoldScales) return fmaf(acc[m][i], int4_subnormal_unscale(m % U), mins[i]);
     return acc[m][i];
   }
 
@@ -248,10 +252,10 @@ __device__ __forceinline__ void keys_as_rows_accumulate_pv(const float (&p)[4], 
                          o.mins[0], o.mins[1], o.mins[2], o.mins[3]);
     }
   }
-  // A V pair as the MMA's A operand: exact codes when the scales are folded into P, else dequantized.
-  auto a_pair = [&](uint32_t codes, uint32_t scale, uint32_t min) {
-    if constexpr (kFold) return codes;
-    else return v_pair<Traits::kVCode>(codes, scale, min);
+  // A V pair as the MMA's A operand: subnormal codes when the scales are folded into P, else dequantized.
+  auto a_pair = [&](uint32_t two_keys, int j, uint32_t scale, uint32_t min) {
+    if constexpr (kFold) return int4_pair_subnormal(two_keys, j);
+    else return v_pair<Traits::kVCode>(v_pair_codes<Traits::kVCode>(two_keys, j), scale, min);
   };
 #pragma unroll
   for (int t = 0; t < QuantLaneReads<Traits>::kVPairs; ++t) {
@@ -260,10 +264,10 @@ __device__ __forceinline__ void keys_as_rows_accumulate_pv(const float (&p)[4], 
                                   r[3]);
 #pragma unroll
     for (int j = 0; j < U; ++j) {
-      const uint32_t a0 = a_pair(v_pair_codes<Traits::kVCode>(r[0], j), scale_lo, min_lo);
-      const uint32_t a1 = a_pair(v_pair_codes<Traits::kVCode>(r[2], j), scale_lo, min_lo);
-      const uint32_t a2 = a_pair(v_pair_codes<Traits::kVCode>(r[1], j), scale_hi, min_hi);
-      const uint32_t a3 = a_pair(v_pair_codes<Traits::kVCode>(r[3], j), scale_hi, min_hi);
+      const uint32_t a0 = a_pair(r[0], j, scale_lo, min_lo);
+      const uint32_t a1 = a_pair(r[2], j, scale_lo, min_lo);
+      const uint32_t a2 = a_pair(r[1], j, scale_hi, min_hi);
+      const uint32_t a3 = a_pair(r[3], j, scale_hi, min_hi);
       float(&d)[4] = o.acc[t * U + j];
       Traits::MmaOp::fma(d[0], d[1], d[2], d[3], a0, a1, a2, a3, pv0, pv1, d[0], d[1], d[2], d[3]);
     }
