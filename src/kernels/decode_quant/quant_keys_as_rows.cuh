@@ -91,7 +91,8 @@ __device__ __forceinline__ void keys_as_rows_scores(const KeysAsRowsQ<Traits>& q
   using Reads = QuantLaneReads<Traits>;
   uint32_t words[2][Reads::kKRunBytes / 4];  // keys g and g + 8
   read_key_code_words<Traits>(stage, reads, words);
-  s[0] = s[1] = s[2] = s[3] = 0.f;
+  // Two accumulators (even and odd k-steps) halve the chain of dependent MMAs on the warp's path.
+  float acc[2][4] = {};
   constexpr int kPairs = KCode::kPairsPerWord;
 #pragma unroll
   for (int kk = 0; kk < KeysAsRowsQ<Traits>::kSteps; ++kk) {
@@ -100,8 +101,11 @@ __device__ __forceinline__ void keys_as_rows_scores(const KeysAsRowsQ<Traits>& q
     const uint32_t a1 = k_pair<Traits::kKCode>(words[1][p0 / kPairs], p0 % kPairs);
     const uint32_t a2 = k_pair<Traits::kKCode>(words[0][p1 / kPairs], p1 % kPairs);
     const uint32_t a3 = k_pair<Traits::kKCode>(words[1][p1 / kPairs], p1 % kPairs);
-    Traits::MmaOp::fma(s[0], s[1], s[2], s[3], a0, a1, a2, a3, q.b[kk][0], q.b[kk][1], s[0], s[1], s[2], s[3]);
+    float(&d)[4] = acc[kk % 2];
+    Traits::MmaOp::fma(d[0], d[1], d[2], d[3], a0, a1, a2, a3, q.b[kk][0], q.b[kk][1], d[0], d[1], d[2], d[3]);
   }
+#pragma unroll
+  for (int i = 0; i < 4; ++i) s[i] = acc[0][i] + acc[1][i];
 }
 
 // INT K: scores over the dequantized keys (see fold_k_scales), keys g and g + 8.
