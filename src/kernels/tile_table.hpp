@@ -22,6 +22,14 @@ struct TileSummary {
 constexpr int k16BitBytes = 2;
 
 // ---- decode (family decode_mma) ----------------------------------------------------------------
+// The most splits a cluster plan merges (one rank per split), and the shared memory each rank's
+// inbox of the cluster merge takes (kernels/decode/cluster_combine.cuh): every rank's partial of
+// the 4-column chunks it owns, ceil(chunks / ranks) of them, plus every rank's row LSEs.
+constexpr int kMaxClusterRanks = 16;
+constexpr int cluster_inbox_bytes(int block_m, int head_dim) {
+  return block_m * (head_dim / 4 + kMaxClusterRanks - 1) * 16 + kMaxClusterRanks * block_m * 4;
+}
+
 // One thread block serves one (sequence, KV head, 16-row query tile, KV split). Its rows are the
 // q_len x (Hq/Hkv) query rows sharing the KV head (GQA packing). Each warp streams its own
 // 16-key sub-tiles through a private cp.async pipeline; warps take sub-tiles round-robin and
@@ -40,10 +48,10 @@ struct DecodeTile {
   constexpr int pipeline_smem_bytes() const {
     return warps * stages * 2 * warp_keys * head_dim * kv_bytes;  // K and V
   }
-  // Epilogue: each warp's fp32 accumulator plus its row max and row sum, then the block's
-  // partial (O, LSE) that the blocks of a cluster read from each other.
+  // Epilogue: each warp's fp32 accumulator plus its row max and row sum, then the inbox of the
+  // cluster merge.
   constexpr int merge_smem_bytes() const {
-    return warps * block_m * head_dim * 4 + 2 * warps * block_m * 4 + block_m * head_dim * 4 + block_m * 4;
+    return warps * block_m * head_dim * 4 + 2 * warps * block_m * 4 + cluster_inbox_bytes(block_m, head_dim);
   }
   constexpr int smem_bytes() const {
     return q_smem_bytes() + (pipeline_smem_bytes() > merge_smem_bytes() ? pipeline_smem_bytes()

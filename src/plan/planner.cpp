@@ -236,13 +236,16 @@ Status check_atomic_combine(const PlanOptions& o) {
 }
 
 // PlanOptions::auto_cluster_combine: short rows on a grid that 8 splits of every work unit leave
-// at one block per SM or fewer, where the combine kernel's launch is a large share of the call.
+// at half the SMs or fewer, where the combine kernel's launch is a large share of the call. Every
+// KV format; not the 32-row tile. Measured (bench/NOTES.md, run 44, push merge): B=1 32/8 1-2k
+// 5-13% faster than the combine kernel in every format; B=2 (128 blocks in clusters of 8 on 132
+// SMs) 5% slower; 4k and longer slower for the quantized formats, within 2% for 16-bit ones.
 bool short_rows_merge_in_cluster(const DecodeProblem& problem, const PlanOptions& options, const DeviceInfo& device,
                                  int block_m, int64_t work_units, bool auto_splits, int planned_splits) {
   return options.auto_cluster_combine && auto_splits && !options.cluster_combine && !options.fused_combine &&
-         !options.atomic_combine && device.cc_major >= 9 && !reads_quantized_cache(problem) && block_m == 16 &&
+         !options.atomic_combine && device.cc_major >= 9 && block_m <= 16 &&
          problem.max_kv_len <= plan::kAutoClusterMaxKeys && planned_splits >= plan::kAutoClusterSplits &&
-         work_units * plan::kAutoClusterSplits <= device.sm_count;
+         2 * work_units * plan::kAutoClusterSplits <= device.sm_count;
 }
 
 // The argument names say which problem sizes make grid y and z.

@@ -4,11 +4,14 @@
 #include <cstdint>
 #include <string>
 
+#include "kernels/tile_table.hpp"
+
 namespace splitkv::plan {
 
 constexpr int kMaxAutoSplits = 128;
-// Largest thread-block cluster (non-portable size on sm_90) the decode kernel merges splits in.
-constexpr int kMaxClusterSplits = 16;
+// Largest thread-block cluster (non-portable size on sm_90) the decode kernel merges splits in: the
+// ranks its cluster inbox is sized for (tiles::kMaxClusterRanks).
+constexpr int kMaxClusterSplits = tiles::kMaxClusterRanks;
 // PlanOptions::auto_cluster_combine: rows of at most this many keys take this many splits merged
 // in a cluster when the grid is small (bench/NOTES.md, run 40).
 constexpr int kAutoClusterMaxKeys = 2048;

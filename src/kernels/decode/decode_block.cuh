@@ -107,14 +107,16 @@ __device__ __forceinline__ void merge_if_last_split(const DecodeParams& p, int64
 
 // The end of the block, after every warp stored its state (store_warp_state) and a barrier:
 // merges the warps' states row by row and writes the result (final rows, or this split's partial),
-// or leaves it in shared memory for the cluster merge; with a fused combine the tile's last split
-// block then merges the partials. scale_log2 turns the raw scores the warps
-// kept into log2 units; out_scale multiplies O (an FP8 cache's V scale).
+// or pushes it into the owners' inboxes for the cluster merge (cluster_inbox: shared memory past
+// the merge buffers); with a fused combine the tile's last split block then merges the partials.
+// scale_log2 turns the raw scores the warps kept into log2 units; out_scale multiplies O (an FP8
+// cache's V scale).
 template <class Element, int kWarps, int kM, int kHeadDim, int kThreads>
 __device__ __forceinline__ void finish_decode_block(const DecodeParams& p, const WarpMergeSmem<kWarps, kM, kHeadDim>& merge,
-                                                    float* cluster_o, float* cluster_lse, bool poisoned, int b,
-                                                    int kv_head, int split, int row0, int rows_here, float scale_log2,
-                                                    float out_scale) {
+                                                    char* cluster_inbox, bool poisoned, int b, int kv_head, int split,
+                                                    int row0, int rows_here, float scale_log2, float out_scale) {
+  const ClusterInbox<kM, kHeadDim> inbox(cluster_inbox);
+  if (p.cluster_combine) wait_until_rings_done_in_cluster();
   for (int idx = threadIdx.x; idx < kM * kHeadDim / 4; idx += kThreads) {
     const int r = idx / (kHeadDim / 4), c = idx % (kHeadDim / 4) * 4;
     if (r >= rows_here) continue;
@@ -124,9 +126,8 @@ __device__ __forceinline__ void finish_decode_block(const DecodeParams& p, const
     for (int j = 0; j < 4; ++j) o[j] *= out_scale;
     if (p.cluster_combine) {
       const float nan = kOutputNaN;
-      *reinterpret_cast<float4*>(cluster_o + r * kHeadDim + c) =
-          poisoned ? make_float4(nan, nan, nan, nan) : make_float4(o[0], o[1], o[2], o[3]);
-      if (c == 0) cluster_lse[r] = poisoned ? nan : lse;
+      push_to_owner(p, inbox, r, c / 4, poisoned ? make_float4(nan, nan, nan, nan) : make_float4(o[0], o[1], o[2], o[3]),
+                    poisoned ? nan : lse);
     } else {
       const PackedRow at = packed_row(p, kv_head, row0 + r);
       const OutputRow where{b, at.query, at.query, at.head, split};
@@ -134,7 +135,7 @@ __device__ __forceinline__ void finish_decode_block(const DecodeParams& p, const
     }
   }
   if (p.cluster_combine) {
-    combine_across_cluster<Element, kHeadDim, kThreads>(p, cluster_o, cluster_lse, b, kv_head, row0, rows_here);
+    merge_cluster_inbox<Element, kM, kHeadDim, kThreads>(p, inbox, b, kv_head, row0, rows_here);
   } else if (p.tile_counters != nullptr) {
     const int64_t tile = (int64_t(b) * p.num_kv_heads + kv_head) * p.m_tiles.divisor + row0 / kM;
     merge_if_last_split<Element, kHeadDim, kThreads>(p, tile, b, kv_head, row0, rows_here);

@@ -150,12 +150,13 @@ __global__ void __launch_bounds__(Traits::kThreads) decode_kernel(const __grid_c
   __syncthreads();  // every warp is done with its ring: the merge buffers overlay it
   using MergeSmem = WarpMergeSmem<kWarps, kM, D>;
   const MergeSmem merge(reinterpret_cast<char*>(smem_kv));
-  float* cluster_o = reinterpret_cast<float*>(reinterpret_cast<char*>(smem_kv) + MergeSmem::kBytes);  // [M][D]
-  float* cluster_lse = cluster_o + kM * D;                                                            // [M]
+  char* cluster_inbox = reinterpret_cast<char*>(smem_kv) + MergeSmem::kBytes;
+  static_assert(kM * D * sizeof(Element) + MergeSmem::kBytes + tiles::cluster_inbox_bytes(kM, D) <= Traits::kSmemBytes);
+  hand_inbox_to_cluster<kM, D, Traits::kThreads>(p, cluster_inbox);
   store_warp_state<kM, D>(merge, warp, lane, thr_mma, acc_o, tScS_rc, softmax);
   if (keys.bad_input || kv.bad_input) block_saw_bad_input = 1;
   __syncthreads();
-  finish_decode_block<Element, kWarps, kM, D, Traits::kThreads>(p, merge, cluster_o, cluster_lse,
+  finish_decode_block<Element, kWarps, kM, D, Traits::kThreads>(p, merge, cluster_inbox,
                                                                 block_saw_bad_input != 0, b, kv_head, split, row0,
                                                                 rows_here, p.scale_log2, 1.f);
 }

@@ -93,13 +93,14 @@ __device__ __forceinline__ void finish_quant_block(const DecodeParams& p, const 
   __syncthreads();  // every warp is done with its ring: the merge buffers overlay it
   using MergeSmem = WarpMergeSmem<kWarps, kM, D>;
   const MergeSmem merge(smem_kv);
-  float* cluster_o = reinterpret_cast<float*>(smem_kv + MergeSmem::kBytes);  // [M][D]
-  float* cluster_lse = cluster_o + kM * D;                                   // [M]
+  char* cluster_inbox = smem_kv + MergeSmem::kBytes;
+  static_assert(Traits::kQSmemBytes + MergeSmem::kBytes + tiles::cluster_inbox_bytes(kM, D) <= Traits::kSmemBytes);
+  hand_inbox_to_cluster<kM, D, Traits::kThreads>(p, cluster_inbox);
   store_state(merge, tid / 32);
   if (saw_bad_input) block_saw_bad_input = 1;
   __syncthreads();
   finish_decode_block<typename Traits::Element, kWarps, kM, D, Traits::kThreads>(
-      p, merge, cluster_o, cluster_lse, block_saw_bad_input != 0, at.b, at.kv_head, at.split, at.row0, at.rows_here,
+      p, merge, cluster_inbox, block_saw_bad_input != 0, at.b, at.kv_head, at.split, at.row0, at.rows_here,
       scale_log2, v_scale);
 }
 
