@@ -54,12 +54,13 @@ struct PlanOptions {
   // ~8 splits and on long rows (bench/NOTES.md, run 4). Batch-invariant mode always uses the
   // combine kernel.
   bool cluster_combine = false;
-  // Decode on sm_90, on by default: short rows on a small grid (any KV format, tiles of at most 16
-  // rows, at most 2048 keys, planned splits that would be >= 8, and 8 splits of every work unit
-  // filling at most half the SMs) take 8 splits merged in a cluster, one launch instead of two
-  // (bench/NOTES.md, run 44: B=1 32/8 at 1-2k 5-13% faster than the combine kernel in every
-  // format; 4k and B=2 slower). False keeps the combine kernel there. Not with forced splits,
-  // split_tokens, fused_combine or atomic_combine.
+  // Decode on sm_90, on by default: short rows on a small grid (tiles of at most 16 rows, at most
+  // 4096 keys for a 16-bit cache or 2048 for a quantized one, planned splits that would be >= 8,
+  // and 8 splits of every work unit filling at most half the SMs) take 8 splits merged in a
+  // cluster, one launch instead of two (bench/NOTES.md, run 44: B=1 32/8 at 1-2k 5-13% faster than
+  // the combine kernel in every format, 16-bit 4k 2-4%; quantized 4k, 8k and B=2 slower). False
+  // keeps the combine kernel there. Not with forced splits, split_tokens, fused_combine or
+  // atomic_combine.
   bool auto_cluster_combine = true;
   // Decode, opt-in: the last split block of each tile of rows to finish merges all the tile's
   // partials in the split kernel itself (no combine launch), bitwise identical to the combine

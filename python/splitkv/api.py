@@ -162,8 +162,8 @@ def plan_decode(*args, causal=False, softmax_scale=None, num_splits=0, max_split
     device: None = GPU 0 if there is one, else the H200 description; an index; 'h200'; a
     splitkv.DeviceInfo. kv_format: as in decode() (a format no kernel of this planner reads raises
     NotImplementedError naming kv_format). auto_cluster_combine=False keeps the combine kernel where
-    the planner would merge short rows' splits in a thread-block cluster (sm_90, <= 2048 keys, a
-    grid of at most half the SMs).
+    the planner would merge short rows' splits in a thread-block cluster (sm_90, <= 4096 keys, 2048
+    for a quantized cache, a grid of at most half the SMs).
     """
     if args and _is_array(args[0]):
         q, k_cache = args[0], args[1]

@@ -238,14 +238,15 @@ Status check_atomic_combine(const PlanOptions& o) {
 // PlanOptions::auto_cluster_combine: short rows on a grid that 8 splits of every work unit leave
 // at half the SMs or fewer, where the combine kernel's launch is a large share of the call. Every
 // KV format; not the 32-row tile. Measured (bench/NOTES.md, run 44, push merge): B=1 32/8 1-2k
-// 5-13% faster than the combine kernel in every format; B=2 (128 blocks in clusters of 8 on 132
-// SMs) 5% slower; 4k and longer slower for the quantized formats, within 2% for 16-bit ones.
+// 5-13% faster than the combine kernel in every format, 4k 1.6-4% faster for 16-bit caches and
+// 1-6% slower for quantized ones, 8k and longer slower; B=2 (128 blocks in clusters of 8 on 132
+// SMs) 5% slower.
 bool short_rows_merge_in_cluster(const DecodeProblem& problem, const PlanOptions& options, const DeviceInfo& device,
                                  int block_m, int64_t work_units, bool auto_splits, int planned_splits) {
+  const int max_keys = reads_quantized_cache(problem) ? plan::kAutoClusterMaxKeysQuantized : plan::kAutoClusterMaxKeys16Bit;
   return options.auto_cluster_combine && auto_splits && !options.cluster_combine && !options.fused_combine &&
-         !options.atomic_combine && device.cc_major >= 9 && block_m <= 16 &&
-         problem.max_kv_len <= plan::kAutoClusterMaxKeys && planned_splits >= plan::kAutoClusterSplits &&
-         2 * work_units * plan::kAutoClusterSplits <= device.sm_count;
+         !options.atomic_combine && device.cc_major >= 9 && block_m <= 16 && problem.max_kv_len <= max_keys &&
+         planned_splits >= plan::kAutoClusterSplits && 2 * work_units * plan::kAutoClusterSplits <= device.sm_count;
 }
 
 // The argument names say which problem sizes make grid y and z.

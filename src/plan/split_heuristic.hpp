@@ -12,9 +12,11 @@ constexpr int kMaxAutoSplits = 128;
 // Largest thread-block cluster (non-portable size on sm_90) the decode kernel merges splits in: the
 // ranks its cluster inbox is sized for (tiles::kMaxClusterRanks).
 constexpr int kMaxClusterSplits = tiles::kMaxClusterRanks;
-// PlanOptions::auto_cluster_combine: rows of at most this many keys take this many splits merged
-// in a cluster when the grid is small (bench/NOTES.md, run 40).
-constexpr int kAutoClusterMaxKeys = 2048;
+// PlanOptions::auto_cluster_combine: rows of at most this many keys (16-bit caches / quantized
+// ones) take this many splits merged in a cluster when the grid is small (bench/NOTES.md, run 44:
+// with the push merge, 16-bit B=1 4k 1.6-4% faster in a cluster, quantized 4k rows 1-6% slower).
+constexpr int kAutoClusterMaxKeys16Bit = 4096;
+constexpr int kAutoClusterMaxKeysQuantized = 2048;
 constexpr int kAutoClusterSplits = 8;
 
 // work_units: thread blocks without splitting (decode: batch x KV heads x query tiles -- GQA is

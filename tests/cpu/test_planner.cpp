@@ -516,7 +516,7 @@ namespace splitkv {
 namespace {
 
 TEST(Planner, ShortRowsOnSmallGridsMergeInAClusterByDefault) {
-  // B=1 32/8: 8 work units; rows of <= 2048 keys take 8 splits merged in a cluster (run 40).
+  // B=1 32/8: 8 work units; 16-bit rows of <= 4096 keys take 8 splits merged in a cluster (run 44).
   const Plan short_row = plan_or_die(decode(1, 32, 8, 1024));
   EXPECT_TRUE(short_row.cluster_combine) << short_row.note;
   EXPECT_EQ(short_row.num_splits, 8);
@@ -524,7 +524,8 @@ TEST(Planner, ShortRowsOnSmallGridsMergeInAClusterByDefault) {
   EXPECT_NE(short_row.note.find("auto_cluster_combine"), std::string::npos) << short_row.note;
   EXPECT_TRUE(plan_or_die(decode(1, 32, 8, 2048)).cluster_combine);
   EXPECT_FALSE(plan_or_die(decode(2, 32, 8, 1024)).cluster_combine);  // 16 x 8 blocks > 132 / 2 (run 44: slower)
-  EXPECT_FALSE(plan_or_die(decode(1, 32, 8, 4096)).cluster_combine);  // measured slower at 4k
+  EXPECT_TRUE(plan_or_die(decode(1, 32, 8, 4096)).cluster_combine);   // 16-bit: faster up to 4k (run 44)
+  EXPECT_FALSE(plan_or_die(decode(1, 32, 8, 8192)).cluster_combine);  // measured slower at 8k
   EXPECT_FALSE(plan_or_die(decode(4, 32, 8, 1024)).cluster_combine);  // 32 x 8 blocks > 132 SMs
   // Quantized caches too (run 44: 5-13% faster at 1-2k with the push merge), on their 8-row tile.
   for (KvFormat f : {KvFormat::kFP8E4M3, KvFormat::kInt8, KvFormat::kInt4, KvFormat::kK8V4}) {

@@ -42,7 +42,8 @@ def test_short_rows_merge_in_a_cluster_unless_told_not_to():
     assert merged.cluster_combine and merged.num_splits == 8 and merged.workspace_bytes == 0
     kept = splitkv.plan_decode(**short, auto_cluster_combine=False)
     assert not kept.cluster_combine and kept.workspace_bytes > 0
-    assert not splitkv.plan_decode(**dict(short, max_kv_len=4096)).cluster_combine
+    assert splitkv.plan_decode(**dict(short, max_kv_len=4096)).cluster_combine
+    assert not splitkv.plan_decode(**dict(short, max_kv_len=8192)).cluster_combine
 
 
 def test_prefill_plan():
