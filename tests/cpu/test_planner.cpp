@@ -5,6 +5,7 @@
 #include <string>
 
 #include "kernels/tile_table.hpp"
+#include "plan/split_heuristic.hpp"
 #include "splitkv/splitkv.hpp"
 
 namespace splitkv {
@@ -564,6 +565,35 @@ TEST(Planner, ShortRowsOnSmallGridsMergeInAClusterByDefault) {
   ampere.cc_major = 8;
   EXPECT_FALSE(plan_or_die(decode(1, 32, 8, 1024), {}, ampere).cluster_combine);
   EXPECT_FALSE(plan_or_die(decode(1, 28, 4, 1024, 128, 8)).cluster_combine);
+}
+
+}  // namespace
+}  // namespace splitkv
+
+namespace splitkv {
+namespace {
+
+TEST(TileTable, ClusterInboxHoldsEveryRankCountsPartials) {
+  // cluster_combine.cuh: owner k of `ranks` keeps ceil(chunks / ranks) slots x rows x ranks float4s,
+  // then ranks x rows LSEs; the reservation must hold that for every cluster size the planner allows,
+  // and every decode tile's merge region (which the rings overlay) must hold the inbox.
+  for (int head_dim : {64, 128, 256}) {
+    for (int block_m : {8, 16, 32}) {
+      const int chunks = head_dim / 4;
+      const int reserved = tiles::cluster_inbox_bytes(block_m, head_dim);
+      for (int ranks = 2; ranks <= plan::kMaxClusterSplits; ++ranks) {
+        const int slots = (chunks + ranks - 1) / ranks;
+        const int o_bytes = slots * block_m * ranks * 16;
+        const int lse_offset = block_m * (chunks + tiles::kMaxClusterRanks - 1) * 16;
+        EXPECT_LE(o_bytes, lse_offset) << head_dim << " " << block_m << " " << ranks;
+        EXPECT_LE(lse_offset + ranks * block_m * 4, reserved) << head_dim << " " << block_m << " " << ranks;
+      }
+    }
+    for (int block_m : {16, 32}) {
+      const tiles::DecodeTile t = tiles::decode_tile(head_dim, block_m);
+      EXPECT_GE(t.smem_bytes() - t.q_smem_bytes(), t.merge_smem_bytes()) << head_dim << " " << block_m;
+    }
+  }
 }
 
 }  // namespace
