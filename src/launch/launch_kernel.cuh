@@ -46,4 +46,13 @@ cudaError_t launch_kernel(void (*kernel)(Params), dim3 block, int smem_bytes, co
   return cudaLaunchKernelEx(&launch, kernel, params);
 }
 
+// The two-pass strategy: the statistics kernel, then the output kernel on the same stream (the row
+// statistics cross through the workspace in stream order).
+template <class Params>
+cudaError_t launch_two_pass(void (*stats_kernel)(Params), void (*output_kernel)(Params), dim3 block, int smem_bytes,
+                            const Params& params, const LaunchConfig& config) {
+  if (cudaError_t e = launch_kernel(stats_kernel, block, smem_bytes, params, config); e != cudaSuccess) return e;
+  return launch_kernel(output_kernel, block, smem_bytes, params, config);
+}
+
 }  // namespace splitkv::detail

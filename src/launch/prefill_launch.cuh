@@ -14,13 +14,8 @@ cudaError_t launch_prefill_mma(const PrefillParams& params, const LaunchConfig& 
   if constexpr (kVariant == tiles::PrefillVariant::kSplitV) {
     return launch_kernel(prefill_splitv_kernel<Traits>, block, Traits::kSmemBytes, params, config);
   } else if constexpr (kVariant == tiles::PrefillVariant::kTwoPass) {
-    // Statistics first, then the output pass; the row statistics cross through the workspace.
-    if (cudaError_t e = launch_kernel(prefill_kernel<Traits, PrefillPass::kStats>, block, Traits::kSmemBytes, params,
-                                      config);
-        e != cudaSuccess) {
-      return e;
-    }
-    return launch_kernel(prefill_kernel<Traits, PrefillPass::kFromStats>, block, Traits::kSmemBytes, params, config);
+    return launch_two_pass(prefill_kernel<Traits, PrefillPass::kStats>, prefill_kernel<Traits, PrefillPass::kFromStats>,
+                           block, Traits::kSmemBytes, params, config);
   } else {
     return launch_kernel(prefill_kernel<Traits, PrefillPass::kFused>, block, Traits::kSmemBytes, params, config);
   }

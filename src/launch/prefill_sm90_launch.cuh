@@ -60,14 +60,9 @@ cudaError_t launch_prefill_sm90(const PrefillParams& p, const LaunchConfig& conf
   params.shape_pages = mKp.shape();
   const dim3 block(Traits::kThreads);
   if constexpr (kVariant == tiles::PrefillSm90Variant::kTwoPass) {
-    // Statistics first, then the output pass; the row statistics cross through the workspace.
-    if (cudaError_t e = launch_kernel(prefill_sm90_kernel<Traits, PrefillPass::kStats>, block, Traits::kSmemBytes,
-                                      params, config);
-        e != cudaSuccess) {
-      return e;
-    }
-    return launch_kernel(prefill_sm90_kernel<Traits, PrefillPass::kFromStats>, block, Traits::kSmemBytes, params,
-                         config);
+    return launch_two_pass(prefill_sm90_kernel<Traits, PrefillPass::kStats>,
+                           prefill_sm90_kernel<Traits, PrefillPass::kFromStats>, block, Traits::kSmemBytes, params,
+                           config);
   } else {
     return launch_kernel(prefill_sm90_kernel<Traits, PrefillPass::kFused>, block, Traits::kSmemBytes, params, config);
   }

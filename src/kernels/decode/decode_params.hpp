@@ -44,8 +44,8 @@ struct DecodeParams {
   OutputParams output;
 
   int batch, num_q_heads, num_kv_heads, q_len;
-  // The three divisors a block divides by are FastDivmods (one multiply and a shift, not a
-  // runtime division); `.divisor` holds the value.
+  // The divisors a block divides by (these three and page_size) are FastDivmods (one multiply and
+  // a shift, not a runtime division); `.divisor` holds the value.
   FastDivmod group;    // Hq / Hkv: query heads packed into one KV head's tile
   int rows_per_kv;     // q_len * group; tile row r = i * group + h
   FastDivmod m_tiles;  // ceil(rows_per_kv / block_m)
