@@ -44,6 +44,7 @@ void print_usage() {
       "  --cluster                 decode: merge splits inside a thread-block cluster (sm_90)\n"
       "  --no-auto-cluster         decode: short rows keep the combine kernel (default: 8 splits merged\n"
       "                            in a cluster where rows have <= 2048 keys and the grid is small)\n"
+      "  --no-persistent           prefill (sm_90): one block per tile instead of the persistent grid\n"
       "  --fused-combine           decode: each tile's last split block merges the splits (no combine launch)\n"
       "  --atomic-combine          decode: splits add atomically into fp32 rows, then one normalization\n"
       "                            (nondeterministic; --atomic-reference-lse X, default 0)\n"
@@ -87,6 +88,8 @@ bool parse_args(int argc, char** argv, CliOptions* o, std::string* error) {
       o->cluster_combine = true;
     } else if (arg == "--no-auto-cluster") {
       o->auto_cluster_combine = false;
+    } else if (arg == "--no-persistent") {
+      o->persistent_prefill = false;
     } else if (arg == "--fused-combine") {
       o->fused_combine = true;
     } else if (arg == "--atomic-combine") {

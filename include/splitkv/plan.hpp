@@ -83,6 +83,9 @@ struct PlanOptions {
   // combine kernel on the H200 (B=1 1k: 13.2 vs 7.6 µs; long rows 0-4%): bench/NOTES.md, run 32.
   bool atomic_combine = false;
   float atomic_reference_lse = 0.f;
+  // Prefill on sm_90, on by default: prefill_sm90 tiles at head dims <= 128 run on a persistent
+  // grid (Plan::persistent_blocks). False launches one block per tile instead (same kernel).
+  bool persistent_prefill = true;
 };
 
 struct Plan {
@@ -113,6 +116,13 @@ struct Plan {
   int blocks_per_sm = 0; // occupancy the shared-memory budget allows
   int64_t work_units = 0;  // thread blocks before splitting (decode: batch * Hkv * m tiles)
   int grid[3] = {1, 1, 1};
+  // Prefill on sm_90 (prefill_sm90 tiles at head dims <= 128): > 0 launches this many blocks (at
+  // most one per SM), which walk grid[] as a list of tiles, loading the next tile's Q and first K/V
+  // tiles while they finish the current one. dynamic_tiles: they claim tiles from a counter in the
+  // workspace (causal, varlen or cache problems, whose tiles differ in cost; run_prefill zeroes the
+  // counter before each launch); otherwise each takes every persistent_blocks-th tile.
+  int persistent_blocks = 0;
+  bool dynamic_tiles = false;
   size_t workspace_bytes = 0;  // caller-provided workspace run() needs (0: none)
   std::string note;            // why the planner chose what it chose
 };

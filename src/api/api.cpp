@@ -313,7 +313,17 @@ Status launch_prefill(const Plan& plan, const PrefillTensors& t, void* workspace
   } else if (plan.num_splits > 1) {
     p.output = partial_output(workspace, plan.num_splits, g.out_rows, pr.max_q_len, pr.num_q_heads, pr.head_dim);
   }
-  if (Status s = detail::launch(launcher, &p, launch_config(stream, plan.grid), "prefill kernel launch"); !s) return s;
+  detail::LaunchConfig config = launch_config(stream, plan.grid);
+  config.persistent_blocks = plan.persistent_blocks;
+  if (plan.dynamic_tiles) {
+    p.tile_counter = reinterpret_cast<int32_t*>(static_cast<char*>(workspace) +
+                                                plan::tile_counter_offset(plan.workspace_bytes));
+    if (const cudaError_t e = cudaMemsetAsync(p.tile_counter, 0, sizeof(int32_t), stream); e != cudaSuccess) {
+      return Status(StatusCode::kCudaError, "workspace",
+                    std::string("zeroing the prefill's tile counter: ") + cudaGetErrorString(e));
+    }
+  }
+  if (Status s = detail::launch(launcher, &p, config, "prefill kernel launch"); !s) return s;
   if (p.output.mode != OutputMode::kPartial) return Status::success();
   return launch_combine(p.output, plan.num_splits, final_rows, p.cu_seqlens_q, pr.dtype, pr.head_dim, stream);
 }

@@ -15,6 +15,9 @@ struct TileSummary {
   int warps;
   int stages;      // pipeline depth (0: no pipeline)
   int smem_bytes;  // dynamic shared memory per block
+  // One block per SM walks the grid's tiles (prefill_sm90 with two Q buffers: the next tile's Q and
+  // first K/V tiles load while the current tile finishes); the grid is then a tile list.
+  bool persistent = false;
   constexpr int threads() const { return warps * 32; }
 };
 
@@ -216,16 +219,25 @@ struct PrefillSm90Tile {
   int block_n;  // keys per K/V tile
   int stages;   // depth of the one ring that K and V tiles share (K_t, V_t, K_t+1, ...)
   int consumer_warpgroups;
+  // 2: a persistent block, the next tile's Q loads into the other buffer while the consumers finish
+  // the current tile; 1: one tile per block (the next Q could only load after the epilogue, which
+  // stages O through the Q buffer).
+  int q_buffers;
 
   constexpr int threads() const { return 128 * (1 + consumer_warpgroups); }
-  // Q, the K/V ring, the barriers and the consumers' wait-order words (padded to 2 KB) and 1 KB to
-  // align the swizzled tiles.
-  constexpr int smem_bytes() const { return (block_m + stages * block_n) * head_dim * k16BitBytes + 2048 + 1024; }
+  constexpr bool persistent() const { return q_buffers == 2; }
+  // Q buffers, the K/V ring, the barriers, tile ids and the consumers' wait-order words (padded to
+  // 2 KB) and 1 KB to align the swizzled tiles.
+  constexpr int smem_bytes() const {
+    return (q_buffers * block_m + stages * block_n) * head_dim * k16BitBytes + 2048 + 1024;
+  }
 };
 
 // A K or V tile is consumed about once per product, and every block of a head re-reads the same
 // tiles from L2: a ring 2.5 tiles deep per kind keeps loads far enough ahead (as deep as shared
-// memory allows next to Q: 5 x 32 KB at D=128, 4 x 32 KB at D=256, 8 x 16 KB at D=64).
+// memory allows next to Q: 5 x 32 KB at D=128, 4 x 32 KB at D=256, 8 x 16 KB at D=64). At D <= 128
+// two Q buffers fit next to that ring (D=128: 2 x 32 + 5 x 32 KB + 3 KB is exactly the 227 KB a
+// block may have), so those tiles are persistent; D=256 keeps one Q buffer and one tile per block.
 // The family's tile shapes; each is its own registered family (kernel_families.cmake).
 enum class PrefillSm90Variant {
   kDefault,  // prefill_sm90: two consumer warpgroups, 128 x 128 tiles (128 x 64 at D=256)
@@ -238,17 +250,20 @@ constexpr PrefillSm90Tile prefill_sm90_tile(int head_dim, PrefillSm90Variant var
   // Registers per consumer thread: S (64 x block_n) and O (64 x D) accumulators in fp32.
   switch (variant) {
     case PrefillSm90Variant::kM192:
-      return PrefillSm90Tile{head_dim, 192, 128, 8, 3};
+      return PrefillSm90Tile{head_dim, 192, 128, 8, 3, 2};
     case PrefillSm90Variant::kN80:  // 4 stages of 40 KB next to a 64 KB Q: the whole 227 KB
-      return PrefillSm90Tile{head_dim, 128, 80, 4, 2};
+      return PrefillSm90Tile{head_dim, 128, 80, 4, 2, 1};
+    case PrefillSm90Variant::kTwoPass:  // each pass one tile per block
+      return PrefillSm90Tile{head_dim, 128, head_dim <= 128 ? 128 : 64, head_dim <= 64 ? 8 : head_dim <= 128 ? 5 : 4,
+                             2, 1};
     default:
       return PrefillSm90Tile{head_dim, 128, head_dim <= 128 ? 128 : 64, head_dim <= 64 ? 8 : head_dim <= 128 ? 5 : 4,
-                             2};
+                             2, head_dim <= 128 ? 2 : 1};
   }
 }
 
 constexpr TileSummary prefill_sm90_summary(const PrefillSm90Tile& t) {
-  return TileSummary{t.block_m, t.block_n, t.threads() / 32, t.stages, t.smem_bytes()};
+  return TileSummary{t.block_m, t.block_n, t.threads() / 32, t.stages, t.smem_bytes(), t.persistent()};
 }
 constexpr TileSummary prefill_sm90_summary(int head_dim, KvFormat) {
   return prefill_sm90_summary(prefill_sm90_tile(head_dim));

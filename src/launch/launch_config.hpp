@@ -10,6 +10,8 @@ struct LaunchConfig {
   cudaStream_t stream = nullptr;
   bool use_pdl = false;    // programmatic dependent launch (sm_90+)
   int cluster_blocks = 1;  // > 1: launch clusters of this many blocks along x (sm_90+)
+  // > 0: launch this many blocks (x only), which walk `grid` as a list of tiles (Plan::persistent_blocks)
+  int persistent_blocks = 0;
 };
 
 }  // namespace splitkv::detail

@@ -37,7 +37,8 @@ cudaError_t launch_kernel(void (*kernel)(Params), dim3 block, int smem_bytes, co
     attributes[num_attributes++].val.clusterDim.z = 1;
   }
   cudaLaunchConfig_t launch{};
-  launch.gridDim = dim3(config.grid[0], config.grid[1], config.grid[2]);
+  launch.gridDim = config.persistent_blocks > 0 ? dim3(static_cast<unsigned>(config.persistent_blocks))
+                                                : dim3(config.grid[0], config.grid[1], config.grid[2]);
   launch.blockDim = block;
   launch.dynamicSmemBytes = static_cast<size_t>(smem_bytes);
   launch.stream = config.stream;

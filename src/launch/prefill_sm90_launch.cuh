@@ -1,6 +1,7 @@
 // Launcher of one prefill_sm90 instantiation; included only by the generated instantiation files.
 // Encodes the TMA descriptors of Q, K and V on the host (no device memory is read; capture-safe)
-// and passes them to the kernel by value.
+// and passes them to the kernel by value. The plan's grid is the list of tiles; a persistent plan
+// launches fewer blocks (config.persistent_blocks) that walk it.
 #pragma once
 
 #include "kernels/prefill_sm90/prefill_sm90_kernel.cuh"
@@ -34,6 +35,7 @@ cudaError_t launch_prefill_sm90(const PrefillParams& p, const LaunchConfig& conf
 
   PrefillSm90Params<Traits> params{};
   params.p = p;
+  params.p.tiles_m = static_cast<int>(config.grid[0]);  // the tile list (tile_schedule.cuh)
   params.tma_q = make_tma_copy(SM90_TMA_LOAD{}, mQ, typename Traits::SmemLayoutQ{},
                                Shape<Int<Traits::kBlockM>, Int<kHeadDim>>{}, _1{});
   params.tma_k = make_tma_copy(SM90_TMA_LOAD{}, mK, take<0, 2>(typename Traits::SmemLayoutKV{}),

@@ -91,6 +91,10 @@ std::string describe(const Plan& p) {
     << " stages=" << p.stages << " smem=" << p.smem_bytes << " B, " << p.blocks_per_sm << " block(s)/SM\n";
   s << "grid: " << p.grid[0] << " x " << p.grid[1] << " x " << p.grid[2] << " (work units before splitting: "
     << p.work_units << ")\n";
+  if (p.persistent_blocks > 0) {
+    s << "persistent: " << p.persistent_blocks << " blocks walk the grid's tiles, "
+      << (p.dynamic_tiles ? "claiming each next tile from a counter in the workspace" : "in a fixed stride") << "\n";
+  }
   s << "workspace: " << p.workspace_bytes << " bytes\n";
   return s.str;
 }

@@ -1,6 +1,7 @@
 // The planner: problem shape + device description -> Plan. Pure host code, no CUDA calls.
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <string>
 
 #include "api/validate.hpp"
@@ -263,6 +264,22 @@ Status set_grid(const std::array<int64_t, 3>& grid, const char* y_argument, cons
   return Status::success();
 }
 
+// A persistent grid for tiles that keep two Q buffers: one block per SM (one fits) walks the grid's
+// tiles; tiles of unequal cost (causal masks, ragged lengths) are claimed from a counter.
+Status plan_persistent_grid(const PrefillProblem& problem, const DeviceInfo& device, Plan* p) {
+  const int64_t tiles = int64_t(p->grid[0]) * p->grid[1] * p->grid[2];
+  if (tiles > int64_t(INT32_MAX)) {
+    return Status::invalid("batch", "a problem of at most 2^31 - 1 tiles of " + std::to_string(p->block_m) + " query rows",
+                           std::to_string(tiles) + " tiles");
+  }
+  p->persistent_blocks = static_cast<int>(std::min<int64_t>(tiles, device.sm_count));
+  p->dynamic_tiles = problem.causal || problem.varlen || problem.kv_cache;
+  if (p->dynamic_tiles) p->workspace_bytes += plan::kTileCounterBytes;
+  p->note += "; persistent grid of " + std::to_string(p->persistent_blocks) + " blocks over " + std::to_string(tiles) +
+             (p->dynamic_tiles ? " tiles claimed from a counter" : " tiles in a fixed stride");
+  return Status::success();
+}
+
 }  // namespace
 
 Status plan_decode(const DecodeProblem& problem, const DeviceInfo& device,
@@ -446,6 +463,9 @@ Status plan_prefill(const PrefillProblem& problem, const DeviceInfo& device,
   p.workspace_bytes = p.staging_bytes + (p.strategy == Strategy::kTwoPass
                                              ? plan::two_pass_workspace(g.out_rows).total_bytes
                                              : plan::split_workspace(p.num_splits, g.out_rows, problem.head_dim).total_bytes);
+  if (tile.persistent && options.persistent_prefill) {
+    if (Status s = plan_persistent_grid(problem, device, &p); !s) return s;
+  }
   *plan = p;
   return Status::success();
 }

@@ -66,6 +66,11 @@ inline TwoPassWorkspace two_pass_workspace(int64_t rows) {
   return w;
 }
 
+// A persistent prefill plan with dynamic tiles: one int32 tile counter in the last kWorkspaceAlign
+// bytes of its workspace (after the staging copy, partials or statistics), zeroed by run_prefill.
+constexpr size_t kTileCounterBytes = kWorkspaceAlign;
+inline size_t tile_counter_offset(size_t workspace_bytes) { return workspace_bytes - kTileCounterBytes; }
+
 // Chunked prefill over a quantized KV cache: the cache's first max_kv_len tokens per sequence
 // dequantized into 16-bit K and V [batch, tokens, Hkv, D] (tokens = max(max_kv_len, 1)) and each
 // sequence's length as the prefill reads it (int32 [batch]); the prefill's own workspace follows.

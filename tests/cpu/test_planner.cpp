@@ -6,6 +6,7 @@
 
 #include "kernels/tile_table.hpp"
 #include "plan/split_heuristic.hpp"
+#include "plan/workspace_layout.hpp"
 #include "splitkv/splitkv.hpp"
 
 namespace splitkv {
@@ -337,6 +338,49 @@ TEST(Planner, KvHeadsWithMoreThanSixteenPackedRowsTakeThirtyTwoRowTiles) {
   const Status s = plan_decode(decode(8, 32, 8, 8192, 128, 2), DeviceInfo::h200(), named, &plan);
   EXPECT_EQ(s.code(), StatusCode::kUnsupported);
   EXPECT_EQ(s.argument(), "q_len") << s.message();
+}
+
+// prefill_sm90 tiles with two Q buffers (head dims <= 128) run on a persistent grid of at most one
+// block per SM; causal, varlen and cache problems claim tiles from a counter at the end of the
+// workspace, uniform ones take a fixed stride; D=256 and the mma.sync family keep a block per tile.
+TEST(Planner, HopperPrefillTilesRunOnAPersistentGrid) {
+  PlanOptions sm90;
+  sm90.family = "prefill_sm90";
+  Plan plan;
+  ASSERT_TRUE(plan_prefill(prefill(16, 16, 1024), DeviceInfo::h200(), sm90, &plan).ok());
+  EXPECT_EQ(plan.persistent_blocks, 132);  // 8 x 16 x 16 = 2048 tiles
+  EXPECT_FALSE(plan.dynamic_tiles);
+  EXPECT_EQ(plan.workspace_bytes, 0u);
+  EXPECT_NE(describe(plan).find("persistent: 132 blocks"), std::string::npos) << describe(plan);
+  ASSERT_TRUE(plan_prefill(prefill(16, 16, 1024, true), DeviceInfo::h200(), sm90, &plan).ok());
+  EXPECT_EQ(plan.persistent_blocks, 132);
+  EXPECT_TRUE(plan.dynamic_tiles);
+  EXPECT_EQ(plan.workspace_bytes, plan::kTileCounterBytes);
+  PlanOptions unsplit = sm90;
+  unsplit.strategy = Strategy::kSplitQ;
+  ASSERT_TRUE(plan_prefill(prefill(1, 2, 300, true), DeviceInfo::h200(), unsplit, &plan).ok());
+  EXPECT_EQ(plan.persistent_blocks, 6);  // fewer tiles than SMs: one block each
+  PlanOptions splits = sm90;
+  splits.strategy = Strategy::kSplitKV;
+  splits.num_splits = 3;
+  ASSERT_TRUE(plan_prefill(prefill(1, 2, 4096, true), DeviceInfo::h200(), splits, &plan).ok());
+  EXPECT_EQ(plan.persistent_blocks, 132);  // 32 x 2 x 3 tiles
+  EXPECT_EQ(plan.workspace_bytes, plan::split_workspace(3, 2 * 4096, 128).total_bytes + plan::kTileCounterBytes);
+  PlanOptions one_tile_per_block = sm90;
+  one_tile_per_block.persistent_prefill = false;
+  ASSERT_TRUE(plan_prefill(prefill(16, 16, 1024, true), DeviceInfo::h200(), one_tile_per_block, &plan).ok());
+  EXPECT_EQ(plan.persistent_blocks, 0);
+  EXPECT_FALSE(plan.dynamic_tiles);
+  EXPECT_EQ(plan.workspace_bytes, 0u);
+  PrefillProblem d256 = prefill(2, 8, 1000);
+  d256.head_dim = 256;
+  ASSERT_TRUE(plan_prefill(d256, DeviceInfo::h200(), sm90, &plan).ok());
+  EXPECT_EQ(plan.persistent_blocks, 0);
+  PlanOptions mma;
+  mma.family = "prefill_mma";
+  ASSERT_TRUE(plan_prefill(prefill(16, 16, 1024, true), DeviceInfo::h200(), mma, &plan).ok());
+  EXPECT_EQ(plan.persistent_blocks, 0);
+  EXPECT_FALSE(plan.dynamic_tiles);
 }
 
 TEST(Planner, TheFamilyServingTheStrategyIsChosenAndRecorded) {

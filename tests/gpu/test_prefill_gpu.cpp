@@ -183,6 +183,58 @@ TEST(PrefillGpu, ResultsAreBitwiseIdenticalRunToRun) {
   }
 }
 
+// A persistent grid of 1 or 3 blocks walks every tile (many per block): the static stride on
+// uniform tiles, the tile counter on causal and ragged ones, with splits, D=64's 192-row tile; a
+// second call on the same workspace (the counter left non-zero by the first) gives the same bits.
+TEST(PrefillGpu, PersistentGridOfFewBlocksWalksEveryTile) {
+  struct Case {
+    PrefillShape shape;
+    const char* family;
+    int num_splits;
+    bool dynamic;
+  };
+  const Case cases[] = {
+      {padded("uniform", 2, 4, 4, 1000, 1000, false), "prefill_sm90", 0, false},
+      {padded("uniform_splits", 1, 4, 2, 300, 1500, false), "prefill_sm90", 2, false},
+      {varlen("ragged_causal", 8, 2, {1, 64, 129, 0, 250}, {1, 200, 129, 7, 250}, true), "prefill_sm90", 0, true},
+      {padded("causal_gqa_splits", 1, 8, 2, 700, 700, true), "prefill_sm90", 2, true},
+      {padded("causal_d64_192_rows", 1, 4, 2, 1000, 1000, true, 64, DType::kF16), "prefill_sm90_m192", 0, true},
+  };
+  for (const Case& k : cases) {
+    const PrefillProblem& problem = k.shape.spec.problem;
+    if (!gpu_test::compiled(problem.dtype, problem.head_dim) || !testing::gpu_available()) continue;
+    for (int sms : {1, 3}) {
+      DeviceInfo few = gpu_test::device();
+      if (few.cc_major < 9) GTEST_SKIP() << "prefill_sm90 needs sm_90";
+      few.sm_count = sms;
+      PlanOptions o;
+      o.family = k.family;
+      o.num_splits = k.num_splits;
+      if (k.num_splits > 1) o.strategy = Strategy::kSplitKV;
+      Plan plan;
+      const Status planned = plan_prefill(problem, few, o, &plan);
+      ASSERT_TRUE(planned.ok()) << planned.message();
+      if (!gpu_test::plan_compiled(plan)) continue;
+      EXPECT_EQ(plan.persistent_blocks, sms) << k.shape.name;
+      EXPECT_EQ(plan.dynamic_tiles, k.dynamic) << k.shape.name;
+      testing::PrefillCase c = testing::make_prefill_case(k.shape.spec);
+      testing::DevicePrefillCase dev(c);
+      DeviceBuffer workspace = gpu_test::poisoned_workspace(plan.workspace_bytes);
+      std::vector<uint16_t> first;
+      for (int run = 0; run < 2; ++run) {
+        testing::poison_outputs(c);
+        dev.upload_outputs(c);
+        ASSERT_TRUE(run_prefill(plan, dev.tensors, workspace.get(), workspace.bytes(), nullptr).ok());
+        dev.download_outputs(c);
+        const testing::Comparison cmp = testing::check_prefill(c);
+        EXPECT_TRUE(cmp.passed) << k.shape.name << " on " << sms << " blocks, run " << run << ": " << cmp.summary();
+        if (run == 0) first = c.out;
+      }
+      EXPECT_EQ(first, c.out) << k.shape.name << " on " << sms << " blocks: the second call differs";
+    }
+  }
+}
+
 TEST(PrefillGpu, ChunkedPrefillSplitsByItselfAndMatches) {
   SPLITKV_REQUIRE_GPU(DType::kBF16, 128);
   // A 64-token chunk of 2 heads against 20k keys: the planner must choose split-KV.

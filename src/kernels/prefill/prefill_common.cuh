@@ -48,7 +48,8 @@ __device__ __forceinline__ PrefillSequence resolve_sequence(const PrefillParams&
 
 // Whether every page id the keys [lo, hi) of sequence b use is in the pool; block-wide (every
 // thread of the block must call it). A page id outside the pool is never dereferenced: the block
-// then reads no key and writes NaN rows, as for any invalid device data.
+// then reads no key and writes NaN rows, as for any invalid device data. (prefill_sm90 checks the
+// page ids its producer reads instead: its roles never meet at one block barrier.)
 __device__ __forceinline__ bool pages_in_pool(const PrefillParams& p, int b, int lo, int hi) {
   bool bad = false;
   if (hi > lo) {
@@ -90,20 +91,10 @@ struct PrefillBlock {
   const Element* k_base;
   const Element* v_base;
 
-  // False when the sequence has no rows for this block (the block has nothing to do).
+  // The block's own tile (blockIdx); false when the sequence has no rows for this block (the block
+  // has nothing to do). Block-wide: every thread must call it (the page check is a block barrier).
   __device__ __forceinline__ bool init(const PrefillParams& p, int block_m, int block_n) {
-    // Causal: the last query blocks see the most keys; launching them first shortens the tail.
-    const int m_block = p.causal ? int(gridDim.x) - 1 - int(blockIdx.x) : int(blockIdx.x);
-    hq = blockIdx.y;
-    b = blockIdx.z / p.num_splits;
-    split = blockIdx.z % p.num_splits;
-    kv_head = hq / p.group;
-    seq = resolve_sequence(p, b);
-    row0 = m_block * block_m;
-    if (row0 >= seq.q_len) return false;
-    rows_here = min(block_m, seq.q_len - row0);
-    keys = key_range(p, seq, split, row0, rows_here, block_n);
-    n_blocks = keys.hi > keys.lo ? (keys.hi - keys.lo + block_n - 1) / block_n : 0;
+    if (!init_tile(p, block_m, block_n, blockIdx.x, gridDim.x, blockIdx.y, blockIdx.z)) return false;
     // Paged cache: the tiles read keys [lo, lo + n_blocks * block_n) up to the sequence's end.
     if (p.block_table != nullptr && !pages_in_pool(p, b, keys.lo, min(seq.k_len, keys.lo + n_blocks * block_n))) {
       seq.bad = true;
@@ -111,6 +102,25 @@ struct PrefillBlock {
       keys = KeyRange{};
       n_blocks = 0;
     }
+    return true;
+  }
+
+  // The tile at (x, hq, z) of a grid (tiles_m, Hq, batch x splits), without init()'s page check;
+  // false when its sequence has no rows there.
+  __device__ __forceinline__ bool init_tile(const PrefillParams& p, int block_m, int block_n, int x, int tiles_m,
+                                            int hq_, int z) {
+    // Causal: the last query blocks see the most keys; launching them first shortens the tail.
+    const int m_block = p.causal ? tiles_m - 1 - x : x;
+    hq = hq_;
+    b = z / p.num_splits;
+    split = z % p.num_splits;
+    kv_head = hq / p.group;
+    seq = resolve_sequence(p, b);
+    row0 = m_block * block_m;
+    if (row0 >= seq.q_len) return false;
+    rows_here = min(block_m, seq.q_len - row0);
+    keys = key_range(p, seq, split, row0, rows_here, block_n);
+    n_blocks = keys.hi > keys.lo ? (keys.hi - keys.lo + block_n - 1) / block_n : 0;
     q_base = static_cast<const Element*>(p.q) + b * p.q_batch_stride + (seq.q_begin + row0) * p.q_token_stride +
              hq * p.q_head_stride;
     // A paged cache adds each key's page per row (paged_row); otherwise one base per sequence.

@@ -44,6 +44,14 @@ struct PrefillParams {
   // Two-pass: per-row raw-score max and sum of exp2((s - max) * scale_log2), same row indexing.
   float* row_max;
   float* row_sum;
+
+  // Persistent grids (prefill_sm90 tiles with two Q buffers): the blocks walk the plan's grid
+  // (tiles_m, Hq, batch x splits) as a list of tiles, x fastest. Block i starts with tile i; its
+  // next tiles come from tile_counter (zero before the launch: each claim returns grid size + the
+  // claims before it, so blocks free first take the next tiles, as the hardware's block scheduler
+  // hands out blocks) or, without a counter, with a stride of the grid size.
+  int tiles_m;
+  int32_t* tile_counter;
 };
 
 }  // namespace splitkv::detail

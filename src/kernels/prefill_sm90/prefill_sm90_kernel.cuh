@@ -1,16 +1,19 @@
 // Prefill forward on sm_90a: TMA loads, wgmma, warp specialization.
 //
-// Grid (query block, query head, sequence x KV split), like the mma.sync family, so planning,
-// split-KV and the combine are shared. Per block: warpgroup 0 is the producer (one elected thread
-// issues the TMA loads: Q once, then K_t, V_t, K_t+1, ... through one ring of mbarrier-guarded
-// stages, and gives its registers away); the other warpgroups (two, or three at D=64 in
+// Tiles (query block, query head, sequence x KV split), like the mma.sync family's grid, so
+// planning, split-KV and the combine are shared. A block computes one tile, or, in a persistent
+// grid (one block per SM, tiles with two Q buffers), one tile after another (tile_schedule.cuh).
+// Per block: warpgroup 0 is the producer (one elected thread issues the TMA loads: a tile's Q into
+// a free Q buffer, then K_t, V_t, K_t+1, ... through one ring of mbarrier-guarded stages that runs
+// on from tile to tile, so the next tile's Q and first K/V tiles load while the consumers finish
+// the current one; it gives its registers away); the other warpgroups (two, or three at D=64 in
 // prefill_sm90_m192) are consumers of 64 query rows each. Per K/V tile a consumer computes
 // S = Q K^T (wgmma, both operands in shared memory), masks and folds S into its online softmax
 // (fp32 statistics in registers), and accumulates O += P V (wgmma with P from registers, V read
 // transposed through its descriptor). The consumer warpgroups take turns issuing (ping-pong, round
 // robin), and inside a warpgroup the softmax of tile t runs while P V of tile t - 1 is on the
-// tensor cores (see the loop). Rows are written through the common epilogue
-// (final O/LSE, split partials, or NaN for bad device data).
+// tensor cores (see the loop). Final rows are staged through the tile's Q buffer
+// (smem_epilogue.cuh); split partials and NaN rows for bad device data use the common epilogue.
 //
 // Chunked prefill over a contiguous KV cache ([batch, capacity, Hkv, D], keys [0, seq_lens[b])) is
 // the padded case with per-sequence key counts; a paged one arrives in 16-key boxes, one per
@@ -35,6 +38,7 @@
 #include "kernels/prefill/prefill_common.cuh"
 #include "kernels/prefill_sm90/prefill_sm90_traits.cuh"
 #include "kernels/prefill_sm90/smem_epilogue.cuh"
+#include "kernels/prefill_sm90/tile_schedule.cuh"
 
 namespace splitkv::detail {
 
@@ -62,7 +66,10 @@ constexpr uint32_t kEpilogueBarrier = 4;  // + consumer index
 // the turn to consumer c + 1 (round robin) right after issuing, so the warpgroups' products
 // alternate on the tensor cores and one's softmax runs while another's products do, instead of all
 // drifting into the same phase. A turn barrier joins two warpgroups: the one passing (arrive) and
-// the one waiting (sync).
+// the one waiting (sync). The turns run on across a block's tiles: the last consumer primes
+// consumer 0's first turn once, every step passes, and consumer 0 takes the one pass left over
+// after the block's last tile. So consumer 0 starts the next tile's first Q K^T while the others
+// finish the current tile (last P V, epilogue), instead of every tile starting with all idle.
 constexpr int kTurnThreads = 2 * 128;
 template <class Traits>
 __device__ __forceinline__ void wait_turn(int consumer) {
@@ -87,140 +94,113 @@ __device__ __forceinline__ void zero_rows_from(SmemTile sV_stage, int valid_rows
   static_assert(sizeof(Element) == 2);
 }
 
-template <class Traits, PrefillPass kPass>
-__global__ void __launch_bounds__(Traits::kThreads, 1)
-    prefill_sm90_kernel(const __grid_constant__ PrefillSm90Params<Traits> params) {
+// Producer: the K/V tiles of one tile of queries into the ring (K_0, V_0, K_1, ... or, for the
+// statistics pass, K_0, K_1, ...). Token tensors and a contiguous cache: lane 0 issues one TMA load
+// per tile. A paged cache: a tile is kBoxes boxes of kPageRows keys, each from its key's page; lane
+// j loads box j's page id (the next tile's while this tile's boxes go out) and issues box j of the
+// K tile and of the V tile. Every box arrives (the stage's transaction count is a whole tile), so
+// boxes past the sequence's end read its last page (their keys are masked, their V rows zeroed).
+// The boxes read every page id of the tile's keys (pages hold a multiple of 16 keys), so they also
+// check them: a page id outside the pool is read as page 0 instead (never dereferenced), and
+// *pages_bad (this tile's flag, which the consumers read in their epilogue) is set before the last
+// stage's loads are announced, so the consumers see it once they have waited for that stage.
+template <class Traits, bool kUsesV, class Pipeline, class PipelineState, class SmemKV>
+__device__ __forceinline__ void load_kv_tiles(const PrefillSm90Params<Traits>& params,
+                                              const PrefillBlock<typename Traits::Element>& blk, Pipeline& pipeline,
+                                              PipelineState& write, SmemKV sK, int lane, int* pages_bad) {
+  using namespace cute;
+  constexpr int D = Traits::kHeadDim;
+  constexpr int kN = Traits::kBlockN;
+  const PrefillParams& p = params.p;
+  const PrefillSequence& seq = blk.seq;
+  const int first_kv_tile = blk.keys.lo / kN;  // split chunks are whole tiles
+  if (p.block_table != nullptr) {
+    constexpr int kBoxes = kN / Traits::kPageRows;
+    static_assert(kBoxes <= 32, "one box per lane");
+    Tensor mKp = params.tma_k_pages.get_tma_tensor(params.shape_pages);  // (page_size, D, Hkv, pages)
+    Tensor mVp = params.tma_v_pages.get_tma_tensor(params.shape_pages);
+    const int32_t* pages = p.block_table + blk.b * p.block_table_stride;
+    const bool has_box = lane < kBoxes;
+    auto first_key = [&](int t) { return (first_kv_tile + t) * kN + lane * Traits::kPageRows; };
+    bool bad = false;
+    auto page_of = [&](int t) {
+      const int page = pages[min(first_key(t), seq.k_len - 1) / p.page_size];
+      const bool outside = page < 0 || page >= p.num_pages;
+      bad |= outside;
+      return outside ? 0 : page;
+    };
+    auto load_box = [&](const auto& tma, const auto& mP, int t, int page, int stage, uint64_t* bar) {
+      Tensor gBox = local_tile(mP(_, _, blk.kv_head, page), Shape<Int<Traits::kPageRows>, Int<D>>{},
+                               make_coord(first_key(t) % p.page_size / Traits::kPageRows, _0{}));  // (16, D)
+      Tensor sBox = local_tile(sK(_, _, stage), Shape<Int<Traits::kPageRows>, Int<D>>{}, make_coord(lane, _0{}));
+      auto [tBg, tBs] = tma_partition(tma, _0{}, Layout<_1>{}, group_modes<0, 2>(sBox), group_modes<0, 2>(gBox));
+      copy(tma.with(*bar, 0), tBg, tBs);
+    };
+    int page = has_box && blk.n_blocks > 0 ? page_of(0) : 0;
+    for (int t = 0; t < blk.n_blocks; ++t) {
+      const int next_page = has_box && t + 1 < blk.n_blocks ? page_of(t + 1) : 0;
+      if (t + 1 == blk.n_blocks && __any_sync(0xffffffffu, bad) && lane == 0) *pages_bad = 1;  // every page read
+      pipeline.producer_acquire(write);  // every lane waits for the stage; the leader expects its bytes
+      __syncwarp();
+      if (has_box) load_box(params.tma_k_pages, mKp, t, page, write.index(), pipeline.producer_get_barrier(write));
+      ++write;
+      if constexpr (kUsesV) {
+        pipeline.producer_acquire(write);
+        __syncwarp();
+        if (has_box) load_box(params.tma_v_pages, mVp, t, page, write.index(), pipeline.producer_get_barrier(write));
+        ++write;
+      }
+      page = next_page;
+    }
+  } else if (lane == 0) {
+    // Varlen tokens are one slot addressed by offset; padded tensors and a contiguous KV cache
+    // have a slot per sequence (a cache's keys are [0, seq_lens[b]) of its slot).
+    const int kv_slot = p.cu_seqlens_k != nullptr ? 0 : blk.b;
+    Tensor mK = params.tma_k.get_tma_tensor(params.shape_kv)(_, _, blk.kv_head, kv_slot);
+    Tensor mV = params.tma_v.get_tma_tensor(params.shape_kv)(_, _, blk.kv_head, kv_slot);
+    Tensor gK = local_tile(domain_offset(make_coord(int(seq.k_begin), _0{}), mK), Shape<Int<kN>, Int<D>>{},
+                           make_coord(_, _0{}));  // (N, D, tiles)
+    Tensor gV = local_tile(domain_offset(make_coord(int(seq.k_begin), _0{}), mV), Shape<Int<kN>, Int<D>>{},
+                           make_coord(_, _0{}));  // (N, D, tiles)
+    auto [tKgK, tKsK] = tma_partition(params.tma_k, _0{}, Layout<_1>{}, group_modes<0, 2>(sK), group_modes<0, 2>(gK));
+    auto [tVgV, tVsV] = tma_partition(params.tma_v, _0{}, Layout<_1>{}, group_modes<0, 2>(sK), group_modes<0, 2>(gV));
+    for (int t = 0; t < blk.n_blocks; ++t) {
+      pipeline.producer_acquire(write);
+      copy(params.tma_k.with(*pipeline.producer_get_barrier(write), 0), tKgK(_, first_kv_tile + t),
+           tKsK(_, write.index()));
+      ++write;
+      if constexpr (kUsesV) {
+        pipeline.producer_acquire(write);
+        copy(params.tma_v.with(*pipeline.producer_get_barrier(write), 0), tVgV(_, first_kv_tile + t),
+             tVsV(_, write.index()));
+        ++write;
+      }
+    }
+  }
+}
+
+// Consumers: one tile of queries (64 rows per warpgroup) from Q in sQ (M, D) and K/V in the ring
+// (sKV: (N, D, S), sVt the same memory as (D, N, S)), through the epilogue. read_k is the ring
+// position of the tile's K_0 and moves past its last item. pages_bad: the producer's flag for a
+// paged cache's page ids (final once the tile's last stage has been waited for); set, the tile's
+// rows are NaN.
+template <class Traits, PrefillPass kPass, class Pipeline, class PipelineState, class SmemQ, class SmemKV, class SmemVt>
+__device__ __forceinline__ void consume_tile(const PrefillParams& p, const PrefillBlock<typename Traits::Element>& blk,
+                                             const int& pages_bad, typename Traits::SharedStorage& smem, Pipeline& pipeline,
+                                             PipelineState& read_k, SmemQ sQ, SmemKV sKV, SmemVt sVt, int consumer,
+                                             int consumer_tid) {
   using namespace cute;
   using Element = typename Traits::Element;
-  using Pipeline = typename Traits::Pipeline;
-  using PipelineState = typename Traits::PipelineState;
-  using Barrier = cutlass::arch::ClusterTransactionBarrier;
   constexpr int D = Traits::kHeadDim;
   constexpr int kM = Traits::kBlockM;
   constexpr int kN = Traits::kBlockN;
-  constexpr bool kUsesV = kPass != PrefillPass::kStats;  // the ring holds K_0, V_0, K_1, ... or K_0, K_1, ...
-  const PrefillParams& p = params.p;
-
-  extern __shared__ char smem_raw[];
-  // 128-byte swizzled tiles need 1024-byte alignment.
-  char* smem_base = reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
-  auto& smem = *reinterpret_cast<typename Traits::SharedStorage*>(smem_base);
-
-  wait_for_prior_grids();
-  allow_dependent_launch();
-  PrefillBlock<Element> blk;
-  if (!blk.init(p, kM, kN)) return;  // the whole block: no such rows in this sequence
   const PrefillSequence& seq = blk.seq;
   const KeyRange& keys = blk.keys;
-  const int warpgroup = cutlass::canonical_warp_group_idx();
 
-  typename Pipeline::Params pipeline_params;
-  pipeline_params.transaction_bytes = Traits::kKVBytes;
-  pipeline_params.role = warpgroup == 0 ? Pipeline::ThreadCategory::Producer : Pipeline::ThreadCategory::Consumer;
-  pipeline_params.is_leader = threadIdx.x == 0;
-  pipeline_params.num_consumers = Traits::kConsumerThreads;
-  Pipeline pipeline(smem.pipeline_kv, pipeline_params, Shape<_1, _1, _1>{});
-  if (threadIdx.x == 0) Barrier::init(&smem.barrier_q, 1);
-  cutlass::arch::fence_barrier_init();
-  __syncthreads();
-
-  Tensor sQ = make_tensor(make_smem_ptr(smem.q.data()), typename Traits::SmemLayoutQ{});    // (M, D)
-  // The ring's stages hold K or V tiles; sK, sV and sVt are views of the same memory.
-  Tensor sK = make_tensor(make_smem_ptr(smem.kv.data()), typename Traits::SmemLayoutKV{});   // (N, D, S)
-  Tensor sV = sK;                                                                              // (N, D, S)
-  Tensor sVt = make_tensor(make_smem_ptr(smem.kv.data()), typename Traits::SmemLayoutVt{});  // (D, N, S)
-  const int first_kv_tile = keys.lo / kN;  // split chunks are whole tiles
-
-  if (warpgroup == 0) {
-    // ---- Producer: one warp; one thread issues every TMA load of token tensors, each lane one box
-    // of a paged cache's tiles -----------------------------------------------------------------------
-    cutlass::arch::warpgroup_reg_dealloc<Traits::kProducerRegisters>();
-    if (threadIdx.x / 32 != 0) return;
-    const int lane = threadIdx.x % 32;
-    const bool leader = lane == 0;  // threadIdx.x == 0: the pipeline's leader (expects the bytes)
-    // Varlen tokens are one slot addressed by offset; padded tensors and a contiguous KV cache
-    // have a slot per sequence (a cache's keys are [0, seq_lens[b]) of its slot).
-    const int q_slot = p.cu_seqlens_q != nullptr ? 0 : blk.b;
-    const int kv_slot = p.cu_seqlens_k != nullptr ? 0 : blk.b;
-    Tensor mQ = params.tma_q.get_tma_tensor(params.shape_q)(_, _, blk.hq, q_slot);  // (tokens, D)
-    Tensor gQ = local_tile(domain_offset(make_coord(int(seq.q_begin + blk.row0), _0{}), mQ), Shape<Int<kM>, Int<D>>{},
-                           make_coord(_0{}, _0{}));  // (M, D)
-    if (leader) {
-      auto [tQgQ, tQsQ] = tma_partition(params.tma_q, _0{}, Layout<_1>{}, group_modes<0, 2>(sQ), group_modes<0, 2>(gQ));
-      Barrier::arrive_and_expect_tx(&smem.barrier_q, Traits::kQBytes);
-      copy(params.tma_q.with(smem.barrier_q, 0), tQgQ, tQsQ);
-    }
-    PipelineState write = cutlass::make_producer_start_state<Pipeline>();
-    if (p.block_table != nullptr) {
-      // A paged cache: a tile is kBoxes boxes of kPageRows keys, each from its key's page; lane j
-      // loads box j's page id (the next tile's while this tile's boxes go out) and issues box j of
-      // the K tile and of the V tile. Every box arrives (the stage's transaction count is a whole
-      // tile), so boxes past the sequence's end read its last page (their keys are masked, their V
-      // rows zeroed).
-      constexpr int kBoxes = kN / Traits::kPageRows;
-      static_assert(kBoxes <= 32, "one box per lane");
-      Tensor mKp = params.tma_k_pages.get_tma_tensor(params.shape_pages);  // (page_size, D, Hkv, pages)
-      Tensor mVp = params.tma_v_pages.get_tma_tensor(params.shape_pages);
-      const int32_t* pages = p.block_table + blk.b * p.block_table_stride;
-      const bool has_box = lane < kBoxes;
-      auto first_key = [&](int t) { return (first_kv_tile + t) * kN + lane * Traits::kPageRows; };
-      auto page_of = [&](int t) { return pages[min(first_key(t), seq.k_len - 1) / p.page_size]; };  // checked by blk.init
-      auto load_box = [&](const auto& tma, const auto& mP, int t, int page, int stage, uint64_t* bar) {
-        Tensor gBox = local_tile(mP(_, _, blk.kv_head, page), Shape<Int<Traits::kPageRows>, Int<D>>{},
-                                 make_coord(first_key(t) % p.page_size / Traits::kPageRows, _0{}));  // (16, D)
-        Tensor sBox = local_tile(sK(_, _, stage), Shape<Int<Traits::kPageRows>, Int<D>>{}, make_coord(lane, _0{}));
-        auto [tBg, tBs] = tma_partition(tma, _0{}, Layout<_1>{}, group_modes<0, 2>(sBox), group_modes<0, 2>(gBox));
-        copy(tma.with(*bar, 0), tBg, tBs);
-      };
-      int page = has_box && blk.n_blocks > 0 ? page_of(0) : 0;
-      for (int t = 0; t < blk.n_blocks; ++t) {
-        const int next_page = has_box && t + 1 < blk.n_blocks ? page_of(t + 1) : 0;
-        pipeline.producer_acquire(write);  // every lane waits for the stage; the leader expects its bytes
-        __syncwarp();
-        if (has_box) load_box(params.tma_k_pages, mKp, t, page, write.index(), pipeline.producer_get_barrier(write));
-        ++write;
-        if constexpr (kUsesV) {
-          pipeline.producer_acquire(write);
-          __syncwarp();
-          if (has_box) load_box(params.tma_v_pages, mVp, t, page, write.index(), pipeline.producer_get_barrier(write));
-          ++write;
-        }
-        page = next_page;
-      }
-    } else if (leader) {
-      Tensor mK = params.tma_k.get_tma_tensor(params.shape_kv)(_, _, blk.kv_head, kv_slot);
-      Tensor mV = params.tma_v.get_tma_tensor(params.shape_kv)(_, _, blk.kv_head, kv_slot);
-      Tensor gK = local_tile(domain_offset(make_coord(int(seq.k_begin), _0{}), mK), Shape<Int<kN>, Int<D>>{},
-                             make_coord(_, _0{}));  // (N, D, tiles)
-      Tensor gV = local_tile(domain_offset(make_coord(int(seq.k_begin), _0{}), mV), Shape<Int<kN>, Int<D>>{},
-                             make_coord(_, _0{}));  // (N, D, tiles)
-      auto [tKgK, tKsK] = tma_partition(params.tma_k, _0{}, Layout<_1>{}, group_modes<0, 2>(sK), group_modes<0, 2>(gK));
-      auto [tVgV, tVsV] = tma_partition(params.tma_v, _0{}, Layout<_1>{}, group_modes<0, 2>(sV), group_modes<0, 2>(gV));
-      for (int t = 0; t < blk.n_blocks; ++t) {
-        pipeline.producer_acquire(write);
-        copy(params.tma_k.with(*pipeline.producer_get_barrier(write), 0), tKgK(_, first_kv_tile + t),
-             tKsK(_, write.index()));
-        ++write;
-        if constexpr (kUsesV) {
-          pipeline.producer_acquire(write);
-          copy(params.tma_v.with(*pipeline.producer_get_barrier(write), 0), tVgV(_, first_kv_tile + t),
-               tVsV(_, write.index()));
-          ++write;
-        }
-      }
-    }
-    // Do not leave while loads are in flight: wait until the consumers released every stage.
-    if (leader) pipeline.producer_tail(write);
-    return;
-  }
-
-  // ---- Consumers: 64 query rows per warpgroup -----------------------------------------------------
-  cutlass::arch::warpgroup_reg_alloc<Traits::kConsumerRegisters>();
-  const int consumer_tid = threadIdx.x - 128;
   typename Traits::TiledMmaQK mma_qk;
   auto thr_qk = mma_qk.get_thread_slice(consumer_tid);
   Tensor tSrQ = thr_qk.partition_fragment_A(sQ);  // (MMA, MMA_M, MMA_K) descriptors
-  Tensor tSrK = thr_qk.partition_fragment_B(sK);  // (MMA, MMA_N, MMA_K, S)
+  Tensor tSrK = thr_qk.partition_fragment_B(sKV);  // (MMA, MMA_N, MMA_K, S): the ring's stages as K
   typename Traits::TiledMmaPV mma_pv;
   auto thr_pv = mma_pv.get_thread_slice(consumer_tid);
   Tensor tOrVt = thr_pv.partition_fragment_B(sVt);  // (MMA, MMA_N, MMA_K, S)
@@ -234,24 +214,17 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   OnlineSoftmax<kRows> softmax;
   softmax.reset();
 
-  constexpr int kLastConsumer = Traits::kConsumerWarpgroups - 1;
-  const int consumer = warpgroup - 1;
   const int n_blocks = blk.n_blocks;
-  // Consumer 0 has the first turn. Every pass is matched by a wait: the last consumer primes
-  // consumer 0's first turn and skips its own last pass (consumer 0 takes no turn after its last).
-  if (consumer == kLastConsumer && n_blocks > 0) pass_turn<Traits>(consumer);
-  Barrier::wait(&smem.barrier_q, 0);
 
   if constexpr (kPass == PrefillPass::kStats) {
     // Statistics pass: S_t = Q K_t^T on its turn, folded into the row max and sum; nothing else.
-    PipelineState read_k;
     for (int t = 0; t < n_blocks; ++t) {
       const int n0 = keys.lo + t * kN;
       Tensor acc_s = partition_fragment_C(mma_qk, Shape<Int<kM>, Int<kN>>{});  // (MMA, MMA_M, MMA_N)
       pipeline.consumer_wait(read_k);
       wait_turn<Traits>(consumer);
       warpgroup_gemm_issue<true>(mma_qk, tSrQ, tSrK(_, _, _, read_k.index()), acc_s);
-      if (consumer != kLastConsumer || t + 1 < n_blocks) pass_turn<Traits>(consumer);
+      pass_turn<Traits>(consumer);
       warpgroup_wait<0>();
       fence_wgmma_operands(acc_s);
       pipeline.consumer_release(read_k);
@@ -262,7 +235,9 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       softmax.fold(scores, p.scale_log2, rescale);
     }
     softmax.reduce_sums();
-    store_two_pass_stats(p, seq, blk.b, blk.hq, blk.row0, tScS_rc, softmax, consumer_tid % 4 == 0);
+    PrefillSequence rows_seq = seq;  // the sequence as the rows' writer sees it
+    rows_seq.bad |= pages_bad != 0;
+    store_two_pass_stats(p, rows_seq, blk.b, blk.hq, blk.row0, tScS_rc, softmax, consumer_tid % 4 == 0);
     return;
   }
   // Output pass of the two-pass strategy: the rows' final statistics.
@@ -277,7 +252,6 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   // O += P_{t-1} V_{t-1} back to back, folds S_t into the softmax while the second product runs,
   // and touches O (the rescale) only once nothing is in flight, so ptxas keeps the products
   // asynchronous. The ring holds K_0, V_0, K_1, V_1, ...: step t reads items 2t and 2t - 1.
-  PipelineState read_k;  // K_t
   PipelineState read_v;  // V_{t-1}
   // One step; the first has no P V to issue, so it waits for S_0 alone (wait<1> would not).
   auto step = [&](int t, auto first) {
@@ -288,7 +262,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       PipelineState v_stage = read_k;
       ++v_stage;
       pipeline.consumer_wait(v_stage);
-      zero_rows_from<Traits>(sV(_, _, v_stage.index()), seq.k_len - n0, consumer_tid);
+      zero_rows_from<Traits>(sKV(_, _, v_stage.index()), seq.k_len - n0, consumer_tid);
     }
     pipeline.consumer_wait(read_k);
     wait_turn<Traits>(consumer);
@@ -297,7 +271,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       pipeline.consumer_wait(read_v);
       warpgroup_gemm_issue<false>(mma_pv, tOrP, tOrVt(_, _, _, read_v.index()), acc_o);
     }
-    if (consumer != kLastConsumer || t + 1 < n_blocks) pass_turn<Traits>(consumer);
+    pass_turn<Traits>(consumer);
     warpgroup_wait<kFirst ? 0 : 1>();  // S_t is done (products retire in order); P_{t-1} V_{t-1} may still run
     fence_wgmma_operands(acc_s);
     pipeline.consumer_release(read_k);
@@ -346,13 +320,134 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   }
   Tensor tOcO = thr_pv.partition_C(make_identity_tensor(Shape<Int<kM>, Int<D>>{}));  // -> (row, col)
   Tensor tOcO_rc = make_tensor(tOcO.data(), wgmma_acc_as_rows_cols(tOcO.layout()));
+  PrefillSequence rows_seq = seq;  // the sequence as the rows' writers see it
+  rows_seq.bad |= pages_bad != 0;
   if (p.output.mode == OutputMode::kFinal) {
-    write_final_rows_through_smem<Traits>(p, seq, blk.b, blk.hq, blk.row0, consumer, consumer_tid, sQ, acc_o, tOcO_rc,
+    write_final_rows_through_smem<Traits>(p, rows_seq, blk.b, blk.hq, blk.row0, consumer, consumer_tid, sQ, acc_o, tOcO_rc,
                                           lse, inv, kEpilogueBarrier + consumer);
   } else {
-    RowWriter{p, seq, blk.b, blk.hq, blk.split, blk.row0}.write<Element, D>(acc_o_rc, tOcO_rc, lse, inv,
+    RowWriter{p, rows_seq, blk.b, blk.hq, blk.split, blk.row0}.write<Element, D>(acc_o_rc, tOcO_rc, lse, inv,
                                                                              consumer_tid % 4 == 0);
   }
+}
+
+template <class Traits, PrefillPass kPass>
+__global__ void __launch_bounds__(Traits::kThreads, 1)
+    prefill_sm90_kernel(const __grid_constant__ PrefillSm90Params<Traits> params) {
+  using namespace cute;
+  using Element = typename Traits::Element;
+  using Pipeline = typename Traits::Pipeline;
+  using PipelineState = typename Traits::PipelineState;
+  using Barrier = cutlass::arch::ClusterTransactionBarrier;
+  constexpr int D = Traits::kHeadDim;
+  constexpr int kM = Traits::kBlockM;
+  constexpr int kN = Traits::kBlockN;
+  constexpr int kQBuffers = Traits::kQBuffers;
+  constexpr bool kUsesV = kPass != PrefillPass::kStats;  // the ring holds K_0, V_0, K_1, ... or K_0, K_1, ...
+  const PrefillParams& p = params.p;
+
+  extern __shared__ char smem_raw[];
+  // 128-byte swizzled tiles need 1024-byte alignment.
+  char* smem_base = reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  auto& smem = *reinterpret_cast<typename Traits::SharedStorage*>(smem_base);
+
+  wait_for_prior_grids();
+  allow_dependent_launch();
+  const TileSchedule schedule(p);
+  const int warpgroup = cutlass::canonical_warp_group_idx();
+
+  typename Pipeline::Params pipeline_params;
+  pipeline_params.transaction_bytes = Traits::kKVBytes;
+  pipeline_params.role = warpgroup == 0 ? Pipeline::ThreadCategory::Producer : Pipeline::ThreadCategory::Consumer;
+  pipeline_params.is_leader = threadIdx.x == 0;
+  pipeline_params.num_consumers = Traits::kConsumerThreads;
+  Pipeline pipeline(smem.pipeline_kv, pipeline_params, Shape<_1, _1, _1>{});
+  if (threadIdx.x == 0) {
+    for (int buf = 0; buf < kQBuffers; ++buf) {
+      Barrier::init(&smem.q_full[buf], 1);
+      Barrier::init(&smem.q_empty[buf], Traits::kConsumerThreads);
+    }
+  }
+  cutlass::arch::fence_barrier_init();
+  __syncthreads();
+
+  // Q buffer `buf` as an (M, D) tile.
+  auto q_buffer = [&](int buf) {
+    return make_tensor(make_smem_ptr(smem.q.data() + buf * cosize_v<typename Traits::SmemLayoutQ>),
+                       typename Traits::SmemLayoutQ{});
+  };
+  // The ring's stages hold K or V tiles; sK, sV and sVt are views of the same memory.
+  Tensor sK = make_tensor(make_smem_ptr(smem.kv.data()), typename Traits::SmemLayoutKV{});   // (N, D, S)
+  Tensor sVt = make_tensor(make_smem_ptr(smem.kv.data()), typename Traits::SmemLayoutVt{});  // (D, N, S)
+
+  if (warpgroup == 0) {
+    // ---- Producer: one warp. Per tile: its id and Q into a free Q buffer (lane 0), then its K/V
+    // tiles through the ring; the next tile is claimed once this one's loads are all issued, so a
+    // block claims only what it is about to compute. -------------------------------------------------
+    cutlass::arch::warpgroup_reg_dealloc<Traits::kProducerRegisters>();
+    if (threadIdx.x / 32 != 0) return;
+    const int lane = threadIdx.x % 32;
+    PipelineState write = cutlass::make_producer_start_state<Pipeline>();
+    int tile = TileSchedule::first_tile();
+    for (int i = 0;; ++i) {
+      PrefillBlock<Element> blk;
+      bool have = false;  // a tile with query rows (a short varlen member has none in its last tiles)
+      while (tile < schedule.total_tiles && !(have = TileSchedule::locate(blk, p, tile, kM, kN))) {
+        tile = schedule.next_tile(p, tile);
+      }
+      const int buf = i % kQBuffers;
+      if (lane == 0) {
+        Barrier::wait(&smem.q_empty[buf], ((i / kQBuffers) & 1) ^ 1);  // a fresh buffer is free
+        smem.tile_id[buf] = have ? tile : -1;  // published by the arrive below
+        smem.tile_pages_bad[buf] = 0;          // load_kv_tiles' lane 0 sets it
+        if (have) {
+          const int q_slot = p.cu_seqlens_q != nullptr ? 0 : blk.b;
+          Tensor mQ = params.tma_q.get_tma_tensor(params.shape_q)(_, _, blk.hq, q_slot);  // (tokens, D)
+          Tensor gQ = local_tile(domain_offset(make_coord(int(blk.seq.q_begin + blk.row0), _0{}), mQ),
+                                 Shape<Int<kM>, Int<D>>{}, make_coord(_0{}, _0{}));  // (M, D)
+          Tensor sQ = q_buffer(buf);
+          auto [tQgQ, tQsQ] = tma_partition(params.tma_q, _0{}, Layout<_1>{}, group_modes<0, 2>(sQ), group_modes<0, 2>(gQ));
+          Barrier::arrive_and_expect_tx(&smem.q_full[buf], Traits::kQBytes);
+          copy(params.tma_q.with(smem.q_full[buf], 0), tQgQ, tQsQ);
+        } else {
+          Barrier::arrive(&smem.q_full[buf]);
+        }
+      }
+      if (!have) break;
+      load_kv_tiles<Traits, kUsesV>(params, blk, pipeline, write, sK, lane, &smem.tile_pages_bad[buf]);
+      // After a static schedule's last tile the consumers stop by themselves; otherwise a tile id of
+      // -1 tells them.
+      if (schedule.is_last(p, tile)) break;
+      tile = schedule.next_tile(p, tile);
+    }
+    // Do not leave while loads are in flight: wait until the consumers released every stage.
+    if (lane == 0) pipeline.producer_tail(write);
+    return;
+  }
+
+  // ---- Consumers: 64 query rows per warpgroup, the producer's tiles in order ------------------------
+  cutlass::arch::warpgroup_reg_alloc<Traits::kConsumerRegisters>();
+  const int consumer_tid = threadIdx.x - 128;
+  const int consumer = warpgroup - 1;
+  if (consumer == Traits::kConsumerWarpgroups - 1) pass_turn<Traits>(consumer);  // consumer 0 goes first
+  PipelineState read_k;  // the next tile's K_0
+  for (int i = 0;; ++i) {
+    const int buf = i % kQBuffers;
+    Barrier::wait(&smem.q_full[buf], (i / kQBuffers) & 1);
+    // Every thread reads the same words; a warp reduction says so to the compiler, which then keeps
+    // the tile's loop counts and the ring's position in uniform registers (as with blockIdx).
+    const int tile = __reduce_max_sync(0xffffffffu, smem.tile_id[buf]);
+    if (tile < 0) break;
+    PrefillBlock<Element> blk;
+    TileSchedule::locate(blk, p, tile, kM, kN);  // true: the producer skipped tiles without rows
+    consume_tile<Traits, kPass>(p, blk, smem.tile_pages_bad[buf], smem, pipeline, read_k, q_buffer(buf), sK, sVt,
+                                consumer, consumer_tid);
+    if (schedule.is_last(p, tile)) break;
+    // This thread's last access to the buffer (its epilogue) is done; the next Q's TMA may land.
+    cutlass::arch::fence_view_async_shared();
+    Barrier::arrive(&smem.q_empty[buf]);
+  }
+  if (consumer == 0) wait_turn<Traits>(consumer);  // the last consumer's pass after the block's last step
 }
 
 }  // namespace splitkv::detail

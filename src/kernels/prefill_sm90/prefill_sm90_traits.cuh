@@ -22,6 +22,7 @@ struct PrefillSm90Traits {
   static constexpr int kBlockM = kTile.block_m;
   static constexpr int kBlockN = kTile.block_n;
   static constexpr int kStages = kTile.stages;  // K and V tiles share one ring
+  static constexpr int kQBuffers = kTile.q_buffers;
   static constexpr int kConsumerWarpgroups = kTile.consumer_warpgroups;
   static constexpr int kThreads = kTile.threads();
   static constexpr int kConsumerThreads = 128 * kConsumerWarpgroups;
@@ -67,10 +68,15 @@ struct PrefillSm90Traits {
   using PipelineState = typename Pipeline::PipelineState;
 
   struct SharedStorage {
-    cute::array_aligned<Element, cute::cosize_v<SmemLayoutQ>, 1024> q;
+    cute::array_aligned<Element, kQBuffers * cute::cosize_v<SmemLayoutQ>, 1024> q;  // kQBuffers (M, D) tiles
     cute::array_aligned<Element, cute::cosize_v<SmemLayoutKV>, 1024> kv;
     typename Pipeline::SharedStorage pipeline_kv;
-    uint64_t barrier_q;
+    // Per Q buffer: full (the producer's Q load, and its tile id written before), empty (every
+    // consumer thread done with the tile, its epilogue included: the epilogue stages O there).
+    uint64_t q_full[kQBuffers];
+    uint64_t q_empty[kQBuffers];
+    int tile_id[kQBuffers];          // the buffer's tile, or -1: no more tiles
+    int tile_pages_bad[kQBuffers];   // a paged cache's tile has a page id outside the pool
     float wait_order_sink[kConsumerThreads];  // one word per consumer thread: see keep_before_next_wait
   };
   static constexpr int kSmemBytes = kTile.smem_bytes();

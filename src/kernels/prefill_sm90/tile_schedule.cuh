@@ -1,0 +1,52 @@
+// Which tiles a prefill_sm90 block computes. The plan's grid (tiles_m, Hq, batch x splits) is a list
+// of tiles, x fastest (the order in which the hardware hands out the blocks of such a grid, so
+// blocks running at the same time share a head's K/V in L2; causal grids put the longest query
+// block of each head first). A block starts with the tile of its own index; with fewer blocks than
+// tiles (a persistent grid, one block per SM) it then claims the next one from the plan's tile
+// counter (dynamic: blocks that finish first take the next tiles, which balances causal and ragged
+// work as the hardware's block scheduler does) or steps by the grid size (static: uniform tiles).
+#pragma once
+
+#include "kernels/prefill/prefill_common.cuh"
+
+namespace splitkv::detail {
+
+struct TileSchedule {
+  int grid_blocks;  // blocks in the launch
+  int total_tiles;  // tiles_m * Hq * batch * splits (the planner keeps it below 2^31)
+
+  __device__ __forceinline__ explicit TileSchedule(const PrefillParams& p)
+      : grid_blocks(int(gridDim.x * gridDim.y * gridDim.z)),
+        total_tiles(p.tiles_m * p.num_q_heads * p.batch * p.num_splits) {}
+
+  __device__ __forceinline__ static int first_tile() {
+    return int(blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z));
+  }
+
+  // The tile after `tile` for this block, called by every lane of one warp (lane 0 claims it).
+  __device__ __forceinline__ int next_tile(const PrefillParams& p, int tile) const {
+    if (p.tile_counter == nullptr) return tile + grid_blocks;
+    int claim = 0;
+    if (threadIdx.x % 32 == 0) claim = atomicAdd(p.tile_counter, 1);
+    return grid_blocks + __shfl_sync(0xffffffffu, claim, 0);
+  }
+
+  // Whether `tile` is certainly this block's last: a static schedule with no tile a stride further
+  // (both roles know it without a message; a dynamic one learns it from the counter).
+  __device__ __forceinline__ bool is_last(const PrefillParams& p, int tile) const {
+    return p.tile_counter == nullptr && tile >= total_tiles - grid_blocks;
+  }
+
+  // blk <- tile; false when the tile's sequence has no query rows there (a short varlen member).
+  // No page check: the kernel's producer checks the page ids it reads and tells the consumers (a
+  // block-wide check would need both roles at one barrier).
+  template <class Element>
+  __device__ __forceinline__ static bool locate(PrefillBlock<Element>& blk, const PrefillParams& p, int tile,
+                                                int block_m, int block_n) {
+    const int x = tile % p.tiles_m;
+    const int heads_and_z = tile / p.tiles_m;
+    return blk.init_tile(p, block_m, block_n, x, p.tiles_m, heads_and_z % p.num_q_heads, heads_and_z / p.num_q_heads);
+  }
+};
+
+}  // namespace splitkv::detail
