@@ -185,7 +185,8 @@ TEST(PrefillGpu, ResultsAreBitwiseIdenticalRunToRun) {
 
 // A persistent grid of 1 or 3 blocks walks every tile (many per block): the static stride on
 // uniform tiles, the tile counter on causal and ragged ones, with splits, D=64's 192-row tile; a
-// second call on the same workspace (the counter left non-zero by the first) gives the same bits.
+// second call on the same workspace (the counter left non-zero by the first) gives the same bits,
+// and so does one block per tile (persistent_prefill off): the grid never changes a tile's bits.
 TEST(PrefillGpu, PersistentGridOfFewBlocksWalksEveryTile) {
   struct Case {
     PrefillShape shape;
@@ -231,6 +232,18 @@ TEST(PrefillGpu, PersistentGridOfFewBlocksWalksEveryTile) {
         if (run == 0) first = c.out;
       }
       EXPECT_EQ(first, c.out) << k.shape.name << " on " << sms << " blocks: the second call differs";
+
+      PlanOptions one_tile_per_block = o;
+      one_tile_per_block.persistent_prefill = false;
+      Plan plain;
+      ASSERT_TRUE(plan_prefill(problem, few, one_tile_per_block, &plain).ok());
+      EXPECT_EQ(plain.persistent_blocks, 0);
+      DeviceBuffer plain_workspace = gpu_test::poisoned_workspace(plain.workspace_bytes);
+      testing::poison_outputs(c);
+      dev.upload_outputs(c);
+      ASSERT_TRUE(run_prefill(plain, dev.tensors, plain_workspace.get(), plain_workspace.bytes(), nullptr).ok());
+      dev.download_outputs(c);
+      EXPECT_EQ(first, c.out) << k.shape.name << ": one block per tile differs from the persistent grid";
     }
   }
 }
