@@ -376,7 +376,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     return make_tensor(make_smem_ptr(smem.q.data() + buf * cosize_v<typename Traits::SmemLayoutQ>),
                        typename Traits::SmemLayoutQ{});
   };
-  // The ring's stages hold K or V tiles; sK, sV and sVt are views of the same memory.
+  // The ring's stages hold K or V tiles; sK and sVt are views of the same memory.
   Tensor sK = make_tensor(make_smem_ptr(smem.kv.data()), typename Traits::SmemLayoutKV{});   // (N, D, S)
   Tensor sVt = make_tensor(make_smem_ptr(smem.kv.data()), typename Traits::SmemLayoutVt{});  // (D, N, S)
 
@@ -434,7 +434,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   for (int i = 0;; ++i) {
     const int buf = i % kQBuffers;
     Barrier::wait(&smem.q_full[buf], (i / kQBuffers) & 1);
-    // Every thread reads the same words; a warp reduction says so to the compiler, which then keeps
+    // Every thread reads the same word; a warp reduction says so to the compiler, which then keeps
     // the tile's loop counts and the ring's position in uniform registers (as with blockIdx).
     const int tile = __reduce_max_sync(0xffffffffu, smem.tile_id[buf]);
     if (tile < 0) break;
