@@ -253,12 +253,11 @@ constexpr PrefillSm90Tile prefill_sm90_tile(int head_dim, PrefillSm90Variant var
       return PrefillSm90Tile{head_dim, 192, 128, 8, 3, 2};
     case PrefillSm90Variant::kN80:  // 4 stages of 40 KB next to a 64 KB Q: the whole 227 KB
       return PrefillSm90Tile{head_dim, 128, 80, 4, 2, 1};
-    case PrefillSm90Variant::kTwoPass:  // each pass one tile per block
+    default: {  // kDefault and kTwoPass (whose passes each run one tile per block)
+      const bool two_q_buffers = head_dim <= 128 && variant != PrefillSm90Variant::kTwoPass;
       return PrefillSm90Tile{head_dim, 128, head_dim <= 128 ? 128 : 64, head_dim <= 64 ? 8 : head_dim <= 128 ? 5 : 4,
-                             2, 1};
-    default:
-      return PrefillSm90Tile{head_dim, 128, head_dim <= 128 ? 128 : 64, head_dim <= 64 ? 8 : head_dim <= 128 ? 5 : 4,
-                             2, head_dim <= 128 ? 2 : 1};
+                             2, two_q_buffers ? 2 : 1};
+    }
   }
 }
 

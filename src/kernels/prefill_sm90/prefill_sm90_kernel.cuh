@@ -196,6 +196,13 @@ __device__ __forceinline__ void consume_tile(const PrefillParams& p, const Prefi
   constexpr int kN = Traits::kBlockN;
   const PrefillSequence& seq = blk.seq;
   const KeyRange& keys = blk.keys;
+  // The sequence as the rows' writers see it: read only once the tile's last stage has been
+  // waited for (the page check's flag is final then).
+  auto rows_sequence = [&] {
+    PrefillSequence s = seq;
+    s.bad |= pages_bad != 0;
+    return s;
+  };
 
   typename Traits::TiledMmaQK mma_qk;
   auto thr_qk = mma_qk.get_thread_slice(consumer_tid);
@@ -235,9 +242,7 @@ __device__ __forceinline__ void consume_tile(const PrefillParams& p, const Prefi
       softmax.fold(scores, p.scale_log2, rescale);
     }
     softmax.reduce_sums();
-    PrefillSequence rows_seq = seq;  // the sequence as the rows' writer sees it
-    rows_seq.bad |= pages_bad != 0;
-    store_two_pass_stats(p, rows_seq, blk.b, blk.hq, blk.row0, tScS_rc, softmax, consumer_tid % 4 == 0);
+    store_two_pass_stats(p, rows_sequence(), blk.b, blk.hq, blk.row0, tScS_rc, softmax, consumer_tid % 4 == 0);
     return;
   }
   // Output pass of the two-pass strategy: the rows' final statistics.
@@ -320,8 +325,7 @@ __device__ __forceinline__ void consume_tile(const PrefillParams& p, const Prefi
   }
   Tensor tOcO = thr_pv.partition_C(make_identity_tensor(Shape<Int<kM>, Int<D>>{}));  // -> (row, col)
   Tensor tOcO_rc = make_tensor(tOcO.data(), wgmma_acc_as_rows_cols(tOcO.layout()));
-  PrefillSequence rows_seq = seq;  // the sequence as the rows' writers see it
-  rows_seq.bad |= pages_bad != 0;
+  const PrefillSequence rows_seq = rows_sequence();
   if (p.output.mode == OutputMode::kFinal) {
     write_final_rows_through_smem<Traits>(p, rows_seq, blk.b, blk.hq, blk.row0, consumer, consumer_tid, sQ, acc_o, tOcO_rc,
                                           lse, inv, kEpilogueBarrier + consumer);
