@@ -61,6 +61,12 @@ struct PrefillSm90Params {
 constexpr uint32_t kConsumersBarrier = 0;
 constexpr uint32_t kTurnBarrier = 1;      // + consumer index (at most three consumers)
 constexpr uint32_t kEpilogueBarrier = 4;  // + consumer index
+// The producer warps of a paged cache: warp 0 has written the next tile's id to shared memory.
+constexpr uint32_t kProducerBarrier = 7;
+// A paged cache's K/V tiles arrive in many small boxes and each TMA copy costs its warp a loop over
+// the lanes' coordinates, so every producer warp issues a share of the boxes (one warp issuing all
+// of them fell behind the consumers: run 41, 16-token pages at ~80% of a contiguous cache's speed).
+constexpr int kPagedProducerWarps = 4;
 
 // Ping-pong (FlashAttention-3's schedule): consumer c issues its Q K^T only on its turn and hands
 // the turn to consumer c + 1 (round robin) right after issuing, so the warpgroups' products
@@ -95,10 +101,11 @@ __device__ __forceinline__ void zero_rows_from(SmemTile sV_stage, int valid_rows
 }
 
 // Producer: the K/V tiles of one tile of queries into the ring (K_0, V_0, K_1, ... or, for the
-// statistics pass, K_0, K_1, ...). Token tensors and a contiguous cache: lane 0 issues one TMA load
-// per tile. A paged cache: a tile is kBoxes boxes of kPageRows keys, each from its key's page; lane
-// j loads box j's page id (the next tile's while this tile's boxes go out) and issues box j of the
-// K tile and of the V tile. Every box arrives (the stage's transaction count is a whole tile), so
+// statistics pass, K_0, K_1, ...). Token tensors and a contiguous cache: lane 0 of warp 0 issues one
+// TMA load per tile. A paged cache: a tile is kBoxes boxes of kPageRows keys, each from its key's
+// page; in each of the kPagedProducerWarps warps lane j loads box j's page id (the next tile's while
+// this tile's boxes go out), and box j of the K tile and of the V tile is issued by lane j of warp
+// j % kPagedProducerWarps (every warp waits for each stage; warp 0's lane 0 expects its bytes). Every box arrives (the stage's transaction count is a whole tile), so
 // boxes past the sequence's end read its last page (their keys are masked, their V rows zeroed).
 // The boxes read every page id of the tile's keys (pages hold a multiple of 16 keys), so they also
 // check them: a page id outside the pool is read as page 0 instead (never dereferenced), and
@@ -107,7 +114,7 @@ __device__ __forceinline__ void zero_rows_from(SmemTile sV_stage, int valid_rows
 template <class Traits, bool kUsesV, class Pipeline, class PipelineState, class SmemKV>
 __device__ __forceinline__ void load_kv_tiles(const PrefillSm90Params<Traits>& params,
                                               const PrefillBlock<typename Traits::Element>& blk, Pipeline& pipeline,
-                                              PipelineState& write, SmemKV sK, int lane, int* pages_bad) {
+                                              PipelineState& write, SmemKV sK, int warp, int lane, int* pages_bad) {
   using namespace cute;
   constexpr int D = Traits::kHeadDim;
   constexpr int kN = Traits::kBlockN;
@@ -120,7 +127,8 @@ __device__ __forceinline__ void load_kv_tiles(const PrefillSm90Params<Traits>& p
     Tensor mKp = params.tma_k_pages.get_tma_tensor(params.shape_pages);  // (page_size, D, Hkv, pages)
     Tensor mVp = params.tma_v_pages.get_tma_tensor(params.shape_pages);
     const int32_t* pages = p.block_table + blk.b * p.block_table_stride;
-    const bool has_box = lane < kBoxes;
+    const bool has_box = lane < kBoxes;  // every warp reads every page id of the tile: the page check
+    const bool issues_box = has_box && lane % kPagedProducerWarps == warp;
     auto first_key = [&](int t) { return (first_kv_tile + t) * kN + lane * Traits::kPageRows; };
     bool bad = false;
     auto page_of = [&](int t) {
@@ -139,15 +147,16 @@ __device__ __forceinline__ void load_kv_tiles(const PrefillSm90Params<Traits>& p
     int page = has_box && blk.n_blocks > 0 ? page_of(0) : 0;
     for (int t = 0; t < blk.n_blocks; ++t) {
       const int next_page = has_box && t + 1 < blk.n_blocks ? page_of(t + 1) : 0;
-      if (t + 1 == blk.n_blocks && __any_sync(0xffffffffu, bad) && lane == 0) *pages_bad = 1;  // every page read
+      // Every page read; warp 0's lane 0 is the pipeline's leader, whose arrive below publishes the flag.
+      if (t + 1 == blk.n_blocks && __any_sync(0xffffffffu, bad) && warp == 0 && lane == 0) *pages_bad = 1;
       pipeline.producer_acquire(write);  // every lane waits for the stage; the leader expects its bytes
       __syncwarp();
-      if (has_box) load_box(params.tma_k_pages, mKp, t, page, write.index(), pipeline.producer_get_barrier(write));
+      if (issues_box) load_box(params.tma_k_pages, mKp, t, page, write.index(), pipeline.producer_get_barrier(write));
       ++write;
       if constexpr (kUsesV) {
         pipeline.producer_acquire(write);
         __syncwarp();
-        if (has_box) load_box(params.tma_v_pages, mVp, t, page, write.index(), pipeline.producer_get_barrier(write));
+        if (issues_box) load_box(params.tma_v_pages, mVp, t, page, write.index(), pipeline.producer_get_barrier(write));
         ++write;
       }
       page = next_page;
@@ -385,47 +394,61 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   Tensor sVt = make_tensor(make_smem_ptr(smem.kv.data()), typename Traits::SmemLayoutVt{});  // (D, N, S)
 
   if (warpgroup == 0) {
-    // ---- Producer: one warp. Per tile: its id and Q into a free Q buffer (lane 0), then its K/V
-    // tiles through the ring; the next tile is claimed once this one's loads are all issued, so a
-    // block claims only what it is about to compute. -------------------------------------------------
+    // ---- Producer: warp 0, and for a paged cache all four warps. Per tile: warp 0 finds it (the
+    // next one is claimed once this one's loads are all issued, so a block claims only what it is
+    // about to compute) and its lane 0 puts its id and Q into a free Q buffer; then the warps issue
+    // its K/V tiles through the ring. -----------------------------------------------------------------
     cutlass::arch::warpgroup_reg_dealloc<Traits::kProducerRegisters>();
-    if (threadIdx.x / 32 != 0) return;
+    const int warp = threadIdx.x / 32;
+    const bool paged = p.block_table != nullptr;
+    if (warp != 0 && !paged) return;
     const int lane = threadIdx.x % 32;
     PipelineState write = cutlass::make_producer_start_state<Pipeline>();
     int tile = TileSchedule::first_tile();
     for (int i = 0;; ++i) {
       PrefillBlock<Element> blk;
       bool have = false;  // a tile with query rows (a short varlen member has none in its last tiles)
-      while (tile < schedule.total_tiles && !(have = TileSchedule::locate(blk, p, tile, kM, kN))) {
-        tile = schedule.next_tile(p, tile);
-      }
       const int buf = i % kQBuffers;
-      if (lane == 0) {
-        Barrier::wait(&smem.q_empty[buf], ((i / kQBuffers) & 1) ^ 1);  // a fresh buffer is free
-        smem.tile_id[buf] = have ? tile : -1;  // published by the arrive below
-        smem.tile_pages_bad[buf] = 0;          // load_kv_tiles' lane 0 sets it
-        if (have) {
-          const int q_slot = p.cu_seqlens_q != nullptr ? 0 : blk.b;
-          Tensor mQ = params.tma_q.get_tma_tensor(params.shape_q)(_, _, blk.hq, q_slot);  // (tokens, D)
-          Tensor gQ = local_tile(domain_offset(make_coord(int(blk.seq.q_begin + blk.row0), _0{}), mQ),
-                                 Shape<Int<kM>, Int<D>>{}, make_coord(_0{}, _0{}));  // (M, D)
-          Tensor sQ = q_buffer(buf);
-          auto [tQgQ, tQsQ] = tma_partition(params.tma_q, _0{}, Layout<_1>{}, group_modes<0, 2>(sQ), group_modes<0, 2>(gQ));
-          Barrier::arrive_and_expect_tx(&smem.q_full[buf], Traits::kQBytes);
-          copy(params.tma_q.with(smem.q_full[buf], 0), tQgQ, tQsQ);
-        } else {
-          Barrier::arrive(&smem.q_full[buf]);
+      if (warp == 0) {
+        while (tile < schedule.total_tiles && !(have = TileSchedule::locate(blk, p, tile, kM, kN))) {
+          tile = schedule.next_tile(p, tile);
+        }
+        if (lane == 0) {
+          Barrier::wait(&smem.q_empty[buf], ((i / kQBuffers) & 1) ^ 1);  // a fresh buffer is free
+          smem.tile_id[buf] = have ? tile : -1;  // published by the arrive below (and the producer barrier)
+          smem.tile_pages_bad[buf] = 0;          // load_kv_tiles' leader sets it
+          if (have) {
+            const int q_slot = p.cu_seqlens_q != nullptr ? 0 : blk.b;
+            Tensor mQ = params.tma_q.get_tma_tensor(params.shape_q)(_, _, blk.hq, q_slot);  // (tokens, D)
+            Tensor gQ = local_tile(domain_offset(make_coord(int(blk.seq.q_begin + blk.row0), _0{}), mQ),
+                                   Shape<Int<kM>, Int<D>>{}, make_coord(_0{}, _0{}));  // (M, D)
+            Tensor sQ = q_buffer(buf);
+            auto [tQgQ, tQsQ] = tma_partition(params.tma_q, _0{}, Layout<_1>{}, group_modes<0, 2>(sQ), group_modes<0, 2>(gQ));
+            Barrier::arrive_and_expect_tx(&smem.q_full[buf], Traits::kQBytes);
+            copy(params.tma_q.with(smem.q_full[buf], 0), tQgQ, tQsQ);
+          } else {
+            Barrier::arrive(&smem.q_full[buf]);
+          }
+        }
+      }
+      if (paged) {
+        // The other warps take the tile from warp 0, which may have claimed it from the counter.
+        cutlass::arch::NamedBarrier::sync(32 * kPagedProducerWarps, kProducerBarrier);
+        if (warp != 0) {
+          tile = smem.tile_id[buf];
+          have = tile >= 0 && TileSchedule::locate(blk, p, tile, kM, kN);  // true: warp 0 skipped rowless tiles
         }
       }
       if (!have) break;
-      load_kv_tiles<Traits, kUsesV>(params, blk, pipeline, write, sK, lane, &smem.tile_pages_bad[buf]);
+      load_kv_tiles<Traits, kUsesV>(params, blk, pipeline, write, sK, warp, lane, &smem.tile_pages_bad[buf]);
       // After a static schedule's last tile the consumers stop by themselves; otherwise a tile id of
       // -1 tells them.
       if (schedule.is_last(p, tile)) break;
-      tile = schedule.next_tile(p, tile);
+      if (warp == 0) tile = schedule.next_tile(p, tile);
     }
-    // Do not leave while loads are in flight: wait until the consumers released every stage.
-    if (lane == 0) pipeline.producer_tail(write);
+    // Do not leave while loads are in flight: wait until the consumers released every stage (every
+    // warp's boxes have landed by then).
+    if (warp == 0 && lane == 0) pipeline.producer_tail(write);
     return;
   }
 

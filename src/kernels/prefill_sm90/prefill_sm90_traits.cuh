@@ -30,8 +30,8 @@ struct PrefillSm90Traits {
   // allocated (65536 / threads per lane, rounded down to 8), so producer + consumers must not pass
   // it: 2 consumers, 3 x 168 = 504; 3 consumers, 4 x 128 = 512. A larger total makes the
   // consumers' setmaxnreg.inc wait forever (run 26 hung that way). At 24 registers the producer
-  // spills a few words in its paged loop (one box per lane), which touches them once per box;
-  // 40 + 2 x 232 costs the consumers' loop 2-3 reloads per step, so two consumers keep 240. Three
+  // spills a few words in its paged loop (4 reloads per K/V step in each warp); a larger producer
+  // (40 + 2 x 232) costs the consumers' loop 2-3 reloads per step, so two consumers keep 240. Three
   // consumers (D=64 only: S is 64 x 128, O 64 x 64 in fp32) get 160, FlashAttention-3's split.
   static constexpr int kProducerRegisters = 24;
   static constexpr int kConsumerRegisters = kConsumerWarpgroups == 2 ? 240 : 160;
