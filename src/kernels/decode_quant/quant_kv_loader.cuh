@@ -70,7 +70,10 @@ struct QuantKvLoader {
   static constexpr int kWarpStride = Traits::kWarps * kN;  // keys between a warp's sub-tiles
 
   const DecodeParams& p;
-  char* ring;  // this warp's kStages stages of Traits::kStageBytes
+  // This warp's kStages stages of Traits::kStageBytes, as a 32-bit shared-memory address: a
+  // generic pointer kept across the key loop made ptxas rebuild the shared window's base (two
+  // S2UR SR_CgaCtaId per sub-tile) after the loop's branches (bench/NOTES.md, run 44 and 46).
+  uint32_t ring;
   int lo, hi, warp, lane;
   int next = 0;        // the next sub-tile to issue
   int next_stage = 0;  // its ring stage
@@ -91,7 +94,7 @@ struct QuantKvLoader {
 
   __device__ __forceinline__ QuantKvLoader(const DecodeParams& params, char* warp_ring, int b, int kv_head, int lo_,
                                            int hi_, int warp_, int lane_)
-      : p(params), ring(warp_ring), lo(lo_), hi(hi_), warp(warp_), lane(lane_),
+      : p(params), ring(static_cast<uint32_t>(__cvta_generic_to_shared(warp_ring))), lo(lo_), hi(hi_), warp(warp_), lane(lane_),
         k_copies(lane_, params.k_token_stride), v_copies(lane_, params.v_token_stride) {
     const bool is_v = lane >= kN;
     scale_page_stride = is_v ? p.v_scale_page_stride : p.k_scale_page_stride;
@@ -111,7 +114,9 @@ struct QuantKvLoader {
   }
 
   __device__ __forceinline__ int subtile_start(int n) const { return lo + (warp + n * Traits::kWarps) * kN; }
-  __device__ __forceinline__ char* stage(int s) const { return ring + s * Traits::kStageBytes; }
+  __device__ __forceinline__ char* stage(int s) const {
+    return static_cast<char*>(__cvta_shared_to_generic(ring + s * Traits::kStageBytes));
+  }
 
   // The key loop's step n of my_subtiles: waits for sub-tile n (every lane's copies), keeps
   // kStages - 1 sub-tiles in flight, and returns sub-tile n's stage.
