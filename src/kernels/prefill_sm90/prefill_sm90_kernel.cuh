@@ -336,8 +336,8 @@ __device__ __forceinline__ void consume_tile(const PrefillParams& p, const Prefi
   Tensor tOcO_rc = make_tensor(tOcO.data(), wgmma_acc_as_rows_cols(tOcO.layout()));
   const PrefillSequence rows_seq = rows_sequence();
   if (p.output.mode == OutputMode::kFinal) {
-    write_final_rows_through_smem<Traits>(p, rows_seq, blk.b, blk.hq, blk.row0, consumer, consumer_tid, sQ, acc_o, tOcO_rc,
-                                          lse, inv, kEpilogueBarrier + consumer);
+    write_final_rows_through_smem<Traits>(p, rows_seq, blk.b, blk.hq, blk.row0, consumer, consumer_tid, sQ, acc_o,
+                                          tOcO_rc, lse, inv, kEpilogueBarrier + consumer);
   } else {
     RowWriter{p, rows_seq, blk.b, blk.hq, blk.split, blk.row0}.write<Element, D>(acc_o_rc, tOcO_rc, lse, inv,
                                                                              consumer_tid % 4 == 0);

@@ -23,13 +23,34 @@
 
 namespace splitkv::detail {
 
+// threadIdx.x read where it is used: the compiler cannot move a volatile read out of the tile loop.
+// The epilogue's per-thread offsets (stmatrix and 16-byte chunk addresses, ~40 words at D=256)
+// depend on the thread index alone, so, derived from the caller's index, ptxas computed them once
+// at the kernel's start and, where registers are short, spilled them across the whole key loop;
+// beside 227 KB of shared memory the L1 does not keep 256 threads' spills for a tile, and the
+// copy-out reloaded them chunk by chunk from L2 (run 46, call 6: D=256 3-5% slower than run 44's
+// kernel, which took its tile from blockIdx). Read here, they are computed where they are used:
+// D=256 +5.5%, D=64's 192-row tile (160 registers per consumer) +6.5% at 4k (call 7). The D=128
+// tile (8 chunks per thread, 240 registers, nothing spilled) lost 11% at 1k that way, for reasons
+// not found, so tiles without that pressure keep the caller's index.
+template <class Traits>
+constexpr bool kEpilogueReadsThreadIndex = Traits::kHeadDim > 128 || Traits::kConsumerRegisters < 240;
+
+__device__ __forceinline__ int thread_index_here() {
+  uint32_t tid;
+  asm volatile("mov.u32 %0, %%tid.x;" : "=r"(tid));
+  return int(tid);
+}
+
 // sQ: the block's (M, D) Q tile; acc_o: the consumer's fp32 O accumulator (wgmma C layout) and
 // coords its block-local (row, col) as a (rows, cols) view; lse/inv per accumulator row;
+// consumer: the warpgroup's index among the consumers (warpgroup 1 + consumer of the block);
 // consumer_tid: the thread's index among all consumer threads; barrier_id: a named barrier of this
 // warpgroup.
 template <class Traits, class SmemQ, class Acc, class Coords, int kRows>
 __device__ __forceinline__ void write_final_rows_through_smem(const PrefillParams& p, const PrefillSequence& seq,
-                                                              int b, int hq, int row0, int consumer, int consumer_tid,
+                                                              int b, int hq, int row0, int consumer,
+                                                              int caller_consumer_tid,
                                                               SmemQ sQ, const Acc& acc_o, const Coords& coords,
                                                               const float (&lse)[kRows], const float (&inv)[kRows],
                                                               uint32_t barrier_id) {
@@ -38,6 +59,8 @@ __device__ __forceinline__ void write_final_rows_through_smem(const PrefillParam
   constexpr int D = Traits::kHeadDim;
   constexpr int kChunks = D / 8;  // 16-byte chunks per row (contiguous under the 128-byte swizzle)
   const OutputParams& o = p.output;
+  const int consumer_tid =  // consumers are warpgroups 1, 2, ...
+      kEpilogueReadsThreadIndex<Traits> ? thread_index_here() - 128 : caller_consumer_tid;
   const int tid = consumer_tid % 128;
 
   // Normalize and convert in the accumulator's layout, then stmatrix 8 x 8 blocks into shared memory.
