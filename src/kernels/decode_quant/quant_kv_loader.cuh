@@ -94,8 +94,8 @@ struct QuantKvLoader {
 
   __device__ __forceinline__ QuantKvLoader(const DecodeParams& params, char* warp_ring, int b, int kv_head, int lo_,
                                            int hi_, int warp_, int lane_)
-      : p(params), ring(static_cast<uint32_t>(__cvta_generic_to_shared(warp_ring))), lo(lo_), hi(hi_), warp(warp_), lane(lane_),
-        k_copies(lane_, params.k_token_stride), v_copies(lane_, params.v_token_stride) {
+      : p(params), ring(static_cast<uint32_t>(__cvta_generic_to_shared(warp_ring))), lo(lo_), hi(hi_), warp(warp_),
+        lane(lane_), k_copies(lane_, params.k_token_stride), v_copies(lane_, params.v_token_stride) {
     const bool is_v = lane >= kN;
     scale_page_stride = is_v ? p.v_scale_page_stride : p.k_scale_page_stride;
     scale_token_stride = is_v ? p.v_scale_token_stride : p.k_scale_token_stride;

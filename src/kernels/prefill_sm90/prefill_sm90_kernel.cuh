@@ -105,8 +105,9 @@ __device__ __forceinline__ void zero_rows_from(SmemTile sV_stage, int valid_rows
 // TMA load per tile. A paged cache: a tile is kBoxes boxes of kPageRows keys, each from its key's
 // page; in each of the kPagedProducerWarps warps lane j loads box j's page id (the next tile's while
 // this tile's boxes go out), and box j of the K tile and of the V tile is issued by lane j of warp
-// j % kPagedProducerWarps (every warp waits for each stage; warp 0's lane 0 expects its bytes). Every box arrives (the stage's transaction count is a whole tile), so
-// boxes past the sequence's end read its last page (their keys are masked, their V rows zeroed).
+// j % kPagedProducerWarps (every warp waits for each stage; warp 0's lane 0 expects its bytes).
+// Every box arrives (the stage's transaction count is a whole tile), so boxes past the sequence's
+// end read its last page (their keys are masked, their V rows zeroed).
 // The boxes read every page id of the tile's keys (pages hold a multiple of 16 keys), so they also
 // check them: a page id outside the pool is read as page 0 instead (never dereferenced), and
 // *pages_bad (this tile's flag, which the consumers read in their epilogue) is set before the last
@@ -423,7 +424,8 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
             Tensor gQ = local_tile(domain_offset(make_coord(int(blk.seq.q_begin + blk.row0), _0{}), mQ),
                                    Shape<Int<kM>, Int<D>>{}, make_coord(_0{}, _0{}));  // (M, D)
             Tensor sQ = q_buffer(buf);
-            auto [tQgQ, tQsQ] = tma_partition(params.tma_q, _0{}, Layout<_1>{}, group_modes<0, 2>(sQ), group_modes<0, 2>(gQ));
+            auto [tQgQ, tQsQ] =
+                tma_partition(params.tma_q, _0{}, Layout<_1>{}, group_modes<0, 2>(sQ), group_modes<0, 2>(gQ));
             Barrier::arrive_and_expect_tx(&smem.q_full[buf], Traits::kQBytes);
             copy(params.tma_q.with(smem.q_full[buf], 0), tQgQ, tQsQ);
           } else {
