@@ -124,7 +124,7 @@ __device__ __forceinline__ void load_kv_tiles(const PrefillSm90Params<Traits>& p
   const int first_kv_tile = blk.keys.lo / kN;  // split chunks are whole tiles
   if (p.block_table != nullptr) {
     constexpr int kBoxes = kN / Traits::kPageRows;
-    static_assert(kBoxes <= 32, "one box per lane");
+    static_assert(kBoxes <= 32, "one box's page id per lane");
     Tensor mKp = params.tma_k_pages.get_tma_tensor(params.shape_pages);  // (page_size, D, Hkv, pages)
     Tensor mVp = params.tma_v_pages.get_tma_tensor(params.shape_pages);
     const int32_t* pages = p.block_table + blk.b * p.block_table_stride;
