@@ -39,7 +39,7 @@ const SuiteRow kPrefillSuite[] = {
     {4, 32, 8, 4096, 4096, 128, DType::kBF16, true},
     // Chunked prefill: a chunk of Lq queries after Lk - Lq prefix tokens. Each shape three ways: token
     // tensors, then in one call over a KV cache whose last Lq keys are the chunk's own (seq_lens = Lk),
-    // contiguous and paged (16 tokens a page).
+    // contiguous and paged (16 tokens a page); two of them also with 256-token pages.
     {1, 32, 8, 1024, 32768 + 1024, 128, DType::kBF16, true},
     {1, 32, 8, 1024, 32768 + 1024, 128, DType::kBF16, true, true, 0},
     {1, 32, 8, 1024, 32768 + 1024, 128, DType::kBF16, true, true, 16},
@@ -49,6 +49,9 @@ const SuiteRow kPrefillSuite[] = {
     {8, 32, 8, 256, 8192 + 256, 128, DType::kBF16, true},
     {8, 32, 8, 256, 8192 + 256, 128, DType::kBF16, true, true, 0},
     {8, 32, 8, 256, 8192 + 256, 128, DType::kBF16, true, true, 16},
+    // Pages of 256 tokens hold whole K/V tiles: one TMA box per tile instead of one per 16 keys.
+    {1, 32, 8, 1024, 32768 + 1024, 128, DType::kBF16, true, true, 256},
+    {8, 32, 8, 256, 8192 + 256, 128, DType::kBF16, true, true, 256},
     // The first chunked shape over quantized paged caches (docs/KV_FORMATS.md).
     {1, 32, 8, 1024, 32768 + 1024, 128, DType::kBF16, true, true, 16, KvFormat::kInt8},
     {1, 32, 8, 1024, 32768 + 1024, 128, DType::kBF16, true, true, 16, KvFormat::kInt4},

@@ -60,6 +60,34 @@ cudaError_t launch_prefill_sm90(const PrefillParams& p, const LaunchConfig& conf
   params.tma_v_pages = make_tma_copy(SM90_TMA_LOAD{}, mVp, typename Traits::SmemLayoutKVBox{},
                                      Shape<Int<Traits::kPageRows>, Int<kHeadDim>>{}, _1{});
   params.shape_pages = mKp.shape();
+  // Pages of a multiple of kBlockN keys: one box per K/V tile (no descriptor otherwise: never used).
+  params.page_tiles = paged && p.page_size % Traits::kBlockN == 0;
+  if (params.page_tiles) {
+    params.tma_k_page_tiles = make_tma_copy(SM90_TMA_LOAD{}, mKp, take<0, 2>(typename Traits::SmemLayoutKV{}),
+                                            Shape<Int<Traits::kBlockN>, Int<kHeadDim>>{}, _1{});
+    params.tma_v_page_tiles = make_tma_copy(SM90_TMA_LOAD{}, mVp, take<0, 2>(typename Traits::SmemLayoutKV{}),
+                                            Shape<Int<Traits::kBlockN>, Int<kHeadDim>>{}, _1{});
+  }
+  // Final rows of padded queries leave by TMA store (smem_epilogue.cuh). The checks at the API put
+  // O's rows and strides on 16 bytes; a dimension of extent 1 may carry any stride, which TMA would
+  // refuse, so it gets the span of the dimensions before it. A stride TMA cannot take (0 on a longer
+  // dimension, 2^40 bytes or more) keeps the copy-out.
+  const OutputParams& o = p.output;
+  const int64_t token_stride = p.max_q_len > 1 ? o.o_token_stride : kHeadDim;
+  const int64_t head_stride = p.num_q_heads > 1 ? o.o_head_stride : p.max_q_len * token_stride;
+  const int64_t batch_stride = p.batch > 1 ? o.o_batch_stride : p.num_q_heads * head_stride;
+  auto tma_stride = [](int64_t stride) { return stride > 0 && stride < (int64_t(1) << 40) / int64_t(sizeof(Element)); };
+  params.store_o.enabled = o.mode == OutputMode::kFinal && !q_varlen && tma_stride(token_stride) &&
+                           tma_stride(head_stride) && tma_stride(batch_stride);
+  if (params.store_o.enabled) {
+    auto mO = make_tensor(make_gmem_ptr(static_cast<const Element*>(o.out)),
+                          make_layout(make_shape(int32_t(p.max_q_len), int32_t(kHeadDim), int32_t(p.num_q_heads),
+                                                 int32_t(p.batch)),
+                                      make_stride(token_stride, _1{}, head_stride, batch_stride)));
+    params.store_o.tma = make_tma_copy(SM90_TMA_STORE{}, mO, typename Traits::SmemLayoutOConsumer{},
+                                       Shape<Int<Traits::kConsumerRows>, Int<kHeadDim>>{}, _1{});
+    params.store_o.shape = mO.shape();
+  }
   const dim3 block(Traits::kThreads);
   if constexpr (kVariant == tiles::PrefillSm90Variant::kTwoPass) {
     return launch_two_pass(prefill_sm90_kernel<Traits, PrefillPass::kStats>,

@@ -1,6 +1,6 @@
 // Chunked prefill over a KV cache on the GPU (PrefillProblem::kv_cache): the planner's family
 // (prefill_sm90 on sm_90 where the build has it, else prefill_mma) or a named one against the fp64
-// reference, for paged (pages of 16 and 256 tokens, shuffled tables) and
+// reference, for paged (pages of 16, 128 and 256 tokens, shuffled tables) and
 // contiguous caches with NaN in every slot no sequence owns, ragged batches with empty members,
 // chunks from 1 to 1000 queries over prefixes up to 4097 tokens, GQA, causal and not, forced
 // splits, quantized caches (FP8, INT8, INT4, K8V4: dequantized into the workspace first);
@@ -120,6 +120,13 @@ INSTANTIATE_TEST_SUITE_P(
                    "prefill_sm90_m192"},
         ChunkShape{"page16_splits", 16, 32, 8, 128, DType::kBF16, true, {4097, 700}, {256, 700}, 3},
         ChunkShape{"page256_chunk_longer_than_keys", 256, 32, 8, 128, DType::kBF16, true, {5, 300}, {9, 300}, 0},
+        // Pages of whole K/V tiles (one TMA box per tile): a page per tile, several tiles per page
+        // at D=64 (three consumers) and D=256 (64-key tiles), and splits that start mid-page.
+        ChunkShape{"page128_full", 128, 28, 4, 128, DType::kBF16, false, kRagged, kRaggedChunks, 0},
+        ChunkShape{"page256_fp16_d64_m192", 256, 8, 1, 64, DType::kF16, true, kRagged, kRaggedChunks, 0,
+                   "prefill_sm90_m192"},
+        ChunkShape{"page256_d256", 256, 16, 16, 256, DType::kBF16, true, {700, 33}, {300, 33}, 0, "prefill_sm90"},
+        ChunkShape{"page128_splits", 128, 32, 8, 128, DType::kBF16, true, {4097, 700}, {256, 700}, 3},
         // Quantized caches: dequantized into the workspace, then read as a contiguous 16-bit cache.
         ChunkShape{"int8_page16_causal", 16, 32, 8, 128, DType::kBF16, true, kRagged, kRaggedChunks, 0, "",
                    KvFormat::kInt8},
@@ -138,12 +145,20 @@ INSTANTIATE_TEST_SUITE_P(
     [](const ::testing::TestParamInfo<ChunkShape>& info) { return std::string(info.param.name); });
 
 // A page id outside the pool (no host copy to catch it) poisons that sequence's rows only, for a
-// 16-bit cache and for a quantized one (whose dequantization never reads outside the pool either).
-class ChunkedPrefillBadPage : public ::testing::TestWithParam<KvFormat> {};
+// 16-bit cache read in 16-key boxes or in whole-tile pages, and for a quantized one (whose
+// dequantization never reads outside the pool either).
+struct BadPageCase {
+  KvFormat format;
+  int page_size;
+};
+
+class ChunkedPrefillBadPage : public ::testing::TestWithParam<BadPageCase> {};
 
 TEST_P(ChunkedPrefillBadPage, InvalidPageIdGivesNaNForThatSequenceOnly) {
   SPLITKV_REQUIRE_GPU(DType::kBF16, 128);
-  ChunkShape shape{"bad_page", 16, 32, 8, 128, DType::kBF16, true, {300, 200}, {40, 30}, 0, "", GetParam()};
+  const BadPageCase& param = GetParam();
+  ChunkShape shape{"bad_page", param.page_size, 32, 8, 128, DType::kBF16, true, {1100, 1000}, {40, 30}, 0, "",
+                   param.format};
   ChunkCase c = make_case(shape);
   Plan plan;
   ASSERT_TRUE(plan_chunk(c, 0, "", &plan).ok());
@@ -168,9 +183,12 @@ TEST_P(ChunkedPrefillBadPage, InvalidPageIdGivesNaNForThatSequenceOnly) {
   EXPECT_TRUE(seq1_nan);
 }
 
-INSTANTIATE_TEST_SUITE_P(Formats, ChunkedPrefillBadPage, ::testing::Values(KvFormat::kNative, KvFormat::kInt4),
-                         [](const ::testing::TestParamInfo<KvFormat>& info) {
-                           return std::string(to_string(info.param));
+INSTANTIATE_TEST_SUITE_P(Formats, ChunkedPrefillBadPage,
+                         ::testing::Values(BadPageCase{KvFormat::kNative, 16}, BadPageCase{KvFormat::kNative, 256},
+                                           BadPageCase{KvFormat::kInt4, 16}),
+                         [](const ::testing::TestParamInfo<BadPageCase>& info) {
+                           return std::string(to_string(info.param.format)) + "_page" +
+                                  std::to_string(info.param.page_size);
                          });
 
 }  // namespace

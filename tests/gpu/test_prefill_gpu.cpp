@@ -97,6 +97,9 @@ std::vector<PrefillShape> shapes() {
   v.push_back(padded("hd128_fp16", 1, 4, 4, 260, 200, false, 128, DType::kF16));
   v.push_back(varlen("varlen_with_empty", 4, 2, {100, 0, 17, 300}, {130, 5, 0, 300}, false));
   v.push_back(varlen("varlen_causal", 8, 2, {1, 64, 129, 0, 250}, {1, 200, 129, 7, 250}, true));
+  // One query head and one sequence: O's unit dimensions carry strides TMA could not take as given.
+  v.push_back(padded("one_head_one_query", 1, 1, 1, 1, 33, false));
+  v.push_back(padded("one_head_causal_70", 1, 1, 1, 70, 90, true));
   PrefillShape strided = padded("strided", 2, 4, 2, 150, 170, true);
   strided.spec.strided = true;
   v.push_back(strided);

@@ -17,7 +17,8 @@
 //
 // Chunked prefill over a contiguous KV cache ([batch, capacity, Hkv, D], keys [0, seq_lens[b])) is
 // the padded case with per-sequence key counts; a paged one arrives in 16-key boxes, one per
-// producer lane. Keys past the sequence's end inside the last tile can hold anything (a varlen
+// producer lane, or, when its pages hold whole K/V tiles (page_size a multiple of the tile's keys),
+// one box per tile as from a contiguous cache. Keys past the sequence's end inside the last tile can hold anything (a varlen
 // neighbour's tokens, padding, unused cache slots, NaN): their scores are masked to -inf, and their
 // V rows are zeroed in shared memory before P V, because 0 * NaN is NaN.
 //
@@ -50,9 +51,13 @@ struct PrefillSm90Params {
   typename Traits::TmaKV tma_v;
   typename Traits::TmaKVPage tma_k_pages;  // paged caches (p.block_table != nullptr) only
   typename Traits::TmaKVPage tma_v_pages;
+  typename Traits::TmaKV tma_k_page_tiles;  // page_tiles only: one box per K/V tile
+  typename Traits::TmaKV tma_v_page_tiles;
   typename Traits::GmemShape shape_q;      // (tokens, D, Hq, batch slots)
   typename Traits::GmemShape shape_kv;     // (tokens, D, Hkv, batch slots)
   typename Traits::GmemShape shape_pages;  // (page_size, D, Hkv, pages)
+  bool page_tiles;                         // a paged cache whose pages hold whole K/V tiles
+  TmaStoreO<Traits> store_o;
 };
 
 // Named barriers of the consumer warpgroups, counted from the first id CUTLASS leaves free: all
@@ -112,6 +117,8 @@ __device__ __forceinline__ void zero_rows_from(SmemTile sV_stage, int valid_rows
 // check them: a page id outside the pool is read as page 0 instead (never dereferenced), and
 // *pages_bad (this tile's flag, which the consumers read in their epilogue) is set before the last
 // stage's loads are announced, so the consumers see it once they have waited for that stage.
+// Pages that hold whole tiles (params.page_tiles) take one box per tile, issued and checked by warp
+// 0's lane 0 alone, as for a contiguous cache.
 template <class Traits, bool kUsesV, class Pipeline, class PipelineState, class SmemKV>
 __device__ __forceinline__ void load_kv_tiles(const PrefillSm90Params<Traits>& params,
                                               const PrefillBlock<typename Traits::Element>& blk, Pipeline& pipeline,
@@ -122,7 +129,42 @@ __device__ __forceinline__ void load_kv_tiles(const PrefillSm90Params<Traits>& p
   const PrefillParams& p = params.p;
   const PrefillSequence& seq = blk.seq;
   const int first_kv_tile = blk.keys.lo / kN;  // split chunks are whole tiles
-  if (p.block_table != nullptr) {
+  if (p.block_table != nullptr && params.page_tiles) {
+    // Pages of a multiple of kN keys: tile t is one box of one page, issued by warp 0's lane 0 (the
+    // only producer warp then), which also checks the page id.
+    if (lane != 0) return;
+    Tensor mKp = params.tma_k_page_tiles.get_tma_tensor(params.shape_pages);  // (page_size, D, Hkv, pages)
+    Tensor mVp = params.tma_v_page_tiles.get_tma_tensor(params.shape_pages);
+    const int32_t* pages = p.block_table + blk.b * p.block_table_stride;
+    bool bad = false;
+    auto page_of = [&](int t) {
+      const int page = pages[(first_kv_tile + t) * kN / p.page_size];
+      const bool outside = page < 0 || page >= p.num_pages;
+      bad |= outside;
+      return outside ? 0 : page;
+    };
+    auto load_tile = [&](const auto& tma, const auto& mP, int t, int page, int stage, uint64_t* bar) {
+      Tensor gTile = local_tile(mP(_, _, blk.kv_head, page), Shape<Int<kN>, Int<D>>{},
+                                make_coord((first_kv_tile + t) * kN % p.page_size / kN, _0{}));  // (N, D)
+      Tensor sTile = sK(_, _, stage);                                                            // (N, D)
+      auto [tTg, tTs] = tma_partition(tma, _0{}, Layout<_1>{}, group_modes<0, 2>(sTile), group_modes<0, 2>(gTile));
+      copy(tma.with(*bar, 0), tTg, tTs);
+    };
+    int page = blk.n_blocks > 0 ? page_of(0) : 0;
+    for (int t = 0; t < blk.n_blocks; ++t) {
+      const int next_page = t + 1 < blk.n_blocks ? page_of(t + 1) : 0;  // its load overlaps this tile's waits
+      if (t + 1 == blk.n_blocks && bad) *pages_bad = 1;  // published by the last stage's arrive
+      pipeline.producer_acquire(write);
+      load_tile(params.tma_k_page_tiles, mKp, t, page, write.index(), pipeline.producer_get_barrier(write));
+      ++write;
+      if constexpr (kUsesV) {
+        pipeline.producer_acquire(write);
+        load_tile(params.tma_v_page_tiles, mVp, t, page, write.index(), pipeline.producer_get_barrier(write));
+        ++write;
+      }
+      page = next_page;
+    }
+  } else if (p.block_table != nullptr) {
     constexpr int kBoxes = kN / Traits::kPageRows;
     static_assert(kBoxes <= 32, "one box's page id per lane");
     Tensor mKp = params.tma_k_pages.get_tma_tensor(params.shape_pages);  // (page_size, D, Hkv, pages)
@@ -195,7 +237,8 @@ __device__ __forceinline__ void load_kv_tiles(const PrefillSm90Params<Traits>& p
 // paged cache's page ids (final once the tile's last stage has been waited for); set, the tile's
 // rows are NaN.
 template <class Traits, PrefillPass kPass, class Pipeline, class PipelineState, class SmemQ, class SmemKV, class SmemVt>
-__device__ __forceinline__ void consume_tile(const PrefillParams& p, const PrefillBlock<typename Traits::Element>& blk,
+__device__ __forceinline__ void consume_tile(const PrefillParams& p, const TmaStoreO<Traits>& store_o,
+                                             const PrefillBlock<typename Traits::Element>& blk,
                                              const int& pages_bad, typename Traits::SharedStorage& smem, Pipeline& pipeline,
                                              PipelineState& read_k, SmemQ sQ, SmemKV sKV, SmemVt sVt, int consumer,
                                              int consumer_tid) {
@@ -337,7 +380,7 @@ __device__ __forceinline__ void consume_tile(const PrefillParams& p, const Prefi
   Tensor tOcO_rc = make_tensor(tOcO.data(), wgmma_acc_as_rows_cols(tOcO.layout()));
   const PrefillSequence rows_seq = rows_sequence();
   if (p.output.mode == OutputMode::kFinal) {
-    write_final_rows_through_smem<Traits>(p, rows_seq, blk.b, blk.hq, blk.row0, consumer, consumer_tid, sQ, acc_o,
+    write_final_rows_through_smem<Traits>(p, store_o, rows_seq, blk.b, blk.hq, blk.row0, consumer, consumer_tid, sQ, acc_o,
                                           tOcO_rc, lse, inv, kEpilogueBarrier + consumer);
   } else {
     RowWriter{p, rows_seq, blk.b, blk.hq, blk.split, blk.row0}.write<Element, D>(acc_o_rc, tOcO_rc, lse, inv,
@@ -395,14 +438,14 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   Tensor sVt = make_tensor(make_smem_ptr(smem.kv.data()), typename Traits::SmemLayoutVt{});  // (D, N, S)
 
   if (warpgroup == 0) {
-    // ---- Producer: warp 0, and for a paged cache all four warps. Per tile: warp 0 finds it (the
-    // next one is claimed once this one's loads are all issued, so a block claims only what it is
-    // about to compute) and its lane 0 puts its id and Q into a free Q buffer; then the warps issue
-    // its K/V tiles through the ring. -----------------------------------------------------------------
+    // ---- Producer: warp 0, and for a paged cache read in 16-key boxes all four warps. Per tile: warp
+    // 0 finds it (the next one is claimed once this one's loads are all issued, so a block claims only
+    // what it is about to compute) and its lane 0 puts its id and Q into a free Q buffer; then the
+    // warps issue its K/V tiles through the ring. ----------------------------------------------------
     cutlass::arch::warpgroup_reg_dealloc<Traits::kProducerRegisters>();
     const int warp = threadIdx.x / 32;
-    const bool paged = p.block_table != nullptr;
-    if (warp != 0 && !paged) return;
+    const bool paged_boxes = p.block_table != nullptr && !params.page_tiles;  // 16-key boxes from four warps
+    if (warp != 0 && !paged_boxes) return;
     const int lane = threadIdx.x % 32;
     PipelineState write = cutlass::make_producer_start_state<Pipeline>();
     int tile = TileSchedule::first_tile();
@@ -433,7 +476,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
           }
         }
       }
-      if (paged) {
+      if (paged_boxes) {
         // The other warps take the tile from warp 0, which may have claimed it from the counter.
         cutlass::arch::NamedBarrier::sync(32 * kPagedProducerWarps, kProducerBarrier);
         if (warp != 0) {
@@ -469,7 +512,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     if (tile < 0) break;
     PrefillBlock<Element> blk;
     TileSchedule::locate(blk, p, tile, kM, kN);  // true: the producer skipped tiles without rows
-    consume_tile<Traits, kPass>(p, blk, smem.tile_pages_bad[buf], smem, pipeline, read_k, q_buffer(buf), sK, sVt,
+    consume_tile<Traits, kPass>(p, params.store_o, blk, smem.tile_pages_bad[buf], smem, pipeline, read_k, q_buffer(buf), sK, sVt,
                                 consumer, consumer_tid);
     if (schedule.is_last(p, tile)) break;
     // This thread's last access to the buffer (its epilogue) is done; the next Q's TMA may land.

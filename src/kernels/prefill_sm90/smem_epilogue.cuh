@@ -1,6 +1,8 @@
 // The sm_90a prefill epilogue for final rows: a consumer warpgroup writes its normalized O tile
-// (64 rows x D) as the Q/O dtype into its own rows of the Q tile in shared memory, then copies the
-// rows out in 16-byte chunks, consecutive threads along a row.
+// (64 rows x D) as the Q/O dtype into its own rows of the Q tile in shared memory, then one thread
+// stores them with one TMA copy where O is a plain box (padded queries: every sequence has max_q_len
+// rows and the copy drops rows past them), or the warpgroup copies the rows out in 16-byte chunks,
+// consecutive threads along a row (varlen queries, whose next sequence starts right after the rows).
 //
 // Why: the common epilogue (RowWriter) stores each thread's column pairs straight from the wgmma
 // accumulator, one 4-byte store with its own address and output-mode test per pair. Unrolled over
@@ -22,6 +24,14 @@
 #include "kernels/prefill/prefill_common.cuh"
 
 namespace splitkv::detail {
+
+// O as a TMA store sees it: (tokens, D, Hq, batch slots), padded queries only (see launch).
+template <class Traits>
+struct TmaStoreO {
+  typename Traits::TmaO tma;
+  typename Traits::GmemShape shape;
+  bool enabled;  // else the warpgroup copies its rows out
+};
 
 // threadIdx.x read where it is used: the compiler cannot move a volatile read out of the tile loop.
 // The epilogue's per-thread offsets (stmatrix and 16-byte chunk addresses, ~40 words at D=256)
@@ -48,8 +58,9 @@ __device__ __forceinline__ int thread_index_here() {
 // consumer_tid: the thread's index among all consumer threads; barrier_id: a named barrier of this
 // warpgroup.
 template <class Traits, class SmemQ, class Acc, class Coords, int kRows>
-__device__ __forceinline__ void write_final_rows_through_smem(const PrefillParams& p, const PrefillSequence& seq,
-                                                              int b, int hq, int row0, int consumer,
+__device__ __forceinline__ void write_final_rows_through_smem(const PrefillParams& p, const TmaStoreO<Traits>& store,
+                                                              const PrefillSequence& seq, int b, int hq, int row0,
+                                                              int consumer,
                                                               int caller_consumer_tid,
                                                               SmemQ sQ, const Acc& acc_o, const Coords& coords,
                                                               const float (&lse)[kRows], const float (&inv)[kRows],
@@ -79,13 +90,28 @@ __device__ __forceinline__ void write_final_rows_through_smem(const PrefillParam
   auto stmatrix = make_tiled_copy_C(Copy_Atom<SM90_U32x4_STSM_N, Element>{}, typename Traits::TiledMmaPV{});
   auto thr_stmatrix = stmatrix.get_thread_slice(consumer_tid);
   copy(stmatrix, thr_stmatrix.retile_S(rO), thr_stmatrix.partition_D(sQ));
+  constexpr int kRowsOut = Traits::kConsumerRows;
+  if (store.enabled) {
+    cutlass::arch::fence_view_async_shared();  // this thread's rows, visible to the TMA unit
+    cutlass::arch::NamedBarrier::sync(128, barrier_id);
+    if (tid == 0) {
+      Tensor mO = store.tma.get_tma_tensor(store.shape)(_, _, hq, b);  // (tokens, D)
+      Tensor gO = local_tile(mO, Shape<Int<kRowsOut>, Int<D>>{}, make_coord(row0 / kRowsOut + consumer, _0{}));
+      Tensor sO = local_tile(sQ, Shape<Int<kRowsOut>, Int<D>>{}, make_coord(consumer, _0{}));  // (64, D)
+      auto [tOgO, tOsO] = tma_partition(store.tma, _0{}, Layout<_1>{}, group_modes<0, 2>(sO), group_modes<0, 2>(gO));
+      copy(store.tma, tOsO, tOgO);
+      tma_store_arrive();
+      tma_store_wait<0>();  // the rows are read: the buffer may take another tile's Q
+    }
+    return;
+  }
   cutlass::arch::NamedBarrier::sync(128, barrier_id);
 
   // Rows out, 16 bytes per thread and step, consecutive threads along a row.
   Element* out = final_row<Element>(o, b, hq, seq.q_begin);  // the sequence's first query row
-  const int first_row = consumer * 64;
+  const int first_row = consumer * kRowsOut;
   CUTE_UNROLL
-  for (int idx = tid; idx < 64 * kChunks; idx += 128) {
+  for (int idx = tid; idx < kRowsOut * kChunks; idx += 128) {
     const int row = first_row + idx / kChunks, col = idx % kChunks * 8;
     const int i = row0 + row;
     if (i < seq.q_len) {
