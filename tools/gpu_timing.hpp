@@ -23,8 +23,12 @@ struct GraphTiming {
   double spread = 0;       // |round 1 - round 2| / round 2: the noise floor of this measurement
 };
 
+// Seconds of warm-up replays before a row is timed (bench/peers.py uses the same).
+constexpr double kWarmupSeconds = 0.5;
+
 // Captures `calls` invocations of enqueue(call_index, stream) in one CUDA graph and times its
-// replays: two rounds of `replays` after warm-up. enqueue returns false on error.
+// replays: two rounds of `replays` after at least kWarmupSeconds of warm-up replays. enqueue
+// returns false on error.
 GraphTiming time_graph(const std::function<bool(int, void*)>& enqueue, int calls, int replays = 25);
 
 std::string gpu_name();
