@@ -76,7 +76,9 @@ cudaError_t launch_prefill_sm90(const PrefillParams& p, const LaunchConfig& conf
   const int64_t token_stride = p.max_q_len > 1 ? o.o_token_stride : kHeadDim;
   const int64_t head_stride = p.num_q_heads > 1 ? o.o_head_stride : p.max_q_len * token_stride;
   const int64_t batch_stride = p.batch > 1 ? o.o_batch_stride : p.num_q_heads * head_stride;
-  auto tma_stride = [](int64_t stride) { return stride > 0 && stride < (int64_t(1) << 40) / int64_t(sizeof(Element)); };
+  auto tma_stride = [](int64_t stride) {
+    return stride > 0 && stride < (int64_t(1) << 40) / int64_t(sizeof(Element));
+  };
   params.store_o.enabled = o.mode == OutputMode::kFinal && !q_varlen && tma_stride(token_stride) &&
                            tma_stride(head_stride) && tma_stride(batch_stride);
   if (params.store_o.enabled) {

@@ -18,9 +18,10 @@
 // Chunked prefill over a contiguous KV cache ([batch, capacity, Hkv, D], keys [0, seq_lens[b])) is
 // the padded case with per-sequence key counts; a paged one arrives in 16-key boxes, one per
 // producer lane, or, when its pages hold whole K/V tiles (page_size a multiple of the tile's keys),
-// one box per tile as from a contiguous cache. Keys past the sequence's end inside the last tile can hold anything (a varlen
-// neighbour's tokens, padding, unused cache slots, NaN): their scores are masked to -inf, and their
-// V rows are zeroed in shared memory before P V, because 0 * NaN is NaN.
+// one box per tile as from a contiguous cache. Keys past the sequence's end inside the last tile
+// can hold anything (a varlen neighbour's tokens, padding, unused cache slots, NaN): their scores
+// are masked to -inf, and their V rows are zeroed in shared memory before P V, because 0 * NaN is
+// NaN.
 //
 // The two-pass strategy (family prefill_sm90_twopass) runs this kernel twice: kStats streams K
 // alone and keeps only each row's max and sum of exponentials (written to p.row_max / p.row_sum);
@@ -380,8 +381,8 @@ __device__ __forceinline__ void consume_tile(const PrefillParams& p, const TmaSt
   Tensor tOcO_rc = make_tensor(tOcO.data(), wgmma_acc_as_rows_cols(tOcO.layout()));
   const PrefillSequence rows_seq = rows_sequence();
   if (p.output.mode == OutputMode::kFinal) {
-    write_final_rows_through_smem<Traits>(p, store_o, rows_seq, blk.b, blk.hq, blk.row0, consumer, consumer_tid, sQ, acc_o,
-                                          tOcO_rc, lse, inv, kEpilogueBarrier + consumer);
+    write_final_rows_through_smem<Traits>(p, store_o, rows_seq, blk.b, blk.hq, blk.row0, consumer, consumer_tid, sQ,
+                                          acc_o, tOcO_rc, lse, inv, kEpilogueBarrier + consumer);
   } else {
     RowWriter{p, rows_seq, blk.b, blk.hq, blk.split, blk.row0}.write<Element, D>(acc_o_rc, tOcO_rc, lse, inv,
                                                                              consumer_tid % 4 == 0);
@@ -512,8 +513,8 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     if (tile < 0) break;
     PrefillBlock<Element> blk;
     TileSchedule::locate(blk, p, tile, kM, kN);  // true: the producer skipped tiles without rows
-    consume_tile<Traits, kPass>(p, params.store_o, blk, smem.tile_pages_bad[buf], smem, pipeline, read_k, q_buffer(buf), sK, sVt,
-                                consumer, consumer_tid);
+    consume_tile<Traits, kPass>(p, params.store_o, blk, smem.tile_pages_bad[buf], smem, pipeline, read_k,
+                                q_buffer(buf), sK, sVt, consumer, consumer_tid);
     if (schedule.is_last(p, tile)) break;
     // This thread's last access to the buffer (its epilogue) is done; the next Q's TMA may land.
     cutlass::arch::fence_view_async_shared();

@@ -105,8 +105,8 @@ struct PrefillSm90Traits {
   // Global view of a paged cache: (page_size, D, Hkv, pages).
   using TmaKVPage = decltype(cute::make_tma_copy(cute::SM90_TMA_LOAD{}, GmemTensor{}, SmemLayoutKVBox{},
                                                  cute::Shape<cute::Int<kPageRows>, cute::Int<kHeadDim>>{}, cute::_1{}));
-  // Pages of a multiple of kBlockN keys hold whole K/V tiles: one box per tile, as from a contiguous
-  // cache (TmaKV's type over the pages' view).
+  // (Pages of a multiple of kBlockN keys hold whole K/V tiles and are read with TmaKV, one box per
+  // tile, over the same view.)
 
   // The TMA-store epilogue: a consumer's 64 output rows, staged in its rows of the Q buffer, go out as
   // one (64, D) box of O seen as (tokens, D, Hq, batch slots).

@@ -98,7 +98,8 @@ __device__ __forceinline__ void write_final_rows_through_smem(const PrefillParam
       Tensor mO = store.tma.get_tma_tensor(store.shape)(_, _, hq, b);  // (tokens, D)
       Tensor gO = local_tile(mO, Shape<Int<kRowsOut>, Int<D>>{}, make_coord(row0 / kRowsOut + consumer, _0{}));
       Tensor sO = local_tile(sQ, Shape<Int<kRowsOut>, Int<D>>{}, make_coord(consumer, _0{}));  // (64, D)
-      auto [tOgO, tOsO] = tma_partition(store.tma, _0{}, Layout<_1>{}, group_modes<0, 2>(sO), group_modes<0, 2>(gO));
+      auto [tOgO, tOsO] =
+          tma_partition(store.tma, _0{}, Layout<_1>{}, group_modes<0, 2>(sO), group_modes<0, 2>(gO));
       copy(store.tma, tOsO, tOgO);
       tma_store_arrive();
       tma_store_wait<0>();  // the rows are read: the buffer may take another tile's Q
