@@ -51,7 +51,7 @@ void print_usage() {
       "                            (nondeterministic; --atomic-reference-lse X, default 0)\n"
       "  --strategy S              auto|split-q|split-kv|split-v|two-pass\n"
       "  --family NAME             force a kernel family (see `splitkv families`)\n"
-      "  --iters N                 timed iterations (default 20)\n"
+      "  --iters N                 timed iterations (default 20; on the GPU: graph replays per timing round)\n"
       "  --suite S                 bench: decode|prefill|strategies|sweep|quant (GPU)\n"
       "  --backend auto|gpu|cpu    where bench/verify run (default auto)\n"
       "  --sms N                   plan: SM count of the device to plan for\n"
@@ -131,6 +131,10 @@ bool parse_args(int argc, char** argv, CliOptions* o, std::string* error) {
       *error = "unknown option " + arg;
       return false;
     }
+  }
+  if (o->iters < 1) {
+    *error = "--iters expects at least 1 timed iteration, got " + std::to_string(o->iters);
+    return false;
   }
   // Decode always reads a KV cache; the flag chooses where prefill's K/V come from.
   if (o->kv_cache && o->mode != "prefill") {

@@ -84,7 +84,7 @@ double decode_bytes(const DecodeProblem& p) {
          scale_bytes + qo_elems * detail::element_traits(p.dtype).bits / 8;
 }
 
-Status measure_decode(const DecodeProblem& p, const PlanOptions& options, Plan* plan, ResultRow* row) {
+Status measure_decode(const DecodeProblem& p, const PlanOptions& options, int replays, Plan* plan, ResultRow* row) {
   DeviceInfo device;
   if (Status s = query_device(0, &device); !s) return s;
   if (Status s = plan_decode(p, device, options, plan); !s) return s;
@@ -94,7 +94,7 @@ Status measure_decode(const DecodeProblem& p, const PlanOptions& options, Plan* 
   std::vector<DecodeSet> data;
   for (int i = 0; i < sets; ++i) data.push_back(make_set(p, 100 + 3 * i));
   const Plan& pl = *plan;
-  if (Status s = time_rotating_calls(sets, 32, 25, pl.workspace_bytes,
+  if (Status s = time_rotating_calls(sets, 32, replays, pl.workspace_bytes,
                                      [&](int set, void* ws, Stream stream) {
                                        return run_decode(pl, data[set].tensors, ws, pl.workspace_bytes, stream);
                                      },
@@ -119,7 +119,7 @@ int run_rows(const std::vector<DecodeProblem>& problems, const std::vector<PlanO
     const DecodeProblem& p = problems[i];
     Plan plan;
     ResultRow row;
-    if (Status s = measure_decode(p, options[i], &plan, &row); !s) {
+    if (Status s = measure_decode(p, options[i], o.iters, &plan, &row); !s) {
       std::printf("  %s\n", s.message().c_str());
       results.fail();
       continue;

@@ -132,8 +132,8 @@ double prefill_flops(const PrefillProblem& p) {
   return 4.0 * p.batch * p.num_q_heads * p.head_dim * pairs;
 }
 
-Status measure_prefill(const PrefillProblem& p, const PlanOptions& options, const char* variant, Plan* plan,
-                       ResultRow* row) {
+Status measure_prefill(const PrefillProblem& p, const PlanOptions& options, const char* variant, int replays,
+                       Plan* plan, ResultRow* row) {
   DeviceInfo device;
   if (Status s = query_device(0, &device); !s) return s;
   if (Status s = plan_prefill(p, device, options, plan); !s) return s;
@@ -143,7 +143,7 @@ Status measure_prefill(const PrefillProblem& p, const PlanOptions& options, cons
   std::vector<PrefillSet> data;
   for (int i = 0; i < sets; ++i) data.push_back(make_set(p, 500 + 3 * i));
   const Plan& pl = *plan;
-  if (Status s = time_rotating_calls(sets, 8, 20, pl.workspace_bytes,
+  if (Status s = time_rotating_calls(sets, 8, replays, pl.workspace_bytes,
                                      [&](int set, void* ws, Stream stream) {
                                        return run_prefill(pl, data[set].tensors, ws, pl.workspace_bytes, stream);
                                      },
@@ -189,7 +189,7 @@ int run_rows(const std::vector<PrefillProblem>& problems, const std::vector<Vari
       if (v.family[0] != '\0') options.family = v.family;
       Plan plan;
       ResultRow row;
-      if (Status s = measure_prefill(p, options, v.name, &plan, &row); !s) {
+      if (Status s = measure_prefill(p, options, v.name, o.iters, &plan, &row); !s) {
         std::printf("  %s: %s\n", v.name, s.message().c_str());
         // A variant's named family may not serve this row (a head dim, or no sm_90): n/a, not a failure.
         if (!(s.code() == StatusCode::kUnsupported && v.family[0] != '\0')) results.fail();

@@ -42,6 +42,9 @@ TEST(Cli, RejectsBadValues) {
   EXPECT_NE(error.find("--splits"), std::string::npos);
   EXPECT_FALSE(parse({"bench", "--batch"}, &o, &error));
   EXPECT_FALSE(parse({"bench", "--bogus", "1"}, &o, &error));
+  EXPECT_FALSE(parse({"bench", "--iters", "0"}, &o, &error));  // a median of no replays
+  EXPECT_NE(error.find("--iters"), std::string::npos);
+  o = CliOptions{};
   DType dtype;
   EXPECT_EQ(to_dtype("fp32", &dtype).argument(), "--dtype");
   KvFormat format;
