@@ -52,6 +52,10 @@ const SuiteRow kPrefillSuite[] = {
     // Pages of 256 tokens hold whole K/V tiles: one TMA box per tile instead of one per 16 keys.
     {1, 32, 8, 1024, 32768 + 1024, 128, DType::kBF16, true, true, 256},
     {8, 32, 8, 256, 8192 + 256, 128, DType::kBF16, true, true, 256},
+    // Chunks shorter than a tile: GQA packing (a KV head's 4 query heads x 32 queries in one tile).
+    {8, 32, 8, 32, 8192 + 32, 128, DType::kBF16, true},
+    {8, 32, 8, 32, 8192 + 32, 128, DType::kBF16, true, true, 0},
+    {8, 32, 8, 32, 8192 + 32, 128, DType::kBF16, true, true, 16},
     // The first chunked shape over quantized paged caches (docs/KV_FORMATS.md).
     {1, 32, 8, 1024, 32768 + 1024, 128, DType::kBF16, true, true, 16, KvFormat::kInt8},
     {1, 32, 8, 1024, 32768 + 1024, 128, DType::kBF16, true, true, 16, KvFormat::kInt4},

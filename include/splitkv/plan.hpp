@@ -123,6 +123,10 @@ struct Plan {
   // counter before each launch); otherwise each takes every persistent_blocks-th tile.
   int persistent_blocks = 0;
   bool dynamic_tiles = false;
+  // Prefill with GQA packing (family prefill_sm90_gqa): a tile holds the Hq / Hkv query heads of one
+  // KV head with packed_queries queries each (block_m / group in whole 8-row atoms), and grid[1] counts
+  // KV heads; 0: a tile holds block_m queries of one query head.
+  int packed_queries = 0;
   size_t workspace_bytes = 0;  // caller-provided workspace run() needs (0: none)
   std::string note;            // why the planner chose what it chose
 };

@@ -258,7 +258,7 @@ Status launch_prefill(const Plan& plan, const PrefillTensors& t, void* workspace
   if (Status s = plan_family(plan, registry::Kind::kPrefill, &family); !s) return s;
   detail::Launcher launcher;
   if (Status s = detail::find_launcher(family, pr.dtype, pr.head_dim, pr.kv_format, &launcher); !s) return s;
-  const plan::PrefillGeometry g = plan::prefill_geometry(pr, plan.block_m);
+  const plan::PrefillGeometry g = plan::prefill_geometry(pr, plan.block_m, plan.packed_queries);
 
   // Padded tensors are [B, L, H, D]; varlen ones [total, H, D] with the batch folded into tokens.
   // A KV cache keeps its batch (or page) dimension whether the queries are varlen or not.

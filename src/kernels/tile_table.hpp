@@ -244,7 +244,16 @@ enum class PrefillSm90Variant {
   kM192,     // prefill_sm90_m192 (D=64): three consumers, 192 query rows, FlashAttention-3's D=64 tile
   kN80,      // prefill_sm90_n80 (D=256): 80-key tiles, FlashAttention-3's D=256 tile
   kTwoPass,  // prefill_sm90_twopass: the default tile run as the two-pass strategy (statistics, then output)
+  kPackGqa,  // prefill_sm90_gqa: the default tile holding the query heads of one KV head (GQA packing)
 };
+
+// GQA packing (prefill_sm90_gqa): a tile of block_m rows holds the `group` query heads of one KV
+// head, each with the same run of queries, head-major: row r is query q0 + r % m of head
+// kv_head * group + r / m. m is block_m / group rounded down to whole 8-row swizzle atoms (Q arrives
+// in 8-row TMA boxes, each from one head), so a group of at most block_m / 8 heads packs; 0 if not.
+constexpr int packed_queries_per_head(int block_m, int group) {
+  return group >= 1 && group <= block_m / 8 ? block_m / group / 8 * 8 : 0;
+}
 
 constexpr PrefillSm90Tile prefill_sm90_tile(int head_dim, PrefillSm90Variant variant = PrefillSm90Variant::kDefault) {
   // Registers per consumer thread: S (64 x block_n) and O (64 x D) accumulators in fp32.
@@ -253,7 +262,7 @@ constexpr PrefillSm90Tile prefill_sm90_tile(int head_dim, PrefillSm90Variant var
       return PrefillSm90Tile{head_dim, 192, 128, 8, 3, 2};
     case PrefillSm90Variant::kN80:  // 4 stages of 40 KB next to a 64 KB Q: the whole 227 KB
       return PrefillSm90Tile{head_dim, 128, 80, 4, 2, 1};
-    default: {  // kDefault and kTwoPass (whose passes each run one tile per block)
+    default: {  // kDefault, kPackGqa and kTwoPass (whose passes each run one tile per block)
       const bool two_q_buffers = head_dim <= 128 && variant != PrefillSm90Variant::kTwoPass;
       return PrefillSm90Tile{head_dim, 128, head_dim <= 128 ? 128 : 64, head_dim <= 64 ? 8 : head_dim <= 128 ? 5 : 4,
                              2, two_q_buffers ? 2 : 1};
@@ -275,6 +284,9 @@ constexpr TileSummary prefill_sm90_n80_summary(int head_dim, KvFormat) {
 }
 constexpr TileSummary prefill_sm90_twopass_summary(int head_dim, KvFormat) {
   return prefill_sm90_summary(prefill_sm90_tile(head_dim, PrefillSm90Variant::kTwoPass));
+}
+constexpr TileSummary prefill_sm90_gqa_summary(int head_dim, KvFormat) {
+  return prefill_sm90_summary(prefill_sm90_tile(head_dim, PrefillSm90Variant::kPackGqa));
 }
 
 // ---- combine --------------------------------------------------------------------------------

@@ -36,8 +36,11 @@ cudaError_t launch_prefill_sm90(const PrefillParams& p, const LaunchConfig& conf
   PrefillSm90Params<Traits> params{};
   params.p = p;
   params.p.tiles_m = static_cast<int>(config.grid[0]);  // the tile list (tile_schedule.cuh)
-  params.tma_q = make_tma_copy(SM90_TMA_LOAD{}, mQ, typename Traits::SmemLayoutQ{},
-                               Shape<Int<Traits::kBlockM>, Int<kHeadDim>>{}, _1{});
+  // The planner made the grid of packed tiles with the same rule (Plan::packed_queries).
+  params.p.pack_queries = Traits::kPackGqa ? tiles::packed_queries_per_head(Traits::kBlockM, p.group) : 0;
+  if (Traits::kPackGqa && params.p.pack_queries == 0) return cudaErrorInvalidValue;
+  params.tma_q = make_tma_copy(SM90_TMA_LOAD{}, mQ, typename Traits::SmemLayoutQBox{},
+                               Shape<Int<Traits::kQBoxRows>, Int<kHeadDim>>{}, _1{});
   params.tma_k = make_tma_copy(SM90_TMA_LOAD{}, mK, take<0, 2>(typename Traits::SmemLayoutKV{}),
                                Shape<Int<Traits::kBlockN>, Int<kHeadDim>>{}, _1{});
   params.tma_v = make_tma_copy(SM90_TMA_LOAD{}, mV, take<0, 2>(typename Traits::SmemLayoutKV{}),
@@ -68,7 +71,8 @@ cudaError_t launch_prefill_sm90(const PrefillParams& p, const LaunchConfig& conf
     params.tma_v_page_tiles = make_tma_copy(SM90_TMA_LOAD{}, mVp, take<0, 2>(typename Traits::SmemLayoutKV{}),
                                             Shape<Int<Traits::kBlockN>, Int<kHeadDim>>{}, _1{});
   }
-  // Final rows of padded queries leave by TMA store (smem_epilogue.cuh). The checks at the API put
+  // Final rows of padded queries leave by TMA store (smem_epilogue.cuh), unless a tile packs
+  // several query heads. The checks at the API put
   // O's rows and strides on 16 bytes; a dimension of extent 1 may carry any stride, which TMA would
   // refuse, so it gets the span of the dimensions before it. A stride TMA cannot take (0 on a longer
   // dimension, 2^40 bytes or more) keeps the copy-out.
@@ -79,8 +83,8 @@ cudaError_t launch_prefill_sm90(const PrefillParams& p, const LaunchConfig& conf
   auto tma_stride = [](int64_t stride) {
     return stride > 0 && stride < (int64_t(1) << 40) / int64_t(sizeof(Element));
   };
-  params.store_o.enabled = o.mode == OutputMode::kFinal && !q_varlen && tma_stride(token_stride) &&
-                           tma_stride(head_stride) && tma_stride(batch_stride);
+  params.store_o.enabled = o.mode == OutputMode::kFinal && !q_varlen && !Traits::kPackGqa &&
+                           tma_stride(token_stride) && tma_stride(head_stride) && tma_stride(batch_stride);
   if (params.store_o.enabled) {
     auto mO = make_tensor(make_gmem_ptr(static_cast<const Element*>(o.out)),
                           make_layout(make_shape(int32_t(p.max_q_len), int32_t(kHeadDim), int32_t(p.num_q_heads),

@@ -29,12 +29,14 @@ DecodeGeometry decode_geometry(const DecodeProblem& p, int block_m) {
   return g;
 }
 
-PrefillGeometry prefill_geometry(const PrefillProblem& p, int block_m) {
+PrefillGeometry prefill_geometry(const PrefillProblem& p, int block_m, int packed_queries) {
   PrefillGeometry g;
   g.group = p.num_q_heads / p.num_kv_heads;
   g.block_m = block_m;
-  g.m_blocks = ceil_div(p.max_q_len, block_m);
-  g.work_units = int64_t(p.batch) * p.num_q_heads * g.m_blocks;
+  g.packed_queries = packed_queries;
+  g.m_blocks = ceil_div(p.max_q_len, packed_queries > 0 ? packed_queries : block_m);
+  g.grid_heads = packed_queries > 0 ? p.num_kv_heads : p.num_q_heads;
+  g.work_units = int64_t(p.batch) * g.grid_heads * g.m_blocks;
   g.out_rows = int64_t(p.batch) * p.max_q_len * p.num_q_heads;
   g.scale_log2 = resolved_softmax_scale(p.softmax_scale, p.head_dim) * kLog2e;
   g.num_q_heads = p.num_q_heads;

@@ -31,19 +31,23 @@ struct DecodeGeometry {
 };
 DecodeGeometry decode_geometry(const DecodeProblem& problem, int block_m);
 
-// Prefill: a block owns block_m query rows of one query head of one sequence.
+// Prefill: a block owns block_m query rows of one query head of one sequence, or, with GQA
+// packing (packed_queries > 0), packed_queries queries of each of the group query heads that share
+// one KV head.
 struct PrefillGeometry {
   int group;           // Hq / Hkv
   int block_m;
-  int m_blocks;        // ceil(max_q_len / block_m)
-  int64_t work_units;  // blocks before splitting: batch * Hq * m_blocks
+  int packed_queries;  // 0: tiles of one query head
+  int m_blocks;        // tiles per (sequence, grid head): ceil(max_q_len / (packed_queries or block_m))
+  int grid_heads;      // Hq, or Hkv for packed tiles
+  int64_t work_units;  // blocks before splitting: batch * grid_heads * m_blocks
   int64_t out_rows;    // batch * max_q_len * Hq: bound on the rows of O (varlen rows are fewer)
   float scale_log2;
   int num_q_heads, batch;
 
-  // Grid (query block, query head, sequence x KV split).
-  std::array<int64_t, 3> grid(int num_splits) const { return {m_blocks, num_q_heads, int64_t(batch) * num_splits}; }
+  // Grid (query block, query head or KV head, sequence x KV split).
+  std::array<int64_t, 3> grid(int num_splits) const { return {m_blocks, grid_heads, int64_t(batch) * num_splits}; }
 };
-PrefillGeometry prefill_geometry(const PrefillProblem& problem, int block_m);
+PrefillGeometry prefill_geometry(const PrefillProblem& problem, int block_m, int packed_queries = 0);
 
 }  // namespace splitkv::plan

@@ -72,8 +72,13 @@ std::string describe(const Plan& p) {
     s << "rows: " << g.rows_per_kv << " packed query rows per KV head (q_len " << p.decode.q_len << " x group "
       << g.group << ") in " << g.m_tiles << " tile(s) of " << g.block_m << "\n";
   } else {
-    const plan::PrefillGeometry g = plan::prefill_geometry(p.prefill, p.block_m);
-    s << "rows: " << g.m_blocks << " query block(s) of " << g.block_m << " per head; GQA group " << g.group << "\n";
+    const plan::PrefillGeometry g = plan::prefill_geometry(p.prefill, p.block_m, p.packed_queries);
+    if (g.packed_queries > 0) {
+      s << "rows: " << g.m_blocks << " tile(s) per KV head, each the GQA group's " << g.group << " query heads x "
+        << g.packed_queries << " queries (GQA packing)\n";
+    } else {
+      s << "rows: " << g.m_blocks << " query block(s) of " << g.block_m << " per head; GQA group " << g.group << "\n";
+    }
   }
   s << "splits: " << p.num_splits;
   if (p.split_tokens > 0) s << " (fixed " << p.split_tokens << " tokens each, batch-invariant)";

@@ -220,6 +220,58 @@ void prefer_sm90_tile_variant(const PrefillProblem& problem, Strategy served, bo
   *why = std::string(variant) + ": " + reason;
 }
 
+// GQA packing (prefill_sm90_gqa): a tile holds the query heads of one KV head, m queries each (m =
+// block_m / group in whole 8-row atoms), instead of block_m queries of one head. Where a sequence
+// has fewer queries than a tile's rows (chunked prefill of short chunks, speculative queries), a
+// tile of one head is mostly padding that still runs every product and re-reads the KV head's keys
+// from L2 once per query head; a packed tile fills its rows and reads them once. The planner
+// packs where that makes fewer tiles (Hkv x ceil(Lq / m) < Hq x ceil(Lq / block_m)), starting from
+// the tile it would run otherwise (any prefill_sm90 one-pass tile); naming the family packs always,
+// and a group it cannot pack is an error. On a switch, *why says so for the plan's note.
+constexpr char kPrefillPackedGqa[] = "prefill_sm90_gqa";
+Status plan_gqa_packing(const PrefillProblem& problem, Strategy served, bool paged_read, const DeviceInfo& device,
+                        const PlanOptions& options, Plan* p, tiles::TileSummary* tile, std::string* why) {
+  const int group = problem.num_q_heads / problem.num_kv_heads;
+  if (options.family == kPrefillPackedGqa) {
+    p->packed_queries = tiles::packed_queries_per_head(tile->block_m, group);
+    if (p->packed_queries == 0) {
+      return Status::unsupported("options.family", std::string(kPrefillPackedGqa) + " packs at most " +
+                                                       std::to_string(tile->block_m / 8) +
+                                                       " query heads per KV head (whole 8-row atoms of a " +
+                                                       std::to_string(tile->block_m) + "-row tile); this problem has " +
+                                                       std::to_string(group));
+    }
+    return Status::success();
+  }
+  const bool sm90_one_pass = p->family == "prefill_sm90" || p->family == kPrefill192Rows || p->family == kPrefill80Keys;
+  if (!options.family.empty() || !sm90_one_pass || group < 2) return Status::success();
+  const int index = registry::find_family(kPrefillPackedGqa);
+  if (index < 0 || registry::find_instance(index, problem.dtype, problem.head_dim, KvFormat::kNative) < 0) {
+    return Status::success();  // not in this build
+  }
+  const KvFormat sixteen_bit = detail::resolve_kv_format(KvFormat::kNative, problem.dtype);
+  const int packed_block_m = registry::families()[index].tile(problem.head_dim, sixteen_bit).block_m;
+  const int packed = tiles::packed_queries_per_head(packed_block_m, group);
+  if (packed == 0) return Status::success();
+  const int64_t packed_tiles = plan::prefill_geometry(problem, packed_block_m, packed).work_units;
+  const int64_t head_tiles = plan::prefill_geometry(problem, tile->block_m).work_units;
+  if (packed_tiles >= head_tiles) return Status::success();
+  PlanOptions named = options;
+  named.family = kPrefillPackedGqa;
+  Plan switched = *p;
+  tiles::TileSummary switched_tile = *tile;
+  if (!choose_family_and_tile(registry::Kind::kPrefill, served, problem.head_dim, problem.dtype, KvFormat::kNative,
+                              device, named, &switched, &switched_tile, problem.kv_cache, paged_read)) {
+    return Status::success();
+  }
+  *p = switched;
+  *tile = switched_tile;
+  p->packed_queries = packed;
+  *why = std::string(kPrefillPackedGqa) + ": " + std::to_string(group) + " query heads x " + std::to_string(packed) +
+         " queries per tile, " + std::to_string(packed_tiles) + " tiles instead of " + std::to_string(head_tiles);
+  return Status::success();
+}
+
 // The atomic combine excludes the merges that promise fixed bits or merge elsewhere.
 Status check_atomic_combine(const PlanOptions& o) {
   if (o.split_tokens > 0) {
@@ -431,7 +483,8 @@ Status plan_prefill(const PrefillProblem& problem, const DeviceInfo& device,
   }
   std::string tile_note;
   prefer_sm90_tile_variant(problem, served, paged_read, device, options, &p, &tile, &tile_note);
-  const plan::PrefillGeometry g = plan::prefill_geometry(problem, tile.block_m);
+  if (Status s = plan_gqa_packing(problem, served, paged_read, device, options, &p, &tile, &tile_note); !s) return s;
+  const plan::PrefillGeometry g = plan::prefill_geometry(problem, tile.block_m, p.packed_queries);
   p.work_units = g.work_units;
 
   SplitDecision split;

@@ -70,6 +70,14 @@ splitkv_family(NAME prefill_sm90_n80 KIND prefill ARCH sm90a STRATEGIES split-q 
   HEAD_DIMS 256 DTYPES fp16 bf16 KV_FORMATS native KV_CACHES contiguous paged
   TILE prefill_sm90_n80_summary TEMPLATE prefill_sm90 VARIANT kN80)
 
+# prefill_sm90's tile holding the query heads of one KV head (GQA packing): row r of a tile is query
+# q0 + r % m of the KV head's query head r / m, with m = 128 / group in whole 8-row atoms (groups of
+# at most 16). Priority -1: the planner packs where that takes fewer tiles than one query head per
+# tile (queries per sequence fewer than a tile's rows), see plan_gqa_packing in src/plan/planner.cpp.
+splitkv_family(NAME prefill_sm90_gqa KIND prefill ARCH sm90a STRATEGIES split-q split-kv PRIORITY -1
+  HEAD_DIMS 64 128 256 DTYPES fp16 bf16 KV_FORMATS native KV_CACHES contiguous paged
+  TILE prefill_sm90_gqa_summary TEMPLATE prefill_sm90 VARIANT kPackGqa)
+
 # The original design's two-pass strategy on the wgmma kernel: a statistics pass (Q K^T and each
 # row's max and sum, K alone streamed) and an output pass (scores again, the final softmax applied,
 # P V; no O rescale), two launches of prefill_sm90_kernel. Chosen by name (measured in the

@@ -273,6 +273,52 @@ TEST(Planner, HeadDim256PrefillTakesThe80KeyTile) {
   }
 }
 
+// GQA packing (prefill_sm90_gqa): where a sequence's queries fill few rows of a tile, a tile holds
+// the query heads of one KV head instead (fewer tiles); longer query runs keep a head per tile.
+TEST(Planner, ShortGqaChunksPackAKvHeadsQueryHeadsIntoOneTile) {
+  PrefillProblem chunk = prefill(8, 32, 32, true);  // 32-query chunks of 32/8 heads on 8k keys
+  chunk.num_kv_heads = 8;
+  chunk.max_kv_len = 8192 + 32;
+  Plan plan;
+  ASSERT_TRUE(plan_prefill(chunk, DeviceInfo::h200(), {}, &plan).ok());
+  if (compiled("prefill_sm90_gqa", DType::kBF16, 128)) {
+    EXPECT_EQ(plan.family, "prefill_sm90_gqa");
+    EXPECT_EQ(plan.packed_queries, 32);  // 128 rows / 4 heads
+    EXPECT_EQ(plan.grid[1], 8);          // KV heads
+    EXPECT_EQ(plan.work_units, 8 * 8);   // against 8 x 32 tiles of one head
+    EXPECT_NE(plan.note.find("4 query heads x 32 queries per tile, 64 tiles instead of 256"), std::string::npos)
+        << plan.note;
+    EXPECT_NE(describe(plan).find("GQA packing"), std::string::npos) << describe(plan);
+  } else {
+    EXPECT_NE(plan.family, "prefill_sm90_gqa");
+  }
+  // 256 queries: 8 x 8 tiles of 4 x 32 rows make no fewer tiles than 32 x 2 of one head.
+  PrefillProblem longer = chunk;
+  longer.max_q_len = 256;
+  ASSERT_TRUE(plan_prefill(longer, DeviceInfo::h200(), {}, &plan).ok());
+  EXPECT_NE(plan.family, "prefill_sm90_gqa");
+  EXPECT_EQ(plan.packed_queries, 0);
+  // No group, no packing; named, it packs whatever the shape, up to 16 heads per KV head.
+  ASSERT_TRUE(plan_prefill(prefill(8, 32, 32, true), DeviceInfo::h200(), {}, &plan).ok());
+  EXPECT_EQ(plan.packed_queries, 0);
+  if (compiled("prefill_sm90_gqa", DType::kBF16, 128)) {
+    PlanOptions named;
+    named.family = "prefill_sm90_gqa";
+    PrefillProblem seven = prefill(1, 28, 1000);  // 28/4: 7 heads of 16 queries (112 of 128 rows)
+    seven.num_kv_heads = 4;
+    ASSERT_TRUE(plan_prefill(seven, DeviceInfo::h200(), named, &plan).ok());
+    EXPECT_EQ(plan.packed_queries, 16);
+    EXPECT_EQ(plan.grid[0], 63);  // ceil(1000 / 16)
+    EXPECT_EQ(plan.grid[1], 4);
+    PrefillProblem wide = prefill(1, 32, 100);  // 32/1: more heads than 8-row atoms in a tile
+    wide.num_kv_heads = 1;
+    const Status s = plan_prefill(wide, DeviceInfo::h200(), named, &plan);
+    EXPECT_EQ(s.code(), StatusCode::kUnsupported);
+    EXPECT_EQ(s.argument(), "options.family");
+    EXPECT_NE(s.message().find("at most 16 query heads per KV head"), std::string::npos) << s.message();
+  }
+}
+
 TEST(Planner, PrefillStrategiesArePlanned) {
   for (Strategy s : {Strategy::kSplitV, Strategy::kTwoPass}) {
     PlanOptions o;

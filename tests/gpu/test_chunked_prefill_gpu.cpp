@@ -3,7 +3,7 @@
 // reference, for paged (pages of 16, 128 and 256 tokens, shuffled tables) and
 // contiguous caches with NaN in every slot no sequence owns, ragged batches with empty members,
 // chunks from 1 to 1000 queries over prefixes up to 4097 tokens, GQA, causal and not, forced
-// splits, quantized caches (FP8, INT8, INT4, K8V4: dequantized into the workspace first);
+// splits, GQA packing, quantized caches (FP8, INT8, INT4, K8V4: dequantized into the workspace first);
 // bitwise-identical reruns; an invalid page id gives NaN in its own sequence only.
 #include <gtest/gtest.h>
 
@@ -127,6 +127,16 @@ INSTANTIATE_TEST_SUITE_P(
                    "prefill_sm90_m192"},
         ChunkShape{"page256_d256", 256, 16, 16, 256, DType::kBF16, true, {700, 33}, {300, 33}, 0, "prefill_sm90"},
         ChunkShape{"page128_splits", 128, 32, 8, 128, DType::kBF16, true, {4097, 700}, {256, 700}, 3},
+        // GQA packing: a tile holds a KV head's query heads (4 x 32 queries, 7 x 16, 8 x 16), chosen by
+        // the planner for short chunks or named, over 16- and 256-token pages and a contiguous cache.
+        ChunkShape{"page16_short_chunks_gqa", 16, 32, 8, 128, DType::kBF16, true, {4097, 0, 129, 17, 700},
+                   {32, 0, 9, 1, 31}, 0},
+        ChunkShape{"page16_causal_gqa", 16, 32, 8, 128, DType::kBF16, true, kRagged, kRaggedChunks, 0,
+                   "prefill_sm90_gqa"},
+        ChunkShape{"page256_full_gqa_28_4", 256, 28, 4, 128, DType::kBF16, false, kRagged, kRaggedChunks, 0,
+                   "prefill_sm90_gqa"},
+        ChunkShape{"contiguous_splits_gqa_fp16_d64", 0, 8, 1, 64, DType::kF16, true, {4097, 700}, {56, 20}, 3,
+                   "prefill_sm90_gqa"},
         // Quantized caches: dequantized into the workspace, then read as a contiguous 16-bit cache.
         ChunkShape{"int8_page16_causal", 16, 32, 8, 128, DType::kBF16, true, kRagged, kRaggedChunks, 0, "",
                    KvFormat::kInt8},

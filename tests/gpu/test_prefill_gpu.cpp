@@ -32,6 +32,8 @@ const Variant kVariants[] = {{"default", Strategy::kAuto, "", 0},
                              {"splitv", Strategy::kSplitV, "", 0},
                              {"twopass", Strategy::kTwoPass, "", 0},
                              {"sm90_twopass", Strategy::kTwoPass, "prefill_sm90_twopass", 0},
+                             {"sm90_gqa", Strategy::kAuto, "prefill_sm90_gqa", 0},
+                             {"sm90_gqa_splitkv", Strategy::kSplitKV, "prefill_sm90_gqa", 2},
                              {"k16v64", Strategy::kAuto, "prefill_mma_k16v64", 0},
                              {"k16v64_splitkv", Strategy::kSplitKV, "prefill_mma_k16v64", 2}};
 
@@ -80,6 +82,13 @@ std::vector<PrefillShape> shapes() {
   v.push_back(padded("gqa_32_8", 1, 32, 8, 300, 300, true));
   v.push_back(padded("gqa_28_4", 1, 28, 4, 257, 257, false));
   v.push_back(padded("mqa_8_1", 2, 8, 1, 190, 300, true));
+  // GQA packing's tile shapes: 3 heads of 40 queries (120 of 128 rows), 12 of 8 (96 rows), 16 of 8
+  // (every row), short chunks at the end of longer keys, fp16 at D=64 and D=256.
+  v.push_back(padded("gqa_6_2_causal", 1, 6, 2, 100, 333, true));
+  v.push_back(padded("gqa_12_1_chunk_45", 2, 12, 1, 45, 300, true));
+  v.push_back(padded("gqa_16_1_chunk_20", 1, 16, 1, 20, 150, false));
+  v.push_back(padded("gqa_32_8_chunk_32", 2, 32, 8, 32, 1000, true, 64, DType::kF16));
+  v.push_back(padded("gqa_16_4_chunk_9_hd256", 1, 16, 4, 9, 200, true, 256));
   v.push_back(padded("hd256_bf16", 2, 4, 2, 300, 300, false, 256));
   v.push_back(padded("hd256_fp16_causal_lq_lt_lk", 1, 4, 4, 200, 333, true, 256, DType::kF16));
   // D=256 shapes for the 80-key tile: a length of whole tiles plus one key, rows that see no key.
@@ -111,10 +120,12 @@ struct PrefillParam {
   Variant variant;
 };
 
-// The mma.sync families stop at head dim 128; prefill_sm90_m192 is D=64 only, prefill_sm90_n80 D=256.
+// The mma.sync families stop at head dim 128; prefill_sm90_m192 is D=64 only, prefill_sm90_n80 D=256;
+// prefill_sm90_gqa packs at most 16 query heads per KV head.
 bool serves(const Variant& v, const PrefillShape& s) {
   const std::string family = v.family;
   const int d = s.spec.problem.head_dim;
+  if (family == "prefill_sm90_gqa") return s.spec.problem.num_q_heads / s.spec.problem.num_kv_heads <= 16;
   if (family == "prefill_sm90_m192") return d == 64;
   if (family == "prefill_sm90_n80") return d == 256;
   return d <= 128 || family.rfind("prefill_mma", 0) != 0 || family.empty();
@@ -203,6 +214,8 @@ TEST(PrefillGpu, PersistentGridOfFewBlocksWalksEveryTile) {
       {varlen("ragged_causal", 8, 2, {1, 64, 129, 0, 250}, {1, 200, 129, 7, 250}, true), "prefill_sm90", 0, true},
       {padded("causal_gqa_splits", 1, 8, 2, 700, 700, true), "prefill_sm90", 2, true},
       {padded("causal_d64_192_rows", 1, 4, 2, 1000, 1000, true, 64, DType::kF16), "prefill_sm90_m192", 0, true},
+      {padded("causal_gqa_packed", 2, 32, 8, 100, 900, true), "prefill_sm90_gqa", 0, true},
+      {padded("uniform_gqa_packed_splits", 1, 28, 4, 60, 1500, false), "prefill_sm90_gqa", 2, false},
   };
   for (const Case& k : cases) {
     const PrefillProblem& problem = k.shape.spec.problem;

@@ -139,20 +139,48 @@ struct PrefillBlock {
   }
 };
 
+// Which (query head, query) each row of a tile holds: query row0 + r of head hq0, or, with GQA
+// packing (PrefillParams::pack_queries, prefill_sm90_gqa), query row0 + r % queries of head
+// hq0 + r / queries, where rows from heads * queries on hold no query (padding of the tile).
+template <bool kPacked>
+struct TileRows {
+  int hq0, row0;
+  int queries = 0, heads = 1;  // packed tiles only
+
+  __device__ __forceinline__ int head(int r) const {
+    if constexpr (kPacked) return hq0 + r / queries;
+    return hq0;
+  }
+  __device__ __forceinline__ int query(int r) const {
+    if constexpr (kPacked) return row0 + r % queries;
+    return row0 + r;
+  }
+  // Whether row r holds one of the q_len queries of its sequence.
+  __device__ __forceinline__ bool holds(int r, int q_len) const {
+    if constexpr (kPacked) return r < heads * queries && query(r) < q_len;
+    return row0 + r < q_len;
+  }
+};
+
 // Sets scores(r, c) = -inf where key n0 + col is at or past `hi` or, causally, after the row's
-// diagonal. scores and coords are (rows, cols) views; coords give block-local (row, col).
-template <class Scores, class Coords>
+// diagonal. scores and coords are (rows, cols) views; coords give tile-local (row, col).
+template <class Scores, class Coords, bool kPacked>
 __device__ __forceinline__ void mask_scores(Scores& scores, const Coords& coords, const PrefillParams& p,
-                                            const PrefillSequence& s, int row0, int n0, int hi) {
+                                            const PrefillSequence& s, const TileRows<kPacked>& rows, int n0, int hi) {
   CUTE_UNROLL
   for (int r = 0; r < cute::size<0>(scores); ++r) {
-    const int i = row0 + cute::get<0>(coords(r, 0));
+    const int i = rows.query(cute::get<0>(coords(r, 0)));
     const int end = min(hi, visible_key_end(p.causal, s.q_len, s.k_len, i));
     CUTE_UNROLL
     for (int c = 0; c < cute::size<1>(scores); ++c) {
       if (n0 + cute::get<1>(coords(r, c)) >= end) scores(r, c) = kNegInf;
     }
   }
+}
+template <class Scores, class Coords>
+__device__ __forceinline__ void mask_scores(Scores& scores, const Coords& coords, const PrefillParams& p,
+                                            const PrefillSequence& s, int row0, int n0, int hi) {
+  mask_scores(scores, coords, p, s, TileRows<false>{0, row0}, n0, hi);
 }
 
 // Copies rows [0, valid) of a (rows, cols) global tile into shared memory with cp.async, zero-
@@ -295,21 +323,24 @@ struct TwoPassRowStats {
 
 // Rows a block writes, through the epilogue: O (normalized) and LSE, a split partial, or NaN when
 // the sequence's device data was bad.
+template <bool kPacked = false>
 struct RowWriter {
   const PrefillParams& p;
   const PrefillSequence& s;
-  int b, hq, split, row0;
+  int b, split;
+  TileRows<kPacked> rows;
 
-  // acc: (rows, cols) fp32 view; coords: block-local (row, col) of each element; lse/inv: per row.
+  // acc: (rows, cols) fp32 view; coords: tile-local (row, col) of each element; lse/inv: per row.
   template <class Element, int kHeadDim, class Acc, class Coords, int kRows>
   __device__ __forceinline__ void write(const Acc& acc, const Coords& coords, const float (&lse)[kRows],
                                         const float (&inv)[kRows], bool lse_writer) const {
     static_assert(decltype(cute::size<0>(acc))::value == kRows);
     CUTE_UNROLL
     for (int r = 0; r < kRows; ++r) {
-      const int i = row0 + cute::get<0>(coords(r, 0));
-      if (i >= s.q_len) continue;
-      const OutputRow where{b, i, s.q_begin + i, hq, split};
+      const int local = cute::get<0>(coords(r, 0));
+      if (!rows.holds(local, s.q_len)) continue;
+      const int i = rows.query(local);
+      const OutputRow where{b, i, s.q_begin + i, rows.head(local), split};
       CUTE_UNROLL
       for (int c = 0; c < cute::size<1>(acc); c += 2) {  // adjacent column pairs
         const float pair[2] = {acc(r, c) * inv[r], acc(r, c + 1) * inv[r]};

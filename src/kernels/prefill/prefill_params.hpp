@@ -52,6 +52,11 @@ struct PrefillParams {
   // hands out blocks) or, without a counter, with a stride of the grid size.
   int tiles_m;
   int32_t* tile_counter;
+
+  // GQA packing (prefill_sm90_gqa, tiles::packed_queries_per_head): a tile holds the `group` query
+  // heads of one KV head with pack_queries queries each, and the grid is (tiles_m, Hkv, batch x
+  // splits). 0: a tile holds one query head's queries, the grid (tiles_m, Hq, batch x splits).
+  int pack_queries;
 };
 
 }  // namespace splitkv::detail

@@ -117,7 +117,7 @@ __global__ void __launch_bounds__(Traits::kThreads) prefill_splitv_kernel(const 
   Tensor coords_o = thr_mma.partition_C(
       local_tile(make_identity_tensor(Shape<Int<kM>, Int<D>>{}), Shape<Int<kM>, Int<kCols>>{}, make_coord(0, warp)));
   Tensor coords_o_rc = make_tensor(coords_o.data(), acc_as_rows_cols(coords_o.layout()));
-  RowWriter{p, seq, b, hq, split, row0}.write<Element, D>(out_rc, coords_o_rc, lse, inv, warp == 0 && lane % 4 == 0);
+  RowWriter<>{p, seq, b, split, {hq, row0}}.write<Element, D>(out_rc, coords_o_rc, lse, inv, warp == 0 && lane % 4 == 0);
 }
 
 }  // namespace splitkv::detail

@@ -232,6 +232,39 @@ __device__ __forceinline__ void load_kv_tiles(const PrefillSm90Params<Traits>& p
   }
 }
 
+// Producer, one thread: the tile's Q into sQ (M, D), completing on the barrier q_full. One (M, D)
+// box of the tile's query head, or, for a tile that packs a KV head's query heads, M / 8 boxes of
+// 8 rows, box j holding rows [8 j, 8 j + 8) (one head's queries: m is a multiple of 8); boxes past
+// the heads' rows (padding) load box 0's rows again, so every tile brings the same bytes.
+template <class Traits, class SmemQ>
+__device__ __forceinline__ void load_q(const PrefillSm90Params<Traits>& params,
+                                       const PrefillBlock<typename Traits::Element>& blk, int q_slot, SmemQ sQ,
+                                       uint64_t* q_full) {
+  using namespace cute;
+  constexpr int D = Traits::kHeadDim;
+  constexpr int kBox = Traits::kQBoxRows;
+  Tensor mQ = params.tma_q.get_tma_tensor(params.shape_q);  // (tokens, D, Hq, batch slots)
+  if constexpr (!Traits::kPackGqa) {
+    Tensor gQ = local_tile(domain_offset(make_coord(int(blk.seq.q_begin + blk.row0), _0{}), mQ(_, _, blk.hq, q_slot)),
+                           Shape<Int<Traits::kBlockM>, Int<D>>{}, make_coord(_0{}, _0{}));  // (M, D)
+    auto [tQgQ, tQsQ] = tma_partition(params.tma_q, _0{}, Layout<_1>{}, group_modes<0, 2>(sQ), group_modes<0, 2>(gQ));
+    copy(params.tma_q.with(*q_full, 0), tQgQ, tQsQ);
+  } else {
+    const TileRows<true> rows = TileSchedule<true>::rows(blk, params.p);
+    CUTE_UNROLL
+    for (int box = 0; box < Traits::kBlockM / kBox; ++box) {
+      const int r = box * kBox < rows.heads * rows.queries ? box * kBox : 0;
+      Tensor gQ = local_tile(domain_offset(make_coord(int(blk.seq.q_begin + rows.query(r)), _0{}),
+                                           mQ(_, _, rows.head(r), q_slot)),
+                             Shape<Int<kBox>, Int<D>>{}, make_coord(_0{}, _0{}));  // (8, D)
+      Tensor sBox = local_tile(sQ, Shape<Int<kBox>, Int<D>>{}, make_coord(box, _0{}));  // (8, D)
+      auto [tQgQ, tQsQ] =
+          tma_partition(params.tma_q, _0{}, Layout<_1>{}, group_modes<0, 2>(sBox), group_modes<0, 2>(gQ));
+      copy(params.tma_q.with(*q_full, 0), tQgQ, tQsQ);
+    }
+  }
+}
+
 // Consumers: one tile of queries (64 rows per warpgroup) from Q in sQ (M, D) and K/V in the ring
 // (sKV: (N, D, S), sVt the same memory as (D, N, S)), through the epilogue. read_k is the ring
 // position of the tile's K_0 and moves past its last item. pages_bad: the producer's flag for a
@@ -250,6 +283,8 @@ __device__ __forceinline__ void consume_tile(const PrefillParams& p, const TmaSt
   constexpr int kN = Traits::kBlockN;
   const PrefillSequence& seq = blk.seq;
   const KeyRange& keys = blk.keys;
+  const TileRows<Traits::kPackGqa> rows = TileSchedule<Traits::kPackGqa>::rows(blk, p);
+  static_assert(!Traits::kPackGqa || kPass == PrefillPass::kFused, "packed tiles run the one-pass kernel only");
   // The sequence as the rows' writers see it: read only once the tile's last stage has been
   // waited for (the page check's flag is final then).
   auto rows_sequence = [&] {
@@ -336,7 +371,7 @@ __device__ __forceinline__ void consume_tile(const PrefillParams& p, const TmaSt
     pipeline.consumer_release(read_k);
 
     Tensor scores = make_tensor(acc_s.data(), wgmma_acc_as_rows_cols(acc_s.layout()));  // (rows, keys)
-    if (n0 + kN > keys.mask_from) mask_scores(scores, tScS_rc, p, seq, blk.row0, n0, keys.hi);
+    if (n0 + kN > keys.mask_from) mask_scores(scores, tScS_rc, p, seq, rows, n0, keys.hi);
     [[maybe_unused]] float rescale[kRows];  // the fused pass's O rescale
     float depends_on_every_exp;
     if constexpr (kPass == PrefillPass::kFromStats) {
@@ -381,11 +416,11 @@ __device__ __forceinline__ void consume_tile(const PrefillParams& p, const TmaSt
   Tensor tOcO_rc = make_tensor(tOcO.data(), wgmma_acc_as_rows_cols(tOcO.layout()));
   const PrefillSequence rows_seq = rows_sequence();
   if (p.output.mode == OutputMode::kFinal) {
-    write_final_rows_through_smem<Traits>(p, store_o, rows_seq, blk.b, blk.hq, blk.row0, consumer, consumer_tid, sQ,
-                                          acc_o, tOcO_rc, lse, inv, kEpilogueBarrier + consumer);
+    write_final_rows_through_smem<Traits>(p, store_o, rows_seq, blk.b, rows, consumer, consumer_tid, sQ, acc_o, tOcO_rc,
+                                          lse, inv, kEpilogueBarrier + consumer);
   } else {
-    RowWriter{p, rows_seq, blk.b, blk.hq, blk.split, blk.row0}.write<Element, D>(acc_o_rc, tOcO_rc, lse, inv,
-                                                                             consumer_tid % 4 == 0);
+    const RowWriter<Traits::kPackGqa> writer{p, rows_seq, blk.b, blk.split, rows};
+    writer.template write<Element, D>(acc_o_rc, tOcO_rc, lse, inv, consumer_tid % 4 == 0);
   }
 }
 
@@ -397,7 +432,6 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   using Pipeline = typename Traits::Pipeline;
   using PipelineState = typename Traits::PipelineState;
   using Barrier = cutlass::arch::ClusterTransactionBarrier;
-  constexpr int D = Traits::kHeadDim;
   constexpr int kM = Traits::kBlockM;
   constexpr int kN = Traits::kBlockN;
   constexpr int kQBuffers = Traits::kQBuffers;
@@ -411,7 +445,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
 
   wait_for_prior_grids();
   allow_dependent_launch();
-  const TileSchedule schedule(p);
+  const TileSchedule<Traits::kPackGqa> schedule(p);
   const int warpgroup = cutlass::canonical_warp_group_idx();
 
   typename Pipeline::Params pipeline_params;
@@ -449,13 +483,13 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     if (warp != 0 && !paged_boxes) return;
     const int lane = threadIdx.x % 32;
     PipelineState write = cutlass::make_producer_start_state<Pipeline>();
-    int tile = TileSchedule::first_tile();
+    int tile = TileSchedule<Traits::kPackGqa>::first_tile();
     for (int i = 0;; ++i) {
       PrefillBlock<Element> blk;
       bool have = false;  // a tile with query rows (a short varlen member has none in its last tiles)
       const int buf = i % kQBuffers;
       if (warp == 0) {
-        while (tile < schedule.total_tiles && !(have = TileSchedule::locate(blk, p, tile, kM, kN))) {
+        while (tile < schedule.total_tiles && !(have = TileSchedule<Traits::kPackGqa>::locate(blk, p, tile, kM, kN))) {
           tile = schedule.next_tile(p, tile);
         }
         if (lane == 0) {
@@ -464,14 +498,8 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
           smem.tile_pages_bad[buf] = 0;          // load_kv_tiles' leader sets it
           if (have) {
             const int q_slot = p.cu_seqlens_q != nullptr ? 0 : blk.b;
-            Tensor mQ = params.tma_q.get_tma_tensor(params.shape_q)(_, _, blk.hq, q_slot);  // (tokens, D)
-            Tensor gQ = local_tile(domain_offset(make_coord(int(blk.seq.q_begin + blk.row0), _0{}), mQ),
-                                   Shape<Int<kM>, Int<D>>{}, make_coord(_0{}, _0{}));  // (M, D)
-            Tensor sQ = q_buffer(buf);
-            auto [tQgQ, tQsQ] =
-                tma_partition(params.tma_q, _0{}, Layout<_1>{}, group_modes<0, 2>(sQ), group_modes<0, 2>(gQ));
             Barrier::arrive_and_expect_tx(&smem.q_full[buf], Traits::kQBytes);
-            copy(params.tma_q.with(smem.q_full[buf], 0), tQgQ, tQsQ);
+            load_q<Traits>(params, blk, q_slot, q_buffer(buf), &smem.q_full[buf]);
           } else {
             Barrier::arrive(&smem.q_full[buf]);
           }
@@ -482,7 +510,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
         cutlass::arch::NamedBarrier::sync(32 * kPagedProducerWarps, kProducerBarrier);
         if (warp != 0) {
           tile = smem.tile_id[buf];
-          have = tile >= 0 && TileSchedule::locate(blk, p, tile, kM, kN);  // true: warp 0 skipped rowless tiles
+          have = tile >= 0 && TileSchedule<Traits::kPackGqa>::locate(blk, p, tile, kM, kN);  // true: warp 0 skipped rowless tiles
         }
       }
       if (!have) break;
@@ -512,7 +540,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     const int tile = __reduce_max_sync(0xffffffffu, smem.tile_id[buf]);
     if (tile < 0) break;
     PrefillBlock<Element> blk;
-    TileSchedule::locate(blk, p, tile, kM, kN);  // true: the producer skipped tiles without rows
+    TileSchedule<Traits::kPackGqa>::locate(blk, p, tile, kM, kN);  // true: the producer skipped tiles without rows
     consume_tile<Traits, kPass>(p, params.store_o, blk, smem.tile_pages_bad[buf], smem, pipeline, read_k,
                                 q_buffer(buf), sK, sVt, consumer, consumer_tid);
     if (schedule.is_last(p, tile)) break;

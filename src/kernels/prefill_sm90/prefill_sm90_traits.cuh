@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include <cute/arch/mma_sm90.hpp>
 #include <cute/atom/copy_traits_sm90_tma.hpp>
@@ -88,8 +89,17 @@ struct PrefillSm90Traits {
   using GmemShape = cute::Shape<int32_t, int32_t, int32_t, int32_t>;
   using GmemLayout = cute::Layout<GmemShape, cute::Stride<int64_t, cute::_1, int64_t, int64_t>>;
   using GmemTensor = decltype(cute::make_tensor(cute::make_gmem_ptr(static_cast<const Element*>(nullptr)), GmemLayout{}));
-  using TmaQ = decltype(cute::make_tma_copy(cute::SM90_TMA_LOAD{}, GmemTensor{}, SmemLayoutQ{},
-                                            cute::Shape<cute::Int<kBlockM>, cute::Int<kHeadDim>>{}, cute::_1{}));
+  // Q arrives as one (M, D) box, or, in a tile that packs a KV head's query heads (kPackGqa), as
+  // M / 8 boxes of 8 rows, each from its own head and queries: rows [8 j, 8 j + 8) of the tile.
+  static constexpr bool kPackGqa = kVariant == tiles::PrefillSm90Variant::kPackGqa;
+  static constexpr int kQBoxRows = kPackGqa ? 8 : kBlockM;
+  using SmemLayoutQBox = std::conditional_t<
+      kPackGqa,
+      decltype(cute::composition(SmemLayoutQ{}, cute::Layout<cute::Shape<cute::Int<kQBoxRows>, cute::Int<kHeadDim>>,
+                                                             cute::Stride<cute::_1, cute::Int<kBlockM>>>{})),
+      SmemLayoutQ>;
+  using TmaQ = decltype(cute::make_tma_copy(cute::SM90_TMA_LOAD{}, GmemTensor{}, SmemLayoutQBox{},
+                                            cute::Shape<cute::Int<kQBoxRows>, cute::Int<kHeadDim>>{}, cute::_1{}));
   using TmaKV = decltype(cute::make_tma_copy(cute::SM90_TMA_LOAD{}, GmemTensor{},
                                              cute::take<0, 2>(SmemLayoutKV{}),
                                              cute::Shape<cute::Int<kBlockN>, cute::Int<kHeadDim>>{}, cute::_1{}));

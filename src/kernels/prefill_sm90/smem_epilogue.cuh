@@ -52,15 +52,16 @@ __device__ __forceinline__ int thread_index_here() {
   return int(tid);
 }
 
-// sQ: the block's (M, D) Q tile; acc_o: the consumer's fp32 O accumulator (wgmma C layout) and
+// rows: the (query head, query) of each tile row (a packed tile's rows go to several heads, so it
+// always copies out); sQ: the block's (M, D) Q tile; acc_o: the consumer's fp32 O accumulator (wgmma C layout) and
 // coords its block-local (row, col) as a (rows, cols) view; lse/inv per accumulator row;
 // consumer: the warpgroup's index among the consumers (warpgroup 1 + consumer of the block);
 // consumer_tid: the thread's index among all consumer threads; barrier_id: a named barrier of this
 // warpgroup.
-template <class Traits, class SmemQ, class Acc, class Coords, int kRows>
+template <class Traits, class SmemQ, class Acc, class Coords, int kRows, bool kPacked>
 __device__ __forceinline__ void write_final_rows_through_smem(const PrefillParams& p, const TmaStoreO<Traits>& store,
-                                                              const PrefillSequence& seq, int b, int hq, int row0,
-                                                              int consumer,
+                                                              const PrefillSequence& seq, int b,
+                                                              const TileRows<kPacked>& rows, int consumer,
                                                               int caller_consumer_tid,
                                                               SmemQ sQ, const Acc& acc_o, const Coords& coords,
                                                               const float (&lse)[kRows], const float (&inv)[kRows],
@@ -82,21 +83,21 @@ __device__ __forceinline__ void write_final_rows_through_smem(const PrefillParam
   for (int r = 0; r < kRows; ++r) {
     CUTE_UNROLL
     for (int c = 0; c < size<1>(acc_rc); ++c) rO_rc(r, c) = Element(seq.bad ? kOutputNaN : acc_rc(r, c) * inv[r]);
-    const int i = row0 + get<0>(coords(r, 0));
-    if (o.lse != nullptr && tid % 4 == 0 && i < seq.q_len) {  // the quad's first thread holds column 0
-      final_lse(o, b, hq, seq.q_begin + i) = seq.bad ? kOutputNaN : lse[r];
+    const int local = get<0>(coords(r, 0));
+    if (o.lse != nullptr && tid % 4 == 0 && rows.holds(local, seq.q_len)) {  // the quad's first thread holds column 0
+      final_lse(o, b, rows.head(local), seq.q_begin + rows.query(local)) = seq.bad ? kOutputNaN : lse[r];
     }
   }
   auto stmatrix = make_tiled_copy_C(Copy_Atom<SM90_U32x4_STSM_N, Element>{}, typename Traits::TiledMmaPV{});
   auto thr_stmatrix = stmatrix.get_thread_slice(consumer_tid);
   copy(stmatrix, thr_stmatrix.retile_S(rO), thr_stmatrix.partition_D(sQ));
   constexpr int kRowsOut = Traits::kConsumerRows;
-  if (store.enabled) {
+  if (!kPacked && store.enabled) {
     cutlass::arch::fence_view_async_shared();  // this thread's rows, visible to the TMA unit
     cutlass::arch::NamedBarrier::sync(128, barrier_id);
     if (tid == 0) {
-      Tensor mO = store.tma.get_tma_tensor(store.shape)(_, _, hq, b);  // (tokens, D)
-      Tensor gO = local_tile(mO, Shape<Int<kRowsOut>, Int<D>>{}, make_coord(row0 / kRowsOut + consumer, _0{}));
+      Tensor mO = store.tma.get_tma_tensor(store.shape)(_, _, rows.hq0, b);  // (tokens, D)
+      Tensor gO = local_tile(mO, Shape<Int<kRowsOut>, Int<D>>{}, make_coord(rows.row0 / kRowsOut + consumer, _0{}));
       Tensor sO = local_tile(sQ, Shape<Int<kRowsOut>, Int<D>>{}, make_coord(consumer, _0{}));  // (64, D)
       auto [tOgO, tOsO] =
           tma_partition(store.tma, _0{}, Layout<_1>{}, group_modes<0, 2>(sO), group_modes<0, 2>(gO));
@@ -109,18 +110,19 @@ __device__ __forceinline__ void write_final_rows_through_smem(const PrefillParam
   cutlass::arch::NamedBarrier::sync(128, barrier_id);
 
   // Rows out, 16 bytes per thread and step, consecutive threads along a row.
-  Element* out = final_row<Element>(o, b, hq, seq.q_begin);  // the sequence's first query row
+  Element* out = final_row<Element>(o, b, rows.hq0, seq.q_begin);  // the sequence's first query row (one head)
   const int first_row = consumer * kRowsOut;
   CUTE_UNROLL
   for (int idx = tid; idx < kRowsOut * kChunks; idx += 128) {
     const int row = first_row + idx / kChunks, col = idx % kChunks * 8;
-    const int i = row0 + row;
-    if (i < seq.q_len) {
+    if (rows.holds(row, seq.q_len)) {
       uint4 chunk;
       asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];"
                    : "=r"(chunk.x), "=r"(chunk.y), "=r"(chunk.z), "=r"(chunk.w)
                    : "r"(cast_smem_ptr_to_uint(raw_pointer_cast(&sQ(row, col)))));
-      *reinterpret_cast<uint4*>(out + i * o.o_token_stride + col) = chunk;
+      Element* dst = kPacked ? final_row<Element>(o, b, rows.head(row), seq.q_begin + rows.query(row))
+                             : out + rows.query(row) * o.o_token_stride;
+      *reinterpret_cast<uint4*>(dst + col) = chunk;
     }
   }
 }

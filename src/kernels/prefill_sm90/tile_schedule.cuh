@@ -5,19 +5,27 @@
 // tiles (a persistent grid, one block per SM) it then claims the next one from the plan's tile
 // counter (dynamic: blocks that finish first take the next tiles, which balances causal and ragged
 // work as the hardware's block scheduler does) or steps by the grid size (static: uniform tiles).
+// A grid of tiles that pack a KV head's query heads (kPacked, prefill_sm90_gqa) is (tiles_m, Hkv,
+// batch x splits): tile (x, kv_head, z) holds queries [x m, x m + m) of query heads
+// [kv_head * group, kv_head * group + group), m = p.pack_queries.
 #pragma once
 
 #include "kernels/prefill/prefill_common.cuh"
 
 namespace splitkv::detail {
 
+template <bool kPacked>
 struct TileSchedule {
   int grid_blocks;  // blocks in the launch
-  int total_tiles;  // tiles_m * Hq * batch * splits (the planner keeps it below 2^31)
+  int total_tiles;  // tiles_m * heads of the grid * batch * splits (the planner keeps it below 2^31)
+
+  __device__ __forceinline__ static int grid_heads(const PrefillParams& p) {
+    return kPacked ? p.num_kv_heads : p.num_q_heads;
+  }
 
   __device__ __forceinline__ explicit TileSchedule(const PrefillParams& p)
       : grid_blocks(int(gridDim.x * gridDim.y * gridDim.z)),
-        total_tiles(p.tiles_m * p.num_q_heads * p.batch * p.num_splits) {}
+        total_tiles(p.tiles_m * grid_heads(p) * p.batch * p.num_splits) {}
 
   __device__ __forceinline__ static int first_tile() {
     return int(blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z));
@@ -38,6 +46,7 @@ struct TileSchedule {
   }
 
   // blk <- tile; false when the tile's sequence has no query rows there (a short varlen member).
+  // A packed tile's blk.hq is the first of its query heads and blk.row0 its first query.
   // No page check: the kernel's producer checks the page ids it reads and tells the consumers (a
   // block-wide check would need both roles at one barrier).
   template <class Element>
@@ -45,7 +54,18 @@ struct TileSchedule {
                                                 int block_m, int block_n) {
     const int x = tile % p.tiles_m;
     const int heads_and_z = tile / p.tiles_m;
-    return blk.init_tile(p, block_m, block_n, x, p.tiles_m, heads_and_z % p.num_q_heads, heads_and_z / p.num_q_heads);
+    const int head = heads_and_z % grid_heads(p);
+    if constexpr (kPacked) {
+      return blk.init_tile(p, p.pack_queries, block_n, x, p.tiles_m, head * p.group, heads_and_z / grid_heads(p));
+    }
+    return blk.init_tile(p, block_m, block_n, x, p.tiles_m, head, heads_and_z / grid_heads(p));
+  }
+
+  // The (query head, query) of each row of blk's tile.
+  template <class Element>
+  __device__ __forceinline__ static TileRows<kPacked> rows(const PrefillBlock<Element>& blk, const PrefillParams& p) {
+    if constexpr (kPacked) return TileRows<kPacked>{blk.hq, blk.row0, p.pack_queries, p.group};
+    return TileRows<kPacked>{blk.hq, blk.row0};
   }
 };
 
