@@ -171,6 +171,24 @@ int decode_slots_per_sm(const DecodeProblem& problem, int blocks_per_sm) {
   return reads_quantized_cache(problem) || problem.q_len > 1 ? blocks_per_sm : 1;
 }
 
+// Replaces the plan's family and tile with `family` where that family can serve the problem (its
+// tile and the page size may disagree, say); returns whether it did. The planner's own tile
+// choices are optimisations, not requests: one that cannot serve leaves the first choice in place.
+bool switch_prefill_family(const char* family, const PrefillProblem& problem, Strategy served, bool paged_read,
+                           const DeviceInfo& device, const PlanOptions& options, Plan* p, tiles::TileSummary* tile) {
+  PlanOptions named = options;
+  named.family = family;
+  Plan switched = *p;
+  tiles::TileSummary switched_tile = *tile;
+  if (!choose_family_and_tile(registry::Kind::kPrefill, served, problem.head_dim, problem.dtype, KvFormat::kNative,
+                              device, named, &switched, &switched_tile, problem.kv_cache, paged_read)) {
+    return false;
+  }
+  *p = switched;
+  *tile = switched_tile;
+  return true;
+}
+
 // Two tile variants of prefill_sm90 replace its default tile where they measured faster.
 // - D=64: the three-consumer tile (prefill_sm90_m192, 192 query rows) reuses each K/V tile for 1.5x
 //   the rows. Run 34 (4x12 heads fp16): 1.5-11% faster from 4k queries on (non-causal 4k/8k, 2x12
@@ -205,18 +223,7 @@ void prefer_sm90_tile_variant(const PrefillProblem& problem, Strategy served, bo
     reason = std::to_string(blocks) + " blocks of 192 query rows make >= 2.5 waves on " +
              std::to_string(device.sm_count) + " SMs";
   }
-  PlanOptions named = options;
-  named.family = variant;
-  Plan switched = *p;
-  tiles::TileSummary switched_tile = *tile;
-  // A variant that cannot serve this problem (e.g. its tile and the page size disagree) leaves the
-  // default in place: it is an optimisation, not a request.
-  if (!choose_family_and_tile(registry::Kind::kPrefill, served, problem.head_dim, problem.dtype, KvFormat::kNative,
-                              device, named, &switched, &switched_tile, problem.kv_cache, paged_read)) {
-    return;
-  }
-  *p = switched;
-  *tile = switched_tile;
+  if (!switch_prefill_family(variant, problem, served, paged_read, device, options, p, tile)) return;
   *why = std::string(variant) + ": " + reason;
 }
 
@@ -256,16 +263,9 @@ Status plan_gqa_packing(const PrefillProblem& problem, Strategy served, bool pag
   const int64_t packed_tiles = plan::prefill_geometry(problem, packed_block_m, packed).work_units;
   const int64_t head_tiles = plan::prefill_geometry(problem, tile->block_m).work_units;
   if (packed_tiles >= head_tiles) return Status::success();
-  PlanOptions named = options;
-  named.family = kPrefillPackedGqa;
-  Plan switched = *p;
-  tiles::TileSummary switched_tile = *tile;
-  if (!choose_family_and_tile(registry::Kind::kPrefill, served, problem.head_dim, problem.dtype, KvFormat::kNative,
-                              device, named, &switched, &switched_tile, problem.kv_cache, paged_read)) {
+  if (!switch_prefill_family(kPrefillPackedGqa, problem, served, paged_read, device, options, p, tile)) {
     return Status::success();
   }
-  *p = switched;
-  *tile = switched_tile;
   p->packed_queries = packed;
   *why = std::string(kPrefillPackedGqa) + ": " + std::to_string(group) + " query heads x " + std::to_string(packed) +
          " queries per tile, " + std::to_string(packed_tiles) + " tiles instead of " + std::to_string(head_tiles);
