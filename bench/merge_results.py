@@ -247,7 +247,7 @@ def merge_strategies(ours):
         lines.append(f"| {c['B']} | {c['Hq']}/{c['Hkv']} | {c['Lq']:,} | {c['Lk']:,} | {c['D']} | {c['dtype']} | "
                      f"{'yes' if c['causal'] else 'no'} | {c['page_size'] or '-'} | " + " | ".join(cells) + " |")
     names = {"default": "default TFLOP/s", "split-v": "split-V", "k16-v64": "K 16 / V 64 tiles",
-             "sm90-m192": "sm90, 192 query rows"}
+             "sm90-k128-v64": "sm90, K 128 / V 64 tiles", "sm90-m192": "sm90, 192 query rows"}
     header = ("| B | Hq/Hkv | Lq | Lk | D | dtype | causal | page | " + " | ".join(names.get(v, v) for v in variants)
               + " |\n|" + "---|" * (8 + len(variants)))
     note = "Prefill strategies (TFLOP/s; ratio to the default in parentheses), same run, same timing method."

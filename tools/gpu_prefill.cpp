@@ -62,9 +62,9 @@ const SuiteRow kPrefillSuite[] = {
     {1, 32, 8, 4096, 32768 + 4096, 128, DType::kBF16, true, true, 16, KvFormat::kInt4}};
 
 // The strategies suite: the default next to the original design's alternatives (split-V, two-pass
-// and independent K/V tiles on the mma.sync families; two-pass on the wgmma kernel) and the sm90
-// family's three-consumer tile at D=64, on the first rows of the prefill suite (a variant whose
-// family does not serve a row's head dim shows n/a).
+// and independent K/V tiles on the mma.sync families; two-pass and independent K/V tiles on the
+// wgmma kernel) and the sm90 family's three-consumer tile at D=64, on the first rows of the prefill
+// suite (a variant whose family does not serve a row's head dim shows n/a).
 constexpr int kStrategyRows = 10;
 struct Variant {
   const char* name;
@@ -77,6 +77,7 @@ const Variant kStrategyVariants[] = {kDefaultVariant,
                                      {"two-pass", Strategy::kTwoPass, ""},
                                      {"sm90-two-pass", Strategy::kTwoPass, "prefill_sm90_twopass"},
                                      {"k16-v64", Strategy::kAuto, "prefill_mma_k16v64"},
+                                     {"sm90-k128-v64", Strategy::kAuto, "prefill_sm90_v64"},
                                      {"sm90-m192", Strategy::kAuto, "prefill_sm90_m192"}};
 
 struct PrefillSet {

@@ -216,20 +216,27 @@ constexpr TileSummary prefill_mma_twopass_summary(int head_dim, KvFormat) {
 struct PrefillSm90Tile {
   int head_dim;
   int block_m;  // query rows per block: 64 per consumer warpgroup
-  int block_n;  // keys per K/V tile
-  int stages;   // depth of the one ring that K and V tiles share (K_t, V_t, K_t+1, ...)
+  int block_n;  // keys per K tile: per main-loop step
+  int stages;   // depth of the one ring that K and V share (K_t, V_t, K_t+1, ...), in stages of stage_elems()
   int consumer_warpgroups;
   // 2: a persistent block, the next tile's Q loads into the other buffer while the consumers finish
   // the current tile; 1: one tile per block (the next Q could only load after the epilogue, which
   // stages O through the Q buffer).
   int q_buffers;
+  // Keys per V tile; 0: block_n. A K tile of block_n keys and V tiles of fewer (prefill_sm90_v64, the
+  // original design's independent K and V tile shapes) share one ring of stages of one V tile each:
+  // the K tile then arrives in as many column slices (block_n keys x head_dim * v_block_n / block_n).
+  int v_block_n = 0;
 
+  constexpr int v_keys() const { return v_block_n > 0 ? v_block_n : block_n; }
+  constexpr int v_tiles_per_step() const { return block_n / v_keys(); }
+  constexpr int stage_elems() const { return v_keys() * head_dim; }
   constexpr int threads() const { return 128 * (1 + consumer_warpgroups); }
   constexpr bool persistent() const { return q_buffers == 2; }
   // Q buffers, the K/V ring, the barriers, tile ids and the consumers' wait-order words (padded to
   // 2 KB) and 1 KB to align the swizzled tiles.
   constexpr int smem_bytes() const {
-    return (q_buffers * block_m + stages * block_n) * head_dim * k16BitBytes + 2048 + 1024;
+    return (q_buffers * block_m * head_dim + stages * stage_elems()) * k16BitBytes + 2048 + 1024;
   }
 };
 
@@ -245,6 +252,7 @@ enum class PrefillSm90Variant {
   kN80,      // prefill_sm90_n80 (D=256): 80-key tiles, FlashAttention-3's D=256 tile
   kTwoPass,  // prefill_sm90_twopass: the default tile run as the two-pass strategy (statistics, then output)
   kPackGqa,  // prefill_sm90_gqa: the default tile holding the query heads of one KV head (GQA packing)
+  kV64,      // prefill_sm90_v64 (D=128): 128-key K tiles, 64-key V tiles (independent K and V tile shapes)
 };
 
 // GQA packing (prefill_sm90_gqa): a tile of block_m rows holds the `group` query heads of one KV
@@ -262,6 +270,8 @@ constexpr PrefillSm90Tile prefill_sm90_tile(int head_dim, PrefillSm90Variant var
       return PrefillSm90Tile{head_dim, 192, 128, 8, 3, 2};
     case PrefillSm90Variant::kN80:  // 4 stages of 40 KB next to a 64 KB Q: the whole 227 KB
       return PrefillSm90Tile{head_dim, 128, 80, 4, 2, 1};
+    case PrefillSm90Variant::kV64:  // the default's ring memory in 10 stages of 16 KB (D=128)
+      return PrefillSm90Tile{head_dim, 128, 128, 10, 2, 2, 64};
     default: {  // kDefault, kPackGqa and kTwoPass (whose passes each run one tile per block)
       const bool two_q_buffers = head_dim <= 128 && variant != PrefillSm90Variant::kTwoPass;
       return PrefillSm90Tile{head_dim, 128, head_dim <= 128 ? 128 : 64, head_dim <= 64 ? 8 : head_dim <= 128 ? 5 : 4,
@@ -287,6 +297,9 @@ constexpr TileSummary prefill_sm90_twopass_summary(int head_dim, KvFormat) {
 }
 constexpr TileSummary prefill_sm90_gqa_summary(int head_dim, KvFormat) {
   return prefill_sm90_summary(prefill_sm90_tile(head_dim, PrefillSm90Variant::kPackGqa));
+}
+constexpr TileSummary prefill_sm90_v64_summary(int head_dim, KvFormat) {
+  return prefill_sm90_summary(prefill_sm90_tile(head_dim, PrefillSm90Variant::kV64));
 }
 
 // ---- combine --------------------------------------------------------------------------------

@@ -41,10 +41,12 @@ cudaError_t launch_prefill_sm90(const PrefillParams& p, const LaunchConfig& conf
   if (Traits::kPackGqa && params.p.pack_queries == 0) return cudaErrorInvalidValue;
   params.tma_q = make_tma_copy(SM90_TMA_LOAD{}, mQ, typename Traits::SmemLayoutQBox{},
                                Shape<Int<Traits::kQBoxRows>, Int<kHeadDim>>{}, _1{});
-  params.tma_k = make_tma_copy(SM90_TMA_LOAD{}, mK, take<0, 2>(typename Traits::SmemLayoutKV{}),
-                               Shape<Int<Traits::kBlockN>, Int<kHeadDim>>{}, _1{});
-  params.tma_v = make_tma_copy(SM90_TMA_LOAD{}, mV, take<0, 2>(typename Traits::SmemLayoutKV{}),
-                               Shape<Int<Traits::kBlockN>, Int<kHeadDim>>{}, _1{});
+  // K in column slices of kKSliceCols (the whole head dim but for prefill_sm90_v64), V in tiles of
+  // kBlockNV keys: one ring stage per box.
+  using KSliceBox = Shape<Int<Traits::kBlockN>, Int<Traits::kKSliceCols>>;
+  using VTileBox = Shape<Int<Traits::kBlockNV>, Int<kHeadDim>>;
+  params.tma_k = make_tma_copy(SM90_TMA_LOAD{}, mK, take<0, 2>(typename Traits::SmemLayoutK{}), KSliceBox{}, _1{});
+  params.tma_v = make_tma_copy(SM90_TMA_LOAD{}, mV, take<0, 2>(typename Traits::SmemLayoutV{}), VTileBox{}, _1{});
   params.shape_q = mQ.shape();
   params.shape_kv = mK.shape();
   // A paged cache as (page_size, D, Hkv, pages), read in 16-key boxes. Without one the descriptors
@@ -58,18 +60,19 @@ cudaError_t launch_prefill_sm90(const PrefillParams& p, const LaunchConfig& conf
   };
   auto mKp = pages(p.k, p.k_token_stride, p.k_head_stride, p.k_batch_stride);
   auto mVp = pages(p.v, p.v_token_stride, p.v_head_stride, p.v_batch_stride);
-  params.tma_k_pages = make_tma_copy(SM90_TMA_LOAD{}, mKp, typename Traits::SmemLayoutKVBox{},
-                                     Shape<Int<Traits::kPageRows>, Int<kHeadDim>>{}, _1{});
-  params.tma_v_pages = make_tma_copy(SM90_TMA_LOAD{}, mVp, typename Traits::SmemLayoutKVBox{},
+  params.tma_k_pages = make_tma_copy(SM90_TMA_LOAD{}, mKp, typename Traits::SmemLayoutKBox{},
+                                     Shape<Int<Traits::kPageRows>, Int<Traits::kKSliceCols>>{}, _1{});
+  params.tma_v_pages = make_tma_copy(SM90_TMA_LOAD{}, mVp, typename Traits::SmemLayoutVBox{},
                                      Shape<Int<Traits::kPageRows>, Int<kHeadDim>>{}, _1{});
   params.shape_pages = mKp.shape();
-  // Pages of a multiple of kBlockN keys: one box per K/V tile (no descriptor otherwise: never used).
+  // Pages of a multiple of kBlockN keys: one box per K slice or V tile (no descriptor otherwise: never
+  // used).
   params.page_tiles = paged && p.page_size % Traits::kBlockN == 0;
   if (params.page_tiles) {
-    params.tma_k_page_tiles = make_tma_copy(SM90_TMA_LOAD{}, mKp, take<0, 2>(typename Traits::SmemLayoutKV{}),
-                                            Shape<Int<Traits::kBlockN>, Int<kHeadDim>>{}, _1{});
-    params.tma_v_page_tiles = make_tma_copy(SM90_TMA_LOAD{}, mVp, take<0, 2>(typename Traits::SmemLayoutKV{}),
-                                            Shape<Int<Traits::kBlockN>, Int<kHeadDim>>{}, _1{});
+    params.tma_k_page_tiles =
+        make_tma_copy(SM90_TMA_LOAD{}, mKp, take<0, 2>(typename Traits::SmemLayoutK{}), KSliceBox{}, _1{});
+    params.tma_v_page_tiles =
+        make_tma_copy(SM90_TMA_LOAD{}, mVp, take<0, 2>(typename Traits::SmemLayoutV{}), VTileBox{}, _1{});
   }
   // Final rows of padded queries leave by TMA store (smem_epilogue.cuh), unless a tile packs
   // several query heads. The checks at the API put

@@ -104,3 +104,10 @@ splitkv_family(NAME prefill_mma_twopass KIND prefill ARCH sm80 STRATEGIES two-pa
 splitkv_family(NAME combine KIND combine ARCH sm80 STRATEGIES PRIORITY 0
   HEAD_DIMS 64 128 256 DTYPES fp16 bf16 KV_FORMATS native
   TILE combine_summary TEMPLATE combine)
+
+# prefill_sm90 with the original design's independent K and V tile shapes (D=128): 128-key K tiles (in
+# two 64-column slices) and 64-key V tiles, one ring of ten 16 KB stages (the default's memory), P V
+# issued per V tile. Priority -1: chosen by name only; measured in the strategies suite.
+splitkv_family(NAME prefill_sm90_v64 KIND prefill ARCH sm90a STRATEGIES split-q split-kv PRIORITY -1
+  HEAD_DIMS 128 DTYPES fp16 bf16 KV_FORMATS native KV_CACHES contiguous paged
+  TILE prefill_sm90_v64_summary TEMPLATE prefill_sm90 VARIANT kV64)

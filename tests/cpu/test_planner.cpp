@@ -341,6 +341,29 @@ TEST(Planner, PrefillStrategiesArePlanned) {
   EXPECT_EQ(s.argument(), "options.strategy");
 }
 
+TEST(Planner, HopperIndependentKvTilesAreAFamilyByName) {
+  // prefill_sm90_v64: 128-key K tiles (the split granularity), 64-key V tiles, ten 16 KB ring stages
+  // next to two Q buffers (persistent), at head dim 128 only; never chosen by itself.
+  PlanOptions o;
+  o.family = "prefill_sm90_v64";
+  Plan plan;
+  ASSERT_TRUE(plan_prefill(prefill(2, 8, 1000), DeviceInfo::h200(), o, &plan).ok());
+  EXPECT_EQ(plan.family, "prefill_sm90_v64");
+  EXPECT_EQ(plan.block_n, 128);
+  EXPECT_GT(plan.persistent_blocks, 0);
+  constexpr tiles::PrefillSm90Tile t = tiles::prefill_sm90_tile(128, tiles::PrefillSm90Variant::kV64);
+  static_assert(t.v_keys() == 64 && t.v_tiles_per_step() == 2 && t.stage_elems() * 2 == 16 * 1024);
+  static_assert(t.smem_bytes() == tiles::prefill_sm90_tile(128).smem_bytes(), "the default's ring memory");
+  Plan auto_plan;
+  ASSERT_TRUE(plan_prefill(prefill(2, 8, 1000), DeviceInfo::h200(), PlanOptions{}, &auto_plan).ok());
+  EXPECT_NE(auto_plan.family, "prefill_sm90_v64");
+  PrefillProblem d64 = prefill(2, 8, 1000);
+  d64.head_dim = 64;
+  const Status s = plan_prefill(d64, DeviceInfo::h200(), o, &plan);
+  EXPECT_FALSE(s.ok());
+  EXPECT_EQ(s.argument(), "options.family") << s.message();
+}
+
 TEST(Planner, KvHeadsWithMoreThanSixteenPackedRowsTakeThirtyTwoRowTiles) {
   // 28/4 q_len 8: 56 packed rows per KV head -> two 32-row tiles instead of four 16-row ones.
   const Plan m32 = plan_or_die(decode(8, 28, 4, 8192, 128, 8));

@@ -137,6 +137,15 @@ INSTANTIATE_TEST_SUITE_P(
                    "prefill_sm90_gqa"},
         ChunkShape{"contiguous_splits_gqa_fp16_d64", 0, 8, 1, 64, DType::kF16, true, {4097, 700}, {56, 20}, 3,
                    "prefill_sm90_gqa"},
+        // Independent K and V tiles (128-key K tiles in two column slices, 64-key V tiles): 16-key boxes,
+        // pages of whole tiles with splits that start mid-page, a contiguous cache; ragged last tiles
+        // end in either V tile or before the second.
+        ChunkShape{"page16_causal_v64", 16, 32, 8, 128, DType::kBF16, true, kRagged, kRaggedChunks, 0,
+                   "prefill_sm90_v64"},
+        ChunkShape{"page128_splits_v64", 128, 32, 8, 128, DType::kBF16, true, {4097, 700}, {256, 700}, 3,
+                   "prefill_sm90_v64"},
+        ChunkShape{"contiguous_full_fp16_v64", 0, 28, 4, 128, DType::kF16, false, kRagged, kRaggedChunks, 0,
+                   "prefill_sm90_v64"},
         // Quantized caches: dequantized into the workspace, then read as a contiguous 16-bit cache.
         ChunkShape{"int8_page16_causal", 16, 32, 8, 128, DType::kBF16, true, kRagged, kRaggedChunks, 0, "",
                    KvFormat::kInt8},

@@ -1,5 +1,5 @@
-// Prefill kernel families (default, split-KV, split-V, two-pass, independent K/V tiles) against the
-// fp64 reference, with the tolerance rule of docs/BENCHMARKING.md.
+// Prefill kernel families (default, split-KV, split-V, two-pass, independent K/V tiles on mma.sync and
+// on wgmma) against the fp64 reference, with the tolerance rule of docs/BENCHMARKING.md.
 #include <cmath>
 #include <string>
 #include <vector>
@@ -34,6 +34,8 @@ const Variant kVariants[] = {{"default", Strategy::kAuto, "", 0},
                              {"sm90_twopass", Strategy::kTwoPass, "prefill_sm90_twopass", 0},
                              {"sm90_gqa", Strategy::kAuto, "prefill_sm90_gqa", 0},
                              {"sm90_gqa_splitkv", Strategy::kSplitKV, "prefill_sm90_gqa", 2},
+                             {"sm90_v64", Strategy::kAuto, "prefill_sm90_v64", 0},
+                             {"sm90_v64_splitkv", Strategy::kSplitKV, "prefill_sm90_v64", 2},
                              {"k16v64", Strategy::kAuto, "prefill_mma_k16v64", 0},
                              {"k16v64_splitkv", Strategy::kSplitKV, "prefill_mma_k16v64", 2}};
 
@@ -120,14 +122,15 @@ struct PrefillParam {
   Variant variant;
 };
 
-// The mma.sync families stop at head dim 128; prefill_sm90_m192 is D=64 only, prefill_sm90_n80 D=256;
-// prefill_sm90_gqa packs at most 16 query heads per KV head.
+// The mma.sync families stop at head dim 128; prefill_sm90_m192 is D=64 only, prefill_sm90_n80 D=256,
+// prefill_sm90_v64 D=128; prefill_sm90_gqa packs at most 16 query heads per KV head.
 bool serves(const Variant& v, const PrefillShape& s) {
   const std::string family = v.family;
   const int d = s.spec.problem.head_dim;
   if (family == "prefill_sm90_gqa") return s.spec.problem.num_q_heads / s.spec.problem.num_kv_heads <= 16;
   if (family == "prefill_sm90_m192") return d == 64;
   if (family == "prefill_sm90_n80") return d == 256;
+  if (family == "prefill_sm90_v64") return d == 128;
   return d <= 128 || family.rfind("prefill_mma", 0) != 0 || family.empty();
 }
 

@@ -29,6 +29,30 @@ __device__ __forceinline__ void warpgroup_gemm_issue(TiledMma& mma, const Tensor
   warpgroup_commit_batch();
 }
 
+// The same batch where B's k-blocks arrive in kSlices ring stages: k-blocks [s kb, (s + 1) kb) of tA
+// meet tB(_, _, _, stages[s]), tB being (MMA, MMA_N, kb, ring stages). With one slice it is
+// warpgroup_gemm_issue(mma, tA, tB(_, _, _, stages[0]), tC).
+template <bool kZeroInit, int kSlices, class TiledMma, class TensorA, class TensorB, class TensorC>
+__device__ __forceinline__ void warpgroup_gemm_issue_slices(TiledMma& mma, const TensorA& tA, const TensorB& tB,
+                                                            const int (&stages)[kSlices], TensorC& tC) {
+  using namespace cute;
+  constexpr int kBlocksPerSlice = decltype(size<2>(tB))::value;
+  static_assert(decltype(size<2>(tA))::value == kSlices * kBlocksPerSlice, "A's k-blocks are the slices' k-blocks");
+  if constexpr (kAFromRegisters<TensorA>) warpgroup_fence_operand(const_cast<TensorA&>(tA));
+  warpgroup_fence_operand(tC);
+  warpgroup_arrive();
+  if constexpr (kZeroInit) mma.accumulate_ = GMMA::ScaleOut::Zero;
+  CUTE_UNROLL
+  for (int s = 0; s < kSlices; ++s) {
+    CUTE_UNROLL
+    for (int k = 0; k < kBlocksPerSlice; ++k) {
+      cute::gemm(mma, tA(_, _, s * kBlocksPerSlice + k), tB(_, _, k, stages[s]), tC);
+      mma.accumulate_ = GMMA::ScaleOut::One;
+    }
+  }
+  warpgroup_commit_batch();
+}
+
 // After a warpgroup_wait: the compiler may touch these registers again (and not earlier).
 template <class... Tensors>
 __device__ __forceinline__ void fence_wgmma_operands(Tensors&... tensors) {

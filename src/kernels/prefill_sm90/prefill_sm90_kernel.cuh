@@ -48,16 +48,16 @@ template <class Traits>
 struct PrefillSm90Params {
   PrefillParams p;
   typename Traits::TmaQ tma_q;
-  typename Traits::TmaKV tma_k;
-  typename Traits::TmaKV tma_v;
-  typename Traits::TmaKVPage tma_k_pages;  // paged caches (p.block_table != nullptr) only
-  typename Traits::TmaKVPage tma_v_pages;
-  typename Traits::TmaKV tma_k_page_tiles;  // page_tiles only: one box per K/V tile
-  typename Traits::TmaKV tma_v_page_tiles;
+  typename Traits::TmaK tma_k;  // K slices
+  typename Traits::TmaV tma_v;  // V tiles
+  typename Traits::TmaKPage tma_k_pages;  // paged caches (p.block_table != nullptr) only
+  typename Traits::TmaVPage tma_v_pages;
+  typename Traits::TmaK tma_k_page_tiles;  // page_tiles only: one box per K slice or V tile
+  typename Traits::TmaV tma_v_page_tiles;
   typename Traits::GmemShape shape_q;      // (tokens, D, Hq, batch slots)
   typename Traits::GmemShape shape_kv;     // (tokens, D, Hkv, batch slots)
   typename Traits::GmemShape shape_pages;  // (page_size, D, Hkv, pages)
-  bool page_tiles;                         // a paged cache whose pages hold whole K/V tiles
+  bool page_tiles;                         // a paged cache whose pages hold whole K tiles
   TmaStoreO<Traits> store_o;
 };
 
@@ -92,13 +92,13 @@ __device__ __forceinline__ void pass_turn(int consumer) {
   cutlass::arch::NamedBarrier::arrive(kTurnThreads, kTurnBarrier + (consumer + 1) % Traits::kConsumerWarpgroups);
 }
 
-// Zeroes rows [valid_rows, N) of a (N, D) shared-memory tile, 16 bytes per store, then makes the
+// Zeroes rows [valid_rows, NV) of a (NV, D) shared-memory V tile, 16 bytes per store, then makes the
 // writes visible to wgmma and waits for the other consumers.
 template <class Traits, class SmemTile>
 __device__ __forceinline__ void zero_rows_from(SmemTile sV_stage, int valid_rows, int consumer_tid) {
   using Element = typename Traits::Element;
   constexpr int kChunks = Traits::kHeadDim / 8;  // 16-byte chunks per row: contiguous under the swizzle
-  for (int idx = valid_rows * kChunks + consumer_tid; idx < Traits::kBlockN * kChunks; idx += Traits::kConsumerThreads) {
+  for (int idx = valid_rows * kChunks + consumer_tid; idx < Traits::kBlockNV * kChunks; idx += Traits::kConsumerThreads) {
     *reinterpret_cast<cute::uint128_t*>(&sV_stage(idx / kChunks, idx % kChunks * 8)) = cute::uint128_t{0, 0};
   }
   cutlass::arch::fence_view_async_shared();
@@ -107,32 +107,39 @@ __device__ __forceinline__ void zero_rows_from(SmemTile sV_stage, int valid_rows
 }
 
 // Producer: the K/V tiles of one tile of queries into the ring (K_0, V_0, K_1, ... or, for the
-// statistics pass, K_0, K_1, ...). Token tensors and a contiguous cache: lane 0 of warp 0 issues one
-// TMA load per tile. A paged cache: a tile is kBoxes boxes of kPageRows keys, each from its key's
-// page; in each of the kPagedProducerWarps warps lane j loads box j's page id (the next tile's while
-// this tile's boxes go out), and box j of the K tile and of the V tile is issued by lane j of warp
+// statistics pass, K_0, K_1, ...), each K tile as Traits::kKSlices column slices and each step's V
+// as Traits::kVTiles tiles, one ring stage each (one of each, but for prefill_sm90_v64). Token
+// tensors and a contiguous cache: lane 0 of warp 0 issues one TMA load per stage. A paged cache: a
+// K tile's keys are kBoxes boxes of kPageRows keys, each from its key's page; in each of the
+// kPagedProducerWarps warps lane j loads box j's page id (the next tile's while this tile's boxes go
+// out), and box j of every K slice and of the V tile that holds its keys is issued by lane j of warp
 // j % kPagedProducerWarps (every warp waits for each stage; warp 0's lane 0 expects its bytes).
-// Every box arrives (the stage's transaction count is a whole tile), so boxes past the sequence's
+// Every box arrives (the stage's transaction count is a whole stage), so boxes past the sequence's
 // end read its last page (their keys are masked, their V rows zeroed).
 // The boxes read every page id of the tile's keys (pages hold a multiple of 16 keys), so they also
 // check them: a page id outside the pool is read as page 0 instead (never dereferenced), and
 // *pages_bad (this tile's flag, which the consumers read in their epilogue) is set before the last
 // stage's loads are announced, so the consumers see it once they have waited for that stage.
-// Pages that hold whole tiles (params.page_tiles) take one box per tile, issued and checked by warp
-// 0's lane 0 alone, as for a contiguous cache.
-template <class Traits, bool kUsesV, class Pipeline, class PipelineState, class SmemKV>
+// Pages that hold whole K tiles (params.page_tiles) take one box per stage, issued and checked by
+// warp 0's lane 0 alone, as for a contiguous cache.
+template <class Traits, bool kUsesV, class Pipeline, class PipelineState, class SmemK, class SmemV>
 __device__ __forceinline__ void load_kv_tiles(const PrefillSm90Params<Traits>& params,
                                               const PrefillBlock<typename Traits::Element>& blk, Pipeline& pipeline,
-                                              PipelineState& write, SmemKV sK, int warp, int lane, int* pages_bad) {
+                                              PipelineState& write, SmemK sK, SmemV sV, int warp, int lane,
+                                              int* pages_bad) {
   using namespace cute;
   constexpr int D = Traits::kHeadDim;
   constexpr int kN = Traits::kBlockN;
+  constexpr int kNV = Traits::kBlockNV;
+  constexpr int kKCols = Traits::kKSliceCols;
+  constexpr int kKSlices = Traits::kKSlices;
+  constexpr int kVTiles = Traits::kVTiles;
   const PrefillParams& p = params.p;
   const PrefillSequence& seq = blk.seq;
   const int first_kv_tile = blk.keys.lo / kN;  // split chunks are whole tiles
   if (p.block_table != nullptr && params.page_tiles) {
-    // Pages of a multiple of kN keys: tile t is one box of one page, issued by warp 0's lane 0 (the
-    // only producer warp then), which also checks the page id.
+    // Pages of a multiple of kN keys: tile t is in one page; its stages are boxes of that page,
+    // issued by warp 0's lane 0 (the only producer warp then), which also checks the page id.
     if (lane != 0) return;
     Tensor mKp = params.tma_k_page_tiles.get_tma_tensor(params.shape_pages);  // (page_size, D, Hkv, pages)
     Tensor mVp = params.tma_v_page_tiles.get_tma_tensor(params.shape_pages);
@@ -144,29 +151,37 @@ __device__ __forceinline__ void load_kv_tiles(const PrefillSm90Params<Traits>& p
       bad |= outside;
       return outside ? 0 : page;
     };
-    auto load_tile = [&](const auto& tma, const auto& mP, int t, int page, int stage, uint64_t* bar) {
-      Tensor gTile = local_tile(mP(_, _, blk.kv_head, page), Shape<Int<kN>, Int<D>>{},
-                                make_coord((first_kv_tile + t) * kN % p.page_size / kN, _0{}));  // (N, D)
-      Tensor sTile = sK(_, _, stage);                                                            // (N, D)
-      auto [tTg, tTs] = tma_partition(tma, _0{}, Layout<_1>{}, group_modes<0, 2>(sTile), group_modes<0, 2>(gTile));
-      copy(tma.with(*bar, 0), tTg, tTs);
+    auto load_box = [&](const auto& tma, const auto& gBox, const auto& sBox) {
+      pipeline.producer_acquire(write);
+      auto [tBg, tBs] = tma_partition(tma, _0{}, Layout<_1>{}, group_modes<0, 2>(sBox), group_modes<0, 2>(gBox));
+      copy(tma.with(*pipeline.producer_get_barrier(write), 0), tBg, tBs);
+      ++write;
     };
     int page = blk.n_blocks > 0 ? page_of(0) : 0;
     for (int t = 0; t < blk.n_blocks; ++t) {
       const int next_page = t + 1 < blk.n_blocks ? page_of(t + 1) : 0;  // its load overlaps this tile's waits
       if (t + 1 == blk.n_blocks && bad) *pages_bad = 1;  // published by the last stage's arrive
-      pipeline.producer_acquire(write);
-      load_tile(params.tma_k_page_tiles, mKp, t, page, write.index(), pipeline.producer_get_barrier(write));
-      ++write;
+      const int key_in_page = (first_kv_tile + t) * kN % p.page_size;
+      CUTE_UNROLL
+      for (int c = 0; c < kKSlices; ++c) {
+        load_box(params.tma_k_page_tiles,
+                 local_tile(mKp(_, _, blk.kv_head, page), Shape<Int<kN>, Int<kKCols>>{}, make_coord(key_in_page / kN, c)),
+                 sK(_, _, write.index()));  // (N, D / slices)
+      }
       if constexpr (kUsesV) {
-        pipeline.producer_acquire(write);
-        load_tile(params.tma_v_page_tiles, mVp, t, page, write.index(), pipeline.producer_get_barrier(write));
-        ++write;
+        CUTE_UNROLL
+        for (int j = 0; j < kVTiles; ++j) {
+          load_box(params.tma_v_page_tiles,
+                   local_tile(mVp(_, _, blk.kv_head, page), Shape<Int<kNV>, Int<D>>{},
+                              make_coord(key_in_page / kNV + j, _0{})),
+                   sV(_, _, write.index()));  // (NV, D)
+        }
       }
       page = next_page;
     }
   } else if (p.block_table != nullptr) {
     constexpr int kBoxes = kN / Traits::kPageRows;
+    constexpr int kBoxesPerV = kNV / Traits::kPageRows;
     static_assert(kBoxes <= 32, "one box's page id per lane");
     Tensor mKp = params.tma_k_pages.get_tma_tensor(params.shape_pages);  // (page_size, D, Hkv, pages)
     Tensor mVp = params.tma_v_pages.get_tma_tensor(params.shape_pages);
@@ -181,27 +196,39 @@ __device__ __forceinline__ void load_kv_tiles(const PrefillSm90Params<Traits>& p
       bad |= outside;
       return outside ? 0 : page;
     };
-    auto load_box = [&](const auto& tma, const auto& mP, int t, int page, int stage, uint64_t* bar) {
-      Tensor gBox = local_tile(mP(_, _, blk.kv_head, page), Shape<Int<Traits::kPageRows>, Int<D>>{},
-                               make_coord(first_key(t) % p.page_size / Traits::kPageRows, _0{}));  // (16, D)
-      Tensor sBox = local_tile(sK(_, _, stage), Shape<Int<Traits::kPageRows>, Int<D>>{}, make_coord(lane, _0{}));
-      auto [tBg, tBs] = tma_partition(tma, _0{}, Layout<_1>{}, group_modes<0, 2>(sBox), group_modes<0, 2>(gBox));
-      copy(tma.with(*bar, 0), tBg, tBs);
+    // This lane's box of the stage (rows [16 row_box, 16 row_box + 16)), if it issues one there.
+    auto load_box = [&](bool issues, const auto& tma, const auto& gBox, const auto& sStage, int row_box) {
+      pipeline.producer_acquire(write);  // every lane waits for the stage; the leader expects its bytes
+      __syncwarp();
+      if (issues) {
+        Tensor sBox = local_tile(sStage, Shape<Int<Traits::kPageRows>, Int<decltype(size<1>(sStage))::value>>{},
+                                 make_coord(row_box, _0{}));
+        auto [tBg, tBs] = tma_partition(tma, _0{}, Layout<_1>{}, group_modes<0, 2>(sBox), group_modes<0, 2>(gBox));
+        copy(tma.with(*pipeline.producer_get_barrier(write), 0), tBg, tBs);
+      }
+      ++write;
     };
     int page = has_box && blk.n_blocks > 0 ? page_of(0) : 0;
     for (int t = 0; t < blk.n_blocks; ++t) {
       const int next_page = has_box && t + 1 < blk.n_blocks ? page_of(t + 1) : 0;
       // Every page read; warp 0's lane 0 is the pipeline's leader, whose arrive below publishes the flag.
       if (t + 1 == blk.n_blocks && __any_sync(0xffffffffu, bad) && warp == 0 && lane == 0) *pages_bad = 1;
-      pipeline.producer_acquire(write);  // every lane waits for the stage; the leader expects its bytes
-      __syncwarp();
-      if (issues_box) load_box(params.tma_k_pages, mKp, t, page, write.index(), pipeline.producer_get_barrier(write));
-      ++write;
+      const int row_in_page = first_key(t) % p.page_size / Traits::kPageRows;
+      CUTE_UNROLL
+      for (int c = 0; c < kKSlices; ++c) {
+        load_box(issues_box, params.tma_k_pages,
+                 local_tile(mKp(_, _, blk.kv_head, page), Shape<Int<Traits::kPageRows>, Int<kKCols>>{},
+                            make_coord(row_in_page, c)),
+                 sK(_, _, write.index()), lane);  // (16, D / slices)
+      }
       if constexpr (kUsesV) {
-        pipeline.producer_acquire(write);
-        __syncwarp();
-        if (issues_box) load_box(params.tma_v_pages, mVp, t, page, write.index(), pipeline.producer_get_barrier(write));
-        ++write;
+        CUTE_UNROLL
+        for (int j = 0; j < kVTiles; ++j) {  // V tile j holds boxes [j kBoxesPerV, (j + 1) kBoxesPerV)
+          load_box(issues_box && lane / kBoxesPerV == j, params.tma_v_pages,
+                   local_tile(mVp(_, _, blk.kv_head, page), Shape<Int<Traits::kPageRows>, Int<D>>{},
+                              make_coord(row_in_page, _0{})),
+                   sV(_, _, write.index()), lane % kBoxesPerV);  // (16, D)
+        }
       }
       page = next_page;
     }
@@ -211,22 +238,28 @@ __device__ __forceinline__ void load_kv_tiles(const PrefillSm90Params<Traits>& p
     const int kv_slot = p.cu_seqlens_k != nullptr ? 0 : blk.b;
     Tensor mK = params.tma_k.get_tma_tensor(params.shape_kv)(_, _, blk.kv_head, kv_slot);
     Tensor mV = params.tma_v.get_tma_tensor(params.shape_kv)(_, _, blk.kv_head, kv_slot);
-    Tensor gK = local_tile(domain_offset(make_coord(int(seq.k_begin), _0{}), mK), Shape<Int<kN>, Int<D>>{},
-                           make_coord(_, _0{}));  // (N, D, tiles)
-    Tensor gV = local_tile(domain_offset(make_coord(int(seq.k_begin), _0{}), mV), Shape<Int<kN>, Int<D>>{},
-                           make_coord(_, _0{}));  // (N, D, tiles)
+    Tensor gK = local_tile(domain_offset(make_coord(int(seq.k_begin), _0{}), mK), Shape<Int<kN>, Int<kKCols>>{},
+                           make_coord(_, _));  // (N, D / slices, tiles, slices)
+    Tensor gV = local_tile(domain_offset(make_coord(int(seq.k_begin), _0{}), mV), Shape<Int<kNV>, Int<D>>{},
+                           make_coord(_, _0{}));  // (NV, D, V tiles)
     auto [tKgK, tKsK] = tma_partition(params.tma_k, _0{}, Layout<_1>{}, group_modes<0, 2>(sK), group_modes<0, 2>(gK));
-    auto [tVgV, tVsV] = tma_partition(params.tma_v, _0{}, Layout<_1>{}, group_modes<0, 2>(sK), group_modes<0, 2>(gV));
+    auto [tVgV, tVsV] = tma_partition(params.tma_v, _0{}, Layout<_1>{}, group_modes<0, 2>(sV), group_modes<0, 2>(gV));
     for (int t = 0; t < blk.n_blocks; ++t) {
-      pipeline.producer_acquire(write);
-      copy(params.tma_k.with(*pipeline.producer_get_barrier(write), 0), tKgK(_, first_kv_tile + t),
-           tKsK(_, write.index()));
-      ++write;
-      if constexpr (kUsesV) {
+      CUTE_UNROLL
+      for (int c = 0; c < kKSlices; ++c) {
         pipeline.producer_acquire(write);
-        copy(params.tma_v.with(*pipeline.producer_get_barrier(write), 0), tVgV(_, first_kv_tile + t),
-             tVsV(_, write.index()));
+        copy(params.tma_k.with(*pipeline.producer_get_barrier(write), 0), tKgK(_, first_kv_tile + t, c),
+             tKsK(_, write.index()));
         ++write;
+      }
+      if constexpr (kUsesV) {
+        CUTE_UNROLL
+        for (int j = 0; j < kVTiles; ++j) {
+          pipeline.producer_acquire(write);
+          copy(params.tma_v.with(*pipeline.producer_get_barrier(write), 0), tVgV(_, (first_kv_tile + t) * kVTiles + j),
+               tVsV(_, write.index()));
+          ++write;
+        }
       }
     }
   }
@@ -265,22 +298,52 @@ __device__ __forceinline__ void load_q(const PrefillSm90Params<Traits>& params,
   }
 }
 
+// A step's K slices or V tiles: kCount consecutive ring items from `first`. for_each_item calls f
+// with each item's position, ring_stages lists their stages, advanced is the position after them.
+template <int kCount, class PipelineState, class F>
+__device__ __forceinline__ void for_each_item(PipelineState first, F f) {
+  CUTE_UNROLL
+  for (int i = 0; i < kCount; ++i) {
+    f(first);
+    ++first;
+  }
+}
+template <int kCount, class PipelineState>
+__device__ __forceinline__ void ring_stages(PipelineState first, int (&stages)[kCount]) {
+  CUTE_UNROLL
+  for (int i = 0; i < kCount; ++i) {
+    stages[i] = first.index();
+    ++first;
+  }
+}
+template <int kCount, class PipelineState>
+__device__ __forceinline__ PipelineState advanced(PipelineState s) {
+  CUTE_UNROLL
+  for (int i = 0; i < kCount; ++i) ++s;
+  return s;
+}
+
 // Consumers: one tile of queries (64 rows per warpgroup) from Q in sQ (M, D) and K/V in the ring
-// (sKV: (N, D, S), sVt the same memory as (D, N, S)), through the epilogue. read_k is the ring
-// position of the tile's K_0 and moves past its last item. pages_bad: the producer's flag for a
+// (sK: its stages as K slices (N, D / slices, S); sV as V tiles (NV, D, S), and sVt the same as
+// (D, NV, S)), through the epilogue. read_k is the ring position of the tile's first K slice and
+// moves past its last item. pages_bad: the producer's flag for a
 // paged cache's page ids (final once the tile's last stage has been waited for); set, the tile's
 // rows are NaN.
-template <class Traits, PrefillPass kPass, class Pipeline, class PipelineState, class SmemQ, class SmemKV, class SmemVt>
+template <class Traits, PrefillPass kPass, class Pipeline, class PipelineState, class SmemQ, class SmemK, class SmemV,
+          class SmemVt>
 __device__ __forceinline__ void consume_tile(const PrefillParams& p, const TmaStoreO<Traits>& store_o,
                                              const PrefillBlock<typename Traits::Element>& blk,
                                              const int& pages_bad, typename Traits::SharedStorage& smem, Pipeline& pipeline,
-                                             PipelineState& read_k, SmemQ sQ, SmemKV sKV, SmemVt sVt, int consumer,
-                                             int consumer_tid) {
+                                             PipelineState& read_k, SmemQ sQ, SmemK sK, SmemV sV, SmemVt sVt,
+                                             int consumer, int consumer_tid) {
   using namespace cute;
   using Element = typename Traits::Element;
   constexpr int D = Traits::kHeadDim;
   constexpr int kM = Traits::kBlockM;
   constexpr int kN = Traits::kBlockN;
+  constexpr int kNV = Traits::kBlockNV;
+  constexpr int kKSlices = Traits::kKSlices;
+  constexpr int kVTiles = Traits::kVTiles;
   const PrefillSequence& seq = blk.seq;
   const KeyRange& keys = blk.keys;
   const TileRows<Traits::kPackGqa> rows = TileSchedule<Traits::kPackGqa>::rows(blk, p);
@@ -296,10 +359,10 @@ __device__ __forceinline__ void consume_tile(const PrefillParams& p, const TmaSt
   typename Traits::TiledMmaQK mma_qk;
   auto thr_qk = mma_qk.get_thread_slice(consumer_tid);
   Tensor tSrQ = thr_qk.partition_fragment_A(sQ);  // (MMA, MMA_M, MMA_K) descriptors
-  Tensor tSrK = thr_qk.partition_fragment_B(sKV);  // (MMA, MMA_N, MMA_K, S): the ring's stages as K
+  Tensor tSrK = thr_qk.partition_fragment_B(sK);  // (MMA, MMA_N, MMA_K of a slice, S): the ring's stages as K
   typename Traits::TiledMmaPV mma_pv;
   auto thr_pv = mma_pv.get_thread_slice(consumer_tid);
-  Tensor tOrVt = thr_pv.partition_fragment_B(sVt);  // (MMA, MMA_N, MMA_K, S)
+  Tensor tOrVt = thr_pv.partition_fragment_B(sVt);  // (MMA, MMA_N, MMA_K of a V tile, S)
 
   Tensor acc_o = partition_fragment_C(mma_pv, Shape<Int<kM>, Int<D>>{});  // (MMA, MMA_M, MMA_N) fp32
   clear(acc_o);
@@ -317,14 +380,16 @@ __device__ __forceinline__ void consume_tile(const PrefillParams& p, const TmaSt
     for (int t = 0; t < n_blocks; ++t) {
       const int n0 = keys.lo + t * kN;
       Tensor acc_s = partition_fragment_C(mma_qk, Shape<Int<kM>, Int<kN>>{});  // (MMA, MMA_M, MMA_N)
-      pipeline.consumer_wait(read_k);
+      int k_stages[kKSlices];
+      ring_stages(read_k, k_stages);
+      for_each_item<kKSlices>(read_k, [&](PipelineState s) { pipeline.consumer_wait(s); });
       wait_turn<Traits>(consumer);
-      warpgroup_gemm_issue<true>(mma_qk, tSrQ, tSrK(_, _, _, read_k.index()), acc_s);
+      warpgroup_gemm_issue_slices<true>(mma_qk, tSrQ, tSrK, k_stages, acc_s);
       pass_turn<Traits>(consumer);
       warpgroup_wait<0>();
       fence_wgmma_operands(acc_s);
-      pipeline.consumer_release(read_k);
-      ++read_k;
+      for_each_item<kKSlices>(read_k, [&](PipelineState s) { pipeline.consumer_release(s); });
+      read_k = advanced<kKSlices>(read_k);
       Tensor scores = make_tensor(acc_s.data(), wgmma_acc_as_rows_cols(acc_s.layout()));  // (rows, keys)
       if (n0 + kN > keys.mask_from) mask_scores(scores, tScS_rc, p, seq, blk.row0, n0, keys.hi);
       float rescale[kRows];  // unused: there is no O to rescale
@@ -345,7 +410,8 @@ __device__ __forceinline__ void consume_tile(const PrefillParams& p, const TmaSt
   // Intra-warpgroup overlap (FlashAttention-3's order): step t issues S_t = Q K_t^T and then
   // O += P_{t-1} V_{t-1} back to back, folds S_t into the softmax while the second product runs,
   // and touches O (the rescale) only once nothing is in flight, so ptxas keeps the products
-  // asynchronous. The ring holds K_0, V_0, K_1, V_1, ...: step t reads items 2t and 2t - 1.
+  // asynchronous. The ring holds K_0, V_0, K_1, V_1, ... (each K as kKSlices stages, each V as
+  // kVTiles): step t reads K_t and V_{t-1}.
   PipelineState read_v;  // V_{t-1}
   // One step; the first has no P V to issue, so it waits for S_0 alone (wait<1> would not).
   auto step = [&](int t, auto first) {
@@ -353,22 +419,32 @@ __device__ __forceinline__ void consume_tile(const PrefillParams& p, const TmaSt
     const int n0 = keys.lo + t * kN;
     Tensor acc_s = partition_fragment_C(mma_qk, Shape<Int<kM>, Int<kN>>{});  // (MMA, MMA_M, MMA_N)
     if (n0 + kN > seq.k_len) {  // the ragged last tile: zero V_t's rows past the end, before any turn wait
-      PipelineState v_stage = read_k;
-      ++v_stage;
-      pipeline.consumer_wait(v_stage);
-      zero_rows_from<Traits>(sKV(_, _, v_stage.index()), seq.k_len - n0, consumer_tid);
+      PipelineState v_stage = advanced<kKSlices>(read_k);  // V_t
+      CUTE_UNROLL
+      for (int j = 0; j < kVTiles; ++j) {  // (one V tile: the tile's keys end inside it)
+        const int valid = seq.k_len - (n0 + j * kNV);
+        if (kVTiles == 1 || valid < kNV) {
+          pipeline.consumer_wait(v_stage);
+          zero_rows_from<Traits>(sV(_, _, v_stage.index()), kVTiles == 1 ? valid : max(valid, 0), consumer_tid);
+        }
+        ++v_stage;
+      }
     }
-    pipeline.consumer_wait(read_k);
+    int k_stages[kKSlices];
+    ring_stages(read_k, k_stages);
+    for_each_item<kKSlices>(read_k, [&](PipelineState s) { pipeline.consumer_wait(s); });
     wait_turn<Traits>(consumer);
-    warpgroup_gemm_issue<true>(mma_qk, tSrQ, tSrK(_, _, _, read_k.index()), acc_s);
+    warpgroup_gemm_issue_slices<true>(mma_qk, tSrQ, tSrK, k_stages, acc_s);
     if constexpr (!kFirst) {
-      pipeline.consumer_wait(read_v);
-      warpgroup_gemm_issue<false>(mma_pv, tOrP, tOrVt(_, _, _, read_v.index()), acc_o);
+      int v_stages[kVTiles];
+      ring_stages(read_v, v_stages);
+      for_each_item<kVTiles>(read_v, [&](PipelineState s) { pipeline.consumer_wait(s); });
+      warpgroup_gemm_issue_slices<false>(mma_pv, tOrP, tOrVt, v_stages, acc_o);
     }
     pass_turn<Traits>(consumer);
     warpgroup_wait<kFirst ? 0 : 1>();  // S_t is done (products retire in order); P_{t-1} V_{t-1} may still run
     fence_wgmma_operands(acc_s);
-    pipeline.consumer_release(read_k);
+    for_each_item<kKSlices>(read_k, [&](PipelineState s) { pipeline.consumer_release(s); });
 
     Tensor scores = make_tensor(acc_s.data(), wgmma_acc_as_rows_cols(acc_s.layout()));  // (rows, keys)
     if (n0 + kN > keys.mask_from) mask_scores(scores, tScS_rc, p, seq, rows, n0, keys.hi);
@@ -385,22 +461,24 @@ __device__ __forceinline__ void consume_tile(const PrefillParams& p, const TmaSt
       keep_before_next_wait(depends_on_every_exp, &smem.wait_order_sink[consumer_tid]);
       warpgroup_wait<0>();
       fence_wgmma_operands(acc_o, tOrP);
-      pipeline.consumer_release(read_v);
+      for_each_item<kVTiles>(read_v, [&](PipelineState s) { pipeline.consumer_release(s); });
       // (O is still zero after the first step; the output pass never rescales)
       if constexpr (kPass == PrefillPass::kFused) OnlineSoftmax<kRows>::rescale_rows(acc_o_rc, rescale);
     }
     convert_fragment_into(acc_s, probs);
-    read_v = read_k;
-    ++read_v;  // V_t
-    read_k = read_v;
-    ++read_k;  // K_{t+1}
+    read_v = advanced<kKSlices>(read_k);  // V_t
+    read_k = advanced<kVTiles>(read_v);   // K_{t+1}
   };
   if (n_blocks > 0) {
     step(0, cute::true_type{});
     for (int t = 1; t < n_blocks; ++t) step(t, cute::false_type{});
-    pipeline.consumer_wait(read_v);  // the last tile's P V
-    warpgroup_gemm<false>(mma_pv, tOrP, tOrVt(_, _, _, read_v.index()), acc_o);
-    pipeline.consumer_release(read_v);
+    int v_stages[kVTiles];  // the last tile's P V
+    ring_stages(read_v, v_stages);
+    for_each_item<kVTiles>(read_v, [&](PipelineState s) { pipeline.consumer_wait(s); });
+    warpgroup_gemm_issue_slices<false>(mma_pv, tOrP, tOrVt, v_stages, acc_o);
+    cute::warpgroup_wait<0>();
+    fence_wgmma_operands(acc_o, tOrP);
+    for_each_item<kVTiles>(read_v, [&](PipelineState s) { pipeline.consumer_release(s); });
   }
 
   // ---- Epilogue --------------------------------------------------------------------------------------
@@ -449,7 +527,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   const int warpgroup = cutlass::canonical_warp_group_idx();
 
   typename Pipeline::Params pipeline_params;
-  pipeline_params.transaction_bytes = Traits::kKVBytes;
+  pipeline_params.transaction_bytes = Traits::kStageBytes;
   pipeline_params.role = warpgroup == 0 ? Pipeline::ThreadCategory::Producer : Pipeline::ThreadCategory::Consumer;
   pipeline_params.is_leader = threadIdx.x == 0;
   pipeline_params.num_consumers = Traits::kConsumerThreads;
@@ -468,9 +546,10 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     return make_tensor(make_smem_ptr(smem.q.data() + buf * cosize_v<typename Traits::SmemLayoutQ>),
                        typename Traits::SmemLayoutQ{});
   };
-  // The ring's stages hold K or V tiles; sK and sVt are views of the same memory.
-  Tensor sK = make_tensor(make_smem_ptr(smem.kv.data()), typename Traits::SmemLayoutKV{});   // (N, D, S)
-  Tensor sVt = make_tensor(make_smem_ptr(smem.kv.data()), typename Traits::SmemLayoutVt{});  // (D, N, S)
+  // The ring's stages hold K slices or V tiles; sK, sV and sVt are views of the same memory.
+  Tensor sK = make_tensor(make_smem_ptr(smem.kv.data()), typename Traits::SmemLayoutK{});    // (N, D / slices, S)
+  Tensor sV = make_tensor(make_smem_ptr(smem.kv.data()), typename Traits::SmemLayoutV{});    // (NV, D, S)
+  Tensor sVt = make_tensor(make_smem_ptr(smem.kv.data()), typename Traits::SmemLayoutVt{});  // (D, NV, S)
 
   if (warpgroup == 0) {
     // ---- Producer: warp 0, and for a paged cache read in 16-key boxes all four warps. Per tile: warp
@@ -514,7 +593,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
         }
       }
       if (!have) break;
-      load_kv_tiles<Traits, kUsesV>(params, blk, pipeline, write, sK, warp, lane, &smem.tile_pages_bad[buf]);
+      load_kv_tiles<Traits, kUsesV>(params, blk, pipeline, write, sK, sV, warp, lane, &smem.tile_pages_bad[buf]);
       // After a static schedule's last tile the consumers stop by themselves; otherwise a tile id of
       // -1 tells them.
       if (schedule.is_last(p, tile)) break;
@@ -542,7 +621,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     PrefillBlock<Element> blk;
     TileSchedule<Traits::kPackGqa>::locate(blk, p, tile, kM, kN);  // true: the producer skipped tiles without rows
     consume_tile<Traits, kPass>(p, params.store_o, blk, smem.tile_pages_bad[buf], smem, pipeline, read_k,
-                                q_buffer(buf), sK, sVt, consumer, consumer_tid);
+                                q_buffer(buf), sK, sV, sVt, consumer, consumer_tid);
     if (schedule.is_last(p, tile)) break;
     // This thread's last access to the buffer (its epilogue) is done; the next Q's TMA may land.
     cutlass::arch::fence_view_async_shared();

@@ -21,8 +21,17 @@ struct PrefillSm90Traits {
   static constexpr tiles::PrefillSm90Tile kTile = tiles::prefill_sm90_tile(kHeadDim_, kVariant);
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr int kBlockM = kTile.block_m;
-  static constexpr int kBlockN = kTile.block_n;
-  static constexpr int kStages = kTile.stages;  // K and V tiles share one ring
+  static constexpr int kBlockN = kTile.block_n;    // keys per K tile (and main-loop step)
+  static constexpr int kBlockNV = kTile.v_keys();  // keys per V tile
+  static constexpr int kStages = kTile.stages;     // K and V share one ring
+  // A stage holds one V tile (kBlockNV x D) or one column slice of a K tile (kBlockN x kKSliceCols):
+  // per step, kKSlices K slices then kVTiles V tiles (one each, but for prefill_sm90_v64).
+  static constexpr int kVTiles = kTile.v_tiles_per_step();
+  static constexpr int kKSlices = kVTiles;
+  static constexpr int kKSliceCols = kHeadDim / kKSlices;
+  static constexpr int kItemsPerStep = kKSlices + kVTiles;
+  static_assert(kBlockN % kBlockNV == 0 && kBlockNV % 16 == 0, "V tiles of whole k-blocks split a K tile evenly");
+  static_assert(kKSliceCols % 64 == 0, "K slices of whole 128-byte swizzle atoms");
   static constexpr int kQBuffers = kTile.q_buffers;
   static constexpr int kConsumerWarpgroups = kTile.consumer_warpgroups;
   static constexpr int kThreads = kTile.threads();
@@ -58,19 +67,25 @@ struct PrefillSm90Traits {
   // 8 rows x 64 elements (128 bytes), 128-byte swizzle: what TMA writes and wgmma reads.
   using SmemAtom = cute::GMMA::Layout_K_SW128_Atom<Element>;
   using SmemLayoutQ = decltype(cute::tile_to_shape(SmemAtom{}, cute::Shape<cute::Int<kBlockM>, cute::Int<kHeadDim>>{}));
-  using SmemLayoutKV = decltype(cute::tile_to_shape(
-      SmemAtom{}, cute::Shape<cute::Int<kBlockN>, cute::Int<kHeadDim>, cute::Int<kStages>>{}));  // (N, D, S): K or V
-  // The same V memory seen as V^T (D, N, S): the B operand of P V.
+  // The ring's stages seen as K slices (N, D / kKSlices, S) and as V tiles (NV, D, S): the same
+  // memory, one stage apart by the same stride.
+  using SmemLayoutK = decltype(cute::tile_to_shape(
+      SmemAtom{}, cute::Shape<cute::Int<kBlockN>, cute::Int<kKSliceCols>, cute::Int<kStages>>{}));
+  using SmemLayoutV = decltype(cute::tile_to_shape(
+      SmemAtom{}, cute::Shape<cute::Int<kBlockNV>, cute::Int<kHeadDim>, cute::Int<kStages>>{}));
+  static constexpr int kStageElems = kTile.stage_elems();
+  static_assert(cute::cosize_v<SmemLayoutK> == kStages * kStageElems && cute::cosize_v<SmemLayoutV> == kStages * kStageElems);
+  // The same V memory seen as V^T (D, NV, S): the B operand of P V.
   using SmemLayoutVt = decltype(cute::composition(
-      SmemLayoutKV{}, cute::make_ordered_layout(cute::Shape<cute::Int<kHeadDim>, cute::Int<kBlockN>, cute::Int<kStages>>{},
-                                                cute::Step<cute::_2, cute::_1, cute::_3>{})));
+      SmemLayoutV{}, cute::make_ordered_layout(cute::Shape<cute::Int<kHeadDim>, cute::Int<kBlockNV>, cute::Int<kStages>>{},
+                                               cute::Step<cute::_2, cute::_1, cute::_3>{})));
 
   using Pipeline = cutlass::PipelineTmaAsync<kStages>;
   using PipelineState = typename Pipeline::PipelineState;
 
   struct SharedStorage {
     cute::array_aligned<Element, kQBuffers * cute::cosize_v<SmemLayoutQ>, 1024> q;  // kQBuffers (M, D) tiles
-    cute::array_aligned<Element, cute::cosize_v<SmemLayoutKV>, 1024> kv;
+    cute::array_aligned<Element, kStages * kStageElems, 1024> kv;
     typename Pipeline::SharedStorage pipeline_kv;
     // Per Q buffer: full (the producer's Q load, and its tile id written before), empty (every
     // consumer thread done with the tile, its epilogue included: the epilogue stages O there).
@@ -83,7 +98,7 @@ struct PrefillSm90Traits {
   static constexpr int kSmemBytes = kTile.smem_bytes();
   static_assert(int(sizeof(SharedStorage)) + 1024 <= kSmemBytes, "the tile table undercounts shared memory");
   static constexpr uint32_t kQBytes = kBlockM * kHeadDim * sizeof(Element);
-  static constexpr uint32_t kKVBytes = kBlockN * kHeadDim * sizeof(Element);
+  static constexpr uint32_t kStageBytes = kStageElems * sizeof(Element);  // every stage's TMA bytes
 
   // Global tensors as TMA sees them: (tokens, head dim, heads, batch slots).
   using GmemShape = cute::Shape<int32_t, int32_t, int32_t, int32_t>;
@@ -100,23 +115,29 @@ struct PrefillSm90Traits {
       SmemLayoutQ>;
   using TmaQ = decltype(cute::make_tma_copy(cute::SM90_TMA_LOAD{}, GmemTensor{}, SmemLayoutQBox{},
                                             cute::Shape<cute::Int<kQBoxRows>, cute::Int<kHeadDim>>{}, cute::_1{}));
-  using TmaKV = decltype(cute::make_tma_copy(cute::SM90_TMA_LOAD{}, GmemTensor{},
-                                             cute::take<0, 2>(SmemLayoutKV{}),
-                                             cute::Shape<cute::Int<kBlockN>, cute::Int<kHeadDim>>{}, cute::_1{}));
+  using TmaK = decltype(cute::make_tma_copy(cute::SM90_TMA_LOAD{}, GmemTensor{}, cute::take<0, 2>(SmemLayoutK{}),
+                                            cute::Shape<cute::Int<kBlockN>, cute::Int<kKSliceCols>>{}, cute::_1{}));
+  using TmaV = decltype(cute::make_tma_copy(cute::SM90_TMA_LOAD{}, GmemTensor{}, cute::take<0, 2>(SmemLayoutV{}),
+                                            cute::Shape<cute::Int<kBlockNV>, cute::Int<kHeadDim>>{}, cute::_1{}));
 
   // A paged KV cache arrives in boxes of kPageRows keys, each from its own page: page sizes are
   // multiples of 16, so a box never straddles two pages. A box lands in rows [16 j, 16 j + 16) of a
-  // stage: the stage's layout restricted to those rows (its column halves stay kBlockN x 64 apart).
+  // stage: the stage's layout restricted to those rows (its column atoms stay rows x 64 apart).
   static constexpr int kPageRows = 16;
-  static_assert(kBlockN % kPageRows == 0);
-  using SmemLayoutKVBox = decltype(cute::composition(
-      cute::take<0, 2>(SmemLayoutKV{}),
-      cute::Layout<cute::Shape<cute::Int<kPageRows>, cute::Int<kHeadDim>>, cute::Stride<cute::_1, cute::Int<kBlockN>>>{}));
+  static_assert(kBlockNV % kPageRows == 0);
+  template <class StageLayout, int kRows, int kCols>
+  using BoxLayout = decltype(cute::composition(
+      StageLayout{},
+      cute::Layout<cute::Shape<cute::Int<kPageRows>, cute::Int<kCols>>, cute::Stride<cute::_1, cute::Int<kRows>>>{}));
+  using SmemLayoutKBox = BoxLayout<decltype(cute::take<0, 2>(SmemLayoutK{})), kBlockN, kKSliceCols>;
+  using SmemLayoutVBox = BoxLayout<decltype(cute::take<0, 2>(SmemLayoutV{})), kBlockNV, kHeadDim>;
   // Global view of a paged cache: (page_size, D, Hkv, pages).
-  using TmaKVPage = decltype(cute::make_tma_copy(cute::SM90_TMA_LOAD{}, GmemTensor{}, SmemLayoutKVBox{},
-                                                 cute::Shape<cute::Int<kPageRows>, cute::Int<kHeadDim>>{}, cute::_1{}));
-  // (Pages of a multiple of kBlockN keys hold whole K/V tiles and are read with TmaKV, one box per
-  // tile, over the same view.)
+  using TmaKPage = decltype(cute::make_tma_copy(cute::SM90_TMA_LOAD{}, GmemTensor{}, SmemLayoutKBox{},
+                                                cute::Shape<cute::Int<kPageRows>, cute::Int<kKSliceCols>>{}, cute::_1{}));
+  using TmaVPage = decltype(cute::make_tma_copy(cute::SM90_TMA_LOAD{}, GmemTensor{}, SmemLayoutVBox{},
+                                                cute::Shape<cute::Int<kPageRows>, cute::Int<kHeadDim>>{}, cute::_1{}));
+  // (Pages of a multiple of kBlockN keys hold whole K tiles and V tiles and are read with TmaK and TmaV,
+  // one box per K slice or V tile, over the same view.)
 
   // The TMA-store epilogue: a consumer's 64 output rows, staged in its rows of the Q buffer, go out as
   // one (64, D) box of O seen as (tokens, D, Hq, batch slots).
