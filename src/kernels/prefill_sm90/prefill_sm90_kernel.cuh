@@ -6,7 +6,9 @@
 // Per block: warpgroup 0 is the producer (one elected thread issues the TMA loads: a tile's Q into
 // a free Q buffer, then K_t, V_t, K_t+1, ... through one ring of mbarrier-guarded stages that runs
 // on from tile to tile, so the next tile's Q and first K/V tiles load while the consumers finish
-// the current one; it gives its registers away); the other warpgroups (two, or three at D=64 in
+// the current one; it gives its registers away; prefill_sm90_v64, the independent K and V tile
+// shapes, sends each K tile as two column slices and each step's V as two 64-key tiles, one stage
+// each); the other warpgroups (two, or three at D=64 in
 // prefill_sm90_m192) are consumers of 64 query rows each. Per K/V tile a consumer computes
 // S = Q K^T (wgmma, both operands in shared memory), masks and folds S into its online softmax
 // (fp32 statistics in registers), and accumulates O += P V (wgmma with P from registers, V read
