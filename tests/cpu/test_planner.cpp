@@ -360,8 +360,9 @@ TEST(Planner, HopperIndependentKvTilesAreAFamilyByName) {
   PrefillProblem d64 = prefill(2, 8, 1000);
   d64.head_dim = 64;
   const Status s = plan_prefill(d64, DeviceInfo::h200(), o, &plan);
-  EXPECT_FALSE(s.ok());
-  EXPECT_EQ(s.argument(), "options.family") << s.message();
+  EXPECT_EQ(s.code(), StatusCode::kUnsupported);
+  EXPECT_EQ(s.argument(), "head_dim") << s.message();
+  EXPECT_NE(s.message().find("prefill_sm90_v64"), std::string::npos) << s.message();
 }
 
 TEST(Planner, KvHeadsWithMoreThanSixteenPackedRowsTakeThirtyTwoRowTiles) {
