@@ -300,21 +300,23 @@ __device__ __forceinline__ void load_q(const PrefillSm90Params<Traits>& params,
   }
 }
 
-// A step's K slices or V tiles: kCount consecutive ring items from `first`. for_each_item calls f
-// with each item's position, ring_stages lists their stages, advanced is the position after them.
-template <int kCount, class PipelineState, class F>
-__device__ __forceinline__ void for_each_item(PipelineState first, F f) {
-  CUTE_UNROLL
-  for (int i = 0; i < kCount; ++i) {
-    f(first);
-    ++first;
-  }
-}
-template <int kCount, class PipelineState>
-__device__ __forceinline__ void ring_stages(PipelineState first, int (&stages)[kCount]) {
+// A step's K slices or V tiles: kCount consecutive ring items from `first`. wait_for_items waits
+// for each and lists their stages, release_items hands them back, advanced is the position after
+// them.
+template <int kCount, class Pipeline, class PipelineState>
+__device__ __forceinline__ void wait_for_items(Pipeline& pipeline, PipelineState first, int (&stages)[kCount]) {
   CUTE_UNROLL
   for (int i = 0; i < kCount; ++i) {
     stages[i] = first.index();
+    pipeline.consumer_wait(first);
+    ++first;
+  }
+}
+template <int kCount, class Pipeline, class PipelineState>
+__device__ __forceinline__ void release_items(Pipeline& pipeline, PipelineState first) {
+  CUTE_UNROLL
+  for (int i = 0; i < kCount; ++i) {
+    pipeline.consumer_release(first);
     ++first;
   }
 }
@@ -383,14 +385,13 @@ __device__ __forceinline__ void consume_tile(const PrefillParams& p, const TmaSt
       const int n0 = keys.lo + t * kN;
       Tensor acc_s = partition_fragment_C(mma_qk, Shape<Int<kM>, Int<kN>>{});  // (MMA, MMA_M, MMA_N)
       int k_stages[kKSlices];
-      ring_stages(read_k, k_stages);
-      for_each_item<kKSlices>(read_k, [&](PipelineState s) { pipeline.consumer_wait(s); });
+      wait_for_items(pipeline, read_k, k_stages);
       wait_turn<Traits>(consumer);
       warpgroup_gemm_issue_slices<true>(mma_qk, tSrQ, tSrK, k_stages, acc_s);
       pass_turn<Traits>(consumer);
       warpgroup_wait<0>();
       fence_wgmma_operands(acc_s);
-      for_each_item<kKSlices>(read_k, [&](PipelineState s) { pipeline.consumer_release(s); });
+      release_items<kKSlices>(pipeline, read_k);
       read_k = advanced<kKSlices>(read_k);
       Tensor scores = make_tensor(acc_s.data(), wgmma_acc_as_rows_cols(acc_s.layout()));  // (rows, keys)
       if (n0 + kN > keys.mask_from) mask_scores(scores, tScS_rc, p, seq, blk.row0, n0, keys.hi);
@@ -433,20 +434,18 @@ __device__ __forceinline__ void consume_tile(const PrefillParams& p, const TmaSt
       }
     }
     int k_stages[kKSlices];
-    ring_stages(read_k, k_stages);
-    for_each_item<kKSlices>(read_k, [&](PipelineState s) { pipeline.consumer_wait(s); });
+    wait_for_items(pipeline, read_k, k_stages);
     wait_turn<Traits>(consumer);
     warpgroup_gemm_issue_slices<true>(mma_qk, tSrQ, tSrK, k_stages, acc_s);
     if constexpr (!kFirst) {
       int v_stages[kVTiles];
-      ring_stages(read_v, v_stages);
-      for_each_item<kVTiles>(read_v, [&](PipelineState s) { pipeline.consumer_wait(s); });
+      wait_for_items(pipeline, read_v, v_stages);
       warpgroup_gemm_issue_slices<false>(mma_pv, tOrP, tOrVt, v_stages, acc_o);
     }
     pass_turn<Traits>(consumer);
     warpgroup_wait<kFirst ? 0 : 1>();  // S_t is done (products retire in order); P_{t-1} V_{t-1} may still run
     fence_wgmma_operands(acc_s);
-    for_each_item<kKSlices>(read_k, [&](PipelineState s) { pipeline.consumer_release(s); });
+    release_items<kKSlices>(pipeline, read_k);
 
     Tensor scores = make_tensor(acc_s.data(), wgmma_acc_as_rows_cols(acc_s.layout()));  // (rows, keys)
     if (n0 + kN > keys.mask_from) mask_scores(scores, tScS_rc, p, seq, rows, n0, keys.hi);
@@ -463,7 +462,7 @@ __device__ __forceinline__ void consume_tile(const PrefillParams& p, const TmaSt
       keep_before_next_wait(depends_on_every_exp, &smem.wait_order_sink[consumer_tid]);
       warpgroup_wait<0>();
       fence_wgmma_operands(acc_o, tOrP);
-      for_each_item<kVTiles>(read_v, [&](PipelineState s) { pipeline.consumer_release(s); });
+      release_items<kVTiles>(pipeline, read_v);
       // (O is still zero after the first step; the output pass never rescales)
       if constexpr (kPass == PrefillPass::kFused) OnlineSoftmax<kRows>::rescale_rows(acc_o_rc, rescale);
     }
@@ -475,12 +474,11 @@ __device__ __forceinline__ void consume_tile(const PrefillParams& p, const TmaSt
     step(0, cute::true_type{});
     for (int t = 1; t < n_blocks; ++t) step(t, cute::false_type{});
     int v_stages[kVTiles];  // the last tile's P V
-    ring_stages(read_v, v_stages);
-    for_each_item<kVTiles>(read_v, [&](PipelineState s) { pipeline.consumer_wait(s); });
+    wait_for_items(pipeline, read_v, v_stages);
     warpgroup_gemm_issue_slices<false>(mma_pv, tOrP, tOrVt, v_stages, acc_o);
     cute::warpgroup_wait<0>();
     fence_wgmma_operands(acc_o, tOrP);
-    for_each_item<kVTiles>(read_v, [&](PipelineState s) { pipeline.consumer_release(s); });
+    release_items<kVTiles>(pipeline, read_v);
   }
 
   // ---- Epilogue --------------------------------------------------------------------------------------

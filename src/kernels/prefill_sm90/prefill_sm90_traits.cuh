@@ -29,7 +29,6 @@ struct PrefillSm90Traits {
   static constexpr int kVTiles = kTile.v_tiles_per_step();
   static constexpr int kKSlices = kVTiles;
   static constexpr int kKSliceCols = kHeadDim / kKSlices;
-  static constexpr int kItemsPerStep = kKSlices + kVTiles;
   static_assert(kBlockN % kBlockNV == 0 && kBlockNV % 16 == 0, "V tiles of whole k-blocks split a K tile evenly");
   static_assert(kKSliceCols % 64 == 0, "K slices of whole 128-byte swizzle atoms");
   static constexpr int kQBuffers = kTile.q_buffers;
