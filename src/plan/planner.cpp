@@ -236,13 +236,14 @@ void prefer_sm90_tile_variant(const PrefillProblem& problem, Strategy served, bo
 // the tile it would run otherwise (any prefill_sm90 one-pass tile); naming the family packs always,
 // and a group it cannot pack is an error. On a switch, *why says so for the plan's note.
 constexpr char kPrefillPackedGqa[] = "prefill_sm90_gqa";
+constexpr char kPrefillPackedGqa64[] = "prefill_sm90_gqa64";  // chosen by name only (measured first)
 Status plan_gqa_packing(const PrefillProblem& problem, Strategy served, bool paged_read, const DeviceInfo& device,
                         const PlanOptions& options, Plan* p, tiles::TileSummary* tile, std::string* why) {
   const int group = problem.num_q_heads / problem.num_kv_heads;
-  if (options.family == kPrefillPackedGqa) {
+  if (options.family == kPrefillPackedGqa || options.family == kPrefillPackedGqa64) {
     p->packed_queries = tiles::packed_queries_per_head(tile->block_m, group);
     if (p->packed_queries == 0) {
-      return Status::unsupported("options.family", std::string(kPrefillPackedGqa) + " packs at most " +
+      return Status::unsupported("options.family", options.family + " packs at most " +
                                                        std::to_string(tile->block_m / 8) +
                                                        " query heads per KV head (whole 8-row atoms of a " +
                                                        std::to_string(tile->block_m) + "-row tile); this problem has " +
