@@ -14,6 +14,7 @@
 #include "kernels/decode/decode_params.hpp"
 #include "kernels/prefill/prefill_params.hpp"
 #include "kernels/quant/dequant_kv_params.hpp"
+#include "kernels/tile_table.hpp"
 #include "launch/dispatch.hpp"
 #include "plan/geometry.hpp"
 #include "plan/workspace_layout.hpp"
@@ -111,7 +112,8 @@ Status launch_combine(const OutputParams& from, int num_splits, const OutputPara
     return s;
   }
   detail::CombineParams c = combine_params(from, num_splits, to, cu_seqlens_q);
-  const int grid[3] = {static_cast<int>(from.partial_rows), 1, 1};
+  const int64_t rows_per_block = tiles::combine_rows_per_block(head_dim);
+  const int grid[3] = {static_cast<int>((from.partial_rows + rows_per_block - 1) / rows_per_block), 1, 1};
   return detail::launch(launcher, &c, launch_config(stream, grid), "combine kernel launch");
 }
 

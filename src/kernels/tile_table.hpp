@@ -317,8 +317,10 @@ constexpr TileSummary prefill_sm90_gqa64_summary(int head_dim, KvFormat) {
 }
 
 // ---- combine --------------------------------------------------------------------------------
-// One block of 128 threads per output row; no shared-memory pipeline.
+// Blocks of 128 threads; head_dim / 4 threads merge one output row (a float4 of columns each), so
+// a block merges 512 / head_dim rows. No shared memory.
 constexpr int kCombineThreads = 128;
+constexpr int combine_rows_per_block(int head_dim) { return kCombineThreads / (head_dim / 4); }
 constexpr TileSummary combine_summary(int, KvFormat) { return TileSummary{1, 0, kCombineThreads / 32, 0, 0}; }
 
 }  // namespace splitkv::tiles
