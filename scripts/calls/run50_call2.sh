@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Run 50, second GPU call: (1) A/B of the combine change, main's CLI against the branch's, on
+# rows with splits; (2) the speculative rows as chunked prefill on prefill_sm90_gqa64 (forced
+# splits) next to the decode kernels, same binary.
+set -u
+C=build-carry
+S=("-b 8 --hq 28 --hkv 4 --lk 8192 --lq 2 --causal" "-b 8 --hq 28 --hkv 4 --lk 8192 --lq 4 --causal"
+   "-b 8 --hq 28 --hkv 4 --lk 8192 --lq 8 --causal" "-b 8 --lk 8192 --lq 2 --causal" "-b 8 --lk 8192 --lq 4 --causal"
+   "-b 8 --lk 8192 --lq 8 --causal" "-b 8 --lk 8192" "-b 1 --lk 16384" "-b 1 --lk 131072" "-b 1 --lk 1024"
+   "-b 8 --lk 8192 --kv-format int4" "-b 8 --lk 8192 --lq 4 --causal --kv-format k8v4"
+   "-b 8 --hq 28 --hkv 4 --lk 8192 --lq 4 --causal --fused-combine")
+AB_OUT=$OUT/ab-combine.txt AB_TIMEOUT=60 scripts/ab.sh $C/splitkv-main $C/splitkv-new 3 -- "${S[@]}" | tail -16
+P="--mode prefill --kv-cache --causal --family prefill_sm90_gqa64"
+us() {  # µs of one bench run (first row of its JSON), or its exit code
+  rm -f /tmp/row.json
+  timeout 60 $C/splitkv-new bench "$@" --json /tmp/row.json > /dev/null 2>&1 || { echo "rc=$?"; return; }
+  python3 -c 'import json; r = json.load(open("/tmp/row.json"))["rows"][0]; print(r["us"], r.get("splits", ""))'
+}
+for shape in "--hq 28 --hkv 4 --lq 2" "--hq 28 --hkv 4 --lq 4" "--hq 28 --hkv 4 --lq 8" "--hq 32 --hkv 8 --lq 4" "--hq 32 --hkv 8 --lq 8"; do
+  for s in 4 8 16; do
+    echo "gqa64 $shape splits $s: $(us $P -b 8 --lk 8192 $shape --splits $s)" | tee -a $OUT/gqa64.txt
+  done
+  echo "planned prefill $shape: $(us --mode prefill --kv-cache --causal -b 8 --lk 8192 $shape)" | tee -a $OUT/gqa64.txt
+done
+for shape in "--hq 28 --hkv 4 --lq 8" "--hq 32 --hkv 8 --lq 8"; do
+  echo "gqa64 page16 $shape splits 8: $(us $P -b 8 --lk 8192 $shape --splits 8 --page-size 16)" | tee -a $OUT/gqa64.txt
+done
