@@ -35,6 +35,8 @@ void print_usage() {
       "  --kv-format F             KV cache format: native (the dtype), fp16, bf16, fp8, int8, int4, k8v4\n"
       "                            (default native; quantized formats: decode, and prefill over --kv-cache)\n"
       "  --page-size N             paged KV with pages of N tokens (0 = contiguous); prefill: implies --kv-cache\n"
+      "  --kv-head-major           decode: the cache stored head-major, [B or pages, Hkv, tokens, D] in memory\n"
+      "                            (described by strides), instead of token-major [B or pages, tokens, Hkv, D]\n"
       "  --kv-cache                prefill: K/V from a KV cache of Lk keys per sequence, queries at the last Lq\n"
       "                            (chunked prefill; contiguous, or paged with --page-size)\n"
       "  --causal, --varlen        causal mask (bottom-right); prefill varlen packing\n"
@@ -85,6 +87,8 @@ bool parse_args(int argc, char** argv, CliOptions* o, std::string* error) {
       o->varlen = true;
     } else if (arg == "--kv-cache") {
       o->kv_cache = true;
+    } else if (arg == "--kv-head-major") {
+      o->kv_head_major = true;
     } else if (arg == "--cluster") {
       o->cluster_combine = true;
     } else if (arg == "--no-auto-cluster") {
@@ -139,6 +143,10 @@ bool parse_args(int argc, char** argv, CliOptions* o, std::string* error) {
   // Decode always reads a KV cache; the flag chooses where prefill's K/V come from.
   if (o->kv_cache && o->mode != "prefill") {
     *error = "--kv-cache needs --mode prefill (decode always reads a KV cache), got --mode " + o->mode;
+    return false;
+  }
+  if (o->kv_head_major && o->mode != "decode") {
+    *error = "--kv-head-major lays out a decode cache (--mode decode), got --mode " + o->mode;
     return false;
   }
   return true;

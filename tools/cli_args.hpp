@@ -16,8 +16,9 @@ struct CliOptions {
   int q_len = 1;        // decode: queries per sequence; prefill: query length
   int kv_len = 4096;    // decode: max_kv_len; prefill: key length
   std::string dtype = "bf16";
-  std::string kv_format = "native";  // native | fp16 | bf16 (quantized formats: not yet)
+  std::string kv_format = "native";  // native | fp16 | bf16 | fp8 | int8 | int4 | k8v4
   int page_size = 0;   // decode: paged KV; prefill: a paged KV cache (implies kv_cache)
+  bool kv_head_major = false;  // decode: the cache stored [slabs, Hkv, tokens, D] (strides), not [slabs, tokens, Hkv, D]
   bool kv_cache = false;  // prefill: K/V read from a KV cache (chunked prefill), --mode prefill only
   bool causal = false;
   bool varlen = false;

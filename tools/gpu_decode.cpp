@@ -40,7 +40,8 @@ struct DecodeSet {
   DecodeTensors tensors;
 };
 
-DecodeSet make_set(const DecodeProblem& p, uint64_t seed) {
+// head_major: K/V in memory as [slabs, Hkv, tokens, D] (the tensors say so by their strides).
+DecodeSet make_set(const DecodeProblem& p, bool head_major, uint64_t seed) {
   const int64_t B = p.batch, Lq = p.q_len, Hq = p.num_q_heads, Hkv = p.num_kv_heads, D = p.head_dim;
   const detail::KvFormatTraits kv = detail::kv_format_traits(detail::resolve_kv_format(p.kv_format, p.dtype));
   DecodeSet s;
@@ -66,8 +67,10 @@ DecodeSet make_set(const DecodeProblem& p, uint64_t seed) {
   s.seq_lens = DeviceBuffer::from(std::vector<int32_t>(size_t(B), p.max_kv_len));
   s.tensors.q = TensorRef::contiguous(s.q.get(), p.dtype, {B, Lq, Hq, D});
   s.tensors.out = TensorRef::contiguous(s.out.get(), p.dtype, {B, Lq, Hq, D});
-  s.tensors.k = TensorRef::contiguous(s.k.get(), kv.k_element, {slabs, slab_tokens, Hkv, D});
-  s.tensors.v = TensorRef::contiguous(s.v.get(), kv.v_element, {slabs, slab_tokens, Hkv, D});
+  const std::initializer_list<int64_t> strides = {slab_tokens * Hkv * D, head_major ? D : Hkv * D,
+                                                  head_major ? slab_tokens * D : D, 1};
+  s.tensors.k = TensorRef::strided(s.k.get(), kv.k_element, {slabs, slab_tokens, Hkv, D}, strides);
+  s.tensors.v = TensorRef::strided(s.v.get(), kv.v_element, {slabs, slab_tokens, Hkv, D}, strides);
   s.tensors.seq_lens = TensorRef::contiguous(s.seq_lens.get(), DType::kI32, {B});
   if (p.page_size) s.block_table = shuffled_block_table(B, pages_per_seq, seed, &s.tensors.block_table);
   return s;
@@ -84,7 +87,8 @@ double decode_bytes(const DecodeProblem& p) {
          scale_bytes + qo_elems * detail::element_traits(p.dtype).bits / 8;
 }
 
-Status measure_decode(const DecodeProblem& p, const PlanOptions& options, int replays, Plan* plan, ResultRow* row) {
+Status measure_decode(const DecodeProblem& p, const PlanOptions& options, bool head_major, int replays, Plan* plan,
+                      ResultRow* row) {
   DeviceInfo device;
   if (Status s = query_device(0, &device); !s) return s;
   if (Status s = plan_decode(p, device, options, plan); !s) return s;
@@ -92,7 +96,7 @@ Status measure_decode(const DecodeProblem& p, const PlanOptions& options, int re
   row->flops = 4.0 * p.batch * p.num_q_heads * p.q_len * double(p.max_kv_len) * p.head_dim;
   const int sets = sets_for_cold_l2(row->bytes, 64);
   std::vector<DecodeSet> data;
-  for (int i = 0; i < sets; ++i) data.push_back(make_set(p, 100 + 3 * i));
+  for (int i = 0; i < sets; ++i) data.push_back(make_set(p, head_major, 100 + 3 * i));
   const Plan& pl = *plan;
   if (Status s = time_rotating_calls(sets, 32, replays, pl.workspace_bytes,
                                      [&](int set, void* ws, Stream stream) {
@@ -105,6 +109,7 @@ Status measure_decode(const DecodeProblem& p, const PlanOptions& options, int re
   row->case_fields = case_fields(
       {p.batch, p.num_q_heads, p.num_kv_heads, p.q_len, p.max_kv_len, p.head_dim, p.dtype, p.causal, p.page_size}, pl);
   row->case_fields.add("kv_format", to_string(detail::resolve_kv_format(p.kv_format, p.dtype)));
+  row->case_fields.add("kv_layout", head_major ? "head-major" : "token-major");
   return Status::success();
 }
 
@@ -119,7 +124,7 @@ int run_rows(const std::vector<DecodeProblem>& problems, const std::vector<PlanO
     const DecodeProblem& p = problems[i];
     Plan plan;
     ResultRow row;
-    if (Status s = measure_decode(p, options[i], o.iters, &plan, &row); !s) {
+    if (Status s = measure_decode(p, options[i], o.kv_head_major, o.iters, &plan, &row); !s) {
       std::printf("  %s\n", s.message().c_str());
       results.fail();
       continue;
@@ -194,6 +199,7 @@ int gpu_decode_verify(const CliOptions& o) {
   testing::DecodeCaseSpec spec;
   spec.problem = to_decode_problem(o, formats);
   spec.seed = o.seed;
+  spec.head_major_kv = o.kv_head_major;
   DeviceInfo device;
   Plan plan;
   Status status = query_device(0, &device);

@@ -44,6 +44,7 @@ ChunkCase make_chunk_case(const ChunkCaseSpec& spec) {
   cache_spec.problem.q_len = 1;  // the cache's decode queries are not used
   cache_spec.seq_lens = spec.seq_lens;
   cache_spec.seed = spec.seed;
+  cache_spec.head_major_kv = spec.head_major_kv;
   ChunkCase c;
   c.cache = make_decode_case(cache_spec);
   c.cu_q = {0};

@@ -19,6 +19,7 @@ struct ChunkCaseSpec {
   bool causal = true;
   // false: padded queries, every chunk the same length ([batch, chunk, Hq, D], LSE [batch, Hq, chunk]).
   bool varlen = true;
+  bool head_major_kv = false;  // the cache stored [slabs, Hkv, tokens, D] (DecodeCaseSpec::head_major_kv)
   uint64_t seed = 7;
 };
 

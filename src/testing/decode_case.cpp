@@ -116,7 +116,8 @@ DecodeCase make_decode_case(const DecodeCaseSpec& spec) {
   c.out.resize(c.q.size());
   c.lse.resize(size_t(B * Hq * Lq));
 
-  // K and V: contiguous [B, capacity, Hkv(+pad), D] or paged [pages, page_size, Hkv(+pad), D].
+  // K and V: contiguous [B, capacity, Hkv(+pad), D] or paged [pages, page_size, Hkv(+pad), D]; head-major,
+  // the memory is [B or pages, Hkv(+pad), tokens, D] and the strides say so.
   int64_t slabs, slab_tokens;  // sequences/pages and the tokens each holds
   if (p.page_size == 0) {
     slabs = B;
@@ -130,13 +131,19 @@ DecodeCase make_decode_case(const DecodeCaseSpec& spec) {
     if (spec.shuffle_pages) std::shuffle(ids.begin(), ids.end(), rng);
     c.block_table.assign(ids.begin(), ids.begin() + B * c.max_pages);
   }
-  const int64_t token_stride = (Hkv + pad) * D;
+  const int64_t slab_stride = slab_tokens * (Hkv + pad) * D;
+  const int64_t token_stride = spec.head_major_kv ? D : (Hkv + pad) * D;
+  const int64_t head_stride = spec.head_major_kv ? slab_tokens * D : D;
   const detail::KvFormatTraits kv = detail::kv_format_traits(detail::resolve_kv_format(p.kv_format, p.dtype));
   c.k_ref = TensorRef::strided(nullptr, kv.k_element, {slabs, slab_tokens, Hkv, D},
-                               {slab_tokens * token_stride, token_stride, D, 1});
+                               {slab_stride, token_stride, head_stride, 1});
   c.v_ref = c.k_ref;
   c.v_ref.dtype = kv.v_element;
-  c.k = ElementBuffer(kv.k_element, size_t(slabs * slab_tokens * token_stride));
+  c.k = ElementBuffer(kv.k_element, size_t(slabs * slab_stride));
+  // First element of (cache row, head): rows are slab * slab_tokens + slot, heads include the pad.
+  auto first_element = [&](int64_t row, int64_t h) {
+    return row / slab_tokens * slab_stride + row % slab_tokens * token_stride + h * head_stride;
+  };
   c.v = ElementBuffer(kv.v_element, c.k.size());
   if (kv.scales == detail::KvScales::kPerHead) {
     c.k_scales = ElementBuffer(DType::kF32, size_t(Hkv));
@@ -155,7 +162,7 @@ DecodeCase make_decode_case(const DecodeCaseSpec& spec) {
   for_each_random_chunk(slabs * slab_tokens, 256, rng, [&](int64_t first_row, int64_t last_row, std::mt19937_64& g) {
     for (int64_t row = first_row; row < last_row; ++row) {
       for (int64_t h = 0; h < Hkv + pad; ++h) {
-        const int64_t first = (row * (Hkv + pad) + h) * D;
+        const int64_t first = first_element(row, h);
         k_side.write(first, row / slab_tokens, row % slab_tokens, h, g);
         v_side.write(first, row / slab_tokens, row % slab_tokens, h, g);
       }
@@ -175,7 +182,7 @@ DecodeCase make_decode_case(const DecodeCaseSpec& spec) {
     for (int64_t row = 0; row < slabs * slab_tokens; ++row) {
       for (int64_t h = 0; h < Hkv + pad; ++h) {
         if (used[size_t(row)] && h < Hkv) continue;
-        const int64_t first = (row * (Hkv + pad) + h) * D;
+        const int64_t first = first_element(row, h);
         k_side.poison(first, row / slab_tokens, row % slab_tokens, h);
         v_side.poison(first, row / slab_tokens, row % slab_tokens, h);
       }

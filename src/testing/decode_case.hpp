@@ -15,6 +15,10 @@ struct DecodeCaseSpec {
   uint64_t seed = 1;
   float q_scale = 1.f;         // > 1 makes the softmax peaked (large scores)
   bool strided = false;        // pad the head dimension: q/k/v/out rows are not contiguous
+  // K/V stored head-major, [slabs, Hkv, tokens, D] in memory (FlashInfer's HND; the default is
+  // token-major [slabs, tokens, Hkv, D]), described to the API by strides. The values are the same
+  // as the token-major case of the same seed.
+  bool head_major_kv = false;
   bool poison_unused = true;   // NaN in cache slots past each length, unused pages and padding
   int extra_capacity = 3;      // contiguous KV: capacity beyond max_kv_len
   int extra_pages = 2;         // paged KV: pages no sequence uses

@@ -127,5 +127,16 @@ TEST(Cli, KvCacheErrorsNameTheFlag) {
   EXPECT_NE(s.message().find("multiple of 16"), std::string::npos) << s.message();
 }
 
+TEST(Cli, HeadMajorCacheIsADecodeLayout) {
+  CliOptions o;
+  std::string error;
+  ASSERT_TRUE(parse({"bench", "--kv-head-major", "--kv-format", "int4", "--page-size", "16"}, &o, &error)) << error;
+  EXPECT_TRUE(o.kv_head_major);
+  CliOptions prefill;
+  EXPECT_FALSE(parse({"bench", "--mode", "prefill", "--kv-head-major"}, &prefill, &error));
+  EXPECT_NE(error.find("--kv-head-major"), std::string::npos) << error;
+  EXPECT_NE(error.find("--mode decode"), std::string::npos) << error;
+}
+
 }  // namespace
 }  // namespace splitkv::cli

@@ -76,5 +76,41 @@ TEST(CpuBackendInvariance, BatchInvariantSplitsGiveTheSameBits) {
   EXPECT_EQ(bits[0], bits[1]);
 }
 
+// A head-major cache ([slabs, Hkv, tokens, D] in memory, FlashInfer's HND) is the token-major one
+// with other strides: the same values give the same bits, in every KV format, paged or not, with
+// the head dimension padded (strided) or not.
+TEST(CpuBackendLayouts, HeadMajorCachesGiveTheTokenMajorBits) {
+  for (KvFormat format : {KvFormat::kNative, KvFormat::kFP8E4M3, KvFormat::kInt8, KvFormat::kInt4, KvFormat::kK8V4}) {
+    for (int page_size : {0, 16}) {
+      testing::DecodeCaseSpec spec;
+      spec.problem.batch = 3;
+      spec.problem.num_q_heads = 8;
+      spec.problem.num_kv_heads = 2;
+      spec.problem.head_dim = 64;
+      spec.problem.q_len = 2;
+      spec.problem.causal = true;
+      spec.problem.max_kv_len = 333;
+      spec.problem.page_size = page_size;
+      spec.problem.kv_format = format;
+      spec.seq_lens = {333, 0, 40};
+      spec.strided = page_size == 0;
+      PlanOptions o;
+      o.num_splits = 3;
+      Plan plan;
+      ASSERT_TRUE(plan_decode(spec.problem, DeviceInfo::h200(), o, &plan).ok());
+      testing::DecodeCase token_major = testing::make_decode_case(spec);
+      spec.head_major_kv = true;
+      testing::DecodeCase head_major = testing::make_decode_case(spec);
+      ASSERT_EQ(head_major.k_ref.stride[1], 64);  // consecutive tokens of a head are adjacent rows
+      for (testing::DecodeCase* c : {&token_major, &head_major}) {
+        ASSERT_TRUE(cpu::run_decode(plan, c->host_tensors()).ok());
+        const testing::Comparison cmp = testing::check_decode(*c);
+        EXPECT_TRUE(cmp.passed) << to_string(format) << " page " << page_size << ": " << cmp.summary();
+      }
+      EXPECT_EQ(token_major.out, head_major.out) << to_string(format) << " page " << page_size;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace splitkv

@@ -33,6 +33,7 @@ struct ChunkShape {
   int num_splits;          // 0: planned
   const char* family = "";  // "": the planner's choice (prefill_sm90 on sm_90 where compiled)
   KvFormat kv_format = KvFormat::kNative;
+  bool head_major = false;  // the cache stored [slabs, Hkv, tokens, D]
 };
 
 ChunkCase make_case(const ChunkShape& s) {
@@ -49,6 +50,7 @@ ChunkCase make_case(const ChunkShape& s) {
   spec.seq_lens = s.seq_lens;
   spec.chunks = s.chunks;
   spec.causal = s.causal;
+  spec.head_major_kv = s.head_major;
   return testing::make_chunk_case(spec);
 }
 
@@ -173,7 +175,17 @@ INSTANTIATE_TEST_SUITE_P(
         ChunkShape{"int4_page16_splits", 16, 32, 8, 128, DType::kBF16, true, {4097, 700}, {256, 700}, 3, "",
                    KvFormat::kInt4},
         ChunkShape{"int8_contiguous_mma", 0, 32, 8, 128, DType::kBF16, true, kRagged, kRaggedChunks, 0,
-                   "prefill_mma", KvFormat::kInt8}),
+                   "prefill_mma", KvFormat::kInt8},
+        // Head-major caches ([slabs, Hkv, tokens, D] by strides): TMA boxes over 16-token pages and
+        // over a contiguous cache with splits, the mma.sync loader, an INT4 cache's dequantization.
+        ChunkShape{"head_major_page16_causal", 16, 32, 8, 128, DType::kBF16, true, kRagged, kRaggedChunks, 0, "",
+                   KvFormat::kNative, true},
+        ChunkShape{"head_major_contiguous_splits", 0, 28, 4, 128, DType::kBF16, true, {4097, 700}, {256, 700}, 3, "",
+                   KvFormat::kNative, true},
+        ChunkShape{"head_major_page16_mma", 16, 32, 8, 128, DType::kBF16, true, kRagged, kRaggedChunks, 0,
+                   "prefill_mma", KvFormat::kNative, true},
+        ChunkShape{"head_major_int4_page16", 16, 32, 8, 128, DType::kBF16, true, kRagged, kRaggedChunks, 0, "",
+                   KvFormat::kInt4, true}),
     [](const ::testing::TestParamInfo<ChunkShape>& info) { return std::string(info.param.name); });
 
 // A page id outside the pool (no host copy to catch it) poisons that sequence's rows only, for a

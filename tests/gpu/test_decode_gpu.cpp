@@ -37,6 +37,7 @@ struct DecodeSpecBuilder {
     return *this;
   }
   DecodeSpecBuilder& strided() { return spec.strided = true, *this; }
+  DecodeSpecBuilder& head_major() { return spec.head_major_kv = true, *this; }
 };
 
 struct GpuCase {
@@ -114,6 +115,11 @@ std::vector<GpuCase> reference_cases() {
   add("spec_decode_q16_causal_paged", DecodeSpecBuilder(2, 32, 8, 900).queries(16, true).paged(16).lens({900, 10}));
   add("q7_noncausal_mha", DecodeSpecBuilder(1, 8, 8, 600).queries(7, false));
   add("strided", DecodeSpecBuilder(2, 32, 8, 1000).strided());
+  // Head-major caches ([slabs, Hkv, tokens, D] in memory, by strides): contiguous with splits,
+  // 16-token pages with the head dimension padded, speculative queries on the 32-row tile.
+  add("head_major_splits", DecodeSpecBuilder(2, 32, 8, 3000).head_major().lens({3000, 65}), 5);
+  add("head_major_paged16_strided", DecodeSpecBuilder(3, 32, 8, 1000).paged(16).head_major().strided().lens({1000, 0, 17}));
+  add("head_major_q8_28_4", DecodeSpecBuilder(2, 28, 4, 2000).queries(8, true).head_major().lens({2000, 9}), 3);
   add("hd64_fp16", DecodeSpecBuilder(2, 32, 8, 3000).head_dim(64).dtype(DType::kF16).lens({3000, 77}));
   add("hd64_bf16_paged", DecodeSpecBuilder(2, 16, 2, 1000).head_dim(64).paged(16));
   add("hd256_bf16", DecodeSpecBuilder(2, 16, 4, 2500).head_dim(256).lens({2500, 31}));

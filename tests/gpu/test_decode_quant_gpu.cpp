@@ -112,6 +112,13 @@ std::vector<QuantCase> quant_cases() {
     testing::DecodeCaseSpec strided = spec(f, 2, 32, 8, 1000);
     strided.strided = true;
     add("strided", strided);
+    testing::DecodeCaseSpec head_major = spec(f, 2, 32, 8, 3000, {3000, 65});  // [slabs, Hkv, tokens, D]
+    head_major.head_major_kv = true;
+    add("head_major_splits", head_major, 5);
+    testing::DecodeCaseSpec head_major_paged = spec(f, 2, 16, 2, 700, {700, 33});
+    head_major_paged.problem.page_size = 16;
+    head_major_paged.head_major_kv = true;
+    add("head_major_paged16", head_major_paged);
     testing::DecodeCaseSpec fp16 = spec(f, 2, 32, 8, 2000, {2000, 77});
     fp16.problem.dtype = DType::kF16;
     add("fp16", fp16);
