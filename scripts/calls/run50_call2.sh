@@ -25,3 +25,10 @@ done
 for shape in "--hq 28 --hkv 4 --lq 8" "--hq 32 --hkv 8 --lq 8"; do
   echo "gqa64 page16 $shape splits 8: $(us $P -b 8 --lk 8192 $shape --splits 8 --page-size 16)" | tee -a $OUT/gqa64.txt
 done
+# The same INT4/K8V4/bf16 rows over a token-major and a head-major cache, interleaved (3 rounds).
+for round in 1 2 3; do
+  for shape in "-b 8 --lk 32768 --kv-format int4" "-b 1 --lk 131072 --kv-format int4" "-b 8 --lk 8192 --kv-format int4" \
+               "-b 8 --lk 32768 --kv-format k8v4" "-b 8 --lk 32768" "-b 1 --lk 131072 --page-size 16 --kv-format int4"; do
+    echo "layout round $round $shape: token-major $(us $shape) head-major $(us $shape --kv-head-major)" | tee -a $OUT/layout.txt
+  done
+done
