@@ -16,14 +16,17 @@ us() {  # µs of one bench run (first row of its JSON), or its exit code
   timeout 60 $C/splitkv-new bench "$@" --json /tmp/row.json > /dev/null 2>&1 || { echo "rc=$?"; return; }
   python3 -c 'import json; r = json.load(open("/tmp/row.json"))["rows"][0]; print(r["us"], r.get("splits", ""))'
 }
+# Decode rows served by chunked prefill (--family names a prefill family: run_decode's own path,
+# combine included), forced splits, next to the planned decode row; one prefill-mode cross-check.
 for shape in "--hq 28 --hkv 4 --lq 2" "--hq 28 --hkv 4 --lq 4" "--hq 28 --hkv 4 --lq 8" "--hq 32 --hkv 8 --lq 4" "--hq 32 --hkv 8 --lq 8"; do
   for s in 4 8 16; do
-    echo "gqa64 $shape splits $s: $(us $P -b 8 --lk 8192 $shape --splits $s)" | tee -a $OUT/gqa64.txt
+    echo "decode via gqa64 $shape splits $s: $(us -b 8 --lk 8192 --causal $shape --family prefill_sm90_gqa64 --splits $s)" | tee -a $OUT/gqa64.txt
   done
-  echo "planned prefill $shape: $(us --mode prefill --kv-cache --causal -b 8 --lk 8192 $shape)" | tee -a $OUT/gqa64.txt
+  echo "decode planned $shape: $(us -b 8 --lk 8192 --causal $shape)" | tee -a $OUT/gqa64.txt
 done
+echo "prefill-mode gqa64 28/4 q8 splits 8: $(us $P -b 8 --lk 8192 --hq 28 --hkv 4 --lq 8 --splits 8)" | tee -a $OUT/gqa64.txt
 for shape in "--hq 28 --hkv 4 --lq 8" "--hq 32 --hkv 8 --lq 8"; do
-  echo "gqa64 page16 $shape splits 8: $(us $P -b 8 --lk 8192 $shape --splits 8 --page-size 16)" | tee -a $OUT/gqa64.txt
+  echo "decode via gqa64 page16 $shape splits 8: $(us -b 8 --lk 8192 --causal $shape --family prefill_sm90_gqa64 --splits 8 --page-size 16)" | tee -a $OUT/gqa64.txt
 done
 # The same INT4/K8V4/bf16 rows over a token-major and a head-major cache, interleaved (3 rounds).
 for round in 1 2 3; do

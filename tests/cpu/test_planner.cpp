@@ -406,6 +406,38 @@ TEST(Planner, SixtyFourRowPackedTilesAreAFamilyByName) {
   EXPECT_EQ(s.argument(), "head_dim") << s.message();
 }
 
+TEST(Planner, NamingAPrefillFamilyServesDecodeByChunkedPrefill) {
+  // 28/4 q_len 8 on 8k keys, named prefill_sm90_gqa64: the chunked-prefill plan of the same cache
+  // (one 64-row tile per KV head), still a decode plan; decode-only merges are refused by name.
+  DecodeProblem spec = decode(8, 28, 4, 8192, 128, 8);
+  spec.causal = true;
+  PlanOptions o;
+  o.family = "prefill_sm90_gqa64";
+  Plan plan;
+  ASSERT_TRUE(plan_decode(spec, DeviceInfo::h200(), o, &plan).ok());
+  EXPECT_EQ(plan.kind, Plan::Kind::kDecode);
+  EXPECT_TRUE(plan.decode_via_prefill);
+  EXPECT_EQ(plan.family, "prefill_sm90_gqa64");
+  EXPECT_EQ(plan.packed_queries, 8);
+  EXPECT_TRUE(plan.prefill.kv_cache);
+  EXPECT_EQ(plan.prefill.max_q_len, 8);
+  EXPECT_EQ(plan.prefill.max_kv_len, 8192);
+  EXPECT_NE(describe(plan).find("served as: chunked prefill over the cache"), std::string::npos) << describe(plan);
+  EXPECT_EQ(describe(plan).find("combine:"), std::string::npos) << describe(plan);
+  Plan plain;
+  ASSERT_TRUE(plan_decode(spec, DeviceInfo::h200(), {}, &plain).ok());
+  EXPECT_FALSE(plain.decode_via_prefill);
+  for (const char* option : {"options.cluster_combine", "options.fused_combine", "options.split_tokens"}) {
+    PlanOptions bad = o;
+    bad.cluster_combine = std::string(option) == "options.cluster_combine";
+    bad.fused_combine = std::string(option) == "options.fused_combine";
+    bad.split_tokens = std::string(option) == "options.split_tokens" ? 512 : 0;
+    const Status s = plan_decode(spec, DeviceInfo::h200(), bad, &plan);
+    EXPECT_EQ(s.argument(), option) << s.message();
+    EXPECT_NE(s.message().find("decode served by chunked prefill"), std::string::npos) << s.message();
+  }
+}
+
 TEST(Planner, KvHeadsWithMoreThanSixteenPackedRowsTakeThirtyTwoRowTiles) {
   // 28/4 q_len 8: 56 packed rows per KV head -> two 32-row tiles instead of four 16-row ones.
   const Plan m32 = plan_or_die(decode(8, 28, 4, 8192, 128, 8));
@@ -528,9 +560,12 @@ TEST(Planner, ForcedFamiliesAreCheckedAgainstKindProblemAndDevice) {
   o.family = "no_such_family";
   EXPECT_EQ(code_and_argument(plan_decode(decode(1, 8, 8, 100), DeviceInfo::h200(), o, &plan)),
             std::make_pair(StatusCode::kInvalidArgument, std::string("options.family")));
-  o.family = "prefill_mma";  // a prefill family for a decode problem
+  o.family = "prefill_mma_twopass";  // a prefill family that reads no KV cache, for a decode problem
   EXPECT_EQ(code_and_argument(plan_decode(decode(1, 8, 8, 100), DeviceInfo::h200(), o, &plan)),
             std::make_pair(StatusCode::kInvalidArgument, std::string("options.family")));
+  o.family = "prefill_mma";  // one that reads caches serves decode as chunked prefill
+  ASSERT_TRUE(plan_decode(decode(1, 8, 8, 100), DeviceInfo::h200(), o, &plan).ok());
+  EXPECT_TRUE(plan.decode_via_prefill);
   o.family = "combine";
   EXPECT_EQ(plan_prefill(prefill(1, 2, 64), DeviceInfo::h200(), o, &plan).argument(), "options.family");
   o.family = "decode_mma";
