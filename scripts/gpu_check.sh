@@ -13,6 +13,9 @@
 #   SPLITKV_PREBUILT  a build directory made elsewhere (splitkv, tests/splitkv_gpu_tests): no build
 #   SPLITKV_CMAKE_ARGS  extra configure arguments, e.g. "-DSPLITKV_HEAD_DIMS=128 -DSPLITKV_DTYPES=bf16"
 #   SPLITKV_TEST_FILTER  gtest filter for test/sanitize (default: all)
+#   SPLITKV_EXPECT_TESTS gtest filter that must match at least one test of the binary, e.g. the cases
+#                   of the change under test: a test binary linked before they were written (a stale
+#                   prebuilt one) fails here instead of passing without them
 #   SPLITKV_SANITIZE_FILTER  gtest filter for sanitize alone (default: SPLITKV_TEST_FILTER)
 #   SPLITKV_RACE_FILTER  gtest filter for racecheck (default: a few small decode and prefill cases)
 #   SPLITKV_STEP_TIMEOUT seconds any one step may run (default 420): a hung kernel fails fast
@@ -47,6 +50,21 @@ if [[ -z "${SPLITKV_PREBUILT:-}" ]] && has build; then
   if [[ $rc -ne 0 ]]; then
     tail -40 "$OUT/build.log"
     printf '%s\n' "${summary[@]}"
+    exit 1
+  fi
+fi
+
+if has test || has sanitize; then
+  listed=$("$BIN/tests/splitkv_gpu_tests" --gtest_list_tests --gtest_filter="$FILTER" | grep -c '^  ')
+  summary+=("gpu tests matching the filter: $listed")
+  expected=0
+  if [[ -n "${SPLITKV_EXPECT_TESTS:-}" ]]; then
+    expected=$("$BIN/tests/splitkv_gpu_tests" --gtest_list_tests --gtest_filter="$SPLITKV_EXPECT_TESTS" | grep -c '^  ')
+    summary+=("gpu tests matching SPLITKV_EXPECT_TESTS ($SPLITKV_EXPECT_TESTS): $expected")
+  fi
+  if [[ $listed -eq 0 || ( -n "${SPLITKV_EXPECT_TESTS:-}" && $expected -eq 0 ) ]]; then
+    printf '%s\n' "${summary[@]}"
+    echo "gpu_check: no test to run (filter or SPLITKV_EXPECT_TESTS matches nothing in $BIN: a stale binary?)"
     exit 1
   fi
 fi

@@ -140,11 +140,11 @@ DecodeCase make_decode_case(const DecodeCaseSpec& spec) {
   c.v_ref = c.k_ref;
   c.v_ref.dtype = kv.v_element;
   c.k = ElementBuffer(kv.k_element, size_t(slabs * slab_stride));
+  c.v = ElementBuffer(kv.v_element, c.k.size());
   // First element of (cache row, head): rows are slab * slab_tokens + slot, heads include the pad.
   auto first_element = [&](int64_t row, int64_t h) {
     return row / slab_tokens * slab_stride + row % slab_tokens * token_stride + h * head_stride;
   };
-  c.v = ElementBuffer(kv.v_element, c.k.size());
   if (kv.scales == detail::KvScales::kPerHead) {
     c.k_scales = ElementBuffer(DType::kF32, size_t(Hkv));
     c.k_scales_ref = TensorRef::contiguous(nullptr, DType::kF32, {Hkv});
