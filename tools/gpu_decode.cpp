@@ -67,10 +67,8 @@ DecodeSet make_set(const DecodeProblem& p, bool head_major, uint64_t seed) {
   s.seq_lens = DeviceBuffer::from(std::vector<int32_t>(size_t(B), p.max_kv_len));
   s.tensors.q = TensorRef::contiguous(s.q.get(), p.dtype, {B, Lq, Hq, D});
   s.tensors.out = TensorRef::contiguous(s.out.get(), p.dtype, {B, Lq, Hq, D});
-  const std::initializer_list<int64_t> strides = {slab_tokens * Hkv * D, head_major ? D : Hkv * D,
-                                                  head_major ? slab_tokens * D : D, 1};
-  s.tensors.k = TensorRef::strided(s.k.get(), kv.k_element, {slabs, slab_tokens, Hkv, D}, strides);
-  s.tensors.v = TensorRef::strided(s.v.get(), kv.v_element, {slabs, slab_tokens, Hkv, D}, strides);
+  s.tensors.k = testing::kv_cache_ref(s.k.get(), kv.k_element, slabs, slab_tokens, Hkv, Hkv, D, head_major);
+  s.tensors.v = testing::kv_cache_ref(s.v.get(), kv.v_element, slabs, slab_tokens, Hkv, Hkv, D, head_major);
   s.tensors.seq_lens = TensorRef::contiguous(s.seq_lens.get(), DType::kI32, {B});
   if (p.page_size) s.block_table = shuffled_block_table(B, pages_per_seq, seed, &s.tensors.block_table);
   return s;

@@ -98,6 +98,14 @@ struct CacheSide {
 
 }  // namespace
 
+TensorRef kv_cache_ref(void* data, DType dtype, int64_t slabs, int64_t slab_tokens, int64_t heads, int64_t head_slots,
+                       int64_t head_dim, bool head_major) {
+  const int64_t D = head_dim;
+  return TensorRef::strided(data, dtype, {slabs, slab_tokens, heads, D},
+                            {slab_tokens * head_slots * D, head_major ? D : head_slots * D,
+                             head_major ? slab_tokens * D : D, 1});
+}
+
 DecodeCase make_decode_case(const DecodeCaseSpec& spec) {
   DecodeCase c;
   const DecodeProblem& p = spec.problem;
@@ -131,19 +139,16 @@ DecodeCase make_decode_case(const DecodeCaseSpec& spec) {
     if (spec.shuffle_pages) std::shuffle(ids.begin(), ids.end(), rng);
     c.block_table.assign(ids.begin(), ids.begin() + B * c.max_pages);
   }
-  const int64_t slab_stride = slab_tokens * (Hkv + pad) * D;
-  const int64_t token_stride = spec.head_major_kv ? D : (Hkv + pad) * D;
-  const int64_t head_stride = spec.head_major_kv ? slab_tokens * D : D;
   const detail::KvFormatTraits kv = detail::kv_format_traits(detail::resolve_kv_format(p.kv_format, p.dtype));
-  c.k_ref = TensorRef::strided(nullptr, kv.k_element, {slabs, slab_tokens, Hkv, D},
-                               {slab_stride, token_stride, head_stride, 1});
+  c.k_ref = kv_cache_ref(nullptr, kv.k_element, slabs, slab_tokens, Hkv, Hkv + pad, D, spec.head_major_kv);
   c.v_ref = c.k_ref;
   c.v_ref.dtype = kv.v_element;
-  c.k = ElementBuffer(kv.k_element, size_t(slabs * slab_stride));
+  c.k = ElementBuffer(kv.k_element, size_t(slabs * c.k_ref.stride[0]));
   c.v = ElementBuffer(kv.v_element, c.k.size());
   // First element of (cache row, head): rows are slab * slab_tokens + slot, heads include the pad.
+  const std::array<int64_t, TensorRef::kMaxRank>& st = c.k_ref.stride;
   auto first_element = [&](int64_t row, int64_t h) {
-    return row / slab_tokens * slab_stride + row % slab_tokens * token_stride + h * head_stride;
+    return row / slab_tokens * st[0] + row % slab_tokens * st[1] + h * st[2];
   };
   if (kv.scales == detail::KvScales::kPerHead) {
     c.k_scales = ElementBuffer(DType::kF32, size_t(Hkv));

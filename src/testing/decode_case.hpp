@@ -9,6 +9,12 @@
 
 namespace splitkv::testing {
 
+// A K or V cache tensor [slabs, slab_tokens, heads, D] (slabs: sequences or pages) over memory laid
+// out token-major, [slabs, slab_tokens, head_slots, D], or head-major, [slabs, head_slots,
+// slab_tokens, D]; head_slots >= heads leaves unused head rows (padding).
+TensorRef kv_cache_ref(void* data, DType dtype, int64_t slabs, int64_t slab_tokens, int64_t heads, int64_t head_slots,
+                       int64_t head_dim, bool head_major);
+
 struct DecodeCaseSpec {
   DecodeProblem problem;
   std::vector<int> seq_lens;  // one per sequence; empty: every sequence has max_kv_len keys
