@@ -127,6 +127,12 @@ struct Plan {
   // KV head with packed_queries queries each (block_m / group in whole 8-row atoms), and grid[1] counts
   // KV heads; 0: a tile holds block_m queries of one query head.
   int packed_queries = 0;
+  // A decode plan served by a chunked-prefill family over the cache (options.family named one, e.g.
+  // prefill_sm90_gqa64 for speculative rows): `prefill` is the equivalent problem (each sequence's
+  // q_len queries after its cached keys, padded, bottom-right causal) and every other field is its
+  // plan; run_decode runs it through run_prefill. Context shards (keys_after, caller partials) are
+  // refused there.
+  bool decode_via_prefill = false;
   size_t workspace_bytes = 0;  // caller-provided workspace run() needs (0: none)
   std::string note;            // why the planner chose what it chose
 };

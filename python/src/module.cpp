@@ -578,6 +578,7 @@ NB_MODULE(_splitkv, m) {
           .def_ro("blocks_per_sm", &Plan::blocks_per_sm)
           .def_ro("work_units", &Plan::work_units)
           .def_ro("packed_queries", &Plan::packed_queries)
+          .def_ro("decode_via_prefill", &Plan::decode_via_prefill)
           .def_prop_ro("grid", [](const Plan& p) { return nb::make_tuple(p.grid[0], p.grid[1], p.grid[2]); })
           .def_ro("workspace_bytes", &Plan::workspace_bytes)
           .def_ro("note", &Plan::note)

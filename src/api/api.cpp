@@ -14,6 +14,7 @@
 #include "kernels/decode/decode_params.hpp"
 #include "kernels/prefill/prefill_params.hpp"
 #include "kernels/quant/dequant_kv_params.hpp"
+#include "kernels/tile_table.hpp"
 #include "launch/dispatch.hpp"
 #include "plan/geometry.hpp"
 #include "plan/workspace_layout.hpp"
@@ -111,8 +112,33 @@ Status launch_combine(const OutputParams& from, int num_splits, const OutputPara
     return s;
   }
   detail::CombineParams c = combine_params(from, num_splits, to, cu_seqlens_q);
-  const int grid[3] = {static_cast<int>(from.partial_rows), 1, 1};
+  const int64_t rows_per_block = tiles::combine_rows_per_block(head_dim);
+  const int grid[3] = {static_cast<int>((from.partial_rows + rows_per_block - 1) / rows_per_block), 1, 1};
   return detail::launch(launcher, &c, launch_config(stream, grid), "combine kernel launch");
+}
+
+// A decode plan served by chunked prefill (Plan::decode_via_prefill): the decode tensors are the
+// padded chunked-prefill tensors of the same cache (q, out [B, q_len, Hq, D]; lse [B, Hq, q_len]).
+Status run_decode_via_prefill(const Plan& plan, const DecodeTensors& t, void* workspace, size_t workspace_bytes,
+                              Stream stream) {
+  const std::string why = "empty: this plan serves decode by chunked prefill (" + plan.family +
+                          "), which takes no context shard; plan without a prefill options.family";
+  if (!t.keys_after.empty()) return Status::unsupported("keys_after", why);
+  if (!t.partial_o.empty() || !t.partial_lse.empty()) return Status::unsupported("partial_o", why);
+  PrefillTensors p;
+  p.q = t.q;
+  p.k = t.k;
+  p.v = t.v;
+  p.out = t.out;
+  p.lse = t.lse;
+  p.seq_lens = t.seq_lens;
+  p.block_table = t.block_table;
+  p.k_scales = t.k_scales;
+  p.v_scales = t.v_scales;
+  Plan prefill = plan;
+  prefill.kind = Plan::Kind::kPrefill;
+  prefill.decode_via_prefill = false;
+  return run_prefill(prefill, p, workspace, workspace_bytes, stream);
 }
 
 }  // namespace
@@ -122,6 +148,7 @@ Status run_decode(const Plan& plan, const DecodeTensors& t, void* workspace, siz
   const DecodeProblem& pr = plan.decode;
   if (Status s = detail::validate_decode_problem(pr); !s) return s;
   if (Status s = detail::validate_decode_tensors(pr, t); !s) return s;
+  if (plan.decode_via_prefill) return run_decode_via_prefill(plan, t, workspace, workspace_bytes, stream);
   if (Status s = detail::validate_decode_partials(pr, plan.num_splits, t); !s) return s;
   // The caller's partial buffers replace the workspace's (and the combine).
   const bool caller_partials = !t.partial_o.empty();

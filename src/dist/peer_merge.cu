@@ -44,7 +44,10 @@ __global__ void __launch_bounds__(::splitkv::tiles::kCombineThreads)
   ncclLsaBarrierSession<ncclCoopCta> barrier(ncclCoopCta(), comm, ncclTeamTagLsa(), blockIdx.x);
   barrier.sync(ncclCoopCta(), cuda::memory_order_acquire);
   const WindowPartials<kHeadDim> partials{p.window, p.lse_offset, p.splits_per_rank, p.combine.rows};
-  splitkv::detail::combine_row<Element, kHeadDim>(p.combine, blockIdx.x, partials);
+  // One row per block (block r meets block r of every rank): its first head_dim / 4 threads merge it.
+  if (threadIdx.x < splitkv::detail::CombineLanes<kHeadDim>::kPerRow) {
+    splitkv::detail::combine_row<Element, kHeadDim>(p.combine, blockIdx.x, int(threadIdx.x), partials);
+  }
   barrier.sync(ncclCoopCta(), cuda::memory_order_relaxed);
 }
 

@@ -232,6 +232,9 @@ struct PrefillSm90Tile {
   constexpr int v_tiles_per_step() const { return block_n / v_keys(); }
   constexpr int stage_elems() const { return v_keys() * head_dim; }
   constexpr int threads() const { return 128 * (1 + consumer_warpgroups); }
+  // Blocks the kernel is built to keep resident per SM (its launch bounds and register split): a
+  // one-consumer tile is small enough for two, so two consumers still share an SM's tensor cores.
+  constexpr int blocks_per_sm() const { return consumer_warpgroups == 1 ? 2 : 1; }
   constexpr bool persistent() const { return q_buffers == 2; }
   // Q buffers, the K/V ring, the barriers, tile ids and the consumers' wait-order words (padded to
   // 2 KB) and 1 KB to align the swizzled tiles.
@@ -253,7 +256,13 @@ enum class PrefillSm90Variant {
   kTwoPass,  // prefill_sm90_twopass: the default tile run as the two-pass strategy (statistics, then output)
   kPackGqa,  // prefill_sm90_gqa: the default tile holding the query heads of one KV head (GQA packing)
   kV64,      // prefill_sm90_v64 (D=128): 128-key K tiles, 64-key V tiles (independent K and V tile shapes)
+  kGqa64,    // prefill_sm90_gqa64 (D=128): one consumer, 64 packed rows x 64 keys, two blocks per SM
 };
+// Why kGqa64: speculative decoding and short chunks pack a KV head's q_len x group rows (28/4 heads,
+// q_len 8: 56) into a tile; the 128-row packed tile pads them to 128 and runs every product on the
+// padding (run 49: such rows at 2.8 TB/s, 22 GB/s per SM, its tensor work ~2.3x the useful). A
+// 64-row tile wastes 12% there, and two of its blocks per SM, each a producer and one consumer
+// warpgroup on its own KV split, keep the tensor cores fed as the default's two consumers do.
 
 // GQA packing (prefill_sm90_gqa): a tile of block_m rows holds the `group` query heads of one KV
 // head, each with the same run of queries, head-major: row r is query q0 + r % m of head
@@ -272,6 +281,8 @@ constexpr PrefillSm90Tile prefill_sm90_tile(int head_dim, PrefillSm90Variant var
       return PrefillSm90Tile{head_dim, 128, 80, 4, 2, 1};
     case PrefillSm90Variant::kV64:  // the default's ring memory in 10 stages of 16 KB (D=128)
       return PrefillSm90Tile{head_dim, 128, 128, 10, 2, 2, 64};
+    case PrefillSm90Variant::kGqa64:  // 16 KB of Q and 5 stages of 16 KB: two blocks in an SM's 228 KB
+      return PrefillSm90Tile{head_dim, 64, 64, 5, 1, 1};
     default: {  // kDefault, kPackGqa and kTwoPass (whose passes each run one tile per block)
       const bool two_q_buffers = head_dim <= 128 && variant != PrefillSm90Variant::kTwoPass;
       return PrefillSm90Tile{head_dim, 128, head_dim <= 128 ? 128 : 64, head_dim <= 64 ? 8 : head_dim <= 128 ? 5 : 4,
@@ -301,10 +312,15 @@ constexpr TileSummary prefill_sm90_gqa_summary(int head_dim, KvFormat) {
 constexpr TileSummary prefill_sm90_v64_summary(int head_dim, KvFormat) {
   return prefill_sm90_summary(prefill_sm90_tile(head_dim, PrefillSm90Variant::kV64));
 }
+constexpr TileSummary prefill_sm90_gqa64_summary(int head_dim, KvFormat) {
+  return prefill_sm90_summary(prefill_sm90_tile(head_dim, PrefillSm90Variant::kGqa64));
+}
 
 // ---- combine --------------------------------------------------------------------------------
-// One block of 128 threads per output row; no shared-memory pipeline.
+// Blocks of 128 threads; head_dim / 4 threads merge one output row (a float4 of columns each), so
+// a block merges 512 / head_dim rows. No shared memory.
 constexpr int kCombineThreads = 128;
+constexpr int combine_rows_per_block(int head_dim) { return kCombineThreads / (head_dim / 4); }
 constexpr TileSummary combine_summary(int, KvFormat) { return TileSummary{1, 0, kCombineThreads / 32, 0, 0}; }
 
 }  // namespace splitkv::tiles

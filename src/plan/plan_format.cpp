@@ -67,7 +67,11 @@ std::string describe(const Plan& p) {
   s << "family: " << p.family;
   if (family >= 0) s << " (" << registry::to_string(registry::families()[family].arch) << ")";
   s << "\nstrategy: " << to_string(p.strategy) << "\n";
-  if (p.kind == Plan::Kind::kDecode) {
+  if (p.decode_via_prefill) {
+    const plan::PrefillGeometry g = plan::prefill_geometry(p.prefill, p.block_m, p.packed_queries);
+    s << "served as: chunked prefill over the cache, q_len " << p.decode.q_len << " queries per sequence; "
+      << g.m_blocks << " tile(s) per " << (g.packed_queries > 0 ? "KV head" : "query head") << "\n";
+  } else if (p.kind == Plan::Kind::kDecode) {
     const plan::DecodeGeometry g = plan::decode_geometry(p.decode, p.block_m);
     s << "rows: " << g.rows_per_kv << " packed query rows per KV head (q_len " << p.decode.q_len << " x group "
       << g.group << ") in " << g.m_tiles << " tile(s) of " << g.block_m << "\n";
@@ -83,7 +87,7 @@ std::string describe(const Plan& p) {
   s << "splits: " << p.num_splits;
   if (p.split_tokens > 0) s << " (fixed " << p.split_tokens << " tokens each, batch-invariant)";
   s << "  -- " << p.note << "\n";
-  if (p.kind == Plan::Kind::kDecode && p.num_splits > 1) {
+  if (p.kind == Plan::Kind::kDecode && p.num_splits > 1 && !p.decode_via_prefill) {
     s << "combine: "
       << (p.cluster_combine ? "in-kernel, across the thread-block cluster"
           : p.fused_combine ? "in-kernel, by each tile's last split block (prepare_workspace once)"

@@ -236,13 +236,14 @@ void prefer_sm90_tile_variant(const PrefillProblem& problem, Strategy served, bo
 // the tile it would run otherwise (any prefill_sm90 one-pass tile); naming the family packs always,
 // and a group it cannot pack is an error. On a switch, *why says so for the plan's note.
 constexpr char kPrefillPackedGqa[] = "prefill_sm90_gqa";
+constexpr char kPrefillPackedGqa64[] = "prefill_sm90_gqa64";  // chosen by name only (measured first)
 Status plan_gqa_packing(const PrefillProblem& problem, Strategy served, bool paged_read, const DeviceInfo& device,
                         const PlanOptions& options, Plan* p, tiles::TileSummary* tile, std::string* why) {
   const int group = problem.num_q_heads / problem.num_kv_heads;
-  if (options.family == kPrefillPackedGqa) {
+  if (options.family == kPrefillPackedGqa || options.family == kPrefillPackedGqa64) {
     p->packed_queries = tiles::packed_queries_per_head(tile->block_m, group);
     if (p->packed_queries == 0) {
-      return Status::unsupported("options.family", std::string(kPrefillPackedGqa) + " packs at most " +
+      return Status::unsupported("options.family", options.family + " packs at most " +
                                                        std::to_string(tile->block_m / 8) +
                                                        " query heads per KV head (whole 8-row atoms of a " +
                                                        std::to_string(tile->block_m) + "-row tile); this problem has " +
@@ -334,10 +335,61 @@ Status plan_persistent_grid(const PrefillProblem& problem, const DeviceInfo& dev
 
 }  // namespace
 
+namespace {
+
+// A decode problem as chunked prefill over its cache: each sequence's q_len queries are the last
+// q_len positions of its cached keys, so decode's causal rule (query i sees keys
+// [0, seq_len - q_len + i]) is the chunk's bottom-right one.
+PrefillProblem as_chunked_prefill(const DecodeProblem& d) {
+  PrefillProblem p;
+  p.batch = d.batch;
+  p.num_q_heads = d.num_q_heads;
+  p.num_kv_heads = d.num_kv_heads;
+  p.head_dim = d.head_dim;
+  p.max_q_len = d.q_len;
+  p.max_kv_len = d.max_kv_len;
+  p.causal = d.causal;
+  p.dtype = d.dtype;
+  p.kv_format = d.kv_format;
+  p.softmax_scale = d.softmax_scale;
+  p.kv_cache = true;
+  p.page_size = d.page_size;
+  return p;
+}
+
+// options.family names a prefill family that reads KV caches: the decode problem runs as chunked prefill over its cache
+// (Plan::decode_via_prefill). The decode-only merges do not apply there.
+Status plan_decode_via_prefill(const DecodeProblem& problem, const DeviceInfo& device, const PlanOptions& options,
+                               Plan* plan) {
+  const std::string served = "options.family names a prefill family (" + options.family +
+                             ": decode served by chunked prefill)";
+  if (options.cluster_combine) return Status::invalid("options.cluster_combine", "off when " + served, "on");
+  if (options.fused_combine) return Status::invalid("options.fused_combine", "off when " + served, "on");
+  if (options.atomic_combine) return Status::invalid("options.atomic_combine", "off when " + served, "on");
+  if (options.split_tokens > 0) {
+    return Status::invalid("options.split_tokens", "0 when " + served, std::to_string(options.split_tokens));
+  }
+  Plan p;
+  if (Status s = plan_prefill(as_chunked_prefill(problem), device, options, &p); !s) return s;
+  p.kind = Plan::Kind::kDecode;
+  p.decode = problem;
+  p.decode_via_prefill = true;
+  p.note = "decode served by chunked prefill over the cache (" + p.family + "); " + p.note;
+  *plan = p;
+  return Status::success();
+}
+
+}  // namespace
+
 Status plan_decode(const DecodeProblem& problem, const DeviceInfo& device,
                    const PlanOptions& options, Plan* plan) {
   if (plan == nullptr) return Status::invalid("plan", "a non-null pointer", "nullptr");
   if (Status s = detail::validate_decode_problem(problem); !s) return s;
+  if (const int named = options.family.empty() ? -1 : registry::find_family(options.family);
+      named >= 0 && registry::families()[named].kind == registry::Kind::kPrefill &&
+      registry::families()[named].kv_caches != 0) {  // a family that reads KV caches (chunked prefill)
+    return plan_decode_via_prefill(problem, device, options, plan);
+  }
   if (options.strategy == Strategy::kSplitV || options.strategy == Strategy::kTwoPass) {
     return Status::unsupported("options.strategy", std::string(to_string(options.strategy)) +
                                                        " is a prefill strategy; decode offers auto, split-q and split-kv");

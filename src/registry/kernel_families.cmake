@@ -78,6 +78,14 @@ splitkv_family(NAME prefill_sm90_gqa KIND prefill ARCH sm90a STRATEGIES split-q 
   HEAD_DIMS 64 128 256 DTYPES fp16 bf16 KV_FORMATS native KV_CACHES contiguous paged
   TILE prefill_sm90_gqa_summary TEMPLATE prefill_sm90 VARIANT kPackGqa)
 
+# GQA packing in a 64-row tile (D=128): a producer and one consumer warpgroup, 64-key K/V tiles, two
+# blocks per SM. For decode-shaped rows (speculative queries, short chunks: q_len x group <= 64 per
+# KV head), which the 128-row packed tile pads to 128. Priority -1: chosen by name while it is
+# measured (bench/NOTES.md, run 50); groups of at most 8 query heads.
+splitkv_family(NAME prefill_sm90_gqa64 KIND prefill ARCH sm90a STRATEGIES split-q split-kv PRIORITY -1
+  HEAD_DIMS 128 DTYPES fp16 bf16 KV_FORMATS native KV_CACHES contiguous paged
+  TILE prefill_sm90_gqa64_summary TEMPLATE prefill_sm90 VARIANT kGqa64)
+
 # The original design's two-pass strategy on the wgmma kernel: a statistics pass (Q K^T and each
 # row's max and sum, K alone streamed) and an output pass (scores again, the final softmax applied,
 # P V; no O rescale), two launches of prefill_sm90_kernel. Chosen by name (measured in the

@@ -76,6 +76,31 @@ TEST(CpuBackendInvariance, BatchInvariantSplitsGiveTheSameBits) {
   EXPECT_EQ(bits[0], bits[1]);
 }
 
+// A decode plan served by chunked prefill (a prefill family named) is still a decode plan: the CPU
+// backend runs it (its splits and KV block) and matches the reference.
+TEST(CpuBackendPlans, DecodeServedByChunkedPrefillRunsOnTheCpu) {
+  testing::DecodeCaseSpec spec;
+  spec.problem.batch = 3;
+  spec.problem.num_q_heads = 28;
+  spec.problem.num_kv_heads = 4;
+  spec.problem.head_dim = 128;
+  spec.problem.q_len = 8;
+  spec.problem.causal = true;
+  spec.problem.max_kv_len = 700;
+  spec.problem.page_size = 16;
+  spec.seq_lens = {700, 5, 0};
+  PlanOptions o;
+  o.family = "prefill_sm90_gqa64";
+  o.num_splits = 3;
+  Plan plan;
+  ASSERT_TRUE(plan_decode(spec.problem, DeviceInfo::h200(), o, &plan).ok());
+  ASSERT_TRUE(plan.decode_via_prefill);
+  testing::DecodeCase c = testing::make_decode_case(spec);
+  ASSERT_TRUE(cpu::run_decode(plan, c.host_tensors()).ok());
+  const testing::Comparison cmp = testing::check_decode(c);
+  EXPECT_TRUE(cmp.passed) << cmp.summary();
+}
+
 // A head-major cache ([slabs, Hkv, tokens, D] in memory, FlashInfer's HND) is the token-major one
 // with other strides: the same values give the same bits, in every KV format, paged or not, with
 // the head dimension padded (strided) or not.

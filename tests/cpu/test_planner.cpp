@@ -365,6 +365,79 @@ TEST(Planner, HopperIndependentKvTilesAreAFamilyByName) {
   EXPECT_NE(s.message().find("prefill_sm90_v64"), std::string::npos) << s.message();
 }
 
+TEST(Planner, SixtyFourRowPackedTilesAreAFamilyByName) {
+  // prefill_sm90_gqa64: a KV head's query heads in 64 rows (28/4: 7 heads x 8 queries), 64-key
+  // tiles, one consumer warpgroup, small enough for two blocks per SM; D=128, groups of <= 8.
+  PlanOptions o;
+  o.family = "prefill_sm90_gqa64";
+  PrefillProblem spec = prefill(8, 28, 8, true);  // 8 speculative queries after 8k keys
+  spec.num_kv_heads = 4;
+  spec.max_kv_len = 8192 + 8;
+  spec.kv_cache = true;
+  spec.page_size = 16;
+  Plan plan;
+  ASSERT_TRUE(plan_prefill(spec, DeviceInfo::h200(), o, &plan).ok());
+  EXPECT_EQ(plan.family, "prefill_sm90_gqa64");
+  EXPECT_EQ(plan.block_m, 64);
+  EXPECT_EQ(plan.block_n, 64);
+  EXPECT_EQ(plan.warps, 8);
+  EXPECT_EQ(plan.packed_queries, 8);
+  EXPECT_EQ(plan.blocks_per_sm, 2);
+  EXPECT_EQ(plan.grid[0], 1);
+  EXPECT_EQ(plan.grid[1], 4);
+  EXPECT_EQ(plan.persistent_blocks, 0);
+  constexpr tiles::PrefillSm90Tile t = tiles::prefill_sm90_tile(128, tiles::PrefillSm90Variant::kGqa64);
+  static_assert(t.blocks_per_sm() == 2 && 2 * (t.smem_bytes() + 1024) <= 228 * 1024, "two blocks per SM");
+  Plan auto_plan;
+  ASSERT_TRUE(plan_prefill(spec, DeviceInfo::h200(), PlanOptions{}, &auto_plan).ok());
+  EXPECT_NE(auto_plan.family, "prefill_sm90_gqa64");
+  PrefillProblem wide = spec;  // 32/2: 16 heads per KV head, more than 64 rows' 8-row atoms
+  wide.num_q_heads = 32;
+  wide.num_kv_heads = 2;
+  Status s = plan_prefill(wide, DeviceInfo::h200(), o, &plan);
+  EXPECT_EQ(s.code(), StatusCode::kUnsupported);
+  EXPECT_EQ(s.argument(), "options.family");
+  EXPECT_NE(s.message().find("prefill_sm90_gqa64 packs at most 8 query heads per KV head"), std::string::npos)
+      << s.message();
+  PrefillProblem d64 = spec;
+  d64.head_dim = 64;
+  s = plan_prefill(d64, DeviceInfo::h200(), o, &plan);
+  EXPECT_EQ(s.code(), StatusCode::kUnsupported);
+  EXPECT_EQ(s.argument(), "head_dim") << s.message();
+}
+
+TEST(Planner, NamingAPrefillFamilyServesDecodeByChunkedPrefill) {
+  // 28/4 q_len 8 on 8k keys, named prefill_sm90_gqa64: the chunked-prefill plan of the same cache
+  // (one 64-row tile per KV head), still a decode plan; decode-only merges are refused by name.
+  DecodeProblem spec = decode(8, 28, 4, 8192, 128, 8);
+  spec.causal = true;
+  PlanOptions o;
+  o.family = "prefill_sm90_gqa64";
+  Plan plan;
+  ASSERT_TRUE(plan_decode(spec, DeviceInfo::h200(), o, &plan).ok());
+  EXPECT_EQ(plan.kind, Plan::Kind::kDecode);
+  EXPECT_TRUE(plan.decode_via_prefill);
+  EXPECT_EQ(plan.family, "prefill_sm90_gqa64");
+  EXPECT_EQ(plan.packed_queries, 8);
+  EXPECT_TRUE(plan.prefill.kv_cache);
+  EXPECT_EQ(plan.prefill.max_q_len, 8);
+  EXPECT_EQ(plan.prefill.max_kv_len, 8192);
+  EXPECT_NE(describe(plan).find("served as: chunked prefill over the cache"), std::string::npos) << describe(plan);
+  EXPECT_EQ(describe(plan).find("combine:"), std::string::npos) << describe(plan);
+  Plan plain;
+  ASSERT_TRUE(plan_decode(spec, DeviceInfo::h200(), {}, &plain).ok());
+  EXPECT_FALSE(plain.decode_via_prefill);
+  for (const char* option : {"options.cluster_combine", "options.fused_combine", "options.split_tokens"}) {
+    PlanOptions bad = o;
+    bad.cluster_combine = std::string(option) == "options.cluster_combine";
+    bad.fused_combine = std::string(option) == "options.fused_combine";
+    bad.split_tokens = std::string(option) == "options.split_tokens" ? 512 : 0;
+    const Status s = plan_decode(spec, DeviceInfo::h200(), bad, &plan);
+    EXPECT_EQ(s.argument(), option) << s.message();
+    EXPECT_NE(s.message().find("decode served by chunked prefill"), std::string::npos) << s.message();
+  }
+}
+
 TEST(Planner, KvHeadsWithMoreThanSixteenPackedRowsTakeThirtyTwoRowTiles) {
   // 28/4 q_len 8: 56 packed rows per KV head -> two 32-row tiles instead of four 16-row ones.
   const Plan m32 = plan_or_die(decode(8, 28, 4, 8192, 128, 8));
@@ -487,9 +560,12 @@ TEST(Planner, ForcedFamiliesAreCheckedAgainstKindProblemAndDevice) {
   o.family = "no_such_family";
   EXPECT_EQ(code_and_argument(plan_decode(decode(1, 8, 8, 100), DeviceInfo::h200(), o, &plan)),
             std::make_pair(StatusCode::kInvalidArgument, std::string("options.family")));
-  o.family = "prefill_mma";  // a prefill family for a decode problem
+  o.family = "prefill_mma_twopass";  // a prefill family that reads no KV cache, for a decode problem
   EXPECT_EQ(code_and_argument(plan_decode(decode(1, 8, 8, 100), DeviceInfo::h200(), o, &plan)),
             std::make_pair(StatusCode::kInvalidArgument, std::string("options.family")));
+  o.family = "prefill_mma";  // one that reads caches serves decode as chunked prefill
+  ASSERT_TRUE(plan_decode(decode(1, 8, 8, 100), DeviceInfo::h200(), o, &plan).ok());
+  EXPECT_TRUE(plan.decode_via_prefill);
   o.family = "combine";
   EXPECT_EQ(plan_prefill(prefill(1, 2, 64), DeviceInfo::h200(), o, &plan).argument(), "options.family");
   o.family = "decode_mma";

@@ -209,6 +209,41 @@ TEST_F(DecodeTensorValidation, WrongPlanKind) {
   expect_error("plan");
 }
 
+// A decode plan served by chunked prefill (options.family names a prefill family) takes no
+// context shard: keys_after and caller partials are refused by name, before the GPU.
+TEST(DecodeViaPrefillValidation, ContextShardTensorsAreRefused) {
+  testing::DecodeCaseSpec spec;
+  spec.problem.batch = 2;
+  spec.problem.num_q_heads = 28;
+  spec.problem.num_kv_heads = 4;
+  spec.problem.head_dim = 128;
+  spec.problem.q_len = 8;
+  spec.problem.causal = true;
+  spec.problem.max_kv_len = 300;
+  testing::DecodeCase c = testing::make_decode_case(spec);
+  PlanOptions o;
+  o.family = "prefill_sm90_gqa64";
+  Plan plan;
+  ASSERT_TRUE(plan_decode(c.problem, DeviceInfo::h200(), o, &plan).ok());
+  ASSERT_TRUE(plan.decode_via_prefill);
+  DecodeTensors t = c.host_tensors();
+  std::vector<int32_t> after = {0, 0};
+  t.keys_after = TensorRef::contiguous(after.data(), DType::kI32, {2});
+  Status s = run_decode(plan, t, nullptr, 0, nullptr);
+  EXPECT_EQ(s.code(), StatusCode::kUnsupported) << s.message();
+  EXPECT_EQ(s.argument(), "keys_after") << s.message();
+  EXPECT_NE(s.message().find("prefill_sm90_gqa64"), std::string::npos) << s.message();
+  t = c.host_tensors();
+  std::vector<float> partials(size_t(plan.num_splits) * 2 * 8 * 28 * 129);
+  t.out = TensorRef{};
+  t.lse = TensorRef{};
+  t.partial_o = TensorRef::contiguous(partials.data(), DType::kF32, {plan.num_splits, 2 * 8, 28, 128});
+  t.partial_lse = TensorRef::contiguous(partials.data(), DType::kF32, {plan.num_splits, 2 * 8, 28});
+  s = run_decode(plan, t, nullptr, 0, nullptr);
+  EXPECT_EQ(s.code(), StatusCode::kUnsupported) << s.message();
+  EXPECT_EQ(s.argument(), "partial_o") << s.message();
+}
+
 // ---- prefill --------------------------------------------------------------------------------------
 
 class PrefillTensorValidation : public ::testing::Test {

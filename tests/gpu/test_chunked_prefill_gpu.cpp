@@ -148,6 +148,19 @@ INSTANTIATE_TEST_SUITE_P(
                    "prefill_sm90_v64"},
         ChunkShape{"contiguous_full_fp16_v64", 0, 28, 4, 128, DType::kF16, false, kRagged, kRaggedChunks, 0,
                    "prefill_sm90_v64"},
+        // 64-row packed tiles (one consumer, 64-key tiles, two blocks per SM): speculative-decode shapes
+        // (28/4 x 8 queries: 56 rows; 8/1 x 8: the whole tile) with splits over 16-token pages, pages
+        // of whole 64-key tiles with splits that start mid-page, ragged chunks, a contiguous cache.
+        ChunkShape{"page16_spec_splits_gqa64_28_4", 16, 28, 4, 128, DType::kBF16, true, {3000, 0, 129, 17, 700},
+                   {8, 0, 8, 1, 5}, 3, "prefill_sm90_gqa64"},
+        ChunkShape{"page16_causal_gqa64", 16, 32, 8, 128, DType::kBF16, true, kRagged, kRaggedChunks, 0,
+                   "prefill_sm90_gqa64"},
+        ChunkShape{"page64_splits_gqa64", 64, 32, 8, 128, DType::kBF16, true, {4097, 700}, {16, 700}, 3,
+                   "prefill_sm90_gqa64"},
+        ChunkShape{"contiguous_spec_fp16_gqa64_8_1", 0, 8, 1, 128, DType::kF16, true, {2000, 65}, {8, 8}, 5,
+                   "prefill_sm90_gqa64"},
+        ChunkShape{"contiguous_full_gqa64_28_4", 0, 28, 4, 128, DType::kBF16, false, kRagged, kRaggedChunks, 0,
+                   "prefill_sm90_gqa64"},
         // Quantized caches: dequantized into the workspace, then read as a contiguous 16-bit cache.
         ChunkShape{"int8_page16_causal", 16, 32, 8, 128, DType::kBF16, true, kRagged, kRaggedChunks, 0, "",
                    KvFormat::kInt8},

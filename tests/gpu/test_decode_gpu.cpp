@@ -176,6 +176,20 @@ std::vector<GpuCase> reference_cases() {
   add_atomic("m32_q8_causal", DecodeSpecBuilder(2, 32, 8, 3000).queries(8, true).lens({3000, 40}), 8);
   add_atomic("far_reference_all_fallback", DecodeSpecBuilder(2, 32, 8, 4097).lens({4097, 900}), 12, 1000.f);
   add_atomic("negative_reference", DecodeSpecBuilder(2, 32, 8, 4097).lens({4097, 900}), 12, -30.f);
+  // Decode served by chunked prefill over the cache (a prefill family named): the 64-row packed
+  // tile on speculative rows (sequences shorter than q_len among them), with splits and pages, the
+  // 128-row one, and q_len 1.
+  auto add_via_prefill = [&](std::string name, const char* family, DecodeSpecBuilder b, int splits = 0) {
+    GpuCase k{"via_prefill_" + name, b.spec, splits};
+    k.family = family;
+    cases.push_back(k);
+  };
+  const char* gqa64 = "prefill_sm90_gqa64";
+  add_via_prefill("gqa64_q8_28_4_splits", gqa64, DecodeSpecBuilder(3, 28, 4, 3000).queries(8, true).lens({3000, 9, 5}), 4);
+  add_via_prefill("gqa64_q4_paged16", gqa64, DecodeSpecBuilder(3, 32, 8, 1000).queries(4, true).paged(16).lens({1000, 3, 0}));
+  add_via_prefill("gqa64_q7_noncausal_8_1", gqa64, DecodeSpecBuilder(2, 8, 1, 2000).queries(7, false).lens({2000, 65}), 3);
+  add_via_prefill("gqa64_q1_mixed", gqa64, DecodeSpecBuilder(5, 32, 8, 4097).lens({0, 4097, 1, 333, 2048}));
+  add_via_prefill("sm90_q8_32_8_paged64", "prefill_sm90", DecodeSpecBuilder(2, 32, 8, 1500).queries(8, true).paged(64), 2);
   GpuCase by_name{"mma16_q16_causal_paged", DecodeSpecBuilder(2, 32, 8, 900).queries(16, true).paged(16).lens({900, 10}).spec};
   by_name.family = "decode_mma";
   cases.push_back(by_name);
@@ -198,10 +212,9 @@ TEST(DecodeGpu, SplitResultsAreBitwiseDeterministic) {
     run_case(k, &second);
     EXPECT_EQ(first.out, second.out) << "way " << way;
     EXPECT_EQ(std::memcmp(first.lse.data(), second.lse.data(), first.lse.size() * sizeof(float)), 0) << "way " << way;
-    if (way == 2) {  // the fused combine runs the combine kernel's row code: the same bits
-      EXPECT_EQ(first.out, by_kernel.out);
-      EXPECT_EQ(std::memcmp(first.lse.data(), by_kernel.lse.data(), first.lse.size() * sizeof(float)), 0);
-    }
+    // Every merge folds the same partials in the same order (merge_partials_in_order): the same bits.
+    EXPECT_EQ(first.out, by_kernel.out) << "way " << way;
+    EXPECT_EQ(std::memcmp(first.lse.data(), by_kernel.lse.data(), first.lse.size() * sizeof(float)), 0) << "way " << way;
   }
 }
 

@@ -36,6 +36,8 @@ const Variant kVariants[] = {{"default", Strategy::kAuto, "", 0},
                              {"sm90_gqa_splitkv", Strategy::kSplitKV, "prefill_sm90_gqa", 2},
                              {"sm90_v64", Strategy::kAuto, "prefill_sm90_v64", 0},
                              {"sm90_v64_splitkv", Strategy::kSplitKV, "prefill_sm90_v64", 2},
+                             {"sm90_gqa64", Strategy::kAuto, "prefill_sm90_gqa64", 0},
+                             {"sm90_gqa64_splitkv", Strategy::kSplitKV, "prefill_sm90_gqa64", 3},
                              {"k16v64", Strategy::kAuto, "prefill_mma_k16v64", 0},
                              {"k16v64_splitkv", Strategy::kSplitKV, "prefill_mma_k16v64", 2}};
 
@@ -123,11 +125,14 @@ struct PrefillParam {
 };
 
 // The mma.sync families stop at head dim 128; prefill_sm90_m192 is D=64 only, prefill_sm90_n80 D=256,
-// prefill_sm90_v64 D=128; prefill_sm90_gqa packs at most 16 query heads per KV head.
+// prefill_sm90_v64 D=128; prefill_sm90_gqa packs at most 16 query heads per KV head, prefill_sm90_gqa64
+// (D=128) at most 8.
 bool serves(const Variant& v, const PrefillShape& s) {
   const std::string family = v.family;
   const int d = s.spec.problem.head_dim;
-  if (family == "prefill_sm90_gqa") return s.spec.problem.num_q_heads / s.spec.problem.num_kv_heads <= 16;
+  const int group = s.spec.problem.num_q_heads / s.spec.problem.num_kv_heads;
+  if (family == "prefill_sm90_gqa") return group <= 16;
+  if (family == "prefill_sm90_gqa64") return d == 128 && group <= 8;
   if (family == "prefill_sm90_m192") return d == 64;
   if (family == "prefill_sm90_n80") return d == 256;
   if (family == "prefill_sm90_v64") return d == 128;

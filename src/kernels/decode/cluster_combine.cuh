@@ -89,28 +89,20 @@ __device__ __forceinline__ void merge_cluster_inbox(const DecodeParams& p, const
   cute::cluster_arrive();  // release: our pushes
   cute::cluster_wait();    // acquire: every rank's pushes into this inbox
   constexpr int kChunks = ClusterInbox<kM, kHeadDim>::kChunks;
-  constexpr int kInFlight = 4;
   const int ranks = p.num_splits.divisor, me = int(cooperative_groups::this_cluster().block_rank());
   const int my_chunks = (kChunks - me + ranks - 1) / ranks;
   for (int item = threadIdx.x; item < rows_here * my_chunks; item += kThreads) {
     const int r = item / my_chunks, slot = item % my_chunks, chunk = me + slot * ranks;
     const float4* from = inbox.o + (slot * kM + r) * ranks;
-    CombineState state;
-    bool nan_seen = false;  // a poisoned split (bad input) poisons the row
-    for (int k0 = 0; k0 < ranks; k0 += kInFlight) {
-      float lse[kInFlight];
-      float4 o[kInFlight];
-#pragma unroll
-      for (int j = 0; j < kInFlight; ++j) {
-        const bool here = k0 + j < ranks;
-        lse[j] = here ? inbox.lse[(k0 + j) * kM + r] : kNegInf;
-        o[j] = here ? from[k0 + j] : make_float4(0.f, 0.f, 0.f, 0.f);
-        nan_seen |= isnan(lse[j]);
-      }
-      state.fold(lse, o);
-    }
+    bool nan_seen = false;
     float out[4];
-    const float lse = state.finish(out);
+    const float lse = merge_partials_in_order(
+        ranks,
+        [&](int k, float& lse_k, float4& o_k) {
+          lse_k = inbox.lse[k * kM + r];
+          o_k = from[k];
+        },
+        out, nan_seen);
     const PackedRow at = packed_row(p, kv_head, row0 + r);
     const OutputRow where{b, at.query, at.query, at.head, 0};
     write_output<Element, kHeadDim>(p.output, where, chunk * 4, out, lse, chunk == 0, nan_seen);

@@ -71,13 +71,15 @@ __device__ __forceinline__ void mask_past_row_ends(Scores& scores, const RowCoor
 
 // Fused combine, after the block wrote its partial rows: counts the block in on its tile's counter;
 // the tile's last split block merges every split's partials of the tile's rows with combine_row
-// (the combine kernel's code and order, so the bits are the same) and resets the counter to zero
+// (the combine kernel's code and order, so the bits are the same; CombineLanes::kRowsPerBlock rows
+// at a time) and resets the counter to zero
 // for the next launch (graph replays need no memset). The classic threadfence pattern: writers
 // fence before they count, the last block fences after it counts, then reads.
 template <class Element, int kHeadDim, int kThreads>
 __device__ __forceinline__ void merge_if_last_split(const DecodeParams& p, int64_t tile, int b, int kv_head, int row0,
                                                     int rows_here) {
-  static_assert(kThreads == tiles::kCombineThreads, "combine_row needs the combine kernel's block size");
+  using Lanes = CombineLanes<kHeadDim>;
+  static_assert(kThreads % Lanes::kPerRow == 0, "whole rows of combine_row's threads");
   __shared__ int is_last;
   __threadfence();
   __syncthreads();
@@ -98,10 +100,10 @@ __device__ __forceinline__ void merge_if_last_split(const DecodeParams& p, int64
   c.seq_rows = p.q_len;
   c.output = p.combined;
   const ContiguousPartials<kHeadDim, true> partials{c.partial_o, c.partial_lse, c.rows};
-  for (int r = 0; r < rows_here; ++r) {
+  for (int r = threadIdx.x / Lanes::kPerRow; r < rows_here; r += kThreads / Lanes::kPerRow) {
     const PackedRow at = packed_row(p, kv_head, row0 + r);
-    combine_row<Element, kHeadDim>(c, (int64_t(b) * p.q_len + at.query) * p.num_q_heads + at.head, partials);
-    __syncthreads();  // group 0 reads combine_row's shared arrays after the other groups left it
+    combine_row<Element, kHeadDim>(c, (int64_t(b) * p.q_len + at.query) * p.num_q_heads + at.head,
+                                   threadIdx.x % Lanes::kPerRow, partials);
   }
 }
 

@@ -9,7 +9,8 @@
 // the current one; it gives its registers away; prefill_sm90_v64, the independent K and V tile
 // shapes, sends each K tile as two column slices and each step's V as two 64-key tiles, one stage
 // each); the other warpgroups (two, or three at D=64 in
-// prefill_sm90_m192) are consumers of 64 query rows each. Per K/V tile a consumer computes
+// prefill_sm90_m192, or one in the two-blocks-per-SM prefill_sm90_gqa64) are consumers of 64 query
+// rows each. Per K/V tile a consumer computes
 // S = Q K^T (wgmma, both operands in shared memory), masks and folds S into its online softmax
 // (fp32 statistics in registers), and accumulates O += P V (wgmma with P from registers, V read
 // transposed through its descriptor). The consumer warpgroups take turns issuing (ping-pong, round
@@ -84,14 +85,18 @@ constexpr int kPagedProducerWarps = 4;
 // consumer 0's first turn once, every step passes, and consumer 0 takes the one pass left over
 // after the block's last tile. So consumer 0 starts the next tile's first Q K^T while the others
 // finish the current tile (last P V, epilogue), instead of every tile starting with all idle.
+// A block of one consumer (prefill_sm90_gqa64) has nobody to take turns with: its products alternate
+// with those of the SM's other block, which the scheduler interleaves without a barrier.
 constexpr int kTurnThreads = 2 * 128;
 template <class Traits>
 __device__ __forceinline__ void wait_turn(int consumer) {
-  cutlass::arch::NamedBarrier::sync(kTurnThreads, kTurnBarrier + consumer);
+  if constexpr (Traits::kConsumerWarpgroups > 1) cutlass::arch::NamedBarrier::sync(kTurnThreads, kTurnBarrier + consumer);
 }
 template <class Traits>
 __device__ __forceinline__ void pass_turn(int consumer) {
-  cutlass::arch::NamedBarrier::arrive(kTurnThreads, kTurnBarrier + (consumer + 1) % Traits::kConsumerWarpgroups);
+  if constexpr (Traits::kConsumerWarpgroups > 1) {
+    cutlass::arch::NamedBarrier::arrive(kTurnThreads, kTurnBarrier + (consumer + 1) % Traits::kConsumerWarpgroups);
+  }
 }
 
 // Zeroes rows [valid_rows, NV) of a (NV, D) shared-memory V tile, 16 bytes per store, then makes the
@@ -503,7 +508,7 @@ __device__ __forceinline__ void consume_tile(const PrefillParams& p, const TmaSt
 }
 
 template <class Traits, PrefillPass kPass>
-__global__ void __launch_bounds__(Traits::kThreads, 1)
+__global__ void __launch_bounds__(Traits::kThreads, Traits::kBlocksPerSm)
     prefill_sm90_kernel(const __grid_constant__ PrefillSm90Params<Traits> params) {
   using namespace cute;
   using Element = typename Traits::Element;

@@ -34,20 +34,24 @@ struct PrefillSm90Traits {
   static constexpr int kQBuffers = kTile.q_buffers;
   static constexpr int kConsumerWarpgroups = kTile.consumer_warpgroups;
   static constexpr int kThreads = kTile.threads();
+  static constexpr int kBlocksPerSm = kTile.blocks_per_sm();  // the launch bounds' minimum
   static constexpr int kConsumerThreads = 128 * kConsumerWarpgroups;
   // setmaxnreg: the producer gives its registers to the consumers. The pool is what the launch
-  // allocated (65536 / threads per lane, rounded down to 8), so producer + consumers must not pass
-  // it: 2 consumers, 3 x 168 = 504; 3 consumers, 4 x 128 = 512. A larger total makes the
-  // consumers' setmaxnreg.inc wait forever (run 26 hung that way). At 24 registers the producer
-  // spills a few words in its paged loop (4 reloads per K/V step in each warp); a larger producer
-  // (40 + 2 x 232) costs the consumers' loop 2-3 reloads per step, so two consumers keep 240. Three
-  // consumers (D=64 only: S is 64 x 128, O 64 x 64 in fp32) get 160, FlashAttention-3's split.
+  // allocated (65536 / (threads x blocks per SM) per lane, rounded down to 8), so producer +
+  // consumers must not pass it: 2 consumers, 3 x 168 = 504; 3 consumers, 4 x 128 = 512; one
+  // consumer in two blocks per SM, 2 x 128 = 256. A larger total makes the consumers'
+  // setmaxnreg.inc wait forever (run 26 hung that way). At 24 registers the producer spills a few
+  // words in its paged loop (4 reloads per K/V step in each warp); a larger producer (40 + 2 x 232)
+  // costs the consumers' loop 2-3 reloads per step, so two consumers keep 240. Three consumers
+  // (D=64 only: S is 64 x 128, O 64 x 64 in fp32) get 160, FlashAttention-3's split; one consumer
+  // (S 64 x 64, O 64 x 128) gets the 232 its pool leaves.
   static constexpr int kProducerRegisters = 24;
-  static constexpr int kConsumerRegisters = kConsumerWarpgroups == 2 ? 240 : 160;
+  static constexpr int kConsumerRegisters =
+      kConsumerWarpgroups == 1 ? 232 : (kConsumerWarpgroups == 2 ? 240 : 160);
   static_assert(kProducerRegisters + kConsumerWarpgroups * kConsumerRegisters <=
-                    (65536 / kThreads) / 8 * 8 * (1 + kConsumerWarpgroups),
+                    (65536 / (kThreads * kBlocksPerSm)) / 8 * 8 * (1 + kConsumerWarpgroups),
                 "setmaxnreg would ask for more registers than the launch allocated");
-  static_assert(kConsumerWarpgroups == 2 || (kConsumerWarpgroups == 3 && kHeadDim == 64),
+  static_assert(kConsumerWarpgroups <= 2 || (kConsumerWarpgroups == 3 && kHeadDim == 64),
                 "three consumer warpgroups fit their registers at D=64 only");
   static_assert(kBlockM == 64 * kConsumerWarpgroups, "each consumer warpgroup owns 64 query rows");
   static_assert(kHeadDim % 64 == 0, "rows are whole 128-byte swizzle atoms");
@@ -105,7 +109,8 @@ struct PrefillSm90Traits {
   using GmemTensor = decltype(cute::make_tensor(cute::make_gmem_ptr(static_cast<const Element*>(nullptr)), GmemLayout{}));
   // Q arrives as one (M, D) box, or, in a tile that packs a KV head's query heads (kPackGqa), as
   // M / 8 boxes of 8 rows, each from its own head and queries: rows [8 j, 8 j + 8) of the tile.
-  static constexpr bool kPackGqa = kVariant == tiles::PrefillSm90Variant::kPackGqa;
+  static constexpr bool kPackGqa =
+      kVariant == tiles::PrefillSm90Variant::kPackGqa || kVariant == tiles::PrefillSm90Variant::kGqa64;
   static constexpr int kQBoxRows = kPackGqa ? 8 : kBlockM;
   using SmemLayoutQBox = std::conditional_t<
       kPackGqa,
