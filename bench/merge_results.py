@@ -265,7 +265,8 @@ def merge_quant(ours):
     by_shape = {}
     for r in ours["rows"]:
         c = r["case"]
-        by_shape.setdefault(key(c) + (c.get("page_size", 0),), {})[c["kv_format"]] = r
+        layout = " head-major" if c.get("kv_layout") == "head-major" else ""
+        by_shape.setdefault(key(c) + (c.get("page_size", 0),), {})[c["kv_format"] + layout] = r
     lines = []
     for k, by_format in by_shape.items():
         c = dict(zip(KEY_FIELDS + ("page_size",), k))
@@ -276,7 +277,7 @@ def merge_quant(ours):
             speedup = base["us"] / r["us"] if base and r is not base else None
             verdict = ""
             if speedup is not None:
-                target = QUANT_SPEEDUP_TARGET.get(fmt_name)
+                target = QUANT_SPEEDUP_TARGET.get(fmt_name.split(" ")[0])
                 if long_row and target:
                     verdict = f">={target}x {'met' if speedup >= target else 'MISSED'}"
                 elif not long_row:
@@ -290,7 +291,8 @@ def merge_quant(ours):
               "|---|---|---|---|---|---|---|---|---|---|---|")
     note = (f"Decode over quantized KV caches, D={ours['rows'][0]['case']['D'] if ours['rows'] else '?'}: every format "
             "next to the 16-bit cache of the same shape, same run. GB/s counts the bytes a call must read as stored "
-            "(codes, per-token scales, Q and O); read ceiling "
+            "(codes, per-token scales, Q and O); 'head-major': the same cache stored [slabs, Hkv, tokens, D] "
+            "(the 16-bit row it is compared with is token-major); read ceiling "
             f"{ours['ceiling_read_gbps']:.0f} GB/s. CUDA-graph replays, inputs rotated over >= 1 GiB.")
     return ours["rows"], header, lines, note
 

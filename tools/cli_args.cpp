@@ -47,6 +47,9 @@ void print_usage() {
       "  --no-auto-cluster         decode: short rows keep the combine kernel (default: 8 splits merged\n"
       "                            in a cluster where rows have <= 4096 keys, 2048 for a quantized cache,\n"
       "                            and the grid is small)\n"
+      "  --no-prefill-route        decode: keep the decode kernels where the planner would serve causal\n"
+      "                            rows of 33-64 packed queries per KV head by chunked prefill\n"
+      "                            (prefill_sm90_gqa64)\n"
       "  --no-persistent           prefill (sm_90): one block per tile instead of the persistent grid\n"
       "  --fused-combine           decode: each tile's last split block merges the splits (no combine launch)\n"
       "  --atomic-combine          decode: splits add atomically into fp32 rows, then one normalization\n"
@@ -93,6 +96,8 @@ bool parse_args(int argc, char** argv, CliOptions* o, std::string* error) {
       o->cluster_combine = true;
     } else if (arg == "--no-auto-cluster") {
       o->auto_cluster_combine = false;
+    } else if (arg == "--no-prefill-route") {
+      o->prefill_route = false;
     } else if (arg == "--no-persistent") {
       o->persistent_prefill = false;
     } else if (arg == "--fused-combine") {

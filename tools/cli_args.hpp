@@ -27,6 +27,7 @@ struct CliOptions {
   int split_tokens = 0;
   bool cluster_combine = false;  // --cluster: merge decode splits inside a thread-block cluster
   bool auto_cluster_combine = true;  // --no-auto-cluster: short rows keep the combine kernel
+  bool prefill_route = true;         // --no-prefill-route: speculative rows keep the decode kernels
   bool persistent_prefill = true;    // --no-persistent: prefill_sm90 launches one block per tile
   bool fused_combine = false;    // --fused-combine: each tile's last split block merges (decode)
   bool atomic_combine = false;   // --atomic-combine: splits add atomically, then normalize (decode)

@@ -111,8 +111,9 @@ Status measure_decode(const DecodeProblem& p, const PlanOptions& options, bool h
   return Status::success();
 }
 
+// head_major: per row, whether its cache is stored head-major (empty: o.kv_head_major for every row).
 int run_rows(const std::vector<DecodeProblem>& problems, const std::vector<PlanOptions>& options, const CliOptions& o,
-             const char* suite) {
+             const char* suite, const std::vector<bool>& head_major = {}) {
   std::printf("measuring the read-bandwidth ceiling (4 GiB plain read kernel)...\n");
   const double ceiling = measure_read_ceiling_gbps();
   std::printf("read ceiling: %.0f GB/s on %s\n", ceiling, gpu_name().c_str());
@@ -122,7 +123,8 @@ int run_rows(const std::vector<DecodeProblem>& problems, const std::vector<PlanO
     const DecodeProblem& p = problems[i];
     Plan plan;
     ResultRow row;
-    if (Status s = measure_decode(p, options[i], o.kv_head_major, o.iters, &plan, &row); !s) {
+    const bool row_head_major = head_major.empty() ? o.kv_head_major : bool(head_major[i]);
+    if (Status s = measure_decode(p, options[i], row_head_major, o.iters, &plan, &row); !s) {
       std::printf("  %s\n", s.message().c_str());
       results.fail();
       continue;
@@ -167,16 +169,23 @@ int gpu_decode_bench(const CliOptions& o) {
   }
   if (o.suite == "quant") {
     // Every KV format on the decode suite's long, short, batched, paged and speculative rows, next
-    // to the 16-bit cache of the same shape (same run).
+    // to the 16-bit cache of the same shape (same run); on the long rows INT4 and K8V4 also over a
+    // head-major cache, whose 64-byte INT4 rows then fill whole lines (docs/KV_FORMATS.md).
+    std::vector<bool> head_major;
     for (int i : {0, 1, 2, 3, 4, 5, 6, 7, 9, 12, 14, 16}) {
       for (KvFormat f : {KvFormat::kNative, KvFormat::kFP8E4M3, KvFormat::kInt8, KvFormat::kInt4, KvFormat::kK8V4}) {
-        DecodeProblem p = suite_problem(o, formats, kDecodeSuite[i]);
-        p.kv_format = f;
-        problems.push_back(p);
-        plan_options.push_back(options);
+        const bool long_row = i == 3 || i == 4 || i == 6 || i == 12;
+        for (bool hm : {false, true}) {
+          if (hm && !(long_row && (f == KvFormat::kInt4 || f == KvFormat::kK8V4))) continue;
+          DecodeProblem p = suite_problem(o, formats, kDecodeSuite[i]);
+          p.kv_format = f;
+          problems.push_back(p);
+          plan_options.push_back(options);
+          head_major.push_back(hm || o.kv_head_major);
+        }
       }
     }
-    return run_rows(problems, plan_options, o, "quant");
+    return run_rows(problems, plan_options, o, "quant", head_major);
   }
   if (o.shape_given) {
     problems.push_back(to_decode_problem(o, formats));

@@ -49,6 +49,7 @@ Status to_plan_options(const CliOptions& o, PlanOptions* options) {
   p.split_tokens = o.split_tokens;
   p.cluster_combine = o.cluster_combine;
   p.auto_cluster_combine = o.auto_cluster_combine;
+  p.prefill_route = o.prefill_route;
   p.persistent_prefill = o.persistent_prefill;
   p.fused_combine = o.fused_combine;
   p.atomic_combine = o.atomic_combine;

@@ -150,8 +150,8 @@ def _is_array(x):
 
 
 def plan_decode(*args, causal=False, softmax_scale=None, num_splits=0, max_splits=0, split_tokens=0,
-                cluster_combine=False, auto_cluster_combine=True, family=None, device=None, kv_format=None,
-                **shape):
+                cluster_combine=False, auto_cluster_combine=True, prefill_route=True, family=None, device=None,
+                kv_format=None, **shape):
     """A decode plan; print it for the CLI's `splitkv plan` description.
 
     Either from tensors, giving the plan decode() would use for them:
@@ -163,7 +163,9 @@ def plan_decode(*args, causal=False, softmax_scale=None, num_splits=0, max_split
     splitkv.DeviceInfo. kv_format: as in decode() (a format no kernel of this planner reads raises
     NotImplementedError naming kv_format). auto_cluster_combine=False keeps the combine kernel where
     the planner would merge short rows' splits in a thread-block cluster (sm_90, <= 4096 keys, 2048
-    for a quantized cache, a grid of at most half the SMs).
+    for a quantized cache, a grid of at most half the SMs). prefill_route=False keeps the decode
+    kernels where the planner would serve causal rows of 33-64 packed queries per KV head by chunked
+    prefill on prefill_sm90_gqa64 (the plan's decode_via_prefill says which).
     """
     if args and _is_array(args[0]):
         q, k_cache = args[0], args[1]
@@ -191,6 +193,7 @@ def plan_decode(*args, causal=False, softmax_scale=None, num_splits=0, max_split
         raise TypeError(f"plan_decode() got unexpected keyword arguments {sorted(shape)}")
     options = cm.plan_options(None, num_splits, max_splits, split_tokens, cluster_combine, family)
     options.auto_cluster_combine = bool(auto_cluster_combine)
+    options.prefill_route = bool(prefill_route)
     return _C.plan_decode(problem, cm.device_info(device), options)
 
 

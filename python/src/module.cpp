@@ -553,6 +553,9 @@ NB_MODULE(_splitkv, m) {
                           .def_rw("cluster_combine", &PlanOptions::cluster_combine)
                           .def_rw("auto_cluster_combine", &PlanOptions::auto_cluster_combine,
                                   "short decode rows on small grids: 8 splits merged in a cluster (default True)")
+                          .def_rw("prefill_route", &PlanOptions::prefill_route,
+                                  "causal decode rows of 33-64 packed queries per KV head on large grids: "
+                                  "chunked prefill on prefill_sm90_gqa64 (default True)")
                           .def_rw("persistent_prefill", &PlanOptions::persistent_prefill,
                                   "prefill on sm_90: a persistent grid of one block per SM (default True)")
                           .def_rw("family", &PlanOptions::family, "kernel family name ('': the planner chooses)");

@@ -122,7 +122,8 @@ Status launch_combine(const OutputParams& from, int num_splits, const OutputPara
 Status run_decode_via_prefill(const Plan& plan, const DecodeTensors& t, void* workspace, size_t workspace_bytes,
                               Stream stream) {
   const std::string why = "empty: this plan serves decode by chunked prefill (" + plan.family +
-                          "), which takes no context shard; plan without a prefill options.family";
+                          "), which takes no context shard; plan with options.prefill_route = false and without a prefill "
+                          "options.family";
   if (!t.keys_after.empty()) return Status::unsupported("keys_after", why);
   if (!t.partial_o.empty() || !t.partial_lse.empty()) return Status::unsupported("partial_o", why);
   PrefillTensors p;

@@ -98,7 +98,15 @@ Status plan_sharded_decode(const DecodeProblem& shard_problem, const DeviceInfo&
   if (plan == nullptr) return Status::invalid("plan", "a non-null pointer", "nullptr");
   if (world_size < 1) return Status::invalid("world_size", ">= 1", std::to_string(world_size));
   ShardedDecodePlan p;
-  if (Status s = plan_decode(shard_problem, device, options, &p.local); !s) return s;
+  // A shard's partials come from the decode kernels (keys_after, caller partials): never the
+  // chunked-prefill route.
+  PlanOptions shard_options = options;
+  shard_options.prefill_route = false;
+  if (Status s = plan_decode(shard_problem, device, shard_options, &p.local); !s) return s;
+  if (p.local.decode_via_prefill) {
+    return Status::unsupported("options.family", "a decode family for a context shard (" + options.family +
+                                                     " serves decode by chunked prefill, which takes no shard)");
+  }
   p.world_size = world_size;
   const RankPartials r = rank_partials(p.local);
   p.workspace_bytes = plain_lse_offset(r, world_size) + plan::align_up(size_t(world_size) * r.lse_elements * sizeof(float));

@@ -379,12 +379,42 @@ Status plan_decode_via_prefill(const DecodeProblem& problem, const DeviceInfo& d
   return Status::success();
 }
 
+// PlanOptions::prefill_route: speculative rows that overflow the 32-row decode tile, on a grid large
+// enough for two 64-row blocks per SM to pay (bench/NOTES.md, run 51), run on kPrefillRouteFamily
+// where this build compiled it.
+bool takes_prefill_route(const DecodeProblem& problem, const DeviceInfo& device, const PlanOptions& options) {
+  const int rows = problem.q_len * (problem.num_q_heads / problem.num_kv_heads);
+  const int64_t kv_heads = int64_t(problem.batch) * problem.num_kv_heads;
+  const bool decode_only_options = !options.family.empty() || options.cluster_combine || options.fused_combine ||
+                                   options.atomic_combine || options.split_tokens > 0 ||
+                                   (options.strategy != Strategy::kAuto && options.strategy != Strategy::kSplitKV);
+  if (!options.prefill_route || decode_only_options || device.cc_major < 9 || !problem.causal ||
+      problem.head_dim != 128 || reads_quantized_cache(problem) || rows < plan::kPrefillRouteMinRows ||
+      rows > plan::kPrefillRouteMaxRows || kv_heads < plan::kPrefillRouteMinKvHeads ||
+      kv_heads * problem.max_kv_len < plan::kPrefillRouteMinTokens) {
+    return false;
+  }
+  return registry::find_instance(registry::find_family(plan::kPrefillRouteFamily), problem.dtype, problem.head_dim,
+                                 detail::registry_kv_format(KvFormat::kNative, problem.dtype)) >= 0;
+}
+
 }  // namespace
 
 Status plan_decode(const DecodeProblem& problem, const DeviceInfo& device,
                    const PlanOptions& options, Plan* plan) {
   if (plan == nullptr) return Status::invalid("plan", "a non-null pointer", "nullptr");
   if (Status s = detail::validate_decode_problem(problem); !s) return s;
+  if (takes_prefill_route(problem, device, options)) {
+    PlanOptions routed = options;
+    routed.family = plan::kPrefillRouteFamily;
+    // A problem the family cannot take (a page size its loader lacks, say) keeps the decode kernels.
+    if (plan_decode_via_prefill(problem, device, routed, plan).ok()) {
+      plan->note += "; the planner's route for " +
+                    std::to_string(problem.q_len * (problem.num_q_heads / problem.num_kv_heads)) +
+                    " packed rows per KV head (PlanOptions::prefill_route)";
+      return Status::success();
+    }
+  }
   if (const int named = options.family.empty() ? -1 : registry::find_family(options.family);
       named >= 0 && registry::families()[named].kind == registry::Kind::kPrefill &&
       registry::families()[named].kv_caches != 0) {  // a family that reads KV caches (chunked prefill)

@@ -18,6 +18,15 @@ constexpr int kMaxClusterSplits = tiles::kMaxClusterRanks;
 constexpr int kAutoClusterMaxKeys16Bit = 4096;
 constexpr int kAutoClusterMaxKeysQuantized = 2048;
 constexpr int kAutoClusterSplits = 8;
+// PlanOptions::prefill_route: causal decode with more packed rows per KV head than the 32-row decode
+// tile and at most the 64-row prefill tile, on grids of at least this many KV heads holding at
+// least this many cached tokens in all (bench/NOTES.md, run 51: below them, 8/1 B=1-8 and 28/4
+// B=1 8k, the decode kernels tie or win).
+constexpr int kPrefillRouteMinRows = 33;
+constexpr int kPrefillRouteMaxRows = 64;
+constexpr int kPrefillRouteMinKvHeads = 4;
+constexpr int64_t kPrefillRouteMinTokens = 65536;
+constexpr const char* kPrefillRouteFamily = "prefill_sm90_gqa64";
 
 // work_units: thread blocks without splitting (decode: batch x KV heads x query tiles -- GQA is
 // counted by KV heads, since the query heads of a group share one block). kv_blocks: KV blocks in

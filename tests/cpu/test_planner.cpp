@@ -424,8 +424,10 @@ TEST(Planner, NamingAPrefillFamilyServesDecodeByChunkedPrefill) {
   EXPECT_EQ(plan.prefill.max_kv_len, 8192);
   EXPECT_NE(describe(plan).find("served as: chunked prefill over the cache"), std::string::npos) << describe(plan);
   EXPECT_EQ(describe(plan).find("combine:"), std::string::npos) << describe(plan);
+  PlanOptions decode_kernels;
+  decode_kernels.prefill_route = false;
   Plan plain;
-  ASSERT_TRUE(plan_decode(spec, DeviceInfo::h200(), {}, &plain).ok());
+  ASSERT_TRUE(plan_decode(spec, DeviceInfo::h200(), decode_kernels, &plain).ok());
   EXPECT_FALSE(plain.decode_via_prefill);
   for (const char* option : {"options.cluster_combine", "options.fused_combine", "options.split_tokens"}) {
     PlanOptions bad = o;
@@ -435,6 +437,57 @@ TEST(Planner, NamingAPrefillFamilyServesDecodeByChunkedPrefill) {
     const Status s = plan_decode(spec, DeviceInfo::h200(), bad, &plan);
     EXPECT_EQ(s.argument(), option) << s.message();
     EXPECT_NE(s.message().find("decode served by chunked prefill"), std::string::npos) << s.message();
+  }
+}
+
+TEST(Planner, SpeculativeRowsBeyondTheThirtyTwoRowTileTakeThePrefillRoute) {
+  // PlanOptions::prefill_route (bench/NOTES.md, run 51): causal rows of 33..64 packed queries per KV
+  // head on grids of >= 4 KV heads and >= 64Ki cached tokens run as chunked prefill on
+  // prefill_sm90_gqa64, with the prefill planner's splits (B=8 28/4 8k: 32 tiles x 4 splits).
+  auto spec = [](int batch, int hq, int hkv, int len, int q_len) {
+    DecodeProblem p = decode(batch, hq, hkv, len, 128, q_len);
+    p.causal = true;
+    return p;
+  };
+  const Plan routed = plan_or_die(spec(8, 28, 4, 8192, 8));
+  EXPECT_TRUE(routed.decode_via_prefill);
+  EXPECT_EQ(routed.family, "prefill_sm90_gqa64");
+  EXPECT_EQ(routed.num_splits, 4) << routed.note;
+  EXPECT_NE(routed.note.find("PlanOptions::prefill_route"), std::string::npos) << routed.note;
+  for (const DecodeProblem& p : {spec(8, 28, 4, 8192, 5), spec(8, 64, 8, 2048, 8), spec(1, 28, 4, 32768, 8),
+                                 spec(8, 8, 1, 8192, 8), spec(4, 28, 4, 8192, 6)}) {
+    EXPECT_TRUE(plan_or_die(p).decode_via_prefill) << p.num_q_heads << "/" << p.num_kv_heads << " q_len " << p.q_len;
+  }
+  PlanOptions forced;
+  forced.num_splits = 8;
+  EXPECT_EQ(plan_or_die(spec(8, 28, 4, 8192, 8), forced).num_splits, 8);
+  // Kept on the decode kernels: 32 rows or fewer, more than 64, non-causal, D != 128, a quantized
+  // cache, fewer than 4 KV heads or 64Ki tokens in all, sm_80, and options only decode kernels honour.
+  DecodeProblem noncausal = spec(8, 28, 4, 8192, 8);
+  noncausal.causal = false;
+  DecodeProblem int8 = spec(8, 28, 4, 8192, 8);
+  int8.kv_format = KvFormat::kInt8;
+  DecodeProblem hd64 = spec(8, 28, 4, 8192, 8);
+  hd64.head_dim = 64;
+  for (const DecodeProblem& p : {spec(8, 28, 4, 8192, 4), spec(8, 32, 8, 8192, 8), spec(8, 64, 8, 8192, 9), noncausal,
+                                 hd64, int8, spec(1, 8, 1, 32768, 8), spec(1, 28, 4, 8192, 8), spec(8, 8, 1, 2048, 8)}) {
+    EXPECT_FALSE(plan_or_die(p).decode_via_prefill)
+        << p.batch << " x " << p.num_q_heads << "/" << p.num_kv_heads << " q_len " << p.q_len << " len " << p.max_kv_len;
+  }
+  DeviceInfo ampere = DeviceInfo::h200();
+  ampere.cc_major = 8;
+  EXPECT_FALSE(plan_or_die(spec(8, 28, 4, 8192, 8), {}, ampere).decode_via_prefill);
+  for (int option = 0; option < 6; ++option) {
+    PlanOptions o;
+    o.prefill_route = option != 0;
+    o.cluster_combine = option == 1;
+    o.fused_combine = option == 2;
+    o.atomic_combine = option == 3;
+    o.split_tokens = option == 4 ? 512 : 0;
+    if (option == 5) o.family = "decode_mma_m32";
+    const Plan kept = plan_or_die(spec(8, 28, 4, 8192, 8), o);
+    EXPECT_FALSE(kept.decode_via_prefill) << "option " << option;
+    EXPECT_EQ(kept.family, "decode_mma_m32") << "option " << option;
   }
 }
 

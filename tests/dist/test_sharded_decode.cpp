@@ -106,6 +106,21 @@ TEST(ShardedDecodeArguments, AreCheckedBeforeAnyLaunch) {
   EXPECT_EQ(s.argument(), "workspace") << s.message();
   dist::SymmetricWorkspace none;
   EXPECT_TRUE(dist::free_symmetric_workspace(nullptr, &none).ok());  // freeing an empty one is a no-op
+  // A shard's partials come from the decode kernels: a shape the planner would serve by chunked
+  // prefill keeps them here, and naming a prefill family is refused.
+  DecodeProblem speculative = p;
+  speculative.batch = 8;
+  speculative.num_q_heads = 28;
+  speculative.num_kv_heads = 4;
+  speculative.q_len = 8;
+  speculative.causal = true;
+  speculative.max_kv_len = 8192;
+  ASSERT_TRUE(dist::plan_sharded_decode(speculative, DeviceInfo::h200(), {}, 2, &plan).ok());
+  EXPECT_FALSE(plan.local.decode_via_prefill);
+  PlanOptions prefill_family;
+  prefill_family.family = "prefill_sm90_gqa64";
+  s = dist::plan_sharded_decode(speculative, DeviceInfo::h200(), prefill_family, 2, &plan);
+  EXPECT_EQ(s.argument(), "options.family") << s.message();
 }
 
 TEST(ShardedDecode, EveryRankGetsTheWholeContext) {

@@ -41,8 +41,12 @@ void decode_shards_and_merge(testing::DecodeCase& c, testing::DeviceDecodeCase& 
     // the shards' splits then line up with the whole context's.
     DecodeProblem problem = whole;
     problem.max_kv_len = *std::max_element(lens.begin(), lens.end());
+    // Shards need the decode kernels (keys_after, caller partials): q_len 16 on 32/8 heads would
+    // otherwise take the chunked-prefill route.
+    PlanOptions shard_options = options;
+    shard_options.prefill_route = false;
     Plan plan;
-    ASSERT_TRUE(plan_decode(problem, gpu_test::device(), options, &plan).ok());
+    ASSERT_TRUE(plan_decode(problem, gpu_test::device(), shard_options, &plan).ok());
     DeviceBuffer d_lens = DeviceBuffer::from(lens), d_after = DeviceBuffer::from(shard.keys_after);
     DeviceBuffer d_table = DeviceBuffer::from(shard.block_table);
     const int S = plan.num_splits;

@@ -199,6 +199,29 @@ std::vector<GpuCase> reference_cases() {
 INSTANTIATE_TEST_SUITE_P(Cases, DecodeVsReference, ::testing::ValuesIn(reference_cases()),
                          [](const ::testing::TestParamInfo<GpuCase>& info) { return info.param.name; });
 
+// The planner's own route for speculative rows of 33-64 packed rows per KV head on large grids
+// (PlanOptions::prefill_route): chunked prefill on prefill_sm90_gqa64, checked like any decode.
+TEST(DecodeGpu, PlannerRouteForSpeculativeRowsMatchesReference) {
+  SPLITKV_REQUIRE_GPU(DType::kBF16, 128);
+  std::vector<GpuCase> routed = {
+      {"q8_28_4", DecodeSpecBuilder(4, 28, 4, 4097).queries(8, true).lens({4097, 9, 0, 2000}).spec},
+      {"q6_paged16", DecodeSpecBuilder(4, 28, 4, 5000).queries(6, true).paged(16).lens({5000, 3, 4097, 700}).spec},
+      {"q8_64_8_strided", DecodeSpecBuilder(2, 64, 8, 4500).queries(8, true).strided().lens({4500, 1000}).spec},
+      {"q8_28_4_head_major_splits", DecodeSpecBuilder(4, 28, 4, 4097).queries(8, true).head_major().spec, 6}};
+  for (GpuCase& k : routed) {
+    Plan plan;
+    PlanOptions o;
+    o.num_splits = k.num_splits;
+    ASSERT_TRUE(plan_decode(k.spec.problem, gpu_test::device(), o, &plan).ok());
+    EXPECT_TRUE(plan.decode_via_prefill) << k.name << ": " << plan.note;
+    for (float q_scale : {1.f, 8.f}) {
+      k.spec.q_scale = q_scale;
+      const testing::Comparison cmp = run_case(k);
+      EXPECT_TRUE(cmp.passed) << k.name << " q_scale=" << q_scale << ": " << cmp.summary();
+    }
+  }
+}
+
 TEST(DecodeGpu, SplitResultsAreBitwiseDeterministic) {
   SPLITKV_REQUIRE_GPU(DType::kBF16, 128);
   const int splits = 12;
@@ -247,13 +270,17 @@ TEST(DecodeGpu, BatchInvariantModeGivesTheSameBitsWhateverTheBatch) {
 // With the fused combine the counters are prepared once, before capture, and every replay must
 // leave them ready for the next.
 // How a plan merges its splits: the combine kernel, the fused combine, the atomic combine.
-enum class Merge { kCombineKernel, kFused, kAtomic };
+// kPrefillRoute: a speculative shape the planner serves by chunked prefill (its splits merged by
+// the combine kernel, its tile counter zeroed inside the graph).
+enum class Merge { kCombineKernel, kFused, kAtomic, kPrefillRoute };
 
 class DecodeGraphReplay : public ::testing::TestWithParam<Merge> {};
 
 TEST_P(DecodeGraphReplay, ServesNewLengths) {
   SPLITKV_REQUIRE_GPU(DType::kBF16, 128);
-  testing::DecodeCase c = testing::make_decode_case(DecodeSpecBuilder(3, 32, 8, 8192).spec);
+  const bool routed = GetParam() == Merge::kPrefillRoute;
+  testing::DecodeCase c = testing::make_decode_case(
+      routed ? DecodeSpecBuilder(3, 28, 4, 8192).queries(8, true).spec : DecodeSpecBuilder(3, 32, 8, 8192).spec);
   Plan plan;
   PlanOptions o;
   o.max_splits = 16;
@@ -261,6 +288,7 @@ TEST_P(DecodeGraphReplay, ServesNewLengths) {
   o.atomic_combine = GetParam() == Merge::kAtomic;
   ASSERT_TRUE(plan_decode(c.problem, gpu_test::device(), o, &plan).ok());
   ASSERT_GT(plan.num_splits, 1);
+  ASSERT_EQ(plan.decode_via_prefill, routed) << plan.note;
   ASSERT_EQ(plan.fused_combine, o.fused_combine);
   ASSERT_EQ(plan.atomic_combine, o.atomic_combine);
   DeviceDecodeCase dev(c);
@@ -292,11 +320,13 @@ TEST_P(DecodeGraphReplay, ServesNewLengths) {
   cudaStreamDestroy(stream);
 }
 
-INSTANTIATE_TEST_SUITE_P(Combine, DecodeGraphReplay, ::testing::Values(Merge::kCombineKernel, Merge::kFused, Merge::kAtomic),
+INSTANTIATE_TEST_SUITE_P(Combine, DecodeGraphReplay,
+                         ::testing::Values(Merge::kCombineKernel, Merge::kFused, Merge::kAtomic, Merge::kPrefillRoute),
                          [](const ::testing::TestParamInfo<Merge>& info) {
-                           return std::string(info.param == Merge::kFused    ? "fused"
-                                              : info.param == Merge::kAtomic ? "atomic"
-                                                                             : "combine_kernel");
+                           return std::string(info.param == Merge::kFused          ? "fused"
+                                              : info.param == Merge::kAtomic       ? "atomic"
+                                              : info.param == Merge::kPrefillRoute ? "prefill_route"
+                                                                                   : "combine_kernel");
                          });
 
 // Lengths and page ids are device data: run() cannot check them on the host. Bad ones must not
@@ -304,11 +334,23 @@ INSTANTIATE_TEST_SUITE_P(Combine, DecodeGraphReplay, ::testing::Values(Merge::kC
 // whichever way the splits merge.
 TEST(DecodeGpu, BadDeviceLengthsAndPagesBecomeNaNNotOutOfBounds) {
   SPLITKV_REQUIRE_GPU(DType::kBF16, 128);
-  for (auto [page_size, atomic] : {std::pair{0, false}, {16, false}, {16, true}}) {
-    testing::DecodeCase c = testing::make_decode_case(DecodeSpecBuilder(3, 8, 2, 500).paged(page_size).lens({500, 200, 300}).spec);
+  // Last two: the chunked-prefill route's family (named: these grids are below its thresholds).
+  struct Config {
+    int page_size;
+    bool atomic;
+    const char* family;
+  };
+  for (const Config& config : {Config{0, false, ""}, Config{16, false, ""}, Config{16, true, ""},
+                               Config{0, false, "prefill_sm90_gqa64"}, Config{16, false, "prefill_sm90_gqa64"}}) {
+    const int page_size = config.page_size;
+    const bool atomic = config.atomic;
+    DecodeSpecBuilder b = DecodeSpecBuilder(3, 8, 2, 500).paged(page_size).lens({500, 200, 300});
+    if (*config.family) b.queries(8, true);
+    testing::DecodeCase c = testing::make_decode_case(b.spec);
     PlanOptions o;
     o.num_splits = 3;
     o.atomic_combine = atomic;
+    o.family = config.family;
     Plan plan;
     ASSERT_TRUE(plan_decode(c.problem, gpu_test::device(), o, &plan).ok());
     DeviceDecodeCase dev(c);
@@ -326,15 +368,18 @@ TEST(DecodeGpu, BadDeviceLengthsAndPagesBecomeNaNNotOutOfBounds) {
     ASSERT_TRUE(prepare_workspace(plan, workspace.get(), workspace.bytes(), nullptr).ok());
     ASSERT_TRUE(run_decode(plan, dev.tensors, workspace.get(), workspace.bytes(), nullptr).ok());
     dev.download_outputs(c);
-    const int per_seq = c.problem.num_q_heads * c.problem.head_dim;
+    const int per_seq = c.problem.q_len * c.problem.num_q_heads * c.problem.head_dim;
     auto all_nan = [&](int b) {
       for (int j = 0; j < per_seq; ++j)
         if (!std::isnan(testing::dense_values(c.host_tensors().out)[size_t(b * per_seq + j)])) return false;
       return true;
     };
-    EXPECT_TRUE(all_nan(0)) << "page_size " << page_size << (atomic ? " atomic" : "");
-    EXPECT_FALSE(std::isnan(testing::dense_values(c.host_tensors().out)[size_t(per_seq)])) << "sequence 1 is valid";
-    if (page_size) EXPECT_TRUE(all_nan(2));
+    const std::string config_name =
+        "page_size " + std::to_string(page_size) + (atomic ? " atomic " : " ") + config.family;
+    EXPECT_TRUE(all_nan(0)) << config_name;
+    EXPECT_FALSE(std::isnan(testing::dense_values(c.host_tensors().out)[size_t(per_seq) + size_t(per_seq) - 1]))
+        << config_name << ": sequence 1 is valid";
+    if (page_size) EXPECT_TRUE(all_nan(2)) << config_name;
   }
 }
 
