@@ -83,15 +83,17 @@ struct PlanOptions {
   // combine kernel on the H200 (B=1 1k: 13.2 vs 7.6 µs; long rows 0-4%): bench/NOTES.md, run 32.
   bool atomic_combine = false;
   float atomic_reference_lse = 0.f;
-  // Decode on sm_90, on by default: causal speculative rows whose KV heads hold 33..64 packed query
-  // rows (q_len x Hq / Hkv, more than the 32-row decode tile) at D=128 over a 16-bit cache, with at
-  // least 4 KV heads in the batch and 64Ki cached tokens over all of them (batch x Hkv x
-  // max_kv_len), are served by chunked prefill on prefill_sm90_gqa64 (Plan::decode_via_prefill):
-  // one 64-row tile per KV head, two blocks per SM (bench/NOTES.md, run 51: B=8 28/4 q_len 8 at 8k
-  // 54.8 -> 42.9 µs, at 32k 203.5 -> 135.3). Not when the options ask for what only the decode
-  // kernels do (a named family, cluster/fused/atomic combine, split_tokens, split-q). False keeps
-  // the decode kernels; context shards (DecodeTensors::keys_after, caller partials) need them, and
-  // plan_sharded_decode sets it false itself.
+  // Decode on sm_90, on by default: causal speculative rows at D=128 over a 16-bit cache whose KV
+  // heads hold more packed query rows (q_len x Hq / Hkv) than the 32-row decode tile are served by
+  // chunked prefill (Plan::decode_via_prefill), with "tokens" = batch x Hkv x max_kv_len:
+  // 33..64 rows on prefill_sm90_gqa64 (one 64-row tile per KV head, two blocks per SM) from 4 KV
+  // heads and 64Ki tokens; 65..128 rows from 32Ki tokens, on prefill_sm90_gqa's 128-row tiles where
+  // the grid has >= 8 KV heads and 256Ki tokens (or the group exceeds 8), else on two 64-row tiles
+  // (bench/NOTES.md, run 51: B=8 28/4 q_len 8 at 8k 54.8 -> 42.9 µs, at 32k 203.5 -> 135.3;
+  // q_len 16 at 8k 92.9 -> 54.3, at 32k 399.0 -> 149.9). Not when the options ask for what only the
+  // decode kernels do (a named family, cluster/fused/atomic combine, split_tokens, split-q). False
+  // keeps the decode kernels; context shards (DecodeTensors::keys_after, caller partials) need
+  // them, and plan_sharded_decode sets it false itself.
   bool prefill_route = true;
   // Prefill on sm_90, on by default: prefill_sm90 tiles at head dims <= 128 run on a persistent
   // grid (Plan::persistent_blocks). False launches one block per tile instead (same kernel).

@@ -554,8 +554,8 @@ NB_MODULE(_splitkv, m) {
                           .def_rw("auto_cluster_combine", &PlanOptions::auto_cluster_combine,
                                   "short decode rows on small grids: 8 splits merged in a cluster (default True)")
                           .def_rw("prefill_route", &PlanOptions::prefill_route,
-                                  "causal decode rows of 33-64 packed queries per KV head on large grids: "
-                                  "chunked prefill on prefill_sm90_gqa64 (default True)")
+                                  "causal decode rows of 33-128 packed queries per KV head on large enough grids: "
+                                  "chunked prefill on prefill_sm90_gqa64 / prefill_sm90_gqa (default True)")
                           .def_rw("persistent_prefill", &PlanOptions::persistent_prefill,
                                   "prefill on sm_90: a persistent grid of one block per SM (default True)")
                           .def_rw("family", &PlanOptions::family, "kernel family name ('': the planner chooses)");

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "api/validate.hpp"
 #include "common/formats.hpp"
@@ -379,22 +380,36 @@ Status plan_decode_via_prefill(const DecodeProblem& problem, const DeviceInfo& d
   return Status::success();
 }
 
-// PlanOptions::prefill_route: speculative rows that overflow the 32-row decode tile, on a grid large
-// enough for two 64-row blocks per SM to pay (bench/NOTES.md, run 51), run on kPrefillRouteFamily
-// where this build compiled it.
-bool takes_prefill_route(const DecodeProblem& problem, const DeviceInfo& device, const PlanOptions& options) {
+// PlanOptions::prefill_route: the chunked-prefill families that serve speculative rows overflowing
+// the 32-row decode tile better than the decode kernels, best first (none: the decode kernels).
+// The thresholds are run 51's measurements (plan::kPrefillRoute*).
+std::vector<const char*> prefill_route_families(const DecodeProblem& problem, const DeviceInfo& device,
+                                                const PlanOptions& options) {
   const int rows = problem.q_len * (problem.num_q_heads / problem.num_kv_heads);
   const int64_t kv_heads = int64_t(problem.batch) * problem.num_kv_heads;
+  const int64_t tokens = kv_heads * problem.max_kv_len;
   const bool decode_only_options = !options.family.empty() || options.cluster_combine || options.fused_combine ||
                                    options.atomic_combine || options.split_tokens > 0 ||
                                    (options.strategy != Strategy::kAuto && options.strategy != Strategy::kSplitKV);
   if (!options.prefill_route || decode_only_options || device.cc_major < 9 || !problem.causal ||
       problem.head_dim != 128 || reads_quantized_cache(problem) || rows < plan::kPrefillRouteMinRows ||
-      rows > plan::kPrefillRouteMaxRows || kv_heads < plan::kPrefillRouteMinKvHeads ||
-      kv_heads * problem.max_kv_len < plan::kPrefillRouteMinTokens) {
-    return false;
+      rows > plan::kPrefillRouteMaxRows) {
+    return {};
   }
-  return registry::find_instance(registry::find_family(plan::kPrefillRouteFamily), problem.dtype, problem.head_dim,
+  if (rows <= plan::kPrefillRouteNarrowMaxRows) {
+    if (kv_heads < plan::kPrefillRouteNarrowMinKvHeads || tokens < plan::kPrefillRouteNarrowMinTokens) return {};
+    return {plan::kPrefillRoute64RowFamily};
+  }
+  if (tokens < plan::kPrefillRouteWideMinTokens) return {};
+  // Groups the 64-row tile cannot pack (> 8) fall to the other family in the list.
+  if (kv_heads >= plan::kPrefillRouteWideTileMinKvHeads && tokens >= plan::kPrefillRouteWideTileMinTokens) {
+    return {plan::kPrefillRoute128RowFamily, plan::kPrefillRoute64RowFamily};
+  }
+  return {plan::kPrefillRoute64RowFamily, plan::kPrefillRoute128RowFamily};
+}
+
+bool compiled_for(const char* family, const DecodeProblem& problem) {
+  return registry::find_instance(registry::find_family(family), problem.dtype, problem.head_dim,
                                  detail::registry_kv_format(KvFormat::kNative, problem.dtype)) >= 0;
 }
 
@@ -404,11 +419,12 @@ Status plan_decode(const DecodeProblem& problem, const DeviceInfo& device,
                    const PlanOptions& options, Plan* plan) {
   if (plan == nullptr) return Status::invalid("plan", "a non-null pointer", "nullptr");
   if (Status s = detail::validate_decode_problem(problem); !s) return s;
-  if (takes_prefill_route(problem, device, options)) {
+  for (const char* family : prefill_route_families(problem, device, options)) {
     PlanOptions routed = options;
-    routed.family = plan::kPrefillRouteFamily;
-    // A problem the family cannot take (a page size its loader lacks, say) keeps the decode kernels.
-    if (plan_decode_via_prefill(problem, device, routed, plan).ok()) {
+    routed.family = family;
+    // A problem the family cannot take (a group it cannot pack, say) tries the next, then the
+    // decode kernels.
+    if (compiled_for(family, problem) && plan_decode_via_prefill(problem, device, routed, plan).ok()) {
       plan->note += "; the planner's route for " +
                     std::to_string(problem.q_len * (problem.num_q_heads / problem.num_kv_heads)) +
                     " packed rows per KV head (PlanOptions::prefill_route)";

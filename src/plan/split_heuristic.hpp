@@ -18,15 +18,23 @@ constexpr int kMaxClusterSplits = tiles::kMaxClusterRanks;
 constexpr int kAutoClusterMaxKeys16Bit = 4096;
 constexpr int kAutoClusterMaxKeysQuantized = 2048;
 constexpr int kAutoClusterSplits = 8;
-// PlanOptions::prefill_route: causal decode with more packed rows per KV head than the 32-row decode
-// tile and at most the 64-row prefill tile, on grids of at least this many KV heads holding at
-// least this many cached tokens in all (bench/NOTES.md, run 51: below them, 8/1 B=1-8 and 28/4
-// B=1 8k, the decode kernels tie or win).
+// PlanOptions::prefill_route (bench/NOTES.md, run 51), by packed rows per KV head (q_len x group)
+// and the grid (batch x Hkv KV heads, "tokens" = KV heads x max_kv_len):
+// - 33..64 rows (more than the 32-row decode tile): the 64-row tile, on grids of at least 4 KV
+//   heads and 64Ki tokens (below them, 8/1 B=1-8 and 28/4 B=1 8k, the decode kernels tie or win);
+// - 65..128 rows: the 128-row tile on grids of at least 8 KV heads and 256Ki tokens, else the
+//   64-row tile (two per KV head), from 32Ki tokens (the smallest grids measured; both beat the
+//   decode kernels on every such row measured, 1.2-2.7x).
 constexpr int kPrefillRouteMinRows = 33;
-constexpr int kPrefillRouteMaxRows = 64;
-constexpr int kPrefillRouteMinKvHeads = 4;
-constexpr int64_t kPrefillRouteMinTokens = 65536;
-constexpr const char* kPrefillRouteFamily = "prefill_sm90_gqa64";
+constexpr int kPrefillRouteNarrowMaxRows = 64;
+constexpr int kPrefillRouteNarrowMinKvHeads = 4;
+constexpr int64_t kPrefillRouteNarrowMinTokens = 65536;
+constexpr int kPrefillRouteMaxRows = 128;
+constexpr int64_t kPrefillRouteWideMinTokens = 32768;
+constexpr int kPrefillRouteWideTileMinKvHeads = 8;
+constexpr int64_t kPrefillRouteWideTileMinTokens = 262144;
+constexpr const char* kPrefillRoute64RowFamily = "prefill_sm90_gqa64";
+constexpr const char* kPrefillRoute128RowFamily = "prefill_sm90_gqa";
 
 // work_units: thread blocks without splitting (decode: batch x KV heads x query tiles -- GQA is
 // counted by KV heads, since the query heads of a group share one block). kv_blocks: KV blocks in

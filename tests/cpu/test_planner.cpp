@@ -3,6 +3,7 @@
 
 #include <limits>
 #include <string>
+#include <utility>
 
 #include "kernels/tile_table.hpp"
 #include "plan/split_heuristic.hpp"
@@ -443,7 +444,8 @@ TEST(Planner, NamingAPrefillFamilyServesDecodeByChunkedPrefill) {
 TEST(Planner, SpeculativeRowsBeyondTheThirtyTwoRowTileTakeThePrefillRoute) {
   // PlanOptions::prefill_route (bench/NOTES.md, run 51): causal rows of 33..64 packed queries per KV
   // head on grids of >= 4 KV heads and >= 64Ki cached tokens run as chunked prefill on
-  // prefill_sm90_gqa64, with the prefill planner's splits (B=8 28/4 8k: 32 tiles x 4 splits).
+  // prefill_sm90_gqa64, with the prefill planner's splits (B=8 28/4 8k: 32 tiles x 4 splits); rows
+  // of 65..128 on prefill_sm90_gqa or prefill_sm90_gqa64 by the grid.
   auto spec = [](int batch, int hq, int hkv, int len, int q_len) {
     DecodeProblem p = decode(batch, hq, hkv, len, 128, q_len);
     p.causal = true;
@@ -469,10 +471,23 @@ TEST(Planner, SpeculativeRowsBeyondTheThirtyTwoRowTileTakeThePrefillRoute) {
   int8.kv_format = KvFormat::kInt8;
   DecodeProblem hd64 = spec(8, 28, 4, 8192, 8);
   hd64.head_dim = 64;
-  for (const DecodeProblem& p : {spec(8, 28, 4, 8192, 4), spec(8, 32, 8, 8192, 8), spec(8, 64, 8, 8192, 9), noncausal,
-                                 hd64, int8, spec(1, 8, 1, 32768, 8), spec(1, 28, 4, 8192, 8), spec(8, 8, 1, 2048, 8)}) {
+  for (const DecodeProblem& p : {spec(8, 28, 4, 8192, 4), spec(8, 32, 8, 8192, 8), spec(8, 32, 2, 8192, 16), noncausal,
+                                 hd64, int8, spec(1, 8, 1, 32768, 8), spec(1, 28, 4, 8192, 8), spec(8, 8, 1, 2048, 8),
+                                 spec(1, 8, 1, 16384, 16)}) {
     EXPECT_FALSE(plan_or_die(p).decode_via_prefill)
         << p.batch << " x " << p.num_q_heads << "/" << p.num_kv_heads << " q_len " << p.q_len << " len " << p.max_kv_len;
+  }
+  // 65..128 rows: the 128-row tile on >= 8 KV heads and 256Ki tokens, else the 64-row one (two per
+  // KV head), from 32Ki tokens; groups over 8, which the 64-row tile cannot pack, take the 128-row one.
+  const std::pair<DecodeProblem, const char*> wide[] = {
+      {spec(8, 28, 4, 8192, 16), "prefill_sm90_gqa"},   {spec(8, 64, 8, 8192, 9), "prefill_sm90_gqa"},
+      {spec(1, 64, 8, 32768, 16), "prefill_sm90_gqa"},  {spec(8, 16, 2, 8192, 10), "prefill_sm90_gqa64"},
+      {spec(1, 28, 4, 32768, 16), "prefill_sm90_gqa64"}, {spec(1, 8, 1, 32768, 16), "prefill_sm90_gqa64"},
+      {spec(2, 64, 4, 8192, 8), "prefill_sm90_gqa"}};
+  for (const auto& [p, family] : wide) {
+    const Plan w = plan_or_die(p);
+    EXPECT_TRUE(w.decode_via_prefill) << p.batch << " x " << p.num_q_heads << "/" << p.num_kv_heads << " q_len " << p.q_len;
+    EXPECT_EQ(w.family, family) << p.batch << " x " << p.num_q_heads << "/" << p.num_kv_heads << " q_len " << p.q_len;
   }
   DeviceInfo ampere = DeviceInfo::h200();
   ampere.cc_major = 8;

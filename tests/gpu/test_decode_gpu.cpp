@@ -199,21 +199,31 @@ std::vector<GpuCase> reference_cases() {
 INSTANTIATE_TEST_SUITE_P(Cases, DecodeVsReference, ::testing::ValuesIn(reference_cases()),
                          [](const ::testing::TestParamInfo<GpuCase>& info) { return info.param.name; });
 
-// The planner's own route for speculative rows of 33-64 packed rows per KV head on large grids
-// (PlanOptions::prefill_route): chunked prefill on prefill_sm90_gqa64, checked like any decode.
+// The planner's own route for speculative rows of 33-128 packed rows per KV head
+// (PlanOptions::prefill_route): chunked prefill on prefill_sm90_gqa64 or, for 65-128 rows on large
+// grids and for groups over 8, prefill_sm90_gqa; checked like any decode.
 TEST(DecodeGpu, PlannerRouteForSpeculativeRowsMatchesReference) {
   SPLITKV_REQUIRE_GPU(DType::kBF16, 128);
-  std::vector<GpuCase> routed = {
-      {"q8_28_4", DecodeSpecBuilder(4, 28, 4, 4097).queries(8, true).lens({4097, 9, 0, 2000}).spec},
-      {"q6_paged16", DecodeSpecBuilder(4, 28, 4, 5000).queries(6, true).paged(16).lens({5000, 3, 4097, 700}).spec},
-      {"q8_64_8_strided", DecodeSpecBuilder(2, 64, 8, 4500).queries(8, true).strided().lens({4500, 1000}).spec},
-      {"q8_28_4_head_major_splits", DecodeSpecBuilder(4, 28, 4, 4097).queries(8, true).head_major().spec, 6}};
-  for (GpuCase& k : routed) {
+  const char* gqa64 = "prefill_sm90_gqa64";
+  const char* gqa128 = "prefill_sm90_gqa";
+  std::vector<std::pair<GpuCase, const char*>> routed = {
+      {{"q8_28_4", DecodeSpecBuilder(4, 28, 4, 4097).queries(8, true).lens({4097, 9, 0, 2000}).spec}, gqa64},
+      {{"q6_paged16", DecodeSpecBuilder(4, 28, 4, 5000).queries(6, true).paged(16).lens({5000, 3, 4097, 700}).spec},
+       gqa64},
+      {{"q8_64_8_strided", DecodeSpecBuilder(2, 64, 8, 4500).queries(8, true).strided().lens({4500, 1000}).spec}, gqa64},
+      {{"q8_28_4_head_major_splits", DecodeSpecBuilder(4, 28, 4, 4097).queries(8, true).head_major().spec, 6}, gqa64},
+      {{"q16_28_4_two_tiles", DecodeSpecBuilder(2, 28, 4, 4500).queries(16, true).lens({4500, 12}).spec}, gqa64},
+      {{"q16_28_4_paged16_wide_tile",
+        DecodeSpecBuilder(8, 28, 4, 8192).queries(16, true).paged(16).lens({8192, 5, 100, 0, 3000, 17, 64, 1000}).spec},
+       gqa128},
+      {{"q8_64_4_group16", DecodeSpecBuilder(2, 64, 4, 8192).queries(8, true).lens({8192, 333}).spec}, gqa128}};
+  for (auto& [k, family] : routed) {
     Plan plan;
     PlanOptions o;
     o.num_splits = k.num_splits;
     ASSERT_TRUE(plan_decode(k.spec.problem, gpu_test::device(), o, &plan).ok());
     EXPECT_TRUE(plan.decode_via_prefill) << k.name << ": " << plan.note;
+    EXPECT_EQ(plan.family, family) << k.name;
     for (float q_scale : {1.f, 8.f}) {
       k.spec.q_scale = q_scale;
       const testing::Comparison cmp = run_case(k);
@@ -270,17 +280,21 @@ TEST(DecodeGpu, BatchInvariantModeGivesTheSameBitsWhateverTheBatch) {
 // With the fused combine the counters are prepared once, before capture, and every replay must
 // leave them ready for the next.
 // How a plan merges its splits: the combine kernel, the fused combine, the atomic combine.
-// kPrefillRoute: a speculative shape the planner serves by chunked prefill (its splits merged by
-// the combine kernel, its tile counter zeroed inside the graph).
-enum class Merge { kCombineKernel, kFused, kAtomic, kPrefillRoute };
+// kPrefillRoute / kWidePrefillRoute: speculative shapes the planner serves by chunked prefill, on
+// the 64-row tile and on the 128-row tile's persistent grid (its tile counter zeroed inside the
+// graph); their splits merged by the combine kernel.
+enum class Merge { kCombineKernel, kFused, kAtomic, kPrefillRoute, kWidePrefillRoute };
 
 class DecodeGraphReplay : public ::testing::TestWithParam<Merge> {};
 
 TEST_P(DecodeGraphReplay, ServesNewLengths) {
   SPLITKV_REQUIRE_GPU(DType::kBF16, 128);
-  const bool routed = GetParam() == Merge::kPrefillRoute;
-  testing::DecodeCase c = testing::make_decode_case(
-      routed ? DecodeSpecBuilder(3, 28, 4, 8192).queries(8, true).spec : DecodeSpecBuilder(3, 32, 8, 8192).spec);
+  const bool routed = GetParam() == Merge::kPrefillRoute || GetParam() == Merge::kWidePrefillRoute;
+  testing::DecodeCase c = testing::make_decode_case(GetParam() == Merge::kPrefillRoute
+                                                        ? DecodeSpecBuilder(3, 28, 4, 8192).queries(8, true).spec
+                                                    : GetParam() == Merge::kWidePrefillRoute
+                                                        ? DecodeSpecBuilder(3, 32, 2, 8192).queries(8, true).spec
+                                                        : DecodeSpecBuilder(3, 32, 8, 8192).spec);
   Plan plan;
   PlanOptions o;
   o.max_splits = 16;
@@ -289,6 +303,7 @@ TEST_P(DecodeGraphReplay, ServesNewLengths) {
   ASSERT_TRUE(plan_decode(c.problem, gpu_test::device(), o, &plan).ok());
   ASSERT_GT(plan.num_splits, 1);
   ASSERT_EQ(plan.decode_via_prefill, routed) << plan.note;
+  if (GetParam() == Merge::kWidePrefillRoute) ASSERT_EQ(plan.family, "prefill_sm90_gqa") << plan.note;
   ASSERT_EQ(plan.fused_combine, o.fused_combine);
   ASSERT_EQ(plan.atomic_combine, o.atomic_combine);
   DeviceDecodeCase dev(c);
@@ -321,12 +336,14 @@ TEST_P(DecodeGraphReplay, ServesNewLengths) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Combine, DecodeGraphReplay,
-                         ::testing::Values(Merge::kCombineKernel, Merge::kFused, Merge::kAtomic, Merge::kPrefillRoute),
+                         ::testing::Values(Merge::kCombineKernel, Merge::kFused, Merge::kAtomic, Merge::kPrefillRoute,
+                                           Merge::kWidePrefillRoute),
                          [](const ::testing::TestParamInfo<Merge>& info) {
-                           return std::string(info.param == Merge::kFused          ? "fused"
-                                              : info.param == Merge::kAtomic       ? "atomic"
-                                              : info.param == Merge::kPrefillRoute ? "prefill_route"
-                                                                                   : "combine_kernel");
+                           return std::string(info.param == Merge::kFused              ? "fused"
+                                              : info.param == Merge::kAtomic           ? "atomic"
+                                              : info.param == Merge::kPrefillRoute     ? "prefill_route"
+                                              : info.param == Merge::kWidePrefillRoute ? "wide_prefill_route"
+                                                                                       : "combine_kernel");
                          });
 
 // Lengths and page ids are device data: run() cannot check them on the host. Bad ones must not
