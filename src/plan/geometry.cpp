@@ -44,4 +44,21 @@ PrefillGeometry prefill_geometry(const PrefillProblem& p, int block_m, int packe
   return g;
 }
 
+PrefillProblem as_chunked_prefill(const DecodeProblem& d) {
+  PrefillProblem p;
+  p.batch = d.batch;
+  p.num_q_heads = d.num_q_heads;
+  p.num_kv_heads = d.num_kv_heads;
+  p.head_dim = d.head_dim;
+  p.max_q_len = d.q_len;
+  p.max_kv_len = d.max_kv_len;
+  p.causal = d.causal;
+  p.dtype = d.dtype;
+  p.kv_format = d.kv_format;
+  p.softmax_scale = d.softmax_scale;
+  p.kv_cache = true;
+  p.page_size = d.page_size;
+  return p;
+}
+
 }  // namespace splitkv::plan

@@ -50,4 +50,9 @@ struct PrefillGeometry {
 };
 PrefillGeometry prefill_geometry(const PrefillProblem& problem, int block_m, int packed_queries = 0);
 
+// A decode problem as chunked prefill over its cache: each sequence's q_len queries are the last
+// q_len positions of its cached keys, so decode's causal rule (query i sees keys
+// [0, seq_len - q_len + i]) is the chunk's bottom-right one (Plan::decode_via_prefill).
+PrefillProblem as_chunked_prefill(const DecodeProblem& d);
+
 }  // namespace splitkv::plan

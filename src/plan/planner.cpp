@@ -338,26 +338,6 @@ Status plan_persistent_grid(const PrefillProblem& problem, const DeviceInfo& dev
 
 namespace {
 
-// A decode problem as chunked prefill over its cache: each sequence's q_len queries are the last
-// q_len positions of its cached keys, so decode's causal rule (query i sees keys
-// [0, seq_len - q_len + i]) is the chunk's bottom-right one.
-PrefillProblem as_chunked_prefill(const DecodeProblem& d) {
-  PrefillProblem p;
-  p.batch = d.batch;
-  p.num_q_heads = d.num_q_heads;
-  p.num_kv_heads = d.num_kv_heads;
-  p.head_dim = d.head_dim;
-  p.max_q_len = d.q_len;
-  p.max_kv_len = d.max_kv_len;
-  p.causal = d.causal;
-  p.dtype = d.dtype;
-  p.kv_format = d.kv_format;
-  p.softmax_scale = d.softmax_scale;
-  p.kv_cache = true;
-  p.page_size = d.page_size;
-  return p;
-}
-
 // options.family names a prefill family that reads KV caches: the decode problem runs as chunked prefill over its cache
 // (Plan::decode_via_prefill). The decode-only merges do not apply there.
 Status plan_decode_via_prefill(const DecodeProblem& problem, const DeviceInfo& device, const PlanOptions& options,
@@ -371,7 +351,7 @@ Status plan_decode_via_prefill(const DecodeProblem& problem, const DeviceInfo& d
     return Status::invalid("options.split_tokens", "0 when " + served, std::to_string(options.split_tokens));
   }
   Plan p;
-  if (Status s = plan_prefill(as_chunked_prefill(problem), device, options, &p); !s) return s;
+  if (Status s = plan_prefill(plan::as_chunked_prefill(problem), device, options, &p); !s) return s;
   p.kind = Plan::Kind::kDecode;
   p.decode = problem;
   p.decode_via_prefill = true;

@@ -5,27 +5,10 @@
 #include <random>
 #include <stdexcept>
 
+#include "plan/geometry.hpp"
 #include "testing/random_fill.hpp"
 
 namespace splitkv::testing {
-
-PrefillProblem chunked_over(const DecodeProblem& d, int max_q_len, bool varlen, bool causal) {
-  PrefillProblem p;
-  p.batch = d.batch;
-  p.num_q_heads = d.num_q_heads;
-  p.num_kv_heads = d.num_kv_heads;
-  p.head_dim = d.head_dim;
-  p.max_q_len = max_q_len;
-  p.max_kv_len = d.max_kv_len;
-  p.varlen = varlen;
-  p.causal = causal;
-  p.dtype = d.dtype;
-  p.kv_format = d.kv_format;
-  p.softmax_scale = d.softmax_scale;
-  p.kv_cache = true;
-  p.page_size = d.page_size;
-  return p;
-}
 
 void bind_cache(const DecodeTensors& dt, PrefillTensors* t) {
   t->k = dt.k;
@@ -58,7 +41,10 @@ ChunkCase make_chunk_case(const ChunkCaseSpec& spec) {
   c.lse.assign(size_t(Hq) * total_q, std::numeric_limits<float>::quiet_NaN());
 
   const int longest = spec.chunks.empty() ? 1 : *std::max_element(spec.chunks.begin(), spec.chunks.end());
-  c.problem = chunked_over(d, std::max(1, longest), spec.varlen, spec.causal);
+  c.problem = plan::as_chunked_prefill(d);  // the cache's heads, dims, format and pages
+  c.problem.max_q_len = std::max(1, longest);
+  c.problem.varlen = spec.varlen;
+  c.problem.causal = spec.causal;
   PrefillTensors& t = c.tensors;
   if (spec.varlen) {
     t.q = TensorRef::contiguous(c.q.data(), d.dtype, {total_q, Hq, D});

@@ -40,8 +40,6 @@ void poison_outputs(ChunkCase& c);
 // Compares c.out / c.lse with ref::prefill by the rules of docs/BENCHMARKING.md.
 Comparison check_chunk(ChunkCase& c);
 
-// A chunked-prefill problem over the cache of decode problem d (its heads, dims, format, pages).
-PrefillProblem chunked_over(const DecodeProblem& d, int max_q_len, bool varlen, bool causal);
 
 // The cache fields of chunked-prefill tensors, from decode tensors over the same cache.
 void bind_cache(const DecodeTensors& dt, PrefillTensors* t);

@@ -12,6 +12,7 @@
 
 #include "api/validate.hpp"
 #include "common/host_tensor.hpp"
+#include "plan/geometry.hpp"
 #include "reference/reference.hpp"
 #include "splitkv/splitkv.hpp"
 #include "testing/chunk_case.hpp"
@@ -134,7 +135,7 @@ TEST(ChunkedPrefillReference, EqualsDecodeForShortChunksInEveryFormat) {
     testing::DecodeCase c = testing::make_decode_case(spec);
     const DecodeTensors dt = c.host_tensors();
 
-    const PrefillProblem p = testing::chunked_over(d, d.q_len, /*varlen=*/false, /*causal=*/true);
+    const PrefillProblem p = plan::as_chunked_prefill(d);
     PrefillTensors t;
     t.q = dt.q;
     t.out = dt.out;
