@@ -46,3 +46,15 @@ def test_keys_after_is_checked_and_a_negative_one_gives_nan():
     o, lse = splitkv.decode_shard(*c.args(), keys_after=[3, -1], causal=True, num_splits=1)
     assert np.isfinite(o[0, :2]).all() and np.isnan(o[0, 2:]).all()  # rows b * q_len + i: sequence 1 is NaN
     assert np.isnan(lse[0, 2:]).all()
+
+
+def test_a_shape_the_planner_routes_to_chunked_prefill_keeps_the_decode_kernels_as_a_shard():
+    # 28/4 heads, q_len 8 (56 packed rows per KV head), 16 KV heads x 4097 keys: decode's plan is
+    # chunked prefill (PlanOptions.prefill_route), which takes no keys_after and writes no partials;
+    # decode_shard plans on the decode kernels.
+    c = DecodeCase(batch=4, q_len=8, hq=28, hkv=4, d=128, lens=(4097, 9, 0, 20), seed=5)
+    assert splitkv.plan_decode(*c.args(), causal=True).decode_via_prefill
+    o, lse = splitkv.decode_shard(*c.args(), keys_after=np.zeros(4, np.int32), causal=True)
+    out, merged_lse = splitkv.combine(o, lse, seq_len=8, return_lse=True)
+    ref_out, ref_lse = splitkv.reference.decode(*c.args(), causal=True)
+    assert_close_to_reference(out, merged_lse, ref_out, ref_lse)
