@@ -119,7 +119,7 @@ def decode(q, k_cache, v_cache, seq_lens, block_table, *, causal, softmax_scale,
 def decode_shard(q, k_cache, v_cache, seq_lens, block_table, keys_after, *, causal, softmax_scale, num_splits,
                  max_splits, split_tokens, max_seqlen_k, family=None, kv_format=None, k_scales=None, v_scales=None):
     options = dict(causal=causal, softmax_scale=softmax_scale, num_splits=num_splits, max_splits=max_splits,
-                   split_tokens=split_tokens, max_seqlen_k=max_seqlen_k, family=family, shard=True)
+                   split_tokens=split_tokens, max_seqlen_k=max_seqlen_k, family=family, prefill_route=False)
     q, lead, scales = _decode_call(q, k_cache, v_cache, seq_lens, block_table, options, kv_format, k_scales, v_scales)
     if keys_after is not None:
         keys_after = as_index_array(keys_after, "keys_after")
@@ -132,11 +132,11 @@ def decode_shard(q, k_cache, v_cache, seq_lens, block_table, keys_after, *, caus
 
 
 def plan_decode(q, k_cache, seq_lens, block_table, *, causal, softmax_scale, num_splits, max_splits, split_tokens,
-                max_seqlen_k, family=None, device="h200", kv_format=None, shard=False):
+                max_seqlen_k, family=None, device="h200", kv_format=None, prefill_route=True):
     problem = cm.decode_problem(q.shape, k_cache.shape, None if block_table is None else block_table.shape,
                                 code(q, "q"), causal, softmax_scale, max_seqlen_k, cm.kv_format(kv_format))
     options = cm.plan_options(None, num_splits, max_splits, split_tokens, family=family)
-    options.prefill_route = not shard  # a shard's keys_after and partials need the decode kernels
+    options.prefill_route = bool(prefill_route)  # off for shards: keys_after and partials need the decode kernels
     return _C.plan_decode(problem, cm.device_info(device), options)
 
 

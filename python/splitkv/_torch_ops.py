@@ -137,17 +137,17 @@ def _cache_put(cache, key, entry):
 
 
 def _new_decode_plan(key, q, k_cache, block_table):
-    """shard (the key's last field): a context shard's plan, on the decode kernels (keys_after and
-    caller partials need them: PlanOptions.prefill_route off)."""
+    """prefill_route (the key's last field): PlanOptions.prefill_route; off for a context shard's
+    plan (keys_after and caller partials need the decode kernels)."""
     (_, _, bt_shape, _, causal, softmax_scale, num_splits, max_splits, split_tokens, max_seqlen_k, dev, family,
-     kv_format, shard) = key
+     kv_format, prefill_route) = key
     code = _CODES.get(q.dtype)
     if code is None:
         _check_dtypes([("q", q)])
     fmt = cm.kv_format(kv_format)
     problem = cm.decode_problem(q.shape, k_cache.shape, bt_shape, code, causal, softmax_scale, max_seqlen_k, fmt)
     options = cm.plan_options(None, num_splits, max_splits, split_tokens, family=family)
-    options.prefill_route = not shard
+    options.prefill_route = prefill_route
     plan = _C.plan_decode(problem, cm.device_info(dev if dev >= 0 else "h200"), options)
     elements = cm.kv_elements(fmt)
     quant = None if elements is None else (elements[0], elements[1], fmt)
@@ -166,7 +166,7 @@ def decode_out(q, k_cache, v_cache, seq_lens, block_table, out, lse, workspace, 
     q_shape, k_shape, q_dtype = q.shape, k_cache.shape, q.dtype
     bt_shape = None if block_table is None else block_table.shape
     key = (q_shape, k_shape, bt_shape, q_dtype, causal, softmax_scale, num_splits, max_splits, split_tokens,
-           max_seqlen_k, dev, family, kv_format, False)
+           max_seqlen_k, dev, family, kv_format, True)
     entry = _decode_plans.get(key)
     if entry is None:
         entry = _new_decode_plan(key, q, k_cache, block_table)
@@ -246,11 +246,11 @@ def decode(q, k_cache, v_cache, seq_lens, block_table, causal, softmax_scale, nu
 
 
 def _decode_plan_entry(q, k_cache, block_table, causal, softmax_scale, num_splits, max_splits, split_tokens,
-                       max_seqlen_k, family, kv_format, shard=False):
+                       max_seqlen_k, family, kv_format, prefill_route=True):
     """(plan, workspace bytes, quantized-format info) for these tensors, from the plan cache."""
     bt_shape = None if block_table is None else block_table.shape
     key = (q.shape, k_cache.shape, bt_shape, q.dtype, causal, softmax_scale, num_splits, max_splits, split_tokens,
-           max_seqlen_k, q.get_device(), family, _format_arg(kv_format), shard)
+           max_seqlen_k, q.get_device(), family, _format_arg(kv_format), prefill_route)
     entry = _decode_plans.get(key)
     if entry is None:
         entry = _new_decode_plan(key, q, k_cache, block_table)
@@ -258,10 +258,10 @@ def _decode_plan_entry(q, k_cache, block_table, causal, softmax_scale, num_split
 
 
 def plan_decode(q, k_cache, block_table, *, causal, softmax_scale, num_splits, max_splits, split_tokens,
-                max_seqlen_k, family, kv_format=None, shard=False):
-    """The plan decode() (shard: decode_shard()) uses for these tensors (from its cache)."""
+                max_seqlen_k, family, kv_format=None, prefill_route=True):
+    """The plan decode() (prefill_route=False: decode_shard()) uses for these tensors (from its cache)."""
     return _decode_plan_entry(q, k_cache, block_table, causal, softmax_scale, num_splits, max_splits, split_tokens,
-                              max_seqlen_k, family, kv_format, shard)[0]
+                              max_seqlen_k, family, kv_format, prefill_route)[0]
 
 
 def _desc(t):
@@ -277,7 +277,7 @@ def decode_shard_out(q, k_cache, v_cache, seq_lens, block_table, keys_after, par
              ("keys_after", keys_after), ("partial_o", partial_o), ("partial_lse", partial_lse)]
     _check_devices(dev, named)
     plan, _, quant = _decode_plan_entry(q, k_cache, block_table, causal, softmax_scale, num_splits, max_splits,
-                                        split_tokens, max_seqlen_k, family, kv_format, shard=True)
+                                        split_tokens, max_seqlen_k, family, kv_format, prefill_route=False)
     try:
         kd, vd = (_desc(k_cache), _desc(v_cache)) if quant is None else _kv_descs(quant, k_cache, v_cache, q.shape[3])
         descs = [_desc(t) for t in (q, seq_lens, block_table, keys_after, partial_o, partial_lse)]
@@ -298,7 +298,7 @@ def decode_shard(q, k_cache, v_cache, seq_lens, block_table, keys_after, *, caus
                  max_splits, split_tokens, max_seqlen_k, family, kv_format, k_scales, v_scales):
     plan = plan_decode(q, k_cache, block_table, causal=causal, softmax_scale=softmax_scale, num_splits=num_splits,
                        max_splits=max_splits, split_tokens=split_tokens, max_seqlen_k=max_seqlen_k, family=family,
-                       kv_format=kv_format, shard=True)
+                       kv_format=kv_format, prefill_route=False)
     rows, heads, d = q.shape[0] * q.shape[1], q.shape[2], q.shape[3]
     partial_o = torch.empty((plan.num_splits, rows, heads, d), dtype=torch.float32, device=q.device)
     partial_lse = torch.empty((plan.num_splits, rows, heads), dtype=torch.float32, device=q.device)

@@ -174,11 +174,13 @@ def plan_decode(*args, causal=False, softmax_scale=None, num_splits=0, max_split
         if isinstance(q, _Tensor):
             return _torch_ops.plan_decode(q, k_cache, block_table, causal=causal, softmax_scale=softmax_scale,
                                           num_splits=num_splits, max_splits=max_splits, split_tokens=split_tokens,
-                                          max_seqlen_k=max_seqlen_k, family=family, kv_format=kv_format)
+                                          max_seqlen_k=max_seqlen_k, family=family, kv_format=kv_format,
+                                          prefill_route=bool(prefill_route))
         return _numpy.plan_decode(q, k_cache, None, block_table, causal=causal, softmax_scale=softmax_scale,
                                   num_splits=num_splits, max_splits=max_splits, split_tokens=split_tokens,
                                   max_seqlen_k=max_seqlen_k, family=family,
-                                  device="h200" if device is None else device, kv_format=kv_format)
+                                  device="h200" if device is None else device, kv_format=kv_format,
+                                  prefill_route=bool(prefill_route))
     names = ("batch", "num_q_heads", "num_kv_heads", "head_dim")
     for name, value in zip(names, args):
         shape[name] = value

@@ -53,7 +53,9 @@ def test_a_shape_the_planner_routes_to_chunked_prefill_keeps_the_decode_kernels_
     # chunked prefill (PlanOptions.prefill_route), which takes no keys_after and writes no partials;
     # decode_shard plans on the decode kernels.
     c = DecodeCase(batch=4, q_len=8, hq=28, hkv=4, d=128, lens=(4097, 9, 0, 20), seed=5)
-    assert splitkv.plan_decode(*c.args(), causal=True).decode_via_prefill
+    if not splitkv.plan_decode(*c.args(), causal=True).decode_via_prefill:
+        pytest.skip("this build lacks prefill_sm90_gqa64 for fp16 at D=128 (SPLITKV_DTYPES), so no route to keep off")
+    assert not splitkv.plan_decode(*c.args(), causal=True, prefill_route=False).decode_via_prefill
     o, lse = splitkv.decode_shard(*c.args(), keys_after=np.zeros(4, np.int32), causal=True)
     out, merged_lse = splitkv.combine(o, lse, seq_len=8, return_lse=True)
     ref_out, ref_lse = splitkv.reference.decode(*c.args(), causal=True)
