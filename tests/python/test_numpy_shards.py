@@ -50,13 +50,17 @@ def test_keys_after_is_checked_and_a_negative_one_gives_nan():
 
 def test_a_shape_the_planner_routes_to_chunked_prefill_keeps_the_decode_kernels_as_a_shard():
     # 28/4 heads, q_len 8 (56 packed rows per KV head), 16 KV heads x 4097 keys: decode's plan is
-    # chunked prefill (PlanOptions.prefill_route), which takes no keys_after and writes no partials;
-    # decode_shard plans on the decode kernels.
+    # chunked prefill (PlanOptions.prefill_route), which on the GPU takes no keys_after and writes no
+    # partials; decode_shard plans on the decode kernels, whose split count its partials show (the
+    # CPU backend would run either plan).
     c = DecodeCase(batch=4, q_len=8, hq=28, hkv=4, d=128, lens=(4097, 9, 0, 20), seed=5)
-    if not splitkv.plan_decode(*c.args(), causal=True).decode_via_prefill:
+    routed = splitkv.plan_decode(*c.args(), causal=True)
+    if not routed.decode_via_prefill:
         pytest.skip("this build lacks prefill_sm90_gqa64 for fp16 at D=128 (SPLITKV_DTYPES), so no route to keep off")
-    assert not splitkv.plan_decode(*c.args(), causal=True, prefill_route=False).decode_via_prefill
+    kernels = splitkv.plan_decode(*c.args(), causal=True, prefill_route=False)
+    assert not kernels.decode_via_prefill and kernels.num_splits != routed.num_splits
     o, lse = splitkv.decode_shard(*c.args(), keys_after=np.zeros(4, np.int32), causal=True)
+    assert o.shape[0] == kernels.num_splits
     out, merged_lse = splitkv.combine(o, lse, seq_len=8, return_lse=True)
     ref_out, ref_lse = splitkv.reference.decode(*c.args(), causal=True)
     assert_close_to_reference(out, merged_lse, ref_out, ref_lse)
