@@ -452,6 +452,23 @@ def test_append_kv_fp8_bad_scale_writes_nan_codes():
 # ---- shards of a context (decode_shard) ----------------------------------------------------------
 
 
+def test_decode_shard_plans_on_the_decode_kernels_where_decode_takes_the_prefill_route():
+    # 28/4 heads, q_len 8, 16 KV heads x 4102 slots: decode's plan is chunked prefill, which on the
+    # GPU takes no keys_after and writes no partials; decode_shard's partials carry the decode
+    # kernels' split count.
+    q, k, v, lens, bt = decode_inputs(batch=4, q_len=8, hq=28, hkv=4, d=128, lens=(4097, 9, 0, 20), seed=7)
+    routed = splitkv.plan_decode(q, k, v, lens, bt, causal=True)
+    if not routed.decode_via_prefill:
+        pytest.skip("this build lacks prefill_sm90_gqa64 for bf16 at D=128, so no route to keep off")
+    kernels = splitkv.plan_decode(q, k, v, lens, bt, causal=True, prefill_route=False)
+    assert not kernels.decode_via_prefill and kernels.num_splits != routed.num_splits
+    po, pl = splitkv.decode_shard(q, k, v, lens, bt, keys_after=torch.zeros(4, dtype=torch.int32), causal=True)
+    assert po.shape[0] == kernels.num_splits
+    out, lse = splitkv.combine(po, pl, seq_len=8, dtype=torch.bfloat16, return_lse=True)
+    ref_out, ref_lse = splitkv.reference.decode(q, k, v, lens, bt, causal=True)
+    assert_close_to_reference(out.float().numpy(), lse.numpy(), ref_out, ref_lse, dtype="bf16")
+
+
 def test_decode_shard_partials_merge_to_decode_and_opcheck():
     q, k, v, lens, bt = decode_inputs(q_len=4, lens=(40, 9), page_size=16, seed=5)
     cut = torch.tensor([32, 0], dtype=torch.int32)  # sequence 0: keys [0, 32) and [32, 40); 1: all in the second
