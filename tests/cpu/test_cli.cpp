@@ -138,5 +138,32 @@ TEST(Cli, HeadMajorCacheIsADecodeLayout) {
   EXPECT_NE(error.find("--mode decode"), std::string::npos) << error;
 }
 
+// --no-prefill-route reaches PlanOptions: the speculative shape the planner serves by chunked
+// prefill then plans on the decode kernels.
+TEST(Cli, NoPrefillRouteKeepsTheDecodeKernels) {
+  bool compiled = false;  // the route takes families this build compiled
+  for (const KernelFamilyInfo& f : kernel_families()) {
+    for (const KernelFamilyInfo::Compiled& c : f.compiled) {
+      compiled |= f.name == "prefill_sm90_gqa64" && c.dtype == DType::kBF16 && c.head_dim == 128;
+    }
+  }
+  if (!compiled) GTEST_SKIP() << "this build lacks prefill_sm90_gqa64 for bf16 at D=128";
+  for (bool route : {true, false}) {
+    CliOptions o;
+    std::string error;
+    std::vector<std::string> args = {"plan", "-b", "8", "--hq", "28", "--hkv", "4", "--lk", "8192", "--lq", "8",
+                                     "--causal"};
+    if (!route) args.push_back("--no-prefill-route");
+    ASSERT_TRUE(parse(args, &o, &error)) << error;
+    EXPECT_EQ(o.prefill_route, route);
+    PlanOptions po;
+    ASSERT_TRUE(to_plan_options(o, &po).ok());
+    EXPECT_EQ(po.prefill_route, route);
+    Plan plan;
+    ASSERT_TRUE(plan_decode(to_decode_problem(o, Formats{}), DeviceInfo::h200(), po, &plan).ok());
+    EXPECT_EQ(plan.decode_via_prefill, route) << plan.note;
+  }
+}
+
 }  // namespace
 }  // namespace splitkv::cli
