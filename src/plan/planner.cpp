@@ -237,7 +237,7 @@ void prefer_sm90_tile_variant(const PrefillProblem& problem, Strategy served, bo
 // the tile it would run otherwise (any prefill_sm90 one-pass tile); naming the family packs always,
 // and a group it cannot pack is an error. On a switch, *why says so for the plan's note.
 constexpr char kPrefillPackedGqa[] = "prefill_sm90_gqa";
-constexpr char kPrefillPackedGqa64[] = "prefill_sm90_gqa64";  // chosen by name only (measured first)
+constexpr char kPrefillPackedGqa64[] = "prefill_sm90_gqa64";  // by name (prefill), or by the decode route
 Status plan_gqa_packing(const PrefillProblem& problem, Strategy served, bool paged_read, const DeviceInfo& device,
                         const PlanOptions& options, Plan* p, tiles::TileSummary* tile, std::string* why) {
   const int group = problem.num_q_heads / problem.num_kv_heads;
