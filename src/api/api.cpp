@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "api/chunked_tensors.hpp"
 #include "api/device_arch.hpp"
 #include "api/output_rows.hpp"
 #include "api/validate.hpp"
@@ -128,14 +129,12 @@ Status run_decode_via_prefill(const Plan& plan, const DecodeTensors& t, void* wo
   if (!t.partial_o.empty() || !t.partial_lse.empty()) return Status::unsupported("partial_o", why);
   PrefillTensors p;
   p.q = t.q;
-  p.k = t.k;
-  p.v = t.v;
   p.out = t.out;
   p.lse = t.lse;
-  p.seq_lens = t.seq_lens;
-  p.block_table = t.block_table;
-  p.k_scales = t.k_scales;
-  p.v_scales = t.v_scales;
+  detail::bind_decode_cache(t, &p);
+  // validate_decode_tensors has checked the host copies of lengths and page ids already.
+  p.seq_lens_host = nullptr;
+  p.block_table_host = nullptr;
   Plan prefill = plan;
   prefill.kind = Plan::Kind::kPrefill;
   prefill.decode_via_prefill = false;

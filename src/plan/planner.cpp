@@ -362,10 +362,9 @@ Status plan_decode_via_prefill(const DecodeProblem& problem, const DeviceInfo& d
 
 // PlanOptions::prefill_route: the chunked-prefill families that serve speculative rows overflowing
 // the 32-row decode tile better than the decode kernels, best first (none: the decode kernels).
-// The thresholds are run 51's measurements (plan::kPrefillRoute*).
-std::vector<const char*> prefill_route_families(const DecodeProblem& problem, const DeviceInfo& device,
+// The thresholds are run 51's measurements (plan::kPrefillRoute*). rows: packed rows per KV head.
+std::vector<const char*> prefill_route_families(const DecodeProblem& problem, int rows, const DeviceInfo& device,
                                                 const PlanOptions& options) {
-  const int rows = problem.q_len * (problem.num_q_heads / problem.num_kv_heads);
   const int64_t kv_heads = int64_t(problem.batch) * problem.num_kv_heads;
   const int64_t tokens = kv_heads * problem.max_kv_len;
   const bool decode_only_options = !options.family.empty() || options.cluster_combine || options.fused_combine ||
@@ -399,14 +398,15 @@ Status plan_decode(const DecodeProblem& problem, const DeviceInfo& device,
                    const PlanOptions& options, Plan* plan) {
   if (plan == nullptr) return Status::invalid("plan", "a non-null pointer", "nullptr");
   if (Status s = detail::validate_decode_problem(problem); !s) return s;
-  for (const char* family : prefill_route_families(problem, device, options)) {
+  // Packed query rows per KV head: a family with larger tiles serves KV heads with many rows.
+  const int rows_per_kv = problem.q_len * (problem.num_q_heads / problem.num_kv_heads);
+  for (const char* family : prefill_route_families(problem, rows_per_kv, device, options)) {
     PlanOptions routed = options;
     routed.family = family;
     // A problem the family cannot take (a group it cannot pack, say) tries the next, then the
     // decode kernels.
     if (compiled_for(family, problem) && plan_decode_via_prefill(problem, device, routed, plan).ok()) {
-      plan->note += "; the planner's route for " +
-                    std::to_string(problem.q_len * (problem.num_q_heads / problem.num_kv_heads)) +
+      plan->note += "; the planner's route for " + std::to_string(rows_per_kv) +
                     " packed rows per KV head (PlanOptions::prefill_route)";
       return Status::success();
     }
@@ -429,8 +429,6 @@ Status plan_decode(const DecodeProblem& problem, const DeviceInfo& device,
   if (options.strategy == Strategy::kSplitQ && (options.num_splits > 1 || options.split_tokens > 0)) {
     return Status::invalid("options.strategy", "split-kv or auto when splits are requested", "split-q");
   }
-  // Packed query rows per KV head: a family with larger tiles serves KV heads with many rows.
-  const int rows_per_kv = problem.q_len * (problem.num_q_heads / problem.num_kv_heads);
   SplitDecision split;
   // Family, tile and splits for KV heads of `rows` packed rows.
   auto choose = [&](int rows) -> Status {

@@ -5,21 +5,11 @@
 #include <random>
 #include <stdexcept>
 
+#include "api/chunked_tensors.hpp"
 #include "plan/geometry.hpp"
 #include "testing/random_fill.hpp"
 
 namespace splitkv::testing {
-
-void bind_cache(const DecodeTensors& dt, PrefillTensors* t) {
-  t->k = dt.k;
-  t->v = dt.v;
-  t->k_scales = dt.k_scales;
-  t->v_scales = dt.v_scales;
-  t->seq_lens = dt.seq_lens;
-  t->block_table = dt.block_table;
-  t->seq_lens_host = dt.seq_lens_host;
-  t->block_table_host = dt.block_table_host;
-}
 
 ChunkCase make_chunk_case(const ChunkCaseSpec& spec) {
   DecodeCaseSpec cache_spec;
@@ -59,7 +49,7 @@ ChunkCase make_chunk_case(const ChunkCaseSpec& spec) {
     t.out = TensorRef::contiguous(c.out.data(), d.dtype, {B, Lq, Hq, D});
     t.lse = TensorRef::contiguous(c.lse.data(), DType::kF32, {B, Hq, Lq});
   }
-  bind_cache(c.cache.host_tensors(), &t);
+  detail::bind_decode_cache(c.cache.host_tensors(), &t);
   return c;
 }
 

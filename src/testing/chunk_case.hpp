@@ -40,8 +40,4 @@ void poison_outputs(ChunkCase& c);
 // Compares c.out / c.lse with ref::prefill by the rules of docs/BENCHMARKING.md.
 Comparison check_chunk(ChunkCase& c);
 
-
-// The cache fields of chunked-prefill tensors, from decode tensors over the same cache.
-void bind_cache(const DecodeTensors& dt, PrefillTensors* t);
-
 }  // namespace splitkv::testing

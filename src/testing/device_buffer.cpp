@@ -6,6 +6,8 @@
 #include <string>
 #include <utility>
 
+#include "api/chunked_tensors.hpp"
+
 namespace splitkv::testing {
 
 void check_cuda(int error, const char* what) {
@@ -138,7 +140,7 @@ DeviceChunkCase::DeviceChunkCase(ChunkCase& c)
   tensors.out.data = out.get();
   tensors.lse.data = lse.get();
   if (c.problem.varlen) tensors.cu_seqlens_q.data = cu_q.get();
-  bind_cache(cache.tensors, &tensors);
+  detail::bind_decode_cache(cache.tensors, &tensors);
 }
 
 void DeviceChunkCase::upload_outputs(const ChunkCase& c) { upload_case_outputs(c.out, c.lse, out, lse); }

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "api/chunked_tensors.hpp"
 #include "api/validate.hpp"
 #include "common/host_tensor.hpp"
 #include "plan/geometry.hpp"
@@ -139,7 +140,7 @@ TEST(ChunkedPrefillReference, EqualsDecodeForShortChunksInEveryFormat) {
     PrefillTensors t;
     t.q = dt.q;
     t.out = dt.out;
-    testing::bind_cache(dt, &t);
+    detail::bind_decode_cache(dt, &t);
     const Status valid = detail::validate_prefill_tensors(p, t);
     ASSERT_TRUE(valid.ok()) << to_string(format) << ": " << valid.message();
     const ref::Result chunked = ref::prefill(p, t), decoded = ref::decode(d, dt);
