@@ -176,7 +176,8 @@ int gpu_decode_bench(const CliOptions& o) {
       for (KvFormat f : {KvFormat::kNative, KvFormat::kFP8E4M3, KvFormat::kInt8, KvFormat::kInt4, KvFormat::kK8V4}) {
         const bool long_row = i == 3 || i == 4 || i == 6 || i == 12;
         for (bool hm : {false, true}) {
-          if (hm && !(long_row && (f == KvFormat::kInt4 || f == KvFormat::kK8V4))) continue;
+          // (with --kv-head-major every row is head-major already: no twin)
+          if (hm && (o.kv_head_major || !(long_row && (f == KvFormat::kInt4 || f == KvFormat::kK8V4)))) continue;
           DecodeProblem p = suite_problem(o, formats, kDecodeSuite[i]);
           p.kv_format = f;
           problems.push_back(p);
