@@ -96,7 +96,8 @@ struct PlanOptions {
   // them, and plan_sharded_decode sets it false itself.
   bool prefill_route = true;
   // Prefill on sm_90, on by default: prefill_sm90 tiles at head dims <= 128 run on a persistent
-  // grid (Plan::persistent_blocks). False launches one block per tile instead (same kernel).
+  // grid (Plan::persistent_blocks) when there are more tiles than SMs. False launches one block
+  // per tile instead (same kernel).
   bool persistent_prefill = true;
 };
 
@@ -128,8 +129,8 @@ struct Plan {
   int blocks_per_sm = 0; // occupancy the shared-memory budget allows
   int64_t work_units = 0;  // thread blocks before splitting (decode: batch * Hkv * m tiles)
   int grid[3] = {1, 1, 1};
-  // Prefill on sm_90 (prefill_sm90 tiles at head dims <= 128): > 0 launches this many blocks (at
-  // most one per SM), which walk grid[] as a list of tiles, loading the next tile's Q and first K/V
+  // Prefill on sm_90 (prefill_sm90 tiles at head dims <= 128, more tiles than SMs): > 0 launches
+  // this many blocks (one per SM), which walk grid[] as a list of tiles, loading the next tile's Q and first K/V
   // tiles while they finish the current one. dynamic_tiles: they claim tiles from a counter in the
   // workspace (causal, varlen or cache problems, whose tiles differ in cost; run_prefill zeroes the
   // counter before each launch); otherwise each takes every persistent_blocks-th tile.

@@ -319,14 +319,17 @@ Status set_grid(const std::array<int64_t, 3>& grid, const char* y_argument, cons
 }
 
 // A persistent grid for tiles that keep two Q buffers: one block per SM (one fits) walks the grid's
-// tiles; tiles of unequal cost (causal masks, ragged lengths) are claimed from a counter.
+// tiles; tiles of unequal cost (causal masks, ragged lengths) are claimed from a counter. A grid of
+// no more tiles than SMs keeps one block per tile: its blocks would each take one tile anyway, and
+// the counter's reset (a memset before every call) and claims would be all the persistent grid added.
 Status plan_persistent_grid(const PrefillProblem& problem, const DeviceInfo& device, Plan* p) {
   const int64_t tiles = int64_t(p->grid[0]) * p->grid[1] * p->grid[2];
+  if (tiles <= device.sm_count) return Status::success();
   if (tiles > int64_t(INT32_MAX)) {
     return Status::invalid("batch", "a problem of at most 2^31 - 1 tiles of " + std::to_string(p->block_m) + " query rows",
                            std::to_string(tiles) + " tiles");
   }
-  p->persistent_blocks = static_cast<int>(std::min<int64_t>(tiles, device.sm_count));
+  p->persistent_blocks = device.sm_count;
   p->dynamic_tiles = problem.causal || problem.varlen || problem.kv_cache;
   if (p->dynamic_tiles) p->workspace_bytes += plan::kTileCounterBytes;
   p->note += "; persistent grid of " + std::to_string(p->persistent_blocks) + " blocks over " + std::to_string(tiles) +

@@ -348,10 +348,10 @@ TEST(Planner, HopperIndependentKvTilesAreAFamilyByName) {
   PlanOptions o;
   o.family = "prefill_sm90_v64";
   Plan plan;
-  ASSERT_TRUE(plan_prefill(prefill(2, 8, 1000), DeviceInfo::h200(), o, &plan).ok());
+  ASSERT_TRUE(plan_prefill(prefill(4, 8, 1000), DeviceInfo::h200(), o, &plan).ok());
   EXPECT_EQ(plan.family, "prefill_sm90_v64");
   EXPECT_EQ(plan.block_n, 128);
-  EXPECT_GT(plan.persistent_blocks, 0);
+  EXPECT_GT(plan.persistent_blocks, 0);  // 256 tiles
   constexpr tiles::PrefillSm90Tile t = tiles::prefill_sm90_tile(128, tiles::PrefillSm90Variant::kV64);
   static_assert(t.v_keys() == 64 && t.v_tiles_per_step() == 2 && t.stage_elems() * 2 == 16 * 1024);
   static_assert(t.smem_bytes() == tiles::prefill_sm90_tile(128).smem_bytes(), "the default's ring memory");
@@ -573,7 +573,17 @@ TEST(Planner, HopperPrefillTilesRunOnAPersistentGrid) {
   PlanOptions unsplit = sm90;
   unsplit.strategy = Strategy::kSplitQ;
   ASSERT_TRUE(plan_prefill(prefill(1, 2, 300, true), DeviceInfo::h200(), unsplit, &plan).ok());
-  EXPECT_EQ(plan.persistent_blocks, 6);  // fewer tiles than SMs: one block each
+  EXPECT_EQ(plan.persistent_blocks, 0);  // 6 tiles, fewer than SMs: a block per tile, no counter
+  EXPECT_FALSE(plan.dynamic_tiles);
+  EXPECT_EQ(plan.workspace_bytes, 0u);
+  DeviceInfo six = DeviceInfo::h200();
+  six.sm_count = 6;
+  ASSERT_TRUE(plan_prefill(prefill(1, 2, 300, true), six, unsplit, &plan).ok());
+  EXPECT_EQ(plan.persistent_blocks, 0);  // as many tiles as SMs
+  six.sm_count = 5;
+  ASSERT_TRUE(plan_prefill(prefill(1, 2, 300, true), six, unsplit, &plan).ok());
+  EXPECT_EQ(plan.persistent_blocks, 5);  // one tile more than SMs
+  EXPECT_TRUE(plan.dynamic_tiles);
   PlanOptions splits = sm90;
   splits.strategy = Strategy::kSplitKV;
   splits.num_splits = 3;

@@ -64,6 +64,23 @@ struct PrefillSm90Params {
   TmaStoreO<Traits> store_o;
 };
 
+// The TMA descriptors this call's loads and stores use, fetched ahead of their first copy.
+template <class Traits>
+__device__ __forceinline__ void prefetch_tma_descriptors(const PrefillSm90Params<Traits>& params) {
+  cute::prefetch_tma_descriptor(params.tma_q.get_tma_descriptor());
+  if (params.p.block_table == nullptr) {
+    cute::prefetch_tma_descriptor(params.tma_k.get_tma_descriptor());
+    cute::prefetch_tma_descriptor(params.tma_v.get_tma_descriptor());
+  } else if (params.page_tiles) {
+    cute::prefetch_tma_descriptor(params.tma_k_page_tiles.get_tma_descriptor());
+    cute::prefetch_tma_descriptor(params.tma_v_page_tiles.get_tma_descriptor());
+  } else {
+    cute::prefetch_tma_descriptor(params.tma_k_pages.get_tma_descriptor());
+    cute::prefetch_tma_descriptor(params.tma_v_pages.get_tma_descriptor());
+  }
+  if (params.store_o.enabled) cute::prefetch_tma_descriptor(params.store_o.tma.get_tma_descriptor());
+}
+
 // Named barriers of the consumer warpgroups, counted from the first id CUTLASS leaves free: all
 // consumers (zeroing a ragged V tile), each consumer's turn to issue Q K^T (ping-pong), and each
 // consumer's epilogue (its O tile staged in shared memory).
@@ -526,10 +543,11 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kBlocksPerSm)
   char* smem_base = reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
   auto& smem = *reinterpret_cast<typename Traits::SharedStorage*>(smem_base);
 
-  wait_for_prior_grids();
-  allow_dependent_launch();
+  // Until wait_for_prior_grids, only what reads no global memory: the barriers and the prefetch of
+  // the TMA descriptors (kernel parameters), overlapping the previous kernel's tail.
   const TileSchedule<Traits::kPackGqa> schedule(p);
   const int warpgroup = cutlass::canonical_warp_group_idx();
+  if (threadIdx.x == 0) prefetch_tma_descriptors(params);
 
   typename Pipeline::Params pipeline_params;
   pipeline_params.transaction_bytes = Traits::kStageBytes;
@@ -545,6 +563,8 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kBlocksPerSm)
   }
   cutlass::arch::fence_barrier_init();
   __syncthreads();
+  wait_for_prior_grids();
+  allow_dependent_launch();
 
   // Q buffer `buf` as an (M, D) tile.
   auto q_buffer = [&](int buf) {
