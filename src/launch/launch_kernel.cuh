@@ -11,20 +11,7 @@ namespace splitkv::detail {
 template <class Params>
 cudaError_t launch_kernel(void (*kernel)(Params), dim3 block, int smem_bytes, const Params& params,
                           const LaunchConfig& config) {
-  const dim3 grid = config.persistent_blocks > 0 ? dim3(static_cast<unsigned>(config.persistent_blocks))
-                                                 : dim3(config.grid[0], config.grid[1], config.grid[2]);
   if (smem_bytes > 48 * 1024) {
-    int device = 0, sm_count = 0, smem_per_sm = 0;
-    if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return e;
-    if (cudaError_t e = cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device); e != cudaSuccess) {
-      return e;
-    }
-    if (cudaError_t e = cudaDeviceGetAttribute(&smem_per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device);
-        e != cudaSuccess) {
-      return e;
-    }
-    smem_bytes = spread_smem_bytes(smem_bytes, static_cast<long long>(grid.x) * grid.y * grid.z, sm_count, smem_per_sm,
-                                   config.cluster_blocks);
     // Not a stream operation: legal during graph capture.
     if (cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes);
         e != cudaSuccess) {
@@ -50,7 +37,8 @@ cudaError_t launch_kernel(void (*kernel)(Params), dim3 block, int smem_bytes, co
     attributes[num_attributes++].val.clusterDim.z = 1;
   }
   cudaLaunchConfig_t launch{};
-  launch.gridDim = grid;
+  launch.gridDim = config.persistent_blocks > 0 ? dim3(static_cast<unsigned>(config.persistent_blocks))
+                                                : dim3(config.grid[0], config.grid[1], config.grid[2]);
   launch.blockDim = block;
   launch.dynamicSmemBytes = static_cast<size_t>(smem_bytes);
   launch.stream = config.stream;
