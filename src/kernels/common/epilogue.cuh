@@ -31,6 +31,11 @@ __device__ __forceinline__ float& final_lse(const OutputParams& o, int b, int he
   return o.lse[b * o.lse_batch_stride + head * o.lse_head_stride + token * o.lse_token_stride];
 }
 
+// kPartial: the row index of a split's partial (OutputParams).
+__device__ __forceinline__ int64_t partial_row(const OutputParams& o, const OutputRow& r) {
+  return int64_t(r.split) * o.partial_rows + (int64_t(r.b) * o.seq_rows + r.i) * o.num_heads + r.head;
+}
+
 // Writes kN consecutive columns [col, col + kN) of a row (kN of 2 or 4: one 4- or 8-byte store of
 // the dtype, or 8/16 bytes of fp32), and the row's LSE when write_lse.
 template <class Element, int kHeadDim, int kN>
@@ -45,7 +50,7 @@ __device__ __forceinline__ void write_output(const OutputParams& o, const Output
     if (write_lse && o.lse != nullptr) final_lse(o, r.b, r.head, r.token) = poisoned ? kOutputNaN : lse;
     return;
   }
-  const int64_t row = int64_t(r.split) * o.partial_rows + (int64_t(r.b) * o.seq_rows + r.i) * o.num_heads + r.head;
+  const int64_t row = partial_row(o, r);
   // Every thread of a row computes the same LSE, so the whole row takes the same path.
   if (o.mode == OutputMode::kAtomic && !poisoned && fabsf(lse - o.reference_lse) <= kAtomicLseRange) {
     const int64_t merged_row = row - int64_t(r.split) * o.partial_rows;

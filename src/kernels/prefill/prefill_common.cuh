@@ -335,6 +335,10 @@ struct RowWriter {
   __device__ __forceinline__ void write(const Acc& acc, const Coords& coords, const float (&lse)[kRows],
                                         const float (&inv)[kRows], bool lse_writer) const {
     static_assert(decltype(cute::size<0>(acc))::value == kRows);
+    if (p.output.mode == OutputMode::kPartial) {
+      write_partials<kHeadDim>(acc, coords, lse, inv, lse_writer);
+      return;
+    }
     CUTE_UNROLL
     for (int r = 0; r < kRows; ++r) {
       const int local = cute::get<0>(coords(r, 0));
@@ -347,6 +351,30 @@ struct RowWriter {
         write_output<Element, kHeadDim>(p.output, where, cute::get<1>(coords(r, c)), pair, lse[r], lse_writer && c == 0,
                                         s.bad);
       }
+    }
+  }
+
+  // Split partials, the mode of split-KV prefill and of decode served by chunked prefill: a row's
+  // address once, then its column pairs. Through write_output, which derives the address and tests
+  // the mode again for every pair (~50 instructions a pair), a 64-row tile's partials took 3 µs,
+  // the DRAM idle meanwhile: the tail of every routed decode launch (bench/NOTES.md, run 52).
+  template <int kHeadDim, class Acc, class Coords, int kRows>
+  __device__ __forceinline__ void write_partials(const Acc& acc, const Coords& coords, const float (&lse)[kRows],
+                                                 const float (&inv)[kRows], bool lse_writer) const {
+    const OutputParams& o = p.output;
+    CUTE_UNROLL
+    for (int r = 0; r < kRows; ++r) {
+      const int local = cute::get<0>(coords(r, 0));
+      if (!rows.holds(local, s.q_len)) continue;
+      const int i = rows.query(local);
+      const int64_t row = partial_row(o, OutputRow{b, i, s.q_begin + i, rows.head(local), split});
+      float* dst = o.partial_o + row * kHeadDim;
+      CUTE_UNROLL
+      for (int c = 0; c < cute::size<1>(acc); c += 2) {  // adjacent column pairs
+        *reinterpret_cast<float2*>(dst + cute::get<1>(coords(r, c))) =
+            s.bad ? make_float2(kOutputNaN, kOutputNaN) : make_float2(acc(r, c) * inv[r], acc(r, c + 1) * inv[r]);
+      }
+      if (lse_writer) o.partial_lse[row] = s.bad ? kOutputNaN : lse[r];
     }
   }
 };
