@@ -48,7 +48,7 @@ void print_usage() {
       "                            in a cluster where rows have <= 4096 keys, 2048 for a quantized cache,\n"
       "                            and the grid is small)\n"
       "  --no-prefill-route        decode: keep the decode kernels where the planner would serve causal\n"
-      "                            rows of 33-128 packed queries per KV head by chunked prefill\n"
+      "                            rows of 25-128 packed queries per KV head by chunked prefill\n"
       "                            (prefill_sm90_gqa64 / prefill_sm90_gqa)\n"
       "  --no-persistent           prefill (sm_90): one block per tile instead of the persistent grid\n"
       "  --fused-combine           decode: each tile's last split block merges the splits (no combine launch)\n"

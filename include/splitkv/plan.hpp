@@ -84,9 +84,9 @@ struct PlanOptions {
   bool atomic_combine = false;
   float atomic_reference_lse = 0.f;
   // Decode on sm_90, on by default: causal speculative rows at D=128 over a 16-bit cache whose KV
-  // heads hold more packed query rows (q_len x Hq / Hkv) than the 32-row decode tile are served by
-  // chunked prefill (Plan::decode_via_prefill), with "tokens" = batch x Hkv x max_kv_len:
-  // 33..64 rows on prefill_sm90_gqa64 (one 64-row tile per KV head, two blocks per SM) from 4 KV
+  // heads hold more packed query rows (q_len x Hq / Hkv) than three quarters of the 32-row decode
+  // tile are served by chunked prefill (Plan::decode_via_prefill), with "tokens" = batch x Hkv x
+  // max_kv_len: 25..64 rows on prefill_sm90_gqa64 (one 64-row tile per KV head, two blocks per SM) from 4 KV
   // heads and 64Ki tokens; 65..128 rows from 32Ki tokens, on prefill_sm90_gqa's 128-row tiles where
   // the grid has >= 8 KV heads and 256Ki tokens (or the group exceeds 8), else on two 64-row tiles
   // (bench/NOTES.md, run 51: B=8 28/4 q_len 8 at 8k 54.8 -> 42.9 µs, at 32k 203.5 -> 135.3;

@@ -164,7 +164,7 @@ def plan_decode(*args, causal=False, softmax_scale=None, num_splits=0, max_split
     NotImplementedError naming kv_format). auto_cluster_combine=False keeps the combine kernel where
     the planner would merge short rows' splits in a thread-block cluster (sm_90, <= 4096 keys, 2048
     for a quantized cache, a grid of at most half the SMs). prefill_route=False keeps the decode
-    kernels where the planner would serve causal rows of 33-128 packed queries per KV head by chunked
+    kernels where the planner would serve causal rows of 25-128 packed queries per KV head by chunked
     prefill on prefill_sm90_gqa64 or prefill_sm90_gqa (the plan's decode_via_prefill says which).
     """
     if args and _is_array(args[0]):

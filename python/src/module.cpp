@@ -554,7 +554,7 @@ NB_MODULE(_splitkv, m) {
                           .def_rw("auto_cluster_combine", &PlanOptions::auto_cluster_combine,
                                   "short decode rows on small grids: 8 splits merged in a cluster (default True)")
                           .def_rw("prefill_route", &PlanOptions::prefill_route,
-                                  "causal decode rows of 33-128 packed queries per KV head on large enough grids: "
+                                  "causal decode rows of 25-128 packed queries per KV head on large enough grids: "
                                   "chunked prefill on prefill_sm90_gqa64 / prefill_sm90_gqa (default True)")
                           .def_rw("persistent_prefill", &PlanOptions::persistent_prefill,
                                   "prefill on sm_90: a persistent grid of one block per SM (default True)")

@@ -20,12 +20,16 @@ constexpr int kAutoClusterMaxKeysQuantized = 2048;
 constexpr int kAutoClusterSplits = 8;
 // PlanOptions::prefill_route (bench/NOTES.md, run 51), by packed rows per KV head (q_len x group)
 // and the grid (batch x Hkv KV heads, "tokens" = KV heads x max_kv_len):
-// - 33..64 rows (more than the 32-row decode tile): the 64-row tile, on grids of at least 4 KV
-//   heads and 64Ki tokens (below them, 8/1 B=1-8 and 28/4 B=1 8k, the decode kernels tie or win);
+// - 25..64 rows (more than three quarters of the 32-row decode tile): the 64-row tile, on grids of
+//   at least 4 KV heads and 64Ki tokens (below them, 8/1 B=1-8 and 28/4 B=1 8k, the decode kernels
+//   tie or win). 25-32 rows from run 52, once the tile's split partials were written row by row:
+//   3-20% faster than the 32-row decode tile on every such row measured (B=8 28/4 q_len 4 8k
+//   42.9 -> 39.7 µs, 32/8 q_len 8 73.4 -> 68.9, B=1 32/8 q_len 8 32k 49.6 -> 41.2), ties at the
+//   thresholds (B=2 28/4 8k, B=8 8/1 8k);
 // - 65..128 rows: the 128-row tile on grids of at least 8 KV heads and 256Ki tokens, else the
 //   64-row tile (two per KV head), from 32Ki tokens (the smallest grids measured; both beat the
 //   decode kernels on every such row measured, 1.2-2.7x).
-constexpr int kPrefillRouteMinRows = 33;
+constexpr int kPrefillRouteMinRows = 25;
 constexpr int kPrefillRouteNarrowMaxRows = 64;
 constexpr int kPrefillRouteNarrowMinKvHeads = 4;
 constexpr int64_t kPrefillRouteNarrowMinTokens = 65536;

@@ -442,7 +442,7 @@ TEST(Planner, NamingAPrefillFamilyServesDecodeByChunkedPrefill) {
 }
 
 TEST(Planner, SpeculativeRowsBeyondTheThirtyTwoRowTileTakeThePrefillRoute) {
-  // PlanOptions::prefill_route (bench/NOTES.md, run 51): causal rows of 33..64 packed queries per KV
+  // PlanOptions::prefill_route (bench/NOTES.md, runs 51-52): causal rows of 25..64 packed queries per KV
   // head on grids of >= 4 KV heads and >= 64Ki cached tokens run as chunked prefill on
   // prefill_sm90_gqa64, with the prefill planner's splits (B=8 28/4 8k: 32 tiles x 4 splits); rows
   // of 65..128 on prefill_sm90_gqa or prefill_sm90_gqa64 by the grid.
@@ -460,13 +460,14 @@ TEST(Planner, SpeculativeRowsBeyondTheThirtyTwoRowTileTakeThePrefillRoute) {
   EXPECT_EQ(routed.num_splits, 4) << routed.note;
   EXPECT_NE(routed.note.find("PlanOptions::prefill_route"), std::string::npos) << routed.note;
   for (const DecodeProblem& p : {spec(8, 28, 4, 8192, 5), spec(8, 64, 8, 2048, 8), spec(1, 28, 4, 32768, 8),
-                                 spec(8, 8, 1, 8192, 8), spec(4, 28, 4, 8192, 6)}) {
+                                 spec(8, 8, 1, 8192, 8), spec(4, 28, 4, 8192, 6), spec(8, 28, 4, 8192, 4),
+                                 spec(8, 32, 8, 8192, 8), spec(8, 8, 1, 8192, 4)}) {
     EXPECT_TRUE(plan_or_die(p).decode_via_prefill) << p.num_q_heads << "/" << p.num_kv_heads << " q_len " << p.q_len;
   }
   PlanOptions forced;
   forced.num_splits = 8;
   EXPECT_EQ(plan_or_die(spec(8, 28, 4, 8192, 8), forced).num_splits, 8);
-  // Kept on the decode kernels: 32 rows or fewer, more than 64, non-causal, D != 128, a quantized
+  // Kept on the decode kernels: 24 rows or fewer, more than 64, non-causal, D != 128, a quantized
   // cache, fewer than 4 KV heads or 64Ki tokens in all, sm_80, and options only decode kernels honour.
   DecodeProblem noncausal = spec(8, 28, 4, 8192, 8);
   noncausal.causal = false;
@@ -474,7 +475,7 @@ TEST(Planner, SpeculativeRowsBeyondTheThirtyTwoRowTileTakeThePrefillRoute) {
   int8.kv_format = KvFormat::kInt8;
   DecodeProblem hd64 = spec(8, 28, 4, 8192, 8);
   hd64.head_dim = 64;
-  for (const DecodeProblem& p : {spec(8, 28, 4, 8192, 4), spec(8, 32, 8, 8192, 8), spec(8, 32, 2, 8192, 16), noncausal,
+  for (const DecodeProblem& p : {spec(8, 24, 4, 8192, 4), spec(8, 32, 8, 8192, 3), spec(8, 32, 2, 8192, 16), noncausal,
                                  hd64, int8, spec(1, 8, 1, 32768, 8), spec(1, 28, 4, 8192, 8), spec(8, 8, 1, 2048, 8),
                                  spec(1, 8, 1, 16384, 16)}) {
     EXPECT_FALSE(plan_or_die(p).decode_via_prefill)

@@ -199,7 +199,7 @@ std::vector<GpuCase> reference_cases() {
 INSTANTIATE_TEST_SUITE_P(Cases, DecodeVsReference, ::testing::ValuesIn(reference_cases()),
                          [](const ::testing::TestParamInfo<GpuCase>& info) { return info.param.name; });
 
-// The planner's own route for speculative rows of 33-128 packed rows per KV head
+// The planner's own route for speculative rows of 25-128 packed rows per KV head
 // (PlanOptions::prefill_route): chunked prefill on prefill_sm90_gqa64 or, for 65-128 rows on large
 // grids and for groups over 8, prefill_sm90_gqa; checked like any decode.
 TEST(DecodeGpu, PlannerRouteForSpeculativeRowsMatchesReference) {
@@ -216,7 +216,11 @@ TEST(DecodeGpu, PlannerRouteForSpeculativeRowsMatchesReference) {
       {{"q16_28_4_paged16_wide_tile",
         DecodeSpecBuilder(8, 28, 4, 8192).queries(16, true).paged(16).lens({8192, 5, 100, 0, 3000, 17, 64, 1000}).spec},
        gqa128},
-      {{"q8_64_4_group16", DecodeSpecBuilder(2, 64, 4, 8192).queries(8, true).lens({8192, 333}).spec}, gqa128}};
+      {{"q8_64_4_group16", DecodeSpecBuilder(2, 64, 4, 8192).queries(8, true).lens({8192, 333}).spec}, gqa128},
+      // 25-32 rows (run 52): 28 (q_len 4, 28/4) and 32 (q_len 4, 8/1) in the 64-row tile.
+      {{"q4_28_4", DecodeSpecBuilder(4, 28, 4, 8192).queries(4, true).lens({8192, 2, 0, 3001}).spec}, gqa64},
+      {{"q4_8_1_paged16", DecodeSpecBuilder(8, 8, 1, 8192).queries(4, true).paged(16).lens({8192, 4, 100, 0, 77, 5000, 1, 64}).spec},
+       gqa64}};
   for (auto& [k, family] : routed) {
     Plan plan;
     PlanOptions o;
