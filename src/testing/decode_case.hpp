@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "splitkv/problem.hpp"
@@ -29,6 +30,31 @@ struct DecodeCaseSpec {
   int extra_capacity = 3;      // contiguous KV: capacity beyond max_kv_len
   int extra_pages = 2;         // paged KV: pages no sequence uses
   bool shuffle_pages = true;   // paged KV: block tables in random order
+};
+
+// A DecodeCaseSpec by its parts: DecodeSpecBuilder(B, Hq, Hkv, max_len).queries(4, true).paged(16)
+// .spec (head dim 128, bf16, one query, contiguous, every sequence at max_len unless told).
+struct DecodeSpecBuilder {
+  DecodeCaseSpec spec;
+  DecodeSpecBuilder(int batch, int hq, int hkv, int max_len) {
+    spec.problem.batch = batch;
+    spec.problem.num_q_heads = hq;
+    spec.problem.num_kv_heads = hkv;
+    spec.problem.head_dim = 128;
+    spec.problem.max_kv_len = max_len;
+  }
+  DecodeSpecBuilder& lens(std::vector<int> l) { return spec.seq_lens = std::move(l), *this; }
+  DecodeSpecBuilder& head_dim(int d) { return spec.problem.head_dim = d, *this; }
+  DecodeSpecBuilder& dtype(DType t) { return spec.problem.dtype = t, *this; }
+  DecodeSpecBuilder& format(KvFormat f) { return spec.problem.kv_format = f, *this; }
+  DecodeSpecBuilder& paged(int page_size) { return spec.problem.page_size = page_size, *this; }
+  DecodeSpecBuilder& queries(int q_len, bool causal) {
+    spec.problem.q_len = q_len;
+    spec.problem.causal = causal;
+    return *this;
+  }
+  DecodeSpecBuilder& strided(bool on = true) { return spec.strided = on, *this; }
+  DecodeSpecBuilder& head_major() { return spec.head_major_kv = true, *this; }
 };
 
 // Host storage (Q/O as 16-bit element bits, K/V in the cache's format) plus the layout the

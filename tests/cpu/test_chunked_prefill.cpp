@@ -120,19 +120,15 @@ TEST(ChunkedPrefillReference, ReadsExactlyTheSequencesCacheTokens) {
 // Short chunks over every cache format: the same values as decode's reference, bit for bit.
 TEST(ChunkedPrefillReference, EqualsDecodeForShortChunksInEveryFormat) {
   for (KvFormat format : {KvFormat::kNative, KvFormat::kFP8E4M3, KvFormat::kInt8, KvFormat::kInt4, KvFormat::kK8V4}) {
-    testing::DecodeCaseSpec spec;
-    DecodeProblem& d = spec.problem;
-    d.batch = 3;
-    d.num_q_heads = 8;
-    d.num_kv_heads = 2;
-    d.head_dim = 64;
-    d.q_len = 6;
-    d.max_kv_len = 400;
-    d.page_size = 16;
-    d.causal = true;
-    d.dtype = DType::kBF16;
-    d.kv_format = format;
-    spec.seq_lens = {400, 0, 77};
+    const testing::DecodeCaseSpec spec = testing::DecodeSpecBuilder(3, 8, 2, 400)
+                                             .head_dim(64)
+                                             .queries(6, true)
+                                             .paged(16)
+                                             .dtype(DType::kBF16)
+                                             .format(format)
+                                             .lens({400, 0, 77})
+                                             .spec;
+    const DecodeProblem& d = spec.problem;
     testing::DecodeCase c = testing::make_decode_case(spec);
     const DecodeTensors dt = c.host_tensors();
 

@@ -28,18 +28,13 @@ struct ShardCase {
 
 testing::DecodeCaseSpec spec(int batch, int hq, int hkv, int max_len, std::vector<int> lens, int q_len, bool causal,
                              int page_size, KvFormat format = KvFormat::kNative) {
-  testing::DecodeCaseSpec s;
-  s.problem.batch = batch;
-  s.problem.num_q_heads = hq;
-  s.problem.num_kv_heads = hkv;
-  s.problem.head_dim = 64;
-  s.problem.max_kv_len = max_len;
-  s.problem.q_len = q_len;
-  s.problem.causal = causal;
-  s.problem.page_size = page_size;
-  s.problem.kv_format = format;
-  s.seq_lens = std::move(lens);
-  return s;
+  return testing::DecodeSpecBuilder(batch, hq, hkv, max_len)
+      .head_dim(64)
+      .queries(q_len, causal)
+      .paged(page_size)
+      .format(format)
+      .lens(std::move(lens))
+      .spec;
 }
 
 // Paged shards: shard s of sequence b holds keys [offset, offset + n) through its own block

@@ -20,17 +20,13 @@ class CpuBackend : public ::testing::TestWithParam<CpuCase> {};
 
 TEST_P(CpuBackend, MatchesReference) {
   const CpuCase& k = GetParam();
-  testing::DecodeCaseSpec spec;
-  spec.problem.batch = k.batch;
-  spec.problem.num_q_heads = k.hq;
-  spec.problem.num_kv_heads = k.hkv;
-  spec.problem.head_dim = k.d;
-  spec.problem.q_len = k.q_len;
-  spec.problem.max_kv_len = k.max_len;
-  spec.problem.page_size = k.page_size;
-  spec.problem.causal = k.causal;
-  spec.seq_lens = k.lens;
-  spec.strided = true;
+  testing::DecodeCaseSpec spec = testing::DecodeSpecBuilder(k.batch, k.hq, k.hkv, k.max_len)
+                                     .head_dim(k.d)
+                                     .queries(k.q_len, k.causal)
+                                     .paged(k.page_size)
+                                     .lens(k.lens)
+                                     .strided()
+                                     .spec;
   PlanOptions o;
   o.num_splits = k.splits;
   Plan plan;
@@ -52,14 +48,9 @@ INSTANTIATE_TEST_SUITE_P(Shapes, CpuBackend,
 TEST(CpuBackendInvariance, BatchInvariantSplitsGiveTheSameBits) {
   // Sequence 0 alone and beside a longer sequence: with a fixed split size its bits match.
   auto make = [](std::vector<int> lens) {
-    testing::DecodeCaseSpec spec;
-    spec.problem.batch = static_cast<int>(lens.size());
-    spec.problem.num_q_heads = 4;
-    spec.problem.num_kv_heads = 2;
-    spec.problem.head_dim = 64;
-    spec.problem.max_kv_len = *std::max_element(lens.begin(), lens.end());
-    spec.seq_lens = lens;
-    return testing::make_decode_case(spec);
+    const int longest = *std::max_element(lens.begin(), lens.end());
+    return testing::make_decode_case(
+        testing::DecodeSpecBuilder(static_cast<int>(lens.size()), 4, 2, longest).head_dim(64).lens(lens).spec);
   };
   testing::DecodeCase alone = make({700}), paired = make({700, 3000});
   testing::copy_sequence(alone, 0, paired, 0);
@@ -79,16 +70,8 @@ TEST(CpuBackendInvariance, BatchInvariantSplitsGiveTheSameBits) {
 // A decode plan served by chunked prefill (a prefill family named) is still a decode plan: the CPU
 // backend runs it (its splits and KV block) and matches the reference.
 TEST(CpuBackendPlans, DecodeServedByChunkedPrefillRunsOnTheCpu) {
-  testing::DecodeCaseSpec spec;
-  spec.problem.batch = 3;
-  spec.problem.num_q_heads = 28;
-  spec.problem.num_kv_heads = 4;
-  spec.problem.head_dim = 128;
-  spec.problem.q_len = 8;
-  spec.problem.causal = true;
-  spec.problem.max_kv_len = 700;
-  spec.problem.page_size = 16;
-  spec.seq_lens = {700, 5, 0};
+  const testing::DecodeCaseSpec spec =
+      testing::DecodeSpecBuilder(3, 28, 4, 700).queries(8, true).paged(16).lens({700, 5, 0}).spec;
   PlanOptions o;
   o.family = "prefill_sm90_gqa64";
   o.num_splits = 3;
@@ -107,18 +90,14 @@ TEST(CpuBackendPlans, DecodeServedByChunkedPrefillRunsOnTheCpu) {
 TEST(CpuBackendLayouts, HeadMajorCachesGiveTheTokenMajorBits) {
   for (KvFormat format : {KvFormat::kNative, KvFormat::kFP8E4M3, KvFormat::kInt8, KvFormat::kInt4, KvFormat::kK8V4}) {
     for (int page_size : {0, 16}) {
-      testing::DecodeCaseSpec spec;
-      spec.problem.batch = 3;
-      spec.problem.num_q_heads = 8;
-      spec.problem.num_kv_heads = 2;
-      spec.problem.head_dim = 64;
-      spec.problem.q_len = 2;
-      spec.problem.causal = true;
-      spec.problem.max_kv_len = 333;
-      spec.problem.page_size = page_size;
-      spec.problem.kv_format = format;
-      spec.seq_lens = {333, 0, 40};
-      spec.strided = page_size == 0;
+      testing::DecodeCaseSpec spec = testing::DecodeSpecBuilder(3, 8, 2, 333)
+                                         .head_dim(64)
+                                         .queries(2, true)
+                                         .paged(page_size)
+                                         .format(format)
+                                         .lens({333, 0, 40})
+                                         .strided(page_size == 0)
+                                         .spec;
       PlanOptions o;
       o.num_splits = 3;
       Plan plan;

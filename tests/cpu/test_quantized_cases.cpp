@@ -16,18 +16,8 @@ namespace splitkv {
 namespace {
 
 testing::DecodeCaseSpec spec_for(KvFormat format, int page_size) {
-  testing::DecodeCaseSpec spec;
-  DecodeProblem& p = spec.problem;
-  p.batch = 3;
-  p.num_q_heads = 8;
-  p.num_kv_heads = 2;
-  p.head_dim = 128;
-  p.q_len = 2;
-  p.causal = true;
-  p.max_kv_len = 300;
-  p.page_size = page_size;
-  p.kv_format = format;
-  spec.seq_lens = {300, 0, 77};
+  testing::DecodeCaseSpec spec =
+      testing::DecodeSpecBuilder(3, 8, 2, 300).queries(2, true).paged(page_size).format(format).lens({300, 0, 77}).spec;
   spec.seed = 11;
   return spec;
 }

@@ -15,30 +15,9 @@
 namespace splitkv {
 namespace {
 
+using testing::DecodeSpecBuilder;
 using testing::DeviceBuffer;
 using testing::DeviceDecodeCase;
-
-struct DecodeSpecBuilder {
-  testing::DecodeCaseSpec spec;
-  DecodeSpecBuilder(int batch, int hq, int hkv, int max_len) {
-    spec.problem.batch = batch;
-    spec.problem.num_q_heads = hq;
-    spec.problem.num_kv_heads = hkv;
-    spec.problem.head_dim = 128;
-    spec.problem.max_kv_len = max_len;
-  }
-  DecodeSpecBuilder& lens(std::vector<int> l) { return spec.seq_lens = std::move(l), *this; }
-  DecodeSpecBuilder& head_dim(int d) { return spec.problem.head_dim = d, *this; }
-  DecodeSpecBuilder& dtype(DType t) { return spec.problem.dtype = t, *this; }
-  DecodeSpecBuilder& paged(int page_size) { return spec.problem.page_size = page_size, *this; }
-  DecodeSpecBuilder& queries(int q_len, bool causal) {
-    spec.problem.q_len = q_len;
-    spec.problem.causal = causal;
-    return *this;
-  }
-  DecodeSpecBuilder& strided() { return spec.strided = true, *this; }
-  DecodeSpecBuilder& head_major() { return spec.head_major_kv = true, *this; }
-};
 
 struct GpuCase {
   std::string name;
