@@ -20,16 +20,12 @@ void expect_methods_agree(const ref::Result& direct, const ref::Result& other, c
 
 testing::DecodeCaseSpec decode_spec(int batch, int hq, int hkv, int d, int q_len, int max_len, int page_size,
                                     bool causal, std::vector<int> lens, uint64_t seed, float q_scale = 1.f) {
-  testing::DecodeCaseSpec s;
-  s.problem.batch = batch;
-  s.problem.num_q_heads = hq;
-  s.problem.num_kv_heads = hkv;
-  s.problem.head_dim = d;
-  s.problem.q_len = q_len;
-  s.problem.max_kv_len = max_len;
-  s.problem.page_size = page_size;
-  s.problem.causal = causal;
-  s.seq_lens = std::move(lens);
+  testing::DecodeCaseSpec s = testing::DecodeSpecBuilder(batch, hq, hkv, max_len)
+                                  .head_dim(d)
+                                  .queries(q_len, causal)
+                                  .paged(page_size)
+                                  .lens(std::move(lens))
+                                  .spec;
   s.seed = seed;
   s.q_scale = q_scale;
   return s;

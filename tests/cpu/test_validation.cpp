@@ -212,15 +212,7 @@ TEST_F(DecodeTensorValidation, WrongPlanKind) {
 // A decode plan served by chunked prefill (options.family names a prefill family) takes no
 // context shard: keys_after and caller partials are refused by name, before the GPU.
 TEST(DecodeViaPrefillValidation, ContextShardTensorsAreRefused) {
-  testing::DecodeCaseSpec spec;
-  spec.problem.batch = 2;
-  spec.problem.num_q_heads = 28;
-  spec.problem.num_kv_heads = 4;
-  spec.problem.head_dim = 128;
-  spec.problem.q_len = 8;
-  spec.problem.causal = true;
-  spec.problem.max_kv_len = 300;
-  testing::DecodeCase c = testing::make_decode_case(spec);
+  testing::DecodeCase c = testing::make_decode_case(testing::DecodeSpecBuilder(2, 28, 4, 300).queries(8, true).spec);
   PlanOptions o;
   o.family = "prefill_sm90_gqa64";
   Plan plan;

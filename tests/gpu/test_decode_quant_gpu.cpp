@@ -30,15 +30,7 @@ struct QuantCase {
 };
 
 testing::DecodeCaseSpec spec(KvFormat format, int batch, int hq, int hkv, int max_len, std::vector<int> lens = {}) {
-  testing::DecodeCaseSpec s;
-  s.problem.batch = batch;
-  s.problem.num_q_heads = hq;
-  s.problem.num_kv_heads = hkv;
-  s.problem.head_dim = 128;
-  s.problem.max_kv_len = max_len;
-  s.problem.kv_format = format;
-  s.seq_lens = std::move(lens);
-  return s;
+  return testing::DecodeSpecBuilder(batch, hq, hkv, max_len).format(format).lens(std::move(lens)).spec;
 }
 
 // Plans and runs one case with NaN-poisoned outputs and workspace; false when this build lacks it.
