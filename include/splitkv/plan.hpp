@@ -86,11 +86,12 @@ struct PlanOptions {
   // Decode on sm_90, on by default: causal speculative rows at D=128 over a 16-bit cache whose KV
   // heads hold more packed query rows (q_len x Hq / Hkv) than three quarters of the 32-row decode
   // tile are served by chunked prefill (Plan::decode_via_prefill), with "tokens" = batch x Hkv x
-  // max_kv_len: 25..64 rows on prefill_sm90_gqa64 (one 64-row tile per KV head, two blocks per SM) from 4 KV
-  // heads and 64Ki tokens; 65..128 rows from 32Ki tokens, on prefill_sm90_gqa's 128-row tiles where
-  // the grid has >= 8 KV heads and 256Ki tokens (or the group exceeds 8), else on two 64-row tiles
-  // (bench/NOTES.md, run 51: B=8 28/4 q_len 8 at 8k 54.8 -> 42.9 µs, at 32k 203.5 -> 135.3;
-  // q_len 16 at 8k 92.9 -> 54.3, at 32k 399.0 -> 149.9). Not when the options ask for what only the
+  // max_kv_len: 25..64 rows on prefill_sm90_gqa64 (one 64-row tile per KV head, two blocks per
+  // SM) from 4 KV heads and 64Ki tokens; 65..128 rows from 32Ki tokens, on prefill_sm90_gqa's
+  // 128-row tiles where the grid has >= 8 KV heads and 256Ki tokens (or the group exceeds 8), else
+  // on two 64-row tiles (bench/NOTES.md, run 51: B=8 28/4 q_len 8 at 8k 54.8 -> 42.9 µs, at 32k
+  // 203.5 -> 135.3; q_len 16 at 8k 92.9 -> 54.3, at 32k 399.0 -> 149.9; run 52: 25-32 rows 3-20%
+  // faster than the 32-row decode tile). Not when the options ask for what only the
   // decode kernels do (a named family, cluster/fused/atomic combine, split_tokens, split-q). False
   // keeps the decode kernels; context shards (DecodeTensors::keys_after, caller partials) need
   // them, and plan_sharded_decode sets it false itself.
@@ -130,8 +131,8 @@ struct Plan {
   int64_t work_units = 0;  // thread blocks before splitting (decode: batch * Hkv * m tiles)
   int grid[3] = {1, 1, 1};
   // Prefill on sm_90 (prefill_sm90 tiles at head dims <= 128, more tiles than SMs): > 0 launches
-  // this many blocks (one per SM), which walk grid[] as a list of tiles, loading the next tile's Q and first K/V
-  // tiles while they finish the current one. dynamic_tiles: they claim tiles from a counter in the
+  // this many blocks (one per SM), which walk grid[] as a list of tiles, loading the next tile's Q
+  // and first K/V tiles while they finish the current one. dynamic_tiles: they claim tiles from a counter in the
   // workspace (causal, varlen or cache problems, whose tiles differ in cost; run_prefill zeroes the
   // counter before each launch); otherwise each takes every persistent_blocks-th tile.
   int persistent_blocks = 0;

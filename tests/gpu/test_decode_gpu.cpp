@@ -198,7 +198,8 @@ TEST(DecodeGpu, PlannerRouteForSpeculativeRowsMatchesReference) {
       {{"q8_64_4_group16", DecodeSpecBuilder(2, 64, 4, 8192).queries(8, true).lens({8192, 333}).spec}, gqa128},
       // 25-32 rows (run 52): 28 (q_len 4, 28/4) and 32 (q_len 4, 8/1) in the 64-row tile.
       {{"q4_28_4", DecodeSpecBuilder(4, 28, 4, 8192).queries(4, true).lens({8192, 2, 0, 3001}).spec}, gqa64},
-      {{"q4_8_1_paged16", DecodeSpecBuilder(8, 8, 1, 8192).queries(4, true).paged(16).lens({8192, 4, 100, 0, 77, 5000, 1, 64}).spec},
+      {{"q4_8_1_paged16",
+        DecodeSpecBuilder(8, 8, 1, 8192).queries(4, true).paged(16).lens({8192, 4, 100, 0, 77, 5000, 1, 64}).spec},
        gqa64}};
   for (auto& [k, family] : routed) {
     Plan plan;
