@@ -74,13 +74,25 @@ void Results::add(const ResultRow& row) {
   rows_.push_back(s.str());
 }
 
+bool Results::skip_unbuilt(int head_dim, DType dtype) {
+  const std::vector<int> dims = compiled_head_dims();
+  const bool built = std::find(dims.begin(), dims.end(), head_dim) != dims.end() && dtype_compiled(dtype);
+  if (built) return false;
+  std::printf("  skipped: D=%d %s is not in this build (SPLITKV_HEAD_DIMS / SPLITKV_DTYPES)\n", head_dim,
+              to_string(dtype));
+  ++skipped_;
+  return true;
+}
+
 int Results::finish(const std::string& path) const {
+  if (skipped_ > 0) std::printf("%d row(s) skipped: not in this build\n", skipped_);
   if (!path.empty()) {
     std::ofstream json(path);
     const char* commit = std::getenv("SPLITKV_COMMIT");
     json << "{\"suite\": \"" << suite_ << "\", \"date\": \"" << today() << "\", \"gpu\": \"" << gpu_name()
          << "\", \"commit\": \"" << (commit ? commit : "unknown") << "\"";
     if (ceiling_ > 0) json << ", \"ceiling_read_gbps\": " << ceiling_;
+    if (skipped_ > 0) json << ", \"skipped_rows\": " << skipped_;
     json << ",\n \"rows\": [\n";
     for (size_t i = 0; i < rows_.size(); ++i) json << (i ? ",\n  " : "  ") << rows_[i];
     json << "]}\n";

@@ -63,8 +63,12 @@ class Results {
   Results(std::string suite, double ceiling_read_gbps) : suite_(std::move(suite)), ceiling_(ceiling_read_gbps) {}
   void add(const ResultRow& row);
   void fail() { ++failures_; }
-  // {"suite", "date", "gpu", "commit", "ceiling_read_gbps" (when measured), "rows": [...]}; nothing
-  // when path is empty. Returns the exit code of the run (1 when a row failed).
+  // A suite row of a head dim or Q/O type this build did not compile (SPLITKV_HEAD_DIMS,
+  // SPLITKV_DTYPES): says so and counts it as skipped, not failed. False when the build has it.
+  bool skip_unbuilt(int head_dim, DType dtype);
+  // {"suite", "date", "gpu", "commit", "ceiling_read_gbps" (when measured), "skipped_rows" (when
+  // any), "rows": [...]}; nothing when path is empty. Returns the exit code of the run (1 when a row
+  // failed; skipped rows do not fail it).
   int finish(const std::string& path) const;
 
  private:
@@ -72,6 +76,7 @@ class Results {
   double ceiling_;
   std::vector<std::string> rows_;
   int failures_ = 0;
+  int skipped_ = 0;
 };
 
 // Prints the plan and the comparison; returns the exit code.
