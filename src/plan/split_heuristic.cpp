@@ -8,8 +8,10 @@ namespace splitkv::plan {
 
 // Wave-efficiency rule (the one FlashAttention uses): with n blocks on S SMs, a launch runs
 // ceil(n / S) waves of which n / S are useful. Take the smallest split count whose efficiency is
-// within 85% of the best; do not split when the unsplit grid already fills the SMs.
-int choose_num_splits(int64_t work_units, int kv_blocks, int sm_count, int cap, std::string* why) {
+// at least good_enough (85% by default) of the best; do not split when the unsplit grid already
+// fills the SMs.
+int choose_num_splits(int64_t work_units, int kv_blocks, int sm_count, int cap, std::string* why,
+                      double good_enough) {
   if (work_units >= int64_t(0.8 * sm_count)) {
     *why = std::to_string(work_units) + " work units already fill the " + std::to_string(sm_count) +
            " SMs: no split";
@@ -29,7 +31,7 @@ int choose_num_splits(int64_t work_units, int kv_blocks, int sm_count, int cap, 
     best = std::max(best, efficiency[s]);
   }
   for (int s = 1; s <= max_splits; ++s) {
-    if (eligible(s) && efficiency[s] >= 0.85 * best) {
+    if (eligible(s) && efficiency[s] >= good_enough * best) {
       *why = "wave efficiency: " + std::to_string(work_units) + " work units x " + std::to_string(s) +
              " splits on " + std::to_string(sm_count) + " SMs";
       return s;

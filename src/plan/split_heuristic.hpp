@@ -44,6 +44,9 @@ constexpr const char* kPrefillRoute128RowFamily = "prefill_sm90_gqa";
 // counted by KV heads, since the query heads of a group share one block). kv_blocks: KV blocks in
 // the longest sequence (splits never exceed it). `why` receives a sentence for Plan::note.
 // Measured (bench/NOTES.md): on the decode suite the choice is within 1% of the best split count.
-int choose_num_splits(int64_t work_units, int kv_blocks, int sm_count, int cap, std::string* why);
+// `good_enough`: the smallest count whose wave efficiency is at least this fraction of the best.
+constexpr double kWaveEfficiencyGoodEnough = 0.85;
+int choose_num_splits(int64_t work_units, int kv_blocks, int sm_count, int cap, std::string* why,
+                      double good_enough = kWaveEfficiencyGoodEnough);
 
 }  // namespace splitkv::plan
