@@ -57,12 +57,6 @@ int even_fill_splits(int64_t work_units, int kv_blocks, int max_kv_len, int sm_c
 // slots_per_sm: resident blocks per SM the auto rule may fill (1: one wave of blocks per SM);
 // quantized: the blocks dequantize a quantized cache (even_fill_splits for small grids).
 constexpr int kMinKeysPerExtraSplit = 2048;
-constexpr double kSlotFillGoodEnough = 0.95;
-// Wave efficiency of work_units x splits blocks on `slots` resident block slots.
-double slot_fill(int64_t work_units, int splits, int slots) {
-  const double waves = double(work_units) * splits / slots;
-  return waves / std::ceil(waves);
-}
 Status decide_splits(const PlanOptions& o, int64_t work_units, int max_kv_len, int block_keys,
                      const DeviceInfo& device, int slots_per_sm, bool quantized, SplitDecision* out) {
   const int kv_blocks = std::max(1, ceil_div(max_kv_len, block_keys));
@@ -122,15 +116,17 @@ Status decide_splits(const PlanOptions& o, int64_t work_units, int max_kv_len, i
     // against 71.6 at the even fill's 1 (run 41).
     // The wave rule over the slots, cut to splits that long; or, where it fills the slots better,
     // the count among those long enough that fills them best (within 95%): B=8 28/4 q_len 2 at 32k
-    // measured 135.0 µs at 7 splits (224 of 264 slots: the first count within 85% of the best) and
-    // 128.0 at 8 (256 slots), run 53.
+    // measured 132.5 µs at 7 splits (224 of 264 slots: the first count within 85% of the best) and
+    // 125.5 at 8 (256 slots), run 53.
     std::string unused;
     const int slots = device.sm_count * slots_per_sm;
     const int long_enough = std::max(1, ceil_div(max_kv_len, kMinKeysPerExtraSplit));
     const int cut = std::min(plan::choose_num_splits(work_units, kv_blocks, slots, cap, &unused), long_enough);
     const int best_fill = plan::choose_num_splits(work_units, kv_blocks, slots, std::min(cap, long_enough), &unused,
-                                                  kSlotFillGoodEnough);
-    const int more = slot_fill(work_units, best_fill, slots) > slot_fill(work_units, cut, slots) ? best_fill : cut;
+                                                  plan::kSlotFillGoodEnough);
+    const bool fills_more =
+        plan::wave_efficiency(work_units, best_fill, slots) > plan::wave_efficiency(work_units, cut, slots);
+    const int more = fills_more ? best_fill : cut;
     if (more > out->num_splits) {
       out->num_splits = more;
       out->note = "wave efficiency over " + std::to_string(slots) + " block slots (" + std::to_string(slots_per_sm) +

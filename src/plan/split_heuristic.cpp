@@ -6,6 +6,11 @@
 
 namespace splitkv::plan {
 
+double wave_efficiency(int64_t work_units, int splits, int slots) {
+  const double waves = double(work_units) * splits / slots;
+  return waves / std::ceil(waves);
+}
+
 // Wave-efficiency rule (the one FlashAttention uses): with n blocks on S SMs, a launch runs
 // ceil(n / S) waves of which n / S are useful. Take the smallest split count whose efficiency is
 // at least good_enough (85% by default) of the best; do not split when the unsplit grid already
@@ -26,8 +31,7 @@ int choose_num_splits(int64_t work_units, int kv_blocks, int sm_count, int cap, 
   double best = 0.0;
   for (int s = 1; s <= max_splits; ++s) {
     if (!eligible(s)) continue;
-    const double waves = double(work_units) * s / sm_count;
-    efficiency[s] = waves / std::ceil(waves);
+    efficiency[s] = wave_efficiency(work_units, s, sm_count);
     best = std::max(best, efficiency[s]);
   }
   for (int s = 1; s <= max_splits; ++s) {

@@ -44,8 +44,15 @@ constexpr const char* kPrefillRoute128RowFamily = "prefill_sm90_gqa";
 // counted by KV heads, since the query heads of a group share one block). kv_blocks: KV blocks in
 // the longest sequence (splits never exceed it). `why` receives a sentence for Plan::note.
 // Measured (bench/NOTES.md): on the decode suite the choice is within 1% of the best split count.
+// Wave efficiency of work_units x splits blocks on `slots` places (SMs, or resident block slots):
+// the useful fraction of the ceil(blocks / slots) waves they run.
+double wave_efficiency(int64_t work_units, int splits, int slots);
+
 // `good_enough`: the smallest count whose wave efficiency is at least this fraction of the best.
 constexpr double kWaveEfficiencyGoodEnough = 0.85;
+// Filling the second resident block slot: among the counts of long enough splits, the first within
+// 95% of the best fill (bench/NOTES.md, run 53).
+constexpr double kSlotFillGoodEnough = 0.95;
 int choose_num_splits(int64_t work_units, int kv_blocks, int sm_count, int cap, std::string* why,
                       double good_enough = kWaveEfficiencyGoodEnough);
 

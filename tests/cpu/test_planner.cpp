@@ -96,8 +96,8 @@ TEST(Planner, SpeculativeQueriesFillResidentBlockSlotsWithLongSplits) {
 
 TEST(Planner, ResidentBlockSlotsAreFilledByTheBestLongEnoughCount) {
   // The first count within 85% of the best fill leaves slots empty where a count a little larger
-  // fills them (bench/NOTES.md, run 53: B=8 28/4 q_len 2 at 32k 135.0 µs at 7 splits, 224 of 264
-  // slots; 128.0 at 8, 256 slots; B=1 32/8 131k 131.2 at 29, 127.0 at 32).
+  // fills them (bench/NOTES.md, run 53: B=8 28/4 q_len 2 at 32k 132.5 µs at 7 splits, 224 of 264
+  // slots; 125.5 at 8, 256 slots; B=1 32/8 131k 131.2 at 29, 127.0 at 32).
   auto spec = [](int batch, int hq, int hkv, int len) {
     DecodeProblem p = decode(batch, hq, hkv, len, 128, 2);
     p.causal = true;
