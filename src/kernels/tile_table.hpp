@@ -147,7 +147,9 @@ constexpr TileSummary decode_quant_summary(int head_dim, KvFormat format) {
   const DecodeQuantTile t = decode_quant_tile(head_dim, format);
   return TileSummary{t.base.block_m, t.base.block_keys(), t.base.warps, t.stages, t.smem_bytes()};
 }
-// decode_quant_n8: the same block and ring with 8 packed rows (keys as the MMA's rows).
+// decode_quant_n8: the same block and ring with 8 packed rows (keys as the MMA's rows). Also
+// decode_mma_n8's (the same kernel over a 16-bit cache): KvFormat::kNative has 16-bit rows, whose
+// byte-counted ring comes out at decode_mma's depth (4 stages at D=64, 3 at D=128 and 256).
 constexpr TileSummary decode_quant_n8_summary(int head_dim, KvFormat format) {
   TileSummary s = decode_quant_summary(head_dim, format);
   s.block_m = 8;

@@ -138,11 +138,44 @@ std::vector<GpuCase> reference_cases() {
   add_m32("fused_12_splits", DecodeSpecBuilder(2, 32, 8, 3000).queries(8, true).lens({3000, 40}), 12, false, true);
   add_m32("batch_invariant", DecodeSpecBuilder(3, 64, 8, 5000).queries(4, true).lens({5000, 64, 0}), 0, false, false,
           512);
+  // At most 8 packed rows per KV head with the keys as the MMA's rows (decode_mma_n8 by name): 1,
+  // 4 (GQA 4), 6 (q_len 3 x GQA 2) and 8 rows (GQA 8, q_len 2 x GQA 4, q_len 8 MHA), every layout
+  // and merge decode_mma serves.
+  auto add_n8 = [&](std::string name, DecodeSpecBuilder b, int splits = 0, bool cluster = false, bool fused = false,
+                    int split_tokens = 0) {
+    GpuCase k{"n8_" + name, b.spec, splits, split_tokens, cluster, fused};
+    k.family = "decode_mma_n8";
+    cases.push_back(k);
+  };
+  for (int len : {1, 17, 1000, 65537}) add_n8("len" + std::to_string(len), DecodeSpecBuilder(1, 32, 8, len));
+  add_n8("mixed_lengths_with_zero", DecodeSpecBuilder(5, 32, 8, 4097).lens({0, 4097, 1, 333, 2048}));
+  add_n8("mha_32_32", DecodeSpecBuilder(2, 32, 32, 1025).lens({1025, 16}));
+  add_n8("gqa_64_8", DecodeSpecBuilder(2, 64, 8, 2777).lens({2777, 9}));
+  add_n8("mqa_8_1_paged16", DecodeSpecBuilder(3, 8, 1, 2000).paged(16).lens({2000, 5, 1234}));
+  add_n8("q2_causal_32_8", DecodeSpecBuilder(3, 32, 8, 3000).queries(2, true).lens({3000, 1, 0}));
+  add_n8("q3_noncausal_16_8", DecodeSpecBuilder(2, 16, 8, 700).queries(3, false));
+  add_n8("q8_causal_mha_paged256", DecodeSpecBuilder(2, 8, 8, 5000).queries(8, true).paged(256).lens({4097, 5}));
+  add_n8("paged16_shuffled", DecodeSpecBuilder(3, 32, 8, 3000).paged(16).lens({3000, 17, 0}));
+  add_n8("paged64_q2", DecodeSpecBuilder(2, 16, 4, 700).paged(64).queries(2, true));
+  add_n8("strided", DecodeSpecBuilder(2, 32, 8, 1000).strided());
+  add_n8("head_major_paged16_strided", DecodeSpecBuilder(3, 32, 8, 1000).paged(16).head_major().strided().lens({1000, 0, 17}));
+  add_n8("head_major_splits", DecodeSpecBuilder(2, 32, 8, 3000).head_major().lens({3000, 65}), 5);
+  add_n8("hd64_fp16", DecodeSpecBuilder(2, 32, 8, 3000).head_dim(64).dtype(DType::kF16).lens({3000, 77}));
+  add_n8("hd64_bf16_paged_q2", DecodeSpecBuilder(2, 16, 4, 1000).head_dim(64).paged(16).queries(2, true));
+  add_n8("hd256_bf16", DecodeSpecBuilder(2, 16, 4, 2500).head_dim(256).lens({2500, 31}));
+  add_n8("hd256_fp16_paged_causal", DecodeSpecBuilder(1, 8, 2, 1200).head_dim(256).dtype(DType::kF16).paged(64).queries(2, true));
+  add_n8("fp16_hd128", DecodeSpecBuilder(2, 32, 8, 4097).dtype(DType::kF16));
+  add_n8("forced_many_splits", DecodeSpecBuilder(2, 32, 8, 4097).lens({4097, 100}), 48);
+  add_n8("cluster_16_splits_q2", DecodeSpecBuilder(2, 32, 8, 5000).lens({5000, 0}).queries(2, true), 16, true);
+  add_n8("cluster_hd256", DecodeSpecBuilder(1, 8, 2, 3000).head_dim(256), 12, true);
+  add_n8("fused_12_splits", DecodeSpecBuilder(2, 32, 8, 3000).lens({3000, 40}), 12, false, true);
+  add_n8("batch_invariant", DecodeSpecBuilder(3, 64, 8, 5000).lens({5000, 64, 0}), 0, false, false, 512);
   // The opt-in atomic combine (nondeterministic bits, same tolerance): splits near the reference LSE
   // add atomically; a far reference sends every split down the exact fallback.
   auto add_atomic = [&](std::string name, DecodeSpecBuilder b, int splits, float reference = 0.f) {
     GpuCase k{"atomic_" + name, b.spec, splits};
     if (name.rfind("m32", 0) == 0) k.family = "decode_mma_m32";
+    if (name.rfind("n8", 0) == 0) k.family = "decode_mma_n8";
     k.atomic_combine = true;
     k.atomic_reference_lse = reference;
     cases.push_back(k);
@@ -153,6 +186,7 @@ std::vector<GpuCase> reference_cases() {
   add_atomic("hd64_paged16", DecodeSpecBuilder(2, 16, 2, 3000).head_dim(64).paged(16).lens({3000, 40}), 7);
   add_atomic("hd256_fp16", DecodeSpecBuilder(1, 8, 2, 3000).head_dim(256).dtype(DType::kF16), 12);
   add_atomic("m32_q8_causal", DecodeSpecBuilder(2, 32, 8, 3000).queries(8, true).lens({3000, 40}), 8);
+  add_atomic("n8_q2_causal", DecodeSpecBuilder(2, 32, 8, 3000).queries(2, true).lens({3000, 40}), 8);
   add_atomic("far_reference_all_fallback", DecodeSpecBuilder(2, 32, 8, 4097).lens({4097, 900}), 12, 1000.f);
   add_atomic("negative_reference", DecodeSpecBuilder(2, 32, 8, 4097).lens({4097, 900}), 12, -30.f);
   // Decode served by chunked prefill over the cache (a prefill family named): the 64-row packed
@@ -219,19 +253,26 @@ TEST(DecodeGpu, PlannerRouteForSpeculativeRowsMatchesReference) {
 TEST(DecodeGpu, SplitResultsAreBitwiseDeterministic) {
   SPLITKV_REQUIRE_GPU(DType::kBF16, 128);
   const int splits = 12;
-  testing::DecodeCase by_kernel;
-  run_case(GpuCase{"det", DecodeSpecBuilder(2, 32, 8, 20000).spec, splits}, &by_kernel);
-  // Merged by the combine kernel, in a cluster, by each tile's last split block: run twice each.
-  for (int way = 0; way < 3; ++way) {
-    GpuCase k{"det", DecodeSpecBuilder(2, 32, 8, 20000).spec, splits, 0, way == 1, way == 2};
-    testing::DecodeCase first, second;
-    run_case(k, &first);
-    run_case(k, &second);
-    EXPECT_EQ(first.out, second.out) << "way " << way;
-    EXPECT_EQ(std::memcmp(first.lse.data(), second.lse.data(), first.lse.size() * sizeof(float)), 0) << "way " << way;
-    // Every merge folds the same partials in the same order (merge_partials_in_order): the same bits.
-    EXPECT_EQ(first.out, by_kernel.out) << "way " << way;
-    EXPECT_EQ(std::memcmp(first.lse.data(), by_kernel.lse.data(), first.lse.size() * sizeof(float)), 0) << "way " << way;
+  for (const char* family : {"decode_mma", "decode_mma_n8"}) {
+    GpuCase by_kernel_case{"det", DecodeSpecBuilder(2, 32, 8, 20000).spec, splits};
+    by_kernel_case.family = family;
+    testing::DecodeCase by_kernel;
+    run_case(by_kernel_case, &by_kernel);
+    // Merged by the combine kernel, in a cluster, by each tile's last split block: run twice each.
+    for (int way = 0; way < 3; ++way) {
+      GpuCase k{"det", DecodeSpecBuilder(2, 32, 8, 20000).spec, splits, 0, way == 1, way == 2};
+      k.family = family;
+      testing::DecodeCase first, second;
+      run_case(k, &first);
+      run_case(k, &second);
+      EXPECT_EQ(first.out, second.out) << family << " way " << way;
+      EXPECT_EQ(std::memcmp(first.lse.data(), second.lse.data(), first.lse.size() * sizeof(float)), 0)
+          << family << " way " << way;
+      // Every merge folds the same partials in the same order (merge_partials_in_order): the same bits.
+      EXPECT_EQ(first.out, by_kernel.out) << family << " way " << way;
+      EXPECT_EQ(std::memcmp(first.lse.data(), by_kernel.lse.data(), first.lse.size() * sizeof(float)), 0)
+          << family << " way " << way;
+    }
   }
 }
 
@@ -335,18 +376,22 @@ INSTANTIATE_TEST_SUITE_P(Combine, DecodeGraphReplay,
 // whichever way the splits merge.
 TEST(DecodeGpu, BadDeviceLengthsAndPagesBecomeNaNNotOutOfBounds) {
   SPLITKV_REQUIRE_GPU(DType::kBF16, 128);
-  // Last two: the chunked-prefill route's family (named: these grids are below its thresholds).
+  // The chunked-prefill route's family (named: these grids are below its thresholds) and the
+  // keys-as-rows 16-bit kernel, by name.
   struct Config {
     int page_size;
     bool atomic;
     const char* family;
+    int q_len = 1;
   };
-  for (const Config& config : {Config{0, false, ""}, Config{16, false, ""}, Config{16, true, ""},
-                               Config{0, false, "prefill_sm90_gqa64"}, Config{16, false, "prefill_sm90_gqa64"}}) {
+  for (const Config& config :
+       {Config{0, false, ""}, Config{16, false, ""}, Config{16, true, ""}, Config{0, false, "prefill_sm90_gqa64", 8},
+        Config{16, false, "prefill_sm90_gqa64", 8}, Config{0, false, "decode_mma_n8", 2},
+        Config{16, false, "decode_mma_n8", 2}}) {
     const int page_size = config.page_size;
     const bool atomic = config.atomic;
     DecodeSpecBuilder b = DecodeSpecBuilder(3, 8, 2, 500).paged(page_size).lens({500, 200, 300});
-    if (*config.family) b.queries(8, true);
+    if (config.q_len > 1) b.queries(config.q_len, true);
     testing::DecodeCase c = testing::make_decode_case(b.spec);
     PlanOptions o;
     o.num_splits = 3;

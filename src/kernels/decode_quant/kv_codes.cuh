@@ -9,6 +9,10 @@
 // magic at once (lop3). K keeps the offset and the factor 16 (the Q fragment and the score
 // correction in quant_operands.cuh account for both); V turns each pair back into its codes
 // before the dequantizing fma.
+//
+// kNative16 is the cache in the Q/O dtype itself (fp16 or bf16): a 32-bit word already is an operand
+// pair, so nothing is converted; the keys-as-rows kernel reads such a cache with its own K path
+// (ldmatrix, quant_keys_as_rows.cuh) and the V pairs below pass through unchanged.
 #pragma once
 
 #include <cuda_fp16.h>
@@ -18,11 +22,11 @@
 
 namespace splitkv::detail {
 
-enum class CodeKind { kFp8, kInt8, kInt4 };
+enum class CodeKind { kFp8, kInt8, kInt4, kNative16 };
 
 template <CodeKind kKind>
 struct CodeTraits {
-  static constexpr int kBits = kKind == CodeKind::kInt4 ? 4 : 8;
+  static constexpr int kBits = kKind == CodeKind::kInt4 ? 4 : (kKind == CodeKind::kNative16 ? 16 : 8);
   static constexpr int kCodesPerWord = 32 / kBits;
   static constexpr int kPairsPerWord = kCodesPerWord / 2;
 };
@@ -114,7 +118,9 @@ __host__ __device__ constexpr int k_pair_column(int p, int e) {
 // (exact small fp16 integers): 1024 + code less 1024, or (1024 + 16 * code) / 16 less 64 in one fma.
 template <CodeKind kKind>
 __device__ __forceinline__ uint32_t v_pair_codes(uint32_t two_keys, int j) {
-  if constexpr (kKind == CodeKind::kFp8) {
+  if constexpr (kKind == CodeKind::kNative16) {
+    return two_keys;  // one unit is one value: the pair of keys (2c, 2c + 1) as stored
+  } else if constexpr (kKind == CodeKind::kFp8) {
     return e4m3x2_to_half2(__byte_perm(two_keys, 0, j == 0 ? 0x4420 : 0x4431));  // bytes (j, j + 2)
   } else if constexpr (kKind == CodeKind::kInt8) {
     const uint32_t biased = __byte_perm(two_keys, kMagic1024x2, j == 0 ? 0x7270 : 0x7371);  // 1024 + code
@@ -126,12 +132,12 @@ __device__ __forceinline__ uint32_t v_pair_codes(uint32_t two_keys, int j) {
   }
 }
 
-// A V operand pair from v_pair_codes: fp8 values as they are (the per-head scale multiplies the
-// output); integer codes dequantized, x = scale * code + min, with (scale, min) of the pair's two
-// keys (one fp16 rounding).
+// A V operand pair from v_pair_codes: fp8 and 16-bit values as they are (fp8's per-head scale
+// multiplies the output); integer codes dequantized, x = scale * code + min, with (scale, min) of
+// the pair's two keys (one fp16 rounding).
 template <CodeKind kKind>
 __device__ __forceinline__ uint32_t v_pair(uint32_t codes, uint32_t scale2, uint32_t min2) {
-  if constexpr (kKind == CodeKind::kFp8) {
+  if constexpr (kKind == CodeKind::kFp8 || kKind == CodeKind::kNative16) {
     return codes;
   } else {
     return as_u32(__hfma2(as_half2(codes), as_half2(scale2), as_half2(min2)));

@@ -1,9 +1,16 @@
 // Compile-time configuration of the decode kernel over a quantized KV cache: the decode_mma block
 // shape (tile table), the code kinds of K and V, the byte layout of one warp's ring stage, and the
-// fp16 MMA every format computes on.
+// fp16 MMA every quantized format computes on. The keys-as-rows kernel also reads 16-bit caches
+// (KvFormat::kNative: the Q/O dtype, its MMA) through the same traits.
 #pragma once
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <type_traits>
+
 #include <cute/tensor.hpp>
+#include <cutlass/numeric_types.h>
 
 #include "kernels/decode_quant/kv_codes.cuh"
 #include "kernels/tile_table.hpp"
@@ -12,11 +19,16 @@
 namespace splitkv::detail {
 
 constexpr CodeKind k_code_kind(KvFormat f) {
-  return f == KvFormat::kFP8E4M3 ? CodeKind::kFp8 : (f == KvFormat::kInt4 ? CodeKind::kInt4 : CodeKind::kInt8);
+  switch (f) {
+    case KvFormat::kFP8E4M3: return CodeKind::kFp8;
+    case KvFormat::kInt8:
+    case KvFormat::kK8V4: return CodeKind::kInt8;
+    case KvFormat::kInt4: return CodeKind::kInt4;
+    default: return CodeKind::kNative16;  // kNative, kF16, kBF16
+  }
 }
 constexpr CodeKind v_code_kind(KvFormat f) {
-  return f == KvFormat::kFP8E4M3 ? CodeKind::kFp8
-                                 : (f == KvFormat::kInt4 || f == KvFormat::kK8V4 ? CodeKind::kInt4 : CodeKind::kInt8);
+  return f == KvFormat::kK8V4 ? CodeKind::kInt4 : k_code_kind(f);
 }
 
 template <class Element_, int kHeadDim_, KvFormat kFormat_>
@@ -51,20 +63,42 @@ struct DecodeQuantTraits {
   static constexpr bool kTokenScales = kTile.bits.token_scales;
   // The tile table (host) and the code kinds (device) describe the format alike.
   static_assert(KCode::kBits == kTile.bits.k_bits && VCode::kBits == kTile.bits.v_bits);
-  static_assert(kTokenScales == (kKCode != CodeKind::kFp8));
+  static_assert(kTokenScales == (kKCode == CodeKind::kInt8 || kKCode == CodeKind::kInt4));
+  // K and V in the Q/O dtype: no codes, no scales.
+  static constexpr bool kNative = kKCode == CodeKind::kNative16;
+  static_assert(kNative == (kVCode == CodeKind::kNative16));
+  // DecodeParams' K/V strides count bytes for a quantized cache and elements for a 16-bit one (as
+  // decode_mma reads them); the loader addresses bytes.
+  static constexpr int kStrideBytes = kNative ? 2 : 1;
 
   static_assert(kBlockM == 16 && kWarpKeys == 16, "one warp computes one 16 x 16 score tile per step");
   static_assert(kVRowBytes % 32 == 0, "V rows are read by ldmatrix.x4 in pairs of 16-byte chunks");
   static_assert(kKRowBytes % 32 == 0, "each of a key's four threads reads at least 8 bytes of its codes");
   static_assert(kStageBytes % 16 == 0);
 
-  // Every format multiplies fp16 operands: codes become fp16 exactly, Q is rounded to fp16 once
-  // (after a power-of-two shift into fp16's range), P is fp16.
-  using MmaOp = cute::SM80_16x8x16_F32F16F16F32_TN;
+  // Every quantized format multiplies fp16 operands: codes become fp16 exactly, Q is rounded to fp16
+  // once (after a power-of-two shift into fp16's range), P is fp16. A 16-bit cache multiplies in
+  // its own dtype (Q and K as stored, P rounded to it).
+  static constexpr bool kBf16Operands = kNative && std::is_same_v<Element, cutlass::bfloat16_t>;
+  using MmaOp = std::conditional_t<kBf16Operands, cute::SM80_16x8x16_F32BF16BF16F32_TN,
+                                   cute::SM80_16x8x16_F32F16F16F32_TN>;
   // Used for the fragments' (row, column) coordinates; the MMAs are issued on raw registers.
   using TiledMma = cute::TiledMMA<cute::MMA_Atom<MmaOp>, cute::Layout<cute::Shape<cute::_1, cute::_1, cute::_1>>,
                                   cute::Tile<cute::_16, cute::_16, cute::_16>>;
 };
+
+// Two fp32 values as one MMA operand register of Traits' operand type (fp16, or bf16 for a bf16
+// cache), round to nearest.
+template <class Traits>
+__device__ __forceinline__ uint32_t operand_pair(float lo, float hi) {
+  if constexpr (Traits::kBf16Operands) {
+    const __nv_bfloat162 x = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t*>(&x);
+  } else {
+    const __half2 x = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t*>(&x);
+  }
+}
 
 // Byte offset of byte `byte` of key `key` in a sub-tile of rows of kRowBytes. The 16-byte chunks of
 // a row are XOR-swizzled by key so that the same chunk of 8 consecutive keys (an ldmatrix 8x8, or

@@ -14,6 +14,9 @@
 // - V^T is the A operand: the ldmatrix.x4.trans of chunks (2t, 2t+1) hands thread (g, c) keys
 //   (2c, 2c+1) and (2c+8, 2c+9) of unit g of both chunks, so pair j of r[0], r[2], r[1], r[3] is
 //   a0..a3 of an m-tile whose 16 head-dim rows are (chunk 2t or 2t + 1, unit g, code j).
+// A 16-bit cache (Traits::kNative) takes the same path with one value per unit, in its own dtype:
+// K's A fragment is then a plain ldmatrix.x4 per k-step (the lanes' addresses are those of the V
+// reads), Q's B fragment holds row g's columns 2c, 2c+1 and 2c+8, 2c+9 of the k-step, unshifted.
 #pragma once
 
 #include <cuda_fp16.h>
@@ -43,6 +46,28 @@ struct KeysAsRowsQ {
   // sQ: row-major [8][D] (rows past the block's rows are 0).
   template <class Element>
   __device__ __forceinline__ void load(const Element* sQ, int lane) {
+    if constexpr (Traits::kNative) {
+      load_native(sQ, lane);
+    } else {
+      load_codes(sQ, lane);
+    }
+  }
+
+  // 16-bit K: Q as stored (the MMA's own dtype), the standard B fragment.
+  template <class Element>
+  __device__ __forceinline__ void load_native(const Element* sQ, int lane) {
+    unshift = 1.f;
+    const int g = lane / 4, c = lane % 4;
+    const Element* row = sQ + g * D;
+#pragma unroll
+    for (int kk = 0; kk < kSteps; ++kk) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) b[kk][h] = *reinterpret_cast<const uint32_t*>(row + 16 * kk + 8 * h + 2 * c);
+    }
+  }
+
+  template <class Element>
+  __device__ __forceinline__ void load_codes(const Element* sQ, int lane) {
     const int shift = q_tile_shift<kKeysAsRowsQueries * D>(sQ, lane);
     const float scale = ldexpf(1.f, shift);
     unshift = ldexpf(1.f, -shift);
@@ -83,10 +108,29 @@ struct KeysAsRowsQ {
 
 // ---- S^T = K Q^T --------------------------------------------------------------------------------
 
-// s[4]: (key g, row 2c), (key g, row 2c+1), (key g+8, row 2c), (key g+8, row 2c+1).
+// 16-bit K: k-step kk's A fragment (keys g, g + 8 at columns 2c.. and 2c + 8..) is one ldmatrix.x4
+// of the sub-tile's 16-byte chunks 2kk and 2kk + 1, whose lane addresses are the V reads' (matrix m
+// = lane / 8: keys 8 (m % 2) + 0..7 of chunk 2kk + m / 2) less the V offset.
 template <class Traits>
-__device__ __forceinline__ void keys_as_rows_scores(const KeysAsRowsQ<Traits>& q, const char* stage,
-                                                    const QuantLaneReads<Traits>& reads, float (&s)[4]) {
+__device__ __forceinline__ void keys_as_rows_scores_native(const KeysAsRowsQ<Traits>& q, const char* stage,
+                                                           const QuantLaneReads<Traits>& reads, float (&s)[4]) {
+  static_assert(QuantLaneReads<Traits>::kVPairs == KeysAsRowsQ<Traits>::kSteps);
+  float acc[2][4] = {};
+#pragma unroll
+  for (int kk = 0; kk < KeysAsRowsQ<Traits>::kSteps; ++kk) {
+    uint32_t a[4];
+    cute::SM75_U32x4_LDSM_N::copy(*reinterpret_cast<const cute::uint128_t*>(stage + reads.v[kk] - Traits::kVOffset),
+                                  a[0], a[1], a[2], a[3]);
+    float(&d)[4] = acc[kk % 2];
+    Traits::MmaOp::fma(d[0], d[1], d[2], d[3], a[0], a[1], a[2], a[3], q.b[kk][0], q.b[kk][1], d[0], d[1], d[2], d[3]);
+  }
+#pragma unroll
+  for (int i = 0; i < 4; ++i) s[i] = acc[0][i] + acc[1][i];
+}
+
+template <class Traits>
+__device__ __forceinline__ void keys_as_rows_scores_codes(const KeysAsRowsQ<Traits>& q, const char* stage,
+                                                          const QuantLaneReads<Traits>& reads, float (&s)[4]) {
   using KCode = typename Traits::KCode;
   using Reads = QuantLaneReads<Traits>;
   uint32_t words[2][Reads::kKRunBytes / 4];  // keys g and g + 8
@@ -106,6 +150,17 @@ __device__ __forceinline__ void keys_as_rows_scores(const KeysAsRowsQ<Traits>& q
   }
 #pragma unroll
   for (int i = 0; i < 4; ++i) s[i] = acc[0][i] + acc[1][i];
+}
+
+// s[4]: (key g, row 2c), (key g, row 2c+1), (key g+8, row 2c), (key g+8, row 2c+1).
+template <class Traits>
+__device__ __forceinline__ void keys_as_rows_scores(const KeysAsRowsQ<Traits>& q, const char* stage,
+                                                    const QuantLaneReads<Traits>& reads, float (&s)[4]) {
+  if constexpr (Traits::kNative) {
+    keys_as_rows_scores_native<Traits>(q, stage, reads, s);
+  } else {
+    keys_as_rows_scores_codes<Traits>(q, stage, reads, s);
+  }
 }
 
 // INT K: scores over the dequantized keys (see fold_k_scales), keys g and g + 8.
@@ -237,8 +292,8 @@ __device__ __forceinline__ void keys_as_rows_accumulate_pv(const float (&p)[4], 
                                                            const QuantLaneReads<Traits>& reads, int lane,
                                                            KeysAsRowsO<Traits>& o) {
   constexpr int U = KeysAsRowsO<Traits>::U;
-  const uint32_t b0 = transpose_8x8_b16(as_u32(__floats2half2_rn(p[0], p[1])));  // keys 0-7
-  const uint32_t b1 = transpose_8x8_b16(as_u32(__floats2half2_rn(p[2], p[3])));  // keys 8-15
+  const uint32_t b0 = transpose_8x8_b16(operand_pair<Traits>(p[0], p[1]));  // keys 0-7
+  const uint32_t b1 = transpose_8x8_b16(operand_pair<Traits>(p[2], p[3]));  // keys 8-15
   constexpr bool kFold = KeysAsRowsO<Traits>::kFoldScales;
   uint32_t pv0 = b0, pv1 = b1;  // the B operand of the V^T products: P, or P' = P * scale (folded)
   uint32_t scale_lo = 0, min_lo = 0, scale_hi = 0, min_hi = 0;  // keys (2c, 2c+1) and (8+2c, 9+2c)

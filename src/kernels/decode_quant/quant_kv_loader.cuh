@@ -95,24 +95,26 @@ struct QuantKvLoader {
   __device__ __forceinline__ QuantKvLoader(const DecodeParams& params, char* warp_ring, int b, int kv_head, int lo_,
                                            int hi_, int warp_, int lane_)
       : p(params), ring(static_cast<uint32_t>(__cvta_generic_to_shared(warp_ring))), lo(lo_), hi(hi_), warp(warp_),
-        lane(lane_), k_copies(lane_, params.k_token_stride), v_copies(lane_, params.v_token_stride) {
+        lane(lane_), k_copies(lane_, bytes(params.k_token_stride)), v_copies(lane_, bytes(params.v_token_stride)) {
     const bool is_v = lane >= kN;
     scale_page_stride = is_v ? p.v_scale_page_stride : p.k_scale_page_stride;
     scale_token_stride = is_v ? p.v_scale_token_stride : p.k_scale_token_stride;
     scale_dst = (is_v ? Traits::kVScaleOffset : Traits::kKScaleOffset) + (lane % kN) * 4;
     table_row = p.block_table != nullptr ? p.block_table + b * p.block_table_batch_stride : nullptr;
-    k_src = static_cast<const char*>(p.k) + kv_head * p.k_head_stride + k_copies.lane_src;
-    v_src = static_cast<const char*>(p.v) + kv_head * p.v_head_stride + v_copies.lane_src;
+    k_src = static_cast<const char*>(p.k) + kv_head * bytes(p.k_head_stride) + k_copies.lane_src;
+    v_src = static_cast<const char*>(p.v) + kv_head * bytes(p.v_head_stride) + v_copies.lane_src;
     scale_src = static_cast<const uint16_t*>(is_v ? p.v_scales : p.k_scales) +
                 kv_head * (is_v ? p.v_scale_head_stride : p.k_scale_head_stride) + (lane % kN) * scale_token_stride;
     if (table_row == nullptr) {  // the sequence's rows from this warp's first sub-tile on
       const int t0 = subtile_start(0);
-      k_src += b * p.k_page_stride + t0 * p.k_token_stride;
-      v_src += b * p.v_page_stride + t0 * p.v_token_stride;
+      k_src += b * bytes(p.k_page_stride) + t0 * bytes(p.k_token_stride);
+      v_src += b * bytes(p.v_page_stride) + t0 * bytes(p.v_token_stride);
       scale_src += b * scale_page_stride + t0 * scale_token_stride;
     }
   }
 
+  // A K/V stride of DecodeParams in bytes (Traits::kStrideBytes).
+  __device__ __forceinline__ static int64_t bytes(int64_t stride) { return stride * Traits::kStrideBytes; }
   __device__ __forceinline__ int subtile_start(int n) const { return lo + (warp + n * Traits::kWarps) * kN; }
   __device__ __forceinline__ char* stage(int s) const {
     return static_cast<char*>(__cvta_shared_to_generic(ring + s * Traits::kStageBytes));
@@ -143,12 +145,12 @@ struct QuantKvLoader {
       page_ok = at.page >= 0 && at.page < p.num_pages;
       bad_input |= !page_ok;
       const int64_t page = page_ok ? at.page : 0;
-      k += page * p.k_page_stride + at.slot * p.k_token_stride;
-      v += page * p.v_page_stride + at.slot * p.v_token_stride;
+      k += page * bytes(p.k_page_stride) + at.slot * bytes(p.k_token_stride);
+      v += page * bytes(p.v_page_stride) + at.slot * bytes(p.v_token_stride);
       scales += page * scale_page_stride + at.slot * scale_token_stride;
     } else {
-      k_src += kWarpStride * p.k_token_stride;
-      v_src += kWarpStride * p.v_token_stride;
+      k_src += kWarpStride * bytes(p.k_token_stride);
+      v_src += kWarpStride * bytes(p.v_token_stride);
       scale_src += kWarpStride * scale_token_stride;
     }
     const int keys_valid = page_ok ? hi - t0 : 0;
