@@ -48,9 +48,9 @@ splitkv_family(NAME decode_quant_n8 KIND decode ARCH sm80 STRATEGIES split-q spl
 
 # The keys-as-rows kernel of decode_quant_n8 over a 16-bit cache (K and V in the Q/O dtype, its MMA,
 # no conversion), for KV heads with at most 8 packed query rows (q_len 1 with GQA 4 or 8, q_len 2
-# with GQA 4), which decode_mma's 16-row tile pads to 16. Priority -1: chosen by name while it is
-# measured against decode_mma (bench/NOTES.md, run 54).
-splitkv_family(NAME decode_mma_n8 KIND decode ARCH sm80 STRATEGIES split-q split-kv PRIORITY -1 MAX_ROWS 8
+# with GQA 4), which decode_mma's 16-row tile pads to 16. Half the MMAs and exponentials per key:
+# measured 0.4-8.5% faster than decode_mma on every such decode-suite row (bench/NOTES.md, run 54).
+splitkv_family(NAME decode_mma_n8 KIND decode ARCH sm80 STRATEGIES split-q split-kv PRIORITY 1 MAX_ROWS 8
   HEAD_DIMS 64 128 256 DTYPES fp16 bf16 KV_FORMATS native
   TILE decode_quant_n8_summary TEMPLATE decode_quant_keys_as_rows)
 

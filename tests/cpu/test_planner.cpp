@@ -629,7 +629,10 @@ TEST(Planner, HopperPrefillTilesRunOnAPersistentGrid) {
 }
 
 TEST(Planner, TheFamilyServingTheStrategyIsChosenAndRecorded) {
-  EXPECT_EQ(plan_or_die(decode(1, 32, 8, 4096)).family, "decode_mma");
+  // At most 8 packed rows per KV head: the keys-as-rows tile; more: decode_mma's 16-row tile.
+  EXPECT_EQ(plan_or_die(decode(1, 32, 8, 4096)).family, "decode_mma_n8");
+  EXPECT_EQ(plan_or_die(decode(1, 64, 8, 4096)).family, "decode_mma_n8");
+  EXPECT_EQ(plan_or_die(decode(1, 72, 8, 4096)).family, "decode_mma");
   Plan plan;
   DeviceInfo ampere = DeviceInfo::h200();
   ampere.cc_major = 8;

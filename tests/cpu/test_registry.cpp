@@ -83,6 +83,9 @@ TEST(Registry, QuantizedCachesGoToTheFamiliesThatReadThem) {
                               DeviceInfo::h200(), ""};
   int family = -1;
   ASSERT_TRUE(plan::choose_family(request, &family).ok());
+  EXPECT_STREQ(registry::families()[family].name, "decode_mma_n8");  // a 16-bit cache, at most 8 rows
+  request.rows_per_kv = 9;
+  ASSERT_TRUE(plan::choose_family(request, &family).ok());
   EXPECT_STREQ(registry::families()[family].name, "decode_mma");
   for (KvFormat f : {KvFormat::kFP8E4M3, KvFormat::kInt8, KvFormat::kInt4, KvFormat::kK8V4}) {
     request.kv_format = f;
