@@ -111,8 +111,12 @@ def test_kernel_families_and_family_option():
     names = {f.name: f for f in families}
     decode_family = next(f for f in families if f.kind == "decode")
     assert decode_family.compiled, "the build compiled no decode instance"
-    assert splitkv.plan_decode(batch=1, num_q_heads=8, num_kv_heads=8, head_dim=128, max_kv_len=1024,
+    # 16 packed rows per KV head fill the first decode family's (decode_mma's) tile; at most 8 take
+    # the keys-as-rows tile.
+    assert splitkv.plan_decode(batch=1, num_q_heads=16, num_kv_heads=1, head_dim=128, max_kv_len=1024,
                                device="h200").family == decode_family.name
+    assert splitkv.plan_decode(batch=1, num_q_heads=8, num_kv_heads=8, head_dim=128, max_kv_len=1024,
+                               device="h200").family == "decode_mma_n8"
     prefill_names = [n for n, f in names.items() if f.kind == "prefill" and 128 in f.head_dims]
     for name in prefill_names:
         plan = splitkv.plan_prefill(batch=1, num_q_heads=4, num_kv_heads=4, head_dim=128, max_q_len=256,
