@@ -58,9 +58,10 @@ struct PlanOptions {
   // 4096 keys for a 16-bit cache or 2048 for a quantized one, planned splits that would be >= 8,
   // and 8 splits of every work unit filling at most half the SMs) take 8 splits merged in a
   // cluster, one launch instead of two (bench/NOTES.md, run 44: B=1 32/8 at 1-2k 5-13% faster than
-  // the combine kernel in every format, 16-bit 4k 2-4%; quantized 4k, 8k and B=2 slower). False
-  // keeps the combine kernel there. Not with forced splits, split_tokens, fused_combine or
-  // atomic_combine.
+  // the combine kernel in every format, 16-bit 4k 2-4%; quantized 4k, 8k and B=2 slower). Also
+  // single-query rows over a 16-bit cache planned with exactly 2 splits merge them in clusters of 2
+  // (run 54: B=8 8k-131k 0.1-0.9% faster; 4 splits in clusters measured slower). False keeps the
+  // combine kernel there. Not with forced splits, split_tokens, fused_combine or atomic_combine.
   bool auto_cluster_combine = true;
   // Decode, opt-in: the last split block of each tile of rows to finish merges all the tile's
   // partials in the split kernel itself (no combine launch), bitwise identical to the combine

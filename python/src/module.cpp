@@ -552,7 +552,8 @@ NB_MODULE(_splitkv, m) {
                           .def_rw("split_tokens", &PlanOptions::split_tokens)
                           .def_rw("cluster_combine", &PlanOptions::cluster_combine)
                           .def_rw("auto_cluster_combine", &PlanOptions::auto_cluster_combine,
-                                  "short decode rows on small grids: 8 splits merged in a cluster (default True)")
+                                  "short decode rows on small grids: 8 splits merged in a cluster; single-query rows "
+                                  "planned with 2 splits over a 16-bit cache: clusters of 2 (default True)")
                           .def_rw("prefill_route", &PlanOptions::prefill_route,
                                   "causal decode rows of 25-128 packed queries per KV head on large enough grids: "
                                   "chunked prefill on prefill_sm90_gqa64 / prefill_sm90_gqa (default True)")

@@ -312,6 +312,18 @@ bool short_rows_merge_in_cluster(const DecodeProblem& problem, const PlanOptions
          planned_splits >= plan::kAutoClusterSplits && 2 * work_units * plan::kAutoClusterSplits <= device.sm_count;
 }
 
+// PlanOptions::auto_cluster_combine, second case: single-query rows over a 16-bit cache whose wave
+// rule planned exactly 2 splits merge them in clusters of 2 (no combine launch; a 2-block cluster
+// is co-scheduled as easily as one block). Measured (bench/NOTES.md, run 54, four interleaved
+// rounds, decode_mma_n8): B=8 8k / 16k / 32k / 131k and B=8 32k with 16-token pages 0.1-0.9%
+// faster; 4-split rows were 8-31% slower in clusters (B=4 16k, B=12 8k), hence exactly 2.
+bool two_splits_merge_in_cluster(const DecodeProblem& problem, const PlanOptions& options, const DeviceInfo& device,
+                                 int block_m, bool auto_splits, int planned_splits) {
+  return options.auto_cluster_combine && auto_splits && !options.cluster_combine && !options.fused_combine &&
+         !options.atomic_combine && device.cc_major >= 9 && block_m <= 16 && problem.q_len == 1 &&
+         !reads_quantized_cache(problem) && planned_splits == 2;
+}
+
 // The argument names say which problem sizes make grid y and z.
 Status set_grid(const std::array<int64_t, 3>& grid, const char* y_argument, const char* z_argument, Plan* p) {
   for (int i = 1; i < 3; ++i) {
@@ -504,6 +516,9 @@ Status plan_decode(const DecodeProblem& problem, const DeviceInfo& device,
     split.note += "; short rows: " + std::to_string(plan::kAutoClusterSplits) +
                   " splits merged in a thread-block cluster, one launch (auto_cluster_combine)";
   }
+  const bool pair_cluster =
+      !auto_cluster && two_splits_merge_in_cluster(problem, options, device, tile.block_m, auto_splits, split.num_splits);
+  if (pair_cluster) split.note += "; the 2 splits merged in clusters of 2, one launch (auto_cluster_combine)";
   const plan::DecodeGeometry g = plan::decode_geometry(problem, tile.block_m);
   p.num_splits = split.num_splits;
   p.split_tokens = split.split_tokens;
@@ -513,7 +528,7 @@ Status plan_decode(const DecodeProblem& problem, const DeviceInfo& device,
   const bool requested_cluster = options.cluster_combine && device.cc_major >= 9 && p.num_splits > 1 &&
                                  p.num_splits <= plan::kMaxClusterSplits && p.split_tokens == 0;
   if (requested_cluster) p.note += "; splits merged in a thread-block cluster";
-  p.cluster_combine = requested_cluster || auto_cluster;
+  p.cluster_combine = requested_cluster || auto_cluster || pair_cluster;
   // A cluster merge needs no counters; with one split there is nothing to merge.
   p.fused_combine = options.fused_combine && p.num_splits > 1 && !p.cluster_combine;
   if (p.fused_combine) p.note += "; splits merged by each tile's last split block (fused combine)";

@@ -811,6 +811,44 @@ TEST(Planner, ClusterCombineIsOptInAndOnlyWhereItFits) {
 namespace splitkv {
 namespace {
 
+TEST(Planner, TwoPlannedSplitsMergeInClustersOfTwo) {
+  // B=8 32/8: 64 work units, the wave rule plans 2 splits; single-query 16-bit rows merge them in
+  // clusters of 2 (run 54), with no partials in the workspace.
+  for (int len : {8192, 32768, 131072}) {
+    const Plan pair = plan_or_die(decode(8, 32, 8, len));
+    EXPECT_EQ(pair.num_splits, 2) << pair.note;
+    EXPECT_TRUE(pair.cluster_combine) << pair.note;
+    EXPECT_EQ(pair.workspace_bytes, 0u);
+    EXPECT_NE(pair.note.find("clusters of 2"), std::string::npos) << pair.note;
+  }
+  DecodeProblem paged = decode(8, 32, 8, 32768);
+  paged.page_size = 16;
+  EXPECT_TRUE(plan_or_die(paged).cluster_combine);
+  // Not where it was measured slower or not measured: 4 splits, quantized caches, several queries,
+  // and the opt-out, forced splits and the other merges keep the combine kernel.
+  const Plan four = plan_or_die(decode(4, 32, 8, 16384));
+  EXPECT_EQ(four.num_splits, 4);
+  EXPECT_FALSE(four.cluster_combine);
+  DecodeProblem quant = decode(8, 32, 8, 32768);
+  quant.kv_format = KvFormat::kInt8;
+  EXPECT_FALSE(plan_or_die(quant).cluster_combine);
+  EXPECT_FALSE(plan_or_die(decode(8, 32, 8, 32768, 128, 2)).cluster_combine);
+  PlanOptions off;
+  off.auto_cluster_combine = false;
+  EXPECT_FALSE(plan_or_die(decode(8, 32, 8, 32768), off).cluster_combine);
+  PlanOptions forced;
+  forced.num_splits = 2;
+  EXPECT_FALSE(plan_or_die(decode(8, 32, 8, 32768), forced).cluster_combine);
+  PlanOptions fused;
+  fused.fused_combine = true;
+  const Plan fused_plan = plan_or_die(decode(8, 32, 8, 32768), fused);
+  EXPECT_FALSE(fused_plan.cluster_combine);
+  EXPECT_TRUE(fused_plan.fused_combine);
+  DeviceInfo ampere = DeviceInfo::h200();
+  ampere.cc_major = 8;
+  EXPECT_FALSE(plan_or_die(decode(8, 32, 8, 32768), {}, ampere).cluster_combine);
+}
+
 TEST(Planner, ShortRowsOnSmallGridsMergeInAClusterByDefault) {
   // B=1 32/8: 8 work units; 16-bit rows of <= 4096 keys take 8 splits merged in a cluster (run 44).
   const Plan short_row = plan_or_die(decode(1, 32, 8, 1024));

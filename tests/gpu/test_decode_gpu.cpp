@@ -250,6 +250,24 @@ TEST(DecodeGpu, PlannerRouteForSpeculativeRowsMatchesReference) {
   }
 }
 
+// The planner's own 2 splits merged in clusters of 2 (auto_cluster_combine: 64 work units of
+// single-query rows), contiguous and paged, against the reference.
+TEST(DecodeGpu, PlannedTwoSplitsMergeInClustersOfTwo) {
+  SPLITKV_REQUIRE_GPU(DType::kBF16, 128);
+  for (GpuCase k : {GpuCase{"contiguous", DecodeSpecBuilder(8, 32, 8, 8192).lens({8192, 1, 0, 5000, 17, 8000, 4097, 64}).spec},
+                    GpuCase{"paged16", DecodeSpecBuilder(8, 32, 8, 4096).paged(16).lens({4096, 3, 2000, 0, 4000, 16, 1000, 33}).spec}}) {
+    Plan plan;
+    ASSERT_TRUE(plan_decode(k.spec.problem, gpu_test::device(), {}, &plan).ok());
+    EXPECT_EQ(plan.num_splits, 2) << k.name << ": " << plan.note;
+    EXPECT_TRUE(plan.cluster_combine) << k.name << ": " << plan.note;
+    for (float q_scale : {1.f, 8.f}) {
+      k.spec.q_scale = q_scale;
+      const testing::Comparison cmp = run_case(k);
+      EXPECT_TRUE(cmp.passed) << k.name << " q_scale=" << q_scale << ": " << cmp.summary();
+    }
+  }
+}
+
 TEST(DecodeGpu, SplitResultsAreBitwiseDeterministic) {
   SPLITKV_REQUIRE_GPU(DType::kBF16, 128);
   const int splits = 12;
