@@ -298,6 +298,13 @@ Status check_atomic_combine(const PlanOptions& o) {
   return Status::success();
 }
 
+// What both auto_cluster_combine rules below need: the option on, the planner's own split count, no
+// other merge asked for, clusters (sm_90) and tiles of at most 16 rows (32-row tiles not measured).
+bool auto_cluster_may_merge(const PlanOptions& options, const DeviceInfo& device, int block_m, bool auto_splits) {
+  return options.auto_cluster_combine && auto_splits && !options.cluster_combine && !options.fused_combine &&
+         !options.atomic_combine && device.cc_major >= 9 && block_m <= 16;
+}
+
 // PlanOptions::auto_cluster_combine: short rows on a grid that 8 splits of every work unit leave
 // at half the SMs or fewer, where the combine kernel's launch is a large share of the call. Every
 // KV format; not the 32-row tile. Measured (bench/NOTES.md, run 44, push merge): B=1 32/8 1-2k
@@ -307,8 +314,7 @@ Status check_atomic_combine(const PlanOptions& o) {
 bool short_rows_merge_in_cluster(const DecodeProblem& problem, const PlanOptions& options, const DeviceInfo& device,
                                  int block_m, int64_t work_units, bool auto_splits, int planned_splits) {
   const int max_keys = reads_quantized_cache(problem) ? plan::kAutoClusterMaxKeysQuantized : plan::kAutoClusterMaxKeys16Bit;
-  return options.auto_cluster_combine && auto_splits && !options.cluster_combine && !options.fused_combine &&
-         !options.atomic_combine && device.cc_major >= 9 && block_m <= 16 && problem.max_kv_len <= max_keys &&
+  return auto_cluster_may_merge(options, device, block_m, auto_splits) && problem.max_kv_len <= max_keys &&
          planned_splits >= plan::kAutoClusterSplits && 2 * work_units * plan::kAutoClusterSplits <= device.sm_count;
 }
 
@@ -319,8 +325,7 @@ bool short_rows_merge_in_cluster(const DecodeProblem& problem, const PlanOptions
 // faster; 4-split rows were 8-31% slower in clusters (B=4 16k, B=12 8k), hence exactly 2.
 bool two_splits_merge_in_cluster(const DecodeProblem& problem, const PlanOptions& options, const DeviceInfo& device,
                                  int block_m, bool auto_splits, int planned_splits) {
-  return options.auto_cluster_combine && auto_splits && !options.cluster_combine && !options.fused_combine &&
-         !options.atomic_combine && device.cc_major >= 9 && block_m <= 16 && problem.q_len == 1 &&
+  return auto_cluster_may_merge(options, device, block_m, auto_splits) && problem.q_len == 1 &&
          !reads_quantized_cache(problem) && planned_splits == 2;
 }
 
@@ -516,8 +521,9 @@ Status plan_decode(const DecodeProblem& problem, const DeviceInfo& device,
     split.note += "; short rows: " + std::to_string(plan::kAutoClusterSplits) +
                   " splits merged in a thread-block cluster, one launch (auto_cluster_combine)";
   }
+  // Disjoint from the short-rows rule (that one needs >= 8 planned splits and sets 8).
   const bool pair_cluster =
-      !auto_cluster && two_splits_merge_in_cluster(problem, options, device, tile.block_m, auto_splits, split.num_splits);
+      two_splits_merge_in_cluster(problem, options, device, tile.block_m, auto_splits, split.num_splits);
   if (pair_cluster) split.note += "; the 2 splits merged in clusters of 2, one launch (auto_cluster_combine)";
   const plan::DecodeGeometry g = plan::decode_geometry(problem, tile.block_m);
   p.num_splits = split.num_splits;

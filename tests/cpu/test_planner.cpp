@@ -811,6 +811,36 @@ TEST(Planner, ClusterCombineIsOptInAndOnlyWhereItFits) {
 namespace splitkv {
 namespace {
 
+// Whatever the caller chose about splits or merging stays as chosen, and sm_80 has no clusters: none
+// of these takes auto_cluster_combine's merge on a problem that takes it by default.
+// forced_splits: a count the caller forces.
+void expect_callers_choices_keep_their_merge(const DecodeProblem& problem, int forced_splits) {
+  PlanOptions off;
+  off.auto_cluster_combine = false;
+  const Plan kept = plan_or_die(problem, off);
+  EXPECT_FALSE(kept.cluster_combine);
+  EXPECT_GT(kept.workspace_bytes, 0u);
+  PlanOptions forced;
+  forced.num_splits = forced_splits;
+  EXPECT_FALSE(plan_or_die(problem, forced).cluster_combine);
+  PlanOptions invariant;
+  invariant.split_tokens = 128;
+  EXPECT_FALSE(plan_or_die(problem, invariant).cluster_combine);
+  PlanOptions fused;
+  fused.fused_combine = true;
+  const Plan fused_plan = plan_or_die(problem, fused);
+  EXPECT_FALSE(fused_plan.cluster_combine);
+  EXPECT_TRUE(fused_plan.fused_combine);
+  PlanOptions atomic;
+  atomic.atomic_combine = true;
+  const Plan atomic_plan = plan_or_die(problem, atomic);
+  EXPECT_FALSE(atomic_plan.cluster_combine);
+  EXPECT_TRUE(atomic_plan.atomic_combine);
+  DeviceInfo ampere = DeviceInfo::h200();
+  ampere.cc_major = 8;
+  EXPECT_FALSE(plan_or_die(problem, {}, ampere).cluster_combine);
+}
+
 TEST(Planner, TwoPlannedSplitsMergeInClustersOfTwo) {
   // B=8 32/8: 64 work units, the wave rule plans 2 splits; single-query 16-bit rows merge them in
   // clusters of 2 (run 54), with no partials in the workspace.
@@ -824,8 +854,8 @@ TEST(Planner, TwoPlannedSplitsMergeInClustersOfTwo) {
   DecodeProblem paged = decode(8, 32, 8, 32768);
   paged.page_size = 16;
   EXPECT_TRUE(plan_or_die(paged).cluster_combine);
-  // Not where it was measured slower or not measured: 4 splits, quantized caches, several queries,
-  // and the opt-out, forced splits and the other merges keep the combine kernel.
+  // Not where it was measured slower or not measured: 4 splits, quantized caches, several queries;
+  // and the caller's own choices keep the combine kernel.
   const Plan four = plan_or_die(decode(4, 32, 8, 16384));
   EXPECT_EQ(four.num_splits, 4);
   EXPECT_FALSE(four.cluster_combine);
@@ -833,20 +863,7 @@ TEST(Planner, TwoPlannedSplitsMergeInClustersOfTwo) {
   quant.kv_format = KvFormat::kInt8;
   EXPECT_FALSE(plan_or_die(quant).cluster_combine);
   EXPECT_FALSE(plan_or_die(decode(8, 32, 8, 32768, 128, 2)).cluster_combine);
-  PlanOptions off;
-  off.auto_cluster_combine = false;
-  EXPECT_FALSE(plan_or_die(decode(8, 32, 8, 32768), off).cluster_combine);
-  PlanOptions forced;
-  forced.num_splits = 2;
-  EXPECT_FALSE(plan_or_die(decode(8, 32, 8, 32768), forced).cluster_combine);
-  PlanOptions fused;
-  fused.fused_combine = true;
-  const Plan fused_plan = plan_or_die(decode(8, 32, 8, 32768), fused);
-  EXPECT_FALSE(fused_plan.cluster_combine);
-  EXPECT_TRUE(fused_plan.fused_combine);
-  DeviceInfo ampere = DeviceInfo::h200();
-  ampere.cc_major = 8;
-  EXPECT_FALSE(plan_or_die(decode(8, 32, 8, 32768), {}, ampere).cluster_combine);
+  expect_callers_choices_keep_their_merge(decode(8, 32, 8, 32768), 2);
 }
 
 TEST(Planner, ShortRowsOnSmallGridsMergeInAClusterByDefault) {
@@ -871,32 +888,8 @@ TEST(Planner, ShortRowsOnSmallGridsMergeInAClusterByDefault) {
     quant.max_kv_len = 4096;
     EXPECT_FALSE(plan_or_die(quant).cluster_combine);
   }
-  PlanOptions off;
-  off.auto_cluster_combine = false;
-  const Plan kept = plan_or_die(decode(1, 32, 8, 1024), off);
-  EXPECT_FALSE(kept.cluster_combine);
-  EXPECT_GT(kept.workspace_bytes, 0u);
-  // Whatever the caller chose about splits or merging stays as chosen.
-  PlanOptions forced;
-  forced.num_splits = 16;
-  EXPECT_FALSE(plan_or_die(decode(1, 32, 8, 1024), forced).cluster_combine);
-  PlanOptions invariant;
-  invariant.split_tokens = 128;
-  EXPECT_FALSE(plan_or_die(decode(1, 32, 8, 1024), invariant).cluster_combine);
-  PlanOptions fused;
-  fused.fused_combine = true;
-  const Plan fused_plan = plan_or_die(decode(1, 32, 8, 1024), fused);
-  EXPECT_FALSE(fused_plan.cluster_combine);
-  EXPECT_TRUE(fused_plan.fused_combine);
-  PlanOptions atomic;
-  atomic.atomic_combine = true;
-  const Plan atomic_plan = plan_or_die(decode(1, 32, 8, 1024), atomic);
-  EXPECT_FALSE(atomic_plan.cluster_combine);
-  EXPECT_TRUE(atomic_plan.atomic_combine);
-  // Not on sm_80 (no clusters) or 32-row tiles (not measured).
-  DeviceInfo ampere = DeviceInfo::h200();
-  ampere.cc_major = 8;
-  EXPECT_FALSE(plan_or_die(decode(1, 32, 8, 1024), {}, ampere).cluster_combine);
+  expect_callers_choices_keep_their_merge(decode(1, 32, 8, 1024), 16);
+  // Not on 32-row tiles (not measured).
   EXPECT_FALSE(plan_or_die(decode(1, 28, 4, 1024, 128, 8)).cluster_combine);
 }
 

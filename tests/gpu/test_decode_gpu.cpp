@@ -124,12 +124,16 @@ std::vector<GpuCase> reference_cases() {
   add_fused("fused_batch_invariant", DecodeSpecBuilder(3, 32, 8, 5000).lens({5000, 64, 0}), 0, 512);
   // More than 16 packed rows per KV head on 32-row tiles (decode_mma_m32 by name: on these small
   // grids the planner keeps decode_mma's 16-row tiles; the last tile partly filled).
-  auto add_m32 = [&](std::string name, DecodeSpecBuilder b, int splits = 0, bool cluster = false, bool fused = false,
-                     int split_tokens = 0) {
-    GpuCase k{"m32_" + name, b.spec, splits, split_tokens, cluster, fused};
-    k.family = "decode_mma_m32";
-    cases.push_back(k);
+  // Cases of one family by name, their names prefixed.
+  auto adder_for = [&](const char* family, const char* prefix) {
+    return [&cases, family, prefix](std::string name, DecodeSpecBuilder b, int splits = 0, bool cluster = false,
+                                    bool fused = false, int split_tokens = 0) {
+      GpuCase k{prefix + name, b.spec, splits, split_tokens, cluster, fused};
+      k.family = family;
+      cases.push_back(k);
+    };
   };
+  auto add_m32 = adder_for("decode_mma_m32", "m32_");
   add_m32("gqa_28_4_q8_causal", DecodeSpecBuilder(2, 28, 4, 1500).queries(8, true).lens({1500, 9}));
   add_m32("gqa_64_2_q1", DecodeSpecBuilder(2, 64, 2, 2000).lens({2000, 333}));
   add_m32("hd64_fp16_q5_splits", DecodeSpecBuilder(2, 28, 4, 3000).head_dim(64).dtype(DType::kF16).queries(5, true), 7);
@@ -141,12 +145,7 @@ std::vector<GpuCase> reference_cases() {
   // At most 8 packed rows per KV head with the keys as the MMA's rows (decode_mma_n8 by name): 1,
   // 4 (GQA 4), 6 (q_len 3 x GQA 2) and 8 rows (GQA 8, q_len 2 x GQA 4, q_len 8 MHA), every layout
   // and merge decode_mma serves.
-  auto add_n8 = [&](std::string name, DecodeSpecBuilder b, int splits = 0, bool cluster = false, bool fused = false,
-                    int split_tokens = 0) {
-    GpuCase k{"n8_" + name, b.spec, splits, split_tokens, cluster, fused};
-    k.family = "decode_mma_n8";
-    cases.push_back(k);
-  };
+  auto add_n8 = adder_for("decode_mma_n8", "n8_");
   for (int len : {1, 17, 1000, 65537}) add_n8("len" + std::to_string(len), DecodeSpecBuilder(1, 32, 8, len));
   add_n8("mixed_lengths_with_zero", DecodeSpecBuilder(5, 32, 8, 4097).lens({0, 4097, 1, 333, 2048}));
   add_n8("mha_32_32", DecodeSpecBuilder(2, 32, 32, 1025).lens({1025, 16}));
