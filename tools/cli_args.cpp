@@ -52,6 +52,10 @@ void print_usage() {
       "                            (prefill_sm90_gqa64 / prefill_sm90_gqa)\n"
       "  --no-persistent           prefill (sm_90): one block per tile instead of the persistent grid\n"
       "  --fused-combine           decode: each tile's last split block merges the splits (no combine launch)\n"
+      "  --no-l2-prefetch          decode (sm_90): blocks prefetch nothing into L2 before their PDL wait\n"
+      "                            (default: Q rows and the length's line, and keys as below)\n"
+      "  --l2-prefetch-keys N      decode (sm_90): keys of its split each block prefetches into L2 before\n"
+      "                            its PDL wait (-1: the planner's rule, the default; 0: none)\n"
       "  --atomic-combine          decode: splits add atomically into fp32 rows, then one normalization\n"
       "                            (nondeterministic; --atomic-reference-lse X, default 0)\n"
       "  --strategy S              auto|split-q|split-kv|split-v|two-pass\n"
@@ -77,7 +81,7 @@ bool parse_args(int argc, char** argv, CliOptions* o, std::string* error) {
       {"--hkv", &o->num_kv_heads}, {"-d", &o->head_dim},           {"--head-dim", &o->head_dim},
       {"--lq", &o->q_len},        {"--lk", &o->kv_len},           {"--page-size", &o->page_size},
       {"--max-splits", &o->max_splits}, {"--split-tokens", &o->split_tokens}, {"--iters", &o->iters},
-      {"--sms", &o->sm_count}};
+      {"--sms", &o->sm_count}, {"--l2-prefetch-keys", &o->l2_prefetch_keys}};
   const std::map<std::string, std::string*> strings = {
       {"--mode", &o->mode},       {"--dtype", &o->dtype},   {"--kv-format", &o->kv_format},
       {"--strategy", &o->strategy}, {"--family", &o->family}, {"--json", &o->json_path},
@@ -100,6 +104,8 @@ bool parse_args(int argc, char** argv, CliOptions* o, std::string* error) {
       o->prefill_route = false;
     } else if (arg == "--no-persistent") {
       o->persistent_prefill = false;
+    } else if (arg == "--no-l2-prefetch") {
+      o->l2_prefetch = false;
     } else if (arg == "--fused-combine") {
       o->fused_combine = true;
     } else if (arg == "--atomic-combine") {

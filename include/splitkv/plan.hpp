@@ -101,6 +101,14 @@ struct PlanOptions {
   // grid (Plan::persistent_blocks) when there are more tiles than SMs. False launches one block
   // per tile instead (same kernel).
   bool persistent_prefill = true;
+  // Decode on sm_90: before a block waits for the kernel ahead of it (programmatic dependent
+  // launch), it prefetches its Q rows and its sequence length's line into L2 (l2_prefetch), and
+  // may prefetch the first keys of its split (l2_prefetch_keys), so that its first reads after the
+  // wait hit L2. l2_prefetch_keys -1: the planner's rule (Plan::l2_prefetch_keys says what it
+  // chose); 0: none; > 0: this many keys per block (needs l2_prefetch). Hints only: results are
+  // the same bits either way.
+  bool l2_prefetch = true;
+  int l2_prefetch_keys = -1;
 };
 
 struct Plan {
@@ -118,6 +126,10 @@ struct Plan {
   bool fused_combine = false;    // splits merged by each tile's last split block (see PlanOptions)
   bool atomic_combine = false;   // splits added atomically, then normalized (see PlanOptions)
   float atomic_reference_lse = 0.f;
+  // Decode on sm_90: what each block prefetches into L2 before its PDL wait (see PlanOptions):
+  // its Q rows and length's line, and this many keys of its split (0: none).
+  bool l2_prefetch = false;
+  int l2_prefetch_keys = 0;
   // Prefill over a quantized KV cache (kv_cache with an FP8/INT8/INT4/K8V4 kv_format): run_prefill
   // first dequantizes each sequence's cached tokens into a 16-bit copy at the start of the
   // workspace (staging_bytes of it), then the family reads that copy as a contiguous cache.

@@ -557,6 +557,12 @@ NB_MODULE(_splitkv, m) {
                           .def_rw("prefill_route", &PlanOptions::prefill_route,
                                   "causal decode rows of 25-128 packed queries per KV head on large enough grids: "
                                   "chunked prefill on prefill_sm90_gqa64 / prefill_sm90_gqa (default True)")
+                          .def_rw("l2_prefetch", &PlanOptions::l2_prefetch,
+                                  "decode on sm_90: Q rows and sequence lengths prefetched into L2 before the "
+                                  "programmatic-dependent-launch wait (default True)")
+                          .def_rw("l2_prefetch_keys", &PlanOptions::l2_prefetch_keys,
+                                  "decode on sm_90: keys of its split each block prefetches into L2 before its "
+                                  "programmatic-dependent-launch wait (-1: the planner's rule, 0: none)")
                           .def_rw("persistent_prefill", &PlanOptions::persistent_prefill,
                                   "prefill on sm_90: a persistent grid of one block per SM (default True)")
                           .def_rw("family", &PlanOptions::family, "kernel family name ('': the planner chooses)");
@@ -572,6 +578,8 @@ NB_MODULE(_splitkv, m) {
           .def_ro("split_tokens", &Plan::split_tokens)
           .def_ro("cluster_combine", &Plan::cluster_combine)
           .def_ro("fused_combine", &Plan::fused_combine)
+          .def_ro("l2_prefetch", &Plan::l2_prefetch)
+          .def_ro("l2_prefetch_keys", &Plan::l2_prefetch_keys)
           .def_ro("dequantized_cache", &Plan::dequantized_cache)
           .def_ro("staging_bytes", &Plan::staging_bytes)
           .def_ro("block_m", &Plan::block_m)

@@ -7,6 +7,7 @@
 
 #include "api/validate.hpp"
 #include "common/formats.hpp"
+#include "kernels/common/split_rule.hpp"
 #include "plan/family_choice.hpp"
 #include "plan/geometry.hpp"
 #include "plan/split_heuristic.hpp"
@@ -329,6 +330,29 @@ bool two_splits_merge_in_cluster(const DecodeProblem& problem, const PlanOptions
          !reads_quantized_cache(problem) && planned_splits == 2;
 }
 
+// PlanOptions::l2_prefetch_keys: the caller's count, or the rule (split_heuristic.hpp). Blocks
+// launched early by programmatic dependent launch (sm_90) prefetch while they would otherwise only
+// wait; on a grid that leaves no room for the next launch's blocks, they would launch late and the
+// prefetch (a length read first) would sit on their critical path instead. Where no combine kernel
+// runs between two launches (one split, or splits merged in a cluster), the next one's blocks are
+// resident from this one's start: what they prefetch survives only if this launch's reads fit in
+// L2 (run 55, 32 keys: B=8 8k in clusters of 2 and B=16 4k in one split, 268 MB each, lost
+// 0.7-0.8%; B=8 8k with the combine kernel and B=4 16k gained 0.6%).
+int l2_prefetch_keys(const DecodeProblem& problem, const PlanOptions& options, const DeviceInfo& device,
+                     const Plan& p) {
+  if (!options.l2_prefetch || device.cc_major < 9) return 0;
+  if (options.l2_prefetch_keys >= 0) return options.l2_prefetch_keys;
+  const int64_t blocks = int64_t(p.grid[0]) * p.grid[1] * p.grid[2];
+  if (2 * blocks > int64_t(device.sm_count) * p.blocks_per_sm) return 0;
+  const detail::KvFormatTraits format = detail::kv_format_traits(detail::resolve_kv_format(problem.kv_format, problem.dtype));
+  const int64_t key_bits = detail::element_traits(format.k_element).bits + detail::element_traits(format.v_element).bits;
+  const int64_t cache_bytes =
+      int64_t(problem.batch) * problem.max_kv_len * problem.num_kv_heads * problem.head_dim * key_bits / 8;
+  if ((p.cluster_combine || p.num_splits == 1) && cache_bytes > device.l2_bytes) return 0;
+  const int chunk = detail::split_chunk_keys(problem.max_kv_len, p.num_splits, p.split_tokens, p.block_n);
+  return chunk <= plan::kL2PrefetchWholeSplitMaxKeys ? chunk : plan::kL2PrefetchLeadKeys;
+}
+
 // The argument names say which problem sizes make grid y and z.
 Status set_grid(const std::array<int64_t, 3>& grid, const char* y_argument, const char* z_argument, Plan* p) {
   for (int i = 1; i < 3; ++i) {
@@ -426,6 +450,14 @@ Status plan_decode(const DecodeProblem& problem, const DeviceInfo& device,
                    const PlanOptions& options, Plan* plan) {
   if (plan == nullptr) return Status::invalid("plan", "a non-null pointer", "nullptr");
   if (Status s = detail::validate_decode_problem(problem); !s) return s;
+  if (options.l2_prefetch_keys < -1) {
+    return Status::invalid("options.l2_prefetch_keys", ">= -1 (-1 = the planner's rule, 0 = off)",
+                           std::to_string(options.l2_prefetch_keys));
+  }
+  if (!options.l2_prefetch && options.l2_prefetch_keys > 0) {
+    return Status::invalid("options.l2_prefetch_keys", "-1 or 0 when options.l2_prefetch is off",
+                           std::to_string(options.l2_prefetch_keys));
+  }
   // Packed query rows per KV head: a family with larger tiles serves KV heads with many rows.
   const int rows_per_kv = problem.q_len * (problem.num_q_heads / problem.num_kv_heads);
   for (const char* family : prefill_route_families(problem, rows_per_kv, device, options)) {
@@ -551,6 +583,12 @@ Status plan_decode(const DecodeProblem& problem, const DeviceInfo& device,
     p.note += "; splits added atomically around LSE " + std::to_string(p.atomic_reference_lse) +
               ", then normalized (nondeterministic)";
     p.workspace_bytes = plan::atomic_combine_workspace(p.num_splits, g.out_rows, problem.head_dim).total_bytes;
+  }
+  p.l2_prefetch = options.l2_prefetch && device.cc_major >= 9;
+  p.l2_prefetch_keys = l2_prefetch_keys(problem, options, device, p);
+  if (p.l2_prefetch_keys > 0) {
+    p.note += "; blocks prefetch their first " + std::to_string(p.l2_prefetch_keys) +
+              " keys into L2 before the PDL wait";
   }
   *plan = p;
   return Status::success();

@@ -18,6 +18,14 @@ constexpr int kMaxClusterSplits = tiles::kMaxClusterRanks;
 constexpr int kAutoClusterMaxKeys16Bit = 4096;
 constexpr int kAutoClusterMaxKeysQuantized = 2048;
 constexpr int kAutoClusterSplits = 8;
+// PlanOptions::l2_prefetch_keys == -1 (the planner's rule, decode on sm_90), on grids that two
+// launches fit in the SMs' resident block slots together (so a launch's blocks are resident while
+// the one ahead of it still runs): a split of at most kL2PrefetchWholeSplitMaxKeys keys is
+// prefetched whole, a longer one its first kL2PrefetchLeadKeys keys (bench/NOTES.md, run 55: against
+// Q rows and lengths alone, whole splits B=1 1k +7.4%, 2k +2.2%; 32 keys 4k-131k +0.2-1.3%; a
+// prefetch of 128-1024 keys of longer splits lost 3-12%: it delays the launch ahead's own reads).
+constexpr int kL2PrefetchWholeSplitMaxKeys = 256;
+constexpr int kL2PrefetchLeadKeys = 32;
 // PlanOptions::prefill_route (bench/NOTES.md, run 51), by packed rows per KV head (q_len x group)
 // and the grid (batch x Hkv KV heads, "tokens" = KV heads x max_kv_len):
 // - 25..64 rows (more than three quarters of the 32-row decode tile): the 64-row tile, on grids of

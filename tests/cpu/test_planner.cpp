@@ -866,6 +866,56 @@ TEST(Planner, TwoPlannedSplitsMergeInClustersOfTwo) {
   expect_callers_choices_keep_their_merge(decode(8, 32, 8, 32768), 2);
 }
 
+TEST(Planner, L2PrefetchBeforeThePdlWait) {
+  // sm_90: every decode plan prefetches its Q rows and lengths; keys only on grids two launches fit
+  // (run 55): whole splits of <= 256 keys, else the first 32, but not where the next launch follows
+  // with no combine kernel between (a cluster merge, one split) and this one reads more than L2.
+  const Plan one_k = plan_or_die(decode(1, 32, 8, 1024));  // 8 splits of 128 keys, 64 blocks
+  EXPECT_TRUE(one_k.l2_prefetch);
+  EXPECT_EQ(one_k.l2_prefetch_keys, 128) << one_k.note;
+  EXPECT_NE(one_k.note.find("prefetch their first 128 keys"), std::string::npos) << one_k.note;
+  EXPECT_EQ(plan_or_die(decode(1, 32, 8, 2048)).l2_prefetch_keys, plan::kL2PrefetchWholeSplitMaxKeys);
+  EXPECT_EQ(plan_or_die(decode(1, 32, 8, 4096)).l2_prefetch_keys, plan::kL2PrefetchLeadKeys);
+  EXPECT_EQ(plan_or_die(decode(1, 32, 8, 65536)).l2_prefetch_keys, plan::kL2PrefetchLeadKeys);
+  EXPECT_EQ(plan_or_die(decode(4, 32, 8, 16384)).l2_prefetch_keys, plan::kL2PrefetchLeadKeys);  // combine kernel
+  const Plan pair = plan_or_die(decode(8, 32, 8, 8192));  // clusters of 2, 268 MB
+  ASSERT_TRUE(pair.cluster_combine);
+  EXPECT_TRUE(pair.l2_prefetch);
+  EXPECT_EQ(pair.l2_prefetch_keys, 0);
+  PlanOptions combine_kernel;
+  combine_kernel.auto_cluster_combine = false;
+  EXPECT_EQ(plan_or_die(decode(8, 32, 8, 8192), combine_kernel).l2_prefetch_keys, plan::kL2PrefetchLeadKeys);
+  EXPECT_EQ(plan_or_die(decode(16, 32, 8, 4096)).l2_prefetch_keys, 0);   // one split, 268 MB
+  EXPECT_EQ(plan_or_die(decode(32, 32, 8, 4096)).l2_prefetch_keys, 0);   // 256 blocks: no room for the next launch
+  EXPECT_EQ(plan_or_die(decode(128, 32, 8, 1024)).l2_prefetch_keys, 0);
+  // The caller's choices, and sm_80 (no programmatic dependent launch): nothing there.
+  PlanOptions forced;
+  forced.l2_prefetch_keys = 48;
+  EXPECT_EQ(plan_or_die(decode(32, 32, 8, 4096), forced).l2_prefetch_keys, 48);
+  PlanOptions none;
+  none.l2_prefetch = false;
+  const Plan off = plan_or_die(decode(1, 32, 8, 1024), none);
+  EXPECT_FALSE(off.l2_prefetch);
+  EXPECT_EQ(off.l2_prefetch_keys, 0);
+  DeviceInfo ampere = DeviceInfo::h200();
+  ampere.cc_major = 8;
+  const Plan sm80 = plan_or_die(decode(1, 32, 8, 1024), forced, ampere);
+  EXPECT_FALSE(sm80.l2_prefetch);
+  EXPECT_EQ(sm80.l2_prefetch_keys, 0);
+  // Bad values name the option.
+  Plan plan;
+  PlanOptions bad;
+  bad.l2_prefetch_keys = -2;
+  Status s = plan_decode(decode(1, 32, 8, 1024), DeviceInfo::h200(), bad, &plan);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("options.l2_prefetch_keys"), std::string::npos) << s.message();
+  bad.l2_prefetch_keys = 16;
+  bad.l2_prefetch = false;
+  s = plan_decode(decode(1, 32, 8, 1024), DeviceInfo::h200(), bad, &plan);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("options.l2_prefetch"), std::string::npos) << s.message();
+}
+
 TEST(Planner, ShortRowsOnSmallGridsMergeInAClusterByDefault) {
   // B=1 32/8: 8 work units; 16-bit rows of <= 4096 keys take 8 splits merged in a cluster (run 44).
   const Plan short_row = plan_or_die(decode(1, 32, 8, 1024));

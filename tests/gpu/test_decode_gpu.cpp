@@ -29,6 +29,8 @@ struct GpuCase {
   std::string family;  // empty: the planner's choice
   bool atomic_combine = false;
   float atomic_reference_lse = 0.f;
+  bool l2_prefetch = true;
+  int l2_prefetch_keys = -1;  // -1: the planner's rule
 };
 
 // Runs one case on the GPU with NaN-poisoned outputs (and workspace: only a fused combine's
@@ -43,6 +45,8 @@ testing::Comparison run_case(const GpuCase& k, testing::DecodeCase* out_case = n
   o.family = k.family;
   o.atomic_combine = k.atomic_combine;
   o.atomic_reference_lse = k.atomic_reference_lse;
+  o.l2_prefetch = k.l2_prefetch;
+  o.l2_prefetch_keys = k.l2_prefetch_keys;
   Plan plan;
   Status s = plan_decode(c.problem, gpu_test::device(), o, &plan);
   EXPECT_TRUE(s.ok()) << s.message();
@@ -289,6 +293,39 @@ TEST(DecodeGpu, SplitResultsAreBitwiseDeterministic) {
       EXPECT_EQ(first.out, by_kernel.out) << family << " way " << way;
       EXPECT_EQ(std::memcmp(first.lse.data(), by_kernel.lse.data(), first.lse.size() * sizeof(float)), 0)
           << family << " way " << way;
+    }
+  }
+}
+
+TEST(DecodeGpu, L2PrefetchBeforeTheWaitChangesNoBits) {
+  SPLITKV_REQUIRE_GPU(DType::kBF16, 128);
+  // The prefetch is a hint: off, by the planner's rule, a few keys, and more keys than any split
+  // holds give the same bits on every decode family, paged (shuffled, NaN in the unused slots) or
+  // contiguous, with planned, forced and fixed-size splits, and match the reference.
+  std::vector<GpuCase> shapes = {
+      {"n8_short", DecodeSpecBuilder(1, 32, 8, 1000).spec},
+      {"n8_paged16_mixed", DecodeSpecBuilder(3, 32, 8, 3000).paged(16).lens({3000, 17, 0}).spec},
+      {"m16_q4_causal_splits", DecodeSpecBuilder(2, 32, 8, 1000).queries(4, true).lens({1000, 3}).spec, 5},
+      {"m32_q8_head_major_paged64", DecodeSpecBuilder(2, 28, 4, 2000).queries(8, true).paged(64).head_major().lens({2000, 9}).spec, 3},
+      {"batch_invariant", DecodeSpecBuilder(3, 32, 8, 5000).lens({5000, 64, 0}).spec, 0, 512},
+  };
+  shapes[0].family = "decode_mma_n8";
+  shapes[2].family = "decode_mma";
+  shapes[3].family = "decode_mma_m32";
+  for (GpuCase k : shapes) {
+    k.l2_prefetch = false;
+    k.l2_prefetch_keys = 0;
+    testing::DecodeCase without;
+    EXPECT_TRUE(run_case(k, &without).passed) << k.name;
+    k.l2_prefetch = true;
+    for (int keys : {0, -1, 16, 1 << 20}) {
+      k.l2_prefetch_keys = keys;
+      testing::DecodeCase with;
+      const testing::Comparison cmp = run_case(k, &with);
+      EXPECT_TRUE(cmp.passed) << k.name << " keys " << keys << ": " << cmp.summary();
+      EXPECT_EQ(with.out, without.out) << k.name << " keys " << keys;
+      EXPECT_EQ(std::memcmp(with.lse.data(), without.lse.data(), with.lse.size() * sizeof(float)), 0)
+          << k.name << " keys " << keys;
     }
   }
 }

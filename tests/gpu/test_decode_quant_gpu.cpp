@@ -27,6 +27,8 @@ struct QuantCase {
   int split_tokens = 0;
   bool cluster_combine = false;
   std::string family;  // empty: the planner's (decode_quant_n8 for <= 8 packed rows, else decode_quant)
+  bool l2_prefetch = true;
+  int l2_prefetch_keys = -1;  // -1: the planner's rule
 };
 
 testing::DecodeCaseSpec spec(KvFormat format, int batch, int hq, int hkv, int max_len, std::vector<int> lens = {}) {
@@ -41,6 +43,8 @@ bool run(const QuantCase& k, testing::DecodeCase* c) {
   o.split_tokens = k.split_tokens;
   o.cluster_combine = k.cluster_combine;
   o.family = k.family;
+  o.l2_prefetch = k.l2_prefetch;
+  o.l2_prefetch_keys = k.l2_prefetch_keys;
   Plan plan;
   const Status planned = plan_decode(c->problem, gpu_test::device(), o, &plan);
   EXPECT_TRUE(planned.ok()) << planned.message();
@@ -157,6 +161,33 @@ TEST(QuantDecodeGpu, SplitResultsAreBitwiseDeterministic) {
       EXPECT_EQ(first.out, second.out) << to_string(f) << " cluster " << cluster;
       EXPECT_EQ(std::memcmp(first.lse.data(), second.lse.data(), first.lse.size() * sizeof(float)), 0)
           << to_string(f) << " cluster " << cluster;
+    }
+  }
+}
+
+TEST(QuantDecodeGpu, L2PrefetchBeforeTheWaitChangesNoBits) {
+  SPLITKV_REQUIRE_GPU(DType::kBF16, 128);
+  // As for the 16-bit cache (test_decode_gpu.cpp): codes and per-token scales prefetched or not,
+  // the same bits, on both quantized families, paged (shuffled, NaN in unused slots) and contiguous.
+  for (KvFormat f : kFormats) {
+    for (QuantCase k : {QuantCase{"n8_paged16", testing::DecodeSpecBuilder(3, 32, 8, 3000).format(f).paged(16).lens({3000, 17, 0}).spec},
+                        QuantCase{"m16_q4_causal", testing::DecodeSpecBuilder(2, 32, 8, 1000).format(f).queries(4, true).lens({1000, 3}).spec, 5},
+                        QuantCase{"n8_short", spec(f, 1, 32, 8, 1000)}}) {
+      k.l2_prefetch = false;
+      k.l2_prefetch_keys = 0;
+      testing::DecodeCase without;
+      SPLITKV_RUN_OR_SKIP(k, &without);
+      EXPECT_TRUE(testing::check_decode(without).passed) << to_string(f) << " " << k.name;
+      k.l2_prefetch = true;
+      for (int keys : {0, -1, 1 << 20}) {
+        k.l2_prefetch_keys = keys;
+        testing::DecodeCase with;
+        SPLITKV_RUN_OR_SKIP(k, &with);
+        EXPECT_TRUE(testing::check_decode(with).passed) << to_string(f) << " " << k.name << " keys " << keys;
+        EXPECT_EQ(with.out, without.out) << to_string(f) << " " << k.name << " keys " << keys;
+        EXPECT_EQ(std::memcmp(with.lse.data(), without.lse.data(), with.lse.size() * sizeof(float)), 0)
+            << to_string(f) << " " << k.name << " keys " << keys;
+      }
     }
   }
 }

@@ -20,6 +20,7 @@
 #include "kernels/decode/decode_params.hpp"
 #include "kernels/decode/decode_traits.cuh"
 #include "kernels/decode/kv_loader.cuh"
+#include "kernels/decode/l2_prefetch.cuh"
 #include "kernels/decode/q_tile.cuh"
 
 namespace splitkv::detail {
@@ -44,13 +45,15 @@ __global__ void __launch_bounds__(Traits::kThreads) decode_kernel(const __grid_c
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   if (tid == 0) block_saw_bad_input = 0;
 
-  // Everything this kernel reads may come from the kernel before it in the stream. Our own
-  // dependents (the combine) may launch right away: they wait for our completion themselves.
-  wait_for_prior_grids();
-  allow_dependent_launch();
-
   const int row0 = m_tile * kM;  // first packed row of this tile
   const int rows_here = min(kM, p.rows_per_kv - row0);
+
+  // Everything this kernel reads may come from the kernel before it in the stream; until that one
+  // is done the block only warms L2. Our own dependents (the combine) may launch right away: they
+  // wait for our completion themselves.
+  prefetch_block_start_to_l2<NativeCacheRows<Traits>>(p, b, kv_head, split, row0, rows_here, tid);
+  wait_for_prior_grids();
+  allow_dependent_launch();
 
   // ---- Shared memory: Q tile, then per-warp K/V rings (reused by the final merge) ----------------
   Element* smem_q = reinterpret_cast<Element*>(smem);

@@ -59,6 +59,10 @@ struct DecodeParams {
   OutputParams combined;
   bool causal;
   float scale_log2;  // softmax_scale * log2(e)
+  // Before its programmatic-dependent-launch wait a block prefetches into L2 (decode/l2_prefetch.cuh)
+  // its Q rows and its length's line (l2_prefetch), and the first l2_prefetch_keys keys of its split.
+  bool l2_prefetch;
+  int l2_prefetch_keys;
 };
 
 // A KV head's packed tile row -> its query (index in the sequence) and query head: row = i * group + h.

@@ -9,6 +9,7 @@
 #include "kernels/common/pdl.cuh"
 #include "kernels/decode/decode_block.cuh"
 #include "kernels/decode/decode_params.hpp"
+#include "kernels/decode/l2_prefetch.cuh"
 #include "kernels/decode/q_tile.cuh"
 #include "kernels/decode_quant/quant_kv_loader.cuh"
 
@@ -32,7 +33,8 @@ struct QuantBlockCoords {
   }
 };
 
-// The block starts: it clears its bad-input flag, waits for the prior grid (PDL), and the Q tile
+// The block starts: it clears its bad-input flag, asks L2 for its Q rows and first keys
+// (l2_prefetch.cuh), waits for the prior grid (PDL), and the Q tile
 // (row-major (M, D) at the start of shared memory) and each warp's first kStages - 1 sub-tiles go
 // out as cp.async groups (Q first). Returns, once every thread sees the Q tile, the warp's loader;
 // keys: the block's key range; my_subtiles: the warp's share of its 16-key sub-tiles.
@@ -42,6 +44,7 @@ __device__ __forceinline__ QuantKvLoader<Traits> start_quant_block(const DecodeP
                                                                    DecodeKeyRange& keys, int& my_subtiles) {
   using namespace cute;
   if (tid == 0) block_saw_bad_input = 0;
+  prefetch_block_start_to_l2<Traits>(p, at.b, at.kv_head, at.split, at.row0, at.rows_here, tid);
   wait_for_prior_grids();
   allow_dependent_launch();
 

@@ -1,0 +1,114 @@
+// What a decode block does before it waits for the kernel ahead of it in the stream. Under
+// programmatic dependent launch a block is resident while that kernel still runs, and until
+// griddepcontrol.wait returns it may not read anything that kernel could write. It may still ask
+// L2 for lines: L2 is the GPU's point of coherence, so a line fetched early and written afterwards
+// by the kernel ahead is simply updated there, and a prefetch returns nothing a thread could use
+// stale. Two parts (DecodeParams):
+//  * l2_prefetch: the block's Q rows and its sequence length's line (prefetch instructions only, no
+//    load, so nothing waits on them): after the wait the length and Q, the first two reads on the
+//    block's critical path, come from L2.
+//  * l2_prefetch_keys > 0: the block also reads its length early (bypassing L1: the same word is
+//    read again after the wait, and an L1 copy taken now could be stale then), works out its
+//    split's keys as decode_key_range will, and prefetches the first l2_prefetch_keys of its K and
+//    V rows (and a quantized cache's per-token scales). The planner asks for few keys or small
+//    whole splits only: a large prefetch of the next launch's keys queues ahead of the current
+//    launch's own reads (bench/NOTES.md, run 55).
+// A length or page id read early may be one the kernel ahead is about to change: that only aims
+// the prefetch at other lines, never at memory outside the cache (page ids outside the pool and
+// lengths outside [1, kv_capacity] prefetch nothing).
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/common/split_rule.hpp"
+#include "kernels/decode/decode_params.hpp"
+
+namespace splitkv::detail {
+
+__device__ __forceinline__ int load_bypassing_l1(const int32_t* src) {
+  int value;
+  asm volatile("ld.global.cg.s32 %0, [%1];" : "=r"(value) : "l"(src));
+  return value;
+}
+
+// Every 128-byte line of [row, row + bytes).
+__device__ __forceinline__ void prefetch_lines_to_l2(const void* row, int bytes) {
+  const uintptr_t first = reinterpret_cast<uintptr_t>(row) & ~uintptr_t(127);
+  const uintptr_t last = (reinterpret_cast<uintptr_t>(row) + bytes - 1) & ~uintptr_t(127);
+  for (uintptr_t line = first; line <= last; line += 128) {
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(line));
+  }
+}
+
+// What the prefetch needs to know of a kernel's cache (the quantized-cache traits have these names;
+// NativeCacheRows gives them for decode_mma's): kHeadDim, kBlockKeys, kThreads; a key's K and V
+// rows (kKRowBytes, kVRowBytes); bytes per unit of DecodeParams' K/V strides (kStrideBytes); and
+// whether (scale, min) pairs come with each key (kTokenScales).
+template <class Traits>
+struct NativeCacheRows {
+  static constexpr int kHeadDim = Traits::kHeadDim;
+  static constexpr int kBlockKeys = Traits::kBlockKeys;
+  static constexpr int kThreads = Traits::kThreads;
+  static constexpr int kKRowBytes = 2 * kHeadDim;
+  static constexpr int kVRowBytes = 2 * kHeadDim;
+  static constexpr int kStrideBytes = 2;
+  static constexpr bool kTokenScales = false;
+};
+
+// Called by every thread of the block before wait_for_prior_grids. With DecodeParams::l2_prefetch:
+// the Q rows [row0, row0 + rows_here) of the tile and the lines of the sequence's length (and
+// keys_after), no load needed; with
+// l2_prefetch_keys > 0 also the length itself (read early) and the split's first l2_prefetch_keys
+// keys. A no-op before sm_90 (decode kernels launch without programmatic dependent launch there).
+template <class Rows>
+__device__ __forceinline__ void prefetch_block_start_to_l2(const DecodeParams& p, int b, int kv_head, int split,
+                                                           int row0, int rows_here, int tid) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if (!p.l2_prefetch) return;
+  constexpr int kQElementBytes = 2;  // Q is fp16 or bf16
+  for (int r = tid; r < rows_here; r += Rows::kThreads) {
+    const PackedRow at = packed_row(p, kv_head, row0 + r);
+    prefetch_lines_to_l2(static_cast<const char*>(p.q) + kQElementBytes * (b * p.q_batch_stride +
+                                                                            at.query * p.q_token_stride +
+                                                                            at.head * p.q_head_stride),
+                         kQElementBytes * Rows::kHeadDim);
+  }
+  if (tid == 0) {
+    prefetch_lines_to_l2(p.seq_lens + b, sizeof(int32_t));
+    if (p.keys_after != nullptr) prefetch_lines_to_l2(p.keys_after + b, sizeof(int32_t));
+  }
+  if (p.l2_prefetch_keys <= 0) return;
+  const int len = load_bypassing_l1(p.seq_lens + b);
+  if (len <= 0 || len > p.kv_capacity) return;
+  const int chunk = split_chunk_keys(len, p.num_splits, p.split_tokens, Rows::kBlockKeys);
+  const int lo = int(min(int64_t(len), int64_t(split) * chunk));
+  const int hi = min(min(len, lo + chunk), lo + p.l2_prefetch_keys);
+  constexpr int64_t kUnit = Rows::kStrideBytes;
+  const char* k = static_cast<const char*>(p.k) + kv_head * p.k_head_stride * kUnit;
+  const char* v = static_cast<const char*>(p.v) + kv_head * p.v_head_stride * kUnit;
+  for (int t = lo + tid; t < hi; t += Rows::kThreads) {
+    int64_t page = b;
+    int slot = t;
+    if (p.block_table != nullptr) {
+      const int entry = p.page_size.div(t);
+      const int id = load_bypassing_l1(p.block_table + b * p.block_table_batch_stride + entry);
+      if (id < 0 || id >= p.num_pages) continue;
+      page = id;
+      slot = t - entry * p.page_size.divisor;
+    }
+    prefetch_lines_to_l2(k + (page * p.k_page_stride + slot * p.k_token_stride) * kUnit, Rows::kKRowBytes);
+    prefetch_lines_to_l2(v + (page * p.v_page_stride + slot * p.v_token_stride) * kUnit, Rows::kVRowBytes);
+    if constexpr (Rows::kTokenScales) {
+      constexpr int kPairBytes = 4;  // fp16 (scale, min)
+      prefetch_lines_to_l2(static_cast<const uint16_t*>(p.k_scales) + page * p.k_scale_page_stride +
+                               kv_head * p.k_scale_head_stride + slot * p.k_scale_token_stride,
+                           kPairBytes);
+      prefetch_lines_to_l2(static_cast<const uint16_t*>(p.v_scales) + page * p.v_scale_page_stride +
+                               kv_head * p.v_scale_head_stride + slot * p.v_scale_token_stride,
+                           kPairBytes);
+    }
+  }
+#endif
+}
+
+}  // namespace splitkv::detail
