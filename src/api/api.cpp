@@ -210,7 +210,7 @@ Status run_decode(const Plan& plan, const DecodeTensors& t, void* workspace, siz
   p.causal = pr.causal;
   p.scale_log2 = g.scale_log2;
   p.l2_prefetch = plan.l2_prefetch;
-  p.l2_prefetch_keys = plan.l2_prefetch ? plan.l2_prefetch_keys : 0;
+  p.l2_prefetch_keys = plan.l2_prefetch_keys;  // read only with l2_prefetch
 
   if (caller_partials) {
     p.output = partial_rows(static_cast<float*>(t.partial_o.data), static_cast<float*>(t.partial_lse.data),

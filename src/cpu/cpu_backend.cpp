@@ -75,8 +75,8 @@ Status run_decode(const Plan& plan, const DecodeTensors& t) {
       bad_sequence[b] = 1;
       len = 0, after = 0;
     }
-    const int chunk = detail::split_chunk_keys(len, S, plan.split_tokens, plan.block_n);
-    const int lo = std::min(len, split * chunk), hi = std::min(len, lo + chunk);
+    const detail::SplitSpan span = detail::split_span(len, split, S, plan.split_tokens, plan.block_n);
+    const int lo = span.lo, hi = span.end;
     std::vector<float> k(size_t(len) * D), v(size_t(len) * D), q(D);
     for (int tok = lo; tok < hi; ++tok) {
       int64_t page = b, slot = tok;

@@ -2,6 +2,8 @@
 // the CPU backend and the reference, so they all split the same way.
 #pragma once
 
+#include <cstdint>
+
 #include "kernels/common/fast_divmod.hpp"
 #include "kernels/common/host_device.hpp"
 
@@ -19,6 +21,19 @@ SPLITKV_HD int split_chunk_keys(int len, const Splits& num_splits, int split_tok
   const int per_split = divide(len + divisor_of(num_splits) - 1, num_splits);
   const int rounded = (per_split + block_keys - 1) / block_keys * block_keys;
   return rounded > block_keys ? rounded : block_keys;
+}
+
+// Keys [lo, end) of split `split` of a sequence of `len` keys, before any causal limit (trailing
+// splits may be empty: lo = end = len).
+struct SplitSpan {
+  int lo, end;
+};
+template <class Splits>
+SPLITKV_HD SplitSpan split_span(int len, int split, const Splits& num_splits, int split_tokens, int block_keys) {
+  const int chunk = split_chunk_keys(len, num_splits, split_tokens, block_keys);
+  const int64_t start = int64_t(split) * chunk;
+  const int lo = start < len ? int(start) : len;
+  return SplitSpan{lo, lo + chunk < len ? lo + chunk : len};
 }
 
 }  // namespace splitkv::detail

@@ -33,10 +33,10 @@ __device__ __forceinline__ DecodeKeyRange decode_key_range(const DecodeParams& p
   r.after = p.keys_after != nullptr ? p.keys_after[b] : 0;
   r.bad_input = r.len < 0 || r.len > p.kv_capacity || r.after < 0;
   if (r.bad_input) r.len = 0, r.after = 0;
-  const int chunk = split_chunk_keys(r.len, p.num_splits, p.split_tokens, kBlockKeys);
-  r.lo = int(min(int64_t(r.len), int64_t(split) * chunk));
+  const SplitSpan span = split_span(r.len, split, p.num_splits, p.split_tokens, kBlockKeys);
+  r.lo = span.lo;
   const int last_query = p.group.div(row0 + rows_here - 1);
-  r.hi = min(min(r.len, r.lo + chunk), visible_shard_key_end(p.causal, p.q_len, r.len, r.after, last_query));
+  r.hi = min(span.end, visible_shard_key_end(p.causal, p.q_len, r.len, r.after, last_query));
   return r;
 }
 

@@ -9,10 +9,10 @@
 //    block's critical path, come from L2.
 //  * l2_prefetch_keys > 0: the block also reads its length early (bypassing L1: the same word is
 //    read again after the wait, and an L1 copy taken now could be stale then), works out its
-//    split's keys as decode_key_range will, and prefetches the first l2_prefetch_keys of its K and
-//    V rows (and a quantized cache's per-token scales). The planner asks for few keys or small
-//    whole splits only: a large prefetch of the next launch's keys queues ahead of the current
-//    launch's own reads (bench/NOTES.md, run 55).
+//    split's keys as decode_key_range will (split_span), and prefetches the first
+//    l2_prefetch_keys of its K and V rows (and a quantized cache's per-token scales). The planner
+//    asks for few keys or small whole splits only: larger prefetches measured slower (bench/NOTES.md,
+//    run 55).
 // A length or page id read early may be one the kernel ahead is about to change: that only aims
 // the prefetch at other lines, never at memory outside the cache (page ids outside the pool and
 // lengths outside [1, kv_capacity] prefetch nothing).
@@ -24,12 +24,6 @@
 #include "kernels/decode/decode_params.hpp"
 
 namespace splitkv::detail {
-
-__device__ __forceinline__ int load_bypassing_l1(const int32_t* src) {
-  int value;
-  asm volatile("ld.global.cg.s32 %0, [%1];" : "=r"(value) : "l"(src));
-  return value;
-}
 
 // Every 128-byte line of [row, row + bytes).
 __device__ __forceinline__ void prefetch_lines_to_l2(const void* row, int bytes) {
@@ -57,9 +51,9 @@ struct NativeCacheRows {
 
 // Called by every thread of the block before wait_for_prior_grids. With DecodeParams::l2_prefetch:
 // the Q rows [row0, row0 + rows_here) of the tile and the lines of the sequence's length (and
-// keys_after), no load needed; with
-// l2_prefetch_keys > 0 also the length itself (read early) and the split's first l2_prefetch_keys
-// keys. A no-op before sm_90 (decode kernels launch without programmatic dependent launch there).
+// keys_after), no load needed; with l2_prefetch_keys > 0 also the length itself (read early) and
+// the split's first l2_prefetch_keys keys. A no-op before sm_90 (decode kernels launch without
+// programmatic dependent launch there).
 template <class Rows>
 __device__ __forceinline__ void prefetch_block_start_to_l2(const DecodeParams& p, int b, int kv_head, int split,
                                                            int row0, int rows_here, int tid) {
@@ -78,20 +72,19 @@ __device__ __forceinline__ void prefetch_block_start_to_l2(const DecodeParams& p
     if (p.keys_after != nullptr) prefetch_lines_to_l2(p.keys_after + b, sizeof(int32_t));
   }
   if (p.l2_prefetch_keys <= 0) return;
-  const int len = load_bypassing_l1(p.seq_lens + b);
+  const int len = __ldcg(p.seq_lens + b);  // ld.global.cg: L2 only, no L1 copy
   if (len <= 0 || len > p.kv_capacity) return;
-  const int chunk = split_chunk_keys(len, p.num_splits, p.split_tokens, Rows::kBlockKeys);
-  const int lo = int(min(int64_t(len), int64_t(split) * chunk));
-  const int hi = min(min(len, lo + chunk), lo + p.l2_prefetch_keys);
+  const SplitSpan span = split_span(len, split, p.num_splits, p.split_tokens, Rows::kBlockKeys);
+  const int hi = min(span.end, span.lo + p.l2_prefetch_keys);
   constexpr int64_t kUnit = Rows::kStrideBytes;
   const char* k = static_cast<const char*>(p.k) + kv_head * p.k_head_stride * kUnit;
   const char* v = static_cast<const char*>(p.v) + kv_head * p.v_head_stride * kUnit;
-  for (int t = lo + tid; t < hi; t += Rows::kThreads) {
+  for (int t = span.lo + tid; t < hi; t += Rows::kThreads) {
     int64_t page = b;
     int slot = t;
     if (p.block_table != nullptr) {
       const int entry = p.page_size.div(t);
-      const int id = load_bypassing_l1(p.block_table + b * p.block_table_batch_stride + entry);
+      const int id = __ldcg(p.block_table + b * p.block_table_batch_stride + entry);
       if (id < 0 || id >= p.num_pages) continue;
       page = id;
       slot = t - entry * p.page_size.divisor;
