@@ -296,7 +296,8 @@ TEST(PrefillGpu, L2PrefetchBeforeTheWaitChangesNoBits) {
     if (gpu_test::device().cc_major < 9) GTEST_SKIP() << "prefill_sm90 needs sm_90";
     testing::PrefillCase c = testing::make_prefill_case(k.shape.spec);
     testing::DevicePrefillCase dev(c);
-    auto run = [&](bool l2_prefetch, int keys, Plan* plan) {
+    // The reference is computed once, for the run without the prefetch: the others must match its bits.
+    auto run = [&](bool l2_prefetch, int keys, Plan* plan, bool against_reference) {
       PlanOptions o;
       o.family = k.family;
       o.num_splits = k.num_splits;
@@ -310,17 +311,18 @@ TEST(PrefillGpu, L2PrefetchBeforeTheWaitChangesNoBits) {
       dev.upload_outputs(c);
       ASSERT_TRUE(run_prefill(*plan, dev.tensors, workspace.get(), workspace.bytes(), nullptr).ok());
       dev.download_outputs(c);
+      if (!against_reference) return;
       const testing::Comparison cmp = testing::check_prefill(c);
       EXPECT_TRUE(cmp.passed) << k.shape.name << " keys " << keys << ": " << cmp.summary();
     };
     Plan plan;
-    run(false, 0, &plan);
+    run(false, 0, &plan, true);
     if (!gpu_test::plan_compiled(plan)) continue;
     EXPECT_FALSE(plan.l2_prefetch) << k.shape.name;
     const std::vector<uint16_t> without = c.out;
     const std::vector<float> without_lse = c.lse;
     for (int keys : {0, -1, 16, 1 << 20}) {
-      run(true, keys, &plan);
+      run(true, keys, &plan, false);
       const int64_t blocks = int64_t(plan.grid[0]) * plan.grid[1] * plan.grid[2];
       const bool rule = plan.persistent_blocks == 0 && 2 * blocks <= int64_t(plan.device.sm_count) * plan.blocks_per_sm;
       EXPECT_EQ(plan.l2_prefetch, keys >= 0 || rule) << k.shape.name << " keys " << keys;
