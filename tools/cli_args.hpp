@@ -30,7 +30,7 @@ struct CliOptions {
   bool prefill_route = true;         // --no-prefill-route: speculative rows keep the decode kernels
   bool persistent_prefill = true;    // --no-persistent: prefill_sm90 launches one block per tile
   bool fused_combine = false;    // --fused-combine: each tile's last split block merges (decode)
-  bool l2_prefetch = true;       // --no-l2-prefetch: nothing prefetched into L2 before the PDL wait
+  bool l2_prefetch = true;       // --no-l2-prefetch: nothing prefetched into L2 before the PDL wait (decode)
   int l2_prefetch_keys = -1;     // --l2-prefetch-keys N: keys per block prefetched before the PDL wait (-1: rule)
   bool atomic_combine = false;   // --atomic-combine: splits add atomically, then normalize (decode)
   float atomic_reference_lse = 0.f;  // --atomic-reference-lse X

@@ -101,15 +101,12 @@ struct PlanOptions {
   // grid (Plan::persistent_blocks) when there are more tiles than SMs. False launches one block
   // per tile instead (same kernel).
   bool persistent_prefill = true;
-  // sm_90: before a block waits for the kernel ahead of it (programmatic dependent launch), it
-  // prefetches into L2 what it reads first after the wait. Decode: its Q rows and its sequence
-  // length's line (l2_prefetch), and maybe the first keys of its split (l2_prefetch_keys).
-  // Prefill on the prefill_sm90 families (and decode served by them): its first tile's Q rows and
-  // first l2_prefetch_keys keys, its lengths read early; by the rule only on grids that leave room
-  // for the next launch's blocks (not persistent, at most half the resident block slots).
-  // l2_prefetch_keys -1: the planner's rule (Plan::l2_prefetch_keys says what it chose); 0: none
-  // (prefill_sm90: Q rows only, on any grid); > 0: this many keys per block (needs l2_prefetch).
-  // Hints only: results are the same bits either way.
+  // Decode on sm_90: before a block waits for the kernel ahead of it (programmatic dependent
+  // launch), it prefetches its Q rows and its sequence length's line into L2 (l2_prefetch), and
+  // may prefetch the first keys of its split (l2_prefetch_keys), so that its first reads after the
+  // wait hit L2. l2_prefetch_keys -1: the planner's rule (Plan::l2_prefetch_keys says what it
+  // chose); 0: none; > 0: this many keys per block (needs l2_prefetch). Hints only: results are
+  // the same bits either way.
   bool l2_prefetch = true;
   int l2_prefetch_keys = -1;
 };
@@ -129,9 +126,8 @@ struct Plan {
   bool fused_combine = false;    // splits merged by each tile's last split block (see PlanOptions)
   bool atomic_combine = false;   // splits added atomically, then normalized (see PlanOptions)
   float atomic_reference_lse = 0.f;
-  // sm_90: what each block prefetches into L2 before its PDL wait (see PlanOptions): decode its Q
-  // rows and length's line and this many keys of its split (0: none); prefill_sm90 (l2_prefetch
-  // true) its first tile's Q rows and this many of its keys.
+  // Decode on sm_90: what each block prefetches into L2 before its PDL wait (see PlanOptions):
+  // its Q rows and length's line, and this many keys of its split (0: none).
   bool l2_prefetch = false;
   int l2_prefetch_keys = 0;
   // Prefill over a quantized KV cache (kv_cache with an FP8/INT8/INT4/K8V4 kv_format): run_prefill

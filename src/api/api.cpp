@@ -342,8 +342,6 @@ Status launch_prefill(const Plan& plan, const PrefillTensors& t, void* workspace
   } else if (plan.num_splits > 1) {
     p.output = partial_output(workspace, plan.num_splits, g.out_rows, pr.max_q_len, pr.num_q_heads, pr.head_dim);
   }
-  p.l2_prefetch = plan.l2_prefetch;
-  p.l2_prefetch_keys = plan.l2_prefetch_keys;
   detail::LaunchConfig config = launch_config(stream, plan.grid);
   config.persistent_blocks = plan.persistent_blocks;
   if (plan.dynamic_tiles) {

@@ -353,41 +353,6 @@ int l2_prefetch_keys(const DecodeProblem& problem, const PlanOptions& options, c
   return chunk <= plan::kL2PrefetchWholeSplitMaxKeys ? chunk : plan::kL2PrefetchLeadKeys;
 }
 
-Status check_l2_prefetch_options(const PlanOptions& options) {
-  if (options.l2_prefetch_keys < -1) {
-    return Status::invalid("options.l2_prefetch_keys", ">= -1 (-1 = the planner's rule, 0 = off)",
-                           std::to_string(options.l2_prefetch_keys));
-  }
-  if (!options.l2_prefetch && options.l2_prefetch_keys > 0) {
-    return Status::invalid("options.l2_prefetch_keys", "-1 or 0 when options.l2_prefetch is off",
-                           std::to_string(options.l2_prefetch_keys));
-  }
-  return Status::success();
-}
-
-// The prefill side of PlanOptions::l2_prefetch (prefill_sm90 families only; the blocks read their
-// first tile's lengths early, then prefetch its Q rows and first keys). By the rule (-1) only on
-// grids that are not persistent and fill at most half the resident block slots, so the next
-// launch's blocks are resident while this one runs (the decode route's grids, small chunked
-// prefills): elsewhere a block starts when an SM frees up and the early reads would sit on its
-// critical path. The rule's key count is one main-loop step of K and V.
-void plan_prefill_l2_prefetch(const PlanOptions& options, const DeviceInfo& device, Plan* p) {
-  const int index = registry::find_family(p->family);
-  if (!options.l2_prefetch || device.cc_major < 9 || index < 0 ||
-      registry::families()[index].arch != registry::Arch::kSm90a) {
-    return;
-  }
-  const int64_t blocks = int64_t(p->grid[0]) * p->grid[1] * p->grid[2];
-  const bool room_for_next_launch =
-      p->persistent_blocks == 0 && 2 * blocks <= int64_t(device.sm_count) * p->blocks_per_sm;
-  if (options.l2_prefetch_keys < 0 && !room_for_next_launch) return;
-  p->l2_prefetch = true;
-  p->l2_prefetch_keys = options.l2_prefetch_keys >= 0 ? options.l2_prefetch_keys : p->block_n;
-  p->note += "; blocks prefetch their first tile's Q rows" +
-             (p->l2_prefetch_keys > 0 ? " and " + std::to_string(p->l2_prefetch_keys) + " keys" : std::string()) +
-             " into L2 before the PDL wait";
-}
-
 // The argument names say which problem sizes make grid y and z.
 Status set_grid(const std::array<int64_t, 3>& grid, const char* y_argument, const char* z_argument, Plan* p) {
   for (int i = 1; i < 3; ++i) {
@@ -485,7 +450,14 @@ Status plan_decode(const DecodeProblem& problem, const DeviceInfo& device,
                    const PlanOptions& options, Plan* plan) {
   if (plan == nullptr) return Status::invalid("plan", "a non-null pointer", "nullptr");
   if (Status s = detail::validate_decode_problem(problem); !s) return s;
-  if (Status s = check_l2_prefetch_options(options); !s) return s;
+  if (options.l2_prefetch_keys < -1) {
+    return Status::invalid("options.l2_prefetch_keys", ">= -1 (-1 = the planner's rule, 0 = off)",
+                           std::to_string(options.l2_prefetch_keys));
+  }
+  if (!options.l2_prefetch && options.l2_prefetch_keys > 0) {
+    return Status::invalid("options.l2_prefetch_keys", "-1 or 0 when options.l2_prefetch is off",
+                           std::to_string(options.l2_prefetch_keys));
+  }
   // Packed query rows per KV head: a family with larger tiles serves KV heads with many rows.
   const int rows_per_kv = problem.q_len * (problem.num_q_heads / problem.num_kv_heads);
   for (const char* family : prefill_route_families(problem, rows_per_kv, device, options)) {
@@ -635,7 +607,6 @@ Status plan_prefill(const PrefillProblem& problem, const DeviceInfo& device,
   if (options.atomic_combine) {
     return Status::unsupported("options.atomic_combine", "the atomic combine is a decode option");
   }
-  if (Status s = check_l2_prefetch_options(options); !s) return s;
   const Strategy requested = options.strategy;
   Plan p;
   p.kind = Plan::Kind::kPrefill;
@@ -694,7 +665,6 @@ Status plan_prefill(const PrefillProblem& problem, const DeviceInfo& device,
   if (tile.persistent && options.persistent_prefill) {
     if (Status s = plan_persistent_grid(problem, device, &p); !s) return s;
   }
-  plan_prefill_l2_prefetch(options, device, &p);
   *plan = p;
   return Status::success();
 }

@@ -916,69 +916,6 @@ TEST(Planner, L2PrefetchBeforeThePdlWait) {
   EXPECT_NE(s.message().find("options.l2_prefetch"), std::string::npos) << s.message();
 }
 
-TEST(Planner, PrefillL2PrefetchOnGridsThatLeaveRoomForTheNextLaunch) {
-  // prefill_sm90 families: by the rule, only on grids that are not persistent and fill at most half
-  // the resident block slots (the next launch's blocks are then resident early); one main-loop
-  // step of keys. The decode route's grid (B=8 28/4 q_len 8: 128 blocks of two per SM) is one.
-  if (!compiled("prefill_sm90_gqa64", DType::kBF16, 128) || !compiled("prefill_sm90", DType::kBF16, 128)) {
-    GTEST_SKIP() << "this build lacks prefill_sm90 / prefill_sm90_gqa64 for bf16 at D=128";
-  }
-  DecodeProblem speculative = decode(8, 28, 4, 8192, 128, 8);
-  speculative.causal = true;
-  const Plan routed = plan_or_die(speculative);
-  ASSERT_TRUE(routed.decode_via_prefill) << routed.note;
-  EXPECT_TRUE(routed.l2_prefetch) << routed.note;
-  EXPECT_EQ(routed.l2_prefetch_keys, routed.block_n) << routed.note;
-  EXPECT_NE(routed.note.find("first tile's Q rows and 64 keys"), std::string::npos) << routed.note;
-  auto prefill_plan = [](const PrefillProblem& problem, const PlanOptions& o, const DeviceInfo& dev) {
-    Plan plan;
-    const Status s = plan_prefill(problem, dev, o, &plan);
-    EXPECT_TRUE(s.ok()) << s.message();
-    return plan;
-  };
-  const DeviceInfo h200 = DeviceInfo::h200();
-  PrefillProblem chunk = prefill(1, 2, 128, true);  // 2 heads x 1 query block, split to fill the SMs
-  chunk.max_kv_len = 32768;
-  const Plan filled = prefill_plan(chunk, {}, h200);
-  EXPECT_GT(int64_t(filled.grid[0]) * filled.grid[1] * filled.grid[2], h200.sm_count / 2);
-  EXPECT_FALSE(filled.l2_prefetch) << filled.note;
-  const Plan dense = prefill_plan(prefill(16, 16, 1024), {}, h200);  // persistent grid
-  ASSERT_GT(dense.persistent_blocks, 0);
-  EXPECT_FALSE(dense.l2_prefetch);
-  EXPECT_EQ(dense.l2_prefetch_keys, 0);
-  EXPECT_FALSE(prefill_plan(prefill(4, 16, 4096), {}, h200).l2_prefetch);
-  PlanOptions no_persistent;
-  no_persistent.persistent_prefill = false;
-  EXPECT_FALSE(prefill_plan(prefill(16, 16, 1024), no_persistent, h200).l2_prefetch);  // 128 blocks of one per SM
-  // The caller's count turns it on on any grid (0: Q rows only); off, sm_80 and prefill_mma: none.
-  PlanOptions q_rows;
-  q_rows.l2_prefetch_keys = 0;
-  const Plan dense_q = prefill_plan(prefill(16, 16, 1024), q_rows, h200);
-  EXPECT_TRUE(dense_q.l2_prefetch);
-  EXPECT_EQ(dense_q.l2_prefetch_keys, 0);
-  PlanOptions off;
-  off.l2_prefetch = false;
-  EXPECT_FALSE(plan_or_die(speculative, off).l2_prefetch);
-  DeviceInfo ampere = h200;
-  ampere.cc_major = 8;
-  EXPECT_FALSE(prefill_plan(chunk, q_rows, ampere).l2_prefetch);
-  PlanOptions mma = q_rows;
-  mma.family = "prefill_mma";
-  EXPECT_FALSE(prefill_plan(chunk, mma, h200).l2_prefetch);
-  // Bad values name the option, as for decode.
-  Plan plan;
-  PlanOptions bad;
-  bad.l2_prefetch_keys = -2;
-  Status s = plan_prefill(chunk, h200, bad, &plan);
-  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(s.message().find("options.l2_prefetch_keys"), std::string::npos) << s.message();
-  bad.l2_prefetch_keys = 16;
-  bad.l2_prefetch = false;
-  s = plan_prefill(chunk, h200, bad, &plan);
-  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(s.message().find("options.l2_prefetch"), std::string::npos) << s.message();
-}
-
 TEST(Planner, ShortRowsOnSmallGridsMergeInAClusterByDefault) {
   // B=1 32/8: 8 work units; 16-bit rows of <= 4096 keys take 8 splits merged in a cluster (run 44).
   const Plan short_row = plan_or_die(decode(1, 32, 8, 1024));

@@ -9,7 +9,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <string>
 #include <vector>
 
@@ -188,58 +187,6 @@ INSTANTIATE_TEST_SUITE_P(
         ChunkShape{"head_major_int4_page16", 16, 32, 8, 128, DType::kBF16, true, kRagged, kRaggedChunks, 0, "",
                    KvFormat::kInt4, true}),
     [](const ::testing::TestParamInfo<ChunkShape>& info) { return std::string(info.param.name); });
-
-// The L2 prefetch before the PDL wait (prefill_sm90 families) is a hint: off, Q rows only, the
-// planner's rule, a few keys and more keys than any tile give the same bits and match the
-// reference, over shuffled 16-token pages with NaN in the unused slots, pages of whole tiles with
-// splits, the 64-row packed tile on a speculative shape, a head-major contiguous cache, and a
-// quantized cache's dequantized copy (which the kernel ahead has just written).
-TEST(ChunkedPrefillGpu, L2PrefetchBeforeTheWaitChangesNoBits) {
-  const ChunkShape shapes[] = {
-      {"page16_causal", 16, 32, 8, 128, DType::kBF16, true, kRagged, kRaggedChunks, 0, "prefill_sm90"},
-      {"page128_splits", 128, 32, 8, 128, DType::kBF16, true, {4097, 700}, {256, 700}, 3, "prefill_sm90"},
-      {"page16_spec_splits_gqa64_28_4", 16, 28, 4, 128, DType::kBF16, true, {3000, 0, 129, 17, 700},
-       {8, 0, 8, 1, 5}, 3, "prefill_sm90_gqa64"},
-      {"head_major_contiguous_splits", 0, 28, 4, 128, DType::kBF16, true, {4097, 700}, {256, 700}, 3,
-       "prefill_sm90", KvFormat::kNative, true},
-      {"int4_page16", 16, 32, 8, 128, DType::kBF16, true, kRagged, kRaggedChunks, 0, "", KvFormat::kInt4},
-  };
-  for (const ChunkShape& s : shapes) {
-    SPLITKV_REQUIRE_GPU(s.dtype, s.head_dim);
-    if (gpu_test::device().cc_major < 9) GTEST_SKIP() << "prefill_sm90 needs sm_90";
-    ChunkCase c = make_case(s);
-    testing::DeviceChunkCase dev(c);
-    // The reference is computed once, for the run without the prefetch: the others must match its bits.
-    auto run = [&](bool l2_prefetch, int keys, Plan* plan, bool against_reference) {
-      PlanOptions options;
-      options.num_splits = s.num_splits;
-      options.family = s.family;
-      options.l2_prefetch = l2_prefetch;
-      options.l2_prefetch_keys = keys;
-      const Status planned = plan_prefill(c.problem, gpu_test::device(), options, plan);
-      ASSERT_TRUE(planned.ok()) << planned.message();
-      testing::poison_outputs(c);
-      dev.upload_outputs(c);
-      const Status ran = run_chunk(*plan, c, dev);
-      ASSERT_TRUE(ran.ok()) << ran.message();
-      if (!against_reference) return;
-      const testing::Comparison cmp = testing::check_chunk(c);
-      EXPECT_TRUE(cmp.passed) << s.name << " keys " << keys << ": " << cmp.summary();
-    };
-    Plan plan;
-    run(false, 0, &plan, true);
-    if (!gpu_test::plan_compiled(plan)) continue;
-    const std::vector<uint16_t> without = c.out;
-    const std::vector<float> without_lse = c.lse;
-    for (int keys : {0, -1, 16, 1 << 20}) {
-      run(true, keys, &plan, false);
-      EXPECT_TRUE(plan.l2_prefetch || keys < 0) << s.name << " keys " << keys << " (" << plan.family << ")";
-      EXPECT_EQ(c.out, without) << s.name << " keys " << keys;
-      EXPECT_EQ(std::memcmp(c.lse.data(), without_lse.data(), c.lse.size() * sizeof(float)), 0)
-          << s.name << " keys " << keys;
-    }
-  }
-}
 
 // A page id outside the pool (no host copy to catch it) poisons that sequence's rows only, for a
 // 16-bit cache read in 16-key boxes or in whole-tile pages, and for a quantized one (whose

@@ -1,7 +1,6 @@
 // Prefill kernel families (default, split-KV, split-V, two-pass, independent K/V tiles on mma.sync and
 // on wgmma) against the fp64 reference, with the tolerance rule of docs/BENCHMARKING.md.
 #include <cmath>
-#include <cstring>
 #include <string>
 #include <vector>
 
@@ -269,66 +268,6 @@ TEST(PrefillGpu, PersistentGridOfFewBlocksWalksEveryTile) {
       ASSERT_TRUE(run_prefill(plain, dev.tensors, plain_workspace.get(), plain_workspace.bytes(), nullptr).ok());
       dev.download_outputs(c);
       EXPECT_EQ(first, c.out) << k.shape.name << ": one block per tile differs from the persistent grid";
-    }
-  }
-}
-
-// The L2 prefetch before the PDL wait (prefill_sm90 families) is a hint: off, Q rows only, the
-// planner's rule, a few keys and more keys than any tile give the same bits and match the
-// reference, on varlen and padded token tensors, split or not, GQA-packed tiles, and a persistent
-// grid (where the rule leaves it off and an explicit count turns it on).
-TEST(PrefillGpu, L2PrefetchBeforeTheWaitChangesNoBits) {
-  struct Case {
-    PrefillShape shape;
-    const char* family;
-    int num_splits;
-  };
-  const Case cases[] = {
-      {varlen("ragged_causal", 8, 2, {1, 64, 129, 0, 250}, {1, 200, 129, 7, 250}, true), "prefill_sm90", 0},
-      {padded("causal_splits", 1, 8, 2, 300, 1500, true), "prefill_sm90", 3},
-      {padded("gqa_packed_chunk", 2, 32, 8, 20, 900, true), "prefill_sm90_gqa", 0},
-      {padded("gqa64_spec_splits", 3, 28, 4, 8, 2000, true), "prefill_sm90_gqa64", 4},
-      {padded("persistent_uniform", 4, 16, 16, 1000, 1000, false), "prefill_sm90", 0},
-  };
-  for (const Case& k : cases) {
-    const PrefillProblem& problem = k.shape.spec.problem;
-    if (!gpu_test::compiled(problem.dtype, problem.head_dim) || !testing::gpu_available()) continue;
-    if (gpu_test::device().cc_major < 9) GTEST_SKIP() << "prefill_sm90 needs sm_90";
-    testing::PrefillCase c = testing::make_prefill_case(k.shape.spec);
-    testing::DevicePrefillCase dev(c);
-    // The reference is computed once, for the run without the prefetch: the others must match its bits.
-    auto run = [&](bool l2_prefetch, int keys, Plan* plan, bool against_reference) {
-      PlanOptions o;
-      o.family = k.family;
-      o.num_splits = k.num_splits;
-      if (k.num_splits > 1) o.strategy = Strategy::kSplitKV;
-      o.l2_prefetch = l2_prefetch;
-      o.l2_prefetch_keys = keys;
-      const Status planned = plan_prefill(problem, gpu_test::device(), o, plan);
-      ASSERT_TRUE(planned.ok()) << planned.message();
-      DeviceBuffer workspace = gpu_test::poisoned_workspace(plan->workspace_bytes);
-      testing::poison_outputs(c);
-      dev.upload_outputs(c);
-      ASSERT_TRUE(run_prefill(*plan, dev.tensors, workspace.get(), workspace.bytes(), nullptr).ok());
-      dev.download_outputs(c);
-      if (!against_reference) return;
-      const testing::Comparison cmp = testing::check_prefill(c);
-      EXPECT_TRUE(cmp.passed) << k.shape.name << " keys " << keys << ": " << cmp.summary();
-    };
-    Plan plan;
-    run(false, 0, &plan, true);
-    if (!gpu_test::plan_compiled(plan)) continue;
-    EXPECT_FALSE(plan.l2_prefetch) << k.shape.name;
-    const std::vector<uint16_t> without = c.out;
-    const std::vector<float> without_lse = c.lse;
-    for (int keys : {0, -1, 16, 1 << 20}) {
-      run(true, keys, &plan, false);
-      const int64_t blocks = int64_t(plan.grid[0]) * plan.grid[1] * plan.grid[2];
-      const bool rule = plan.persistent_blocks == 0 && 2 * blocks <= int64_t(plan.device.sm_count) * plan.blocks_per_sm;
-      EXPECT_EQ(plan.l2_prefetch, keys >= 0 || rule) << k.shape.name << " keys " << keys;
-      EXPECT_EQ(c.out, without) << k.shape.name << " keys " << keys;
-      EXPECT_EQ(std::memcmp(c.lse.data(), without_lse.data(), c.lse.size() * sizeof(float)), 0)
-          << k.shape.name << " keys " << keys;
     }
   }
 }

@@ -20,11 +20,19 @@
 
 #include <cstdint>
 
-#include "kernels/common/l2_prefetch_lines.cuh"
 #include "kernels/common/split_rule.hpp"
 #include "kernels/decode/decode_params.hpp"
 
 namespace splitkv::detail {
+
+// Every 128-byte line of [row, row + bytes).
+__device__ __forceinline__ void prefetch_lines_to_l2(const void* row, int bytes) {
+  const uintptr_t first = reinterpret_cast<uintptr_t>(row) & ~uintptr_t(127);
+  const uintptr_t last = (reinterpret_cast<uintptr_t>(row) + bytes - 1) & ~uintptr_t(127);
+  for (uintptr_t line = first; line <= last; line += 128) {
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(line));
+  }
+}
 
 // What the prefetch needs to know of a kernel's cache (the quantized-cache traits have these names;
 // NativeCacheRows gives them for decode_mma's): kHeadDim, kBlockKeys, kThreads; a key's K and V

@@ -22,34 +22,23 @@ struct PrefillSequence {
   bool bad = false;
 };
 
-// How the prefill kernels read the lengths and offsets (PlainReads); the L2 prefetch before the
-// programmatic-dependent-launch wait reads them with L2OnlyReads (ld.global.cg, no L1 copy: the
-// same words are read again after the wait, when an L1 copy taken early could be stale).
-struct PlainReads {
-  __device__ __forceinline__ int32_t operator()(const int32_t* word) const { return *word; }
-};
-struct L2OnlyReads {
-  __device__ __forceinline__ int32_t operator()(const int32_t* word) const { return __ldcg(word); }
-};
-
-template <class Read = PlainReads>
-__device__ __forceinline__ PrefillSequence resolve_sequence(const PrefillParams& p, int b, Read read = {}) {
+__device__ __forceinline__ PrefillSequence resolve_sequence(const PrefillParams& p, int b) {
   PrefillSequence s;
   if (p.cu_seqlens_q == nullptr) {
     s.q_len = p.max_q_len;
   } else {
-    const int64_t q0 = read(p.cu_seqlens_q + b), q1 = read(p.cu_seqlens_q + b + 1);
+    const int64_t q0 = p.cu_seqlens_q[b], q1 = p.cu_seqlens_q[b + 1];
     s.bad = q0 < 0 || q1 < q0 || q1 > p.total_q || q1 - q0 > p.max_q_len;
     s.q_begin = min(max(q0, int64_t(0)), p.total_q);
     s.q_len = int(min(max(q1 - s.q_begin, int64_t(0)), min(int64_t(p.max_q_len), p.total_q - s.q_begin)));
   }
   int64_t k0 = 0, k1 = p.max_kv_len;  // padded K/V tokens
   if (p.cache_seq_lens != nullptr) {  // a decode cache: the sequence's first seq_lens[b] tokens
-    k1 = read(p.cache_seq_lens + b);
+    k1 = p.cache_seq_lens[b];
     s.bad |= k1 < 0 || k1 > p.max_kv_len;
   } else if (p.cu_seqlens_k != nullptr) {  // varlen K/V tokens
-    k0 = read(p.cu_seqlens_k + b);
-    k1 = read(p.cu_seqlens_k + b + 1);
+    k0 = p.cu_seqlens_k[b];
+    k1 = p.cu_seqlens_k[b + 1];
     s.bad |= k0 < 0 || k1 < k0 || k1 > p.total_k || k1 - k0 > p.max_kv_len;
   }
   s.k_begin = s.bad ? 0 : k0;
@@ -118,16 +107,15 @@ struct PrefillBlock {
 
   // The tile at (x, hq, z) of a grid (tiles_m, Hq, batch x splits), without init()'s page check;
   // false when its sequence has no rows there.
-  template <class Read = PlainReads>
   __device__ __forceinline__ bool init_tile(const PrefillParams& p, int block_m, int block_n, int x, int tiles_m,
-                                            int hq_, int z, Read read = {}) {
+                                            int hq_, int z) {
     // Causal: the last query blocks see the most keys; launching them first shortens the tail.
     const int m_block = p.causal ? tiles_m - 1 - x : x;
     hq = hq_;
     b = z / p.num_splits;
     split = z % p.num_splits;
     kv_head = hq / p.group;
-    seq = resolve_sequence(p, b, read);
+    seq = resolve_sequence(p, b);
     row0 = m_block * block_m;
     if (row0 >= seq.q_len) return false;
     rows_here = min(block_m, seq.q_len - row0);

@@ -57,12 +57,6 @@ struct PrefillParams {
   // heads of one KV head with pack_queries queries each, and the grid is (tiles_m, Hkv, batch x
   // splits). 0: a tile holds one query head's queries, the grid (tiles_m, Hq, batch x splits).
   int pack_queries;
-
-  // prefill_sm90 on sm_90: before its programmatic-dependent-launch wait a block prefetches into L2
-  // its first tile's Q rows (l2_prefetch; the tile's lengths read early) and the first
-  // l2_prefetch_keys keys of that tile's K and V (prefill_sm90/l2_prefetch_tile.cuh). Hints only.
-  bool l2_prefetch;
-  int l2_prefetch_keys;
 };
 
 }  // namespace splitkv::detail

@@ -41,7 +41,6 @@
 #include "kernels/common/pdl.cuh"
 #include "kernels/common/wgmma.cuh"
 #include "kernels/prefill/prefill_common.cuh"
-#include "kernels/prefill_sm90/l2_prefetch_tile.cuh"
 #include "kernels/prefill_sm90/prefill_sm90_traits.cuh"
 #include "kernels/prefill_sm90/smem_epilogue.cuh"
 #include "kernels/prefill_sm90/tile_schedule.cuh"
@@ -544,13 +543,11 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kBlocksPerSm)
   char* smem_base = reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
   auto& smem = *reinterpret_cast<typename Traits::SharedStorage*>(smem_base);
 
-  // Until wait_for_prior_grids, overlapping the previous kernel's tail, only what needs no result of
-  // it: the barriers, the prefetch of the TMA descriptors (kernel parameters) and, where the plan
-  // asks for it, the L2 prefetch of the first tile's Q and first keys (l2_prefetch_tile.cuh).
+  // Until wait_for_prior_grids, only what reads no global memory: the barriers and the prefetch of
+  // the TMA descriptors (kernel parameters), overlapping the previous kernel's tail.
   const TileSchedule<Traits::kPackGqa> schedule(p);
   const int warpgroup = cutlass::canonical_warp_group_idx();
   if (threadIdx.x == 0) prefetch_tma_descriptors(params);
-  prefetch_first_tile_to_l2<Traits>(p, schedule);
 
   typename Pipeline::Params pipeline_params;
   pipeline_params.transaction_bytes = Traits::kStageBytes;

@@ -49,17 +49,16 @@ struct TileSchedule {
   // A packed tile's blk.hq is the first of its query heads and blk.row0 its first query.
   // No page check: the kernel's producer checks the page ids it reads and tells the consumers (a
   // block-wide check would need both roles at one barrier).
-  // `read` reads the lengths (PlainReads; the L2 prefetch before the PDL wait passes L2OnlyReads).
-  template <class Element, class Read = PlainReads>
+  template <class Element>
   __device__ __forceinline__ static bool locate(PrefillBlock<Element>& blk, const PrefillParams& p, int tile,
-                                                int block_m, int block_n, Read read = {}) {
+                                                int block_m, int block_n) {
     const int x = tile % p.tiles_m;
     const int heads_and_z = tile / p.tiles_m;
     const int head = heads_and_z % grid_heads(p);
     if constexpr (kPacked) {
-      return blk.init_tile(p, p.pack_queries, block_n, x, p.tiles_m, head * p.group, heads_and_z / grid_heads(p), read);
+      return blk.init_tile(p, p.pack_queries, block_n, x, p.tiles_m, head * p.group, heads_and_z / grid_heads(p));
     }
-    return blk.init_tile(p, block_m, block_n, x, p.tiles_m, head, heads_and_z / grid_heads(p), read);
+    return blk.init_tile(p, block_m, block_n, x, p.tiles_m, head, heads_and_z / grid_heads(p));
   }
 
   // The (query head, query) of each row of blk's tile.
