@@ -189,6 +189,7 @@ def prefill_targets(c, tflops, cudnn_us, flash_us, us):
 
 def merge_prefill(ours, peers):
     by_key = {key(r["case"]): r for r in peers.get("rows", [])}
+    with_cutlass = any("cutlass" in r for r in peers.get("rows", []))
     rows, lines = [], []
     for r in ours["rows"]:
         c = r["case"]
@@ -211,15 +212,25 @@ def merge_prefill(ours, peers):
                      f"{'yes' if c['causal'] else 'no'} | {kv_source(c)} | {family} | {tflops:.0f} | "
                      f"{fmt(tf(cudnn_us), '.0f')} | {fmt(tf(flash_us), '.0f')} | {fmt(ratio(cudnn_us, r['us']), '.2f')} | "
                      f"{fmt(ratio(flash_us, r['us']), '.2f')} | {row['targets']} | {'; '.join(notes)} |")
-    header = ("| B | Hq/Hkv | Lq | Lk | D | dtype | causal | KV | family | splitkv TFLOP/s | cuDNN TFLOP/s "
-              "| flash TFLOP/s | × cuDNN | × flash | targets | notes |\n"
-              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+        if with_cutlass:  # the CUTLASS example's best kernel on the row, before the targets
+            cutlass_us = peer.get("cutlass_us")
+            cells = lines[-1].split(" | ")
+            cells[14:14] = [fmt(tf(cutlass_us), ".0f"), fmt(ratio(cutlass_us, r["us"]), ".2f")]
+            lines[-1] = " | ".join(cells)
+    columns = ["B", "Hq/Hkv", "Lq", "Lk", "D", "dtype", "causal", "KV", "family", "splitkv TFLOP/s", "cuDNN TFLOP/s",
+               "flash TFLOP/s", "× cuDNN", "× flash", "targets", "notes"]
+    if with_cutlass:
+        columns[14:14] = ["CUTLASS ex.88 TFLOP/s", "× CUTLASS"]
+    header = "| " + " | ".join(columns) + " |\n|" + "---|" * len(columns)
     note = ("Prefill, default strategy. Causal masks aligned bottom-right; chunked rows (Lq < Lk) are a chunk of Lq "
             "queries after Lk - Lq prefix tokens, and their FLOPs count the visible (query, key) pairs. KV: '-' K/V "
             "token tensors; 'cache' / 'page 16' one call over a KV cache that holds the prefix and the chunk, "
             "contiguous / paged (shuffled block table). The peers run contiguous token tensors (a cache row gets "
             "the peers' times of its shape) and, on chunked rows, the mask named in the notes. CUDA-graph replays, "
             "inputs rotated over >= 1 GiB; peers timed the same way.")
+    if with_cutlass:
+        note += (" CUTLASS ex.88: the fastest of the CUTLASS Hopper FMHA example's forward kernels for the head dim "
+                 "(bench/cutlass_peer), timed the same way, on the dense rows with one KV head per query head.")
     return rows, header, lines, note
 
 
@@ -304,6 +315,7 @@ def main():
     parser.add_argument("--suite", choices=["decode", "prefill", "strategies", "quant"], required=True)
     parser.add_argument("--ours", required=True)
     parser.add_argument("--peers")
+    parser.add_argument("--cutlass", help="prefill: splitkv_cutlass_peer's JSON, joined into the peers' rows")
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
     with open(args.ours) as f:
@@ -312,6 +324,14 @@ def main():
     if args.peers and os.path.exists(args.peers):
         with open(args.peers) as f:
             peers = json.load(f)
+    if args.cutlass and os.path.exists(args.cutlass):
+        with open(args.cutlass) as f:
+            by_key = {key(r["case"]): r for r in peers["rows"]}
+            for r in json.load(f)["rows"]:
+                if key(r["case"]) in by_key:
+                    by_key[key(r["case"])]["cutlass"] = r["cutlass"]
+                else:
+                    peers["rows"].append(r)
     if args.suite == "decode":
         rows, header, lines, note = merge_decode(ours, peers)
     elif args.suite == "prefill":

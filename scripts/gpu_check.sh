@@ -8,7 +8,9 @@
 #                   decodeatomic (the same with --atomic-combine: decode-atomic.json),
 #                   python (tests/python/gpu_run.sh: its own build, the torch tests, the overhead bench),
 #                   dist (splitkv::dist: tests and the multi-GPU benchmark, one process per GPU),
-#                   profile (ncu over one `splitkv bench` shape: SPLITKV_PROFILE_ARGS, SPLITKV_PROFILE_KERNEL)
+#                   profile (ncu over one `splitkv bench` shape: SPLITKV_PROFILE_ARGS, SPLITKV_PROFILE_KERNEL),
+#                   cutlasspeer (the CUTLASS Hopper FMHA example timed on the prefill suite's dense rows,
+#                   bench/cutlass_peer; needs its headers: scripts/device_deps.sh; joined into the prefill table)
 #                   (default: build,test,decode)
 #   SPLITKV_PREBUILT  a build directory made elsewhere (splitkv, tests/splitkv_gpu_tests): no build
 #   SPLITKV_CMAKE_ARGS  extra configure arguments, e.g. "-DSPLITKV_HEAD_DIMS=128 -DSPLITKV_DTYPES=bf16"
@@ -44,7 +46,8 @@ if [[ -z "${SPLITKV_PREBUILT:-}" ]] && has build; then
   # shellcheck disable=SC2086
   cmake -S . -B build-gpu -G Ninja -DCMAKE_CUDA_ARCHITECTURES=90a -DCMAKE_BUILD_TYPE=Release ${SPLITKV_CMAKE_ARGS:-} \
     >"$WORK/configure.log" 2>&1 \
-    && ninja -C build-gpu -j16 splitkv_cli splitkv_gpu_tests >"$OUT/build.log" 2>&1
+    && ninja -C build-gpu -j16 splitkv_cli splitkv_gpu_tests $(has cutlasspeer && echo splitkv_cutlass_peer) \
+      >"$OUT/build.log" 2>&1
   rc=$?
   summary+=("build: rc=$rc in $(( $(date +%s) - start )) s")
   if [[ $rc -ne 0 ]]; then
@@ -124,10 +127,18 @@ if has decodeatomic; then
   run_suite decode-atomic --suite decode --atomic-combine
   cp "$WORK/decode-atomic-ours.json" "$OUT/decode-atomic.json" 2>/dev/null
 fi
+cutlass_args=()
+if has cutlasspeer; then
+  guard "$BIN/splitkv_cutlass_peer" --json "$WORK/prefill-cutlass.json" >"$WORK/cutlass-peer.log" 2>&1
+  summary+=("cutlass peer: rc=$?")
+  cat "$WORK/cutlass-peer.log" >>"$OUT/bench.log"
+  cp "$WORK/prefill-cutlass.json" "$OUT/" 2>/dev/null && cutlass_args=(--cutlass "$WORK/prefill-cutlass.json")
+fi
 if has prefill; then
   run_suite prefill --suite prefill
   guard python3 bench/peers.py --suite prefill --json "$WORK/prefill-peers.json" >>"$OUT/bench.log" 2>&1
-  python3 bench/merge_results.py --suite prefill --ours "$WORK/prefill-ours.json" --peers "$WORK/prefill-peers.json" --out "$OUT"
+  python3 bench/merge_results.py --suite prefill --ours "$WORK/prefill-ours.json" --peers "$WORK/prefill-peers.json" \
+    "${cutlass_args[@]}" --out "$OUT"
 fi
 if has quant; then
   run_suite quant --suite quant
