@@ -70,10 +70,9 @@ struct KeyRange {
 __device__ __forceinline__ KeyRange key_range(const PrefillParams& p, const PrefillSequence& s, int split,
                                               int row0, int rows, int block_n) {
   KeyRange r;
-  const int chunk = split_chunk_keys(s.k_len, p.num_splits, 0, block_n);
-  r.lo = int(min(int64_t(s.k_len), int64_t(split) * chunk));
-  r.hi = min(s.k_len, r.lo + chunk);
-  r.hi = min(r.hi, visible_key_end(p.causal, s.q_len, s.k_len, row0 + rows - 1));
+  const SplitSpan span = split_span(s.k_len, split, p.num_splits, 0, block_n);
+  r.lo = span.lo;
+  r.hi = min(span.end, visible_key_end(p.causal, s.q_len, s.k_len, row0 + rows - 1));
   r.mask_from = min(r.hi, visible_key_end(p.causal, s.q_len, s.k_len, row0));
   return r;
 }
