@@ -6,8 +6,9 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 B=build-full
+mkdir -p $B && tar -xJf build-carry/bins.tar.xz -C $B
 SPLITKV_PREBUILT=$B SPLITKV_STEPS=test,sanitize,cutlasspeer,prefill SPLITKV_COMMIT=${COMMIT:-unknown} \
-  SPLITKV_TEST_FILTER='*Prefill*plit*:*Chunk*plit*:*prefill*plit*:*chunk*plit*' \
+  SPLITKV_TEST_FILTER='*PrefillVsReference*sm90*splitkv:*PrefillVsReference*/*_mma_splitkv:*Chunk*splits*:PrefillGpu.*' \
   SPLITKV_SANITIZE_FILTER='*contiguous_splits:*page16_splits:*len1000_sm90_splitkv:*causal_square_1000_sm90_splitkv' \
   SPLITKV_STEP_TIMEOUT=240 bash scripts/gpu_check.sh > "$OUT/gpu_check.txt" 2>&1
 tail -60 "$OUT/gpu_check.txt"
