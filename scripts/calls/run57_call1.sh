@@ -10,8 +10,8 @@ mkdir -p $B && tar -xJf build-carry/bins.tar.xz -C $B
 SPLITKV_PREBUILT=$B SPLITKV_STEPS=test,sanitize,cutlasspeer,prefill SPLITKV_COMMIT=${COMMIT:-unknown} \
   SPLITKV_TEST_FILTER='*PrefillVsReference*sm90*splitkv:*PrefillVsReference*/*_mma_splitkv:*Chunk*splits*:PrefillGpu.*' \
   SPLITKV_SANITIZE_FILTER='*contiguous_splits:*page16_splits:*len1000_sm90_splitkv:*causal_square_1000_sm90_splitkv' \
-  SPLITKV_STEP_TIMEOUT=240 bash scripts/gpu_check.sh > "$OUT/gpu_check.txt" 2>&1
-tail -60 "$OUT/gpu_check.txt"
+  SPLITKV_STEP_TIMEOUT=240 bash scripts/gpu_check.sh > /tmp/gpu_check.txt 2>&1
+sed -n '/==== summary/,/^| B /p' /tmp/gpu_check.txt
 echo "==== quantized B=1 1k split sweep ===="
 for fmt in bf16 int8 int4; do
   for s in "" "--splits 16" "--splits 16 --no-auto-cluster" "--splits 8 --no-auto-cluster"; do
