@@ -10,7 +10,7 @@ cd "$(dirname "$0")/../.."
 mkdir -p build-full build-exp
 tar -xJf build-carry/bins.tar.xz -C build-full && tar -xJf build-carry/exp.tar.xz -C build-exp
 T=240
-timeout -k 5 $T build-full/tests/splitkv_gpu_tests --gtest_filter='*gqa64*' > "$OUT/gpu_tests.log" 2>&1
+timeout -k 5 $T build-full/tests/splitkv_gpu_tests --gtest_filter='*PrefillVsReference*hd64*gqa64*' > "$OUT/gpu_tests.log" 2>&1
 echo "gqa64 tests: rc=$? $(grep -E '^\[  (PASSED|FAILED)' "$OUT/gpu_tests.log" | tr '\n' ' ')"
 grep -E '^\[  FAILED' "$OUT/gpu_tests.log" | head
 timeout -k 5 $T compute-sanitizer --tool memcheck --error-exitcode 9 build-full/tests/splitkv_gpu_tests \
@@ -26,16 +26,10 @@ AB_OUT="$OUT/ab-gqa64.txt" bash scripts/ab.sh build-full/splitkv /tmp/splitkv-gq
   "$P -b 4 --hq 12 --hkv 12 --lq 1024 --lk 1024 -d 64 --dtype fp16" \
   "$P -b 4 --hq 12 --hkv 12 --lq 2048 --lk 2048 -d 64 --dtype fp16" \
   "$P -b 4 --hq 12 --hkv 12 --lq 4096 --lk 4096 -d 64 --dtype fp16" \
-  "$P -b 16 --hq 16 --hkv 16 --lq 1024 --lk 1024 -d 128" \
-  "$P -b 16 --hq 16 --hkv 16 --lq 1024 --lk 1024 -d 128 --causal" | grep -v '^[0-9]'
+  "$P -b 16 --hq 16 --hkv 16 --lq 1024 --lk 1024 -d 128" | grep -v '^[0-9]'
 echo "==== no turns (new) against main (old), D=128 bf16 ===="
 AB_OUT="$OUT/ab-noturns.txt" bash scripts/ab.sh build-full/splitkv build-exp/splitkv 2 -- \
   "$P -b 16 --hq 16 --hkv 16 --lq 1024 --lk 1024" "$P -b 4 --hq 16 --hkv 16 --lq 4096 --lk 4096" \
-  "$P -b 1 --hq 16 --hkv 16 --lq 16384 --lk 16384" "$P -b 16 --hq 16 --hkv 16 --lq 1024 --lk 1024 --causal" \
-  "$P -b 4 --hq 16 --hkv 16 --lq 4096 --lk 4096 --causal" "$P -b 1 --hq 16 --hkv 16 --lq 16384 --lk 16384 --causal" \
-  "$P -b 4 --hq 32 --hkv 8 --lq 4096 --lk 4096 --causal" "$P -b 1 --hq 32 --hkv 8 --lq 1024 --lk 33792 --causal" \
-  | grep -v '^[0-9]'
-echo "==== D=256: the 128x64 tile (new) against n80 (old) ===="
-AB_OUT="$OUT/ab-d256.txt" bash scripts/ab.sh build-full/splitkv /tmp/splitkv-d256-128x64 2 -- \
-  "$P -b 4 --hq 16 --hkv 16 --lq 4096 --lk 4096 -d 256" "$P -b 4 --hq 16 --hkv 16 --lq 4096 --lk 4096 -d 256 --causal" \
+  "$P -b 1 --hq 16 --hkv 16 --lq 16384 --lk 16384" "$P -b 4 --hq 16 --hkv 16 --lq 4096 --lk 4096 --causal" \
+  "$P -b 4 --hq 32 --hkv 8 --lq 4096 --lk 4096 --causal" \
   | grep -v '^[0-9]'
