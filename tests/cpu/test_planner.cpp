@@ -8,7 +8,6 @@
 #include "kernels/tile_table.hpp"
 #include "plan/split_heuristic.hpp"
 #include "plan/workspace_layout.hpp"
-#include "registry/registry.hpp"
 #include "splitkv/splitkv.hpp"
 
 namespace splitkv {
@@ -389,8 +388,7 @@ TEST(Planner, HopperIndependentKvTilesAreAFamilyByName) {
 
 TEST(Planner, SixtyFourRowPackedTilesAreAFamilyByName) {
   // prefill_sm90_gqa64: a KV head's query heads in 64 rows (28/4: 7 heads x 8 queries), 64-key
-  // tiles (128 at D=64), one consumer warpgroup, small enough for two blocks per SM; D=64 and 128,
-  // groups of <= 8.
+  // tiles, one consumer warpgroup, small enough for two blocks per SM; D=128, groups of <= 8.
   PlanOptions o;
   o.family = "prefill_sm90_gqa64";
   PrefillProblem spec = prefill(8, 28, 8, true);  // 8 speculative queries after 8k keys
@@ -422,19 +420,9 @@ TEST(Planner, SixtyFourRowPackedTilesAreAFamilyByName) {
   EXPECT_EQ(s.argument(), "options.family");
   EXPECT_NE(s.message().find("prefill_sm90_gqa64 packs at most 8 query heads per KV head"), std::string::npos)
       << s.message();
-  PrefillProblem d64 = spec;  // the dense D=64 tile shape: 64 queries x 128 keys
+  PrefillProblem d64 = spec;
   d64.head_dim = 64;
-  if (registry::find_instance(registry::find_family("prefill_sm90_gqa64"), d64.dtype, 64, KvFormat::kNative) >= 0) {
-    ASSERT_TRUE(plan_prefill(d64, DeviceInfo::h200(), o, &plan).ok());
-    EXPECT_EQ(plan.block_m, 64);
-    EXPECT_EQ(plan.block_n, 128);
-    EXPECT_EQ(plan.blocks_per_sm, 2);
-  }
-  constexpr tiles::PrefillSm90Tile t64 = tiles::prefill_sm90_tile(64, tiles::PrefillSm90Variant::kGqa64);
-  static_assert(t64.block_n == 128 && 2 * (t64.smem_bytes() + 1024) <= 228 * 1024, "two blocks per SM at D=64");
-  PrefillProblem d256 = spec;
-  d256.head_dim = 256;
-  s = plan_prefill(d256, DeviceInfo::h200(), o, &plan);
+  s = plan_prefill(d64, DeviceInfo::h200(), o, &plan);
   EXPECT_EQ(s.code(), StatusCode::kUnsupported);
   EXPECT_EQ(s.argument(), "head_dim") << s.message();
 }
