@@ -258,7 +258,7 @@ enum class PrefillSm90Variant {
   kTwoPass,  // prefill_sm90_twopass: the default tile run as the two-pass strategy (statistics, then output)
   kPackGqa,  // prefill_sm90_gqa: the default tile holding the query heads of one KV head (GQA packing)
   kV64,      // prefill_sm90_v64 (D=128): 128-key K tiles, 64-key V tiles (independent K and V tile shapes)
-  kGqa64,    // prefill_sm90_gqa64 (D=64, 128): one consumer, 64 packed rows x 64 keys (128 at D=64), two blocks per SM
+  kGqa64,    // prefill_sm90_gqa64 (D=128): one consumer, 64 packed rows x 64 keys, two blocks per SM
 };
 // Why kGqa64: speculative decoding and short chunks pack a KV head's q_len x group rows (28/4 heads,
 // q_len 8: 56) into a tile; the 128-row packed tile pads them to 128 and runs every product on the
@@ -284,8 +284,7 @@ constexpr PrefillSm90Tile prefill_sm90_tile(int head_dim, PrefillSm90Variant var
     case PrefillSm90Variant::kV64:  // the default's ring memory in 10 stages of 16 KB (D=128)
       return PrefillSm90Tile{head_dim, 128, 128, 10, 2, 2, 64};
     case PrefillSm90Variant::kGqa64:  // 16 KB of Q and 5 stages of 16 KB: two blocks in an SM's 228 KB
-      // (D=64: 128-key stages of the same 16 KB, S 64 x 128 as in the CUTLASS example's D=64 tile)
-      return PrefillSm90Tile{head_dim, 64, head_dim == 64 ? 128 : 64, 5, 1, 1};
+      return PrefillSm90Tile{head_dim, 64, 64, 5, 1, 1};
     default: {  // kDefault, kPackGqa and kTwoPass (whose passes each run one tile per block)
       const bool two_q_buffers = head_dim <= 128 && variant != PrefillSm90Variant::kTwoPass;
       return PrefillSm90Tile{head_dim, 128, head_dim <= 128 ? 128 : 64, head_dim <= 64 ? 8 : head_dim <= 128 ? 5 : 4,

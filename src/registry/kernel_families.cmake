@@ -86,13 +86,12 @@ splitkv_family(NAME prefill_sm90_gqa KIND prefill ARCH sm90a STRATEGIES split-q 
   HEAD_DIMS 64 128 256 DTYPES fp16 bf16 KV_FORMATS native KV_CACHES contiguous paged
   TILE prefill_sm90_gqa_summary TEMPLATE prefill_sm90 VARIANT kPackGqa)
 
-# GQA packing in a 64-row tile: a producer and one consumer warpgroup, 64-key K/V tiles (128 at
-# D=64), two blocks per SM. For decode-shaped rows (speculative queries, short chunks: q_len x group
-# <= 64 per KV head), which the 128-row packed tile pads to 128. Priority -1: chosen by name while it
-# is measured (bench/NOTES.md, run 50), and by the decode route at D=128; groups of at most 8 query
-# heads (group 1: 64 queries of one head, the CUTLASS example's D=64 tile shape; run 57).
+# GQA packing in a 64-row tile (D=128): a producer and one consumer warpgroup, 64-key K/V tiles, two
+# blocks per SM. For decode-shaped rows (speculative queries, short chunks: q_len x group <= 64 per
+# KV head), which the 128-row packed tile pads to 128. Priority -1: chosen by name while it is
+# measured (bench/NOTES.md, run 50); groups of at most 8 query heads.
 splitkv_family(NAME prefill_sm90_gqa64 KIND prefill ARCH sm90a STRATEGIES split-q split-kv PRIORITY -1
-  HEAD_DIMS 64 128 DTYPES fp16 bf16 KV_FORMATS native KV_CACHES contiguous paged
+  HEAD_DIMS 128 DTYPES fp16 bf16 KV_FORMATS native KV_CACHES contiguous paged
   TILE prefill_sm90_gqa64_summary TEMPLATE prefill_sm90 VARIANT kGqa64)
 
 # The original design's two-pass strategy on the wgmma kernel: a statistics pass (Q K^T and each

@@ -126,13 +126,13 @@ struct PrefillParam {
 
 // The mma.sync families stop at head dim 128; prefill_sm90_m192 is D=64 only, prefill_sm90_n80 D=256,
 // prefill_sm90_v64 D=128; prefill_sm90_gqa packs at most 16 query heads per KV head, prefill_sm90_gqa64
-// (D=64 and 128) at most 8.
+// (D=128) at most 8.
 bool serves(const Variant& v, const PrefillShape& s) {
   const std::string family = v.family;
   const int d = s.spec.problem.head_dim;
   const int group = s.spec.problem.num_q_heads / s.spec.problem.num_kv_heads;
   if (family == "prefill_sm90_gqa") return group <= 16;
-  if (family == "prefill_sm90_gqa64") return d <= 128 && group <= 8;
+  if (family == "prefill_sm90_gqa64") return d == 128 && group <= 8;
   if (family == "prefill_sm90_m192") return d == 64;
   if (family == "prefill_sm90_n80") return d == 256;
   if (family == "prefill_sm90_v64") return d == 128;
