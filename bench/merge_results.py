@@ -208,19 +208,19 @@ def merge_prefill(ours, peers):
         family = c.get("family") or r.get("family") or "-"
         if c["Lq"] != c["Lk"]:
             notes.insert(0, f"chunked: {c['Lq']:,} queries after {c['Lk'] - c['Lq']:,} tokens")
-        lines.append(f"| {c['B']} | {c['Hq']}/{c['Hkv']} | {c['Lq']:,} | {c['Lk']:,} | {c['D']} | {c['dtype']} | "
-                     f"{'yes' if c['causal'] else 'no'} | {kv_source(c)} | {family} | {tflops:.0f} | "
-                     f"{fmt(tf(cudnn_us), '.0f')} | {fmt(tf(flash_us), '.0f')} | {fmt(ratio(cudnn_us, r['us']), '.2f')} | "
-                     f"{fmt(ratio(flash_us, r['us']), '.2f')} | {row['targets']} | {'; '.join(notes)} |")
-        if with_cutlass:  # the CUTLASS example's best kernel on the row, before the targets
+        cells = [c["B"], f"{c['Hq']}/{c['Hkv']}", f"{c['Lq']:,}", f"{c['Lk']:,}", c["D"], c["dtype"],
+                 "yes" if c["causal"] else "no", kv_source(c), family, f"{tflops:.0f}", fmt(tf(cudnn_us), ".0f"),
+                 fmt(tf(flash_us), ".0f"), fmt(ratio(cudnn_us, r["us"]), ".2f"), fmt(ratio(flash_us, r["us"]), ".2f")]
+        if with_cutlass:  # the CUTLASS example's best kernel on the row
             cutlass_us = peer.get("cutlass_us")
-            cells = lines[-1].split(" | ")
-            cells[14:14] = [fmt(tf(cutlass_us), ".0f"), fmt(ratio(cutlass_us, r["us"]), ".2f")]
-            lines[-1] = " | ".join(cells)
+            cells += [fmt(tf(cutlass_us), ".0f"), fmt(ratio(cutlass_us, r["us"]), ".2f")]
+        cells += [row["targets"], "; ".join(notes)]
+        lines.append("| " + " | ".join(str(cell) for cell in cells) + " |")
     columns = ["B", "Hq/Hkv", "Lq", "Lk", "D", "dtype", "causal", "KV", "family", "splitkv TFLOP/s", "cuDNN TFLOP/s",
-               "flash TFLOP/s", "× cuDNN", "× flash", "targets", "notes"]
+               "flash TFLOP/s", "× cuDNN", "× flash"]
     if with_cutlass:
-        columns[14:14] = ["CUTLASS ex.88 TFLOP/s", "× CUTLASS"]
+        columns += ["CUTLASS ex.88 TFLOP/s", "× CUTLASS"]
+    columns += ["targets", "notes"]
     header = "| " + " | ".join(columns) + " |\n|" + "---|" * len(columns)
     note = ("Prefill, default strategy. Causal masks aligned bottom-right; chunked rows (Lq < Lk) are a chunk of Lq "
             "queries after Lk - Lq prefix tokens, and their FLOPs count the visible (query, key) pairs. KV: '-' K/V "

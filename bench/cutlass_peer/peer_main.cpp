@@ -9,15 +9,17 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "bench_harness.hpp"
+#include "cli_args.hpp"
 #include "gpu_timing.hpp"
 #include "peer_kernel.hpp"
 #include "testing/device_buffer.hpp"
@@ -92,8 +94,7 @@ std::string row_json(const Row& r, const std::string& best, double best_us, doub
 
 std::string measure_row(const Row& r) {
   const size_t qkv_elems = size_t(r.batch) * r.heads * r.len * r.head_dim;
-  const double set_bytes = 2.0 * 4 * qkv_elems;  // Q, K, V, O at 2 bytes
-  const int sets = int(std::clamp(std::ceil(double(1ll << 30) / set_bytes), 1.0, 16.0));
+  const int sets = cli::sets_for_cold_l2(2.0 * 4 * qkv_elems, 16);  // Q, K, V, O at 2 bytes, as ours
   std::vector<Set> data(sets);
   std::vector<PeerBuffers> views;
   const DType dtype = r.head_dim == 64 ? DType::kF16 : DType::kBF16;
@@ -110,7 +111,6 @@ std::string measure_row(const Row& r) {
     views.push_back(s.view());
   }
   const PeerProblem problem{r.batch, r.heads, r.len, r.len, r.head_dim, r.causal};
-  const int calls = sets * std::max(1, (8 + sets - 1) / sets);
   std::string best;
   double best_us = 0, best_spread = 0;
   std::map<std::string, std::string> variants;
@@ -121,9 +121,17 @@ std::string measure_row(const Row& r) {
         data[0].o.fill_bytes(0xff);
         const bool launched = kernel->enqueue(0, nullptr) && cudaDeviceSynchronize() == cudaSuccess;
         if (launched && output_is_finite(data[0], qkv_elems, dtype)) {
-          const cli::GraphTiming t =
-              cli::time_graph([&](int call, void* stream) { return kernel->enqueue(call % sets, cudaStream_t(stream)); },
-                              calls);
+          // The harness `splitkv bench` times prefill rows with: at least 8 calls per replay, its
+          // default --iters replays per round, no workspace.
+          cli::GraphTiming t;
+          const Status timed = cli::time_rotating_calls(
+              sets, 8, cli::CliOptions{}.iters, 0,
+              [&](int set, void*, Stream stream) {
+                return kernel->enqueue(set, cudaStream_t(stream)) ? Status::success()
+                                                                 : Status(StatusCode::kCudaError, "", "launch failed");
+              },
+              &t);
+          if (!timed) throw std::runtime_error(timed.message());
           value = std::to_string(t.us_per_call);
           if (best_us == 0 || t.us_per_call < best_us) {
             best = kernel->name(), best_us = t.us_per_call, best_spread = t.spread;
