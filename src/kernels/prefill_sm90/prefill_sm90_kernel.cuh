@@ -354,14 +354,15 @@ __device__ __forceinline__ PipelineState advanced(PipelineState s) {
 // (D, NV, S)), through the epilogue. read_k is the ring position of the tile's first K slice and
 // moves past its last item. pages_bad: the producer's flag for a
 // paged cache's page ids (final once the tile's last stage has been waited for); set, the tile's
-// rows are NaN.
+// rows are NaN. release_previous_q: called once the tile's first Q K^T is issued (or before the
+// epilogue of a tile without keys); it hands the previous tile's Q buffer back (see the caller).
 template <class Traits, PrefillPass kPass, class Pipeline, class PipelineState, class SmemQ, class SmemK, class SmemV,
-          class SmemVt>
+          class SmemVt, class ReleaseQ>
 __device__ __forceinline__ void consume_tile(const PrefillParams& p, const TmaStoreO<Traits>& store_o,
                                              const PrefillBlock<typename Traits::Element>& blk,
                                              const int& pages_bad, typename Traits::SharedStorage& smem, Pipeline& pipeline,
                                              PipelineState& read_k, SmemQ sQ, SmemK sK, SmemV sV, SmemVt sVt,
-                                             int consumer, int consumer_tid) {
+                                             int consumer, int consumer_tid, ReleaseQ&& release_previous_q) {
   using namespace cute;
   using Element = typename Traits::Element;
   constexpr int D = Traits::kHeadDim;
@@ -411,6 +412,7 @@ __device__ __forceinline__ void consume_tile(const PrefillParams& p, const TmaSt
       wait_turn<Traits>(consumer);
       warpgroup_gemm_issue_slices<true>(mma_qk, tSrQ, tSrK, k_stages, acc_s);
       pass_turn<Traits>(consumer);
+      if (t == 0) release_previous_q();
       warpgroup_wait<0>();
       fence_wgmma_operands(acc_s);
       release_items<kKSlices>(pipeline, read_k);
@@ -420,6 +422,7 @@ __device__ __forceinline__ void consume_tile(const PrefillParams& p, const TmaSt
       float rescale[kRows];  // unused: there is no O to rescale
       softmax.fold(scores, p.scale_log2, rescale);
     }
+    release_previous_q();  // (a tile without keys)
     softmax.reduce_sums();
     store_two_pass_stats(p, rows_sequence(), blk.b, blk.hq, blk.row0, tScS_rc, softmax, consumer_tid % 4 == 0);
     return;
@@ -465,6 +468,7 @@ __device__ __forceinline__ void consume_tile(const PrefillParams& p, const TmaSt
       warpgroup_gemm_issue_slices<false>(mma_pv, tOrP, tOrVt, v_stages, acc_o);
     }
     pass_turn<Traits>(consumer);
+    if constexpr (kFirst) release_previous_q();  // while S_0 runs
     warpgroup_wait<kFirst ? 0 : 1>();  // S_t is done (products retire in order); P_{t-1} V_{t-1} may still run
     fence_wgmma_operands(acc_s);
     release_items<kKSlices>(pipeline, read_k);
@@ -504,6 +508,7 @@ __device__ __forceinline__ void consume_tile(const PrefillParams& p, const TmaSt
   }
 
   // ---- Epilogue --------------------------------------------------------------------------------------
+  release_previous_q();  // (a tile without keys)
   if constexpr (kPass == PrefillPass::kFused) softmax.reduce_sums();  // the output pass holds the full sums
   float lse[kRows], inv[kRows];
   CUTE_UNROLL
@@ -636,6 +641,19 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kBlocksPerSm)
   const int consumer = warpgroup - 1;
   if (consumer == Traits::kConsumerWarpgroups - 1) pass_turn<Traits>(consumer);  // consumer 0 goes first
   PipelineState read_k;  // the next tile's K_0
+  // A tile's Q buffer also stages its output rows, which a TMA store reads after the epilogue has
+  // moved on. Waiting for that read before the next tile (and arriving on q_empty) held the
+  // warpgroup's next Q K^T behind it; with two Q buffers the buffer is not needed again before the
+  // tile after next, so it is handed back once the next tile's first Q K^T is on the tensor cores.
+  int pending_q_buffer = -1;
+  auto release_pending_q = [&] {
+    if (pending_q_buffer < 0) return;
+    cute::tma_store_wait<0>();  // this thread's O rows are read (a no-op where it stored none)
+    // This thread's last access to the buffer is done; the next Q's TMA may land.
+    cutlass::arch::fence_view_async_shared();
+    Barrier::arrive(&smem.q_empty[pending_q_buffer]);
+    pending_q_buffer = -1;
+  };
   for (int i = 0;; ++i) {
     const int buf = i % kQBuffers;
     Barrier::wait(&smem.q_full[buf], (i / kQBuffers) & 1);
@@ -646,12 +664,12 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kBlocksPerSm)
     PrefillBlock<Element> blk;
     TileSchedule<Traits::kPackGqa>::locate(blk, p, tile, kM, kN);  // true: the producer skipped tiles without rows
     consume_tile<Traits, kPass>(p, params.store_o, blk, smem.tile_pages_bad[buf], smem, pipeline, read_k,
-                                q_buffer(buf), sK, sV, sVt, consumer, consumer_tid);
+                                q_buffer(buf), sK, sV, sVt, consumer, consumer_tid, release_pending_q);
     if (schedule.is_last(p, tile)) break;
-    // This thread's last access to the buffer (its epilogue) is done; the next Q's TMA may land.
-    cutlass::arch::fence_view_async_shared();
-    Barrier::arrive(&smem.q_empty[buf]);
+    pending_q_buffer = buf;
+    if constexpr (kQBuffers == 1) release_pending_q();  // the next tile's Q goes into this buffer
   }
+  cute::tma_store_wait<0>();  // no store may read shared memory after the block exits
   if (consumer == 0) wait_turn<Traits>(consumer);  // the last consumer's pass after the block's last step
 }
 

@@ -102,8 +102,7 @@ __device__ __forceinline__ void write_final_rows_through_smem(const PrefillParam
       auto [tOgO, tOsO] =
           tma_partition(store.tma, _0{}, Layout<_1>{}, group_modes<0, 2>(sO), group_modes<0, 2>(gO));
       copy(store.tma, tOsO, tOgO);
-      tma_store_arrive();
-      tma_store_wait<0>();  // the rows are read: the buffer may take another tile's Q
+      tma_store_arrive();  // the caller waits for the read (tma_store_wait) before the buffer takes another Q
     }
     return;
   }
