@@ -81,8 +81,11 @@ __device__ __forceinline__ void write_final_rows_through_smem(const PrefillParam
   Tensor rO_rc = make_tensor(rO.data(), wgmma_acc_as_rows_cols(rO.layout()));  // (rows, cols)
   CUTE_UNROLL
   for (int r = 0; r < kRows; ++r) {
+    // A bad tile's rows are NaN through their factor (x * NaN is NaN for every x): one select per row
+    // instead of one per element (run 59: 70 FSEL per thread and tile at D=128).
+    const float row_inv = seq.bad ? kOutputNaN : inv[r];
     CUTE_UNROLL
-    for (int c = 0; c < size<1>(acc_rc); ++c) rO_rc(r, c) = Element(seq.bad ? kOutputNaN : acc_rc(r, c) * inv[r]);
+    for (int c = 0; c < size<1>(acc_rc); ++c) rO_rc(r, c) = Element(acc_rc(r, c) * row_inv);
     const int local = get<0>(coords(r, 0));
     if (o.lse != nullptr && tid % 4 == 0 && rows.holds(local, seq.q_len)) {  // the quad's first thread holds column 0
       final_lse(o, b, rows.head(local), seq.q_begin + rows.query(local)) = seq.bad ? kOutputNaN : lse[r];
