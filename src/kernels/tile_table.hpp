@@ -63,11 +63,10 @@ struct DecodeTile {
 };
 
 // block_m 16 (decode_mma) or 32 (decode_mma_m32: a KV head with more than 16 packed rows, e.g.
-// speculative queries x a large GQA group, is read by half as many tiles). warps 8: the keys-as-rows
-// kernel's block for short rows (decode_mma_n8_w8, decode_quant_n8_w8 below).
-constexpr DecodeTile decode_tile(int head_dim, int block_m = 16, int warps = 4) {
+// speculative queries x a large GQA group, is read by half as many tiles).
+constexpr DecodeTile decode_tile(int head_dim, int block_m = 16) {
   // Stages: enough bytes in flight per SM to cover HBM latency, few enough that two blocks fit.
-  return DecodeTile{head_dim, block_m, 16, warps, head_dim <= 64 ? 4 : 3, k16BitBytes};
+  return DecodeTile{head_dim, block_m, 16, 4, head_dim <= 64 ? 4 : 3, k16BitBytes};
 }
 
 constexpr TileSummary decode_summary(const DecodeTile& t) {
@@ -124,8 +123,8 @@ struct DecodeQuantTile {
   }
 };
 
-constexpr DecodeQuantTile decode_quant_tile(int head_dim, KvFormat format, int warps = 4) {
-  const DecodeTile base = decode_tile(head_dim, 16, warps);
+constexpr DecodeQuantTile decode_quant_tile(int head_dim, KvFormat format) {
+  const DecodeTile base = decode_tile(head_dim);
   const KvCodeBits bits = kv_code_bits(format);
   const bool three_blocks = head_dim <= 128 && bits.k_bits == 4 && bits.v_bits == 4;
   DecodeQuantTile t{base, bits, 2, three_blocks ? 3 : 1, 2};
@@ -141,12 +140,6 @@ constexpr DecodeQuantTile decode_quant_tile(int head_dim, KvFormat format, int w
   // INT4 at D=128: 5 of the 7 reserved stages in flight (three resident blocks unchanged). Measured
   // against 7 (run 44): +1-3.5% on every INT4 row, B=32 4k equal; a depth sweep put 4-5 best.
   if (head_dim == 128 && three_blocks) t.stages = 5;
-  // The 8-warp block (short rows, see decode_quant_n8_w8_summary): each warp keeps the 4-warp block's
-  // stages in flight, and the block is sized for one per SM (its grids have at most one per SM).
-  if (warps != 4) {
-    t.min_blocks_per_sm = 1;
-    t.reserved_stages = t.stages;
-  }
   return t;
 }
 
@@ -161,17 +154,6 @@ constexpr TileSummary decode_quant_n8_summary(int head_dim, KvFormat format) {
   TileSummary s = decode_quant_summary(head_dim, format);
   s.block_m = 8;
   return s;
-}
-
-// decode_quant_n8_w8 / decode_mma_n8_w8: the keys-as-rows block with 8 warps instead of 4, for rows
-// whose grid leaves most SMs with one block or none (B=1 at 1-2k keys: 64 blocks on 132 SMs). There
-// a busy SM sub-partition holds a single warp that issues one dependent instruction every ~6 cycles
-// (run 56, Nsight Compute), so a block's time is its warps' instruction paths; 8 warps put two on each
-// sub-partition, each with half the sub-tiles. 128 keys per block step (the split granularity).
-// D <= 128: at D=256 eight warps' rings do not fit next to each other.
-constexpr TileSummary decode_quant_n8_w8_summary(int head_dim, KvFormat format) {
-  const DecodeQuantTile t = decode_quant_tile(head_dim, format, 8);
-  return TileSummary{8, t.base.block_keys(), t.base.warps, t.stages, t.smem_bytes()};
 }
 
 // ---- prefill (families prefill_mma*) ------------------------------------------------------------

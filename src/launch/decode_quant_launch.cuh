@@ -13,9 +13,9 @@ cudaError_t launch_decode_quant(const DecodeParams& params, const LaunchConfig& 
   return launch_kernel(quant_decode_kernel<Traits>, dim3(Traits::kThreads), Traits::kSmemBytes, params, config);
 }
 
-template <class Element, int kHeadDim, KvFormat kFormat, int kWarps>
+template <class Element, int kHeadDim, KvFormat kFormat>
 cudaError_t launch_decode_quant_keys_as_rows(const DecodeParams& params, const LaunchConfig& config) {
-  using Traits = KeysAsRowsTraits<DecodeQuantTraits<Element, kHeadDim, kFormat, kWarps>>;
+  using Traits = KeysAsRowsTraits<DecodeQuantTraits<Element, kHeadDim, kFormat>>;
   return launch_kernel(quant_decode_keys_as_rows_kernel<Traits>, dim3(Traits::kThreads), Traits::kSmemBytes, params,
                        config);
 }

@@ -44,7 +44,7 @@ splitkv_family(NAME decode_quant KIND decode ARCH sm80 STRATEGIES split-q split-
 # (src/kernels/decode_quant/quant_keys_as_rows.cuh; bench/NOTES.md, the plan after run 40).
 splitkv_family(NAME decode_quant_n8 KIND decode ARCH sm80 STRATEGIES split-q split-kv PRIORITY 1 MAX_ROWS 8
   HEAD_DIMS 64 128 256 DTYPES fp16 bf16 KV_FORMATS fp8 int8 int4 k8v4
-  TILE decode_quant_n8_summary TEMPLATE decode_quant_keys_as_rows VARIANT 4)
+  TILE decode_quant_n8_summary TEMPLATE decode_quant_keys_as_rows)
 
 # The keys-as-rows kernel of decode_quant_n8 over a 16-bit cache (K and V in the Q/O dtype, its MMA,
 # no conversion), for KV heads with at most 8 packed query rows (q_len 1 with GQA 4 or 8, q_len 2
@@ -52,18 +52,7 @@ splitkv_family(NAME decode_quant_n8 KIND decode ARCH sm80 STRATEGIES split-q spl
 # measured 0.4-8.5% faster than decode_mma on every such decode-suite row (bench/NOTES.md, run 54).
 splitkv_family(NAME decode_mma_n8 KIND decode ARCH sm80 STRATEGIES split-q split-kv PRIORITY 1 MAX_ROWS 8
   HEAD_DIMS 64 128 256 DTYPES fp16 bf16 KV_FORMATS native
-  TILE decode_quant_n8_summary TEMPLATE decode_quant_keys_as_rows VARIANT 4)
-
-# The keys-as-rows block with 8 warps instead of 4 (two per SM sub-partition, half the sub-tiles each),
-# for short rows whose grid leaves SMs with one block or none: there a block's time is its warps'
-# dependent instruction paths, not the memory (tile_table.hpp, decode_quant_n8_w8_summary).
-# Priority -1: only by name for now (its rule in the planner is measured first).
-splitkv_family(NAME decode_quant_n8_w8 KIND decode ARCH sm80 STRATEGIES split-q split-kv PRIORITY -1 MAX_ROWS 8
-  HEAD_DIMS 64 128 DTYPES fp16 bf16 KV_FORMATS fp8 int8 int4 k8v4
-  TILE decode_quant_n8_w8_summary TEMPLATE decode_quant_keys_as_rows VARIANT 8)
-splitkv_family(NAME decode_mma_n8_w8 KIND decode ARCH sm80 STRATEGIES split-q split-kv PRIORITY -1 MAX_ROWS 8
-  HEAD_DIMS 64 128 DTYPES fp16 bf16 KV_FORMATS native
-  TILE decode_quant_n8_w8_summary TEMPLATE decode_quant_keys_as_rows VARIANT 8)
+  TILE decode_quant_n8_summary TEMPLATE decode_quant_keys_as_rows)
 
 splitkv_family(NAME prefill_mma KIND prefill ARCH sm80 STRATEGIES split-q split-kv PRIORITY 0
   HEAD_DIMS 64 128 DTYPES fp16 bf16 KV_FORMATS native

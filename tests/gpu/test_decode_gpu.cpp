@@ -173,16 +173,6 @@ std::vector<GpuCase> reference_cases() {
   add_n8("cluster_hd256", DecodeSpecBuilder(1, 8, 2, 3000).head_dim(256), 12, true);
   add_n8("fused_12_splits", DecodeSpecBuilder(2, 32, 8, 3000).lens({3000, 40}), 12, false, true);
   add_n8("batch_invariant", DecodeSpecBuilder(3, 64, 8, 5000).lens({5000, 64, 0}), 0, false, false, 512);
-  // The 8-warp keys-as-rows block (decode_mma_n8_w8 by name, D <= 128): one sub-tile per warp and
-  // several, ragged ends, pages, speculative rows, each merge.
-  auto add_n8_w8 = adder_for("decode_mma_n8_w8", "n8_w8_");
-  for (int len : {1, 17, 1000, 65537}) add_n8_w8("len" + std::to_string(len), DecodeSpecBuilder(1, 32, 8, len));
-  add_n8_w8("mixed_lengths_with_zero", DecodeSpecBuilder(5, 32, 8, 4097).lens({0, 4097, 1, 333, 2048}));
-  add_n8_w8("paged16_shuffled_q2", DecodeSpecBuilder(3, 32, 8, 3000).paged(16).queries(2, true).lens({3000, 17, 0}));
-  add_n8_w8("hd64_fp16_strided", DecodeSpecBuilder(2, 16, 4, 1000).head_dim(64).dtype(DType::kF16).strided());
-  add_n8_w8("cluster_8_splits", DecodeSpecBuilder(1, 32, 8, 2000), 8, true);
-  add_n8_w8("fused_12_splits", DecodeSpecBuilder(2, 32, 8, 3000).lens({3000, 40}), 12, false, true);
-  add_n8_w8("batch_invariant", DecodeSpecBuilder(3, 64, 8, 5000).lens({5000, 64, 0}), 0, false, false, 512);
   // The opt-in atomic combine (nondeterministic bits, same tolerance): splits near the reference LSE
   // add atomically; a far reference sends every split down the exact fallback.
   auto add_atomic = [&](std::string name, DecodeSpecBuilder b, int splits, float reference = 0.f) {
@@ -284,7 +274,7 @@ TEST(DecodeGpu, PlannedTwoSplitsMergeInClustersOfTwo) {
 TEST(DecodeGpu, SplitResultsAreBitwiseDeterministic) {
   SPLITKV_REQUIRE_GPU(DType::kBF16, 128);
   const int splits = 12;
-  for (const char* family : {"decode_mma", "decode_mma_n8", "decode_mma_n8_w8"}) {
+  for (const char* family : {"decode_mma", "decode_mma_n8"}) {
     GpuCase by_kernel_case{"det", DecodeSpecBuilder(2, 32, 8, 20000).spec, splits};
     by_kernel_case.family = family;
     testing::DecodeCase by_kernel;
@@ -318,10 +308,8 @@ TEST(DecodeGpu, L2PrefetchBeforeTheWaitChangesNoBits) {
       {"m16_q4_causal_splits", DecodeSpecBuilder(2, 32, 8, 1000).queries(4, true).lens({1000, 3}).spec, 5},
       {"m32_q8_head_major_paged64", DecodeSpecBuilder(2, 28, 4, 2000).queries(8, true).paged(64).head_major().lens({2000, 9}).spec, 3},
       {"batch_invariant", DecodeSpecBuilder(3, 32, 8, 5000).lens({5000, 64, 0}).spec, 0, 512},
-      {"n8_w8_short_paged16", DecodeSpecBuilder(1, 32, 8, 2000).paged(16).spec},
   };
   shapes[0].family = "decode_mma_n8";
-  shapes[5].family = "decode_mma_n8_w8";
   shapes[2].family = "decode_mma";
   shapes[3].family = "decode_mma_m32";
   for (GpuCase k : shapes) {

@@ -141,24 +141,6 @@ std::vector<QuantCase> quant_cases() {
     cases.push_back(QuantCase{fmt + "_m16_forced_splits", spec(f, 2, 28, 4, 4097, {4097, 100}), 24, 0, false,
                               "decode_quant"});
   }
-  // The 8-warp keys-as-rows block by name (two warps per SM sub-partition on short rows): one
-  // sub-tile per warp and several, ragged ends, pages, causal speculative rows, a cluster merge.
-  for (KvFormat f : kFormats) {
-    const std::string fmt = to_string(f);
-    auto add_w8 = [&](std::string name, testing::DecodeCaseSpec s, int splits = 0, bool cluster = false) {
-      cases.push_back(QuantCase{fmt + "_w8_" + name, std::move(s), splits, 0, cluster, "decode_quant_n8_w8"});
-    };
-    for (int len : {1, 1000, 4097}) add_w8("len" + std::to_string(len), spec(f, 1, 32, 8, len));
-    testing::DecodeCaseSpec paged = spec(f, 3, 32, 8, 3000, {3000, 17, 0});
-    paged.problem.page_size = 16;
-    add_w8("paged16", paged);
-    testing::DecodeCaseSpec causal = spec(f, 2, 16, 4, 2000, {2000, 3});
-    causal.problem.q_len = 2;
-    causal.problem.causal = true;
-    causal.problem.head_dim = 64;
-    add_w8("hd64_q2_causal", causal);
-    add_w8("cluster_8_splits", spec(f, 1, 32, 8, 2000), 8, true);
-  }
   // One long row per format family of code widths.
   cases.push_back(QuantCase{"int4_len65537", spec(KvFormat::kInt4, 1, 8, 2, 65537)});
   cases.push_back(QuantCase{"fp8_len65537", spec(KvFormat::kFP8E4M3, 1, 8, 2, 65537)});

@@ -31,12 +31,11 @@ constexpr CodeKind v_code_kind(KvFormat f) {
   return f == KvFormat::kK8V4 ? CodeKind::kInt4 : k_code_kind(f);
 }
 
-// kBlockWarps: 4 (decode_quant, decode_quant_n8, decode_mma_n8) or 8 (the short rows' n8_w8 block).
-template <class Element_, int kHeadDim_, KvFormat kFormat_, int kBlockWarps = 4>
+template <class Element_, int kHeadDim_, KvFormat kFormat_>
 struct DecodeQuantTraits {
   using Element = Element_;  // of Q and O
   static constexpr KvFormat kFormat = kFormat_;
-  static constexpr tiles::DecodeQuantTile kTile = tiles::decode_quant_tile(kHeadDim_, kFormat_, kBlockWarps);
+  static constexpr tiles::DecodeQuantTile kTile = tiles::decode_quant_tile(kHeadDim_, kFormat_);
   static constexpr CodeKind kKCode = k_code_kind(kFormat_);
   static constexpr CodeKind kVCode = v_code_kind(kFormat_);
   using KCode = CodeTraits<kKCode>;
