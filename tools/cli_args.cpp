@@ -51,6 +51,8 @@ void print_usage() {
       "                            rows of 25-128 packed queries per KV head by chunked prefill\n"
       "                            (prefill_sm90_gqa64 / prefill_sm90_gqa)\n"
       "  --no-persistent           prefill (sm_90): one block per tile instead of the persistent grid\n"
+      "  --no-stream-k             prefill (sm_90): whole tiles to the end of a persistent grid (no\n"
+      "                            stream-K tail sharing the last tiles' key steps out evenly)\n"
       "  --fused-combine           decode: each tile's last split block merges the splits (no combine launch)\n"
       "  --no-l2-prefetch          decode (sm_90): blocks prefetch nothing into L2 before their PDL wait\n"
       "                            (default: Q rows and the length's line, and keys as below)\n"
@@ -104,6 +106,8 @@ bool parse_args(int argc, char** argv, CliOptions* o, std::string* error) {
       o->prefill_route = false;
     } else if (arg == "--no-persistent") {
       o->persistent_prefill = false;
+    } else if (arg == "--no-stream-k") {
+      o->stream_k_prefill = false;
     } else if (arg == "--no-l2-prefetch") {
       o->l2_prefetch = false;
     } else if (arg == "--fused-combine") {

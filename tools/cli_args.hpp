@@ -29,6 +29,7 @@ struct CliOptions {
   bool auto_cluster_combine = true;  // --no-auto-cluster: short rows keep the combine kernel
   bool prefill_route = true;         // --no-prefill-route: speculative rows keep the decode kernels
   bool persistent_prefill = true;    // --no-persistent: prefill_sm90 launches one block per tile
+  bool stream_k_prefill = true;      // --no-stream-k: no stream-K tail on a persistent prefill grid
   bool fused_combine = false;    // --fused-combine: each tile's last split block merges (decode)
   bool l2_prefetch = true;       // --no-l2-prefetch: nothing prefetched into L2 before the PDL wait (decode)
   int l2_prefetch_keys = -1;     // --l2-prefetch-keys N: keys per block prefetched before the PDL wait (-1: rule)

@@ -51,6 +51,7 @@ Status to_plan_options(const CliOptions& o, PlanOptions* options) {
   p.auto_cluster_combine = o.auto_cluster_combine;
   p.prefill_route = o.prefill_route;
   p.persistent_prefill = o.persistent_prefill;
+  p.stream_k_prefill = o.stream_k_prefill;
   p.fused_combine = o.fused_combine;
   p.l2_prefetch = o.l2_prefetch;
   p.l2_prefetch_keys = o.l2_prefetch_keys;

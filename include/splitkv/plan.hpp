@@ -101,6 +101,12 @@ struct PlanOptions {
   // grid (Plan::persistent_blocks) when there are more tiles than SMs. False launches one block
   // per tile instead (same kernel).
   bool persistent_prefill = true;
+  // Prefill on sm_90, on by default: a persistent grid of uniform tiles (non-causal, padded, token
+  // tensors, no KV split) whose last round of tiles would leave more than a fifth of the blocks idle
+  // ends in a stream-K tail (Plan::stream_k): the last tiles' key steps are shared out evenly, and a
+  // tile cut between two blocks is merged from its two parts through the workspace, in key order
+  // (the same bits on every run). False keeps whole tiles to the end.
+  bool stream_k_prefill = true;
   // Decode on sm_90: before a block waits for the kernel ahead of it (programmatic dependent
   // launch), it prefetches its Q rows and its sequence length's line into L2 (l2_prefetch), and
   // may prefetch the first keys of its split (l2_prefetch_keys), so that its first reads after the
@@ -150,6 +156,11 @@ struct Plan {
   // counter before each launch); otherwise each takes every persistent_blocks-th tile.
   int persistent_blocks = 0;
   bool dynamic_tiles = false;
+  // A static persistent grid's stream-K tail (see PlanOptions::stream_k_prefill): tiles from
+  // stream_k_first_tile on are shared out by key steps, one equal range per block; run_prefill
+  // zeroes the parts' counters in the workspace before each launch. 0 / false: whole tiles.
+  bool stream_k = false;
+  int stream_k_first_tile = 0;
   // Prefill with GQA packing (family prefill_sm90_gqa): a tile holds the Hq / Hkv query heads of one
   // KV head with packed_queries queries each (block_m / group in whole 8-row atoms), and grid[1] counts
   // KV heads; 0: a tile holds block_m queries of one query head.

@@ -565,6 +565,9 @@ NB_MODULE(_splitkv, m) {
                                   "programmatic-dependent-launch wait (-1: the planner's rule, 0: none)")
                           .def_rw("persistent_prefill", &PlanOptions::persistent_prefill,
                                   "prefill on sm_90: a persistent grid of one block per SM (default True)")
+                          .def_rw("stream_k_prefill", &PlanOptions::stream_k_prefill,
+                                  "prefill on sm_90: a persistent grid of uniform tiles ends in a stream-K tail "
+                                  "where its last round would leave blocks idle (default True)")
                           .def_rw("family", &PlanOptions::family, "kernel family name ('': the planner chooses)");
 
   nb::class_<Plan>(m, "Plan", "A plan: printing it gives the CLI's `splitkv plan` description")

@@ -89,6 +89,13 @@ AtomicAccumulators decode_atomic_accumulators(const Plan& plan, void* workspace)
           ws.total_bytes - ws.o_offset};
 }
 
+// A prefill plan's stream-K workspace: the end of its workspace (plan_stream_k_tail appends it).
+plan::StreamKWorkspace stream_k_workspace_of(const Plan& plan) {
+  const int slots = plan.persistent_blocks - 1;
+  const plan::StreamKWorkspace ws = plan::stream_k_workspace(0, slots, plan.block_m, plan.prefill.head_dim);
+  return plan::stream_k_workspace(plan.workspace_bytes - ws.total_bytes, slots, plan.block_m, plan.prefill.head_dim);
+}
+
 // The combine of the partials `from` into the final rows `to`.
 detail::CombineParams combine_params(const OutputParams& from, int num_splits, const OutputParams& to,
                                      const int32_t* cu_seqlens_q) {
@@ -350,6 +357,19 @@ Status launch_prefill(const Plan& plan, const PrefillTensors& t, void* workspace
     if (const cudaError_t e = cudaMemsetAsync(p.tile_counter, 0, sizeof(int32_t), stream); e != cudaSuccess) {
       return Status(StatusCode::kCudaError, "workspace",
                     std::string("zeroing the prefill's tile counter: ") + cudaGetErrorString(e));
+    }
+  }
+  if (plan.stream_k) {
+    const plan::StreamKWorkspace ws = stream_k_workspace_of(plan);
+    char* base = static_cast<char*>(workspace);
+    p.stream_steps = int((int64_t(pr.max_kv_len) + plan.block_n - 1) / plan.block_n);
+    p.stream_first_tile = plan.stream_k_first_tile;
+    p.stream_o = reinterpret_cast<float*>(base + ws.o_offset);
+    p.stream_lse = reinterpret_cast<float*>(base + ws.lse_offset);
+    p.stream_counters = reinterpret_cast<int32_t*>(base + ws.counters_offset);
+    if (const cudaError_t e = cudaMemsetAsync(p.stream_counters, 0, ws.counters_bytes, stream); e != cudaSuccess) {
+      return Status(StatusCode::kCudaError, "workspace",
+                    std::string("zeroing the prefill's stream-K counters: ") + cudaGetErrorString(e));
     }
   }
   if (Status s = detail::launch(launcher, &p, config, "prefill kernel launch"); !s) return s;

@@ -39,6 +39,12 @@ cudaError_t launch_prefill_sm90(const PrefillParams& p, const LaunchConfig& conf
   // The planner made the grid of packed tiles with the same rule (Plan::packed_queries).
   params.p.pack_queries = Traits::kPackGqa ? tiles::packed_queries_per_head(Traits::kBlockM, p.group) : 0;
   if (Traits::kPackGqa && params.p.pack_queries == 0) return cudaErrorInvalidValue;
+  // A stream-K tail (Plan::stream_k) counts every tile's key steps in this kernel's K tiles, and
+  // only the one-pass kernel over unpacked tiles merges cut tiles.
+  if (p.stream_steps > 0 && (Traits::kPackGqa || kVariant == tiles::PrefillSm90Variant::kTwoPass ||
+                             p.stream_steps != (p.max_kv_len + Traits::kBlockN - 1) / Traits::kBlockN)) {
+    return cudaErrorInvalidValue;
+  }
   params.tma_q = make_tma_copy(SM90_TMA_LOAD{}, mQ, typename Traits::SmemLayoutQBox{},
                                Shape<Int<Traits::kQBoxRows>, Int<kHeadDim>>{}, _1{});
   // K in column slices of kKSliceCols (the whole head dim but for prefill_sm90_v64), V in tiles of

@@ -102,7 +102,9 @@ std::string describe(const Plan& p) {
     << p.work_units << ")\n";
   if (p.persistent_blocks > 0) {
     s << "persistent: " << p.persistent_blocks << " blocks walk the grid's tiles, "
-      << (p.dynamic_tiles ? "claiming each next tile from a counter in the workspace" : "in a fixed stride") << "\n";
+      << (p.dynamic_tiles ? "claiming each next tile from a counter in the workspace" : "in a fixed stride");
+    if (p.stream_k) s << " up to tile " << p.stream_k_first_tile << ", then a stream-K tail of equal key-step ranges";
+    s << "\n";
   }
   s << "workspace: " << p.workspace_bytes << " bytes\n";
   return s.str;

@@ -71,6 +71,29 @@ inline TwoPassWorkspace two_pass_workspace(int64_t rows) {
 constexpr size_t kTileCounterBytes = kWorkspaceAlign;
 inline size_t tile_counter_offset(size_t workspace_bytes) { return workspace_bytes - kTileCounterBytes; }
 
+// A prefill plan's stream-K tail (Plan::stream_k), after the rest of its workspace: per slot (a
+// boundary between two blocks' step ranges: persistent blocks - 1) and consumer warpgroup of 64
+// rows, one part's normalized O (fp32, 64 x head_dim) and LSE (two rows per thread, 128 threads),
+// then one int32 counter per slot and warpgroup, zeroed by run_prefill before each launch.
+struct StreamKWorkspace {
+  size_t o_offset = 0;
+  size_t lse_offset = 0;
+  size_t counters_offset = 0;
+  size_t counters_bytes = 0;
+  size_t total_bytes = 0;  // from the start of the workspace
+};
+
+inline StreamKWorkspace stream_k_workspace(size_t start, int slots, int block_m, int head_dim) {
+  StreamKWorkspace w;
+  const size_t units = size_t(slots) * size_t(block_m / 64);
+  w.o_offset = align_up(start);
+  w.lse_offset = w.o_offset + align_up(units * 64 * size_t(head_dim) * sizeof(float));
+  w.counters_offset = w.lse_offset + align_up(units * 2 * 128 * sizeof(float));
+  w.counters_bytes = align_up(units * sizeof(int32_t));
+  w.total_bytes = w.counters_offset + w.counters_bytes;
+  return w;
+}
+
 // Chunked prefill over a quantized KV cache: the cache's first max_kv_len tokens per sequence
 // dequantized into 16-bit K and V [batch, tokens, Hkv, D] (tokens = max(max_kv_len, 1)) and each
 // sequence's length as the prefill reads it (int32 [batch]); the prefill's own workspace follows.

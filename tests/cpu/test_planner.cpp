@@ -585,11 +585,12 @@ TEST(Planner, HopperPrefillTilesRunOnAPersistentGrid) {
   ASSERT_TRUE(plan_prefill(prefill(16, 16, 1024), DeviceInfo::h200(), sm90, &plan).ok());
   EXPECT_EQ(plan.persistent_blocks, 132);  // 8 x 16 x 16 = 2048 tiles
   EXPECT_FALSE(plan.dynamic_tiles);
-  EXPECT_EQ(plan.workspace_bytes, 0u);
+  EXPECT_TRUE(plan.stream_k);  // (TEST StreamKTailWhereTheLastRoundLeavesBlocksIdle)
   EXPECT_NE(describe(plan).find("persistent: 132 blocks"), std::string::npos) << describe(plan);
   ASSERT_TRUE(plan_prefill(prefill(16, 16, 1024, true), DeviceInfo::h200(), sm90, &plan).ok());
   EXPECT_EQ(plan.persistent_blocks, 132);
   EXPECT_TRUE(plan.dynamic_tiles);
+  EXPECT_FALSE(plan.stream_k);
   EXPECT_EQ(plan.workspace_bytes, plan::kTileCounterBytes);
   PlanOptions unsplit = sm90;
   unsplit.strategy = Strategy::kSplitQ;
@@ -610,6 +611,7 @@ TEST(Planner, HopperPrefillTilesRunOnAPersistentGrid) {
   splits.num_splits = 3;
   ASSERT_TRUE(plan_prefill(prefill(1, 2, 4096, true), DeviceInfo::h200(), splits, &plan).ok());
   EXPECT_EQ(plan.persistent_blocks, 132);  // 32 x 2 x 3 tiles
+  EXPECT_FALSE(plan.stream_k);
   EXPECT_EQ(plan.workspace_bytes, plan::split_workspace(3, 2 * 4096, 128).total_bytes + plan::kTileCounterBytes);
   PlanOptions one_tile_per_block = sm90;
   one_tile_per_block.persistent_prefill = false;
@@ -626,6 +628,71 @@ TEST(Planner, HopperPrefillTilesRunOnAPersistentGrid) {
   ASSERT_TRUE(plan_prefill(prefill(16, 16, 1024, true), DeviceInfo::h200(), mma, &plan).ok());
   EXPECT_EQ(plan.persistent_blocks, 0);
   EXPECT_FALSE(plan.dynamic_tiles);
+}
+
+// A static persistent grid whose last round of tiles would leave more than a fifth of the blocks idle
+// ends in a stream-K tail: every round but the last whole one by the stride, then equal key-step
+// ranges; its workspace (after anything else) holds one slot per block boundary. Not for causal,
+// split, two-pass or packed problems, nor where the tiles fill the last round (nearly) whole.
+TEST(Planner, StreamKTailWhereTheLastRoundLeavesBlocksIdle) {
+  PlanOptions sm90;
+  sm90.family = "prefill_sm90";
+  Plan plan;
+  ASSERT_TRUE(plan_prefill(prefill(16, 16, 1024), DeviceInfo::h200(), sm90, &plan).ok());
+  EXPECT_TRUE(plan.stream_k);  // 2048 tiles: 15 rounds and 68 of 132 blocks
+  EXPECT_EQ(plan.stream_k_first_tile, 14 * 132);
+  EXPECT_EQ(plan.workspace_bytes, plan::stream_k_workspace(0, 131, 128, 128).total_bytes);
+  EXPECT_NE(describe(plan).find("stream-K tail"), std::string::npos) << describe(plan);
+  PlanOptions off = sm90;
+  off.stream_k_prefill = false;
+  ASSERT_TRUE(plan_prefill(prefill(16, 16, 1024), DeviceInfo::h200(), off, &plan).ok());
+  EXPECT_FALSE(plan.stream_k);
+  EXPECT_EQ(plan.workspace_bytes, 0u);
+  // 33 x 8 heads x 8 tiles = 2112 = 16 x 132: whole rounds.
+  PrefillProblem whole = prefill(33, 8, 1024);
+  ASSERT_TRUE(plan_prefill(whole, DeviceInfo::h200(), sm90, &plan).ok());
+  EXPECT_FALSE(plan.stream_k);
+  // 37 heads x 10 tiles = 370 = 2 x 132 + 106: the last round fills 106 of 132 blocks (> 4/5); on
+  // 140 SMs 2 x 140 + 90 (< 4/5).
+  PrefillProblem nearly = prefill(1, 37, 1280);
+  ASSERT_TRUE(plan_prefill(nearly, DeviceInfo::h200(), sm90, &plan).ok());
+  EXPECT_EQ(plan.persistent_blocks, 132);
+  EXPECT_FALSE(plan.stream_k);
+  DeviceInfo more = DeviceInfo::h200();
+  more.sm_count = 140;
+  ASSERT_TRUE(plan_prefill(nearly, more, sm90, &plan).ok());
+  EXPECT_TRUE(plan.stream_k);
+  EXPECT_EQ(plan.stream_k_first_tile, 140);
+  // D=64's 192-row tile: three consumer warpgroups per slot.
+  PrefillProblem d64 = prefill(4, 12, 1024);
+  d64.head_dim = 64;
+  d64.dtype = DType::kF16;
+  PlanOptions m192;
+  m192.family = "prefill_sm90_m192";
+  ASSERT_TRUE(plan_prefill(d64, DeviceInfo::h200(), m192, &plan).ok());
+  EXPECT_TRUE(plan.stream_k);  // 6 x 48 = 288 tiles: 2 rounds and 24 blocks
+  EXPECT_EQ(plan.stream_k_first_tile, 132);
+  EXPECT_EQ(plan.workspace_bytes, plan::stream_k_workspace(0, 131, 192, 64).total_bytes);
+  // Unequal tiles, splits, two passes, packed heads: whole tiles.
+  ASSERT_TRUE(plan_prefill(prefill(16, 16, 1024, true), DeviceInfo::h200(), sm90, &plan).ok());
+  EXPECT_FALSE(plan.stream_k);
+  PlanOptions splits = sm90;
+  splits.strategy = Strategy::kSplitKV;
+  splits.num_splits = 3;
+  ASSERT_TRUE(plan_prefill(prefill(4, 16, 1024), DeviceInfo::h200(), splits, &plan).ok());
+  EXPECT_GT(plan.persistent_blocks, 0);
+  EXPECT_FALSE(plan.stream_k);
+  PlanOptions two_pass;
+  two_pass.strategy = Strategy::kTwoPass;
+  two_pass.family = "prefill_sm90_twopass";
+  ASSERT_TRUE(plan_prefill(prefill(16, 16, 1024), DeviceInfo::h200(), two_pass, &plan).ok());
+  EXPECT_FALSE(plan.stream_k);
+  PlanOptions packed;
+  packed.family = "prefill_sm90_gqa";
+  PrefillProblem gqa = prefill(16, 32, 1024);
+  gqa.num_kv_heads = 8;
+  ASSERT_TRUE(plan_prefill(gqa, DeviceInfo::h200(), packed, &plan).ok());
+  EXPECT_FALSE(plan.stream_k);
 }
 
 TEST(Planner, TheFamilyServingTheStrategyIsChosenAndRecorded) {

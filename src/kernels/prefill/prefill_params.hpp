@@ -53,6 +53,20 @@ struct PrefillParams {
   int tiles_m;
   int32_t* tile_counter;
 
+  // Stream-K tail (prefill_sm90, static persistent grids of uniform tiles, Plan::stream_k): tiles
+  // [0, stream_first_tile) go by the grid stride as above; the key steps of the tiles after them
+  // (stream_steps per tile) are cut into one equal range per block, so every block ends at the same
+  // step instead of some running one more whole tile. A tile cut between blocks j and j + 1 is
+  // finished in two parts whose (O, LSE) meet in slot j of the workspace: the part that arrives
+  // first on the slot's counter (one per consumer warpgroup, zero before the launch) stores its
+  // normalized O and LSE there, the other merges both in key order and writes the rows.
+  // stream_steps 0: off.
+  int stream_steps;
+  int stream_first_tile;
+  float* stream_o;    // [slots, consumer warpgroups, D / 8, 128 threads] float4s in accumulator order
+  float* stream_lse;  // [slots, consumer warpgroups, rows per thread, 128 threads]
+  int32_t* stream_counters;  // [slots, consumer warpgroups]
+
   // GQA packing (prefill_sm90_gqa, tiles::packed_queries_per_head): a tile holds the `group` query
   // heads of one KV head with pack_queries queries each, and the grid is (tiles_m, Hkv, batch x
   // splits). 0: a tile holds one query head's queries, the grid (tiles_m, Hq, batch x splits).

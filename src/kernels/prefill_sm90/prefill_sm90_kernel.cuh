@@ -43,6 +43,7 @@
 #include "kernels/prefill/prefill_common.cuh"
 #include "kernels/prefill_sm90/prefill_sm90_traits.cuh"
 #include "kernels/prefill_sm90/smem_epilogue.cuh"
+#include "kernels/prefill_sm90/stream_k_merge.cuh"
 #include "kernels/prefill_sm90/tile_schedule.cuh"
 
 namespace splitkv::detail {
@@ -356,10 +357,12 @@ __device__ __forceinline__ PipelineState advanced(PipelineState s) {
 // paged cache's page ids (final once the tile's last stage has been waited for); set, the tile's
 // rows are NaN. release_previous_q: called once the tile's first Q K^T is issued (or before the
 // epilogue of a tile without keys); it hands the previous tile's Q buffer back (see the caller).
+// cut_slot: >= 0 when the tile is a stream-K tail tile cut between two blocks and this is one part
+// (blk.keys its keys): the parts meet in that workspace slot (stream_k_merge.cuh).
 template <class Traits, PrefillPass kPass, class Pipeline, class PipelineState, class SmemQ, class SmemK, class SmemV,
           class SmemVt, class ReleaseQ>
 __device__ __forceinline__ void consume_tile(const PrefillParams& p, const TmaStoreO<Traits>& store_o,
-                                             const PrefillBlock<typename Traits::Element>& blk,
+                                             const PrefillBlock<typename Traits::Element>& blk, int cut_slot,
                                              const int& pages_bad, typename Traits::SharedStorage& smem, Pipeline& pipeline,
                                              PipelineState& read_k, SmemQ sQ, SmemK sK, SmemV sV, SmemVt sVt,
                                              int consumer, int consumer_tid, ReleaseQ&& release_previous_q) {
@@ -521,6 +524,12 @@ __device__ __forceinline__ void consume_tile(const PrefillParams& p, const TmaSt
   Tensor tOcO_rc = make_tensor(tOcO.data(), wgmma_acc_as_rows_cols(tOcO.layout()));
   const PrefillSequence rows_seq = rows_sequence();
   if (p.output.mode == OutputMode::kFinal) {
+    if constexpr (kPass == PrefillPass::kFused && !Traits::kPackGqa) {
+      if (cut_slot >= 0 && !merge_cut_tile<Traits>(p, cut_slot, keys.lo == 0, consumer, consumer_tid % 128, acc_o_rc,
+                                                   lse, inv, smem.stream_arrival[consumer], kEpilogueBarrier + consumer)) {
+        return;  // the other part writes the rows
+      }
+    }
     write_final_rows_through_smem<Traits>(p, store_o, rows_seq, blk.b, rows, consumer, consumer_tid, sQ, acc_o, tOcO_rc,
                                           lse, inv, kEpilogueBarrier + consumer);
   } else {
@@ -592,13 +601,13 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kBlocksPerSm)
     if (warp != 0 && !paged_boxes) return;
     const int lane = threadIdx.x % 32;
     PipelineState write = cutlass::make_producer_start_state<Pipeline>();
-    int tile = TileSchedule<Traits::kPackGqa>::first_tile();
+    int tile = schedule.first_tile(p);
     for (int i = 0;; ++i) {
       PrefillBlock<Element> blk;
       bool have = false;  // a tile with query rows (a short varlen member has none in its last tiles)
       const int buf = i % kQBuffers;
       if (warp == 0) {
-        while (tile < schedule.total_tiles && !(have = TileSchedule<Traits::kPackGqa>::locate(blk, p, tile, kM, kN))) {
+        while (tile < schedule.total_tiles && !(have = schedule.locate(blk, p, tile, kM, kN))) {
           tile = schedule.next_tile(p, tile);
         }
         if (lane == 0) {
@@ -619,7 +628,7 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kBlocksPerSm)
         cutlass::arch::NamedBarrier::sync(32 * kPagedProducerWarps, kProducerBarrier);
         if (warp != 0) {
           tile = smem.tile_id[buf];
-          have = tile >= 0 && TileSchedule<Traits::kPackGqa>::locate(blk, p, tile, kM, kN);  // true: warp 0 skipped rowless tiles
+          have = tile >= 0 && schedule.locate(blk, p, tile, kM, kN);  // true: warp 0 skipped rowless tiles
         }
       }
       if (!have) break;
@@ -662,8 +671,8 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kBlocksPerSm)
     const int tile = __reduce_max_sync(0xffffffffu, smem.tile_id[buf]);
     if (tile < 0) break;
     PrefillBlock<Element> blk;
-    TileSchedule<Traits::kPackGqa>::locate(blk, p, tile, kM, kN);  // true: the producer skipped tiles without rows
-    consume_tile<Traits, kPass>(p, params.store_o, blk, smem.tile_pages_bad[buf], smem, pipeline, read_k,
+    schedule.locate(blk, p, tile, kM, kN);  // true: the producer skipped tiles without rows
+    consume_tile<Traits, kPass>(p, params.store_o, blk, schedule.cut_slot(p, tile), smem.tile_pages_bad[buf], smem, pipeline, read_k,
                                 q_buffer(buf), sK, sV, sVt, consumer, consumer_tid, release_pending_q);
     if (schedule.is_last(p, tile)) break;
     pending_q_buffer = buf;

@@ -99,6 +99,7 @@ struct PrefillSm90Traits {
     int tile_id[kQBuffers];          // the buffer's tile, or -1: no more tiles
     int tile_pages_bad[kQBuffers];   // a paged cache's tile has a page id outside the pool
     float wait_order_sink[kConsumerThreads];  // one word per consumer thread: see keep_before_next_wait
+    int stream_arrival[kConsumerWarpgroups];  // a stream-K part's arrival on its slot (stream_k_merge.cuh)
   };
   static constexpr int kSmemBytes = kTile.smem_bytes();
   static_assert(int(sizeof(SharedStorage)) + 1024 <= kSmemBytes, "the tile table undercounts shared memory");

@@ -5,6 +5,9 @@
 // tiles (a persistent grid, one block per SM) it then claims the next one from the plan's tile
 // counter (dynamic: blocks that finish first take the next tiles, which balances causal and ragged
 // work as the hardware's block scheduler does) or steps by the grid size (static: uniform tiles).
+// With a stream-K tail (PrefillParams::stream_steps), the stride ends at stream_first_tile, and a
+// block then takes one contiguous range of the remaining tiles' key steps (part of a tile, whole
+// tiles, part of another): a tile's part is the tile over a sub-range of its keys (locate).
 // A grid of tiles that pack a KV head's query heads (kPacked, prefill_sm90_gqa) is (tiles_m, Hkv,
 // batch x splits): tile (x, kv_head, z) holds queries [x m, x m + m) of query heads
 // [kv_head * group, kv_head * group + group), m = p.pack_queries.
@@ -18,6 +21,8 @@ template <bool kPacked>
 struct TileSchedule {
   int grid_blocks;  // blocks in the launch
   int total_tiles;  // tiles_m * heads of the grid * batch * splits (the planner keeps it below 2^31)
+  // Stream-K tail: this block's key steps [stream_lo, stream_hi), counted over the tiles from 0.
+  int64_t stream_lo = 0, stream_hi = 0;
 
   __device__ __forceinline__ static int grid_heads(const PrefillParams& p) {
     return kPacked ? p.num_kv_heads : p.num_q_heads;
@@ -25,14 +30,30 @@ struct TileSchedule {
 
   __device__ __forceinline__ explicit TileSchedule(const PrefillParams& p)
       : grid_blocks(int(gridDim.x * gridDim.y * gridDim.z)),
-        total_tiles(p.tiles_m * grid_heads(p) * p.batch * p.num_splits) {}
+        total_tiles(p.tiles_m * grid_heads(p) * p.batch * p.num_splits) {
+    if (p.stream_steps > 0) {
+      const int64_t first = int64_t(p.stream_first_tile) * p.stream_steps;
+      const int64_t steps = int64_t(total_tiles - p.stream_first_tile) * p.stream_steps;
+      stream_lo = first + steps * block_index() / grid_blocks;
+      stream_hi = first + steps * (block_index() + 1) / grid_blocks;
+    }
+  }
 
-  __device__ __forceinline__ static int first_tile() {
+  __device__ __forceinline__ static int block_index() {
     return int(blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z));
+  }
+
+  __device__ __forceinline__ int first_tile(const PrefillParams& p) const {
+    if (p.stream_steps > 0 && p.stream_first_tile == 0) return int(stream_lo / p.stream_steps);
+    return block_index();
   }
 
   // The tile after `tile` for this block, called by every lane of one warp (lane 0 claims it).
   __device__ __forceinline__ int next_tile(const PrefillParams& p, int tile) const {
+    if (p.stream_steps > 0) {
+      if (tile + grid_blocks < p.stream_first_tile) return tile + grid_blocks;
+      return tile < p.stream_first_tile ? int(stream_lo / p.stream_steps) : tile + 1;
+    }
     if (p.tile_counter == nullptr) return tile + grid_blocks;
     int claim = 0;
     if (threadIdx.x % 32 == 0) claim = atomicAdd(p.tile_counter, 1);
@@ -42,23 +63,48 @@ struct TileSchedule {
   // Whether `tile` is certainly this block's last: a static schedule with no tile a stride further
   // (both roles know it without a message; a dynamic one learns it from the counter).
   __device__ __forceinline__ bool is_last(const PrefillParams& p, int tile) const {
+    if (p.stream_steps > 0) return tile >= p.stream_first_tile && int64_t(tile + 1) * p.stream_steps >= stream_hi;
     return p.tile_counter == nullptr && tile >= total_tiles - grid_blocks;
+  }
+
+  // The workspace slot where the two parts of `tile` meet (stream-K tail), or -1 when this block
+  // computes the whole tile. A block's range holds at least one tile's steps (the planner's
+  // condition), so a tile is cut at most once: at the end of this block's range (slot: this block)
+  // or at its start (slot: the block before).
+  __device__ __forceinline__ int cut_slot(const PrefillParams& p, int tile) const {
+    if (p.stream_steps <= 0 || tile < p.stream_first_tile) return -1;
+    const int64_t begin = int64_t(tile) * p.stream_steps;
+    if (stream_lo > begin) return block_index() - 1;
+    if (stream_hi < begin + p.stream_steps) return block_index();
+    return -1;
   }
 
   // blk <- tile; false when the tile's sequence has no query rows there (a short varlen member).
   // A packed tile's blk.hq is the first of its query heads and blk.row0 its first query.
   // No page check: the kernel's producer checks the page ids it reads and tells the consumers (a
   // block-wide check would need both roles at one barrier).
+  // A stream-K tail tile is this block's part of it: its keys restricted to the block's steps.
   template <class Element>
-  __device__ __forceinline__ static bool locate(PrefillBlock<Element>& blk, const PrefillParams& p, int tile,
-                                                int block_m, int block_n) {
+  __device__ __forceinline__ bool locate(PrefillBlock<Element>& blk, const PrefillParams& p, int tile, int block_m,
+                                         int block_n) const {
     const int x = tile % p.tiles_m;
     const int heads_and_z = tile / p.tiles_m;
     const int head = heads_and_z % grid_heads(p);
     if constexpr (kPacked) {
       return blk.init_tile(p, p.pack_queries, block_n, x, p.tiles_m, head * p.group, heads_and_z / grid_heads(p));
     }
-    return blk.init_tile(p, block_m, block_n, x, p.tiles_m, head, heads_and_z / grid_heads(p));
+    if (!blk.init_tile(p, block_m, block_n, x, p.tiles_m, head, heads_and_z / grid_heads(p))) return false;
+    if (p.stream_steps > 0 && tile >= p.stream_first_tile) {
+      // Uniform tiles (the planner's condition): keys [0, k_len) in stream_steps steps, no split.
+      const int64_t begin = int64_t(tile) * p.stream_steps;
+      const int lo = int(max(stream_lo - begin, int64_t(0)));
+      const int hi = int(min(stream_hi - begin, int64_t(p.stream_steps)));
+      blk.keys.lo += lo * block_n;
+      blk.keys.hi = min(blk.keys.hi, hi * block_n);
+      blk.keys.mask_from = min(blk.keys.mask_from, blk.keys.hi);
+      blk.n_blocks = hi - lo;
+    }
+    return true;
   }
 
   // The (query head, query) of each row of blk's tile.
