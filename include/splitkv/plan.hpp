@@ -102,8 +102,8 @@ struct PlanOptions {
   // per tile instead (same kernel).
   bool persistent_prefill = true;
   // Prefill on sm_90, on by default: a persistent grid of uniform tiles (non-causal, padded, token
-  // tensors, no KV split) whose last round of tiles would leave more than a fifth of the blocks idle
-  // ends in a stream-K tail (Plan::stream_k): the last tiles' key steps are shared out evenly, and a
+  // tensors, no KV split, at least 16 key steps a tile) whose last round of tiles would leave more
+  // than a fifth of the blocks idle ends in a stream-K tail (Plan::stream_k): the last tiles' key steps are shared out evenly, and a
   // tile cut between two blocks is merged from its two parts through the workspace, in key order
   // (the same bits on every run). False keeps whole tiles to the end.
   bool stream_k_prefill = true;

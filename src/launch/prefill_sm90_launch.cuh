@@ -109,6 +109,12 @@ cudaError_t launch_prefill_sm90(const PrefillParams& p, const LaunchConfig& conf
                            prefill_sm90_kernel<Traits, PrefillPass::kFromStats>, block, Traits::kSmemBytes, params,
                            config);
   } else {
+    if constexpr (!Traits::kPackGqa) {
+      if (p.stream_steps > 0) {
+        return launch_kernel(prefill_sm90_kernel<Traits, PrefillPass::kFused, true>, block, Traits::kSmemBytes, params,
+                             config);
+      }
+    }
     return launch_kernel(prefill_sm90_kernel<Traits, PrefillPass::kFused>, block, Traits::kSmemBytes, params, config);
   }
 }

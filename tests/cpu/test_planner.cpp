@@ -585,7 +585,7 @@ TEST(Planner, HopperPrefillTilesRunOnAPersistentGrid) {
   ASSERT_TRUE(plan_prefill(prefill(16, 16, 1024), DeviceInfo::h200(), sm90, &plan).ok());
   EXPECT_EQ(plan.persistent_blocks, 132);  // 8 x 16 x 16 = 2048 tiles
   EXPECT_FALSE(plan.dynamic_tiles);
-  EXPECT_TRUE(plan.stream_k);  // (TEST StreamKTailWhereTheLastRoundLeavesBlocksIdle)
+  EXPECT_EQ(plan.workspace_bytes, 0u);  // (whole tiles: 8 key steps each, see the stream-K test below)
   EXPECT_NE(describe(plan).find("persistent: 132 blocks"), std::string::npos) << describe(plan);
   ASSERT_TRUE(plan_prefill(prefill(16, 16, 1024, true), DeviceInfo::h200(), sm90, &plan).ok());
   EXPECT_EQ(plan.persistent_blocks, 132);
@@ -632,29 +632,32 @@ TEST(Planner, HopperPrefillTilesRunOnAPersistentGrid) {
 
 // A static persistent grid whose last round of tiles would leave more than a fifth of the blocks idle
 // ends in a stream-K tail: every round but the last whole one by the stride, then equal key-step
-// ranges; its workspace (after anything else) holds one slot per block boundary. Not for causal,
-// split, two-pass or packed problems, nor where the tiles fill the last round (nearly) whole.
+// ranges; its workspace (after anything else) holds one slot per block boundary. Not for tiles of
+// fewer than 16 key steps, causal, split, two-pass or packed problems, nor where the tiles fill the
+// last round (nearly) whole.
 TEST(Planner, StreamKTailWhereTheLastRoundLeavesBlocksIdle) {
   PlanOptions sm90;
   sm90.family = "prefill_sm90";
   Plan plan;
-  ASSERT_TRUE(plan_prefill(prefill(16, 16, 1024), DeviceInfo::h200(), sm90, &plan).ok());
+  ASSERT_TRUE(plan_prefill(prefill(4, 16, 4096), DeviceInfo::h200(), sm90, &plan).ok());
   EXPECT_TRUE(plan.stream_k);  // 2048 tiles: 15 rounds and 68 of 132 blocks
   EXPECT_EQ(plan.stream_k_first_tile, 14 * 132);
   EXPECT_EQ(plan.workspace_bytes, plan::stream_k_workspace(0, 131, 128, 128).total_bytes);
   EXPECT_NE(describe(plan).find("stream-K tail"), std::string::npos) << describe(plan);
   PlanOptions off = sm90;
   off.stream_k_prefill = false;
-  ASSERT_TRUE(plan_prefill(prefill(16, 16, 1024), DeviceInfo::h200(), off, &plan).ok());
+  ASSERT_TRUE(plan_prefill(prefill(4, 16, 4096), DeviceInfo::h200(), off, &plan).ok());
   EXPECT_FALSE(plan.stream_k);
   EXPECT_EQ(plan.workspace_bytes, 0u);
-  // 33 x 8 heads x 8 tiles = 2112 = 16 x 132: whole rounds.
-  PrefillProblem whole = prefill(33, 8, 1024);
+  ASSERT_TRUE(plan_prefill(prefill(16, 16, 1024), DeviceInfo::h200(), sm90, &plan).ok());
+  EXPECT_FALSE(plan.stream_k);  // 2048 tiles again, of 8 key steps
+  // 11 x 6 heads x 32 tiles = 2112 = 16 x 132: whole rounds.
+  PrefillProblem whole = prefill(11, 6, 4096);
   ASSERT_TRUE(plan_prefill(whole, DeviceInfo::h200(), sm90, &plan).ok());
   EXPECT_FALSE(plan.stream_k);
-  // 37 heads x 10 tiles = 370 = 2 x 132 + 106: the last round fills 106 of 132 blocks (> 4/5); on
-  // 140 SMs 2 x 140 + 90 (< 4/5).
-  PrefillProblem nearly = prefill(1, 37, 1280);
+  // 12 heads x 20 tiles = 240 = 132 + 108: the last round fills 108 of 132 blocks (> 4/5); on
+  // 140 SMs 140 + 100 (< 4/5), every tile in the tail.
+  PrefillProblem nearly = prefill(1, 12, 2560);
   ASSERT_TRUE(plan_prefill(nearly, DeviceInfo::h200(), sm90, &plan).ok());
   EXPECT_EQ(plan.persistent_blocks, 132);
   EXPECT_FALSE(plan.stream_k);
@@ -662,34 +665,34 @@ TEST(Planner, StreamKTailWhereTheLastRoundLeavesBlocksIdle) {
   more.sm_count = 140;
   ASSERT_TRUE(plan_prefill(nearly, more, sm90, &plan).ok());
   EXPECT_TRUE(plan.stream_k);
-  EXPECT_EQ(plan.stream_k_first_tile, 140);
+  EXPECT_EQ(plan.stream_k_first_tile, 0);
   // D=64's 192-row tile: three consumer warpgroups per slot.
-  PrefillProblem d64 = prefill(4, 12, 1024);
+  PrefillProblem d64 = prefill(4, 12, 8192);
   d64.head_dim = 64;
   d64.dtype = DType::kF16;
   PlanOptions m192;
   m192.family = "prefill_sm90_m192";
   ASSERT_TRUE(plan_prefill(d64, DeviceInfo::h200(), m192, &plan).ok());
-  EXPECT_TRUE(plan.stream_k);  // 6 x 48 = 288 tiles: 2 rounds and 24 blocks
-  EXPECT_EQ(plan.stream_k_first_tile, 132);
+  EXPECT_TRUE(plan.stream_k);  // 43 x 48 = 2064 tiles: 15 rounds and 84 blocks
+  EXPECT_EQ(plan.stream_k_first_tile, 14 * 132);
   EXPECT_EQ(plan.workspace_bytes, plan::stream_k_workspace(0, 131, 192, 64).total_bytes);
   // Unequal tiles, splits, two passes, packed heads: whole tiles.
-  ASSERT_TRUE(plan_prefill(prefill(16, 16, 1024, true), DeviceInfo::h200(), sm90, &plan).ok());
+  ASSERT_TRUE(plan_prefill(prefill(4, 16, 4096, true), DeviceInfo::h200(), sm90, &plan).ok());
   EXPECT_FALSE(plan.stream_k);
   PlanOptions splits = sm90;
   splits.strategy = Strategy::kSplitKV;
   splits.num_splits = 3;
-  ASSERT_TRUE(plan_prefill(prefill(4, 16, 1024), DeviceInfo::h200(), splits, &plan).ok());
+  ASSERT_TRUE(plan_prefill(prefill(1, 16, 4096), DeviceInfo::h200(), splits, &plan).ok());
   EXPECT_GT(plan.persistent_blocks, 0);
   EXPECT_FALSE(plan.stream_k);
   PlanOptions two_pass;
   two_pass.strategy = Strategy::kTwoPass;
   two_pass.family = "prefill_sm90_twopass";
-  ASSERT_TRUE(plan_prefill(prefill(16, 16, 1024), DeviceInfo::h200(), two_pass, &plan).ok());
+  ASSERT_TRUE(plan_prefill(prefill(4, 16, 4096), DeviceInfo::h200(), two_pass, &plan).ok());
   EXPECT_FALSE(plan.stream_k);
   PlanOptions packed;
   packed.family = "prefill_sm90_gqa";
-  PrefillProblem gqa = prefill(16, 32, 1024);
+  PrefillProblem gqa = prefill(4, 32, 4096);
   gqa.num_kv_heads = 8;
   ASSERT_TRUE(plan_prefill(gqa, DeviceInfo::h200(), packed, &plan).ok());
   EXPECT_FALSE(plan.stream_k);

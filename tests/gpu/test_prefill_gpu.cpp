@@ -211,7 +211,7 @@ TEST(PrefillGpu, ResultsAreBitwiseIdenticalRunToRun) {
 // uniform tiles, the tile counter on causal and ragged ones, with splits, D=64's 192-row tile; a
 // second call on the same workspace (the counter left non-zero by the first) gives the same bits,
 // and so does one block per tile (persistent_prefill off): the grid never changes a tile's bits
-// (with whole tiles: a stream-K tail merges cut tiles from two parts, StreamKTailMergesCutTiles).
+// (with whole tiles: a stream-K tail merges cut tiles from two parts, StreamKTail).
 TEST(PrefillGpu, PersistentGridOfFewBlocksWalksEveryTile) {
   struct Case {
     PrefillShape shape;
@@ -278,95 +278,98 @@ TEST(PrefillGpu, PersistentGridOfFewBlocksWalksEveryTile) {
 
 // A stream-K tail (Plan::stream_k): on 3-7 blocks most tail tiles are cut between two blocks, at
 // D=64 (two and three consumer warpgroups) and D=128, fp16 and bf16, with ragged last query
-// blocks and K/V tiles, more keys than queries, sharp scores (parts of very different weight), and
-// one key step per tile (nothing to cut); on the device's own SMs, a grid whose every tile is in
-// the tail. Each matches the fp64 reference, repeats its bits on a second call on the same
-// (poisoned) workspace and in replays of a captured graph (the counters are zeroed per call, and
-// the parts merge in key order whichever arrives first), and stays within the tolerance of whole
-// tiles (stream_k_prefill off).
-TEST(PrefillGpu, StreamKTailMergesCutTiles) {
-  struct Case {
-    PrefillShape shape;
-    const char* family;
-    std::vector<int> sms;  // 0: the device's own
-    float q_scale;
-  };
-  const Case cases[] = {
-      {padded("d128_1000", 2, 4, 4, 1000, 1000, false), "prefill_sm90", {3, 5, 7}, 1.f},
-      {padded("d128_fp16_300_of_1500", 1, 4, 2, 300, 1500, false, 128, DType::kF16), "prefill_sm90", {5, 7}, 6.f},
-      {padded("d64_fp16_1000", 2, 4, 4, 1000, 1000, false, 64, DType::kF16), "prefill_sm90", {3, 7}, 1.f},
-      {padded("d64_bf16_m192_700_of_900", 2, 4, 2, 700, 900, false, 64), "prefill_sm90_m192", {3, 5}, 6.f},
-      {padded("d128_one_step_per_tile", 2, 8, 8, 600, 100, false), "prefill_sm90", {3, 7}, 1.f},
-      {padded("all_tail_136_tiles", 2, 17, 17, 512, 384, false), "prefill_sm90", {0}, 1.f},
-  };
-  for (const Case& k : cases) {
-    const PrefillProblem& problem = k.shape.spec.problem;
-    if (!gpu_test::compiled(problem.dtype, problem.head_dim) || !testing::gpu_available()) continue;
-    if (gpu_test::device().cc_major < 9) GTEST_SKIP() << "prefill_sm90 needs sm_90";
-    testing::PrefillCaseSpec spec = k.shape.spec;
-    spec.q_scale = k.q_scale;
-    testing::PrefillCase c = testing::make_prefill_case(spec);
-    testing::DevicePrefillCase dev(c);
-    for (int sms : k.sms) {
-      DeviceInfo device = gpu_test::device();
-      if (sms > 0) device.sm_count = sms;
-      const std::string where = k.shape.name + " on " + std::to_string(device.sm_count) + " blocks";
-      PlanOptions o;
-      o.family = k.family;
-      Plan plan;
-      const Status planned = plan_prefill(problem, device, o, &plan);
-      ASSERT_TRUE(planned.ok()) << planned.message();
-      if (!gpu_test::plan_compiled(plan)) continue;
-      if (sms == 0 && !plan.stream_k) continue;  // a device of another SM count
-      EXPECT_TRUE(plan.stream_k) << where << ": " << plan.note;
-      DeviceBuffer workspace = gpu_test::poisoned_workspace(plan.workspace_bytes);
-      std::vector<uint16_t> first;
-      for (int run = 0; run < 2; ++run) {
-        testing::poison_outputs(c);
-        dev.upload_outputs(c);
-        ASSERT_TRUE(run_prefill(plan, dev.tensors, workspace.get(), workspace.bytes(), nullptr).ok());
-        dev.download_outputs(c);
-        const testing::Comparison cmp = testing::check_prefill(c);
-        EXPECT_TRUE(cmp.passed) << where << ", run " << run << ": " << cmp.summary();
-        if (run == 0) first = c.out;
-      }
-      EXPECT_EQ(first, c.out) << where << ": the second call differs";
+// blocks and K/V tiles, more keys than queries and sharp scores (parts of very different weight);
+// on the device's own SMs, a grid whose every tile is in the tail. Each matches the fp64
+// reference and repeats its bits on a second call on the same (poisoned) workspace and in replays
+// of a captured graph (the counters are zeroed per call, and the parts merge in key order
+// whichever arrives first).
+struct StreamKCase {
+  PrefillShape shape;
+  const char* family;
+  int sms;  // 0: the device's own
+  float q_scale;
+};
 
-      cudaStream_t stream;
-      ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
-      cudaGraph_t graph;
-      ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
-      const Status captured = run_prefill(plan, dev.tensors, workspace.get(), workspace.bytes(), stream);
-      ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
-      ASSERT_TRUE(captured.ok()) << captured.message();
-      cudaGraphExec_t exec;
-      ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
-      for (int replay = 0; replay < 2; ++replay) {
-        testing::poison_outputs(c);
-        dev.upload_outputs(c);
-        ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
-        ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
-        dev.download_outputs(c);
-        EXPECT_EQ(first, c.out) << where << ": graph replay " << replay << " differs";
-      }
-      cudaGraphExecDestroy(exec);
-      cudaGraphDestroy(graph);
-      cudaStreamDestroy(stream);
+std::vector<StreamKCase> stream_k_cases() {
+  std::vector<StreamKCase> v;
+  for (int sms : {3, 5, 7}) v.push_back({padded("d128_1000_of_2100", 1, 4, 4, 1000, 2100, false), "prefill_sm90", sms, 1.f});
+  for (int sms : {5, 7}) {
+    v.push_back({padded("d128_fp16_300_of_2500", 1, 4, 2, 300, 2500, false, 128, DType::kF16), "prefill_sm90", sms, 6.f});
+  }
+  for (int sms : {3, 7}) {
+    v.push_back({padded("d64_fp16_1000_of_2100", 1, 4, 4, 1000, 2100, false, 64, DType::kF16), "prefill_sm90", sms, 1.f});
+  }
+  for (int sms : {3, 5}) {
+    v.push_back({padded("d64_bf16_m192_700_of_2100", 2, 4, 2, 700, 2100, false, 64), "prefill_sm90_m192", sms, 6.f});
+  }
+  v.push_back({padded("d64_all_tail_136_tiles", 1, 136, 136, 128, 2048, false, 64, DType::kF16), "prefill_sm90", 0, 1.f});
+  return v;
+}
 
-      PlanOptions whole_tiles = o;
-      whole_tiles.stream_k_prefill = false;
-      Plan plain;
-      ASSERT_TRUE(plan_prefill(problem, device, whole_tiles, &plain).ok());
-      EXPECT_FALSE(plain.stream_k);
-      DeviceBuffer plain_workspace = gpu_test::poisoned_workspace(plain.workspace_bytes);
-      testing::poison_outputs(c);
-      dev.upload_outputs(c);
-      ASSERT_TRUE(run_prefill(plain, dev.tensors, plain_workspace.get(), plain_workspace.bytes(), nullptr).ok());
-      dev.download_outputs(c);
-      EXPECT_TRUE(testing::check_prefill(c).passed) << where << " in whole tiles";
+class StreamKTail : public ::testing::TestWithParam<StreamKCase> {};
+
+TEST_P(StreamKTail, MergesCutTilesAndRepeatsItsBits) {
+  const StreamKCase& k = GetParam();
+  const PrefillProblem& problem = k.shape.spec.problem;
+  SPLITKV_REQUIRE_GPU(problem.dtype, problem.head_dim);
+  DeviceInfo device = gpu_test::device();
+  if (device.cc_major < 9) GTEST_SKIP() << "prefill_sm90 needs sm_90";
+  if (k.sms > 0) device.sm_count = k.sms;
+  PlanOptions o;
+  o.family = k.family;
+  Plan plan;
+  const Status planned = plan_prefill(problem, device, o, &plan);
+  ASSERT_TRUE(planned.ok()) << planned.message();
+  SPLITKV_REQUIRE_PLAN_COMPILED(plan);
+  if (k.sms == 0 && !plan.stream_k) GTEST_SKIP() << "no stream-K tail on this device's SM count: " << plan.note;
+  ASSERT_TRUE(plan.stream_k) << plan.note;
+  testing::PrefillCaseSpec spec = k.shape.spec;
+  spec.q_scale = k.q_scale;
+  testing::PrefillCase c = testing::make_prefill_case(spec);
+  testing::DevicePrefillCase dev(c);
+  DeviceBuffer workspace = gpu_test::poisoned_workspace(plan.workspace_bytes);
+  std::vector<uint16_t> first;
+  for (int run = 0; run < 2; ++run) {
+    testing::poison_outputs(c);
+    dev.upload_outputs(c);
+    ASSERT_TRUE(run_prefill(plan, dev.tensors, workspace.get(), workspace.bytes(), nullptr).ok());
+    dev.download_outputs(c);
+    if (run == 0) {
+      const testing::Comparison cmp = testing::check_prefill(c);
+      EXPECT_TRUE(cmp.passed) << cmp.summary();
+      first = c.out;
     }
   }
+  EXPECT_EQ(first, c.out) << "the second call differs";
+
+  cudaStream_t stream;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  cudaGraph_t graph;
+  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+  const Status captured = run_prefill(plan, dev.tensors, workspace.get(), workspace.bytes(), stream);
+  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+  ASSERT_TRUE(captured.ok()) << captured.message();
+  cudaGraphExec_t exec;
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  for (int replay = 0; replay < 2; ++replay) {
+    testing::poison_outputs(c);
+    dev.upload_outputs(c);
+    ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    dev.download_outputs(c);
+    EXPECT_EQ(first, c.out) << "graph replay " << replay << " differs";
+  }
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
 }
+
+INSTANTIATE_TEST_SUITE_P(Cases, StreamKTail, ::testing::ValuesIn(stream_k_cases()),
+                         [](const ::testing::TestParamInfo<StreamKCase>& info) {
+                           return info.param.shape.name + "_on_" +
+                                  (info.param.sms > 0 ? std::to_string(info.param.sms) : std::string("device")) +
+                                  "_blocks";
+                         });
 
 TEST(PrefillGpu, ChunkedPrefillSplitsByItselfAndMatches) {
   SPLITKV_REQUIRE_GPU(DType::kBF16, 128);

@@ -359,8 +359,8 @@ __device__ __forceinline__ PipelineState advanced(PipelineState s) {
 // epilogue of a tile without keys); it hands the previous tile's Q buffer back (see the caller).
 // cut_slot: >= 0 when the tile is a stream-K tail tile cut between two blocks and this is one part
 // (blk.keys its keys): the parts meet in that workspace slot (stream_k_merge.cuh).
-template <class Traits, PrefillPass kPass, class Pipeline, class PipelineState, class SmemQ, class SmemK, class SmemV,
-          class SmemVt, class ReleaseQ>
+template <class Traits, PrefillPass kPass, bool kStreamK, class Pipeline, class PipelineState, class SmemQ, class SmemK,
+          class SmemV, class SmemVt, class ReleaseQ>
 __device__ __forceinline__ void consume_tile(const PrefillParams& p, const TmaStoreO<Traits>& store_o,
                                              const PrefillBlock<typename Traits::Element>& blk, int cut_slot,
                                              const int& pages_bad, typename Traits::SharedStorage& smem, Pipeline& pipeline,
@@ -524,7 +524,8 @@ __device__ __forceinline__ void consume_tile(const PrefillParams& p, const TmaSt
   Tensor tOcO_rc = make_tensor(tOcO.data(), wgmma_acc_as_rows_cols(tOcO.layout()));
   const PrefillSequence rows_seq = rows_sequence();
   if (p.output.mode == OutputMode::kFinal) {
-    if constexpr (kPass == PrefillPass::kFused && !Traits::kPackGqa) {
+    if constexpr (kStreamK) {
+      static_assert(kPass == PrefillPass::kFused && !Traits::kPackGqa, "stream-K tails: the one-pass kernel, unpacked tiles");
       if (cut_slot >= 0 && !merge_cut_tile<Traits>(p, cut_slot, keys.lo == 0, consumer, consumer_tid % 128, acc_o_rc,
                                                    lse, inv, smem.stream_arrival[consumer], kEpilogueBarrier + consumer)) {
         return;  // the other part writes the rows
@@ -538,7 +539,8 @@ __device__ __forceinline__ void consume_tile(const PrefillParams& p, const TmaSt
   }
 }
 
-template <class Traits, PrefillPass kPass>
+// kStreamK: the instantiation for plans with a stream-K tail (PrefillParams::stream_steps > 0).
+template <class Traits, PrefillPass kPass, bool kStreamK = false>
 __global__ void __launch_bounds__(Traits::kThreads, Traits::kBlocksPerSm)
     prefill_sm90_kernel(const __grid_constant__ PrefillSm90Params<Traits> params) {
   using namespace cute;
@@ -559,7 +561,7 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kBlocksPerSm)
 
   // Until wait_for_prior_grids, only what reads no global memory: the barriers and the prefetch of
   // the TMA descriptors (kernel parameters), overlapping the previous kernel's tail.
-  const TileSchedule<Traits::kPackGqa> schedule(p);
+  const TileSchedule<Traits::kPackGqa, kStreamK> schedule(p);
   const int warpgroup = cutlass::canonical_warp_group_idx();
   if (threadIdx.x == 0) prefetch_tma_descriptors(params);
 
@@ -672,7 +674,7 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kBlocksPerSm)
     if (tile < 0) break;
     PrefillBlock<Element> blk;
     schedule.locate(blk, p, tile, kM, kN);  // true: the producer skipped tiles without rows
-    consume_tile<Traits, kPass>(p, params.store_o, blk, schedule.cut_slot(p, tile), smem.tile_pages_bad[buf], smem, pipeline, read_k,
+    consume_tile<Traits, kPass, kStreamK>(p, params.store_o, blk, schedule.cut_slot(p, tile), smem.tile_pages_bad[buf], smem, pipeline, read_k,
                                 q_buffer(buf), sK, sV, sVt, consumer, consumer_tid, release_pending_q);
     if (schedule.is_last(p, tile)) break;
     pending_q_buffer = buf;

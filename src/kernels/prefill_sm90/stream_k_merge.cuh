@@ -64,12 +64,10 @@ __device__ __forceinline__ bool merge_cut_tile(const PrefillParams& p, int slot,
     if (tid == 0) atomicAdd(counter, kStreamPartReady);
     return false;
   }
-  if (tid == 0) {
-    while ((load_acquire(counter) & kStreamPartReady) == 0) {
-    }
+  // Every thread waits for the mark itself (an acquire each): no lane spins while the others of its
+  // warp stand at a barrier.
+  while ((load_acquire(counter) & kStreamPartReady) == 0) {
   }
-  cutlass::arch::NamedBarrier::sync(128, barrier_id);
-  __threadfence();
   CUTE_UNROLL
   for (int r = 0; r < kRows; ++r) {
     const float other_lse = __ldcg(slot_lse + r * 128);

@@ -17,7 +17,8 @@
 
 namespace splitkv::detail {
 
-template <bool kPacked>
+// kStreamK: the kernel instantiation that runs stream-K tails (the plain one keeps none of its code).
+template <bool kPacked, bool kStreamK = false>
 struct TileSchedule {
   int grid_blocks;  // blocks in the launch
   int total_tiles;  // tiles_m * heads of the grid * batch * splits (the planner keeps it below 2^31)
@@ -31,7 +32,7 @@ struct TileSchedule {
   __device__ __forceinline__ explicit TileSchedule(const PrefillParams& p)
       : grid_blocks(int(gridDim.x * gridDim.y * gridDim.z)),
         total_tiles(p.tiles_m * grid_heads(p) * p.batch * p.num_splits) {
-    if (p.stream_steps > 0) {
+    if constexpr (kStreamK) {
       const int64_t first = int64_t(p.stream_first_tile) * p.stream_steps;
       const int64_t steps = int64_t(total_tiles - p.stream_first_tile) * p.stream_steps;
       stream_lo = first + steps * block_index() / grid_blocks;
@@ -44,13 +45,15 @@ struct TileSchedule {
   }
 
   __device__ __forceinline__ int first_tile(const PrefillParams& p) const {
-    if (p.stream_steps > 0 && p.stream_first_tile == 0) return int(stream_lo / p.stream_steps);
+    if constexpr (kStreamK) {
+      if (p.stream_first_tile == 0) return int(stream_lo / p.stream_steps);
+    }
     return block_index();
   }
 
   // The tile after `tile` for this block, called by every lane of one warp (lane 0 claims it).
   __device__ __forceinline__ int next_tile(const PrefillParams& p, int tile) const {
-    if (p.stream_steps > 0) {
+    if constexpr (kStreamK) {
       if (tile + grid_blocks < p.stream_first_tile) return tile + grid_blocks;
       return tile < p.stream_first_tile ? int(stream_lo / p.stream_steps) : tile + 1;
     }
@@ -63,7 +66,7 @@ struct TileSchedule {
   // Whether `tile` is certainly this block's last: a static schedule with no tile a stride further
   // (both roles know it without a message; a dynamic one learns it from the counter).
   __device__ __forceinline__ bool is_last(const PrefillParams& p, int tile) const {
-    if (p.stream_steps > 0) return tile >= p.stream_first_tile && int64_t(tile + 1) * p.stream_steps >= stream_hi;
+    if constexpr (kStreamK) return tile >= p.stream_first_tile && int64_t(tile + 1) * p.stream_steps >= stream_hi;
     return p.tile_counter == nullptr && tile >= total_tiles - grid_blocks;
   }
 
@@ -72,7 +75,7 @@ struct TileSchedule {
   // condition), so a tile is cut at most once: at the end of this block's range (slot: this block)
   // or at its start (slot: the block before).
   __device__ __forceinline__ int cut_slot(const PrefillParams& p, int tile) const {
-    if (p.stream_steps <= 0 || tile < p.stream_first_tile) return -1;
+    if (!kStreamK || tile < p.stream_first_tile) return -1;
     const int64_t begin = int64_t(tile) * p.stream_steps;
     if (stream_lo > begin) return block_index() - 1;
     if (stream_hi < begin + p.stream_steps) return block_index();
@@ -94,7 +97,7 @@ struct TileSchedule {
       return blk.init_tile(p, p.pack_queries, block_n, x, p.tiles_m, head * p.group, heads_and_z / grid_heads(p));
     }
     if (!blk.init_tile(p, block_m, block_n, x, p.tiles_m, head, heads_and_z / grid_heads(p))) return false;
-    if (p.stream_steps > 0 && tile >= p.stream_first_tile) {
+    if (kStreamK && tile >= p.stream_first_tile) {
       // Uniform tiles (the planner's condition): keys [0, k_len) in stream_steps steps, no split.
       const int64_t begin = int64_t(tile) * p.stream_steps;
       const int lo = int(max(stream_lo - begin, int64_t(0)));
