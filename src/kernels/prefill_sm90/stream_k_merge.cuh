@@ -47,9 +47,15 @@ __device__ __forceinline__ bool merge_cut_tile(const PrefillParams& p, int slot,
   float4* slot_o = reinterpret_cast<float4*>(p.stream_o) + unit * kChunks * 128 + tid;
   float* slot_lse = p.stream_lse + unit * kRows * 128 + tid;
 
-  if (tid == 0) arrival = atomicAdd(counter, 1);
+  // CUTLASS's named barrier is an asm statement without a memory clobber: the compiler could move
+  // the shared word's accesses across it, so they are volatile and fenced for the compiler.
+  volatile int& shared_arrival = arrival;
+  if (tid == 0) shared_arrival = atomicAdd(counter, 1);
+  asm volatile("" ::: "memory");
   cutlass::arch::NamedBarrier::sync(128, barrier_id);
-  if (arrival == 0) {
+  asm volatile("" ::: "memory");
+  const bool first = shared_arrival == 0;
+  if (first) {
     CUTE_UNROLL
     for (int r = 0; r < kRows; ++r) {
       CUTE_UNROLL
@@ -60,7 +66,7 @@ __device__ __forceinline__ bool merge_cut_tile(const PrefillParams& p, int slot,
       slot_lse[r * 128] = lse[r];
     }
     __threadfence();
-    cutlass::arch::NamedBarrier::sync(128, barrier_id);  // (also: every thread has read `arrival`)
+    cutlass::arch::NamedBarrier::sync(128, barrier_id);  // (also: every thread has read the arrival)
     if (tid == 0) atomicAdd(counter, kStreamPartReady);
     return false;
   }
