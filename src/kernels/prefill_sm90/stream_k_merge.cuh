@@ -29,6 +29,14 @@ __device__ __forceinline__ int32_t load_acquire(const int32_t* word) {
   return v;
 }
 
+// A named barrier of the warpgroup's 128 threads that the compiler moves no memory access across
+// (CUTLASS's is an asm statement without a memory clobber).
+__device__ __forceinline__ void warpgroup_barrier(uint32_t barrier_id) {
+  asm volatile("" ::: "memory");
+  cutlass::arch::NamedBarrier::sync(128, barrier_id);
+  asm volatile("" ::: "memory");
+}
+
 // acc_rc: the warpgroup's O accumulator as (rows, cols); lse / inv: its rows' LSE and 1 / sum.
 // holds_head: this part has the tile's first keys. arrival: a shared word of this warpgroup;
 // barrier_id: a named barrier of its 128 threads. Returns false when this warpgroup stored its part
@@ -47,13 +55,9 @@ __device__ __forceinline__ bool merge_cut_tile(const PrefillParams& p, int slot,
   float4* slot_o = reinterpret_cast<float4*>(p.stream_o) + unit * kChunks * 128 + tid;
   float* slot_lse = p.stream_lse + unit * kRows * 128 + tid;
 
-  // CUTLASS's named barrier is an asm statement without a memory clobber: the compiler could move
-  // the shared word's accesses across it, so they are volatile and fenced for the compiler.
   volatile int& shared_arrival = arrival;
   if (tid == 0) shared_arrival = atomicAdd(counter, 1);
-  asm volatile("" ::: "memory");
-  cutlass::arch::NamedBarrier::sync(128, barrier_id);
-  asm volatile("" ::: "memory");
+  warpgroup_barrier(barrier_id);
   const bool first = shared_arrival == 0;
   if (first) {
     CUTE_UNROLL
@@ -66,7 +70,7 @@ __device__ __forceinline__ bool merge_cut_tile(const PrefillParams& p, int slot,
       slot_lse[r * 128] = lse[r];
     }
     __threadfence();
-    cutlass::arch::NamedBarrier::sync(128, barrier_id);  // (also: every thread has read the arrival)
+    warpgroup_barrier(barrier_id);  // (also: every thread has read the arrival)
     if (tid == 0) atomicAdd(counter, kStreamPartReady);
     return false;
   }
