@@ -161,6 +161,8 @@ struct Plan {
   // zeroes the parts' counters in the workspace before each launch. 0 / false: whole tiles.
   bool stream_k = false;
   int stream_k_first_tile = 0;
+  int stream_k_steps = 0;                 // key steps (block_n keys each) of every tile
+  size_t stream_k_workspace_offset = 0;   // where the parts' slots and counters begin in the workspace
   // Prefill with GQA packing (family prefill_sm90_gqa): a tile holds the Hq / Hkv query heads of one
   // KV head with packed_queries queries each (block_m / group in whole 8-row atoms), and grid[1] counts
   // KV heads; 0: a tile holds block_m queries of one query head.

@@ -89,11 +89,10 @@ AtomicAccumulators decode_atomic_accumulators(const Plan& plan, void* workspace)
           ws.total_bytes - ws.o_offset};
 }
 
-// A prefill plan's stream-K workspace: the end of its workspace (plan_stream_k_tail appends it).
+// A prefill plan's stream-K workspace: a slot per block boundary, from where the planner put it.
 plan::StreamKWorkspace stream_k_workspace_of(const Plan& plan) {
-  const int slots = plan.persistent_blocks - 1;
-  const plan::StreamKWorkspace ws = plan::stream_k_workspace(0, slots, plan.block_m, plan.prefill.head_dim);
-  return plan::stream_k_workspace(plan.workspace_bytes - ws.total_bytes, slots, plan.block_m, plan.prefill.head_dim);
+  return plan::stream_k_workspace(plan.stream_k_workspace_offset, plan.persistent_blocks - 1, plan.block_m,
+                                  plan.prefill.head_dim);
 }
 
 // The combine of the partials `from` into the final rows `to`.
@@ -362,7 +361,7 @@ Status launch_prefill(const Plan& plan, const PrefillTensors& t, void* workspace
   if (plan.stream_k) {
     const plan::StreamKWorkspace ws = stream_k_workspace_of(plan);
     char* base = static_cast<char*>(workspace);
-    p.stream_steps = int((int64_t(pr.max_kv_len) + plan.block_n - 1) / plan.block_n);
+    p.stream_steps = plan.stream_k_steps;  // the launcher checks it against its kernel's K tile
     p.stream_first_tile = plan.stream_k_first_tile;
     p.stream_o = reinterpret_cast<float*>(base + ws.o_offset);
     p.stream_lse = reinterpret_cast<float*>(base + ws.lse_offset);

@@ -391,6 +391,8 @@ void plan_stream_k_tail(const PrefillProblem& problem, const PlanOptions& option
   }
   p->stream_k = true;
   p->stream_k_first_tile = int((tiles / blocks - 1) * blocks);
+  p->stream_k_steps = int(steps);
+  p->stream_k_workspace_offset = p->workspace_bytes;
   p->workspace_bytes =
       plan::stream_k_workspace(p->workspace_bytes, blocks - 1, p->block_m, problem.head_dim).total_bytes;
   p->note += "; a stream-K tail from tile " + std::to_string(p->stream_k_first_tile) + " (the last round would fill " +

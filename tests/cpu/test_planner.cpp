@@ -642,6 +642,8 @@ TEST(Planner, StreamKTailWhereTheLastRoundLeavesBlocksIdle) {
   ASSERT_TRUE(plan_prefill(prefill(4, 16, 4096), DeviceInfo::h200(), sm90, &plan).ok());
   EXPECT_TRUE(plan.stream_k);  // 2048 tiles: 15 rounds and 68 of 132 blocks
   EXPECT_EQ(plan.stream_k_first_tile, 14 * 132);
+  EXPECT_EQ(plan.stream_k_steps, 32);  // 4096 keys in 128-key steps
+  EXPECT_EQ(plan.stream_k_workspace_offset, 0u);
   EXPECT_EQ(plan.workspace_bytes, plan::stream_k_workspace(0, 131, 128, 128).total_bytes);
   EXPECT_NE(describe(plan).find("stream-K tail"), std::string::npos) << describe(plan);
   PlanOptions off = sm90;
@@ -675,6 +677,7 @@ TEST(Planner, StreamKTailWhereTheLastRoundLeavesBlocksIdle) {
   ASSERT_TRUE(plan_prefill(d64, DeviceInfo::h200(), m192, &plan).ok());
   EXPECT_TRUE(plan.stream_k);  // 43 x 48 = 2064 tiles: 15 rounds and 84 blocks
   EXPECT_EQ(plan.stream_k_first_tile, 14 * 132);
+  EXPECT_EQ(plan.stream_k_steps, 64);
   EXPECT_EQ(plan.workspace_bytes, plan::stream_k_workspace(0, 131, 192, 64).total_bytes);
   // Unequal tiles, splits, two passes, packed heads: whole tiles.
   ASSERT_TRUE(plan_prefill(prefill(4, 16, 4096, true), DeviceInfo::h200(), sm90, &plan).ok());

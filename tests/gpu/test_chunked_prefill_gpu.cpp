@@ -34,6 +34,7 @@ struct ChunkShape {
   const char* family = "";  // "": the planner's choice (prefill_sm90 on sm_90 where compiled)
   KvFormat kv_format = KvFormat::kNative;
   bool head_major = false;  // the cache stored [slabs, Hkv, tokens, D]
+  int sms = 0;              // > 0: planned for a device of that many SMs (a persistent grid of few blocks)
 };
 
 ChunkCase make_case(const ChunkShape& s) {
@@ -54,11 +55,13 @@ ChunkCase make_case(const ChunkShape& s) {
   return testing::make_chunk_case(spec);
 }
 
-Status plan_chunk(const ChunkCase& c, int num_splits, const char* family, Plan* plan) {
+Status plan_chunk(const ChunkCase& c, int num_splits, const char* family, Plan* plan, int sms = 0) {
   PlanOptions options;
   options.num_splits = num_splits;
   options.family = family;
-  return plan_prefill(c.problem, gpu_test::device(), options, plan);
+  DeviceInfo device = gpu_test::device();
+  if (sms > 0) device.sm_count = sms;
+  return plan_prefill(c.problem, device, options, plan);
 }
 
 // Runs the plan on the device, leaving the outputs in c.
@@ -76,9 +79,10 @@ TEST_P(ChunkedPrefillVsReference, MatchesFp64Reference) {
   SPLITKV_REQUIRE_GPU(s.dtype, s.head_dim);
   ChunkCase c = make_case(s);
   Plan plan;
-  const Status planned = plan_chunk(c, s.num_splits, s.family, &plan);
+  const Status planned = plan_chunk(c, s.num_splits, s.family, &plan, s.sms);
   ASSERT_TRUE(planned.ok()) << planned.message();
   SPLITKV_REQUIRE_PLAN_COMPILED(plan);
+  if (s.sms > 0) EXPECT_EQ(plan.persistent_blocks, s.sms) << s.name;
   EXPECT_EQ(plan.dequantized_cache, s.kv_format != KvFormat::kNative) << s.name;
   testing::DeviceChunkCase dev(c);
   const Status ran = run_chunk(plan, c, dev);
@@ -185,7 +189,13 @@ INSTANTIATE_TEST_SUITE_P(
         ChunkShape{"head_major_page16_mma", 16, 32, 8, 128, DType::kBF16, true, kRagged, kRaggedChunks, 0,
                    "prefill_mma", KvFormat::kNative, true},
         ChunkShape{"head_major_int4_page16", 16, 32, 8, 128, DType::kBF16, true, kRagged, kRaggedChunks, 0, "",
-                   KvFormat::kInt4, true}),
+                   KvFormat::kInt4, true},
+        // A persistent grid of 3 blocks walking many tiles from the tile counter over 16-key boxes
+        // from four producer warps (the tile id passed between them through shared memory).
+        ChunkShape{"page16_on_3_blocks", 16, 16, 4, 128, DType::kBF16, true, {700, 33}, {300, 33}, 0,
+                   "prefill_sm90", KvFormat::kNative, false, 3},
+        ChunkShape{"page16_fp16_d64_m192_on_3_blocks", 16, 8, 2, 64, DType::kF16, true, {700, 33}, {400, 33}, 0,
+                   "prefill_sm90_m192", KvFormat::kNative, false, 3}),
     [](const ::testing::TestParamInfo<ChunkShape>& info) { return std::string(info.param.name); });
 
 // A page id outside the pool (no host copy to catch it) poisons that sequence's rows only, for a

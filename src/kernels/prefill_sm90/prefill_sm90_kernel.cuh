@@ -94,6 +94,7 @@ constexpr uint32_t kProducerBarrier = 7;
 // the lanes' coordinates, so every producer warp issues a share of the boxes (one warp issuing all
 // of them fell behind the consumers: run 41, 16-token pages at ~80% of a contiguous cache's speed).
 constexpr int kPagedProducerWarps = 4;
+static_assert(32 * kPagedProducerWarps == 128, "the producer barrier joins the producer warpgroup");
 
 // Ping-pong (FlashAttention-3's schedule): consumer c issues its Q K^T only on its turn and hands
 // the turn to consumer c + 1 (round robin) right after issuing, so the warpgroups' products
@@ -626,8 +627,9 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kBlocksPerSm)
         }
       }
       if (paged_boxes) {
-        // The other warps take the tile from warp 0, which may have claimed it from the counter.
-        cutlass::arch::NamedBarrier::sync(32 * kPagedProducerWarps, kProducerBarrier);
+        // The other warps take the tile from warp 0, which may have claimed it from the counter (a
+        // barrier the compiler moves no shared-memory access across, stream_k_merge.cuh).
+        warpgroup_barrier(kProducerBarrier);
         if (warp != 0) {
           tile = smem.tile_id[buf];
           have = tile >= 0 && schedule.locate(blk, p, tile, kM, kN);  // true: warp 0 skipped rowless tiles
