@@ -14,6 +14,18 @@ namespace {
 
 using testing::DeviceBuffer;
 
+// Poisons the case's outputs on the device (NaN: an element the kernel leaves unwritten fails the
+// check), runs the plan on the default stream and downloads what it wrote into c.
+::testing::AssertionResult run_poisoned(const Plan& plan, testing::PrefillCase& c, testing::DevicePrefillCase& dev,
+                                        DeviceBuffer& workspace) {
+  testing::poison_outputs(c);
+  dev.upload_outputs(c);
+  const Status s = run_prefill(plan, dev.tensors, workspace.get(), workspace.bytes(), nullptr);
+  if (!s.ok()) return ::testing::AssertionFailure() << s.message();
+  dev.download_outputs(c);
+  return ::testing::AssertionSuccess();
+}
+
 struct Variant {
   const char* name;
   Strategy strategy;
@@ -251,10 +263,7 @@ TEST(PrefillGpu, PersistentGridOfFewBlocksWalksEveryTile) {
       DeviceBuffer workspace = gpu_test::poisoned_workspace(plan.workspace_bytes);
       std::vector<uint16_t> first;
       for (int run = 0; run < 2; ++run) {
-        testing::poison_outputs(c);
-        dev.upload_outputs(c);
-        ASSERT_TRUE(run_prefill(plan, dev.tensors, workspace.get(), workspace.bytes(), nullptr).ok());
-        dev.download_outputs(c);
+        ASSERT_TRUE(run_poisoned(plan, c, dev, workspace));
         const testing::Comparison cmp = testing::check_prefill(c);
         EXPECT_TRUE(cmp.passed) << k.shape.name << " on " << sms << " blocks, run " << run << ": " << cmp.summary();
         if (run == 0) first = c.out;
@@ -267,10 +276,7 @@ TEST(PrefillGpu, PersistentGridOfFewBlocksWalksEveryTile) {
       ASSERT_TRUE(plan_prefill(problem, few, one_tile_per_block, &plain).ok());
       EXPECT_EQ(plain.persistent_blocks, 0);
       DeviceBuffer plain_workspace = gpu_test::poisoned_workspace(plain.workspace_bytes);
-      testing::poison_outputs(c);
-      dev.upload_outputs(c);
-      ASSERT_TRUE(run_prefill(plain, dev.tensors, plain_workspace.get(), plain_workspace.bytes(), nullptr).ok());
-      dev.download_outputs(c);
+      ASSERT_TRUE(run_poisoned(plain, c, dev, plain_workspace));
       EXPECT_EQ(first, c.out) << k.shape.name << ": one block per tile differs from the persistent grid";
     }
   }
@@ -330,10 +336,7 @@ TEST_P(StreamKTail, MergesCutTilesAndRepeatsItsBits) {
   DeviceBuffer workspace = gpu_test::poisoned_workspace(plan.workspace_bytes);
   std::vector<uint16_t> first;
   for (int run = 0; run < 2; ++run) {
-    testing::poison_outputs(c);
-    dev.upload_outputs(c);
-    ASSERT_TRUE(run_prefill(plan, dev.tensors, workspace.get(), workspace.bytes(), nullptr).ok());
-    dev.download_outputs(c);
+    ASSERT_TRUE(run_poisoned(plan, c, dev, workspace));
     if (run == 0) {
       const testing::Comparison cmp = testing::check_prefill(c);
       EXPECT_TRUE(cmp.passed) << cmp.summary();

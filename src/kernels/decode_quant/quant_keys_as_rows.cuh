@@ -205,16 +205,28 @@ struct KeysAsRowsSoftmax {
     row_sum[0] = row_sum[1] = 0.f;
   }
 
-  __device__ __forceinline__ void fold(float (&s)[4], float scale_log2, float (&rescale)[2]) {
+  // Folds kSubtiles sub-tiles' scores at once (one row maximum over all of them): s[n] is sub-tile
+  // n's s[4] of keys_as_rows_scores, replaced by its probabilities. One sub-tile keeps the sum order,
+  // and so the bits, of a fold per sub-tile.
+  template <int kSubtiles>
+  __device__ __forceinline__ void fold(float (&s)[kSubtiles][4], float scale_log2, float (&rescale)[2]) {
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      const float block_max = max_over_g(fmaxf(row_max[r], fmaxf(s[r], s[2 + r])));
+      float local_max = row_max[r];
+#pragma unroll
+      for (int n = 0; n < kSubtiles; ++n) local_max = fmaxf(local_max, fmaxf(s[n][r], s[n][2 + r]));
+      const float block_max = max_over_g(local_max);
       const float base = block_max == kNegInf ? 0.f : block_max * scale_log2;
       rescale[r] = fast_exp2(row_max[r] * scale_log2 - base);
       row_max[r] = block_max;
-      s[r] = fast_exp2(s[r] * scale_log2 - base);
-      s[2 + r] = fast_exp2(s[2 + r] * scale_log2 - base);
-      row_sum[r] = row_sum[r] * rescale[r] + s[r] + s[2 + r];
+      float sum = row_sum[r] * rescale[r];
+#pragma unroll
+      for (int n = 0; n < kSubtiles; ++n) {
+        s[n][r] = fast_exp2(s[n][r] * scale_log2 - base);
+        s[n][2 + r] = fast_exp2(s[n][2 + r] * scale_log2 - base);
+        sum = sum + s[n][r] + s[n][2 + r];
+      }
+      row_sum[r] = sum;
     }
   }
 
