@@ -9,6 +9,12 @@
 // Both blocks hold the tile's rows in the same accumulator layout (same traits, same thread of the
 // same consumer), so the slot keeps each thread's fragment as it is: no index math and coalesced
 // 16-byte accesses.
+//
+// The merge of the two parts is its own two-term form of the combine kernel's LSE merge
+// (CombineState, combine_state.cuh), not a call of it: CombineState folds four columns at a time and
+// takes its weights' exponentials per fold, i.e. per float4 of the row (32 times per row at D=128
+// here), where this merge needs two weights per row, normalized once. The result is the same merge
+// up to rounding; the stream-K tests compare it with the fp64 reference and with its own reruns.
 #pragma once
 
 #include <cute/tensor.hpp>
