@@ -171,7 +171,7 @@ if has profile; then  # Nsight Compute at the card's own clocks (never changes t
   guard ncu --clock-control none --kernel-name "regex:${SPLITKV_PROFILE_KERNEL:-.*}" --launch-skip 2 --launch-count 1 \
     --section SpeedOfLight --section ComputeWorkloadAnalysis --section WarpStateStats --section SchedulerStats \
     --section Occupancy --section LaunchStats --section MemoryWorkloadAnalysis \
-    --metrics sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_xu.avg.pct_of_peak_sustained_active \
+    --metrics sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_xu.avg.pct_of_peak_sustained_active \
     "$BIN/splitkv" bench ${SPLITKV_PROFILE_ARGS:---mode prefill --lq 4096 --lk 4096 -b 4 --hq 16 --hkv 16} \
     >"$OUT/profile.txt" 2>&1
   summary+=("profile: rc=$? ($(grep -c . "$OUT/profile.txt") lines in profile.txt)")
