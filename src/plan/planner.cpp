@@ -36,30 +36,43 @@ struct SplitDecision {
 
 // Splits for small grids of blocks that dequantize a quantized cache (fewer blocks than SMs at the
 // wave rule's count). They are bound by their own instructions, so an SM holding one block more
-// than another sets the time: run 41's sweep (B=1 and B=8, 32/8 heads, bench/NOTES.md) measured the
-// best split count where the grid fills two blocks per SM evenly (as many splits as keep work
-// units x splits <= 2 x SMs, not the ~85% of them the wave rule settles for), with splits as short
-// as 512 keys (B=1 16k: 32 splits 14.9-15.9 µs against 16.4-17.7 at the wave rule's 14; 131k: 32
-// splits 56.7-74.2 against 63.9-76.4 at 29-42), and a third resident block (INT4) only where its
-// splits keep >= 4096 keys (B=8 32k: 6 splits 97.6 µs against 102.4 at 4; B=1 131k: 48 splits of
-// 2.7k keys 62.0 against 56.7 at 32).
-constexpr int kMinKeysTwoBlockFill = 512;
-constexpr int kMinKeysThirdBlock = 4096;
-int even_fill_splits(int64_t work_units, int kv_blocks, int max_kv_len, int sm_count, int blocks_per_sm, int cap) {
+// than another sets the time: the grid fills one or two blocks per SM evenly (as many splits as
+// keep work units x splits <= per_sm x SMs), not the ~85% of the SMs the wave rule settles for
+// (run 41: B=1 16k 14.9-15.9 µs at an even fill against 16.4-17.7 at the wave rule's 14 splits).
+// A second block per SM pays only where the splits stay long enough to amortize a block's start
+// (run 64, decode_quant_n8 and decode_quant, D=128, bench/NOTES.md): with 4-bit values (INT4,
+// K8V4) from ~1k keys per split (B=1 32k 0.92-0.95x the time of one block per SM, 64k 0.89x, B=2
+// 16k 0.88x; B=1 16k, 512-key splits, 1.02-1.03x), with 8-bit values (FP8, INT8) from ~2k (B=1
+// 32k 1.03-1.05x, 64k 0.99-1.00x, B=1 16k 1.07x, 8k 1.14-1.17x). A third block (INT4's smaller
+// ring leaves room for one) never paid for the keys-as-rows kernel: B=8 32k 84.4 / 86.4 µs at 4
+// splits against 87.5 / 88.2 at 6, and B=1 131k 53.1 at 33 splits against 64.1 at 49.
+constexpr int kMinKeysOneBlockFill = 512;
+constexpr int kMinKeysTwoBlockFill4BitValues = 1024;
+constexpr int kMinKeysTwoBlockFill8BitValues = 2048;
+int even_fill_splits(int64_t work_units, int kv_blocks, int max_kv_len, int sm_count, int blocks_per_sm,
+                     int value_bits, int cap, int* chosen_per_sm) {
   int best = 1;
-  for (int per_sm = 2; per_sm <= std::min(blocks_per_sm, 3); ++per_sm) {
-    const int min_keys = per_sm == 2 ? kMinKeysTwoBlockFill : kMinKeysThirdBlock;
+  *chosen_per_sm = 1;
+  for (int per_sm = 1; per_sm <= std::min(blocks_per_sm, 2); ++per_sm) {
+    const int min_keys = per_sm == 1 ? kMinKeysOneBlockFill
+                         : value_bits == 4 ? kMinKeysTwoBlockFill4BitValues
+                                           : kMinKeysTwoBlockFill8BitValues;
     const int64_t fit = int64_t(per_sm) * sm_count / work_units;
-    best = std::max(best, int(std::min<int64_t>({fit, kv_blocks, cap, max_kv_len / min_keys})));
+    const int splits = int(std::min<int64_t>({fit, kv_blocks, cap, max_kv_len / min_keys}));
+    if (splits > best) {
+      best = splits;
+      *chosen_per_sm = per_sm;
+    }
   }
   return best;
 }
 
 // slots_per_sm: resident blocks per SM the auto rule may fill (1: one wave of blocks per SM);
-// quantized: the blocks dequantize a quantized cache (even_fill_splits for small grids).
+// quantized_value_bits: 4 or 8 where the blocks dequantize a quantized cache whose values have
+// that many bits (even_fill_splits for small grids), 0 for a 16-bit cache.
 constexpr int kMinKeysPerExtraSplit = 2048;
 Status decide_splits(const PlanOptions& o, int64_t work_units, int max_kv_len, int block_keys,
-                     const DeviceInfo& device, int slots_per_sm, bool quantized, SplitDecision* out) {
+                     const DeviceInfo& device, int slots_per_sm, int quantized_value_bits, SplitDecision* out) {
   const int kv_blocks = std::max(1, ceil_div(max_kv_len, block_keys));
   if (o.num_splits < 0) return Status::invalid("options.num_splits", ">= 0 (0 = auto)", std::to_string(o.num_splits));
   if (o.max_splits < 0) return Status::invalid("options.max_splits", ">= 0 (0 = no cap)", std::to_string(o.max_splits));
@@ -102,12 +115,14 @@ Status decide_splits(const PlanOptions& o, int64_t work_units, int max_kv_len, i
   }
   const int cap = o.max_splits > 0 ? o.max_splits : plan::kMaxAutoSplits;
   out->num_splits = plan::choose_num_splits(work_units, kv_blocks, device.sm_count, cap, &out->note);
-  if (quantized && work_units * out->num_splits < device.sm_count) {
-    const int even = even_fill_splits(work_units, kv_blocks, max_kv_len, device.sm_count, slots_per_sm, cap);
+  if (quantized_value_bits > 0 && work_units * out->num_splits < device.sm_count) {
+    int per_sm = 1;
+    const int even = even_fill_splits(work_units, kv_blocks, max_kv_len, device.sm_count, slots_per_sm,
+                                      quantized_value_bits, cap, &per_sm);
     if (even > out->num_splits) {
       out->num_splits = even;
-      out->note = "even fill of resident blocks (quantized cache; up to " + std::to_string(slots_per_sm) +
-                  " resident blocks per SM): " + std::to_string(work_units) + " work units x " + std::to_string(even) +
+      out->note = "even fill of resident blocks (quantized cache; " + std::to_string(per_sm) +
+                  " block(s) per SM): " + std::to_string(work_units) + " work units x " + std::to_string(even) +
                   " splits on " + std::to_string(device.sm_count) + " SMs";
     }
   } else if (slots_per_sm > 1) {
@@ -175,6 +190,13 @@ Status choose_family_and_tile(registry::Kind kind, Strategy strategy, int head_d
 // in run 18, 69.7 in run 31; 28/4 q_len 8: 65.0 µs at 2 splits vs 79.8 at 1) - run 31's sweep.
 bool reads_quantized_cache(const DecodeProblem& problem) {
   return detail::kv_format_traits(detail::resolve_kv_format(problem.kv_format, problem.dtype)).quantized;
+}
+
+// Bits per stored V value of a quantized cache (4: INT4, K8V4; 8: FP8, INT8), 0 for a 16-bit cache.
+int quantized_value_bits(const DecodeProblem& problem) {
+  const detail::KvFormatTraits t = detail::kv_format_traits(detail::resolve_kv_format(problem.kv_format, problem.dtype));
+  if (!t.quantized) return 0;
+  return t.v_element == DType::kI4 ? 4 : 8;
 }
 
 int decode_slots_per_sm(const DecodeProblem& problem, int blocks_per_sm) {
@@ -538,7 +560,7 @@ Status plan_decode(const DecodeProblem& problem, const DeviceInfo& device,
       return Status::success();
     }
     return decide_splits(options, p.work_units, problem.max_kv_len, p.block_n, device,
-                         decode_slots_per_sm(problem, p.blocks_per_sm), reads_quantized_cache(problem), &split);
+                         decode_slots_per_sm(problem, p.blocks_per_sm), quantized_value_bits(problem), &split);
   };
   if (Status s = choose(rows_per_kv); !s) return s;
   // A larger-tile family halves the blocks per split. Where that leaves SMs without a block and the
@@ -674,7 +696,7 @@ Status plan_prefill(const PrefillProblem& problem, const DeviceInfo& device,
                              std::to_string(options.num_splits));
     }
     split.note = std::string(to_string(requested)) + " requested";
-  } else if (Status s = decide_splits(options, p.work_units, problem.max_kv_len, p.block_n, device, 1, false, &split); !s) {
+  } else if (Status s = decide_splits(options, p.work_units, problem.max_kv_len, p.block_n, device, 1, 0, &split); !s) {
     return s;
   }
   p.num_splits = split.num_splits;
