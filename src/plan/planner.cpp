@@ -194,9 +194,8 @@ bool reads_quantized_cache(const DecodeProblem& problem) {
 
 // Bits per stored V value of a quantized cache (4: INT4, K8V4; 8: FP8, INT8), 0 for a 16-bit cache.
 int quantized_value_bits(const DecodeProblem& problem) {
-  const detail::KvFormatTraits t = detail::kv_format_traits(detail::resolve_kv_format(problem.kv_format, problem.dtype));
-  if (!t.quantized) return 0;
-  return t.v_element == DType::kI4 ? 4 : 8;
+  if (!reads_quantized_cache(problem)) return 0;
+  return tiles::kv_code_bits(detail::resolve_kv_format(problem.kv_format, problem.dtype)).v_bits;
 }
 
 int decode_slots_per_sm(const DecodeProblem& problem, int blocks_per_sm) {
