@@ -58,6 +58,8 @@ void print_usage() {
       "                            (default: Q rows and the length's line, and keys as below)\n"
       "  --l2-prefetch-keys N      decode (sm_90): keys of its split each block prefetches into L2 before\n"
       "                            its PDL wait (-1: the planner's rule, the default; 0: none)\n"
+      "  --no-even-placement       decode: one-wave grids keep each kernel's shared memory size (default: ask\n"
+      "                            for enough that no SM holds more than ceil(blocks / SMs) blocks)\n"
       "  --atomic-combine          decode: splits add atomically into fp32 rows, then one normalization\n"
       "                            (nondeterministic; --atomic-reference-lse X, default 0)\n"
       "  --strategy S              auto|split-q|split-kv|split-v|two-pass\n"
@@ -110,6 +112,8 @@ bool parse_args(int argc, char** argv, CliOptions* o, std::string* error) {
       o->stream_k_prefill = false;
     } else if (arg == "--no-l2-prefetch") {
       o->l2_prefetch = false;
+    } else if (arg == "--no-even-placement") {
+      o->even_placement = false;
     } else if (arg == "--fused-combine") {
       o->fused_combine = true;
     } else if (arg == "--atomic-combine") {

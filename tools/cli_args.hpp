@@ -33,6 +33,7 @@ struct CliOptions {
   bool fused_combine = false;    // --fused-combine: each tile's last split block merges (decode)
   bool l2_prefetch = true;       // --no-l2-prefetch: nothing prefetched into L2 before the PDL wait (decode)
   int l2_prefetch_keys = -1;     // --l2-prefetch-keys N: keys per block prefetched before the PDL wait (-1: rule)
+  bool even_placement = true;    // --no-even-placement: one-wave decode grids keep the kernel's shared memory
   bool atomic_combine = false;   // --atomic-combine: splits add atomically, then normalize (decode)
   float atomic_reference_lse = 0.f;  // --atomic-reference-lse X
   std::string strategy = "auto";

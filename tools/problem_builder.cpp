@@ -55,6 +55,7 @@ Status to_plan_options(const CliOptions& o, PlanOptions* options) {
   p.fused_combine = o.fused_combine;
   p.l2_prefetch = o.l2_prefetch;
   p.l2_prefetch_keys = o.l2_prefetch_keys;
+  p.even_placement = o.even_placement;
   p.atomic_combine = o.atomic_combine;
   p.atomic_reference_lse = o.atomic_reference_lse;
   *options = p;

@@ -115,6 +115,15 @@ struct PlanOptions {
   // the same bits either way.
   bool l2_prefetch = true;
   int l2_prefetch_keys = -1;
+  // Decode, on by default: a grid that fits in one wave with fewer blocks per SM than the shared
+  // memory allows (Plan::blocks_per_sm) asks for enough shared memory per block that no SM can hold
+  // more than the even share, ceil(blocks / SMs) (Plan::launch_smem_bytes). The hardware places
+  // blocks wherever there is room at launch; with programmatic dependent launch the kernel before
+  // may still hold a few SMs, and the blocks that do not fit there doubled or tripled up on others,
+  // which then set the time (bench/NOTES.md, run 65: INT4 B=8 32k, 256 blocks, 116 SMs with two
+  // and 8 with three blocks, 115 µs against 82 on the two-block SMs). Not with cluster merges
+  // (their clusters are placed whole). False keeps each kernel's own shared memory size.
+  bool even_placement = true;
 };
 
 struct Plan {
@@ -147,6 +156,9 @@ struct Plan {
   int stages = 0;        // cp.async pipeline depth
   int smem_bytes = 0;
   int blocks_per_sm = 0; // occupancy the shared-memory budget allows
+  // > smem_bytes: shared memory each block asks for at launch, so that an SM holds at most
+  // ceil(blocks / SMs) of this one-wave grid (PlanOptions::even_placement); 0: smem_bytes.
+  int launch_smem_bytes = 0;
   int64_t work_units = 0;  // thread blocks before splitting (decode: batch * Hkv * m tiles)
   int grid[3] = {1, 1, 1};
   // Prefill on sm_90 (prefill_sm90 tiles at head dims <= 128, more tiles than SMs): > 0 launches

@@ -563,6 +563,9 @@ NB_MODULE(_splitkv, m) {
                           .def_rw("l2_prefetch_keys", &PlanOptions::l2_prefetch_keys,
                                   "decode on sm_90: keys of its split each block prefetches into L2 before its "
                                   "programmatic-dependent-launch wait (-1: the planner's rule, 0: none)")
+                          .def_rw("even_placement", &PlanOptions::even_placement,
+                                  "decode: a one-wave grid asks for enough shared memory per block that no SM holds "
+                                  "more than ceil(blocks / SMs) of its blocks (default True)")
                           .def_rw("persistent_prefill", &PlanOptions::persistent_prefill,
                                   "prefill on sm_90: a persistent grid of one block per SM (default True)")
                           .def_rw("stream_k_prefill", &PlanOptions::stream_k_prefill,
@@ -591,6 +594,7 @@ NB_MODULE(_splitkv, m) {
           .def_ro("stages", &Plan::stages)
           .def_ro("smem_bytes", &Plan::smem_bytes)
           .def_ro("blocks_per_sm", &Plan::blocks_per_sm)
+          .def_ro("launch_smem_bytes", &Plan::launch_smem_bytes)
           .def_ro("work_units", &Plan::work_units)
           .def_ro("packed_queries", &Plan::packed_queries)
           .def_ro("decode_via_prefill", &Plan::decode_via_prefill)

@@ -46,6 +46,20 @@ detail::LaunchConfig launch_config(Stream stream, const int (&grid)[3]) {
   return config;
 }
 
+// The decode kernel's launch: the plan's grid, and its shared memory per block where the plan holds
+// each SM to an even share of the grid (Plan::launch_smem_bytes).
+Status decode_launch_config(const Plan& plan, Stream stream, detail::LaunchConfig* config) {
+  if (plan.launch_smem_bytes < 0 || plan.launch_smem_bytes > plan.device.smem_per_block_bytes) {
+    return Status::invalid("plan.launch_smem_bytes",
+                           "0 or at most the device's " + std::to_string(plan.device.smem_per_block_bytes) +
+                               " bytes per block (as plan_decode sets it)",
+                           std::to_string(plan.launch_smem_bytes));
+  }
+  *config = launch_config(stream, plan.grid);
+  config->min_smem_bytes = plan.launch_smem_bytes;
+  return Status::success();
+}
+
 // Split partials at partial_o / partial_lse; rows (b * seq_rows + i) * heads + h.
 OutputParams partial_rows(float* partial_o, float* partial_lse, int64_t rows, int seq_rows, int heads) {
   OutputParams o{};
@@ -221,7 +235,9 @@ Status run_decode(const Plan& plan, const DecodeTensors& t, void* workspace, siz
   if (caller_partials) {
     p.output = partial_rows(static_cast<float*>(t.partial_o.data), static_cast<float*>(t.partial_lse.data),
                             g.out_rows, pr.q_len, pr.num_q_heads);
-    return detail::launch(launcher, &p, launch_config(stream, plan.grid), "decode kernel launch");
+    detail::LaunchConfig config;
+    if (Status s = decode_launch_config(plan, stream, &config); !s) return s;
+    return detail::launch(launcher, &p, config, "decode kernel launch");
   }
   const OutputParams final_rows = final_output(t.out, t.lse, false);
   const bool merge_partials = plan.num_splits > 1 && !plan.cluster_combine;  // in the workspace
@@ -245,7 +261,8 @@ Status run_decode(const Plan& plan, const DecodeTensors& t, void* workspace, siz
     atomic.reference_lse = plan.atomic_reference_lse;
   }
   const bool combine_after = merge_partials && !plan.fused_combine && !plan.atomic_combine;
-  detail::LaunchConfig config = launch_config(stream, plan.grid);
+  detail::LaunchConfig config;
+  if (Status s = decode_launch_config(plan, stream, &config); !s) return s;
   if (plan.cluster_combine) {
     if (!config.use_pdl) {  // clusters exist from sm_90 on, like PDL
       return Status::unsupported("plan.cluster_combine", "needs an sm_90 device; plan with this device's DeviceInfo");

@@ -12,6 +12,9 @@ struct LaunchConfig {
   int cluster_blocks = 1;  // > 1: launch clusters of this many blocks along x (sm_90+)
   // > 0: launch this many blocks (x only), which walk `grid` as a list of tiles (Plan::persistent_blocks)
   int persistent_blocks = 0;
+  // > the kernel's own: shared memory per block to ask for (caps the blocks an SM holds; see
+  // Plan::launch_smem_bytes).
+  int min_smem_bytes = 0;
 };
 
 }  // namespace splitkv::detail

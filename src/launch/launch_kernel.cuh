@@ -9,8 +9,9 @@ namespace splitkv::detail {
 
 // Launches `kernel` on config.grid.
 template <class Params>
-cudaError_t launch_kernel(void (*kernel)(Params), dim3 block, int smem_bytes, const Params& params,
+cudaError_t launch_kernel(void (*kernel)(Params), dim3 block, int kernel_smem_bytes, const Params& params,
                           const LaunchConfig& config) {
+  const int smem_bytes = kernel_smem_bytes > config.min_smem_bytes ? kernel_smem_bytes : config.min_smem_bytes;
   if (smem_bytes > 48 * 1024) {
     // Not a stream operation: legal during graph capture.
     if (cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes);

@@ -97,7 +97,9 @@ std::string describe(const Plan& p) {
       << "\n";
   }
   s << "tile: block_m=" << p.block_m << " block_n=" << p.block_n << " warps=" << p.warps
-    << " stages=" << p.stages << " smem=" << p.smem_bytes << " B, " << p.blocks_per_sm << " block(s)/SM\n";
+    << " stages=" << p.stages << " smem=" << p.smem_bytes << " B, " << p.blocks_per_sm << " block(s)/SM";
+  if (p.launch_smem_bytes > 0) s << " (launched with " << p.launch_smem_bytes << " B: even placement)";
+  s << "\n";
   s << "grid: " << p.grid[0] << " x " << p.grid[1] << " x " << p.grid[2] << " (work units before splitting: "
     << p.work_units << ")\n";
   if (p.persistent_blocks > 0) {

@@ -180,6 +180,22 @@ Status choose_family_and_tile(registry::Kind kind, Strategy strategy, int head_d
   return Status::success();
 }
 
+int64_t grid_blocks(const Plan& p) { return int64_t(p.grid[0]) * p.grid[1] * p.grid[2]; }
+
+// PlanOptions::even_placement: the shared memory per block that lets an SM hold the even share of
+// a one-wave grid, ceil(blocks / SMs), but not one block more (the runtime reserves 1 KB per
+// block); 0 where the kernel's own size already does, the grid needs more than one wave, or the
+// splits merge in clusters.
+int even_placement_smem_bytes(const PlanOptions& options, const DeviceInfo& device, const Plan& p) {
+  if (!options.even_placement || p.cluster_combine) return 0;
+  const int64_t blocks = grid_blocks(p);
+  if (blocks > int64_t(device.sm_count) * p.blocks_per_sm) return 0;
+  const int share = ceil_div(blocks, device.sm_count);
+  if (share >= p.blocks_per_sm) return 0;
+  const int bytes = device.smem_per_sm_bytes / (share + 1) - 1024 + 1;
+  return bytes > p.smem_bytes && bytes <= device.smem_per_block_bytes ? bytes : 0;
+}
+
 // Block slots per SM the decode split rule may fill. A 16-bit cache's single-query blocks stream at
 // the memory's pace with one block per SM (bench/NOTES.md, runs 3-7). Blocks that spend more
 // instructions per byte gain from every resident block hiding their latency: a quantized cache's
@@ -639,6 +655,7 @@ Status plan_decode(const DecodeProblem& problem, const DeviceInfo& device,
               ", then normalized (nondeterministic)";
     p.workspace_bytes = plan::atomic_combine_workspace(p.num_splits, g.out_rows, problem.head_dim).total_bytes;
   }
+  p.launch_smem_bytes = even_placement_smem_bytes(options, device, p);
   p.l2_prefetch = options.l2_prefetch && device.cc_major >= 9;
   p.l2_prefetch_keys = l2_prefetch_keys(problem, options, device, p);
   if (p.l2_prefetch_keys > 0) {

@@ -88,6 +88,43 @@ TEST(Planner, QuantizedCachesFillResidentBlocksEvenly) {
   EXPECT_EQ(splits(32, 4096, KvFormat::kInt4), 2);
 }
 
+// PlanOptions::even_placement: a one-wave grid with fewer blocks per SM than its shared memory
+// allows asks for enough that an SM holds at most ceil(blocks / SMs) of them (with the runtime's
+// 1 KB per block), and no more than the device lets one block have.
+TEST(Planner, OneWaveGridsAskForSharedMemoryThatHoldsEachSmToItsShare) {
+  const DeviceInfo dev = DeviceInfo::h200();
+  auto blocks_fit = [&](int smem) { return dev.smem_per_sm_bytes / (smem + 1024); };
+  auto blocks_of = [](const Plan& p) { return int64_t(p.grid[0]) * p.grid[1] * p.grid[2]; };
+  DecodeProblem int4 = decode(8, 32, 8, 32768);  // 64 work units x 4 splits: 256 blocks, 3 fit
+  int4.kv_format = KvFormat::kInt4;
+  const Plan two = plan_or_die(int4);
+  ASSERT_EQ(blocks_of(two), 256);
+  ASSERT_EQ(two.blocks_per_sm, 3);
+  EXPECT_GT(two.launch_smem_bytes, two.smem_bytes);
+  EXPECT_EQ(blocks_fit(two.launch_smem_bytes), 2);
+  EXPECT_NE(describe(two).find("even placement"), std::string::npos) << describe(two);
+  const Plan one = plan_or_die(decode(1, 32, 8, 16384));  // 16-bit cache: 112 blocks, 2 fit
+  ASSERT_LE(blocks_of(one), dev.sm_count);
+  ASSERT_EQ(one.blocks_per_sm, 2);
+  EXPECT_EQ(blocks_fit(one.launch_smem_bytes), 1);
+  EXPECT_LE(one.launch_smem_bytes, dev.smem_per_block_bytes);
+  // Off: the kernel's own size.
+  PlanOptions off;
+  off.even_placement = false;
+  EXPECT_EQ(plan_or_die(int4, off).launch_smem_bytes, 0);
+  // A grid past one wave of resident blocks (B=128 1k, one split: 1024 blocks), a grid whose share
+  // is already what fits (FP8 B=1 64k: 256 blocks, 2 fit), and splits merged in clusters keep it.
+  EXPECT_EQ(plan_or_die(decode(128, 32, 8, 1024)).launch_smem_bytes, 0);
+  DecodeProblem fp8 = decode(1, 32, 8, 65536);
+  fp8.kv_format = KvFormat::kFP8E4M3;
+  const Plan full = plan_or_die(fp8);
+  EXPECT_EQ(full.launch_smem_bytes, 0) << describe(full);
+  EXPECT_EQ(plan_or_die(decode(1, 32, 8, 1024)).launch_smem_bytes, 0);  // 8 splits in a cluster
+  PlanOptions cluster;
+  cluster.cluster_combine = true;
+  EXPECT_EQ(plan_or_die(int4, cluster).launch_smem_bytes, 0);
+}
+
 TEST(Planner, SpeculativeQueriesFillResidentBlockSlotsWithLongSplits) {
   // B=8, 32/8, 8k, q_len 4: 64 work units. One block per SM gives 2 splits (128 blocks); the two
   // resident slots give 4 splits of 2048 keys (bench/NOTES.md, runs 18 and 31).

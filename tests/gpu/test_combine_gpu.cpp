@@ -13,63 +13,84 @@ namespace {
 
 using testing::DeviceBuffer;
 
-TEST(CombineGpu, MergesCallerPartialsLikeTheFp64Formula) {
-  SPLITKV_REQUIRE_GPU(DType::kBF16, 128);
-  CombineProblem p;
-  p.num_splits = 5;
-  p.batch = 3;
-  p.seq_len = 2;
-  p.num_heads = 4;
-  p.head_dim = 128;
+// Partials of `rows` = batch x seq_len x heads rows from `splits` splits ([splits, rows, D], LSEs
+// [splits, rows]) merged by run_combine into bf16 out [batch, seq_len, heads, D] and lse
+// [batch, heads, seq_len].
+struct Merged {
+  std::vector<uint16_t> out;
+  std::vector<float> lse;
+};
+Merged combine_on_gpu(const CombineProblem& p, const std::vector<float>& partial_o,
+                      const std::vector<float>& partial_lse) {
   const int S = p.num_splits, rows = p.batch * p.seq_len * p.num_heads, D = p.head_dim;
-  std::mt19937_64 rng(7);
-  std::normal_distribution<float> normal(0.f, 1.f);
-  std::vector<float> partial_o(size_t(S) * rows * D), partial_lse(size_t(S) * rows);
-  for (float& x : partial_o) x = normal(rng);
-  for (float& x : partial_lse) x = 3.f * normal(rng);
-  const float inf = std::numeric_limits<float>::infinity();
-  // Row 0: split 2 empty. Row 1: every split empty. Row 2: a NaN LSE (bad input upstream).
-  partial_lse[2 * rows + 0] = -inf;
-  for (int s = 0; s < S; ++s) partial_lse[size_t(s) * rows + 1] = -inf;
-  partial_lse[3 * rows + 2] = std::numeric_limits<float>::quiet_NaN();
-
   DeviceBuffer d_o = DeviceBuffer::from(partial_o), d_lse = DeviceBuffer::from(partial_lse);
-  std::vector<uint16_t> out(size_t(rows) * D, testing::nan_bits(DType::kBF16));
-  std::vector<float> lse(size_t(rows), std::numeric_limits<float>::quiet_NaN());
-  DeviceBuffer d_out = DeviceBuffer::from(out), d_out_lse = DeviceBuffer::from(lse);
+  Merged m{std::vector<uint16_t>(size_t(rows) * D, testing::nan_bits(DType::kBF16)),
+           std::vector<float>(size_t(rows), std::numeric_limits<float>::quiet_NaN())};
+  DeviceBuffer d_out = DeviceBuffer::from(m.out), d_out_lse = DeviceBuffer::from(m.lse);
   CombineTensors t;
   t.partial_o = TensorRef::contiguous(d_o.get(), DType::kF32, {S, p.batch * p.seq_len, p.num_heads, D});
   t.partial_lse = TensorRef::contiguous(d_lse.get(), DType::kF32, {S, p.batch * p.seq_len, p.num_heads});
   t.out = TensorRef::contiguous(d_out.get(), DType::kBF16, {p.batch, p.seq_len, p.num_heads, D});
   t.lse = TensorRef::contiguous(d_out_lse.get(), DType::kF32, {p.batch, p.num_heads, p.seq_len});
   const Status s = run_combine(p, t, nullptr);
-  ASSERT_TRUE(s.ok()) << s.message();
-  d_out.download(out.data(), out.size() * sizeof(uint16_t));
-  d_out_lse.download(lse.data(), lse.size() * sizeof(float));
+  EXPECT_TRUE(s.ok()) << s.message();
+  d_out.download(m.out.data(), m.out.size() * sizeof(uint16_t));
+  d_out_lse.download(m.lse.data(), m.lse.size() * sizeof(float));
+  return m;
+}
 
-  for (int row = 0; row < rows; ++row) {
-    const int h = row % p.num_heads, i = row / p.num_heads % p.seq_len, b = row / p.num_heads / p.seq_len;
-    const float got_lse = lse[size_t((b * p.num_heads + h) * p.seq_len + i)];
-    std::vector<double> lses(S);
-    for (int k = 0; k < S; ++k) lses[k] = partial_lse[size_t(k) * rows + row];
-    if (row == 2) {  // NaN in, NaN out: never a plausible number
-      EXPECT_TRUE(std::isnan(got_lse));
-      for (int j = 0; j < D; ++j) EXPECT_TRUE(std::isnan(detail::bf16_to_float(out[size_t(row) * D + j])));
-      continue;
-    }
-    const double want_lse = detail::combined_lse(lses.data(), S, 1);
-    if (row == 1) {
-      EXPECT_TRUE(std::isinf(got_lse) && got_lse < 0);
-    } else {
-      EXPECT_NEAR(got_lse, want_lse, 1e-5 * std::max(1.0, std::abs(want_lse))) << "row " << row;
-    }
-    for (int j = 0; j < D; ++j) {
-      double want = 0;
-      for (int k = 0; k < S; ++k) {
-        want += detail::combine_weight(lses[k], want_lse) * partial_o[(size_t(k) * rows + row) * D + j];
+CombineProblem problem_of(int splits, int batch) {
+  CombineProblem p;
+  p.num_splits = splits;
+  p.batch = batch;
+  p.seq_len = 2;
+  p.num_heads = 4;
+  p.head_dim = 128;
+  return p;
+}
+
+// 5 splits: one round of loads (kMergeLoads); 40 splits: five rounds.
+TEST(CombineGpu, MergesCallerPartialsLikeTheFp64Formula) {
+  SPLITKV_REQUIRE_GPU(DType::kBF16, 128);
+  for (int S : {5, 40}) {
+    const CombineProblem p = problem_of(S, 3);
+    const int rows = p.batch * p.seq_len * p.num_heads, D = p.head_dim;
+    std::mt19937_64 rng(7 + S);
+    std::normal_distribution<float> normal(0.f, 1.f);
+    std::vector<float> partial_o(size_t(S) * rows * D), partial_lse(size_t(S) * rows);
+    for (float& x : partial_o) x = normal(rng);
+    for (float& x : partial_lse) x = 3.f * normal(rng);
+    const float inf = std::numeric_limits<float>::infinity();
+    // Row 0: split 2 empty. Row 1: every split empty. Row 2: a NaN LSE (bad input upstream).
+    partial_lse[2 * rows + 0] = -inf;
+    for (int s = 0; s < S; ++s) partial_lse[size_t(s) * rows + 1] = -inf;
+    partial_lse[3 * rows + 2] = std::numeric_limits<float>::quiet_NaN();
+    const Merged m = combine_on_gpu(p, partial_o, partial_lse);
+
+    for (int row = 0; row < rows; ++row) {
+      const int h = row % p.num_heads, i = row / p.num_heads % p.seq_len, b = row / p.num_heads / p.seq_len;
+      const float got_lse = m.lse[size_t((b * p.num_heads + h) * p.seq_len + i)];
+      std::vector<double> lses(S);
+      for (int k = 0; k < S; ++k) lses[k] = partial_lse[size_t(k) * rows + row];
+      if (row == 2) {  // NaN in, NaN out: never a plausible number
+        EXPECT_TRUE(std::isnan(got_lse)) << S << " splits";
+        for (int j = 0; j < D; ++j) EXPECT_TRUE(std::isnan(detail::bf16_to_float(m.out[size_t(row) * D + j])));
+        continue;
       }
-      const double got = detail::bf16_to_float(out[size_t(row) * D + j]);
-      EXPECT_NEAR(got, want, std::abs(want) / 128 + 1e-6) << "row " << row << " col " << j;  // bf16 rounding
+      const double want_lse = detail::combined_lse(lses.data(), S, 1);
+      if (row == 1) {
+        EXPECT_TRUE(std::isinf(got_lse) && got_lse < 0) << S << " splits";
+      } else {
+        EXPECT_NEAR(got_lse, want_lse, 1e-5 * std::max(1.0, std::abs(want_lse))) << S << " splits, row " << row;
+      }
+      for (int j = 0; j < D; ++j) {
+        double want = 0;
+        for (int k = 0; k < S; ++k) {
+          want += detail::combine_weight(lses[k], want_lse) * partial_o[(size_t(k) * rows + row) * D + j];
+        }
+        const double got = detail::bf16_to_float(m.out[size_t(row) * D + j]);
+        EXPECT_NEAR(got, want, std::abs(want) / 128 + 1e-6) << S << " splits, row " << row << " col " << j;
+      }
     }
   }
 }

@@ -31,6 +31,7 @@ struct GpuCase {
   float atomic_reference_lse = 0.f;
   bool l2_prefetch = true;
   int l2_prefetch_keys = -1;  // -1: the planner's rule
+  bool even_placement = true;
 };
 
 // Runs one case on the GPU with NaN-poisoned outputs (and workspace: only a fused combine's
@@ -47,6 +48,7 @@ testing::Comparison run_case(const GpuCase& k, testing::DecodeCase* out_case = n
   o.atomic_reference_lse = k.atomic_reference_lse;
   o.l2_prefetch = k.l2_prefetch;
   o.l2_prefetch_keys = k.l2_prefetch_keys;
+  o.even_placement = k.even_placement;
   Plan plan;
   Status s = plan_decode(c.problem, gpu_test::device(), o, &plan);
   EXPECT_TRUE(s.ok()) << s.message();
@@ -327,6 +329,34 @@ TEST(DecodeGpu, L2PrefetchBeforeTheWaitChangesNoBits) {
       EXPECT_EQ(std::memcmp(with.lse.data(), without.lse.data(), with.lse.size() * sizeof(float)), 0)
           << k.name << " keys " << keys;
     }
+  }
+}
+
+TEST(DecodeGpu, EvenPlacementChangesNoBits) {
+  SPLITKV_REQUIRE_GPU(DType::kBF16, 128);
+  // Launched with the padded shared memory of PlanOptions::even_placement or with the kernel's own,
+  // one-wave grids give the same bits and match the reference: 16-bit and INT4 caches, planned and
+  // forced splits, paged, the combine kernel and the fused merge.
+  std::vector<GpuCase> shapes = {
+      {"n8_planned", DecodeSpecBuilder(2, 32, 8, 20000).spec},
+      {"n8_paged16_mixed", DecodeSpecBuilder(3, 32, 8, 3000).paged(16).lens({3000, 17, 0}).spec},
+      {"int4_two_per_sm", DecodeSpecBuilder(8, 32, 8, 4096).format(KvFormat::kInt4).lens({4096, 1, 4000, 0, 77, 4096, 2048, 333}).spec},
+      {"int4_fused", DecodeSpecBuilder(4, 32, 8, 8192).format(KvFormat::kInt4).spec},
+  };
+  shapes[3].fused_combine = true;
+  for (GpuCase k : shapes) {
+    testing::DecodeCase probe = testing::make_decode_case(k.spec);
+    PlanOptions o;
+    o.fused_combine = k.fused_combine;
+    Plan plan;
+    ASSERT_TRUE(plan_decode(probe.problem, gpu_test::device(), o, &plan).ok()) << k.name;
+    EXPECT_GT(plan.launch_smem_bytes, plan.smem_bytes) << k.name << ": the premise, a padded launch";
+    testing::DecodeCase padded, own;
+    EXPECT_TRUE(run_case(k, &padded).passed) << k.name;
+    k.even_placement = false;
+    EXPECT_TRUE(run_case(k, &own).passed) << k.name;
+    EXPECT_EQ(padded.out, own.out) << k.name;
+    EXPECT_EQ(std::memcmp(padded.lse.data(), own.lse.data(), own.lse.size() * sizeof(float)), 0) << k.name;
   }
 }
 
