@@ -73,6 +73,18 @@ def test_plan_for_a_device_description():
     assert "device: 16 SMs" in str(small)
 
 
+def test_even_placement_reaches_the_plan():
+    from splitkv import _splitkv as C
+    problem = C.DecodeProblem(batch=8, num_q_heads=32, num_kv_heads=8, head_dim=128, max_kv_len=32768,
+                              kv_format=C.KvFormat.int4)
+    options = C.PlanOptions()
+    assert options.even_placement
+    padded = C.plan_decode(problem, C.DeviceInfo.h200(), options)  # 256 blocks, 3 fit per SM: hold 2
+    assert padded.launch_smem_bytes > padded.smem_bytes and "even placement" in str(padded)
+    options.even_placement = False
+    assert C.plan_decode(problem, C.DeviceInfo.h200(), options).launch_smem_bytes == 0
+
+
 def _cli():
     explicit = os.environ.get("SPLITKV_CLI")
     if explicit:
