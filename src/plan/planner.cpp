@@ -20,9 +20,13 @@ namespace {
 
 int ceil_div(int64_t a, int64_t b) { return static_cast<int>((a + b - 1) / b); }
 
+// Shared memory the runtime reserves per resident block on sm_80+.
+constexpr int kRuntimeSmemPerBlock = 1024;
+
+int64_t grid_blocks(const Plan& p) { return int64_t(p.grid[0]) * p.grid[1] * p.grid[2]; }
+
 int blocks_per_sm(const DeviceInfo& device, int smem_bytes, int threads) {
-  // 1 KB of shared memory per block is reserved by the runtime on sm_80+.
-  const int by_smem = device.smem_per_sm_bytes / (smem_bytes + 1024);
+  const int by_smem = device.smem_per_sm_bytes / (smem_bytes + kRuntimeSmemPerBlock);
   const int by_threads = 2048 / threads;
   return std::max(1, std::min(by_smem, by_threads));
 }
@@ -180,11 +184,8 @@ Status choose_family_and_tile(registry::Kind kind, Strategy strategy, int head_d
   return Status::success();
 }
 
-int64_t grid_blocks(const Plan& p) { return int64_t(p.grid[0]) * p.grid[1] * p.grid[2]; }
-
 // PlanOptions::even_placement: the shared memory per block that lets an SM hold the even share of
-// a one-wave grid, ceil(blocks / SMs), but not one block more (the runtime reserves 1 KB per
-// block); 0 where the kernel's own size already does, the grid needs more than one wave, or the
+// a one-wave grid, ceil(blocks / SMs), but not one block more; 0 where the kernel's own size already does, the grid needs more than one wave, or the
 // splits merge in clusters.
 int even_placement_smem_bytes(const PlanOptions& options, const DeviceInfo& device, const Plan& p) {
   if (!options.even_placement || p.cluster_combine) return 0;
@@ -192,7 +193,7 @@ int even_placement_smem_bytes(const PlanOptions& options, const DeviceInfo& devi
   if (blocks > int64_t(device.sm_count) * p.blocks_per_sm) return 0;
   const int share = ceil_div(blocks, device.sm_count);
   if (share >= p.blocks_per_sm) return 0;
-  const int bytes = device.smem_per_sm_bytes / (share + 1) - 1024 + 1;
+  const int bytes = device.smem_per_sm_bytes / (share + 1) - kRuntimeSmemPerBlock + 1;
   return bytes > p.smem_bytes && bytes <= device.smem_per_block_bytes ? bytes : 0;
 }
 
@@ -379,8 +380,7 @@ int l2_prefetch_keys(const DecodeProblem& problem, const PlanOptions& options, c
                      const Plan& p) {
   if (!options.l2_prefetch || device.cc_major < 9) return 0;
   if (options.l2_prefetch_keys >= 0) return options.l2_prefetch_keys;
-  const int64_t blocks = int64_t(p.grid[0]) * p.grid[1] * p.grid[2];
-  if (2 * blocks > int64_t(device.sm_count) * p.blocks_per_sm) return 0;
+  if (2 * grid_blocks(p) > int64_t(device.sm_count) * p.blocks_per_sm) return 0;
   const detail::KvFormatTraits format = detail::kv_format_traits(detail::resolve_kv_format(problem.kv_format, problem.dtype));
   const int64_t key_bits = detail::element_traits(format.k_element).bits + detail::element_traits(format.v_element).bits;
   const int64_t cache_bytes =
@@ -442,7 +442,7 @@ void plan_stream_k_tail(const PrefillProblem& problem, const PlanOptions& option
 // the counter's reset (a memset before every call) and claims would be all the persistent grid added.
 Status plan_persistent_grid(const PrefillProblem& problem, const DeviceInfo& device, const PlanOptions& options,
                             Plan* p) {
-  const int64_t tiles = int64_t(p->grid[0]) * p->grid[1] * p->grid[2];
+  const int64_t tiles = grid_blocks(*p);
   if (tiles <= device.sm_count) return Status::success();
   if (tiles > int64_t(INT32_MAX)) {
     return Status::invalid("batch", "a problem of at most 2^31 - 1 tiles of " + std::to_string(p->block_m) + " query rows",
