@@ -133,7 +133,9 @@ Status launch_combine(const OutputParams& from, int num_splits, const OutputPara
     return s;
   }
   detail::CombineParams c = combine_params(from, num_splits, to, cu_seqlens_q);
-  const int64_t rows_per_block = tiles::combine_rows_per_block(head_dim);
+  c.split_groups = tiles::combine_split_groups(num_splits, head_dim);
+  // Teams: a block per row (combine_teams_kernel).
+  const int64_t rows_per_block = c.split_groups > 1 ? 1 : tiles::combine_rows_per_block(head_dim);
   const int grid[3] = {static_cast<int>((from.partial_rows + rows_per_block - 1) / rows_per_block), 1, 1};
   return detail::launch(launcher, &c, launch_config(stream, grid), "combine kernel launch");
 }

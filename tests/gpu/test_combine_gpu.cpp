@@ -39,21 +39,32 @@ Merged combine_on_gpu(const CombineProblem& p, const std::vector<float>& partial
   return m;
 }
 
-CombineProblem problem_of(int splits, int batch) {
+CombineProblem problem_of(int splits, int batch, int head_dim = 128) {
   CombineProblem p;
   p.num_splits = splits;
   p.batch = batch;
-  p.seq_len = 2;
-  p.num_heads = 4;
-  p.head_dim = 128;
+  p.seq_len = 3;
+  p.num_heads = 3;
+  p.head_dim = head_dim;
   return p;
 }
 
-// 5 splits: one round of loads (kMergeLoads); 40 splits: five rounds.
+// Splits are merged in chunks of 8 (combine_state.cuh); a row of several chunks gets a block of
+// teams, one chunk each (tiles::combine_split_groups: at most 8 teams at D=128, 4 at D=256, 16 at
+// D=64). At D=128: 5 splits one chunk (combine_kernel, 27 rows: its last block holds rows past the
+// end); 12 two teams; 17 three chunks on four teams (one idles); 40 five chunks on eight; 70 nine
+// chunks, two rounds of eight. D=256 (40: two rounds of 4 teams) and D=64 (16 teams) where built.
 TEST(CombineGpu, MergesCallerPartialsLikeTheFp64Formula) {
   SPLITKV_REQUIRE_GPU(DType::kBF16, 128);
-  for (int S : {5, 40}) {
-    const CombineProblem p = problem_of(S, 3);
+  struct Shape {
+    int splits, head_dim;
+  };
+  for (const Shape shape :
+       {Shape{5, 128}, Shape{12, 128}, Shape{17, 128}, Shape{40, 128}, Shape{70, 128}, Shape{40, 256},
+        Shape{130, 64}}) {
+    if (!gpu_test::compiled(DType::kBF16, shape.head_dim)) continue;
+    const int S = shape.splits;
+    const CombineProblem p = problem_of(S, 3, shape.head_dim);
     const int rows = p.batch * p.seq_len * p.num_heads, D = p.head_dim;
     std::mt19937_64 rng(7 + S);
     std::normal_distribution<float> normal(0.f, 1.f);
@@ -73,15 +84,16 @@ TEST(CombineGpu, MergesCallerPartialsLikeTheFp64Formula) {
       std::vector<double> lses(S);
       for (int k = 0; k < S; ++k) lses[k] = partial_lse[size_t(k) * rows + row];
       if (row == 2) {  // NaN in, NaN out: never a plausible number
-        EXPECT_TRUE(std::isnan(got_lse)) << S << " splits";
+        EXPECT_TRUE(std::isnan(got_lse)) << S << " splits, D=" << D;
         for (int j = 0; j < D; ++j) EXPECT_TRUE(std::isnan(detail::bf16_to_float(m.out[size_t(row) * D + j])));
         continue;
       }
       const double want_lse = detail::combined_lse(lses.data(), S, 1);
       if (row == 1) {
-        EXPECT_TRUE(std::isinf(got_lse) && got_lse < 0) << S << " splits";
+        EXPECT_TRUE(std::isinf(got_lse) && got_lse < 0) << S << " splits, D=" << D;
       } else {
-        EXPECT_NEAR(got_lse, want_lse, 1e-5 * std::max(1.0, std::abs(want_lse))) << S << " splits, row " << row;
+        EXPECT_NEAR(got_lse, want_lse, 1e-5 * std::max(1.0, std::abs(want_lse)))
+            << S << " splits, D=" << D << ", row " << row;
       }
       for (int j = 0; j < D; ++j) {
         double want = 0;
@@ -89,7 +101,8 @@ TEST(CombineGpu, MergesCallerPartialsLikeTheFp64Formula) {
           want += detail::combine_weight(lses[k], want_lse) * partial_o[(size_t(k) * rows + row) * D + j];
         }
         const double got = detail::bf16_to_float(m.out[size_t(row) * D + j]);
-        EXPECT_NEAR(got, want, std::abs(want) / 128 + 1e-6) << S << " splits, row " << row << " col " << j;
+        EXPECT_NEAR(got, want, std::abs(want) / 128 + 1e-6)
+            << S << " splits, D=" << D << ", row " << row << " col " << j;
       }
     }
   }

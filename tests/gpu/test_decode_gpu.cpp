@@ -275,26 +275,30 @@ TEST(DecodeGpu, PlannedTwoSplitsMergeInClustersOfTwo) {
 
 TEST(DecodeGpu, SplitResultsAreBitwiseDeterministic) {
   SPLITKV_REQUIRE_GPU(DType::kBF16, 128);
-  const int splits = 12;
-  for (const char* family : {"decode_mma", "decode_mma_n8"}) {
-    GpuCase by_kernel_case{"det", DecodeSpecBuilder(2, 32, 8, 20000).spec, splits};
-    by_kernel_case.family = family;
-    testing::DecodeCase by_kernel;
-    run_case(by_kernel_case, &by_kernel);
-    // Merged by the combine kernel, in a cluster, by each tile's last split block: run twice each.
-    for (int way = 0; way < 3; ++way) {
-      GpuCase k{"det", DecodeSpecBuilder(2, 32, 8, 20000).spec, splits, 0, way == 1, way == 2};
-      k.family = family;
-      testing::DecodeCase first, second;
-      run_case(k, &first);
-      run_case(k, &second);
-      EXPECT_EQ(first.out, second.out) << family << " way " << way;
-      EXPECT_EQ(std::memcmp(first.lse.data(), second.lse.data(), first.lse.size() * sizeof(float)), 0)
-          << family << " way " << way;
-      // Every merge folds the same partials in the same order (merge_partials_in_order): the same bits.
-      EXPECT_EQ(first.out, by_kernel.out) << family << " way " << way;
-      EXPECT_EQ(std::memcmp(first.lse.data(), by_kernel.lse.data(), first.lse.size() * sizeof(float)), 0)
-          << family << " way " << way;
+  // 12 splits: two chunks, merged by two teams in the combine kernel; 70: nine chunks, two rounds
+  // of eight teams (clusters hold at most 16 blocks, so 70 compares the fused merge only).
+  for (const int splits : {12, 70}) {
+    for (const char* family : {"decode_mma", "decode_mma_n8"}) {
+      GpuCase by_kernel_case{"det", DecodeSpecBuilder(2, 32, 8, 20000).spec, splits};
+      by_kernel_case.family = family;
+      testing::DecodeCase by_kernel;
+      run_case(by_kernel_case, &by_kernel);
+      // Merged by the combine kernel, in a cluster, by each tile's last split block: run twice each.
+      for (int way = 0; way < 3; ++way) {
+        if (way == 1 && splits > 16) continue;
+        GpuCase k{"det", DecodeSpecBuilder(2, 32, 8, 20000).spec, splits, 0, way == 1, way == 2};
+        k.family = family;
+        testing::DecodeCase first, second;
+        run_case(k, &first);
+        run_case(k, &second);
+        const std::string where = std::string(family) + " way " + std::to_string(way) + ", " +
+                                  std::to_string(splits) + " splits";
+        EXPECT_EQ(first.out, second.out) << where;
+        EXPECT_EQ(std::memcmp(first.lse.data(), second.lse.data(), first.lse.size() * sizeof(float)), 0) << where;
+        // Every merge folds the same partials in the same order (merge_partials_in_order): the same bits.
+        EXPECT_EQ(first.out, by_kernel.out) << where;
+        EXPECT_EQ(std::memcmp(first.lse.data(), by_kernel.lse.data(), first.lse.size() * sizeof(float)), 0) << where;
+      }
     }
   }
 }

@@ -1,6 +1,7 @@
-// The split-KV combine kernel: each block merges the partials of CombineLanes::kRowsPerBlock
-// output rows, head_dim / 4 threads per row (kernels/combine/combine_row.cuh has the math and its
-// fixed order).
+// The split-KV combine kernels (kernels/combine/combine_row.cuh has the math and its fixed order):
+// rows of at most one chunk of splits (kMergeChunk = 8) by combine_kernel, head_dim / 4 threads
+// per row and CombineLanes::kRowsPerBlock rows per block; rows of more by combine_teams_kernel, a
+// block per row of p.split_groups teams of head_dim / 4 threads, one chunk per team and round.
 #pragma once
 
 #include "kernels/combine/combine_row.cuh"
@@ -8,20 +9,37 @@
 
 namespace splitkv::detail {
 
+// Both kernels wait for the partials from the kernel before them, and only then let their
+// dependents launch: allowed before the wait, the next call's split blocks could take SM slots
+// while this call's split kernel still runs. Run 36 (bench/NOTES.md): B=8 28/4 8k causal q_len 2
+// 38.4 us against 40.6-41.7, q_len 4 48.1 against 49.7; others equal.
+
 // Eight resident blocks per SM (at most 64 registers, no spill at D=128): left alone, the eight
-// partials' 64-bit addresses took 120 registers and four blocks per SM.
+// partials' 64-bit addresses took 120 registers and four blocks per SM. p.num_splits <= 8.
 template <class Element, int kHeadDim>
 __global__ void __launch_bounds__(tiles::kCombineThreads, 8) combine_kernel(const __grid_constant__ CombineParams p) {
-  wait_for_prior_grids();    // the partials come from the kernel before us
-  // Only now may our dependents launch: allowed before the wait, the next call's split blocks
-  // could take SM slots while this call's split kernel still runs. Run 36 (bench/NOTES.md): B=8
-  // 28/4 8k causal q_len 2 38.4 us against 40.6-41.7, q_len 4 48.1 against 49.7; others equal.
+  wait_for_prior_grids();
   allow_dependent_launch();
   using Lanes = CombineLanes<kHeadDim>;
   const int64_t row = int64_t(blockIdx.x) * Lanes::kRowsPerBlock + threadIdx.x / Lanes::kPerRow;
   if (row >= p.rows) return;
-  combine_row<Element, kHeadDim>(p, row, threadIdx.x % Lanes::kPerRow,
-                                 ContiguousPartials<kHeadDim>{p.partial_o, p.partial_lse, p.rows});
+  combine_row<Element, kHeadDim, true>(p, row, threadIdx.x % Lanes::kPerRow,
+                                       ContiguousPartials<kHeadDim>{p.partial_o, p.partial_lse, p.rows});
+}
+
+// One row per block, p.split_groups teams of head_dim / 4 threads (tiles::combine_split_groups:
+// at most tiles::kCombineTeamsMaxThreads). Its grids are small (rows of more than 8 splits), so
+// registers go to the chunk in flight beside the running state (80 at D=128) rather than to
+// occupancy.
+template <class Element, int kHeadDim>
+__global__ void __launch_bounds__(tiles::kCombineTeamsMaxThreads)
+    combine_teams_kernel(const __grid_constant__ CombineParams p) {
+  wait_for_prior_grids();
+  allow_dependent_launch();
+  constexpr int kPerRow = CombineLanes<kHeadDim>::kPerRow;
+  __shared__ ChunkSlot exchange[tiles::kCombineTeamsMaxThreads];
+  combine_row_in_groups<Element, kHeadDim>(p, blockIdx.x, threadIdx.x % kPerRow, threadIdx.x / kPerRow, exchange,
+                                           ContiguousPartials<kHeadDim>{p.partial_o, p.partial_lse, p.rows});
 }
 
 }  // namespace splitkv::detail

@@ -13,6 +13,9 @@ struct CombineParams {
   const float* partial_lse;  // [num_splits, rows]
   int64_t rows;
   int num_splits;
+  // Teams of head_dim / 4 threads per row (tiles::combine_split_groups), each folding its own
+  // chunks of 8 splits; 1: one team folds them all (the fused and peer merges always do).
+  int split_groups = 1;
   int num_q_heads;
   int seq_rows;  // query rows per sequence slot (decode: q_len; prefill: max_q_len)
 

@@ -3,12 +3,13 @@
 // its own window) share this code, so all give the same bits for the same partials in the same
 // split order.
 //   LSE = log sum_i exp(LSE_i),   O = sum_i exp(LSE_i - LSE) * O_i
-// A row is merged by head_dim / 4 threads, one float4 of every partial row each, with no shared
-// memory and no barrier: every thread reads all of the row's LSEs, so each owns the whole
-// computation of its four columns (a block of tiles::kCombineThreads merges several rows at once).
-// The split order is fixed (kernels/common/combine_state.cuh), so results are bitwise identical
-// run to run and to the cluster merge's, and appending empty partials (LSE = -inf) changes no bit
-// (batch-invariant mode relies on that).
+// A row is merged by head_dim / 4 threads, one float4 of every partial row each: every thread
+// reads all of the row's LSEs, so each owns the whole computation of its four columns. With many
+// splits the combine kernel gives a row several such teams, each folding its own chunks of 8
+// splits, and merges the teams' states through shared memory in chunk order
+// (combine_row_in_groups). The order is fixed (kernels/common/combine_state.cuh), so results are
+// bitwise identical run to run, team count to team count and to the cluster merge's, and
+// appending empty partials (LSE = -inf) changes no bit (batch-invariant mode relies on that).
 #pragma once
 
 #include "kernels/combine/combine_params.hpp"
@@ -44,30 +45,80 @@ struct CombineLanes {
   static_assert(kRowsPerBlock * kPerRow == tiles::kCombineThreads);
 };
 
-// Merges the p.num_splits partials of `row`, columns [4 * lane, 4 * lane + 4), in split order
-// (merge_partials_in_order), and writes them through p.output (the thread of lane 0 also writes the
-// LSE). Each of the row's head_dim / 4 threads calls it with its own lane; threads of other rows
-// may call it at the same time.
-template <class Element, int kHeadDim, class Partials>
-__device__ __forceinline__ void combine_row(const CombineParams& p, int64_t row, int lane, const Partials& partials) {
+// Where `row`'s merged output goes; false for a padding row of a shorter sequence (varlen).
+__device__ __forceinline__ bool combine_destination(const CombineParams& p, int64_t row, OutputRow& where) {
   const int hq = int(row % p.num_q_heads);
   const int i = int(row / p.num_q_heads % p.seq_rows);
   const int b = int(row / p.num_q_heads / p.seq_rows);
   int64_t token = i;
   if (p.cu_seqlens_q != nullptr) {
-    if (i >= p.cu_seqlens_q[b + 1] - p.cu_seqlens_q[b]) return;  // a padding row of a shorter sequence
+    if (i >= p.cu_seqlens_q[b + 1] - p.cu_seqlens_q[b]) return false;
     token += p.cu_seqlens_q[b];
   }
+  where = OutputRow{b, i, token, hq, 0};
+  return true;
+}
+
+// Merges the p.num_splits partials of `row`, columns [4 * lane, 4 * lane + 4), in split order
+// (merge_partials_in_order), and writes them through p.output (the thread of lane 0 also writes the
+// LSE). Each of the row's head_dim / 4 threads calls it with its own lane; threads of other rows
+// may call it at the same time. kOneChunk: p.num_splits <= kMergeChunk.
+template <class Element, int kHeadDim, bool kOneChunk = false, class Partials>
+__device__ __forceinline__ void combine_row(const CombineParams& p, int64_t row, int lane, const Partials& partials) {
+  OutputRow where;
+  if (!combine_destination(p, row, where)) return;
   bool nan_seen = false;
   float out[4];
-  const float lse = merge_partials_in_order(
+  const float lse = merge_partials_in_order<kOneChunk>(
       p.num_splits,
       [&](int s, float& lse_s, float4& o_s) {
         lse_s = partials.lse(s, row);
         o_s = partials.o4(s, row, lane);
       },
       out, nan_seen);
-  write_output<Element, kHeadDim>(p.output, OutputRow{b, i, token, hq, 0}, lane * 4, out, lse, lane == 0, nan_seen);
+  write_output<Element, kHeadDim>(p.output, where, lane * 4, out, lse, lane == 0, nan_seen);
+}
+
+// One team's fold of one chunk, handed to team 0 through shared memory.
+struct ChunkSlot {
+  CombineState state;
+  bool nan_seen = false;
+};
+
+// combine_row by p.split_groups teams of head_dim / 4 threads: in each round team g folds chunk
+// c0 + g (fold_chunk) and team 0 merges the round's chunk states in chunk order, so the bits are
+// merge_partials_in_order's. Has barriers: every thread of the block calls it, those of padding
+// rows included. exchange: the row's slots, [split_groups][head_dim / 4].
+template <class Element, int kHeadDim, class Partials>
+__device__ __forceinline__ void combine_row_in_groups(const CombineParams& p, int64_t row, int lane, int group,
+                                                      ChunkSlot* exchange, const Partials& partials) {
+  constexpr int kPerRow = CombineLanes<kHeadDim>::kPerRow;
+  OutputRow where{};
+  const bool live = combine_destination(p, row, where);
+  const auto at = [&](int s, float& lse_s, float4& o_s) {
+    lse_s = partials.lse(s, row);
+    o_s = partials.o4(s, row, lane);
+  };
+  const int chunks = merge_chunks(p.num_splits);
+  CombineState total;
+  bool nan_seen = false;
+  for (int c0 = 0; c0 < chunks; c0 += p.split_groups) {
+    ChunkSlot mine;
+    if (live && c0 + group < chunks) mine.state = fold_chunk(p.num_splits, c0 + group, at, mine.nan_seen);
+    exchange[group * kPerRow + lane] = mine;
+    __syncthreads();
+    if (group == 0) {
+      for (int g = 0; g < p.split_groups; ++g) {
+        total.merge(exchange[g * kPerRow + lane].state);
+        nan_seen |= exchange[g * kPerRow + lane].nan_seen;
+      }
+    }
+    __syncthreads();  // the slots are refilled next round
+  }
+  if (!live || group != 0) return;
+  float out[4];
+  const float lse = total.finish(out);
+  write_output<Element, kHeadDim>(p.output, where, lane * 4, out, lse, lane == 0, nan_seen);
 }
 
 }  // namespace splitkv::detail

@@ -6,6 +6,7 @@
 #pragma once
 
 #include "kernels/common/online_softmax.cuh"
+#include "kernels/tile_table.hpp"
 
 namespace splitkv::detail {
 
@@ -38,6 +39,23 @@ struct CombineState {
     max = new_max;
   }
 
+  // Folds in another state (its own max, sum and unnormalized acc), as if its partials came next.
+  // Into an empty state it copies, so a single chunk's bits are the chunk's own fold.
+  __device__ __forceinline__ void merge(const CombineState& other) {
+    if (other.max == kNegInf) return;  // nothing in it (a NaN partial is reported by nan_seen)
+    if (max == kNegInf) {
+      *this = other;
+      return;
+    }
+    const float new_max = fmaxf(max, other.max);
+    const float mine = exp2f((max - new_max) * kLog2e);
+    const float theirs = exp2f((other.max - new_max) * kLog2e);
+    sum = sum * mine + other.sum * theirs;
+#pragma unroll
+    for (int c = 0; c < 4; ++c) acc[c] = acc[c] * mine + other.acc[c] * theirs;
+    max = new_max;
+  }
+
   // Natural-log LSE and normalized output of everything folded so far (-inf and zeros if empty).
   __device__ __forceinline__ float finish(float (&out)[4]) const {
     if (isnan(sum)) {
@@ -55,41 +73,57 @@ struct CombineState {
   }
 };
 
-// Partials are folded in index order, kMergeBatch at a time: the one order of every deterministic
-// merge (combine kernel, fused combine, peer merge, cluster merge), so all give the same bits for
-// the same partials. Appending empty partials (LSE = -inf, O = 0) changes no bit.
+// The one order of every deterministic merge (combine kernel, fused combine, peer merge, cluster
+// merge), so all give the same bits for the same partials: the partials are cut into chunks of
+// kMergeChunk consecutive splits; each chunk is folded into a fresh state in index order,
+// kMergeBatch at a time; the chunks' states are merged in chunk order. A chunk's loads are issued
+// before the first of them is folded, so one chunk costs one load latency (the first combine
+// kernel folded one split per load and cost ~8 µs at 32 splits, run 1), and the combine kernel can
+// fold a row's chunks in parallel, one team of threads each (combine_row_in_groups). Appending
+// empty partials (LSE = -inf, O = 0) changes no bit.
 constexpr int kMergeBatch = 4;
-// Partials loaded before the first of them is folded: up to 8 splits cost one load latency (the
-// combine kernel's first version folded one split per load and cost ~8 µs at 32 splits, run 1).
-constexpr int kMergeLoads = 8;
+constexpr int kMergeChunk = tiles::kCombineChunk;
 
-// Merges partials 0..n-1 of one row's four columns; at(s, lse, o) loads partial s. Writes the
-// normalized O to out and returns the LSE; nan_seen says whether any partial's LSE was NaN (a
-// poisoned split, which must poison the row even beside empty ones).
+constexpr int merge_chunks(int n) { return (n + kMergeChunk - 1) / kMergeChunk; }
+
+// Folds partials [kMergeChunk * chunk, kMergeChunk * chunk + kMergeChunk) below n into a fresh
+// state; at(s, lse, o) loads partial s. nan_seen: set when a partial's LSE is NaN (a poisoned
+// split, which must poison the row even beside empty ones).
 template <class At>
-__device__ __forceinline__ float merge_partials_in_order(int n, const At& at, float (&out)[4], bool& nan_seen) {
+__device__ __forceinline__ CombineState fold_chunk(int n, int chunk, const At& at, bool& nan_seen) {
   CombineState state;
-  for (int s0 = 0; s0 < n; s0 += kMergeLoads) {
-    float lse[kMergeLoads];
-    float4 o[kMergeLoads];
+  const int s0 = chunk * kMergeChunk;
+  float lse[kMergeChunk];
+  float4 o[kMergeChunk];
 #pragma unroll
-    for (int j = 0; j < kMergeLoads; ++j) {
-      lse[j] = kNegInf;
-      o[j] = make_float4(0.f, 0.f, 0.f, 0.f);
-      if (s0 + j < n) at(s0 + j, lse[j], o[j]);
-      nan_seen |= isnan(lse[j]);
-    }
-#pragma unroll
-    for (int b = 0; b < kMergeLoads; b += kMergeBatch) {
-      if (s0 + b >= n) break;
-      float batch_lse[kMergeBatch];
-      float4 batch_o[kMergeBatch];
-#pragma unroll
-      for (int j = 0; j < kMergeBatch; ++j) batch_lse[j] = lse[b + j], batch_o[j] = o[b + j];
-      state.fold(batch_lse, batch_o);
-    }
+  for (int j = 0; j < kMergeChunk; ++j) {
+    lse[j] = kNegInf;
+    o[j] = make_float4(0.f, 0.f, 0.f, 0.f);
+    if (s0 + j < n) at(s0 + j, lse[j], o[j]);
+    nan_seen |= isnan(lse[j]);
   }
-  return state.finish(out);
+#pragma unroll
+  for (int b = 0; b < kMergeChunk; b += kMergeBatch) {
+    if (s0 + b >= n) break;
+    float batch_lse[kMergeBatch];
+    float4 batch_o[kMergeBatch];
+#pragma unroll
+    for (int j = 0; j < kMergeBatch; ++j) batch_lse[j] = lse[b + j], batch_o[j] = o[b + j];
+    state.fold(batch_lse, batch_o);
+  }
+  return state;
+}
+
+// Merges partials 0..n-1 of one row's four columns in the order above, by one thread. Writes the
+// normalized O to out and returns the LSE. kOneChunk: the caller knows n <= kMergeChunk (the
+// chunk's fold is the result; no second state, which would spill the combine kernel's 64 registers).
+template <bool kOneChunk = false, class At>
+__device__ __forceinline__ float merge_partials_in_order(int n, const At& at, float (&out)[4], bool& nan_seen) {
+  if constexpr (kOneChunk) return fold_chunk(n, 0, at, nan_seen).finish(out);
+  if (n <= kMergeChunk) return fold_chunk(n, 0, at, nan_seen).finish(out);  // the same bits, one state
+  CombineState total;
+  for (int chunk = 0; chunk < merge_chunks(n); ++chunk) total.merge(fold_chunk(n, chunk, at, nan_seen));
+  return total.finish(out);
 }
 
 }  // namespace splitkv::detail
