@@ -50,13 +50,22 @@ struct SplitDecision {
 // from ~1k keys per split with 4-bit values and ~2k with 8-bit values. A third block (INT4's
 // smaller ring leaves room for one) never paid for the keys-as-rows kernel: B=8 32k 84.4 / 86.4 µs
 // at 4 splits against 87.5 / 88.2 at 6, and B=1 131k 53.1 at 33 splits against 64.1 at 49.
+// With 8-bit values the blocks stream closer to the memory's rate than they compute, and where a
+// grid needs every SM's slots, the blocks that find none wait for the SMs the previous call's
+// combine blocks hold (even placement): their two-block fills leave kSmsForTheCombine SMs free
+// (one-block fills, not measured, keep every SM). Run 66
+// (forced 32 against 33 splits, B=1 32k / 64k / 131k): FP8 0.9 / 0.7 / 1.4% and INT8 1.0 / 0.6 / 0.9%
+// faster at 32; INT4, bound by its own instructions, wants the shorter splits (0.6 / 3.9 / 4.6%
+// slower at 32) and K8V4 moved by 0.6% or less either way, so 4-bit values fill every slot.
 constexpr int kMinKeysEvenFillSplit = 512;
-int even_fill_splits(int64_t work_units, int kv_blocks, int max_kv_len, int sm_count, int blocks_per_sm, int cap,
-                     int* chosen_per_sm) {
+constexpr int kSmsForTheCombine = 2;
+int even_fill_splits(int64_t work_units, int kv_blocks, int max_kv_len, int sm_count, int blocks_per_sm,
+                     int value_bits, int cap, int* chosen_per_sm) {
   int best = 1;
   *chosen_per_sm = 1;
   for (int per_sm = 1; per_sm <= std::min(blocks_per_sm, 2); ++per_sm) {
-    const int64_t fit = int64_t(per_sm) * sm_count / work_units;
+    const int sms = value_bits == 8 && per_sm == 2 ? sm_count - kSmsForTheCombine : sm_count;
+    const int64_t fit = int64_t(per_sm) * sms / work_units;
     const int splits = int(std::min<int64_t>({fit, kv_blocks, cap, max_kv_len / kMinKeysEvenFillSplit}));
     if (splits > best) {
       best = splits;
@@ -67,10 +76,11 @@ int even_fill_splits(int64_t work_units, int kv_blocks, int max_kv_len, int sm_c
 }
 
 // slots_per_sm: resident blocks per SM the auto rule may fill (1: one wave of blocks per SM);
-// dequantizes: the blocks dequantize a quantized cache (even_fill_splits for small grids).
+// quantized_value_bits: 4 or 8 where the blocks dequantize a quantized cache whose values have
+// that many bits (even_fill_splits for small grids), 0 for a 16-bit cache.
 constexpr int kMinKeysPerExtraSplit = 2048;
 Status decide_splits(const PlanOptions& o, int64_t work_units, int max_kv_len, int block_keys,
-                     const DeviceInfo& device, int slots_per_sm, bool dequantizes, SplitDecision* out) {
+                     const DeviceInfo& device, int slots_per_sm, int quantized_value_bits, SplitDecision* out) {
   const int kv_blocks = std::max(1, ceil_div(max_kv_len, block_keys));
   if (o.num_splits < 0) return Status::invalid("options.num_splits", ">= 0 (0 = auto)", std::to_string(o.num_splits));
   if (o.max_splits < 0) return Status::invalid("options.max_splits", ">= 0 (0 = no cap)", std::to_string(o.max_splits));
@@ -113,9 +123,10 @@ Status decide_splits(const PlanOptions& o, int64_t work_units, int max_kv_len, i
   }
   const int cap = o.max_splits > 0 ? o.max_splits : plan::kMaxAutoSplits;
   out->num_splits = plan::choose_num_splits(work_units, kv_blocks, device.sm_count, cap, &out->note);
-  if (dequantizes && work_units * out->num_splits < device.sm_count) {
+  if (quantized_value_bits > 0 && work_units * out->num_splits < device.sm_count) {
     int per_sm = 1;
-    const int even = even_fill_splits(work_units, kv_blocks, max_kv_len, device.sm_count, slots_per_sm, cap, &per_sm);
+    const int even = even_fill_splits(work_units, kv_blocks, max_kv_len, device.sm_count, slots_per_sm,
+                                      quantized_value_bits, cap, &per_sm);
     if (even > out->num_splits) {
       out->num_splits = even;
       out->note = "even fill of resident blocks (quantized cache; " + std::to_string(per_sm) +
@@ -200,6 +211,12 @@ int even_placement_smem_bytes(const PlanOptions& options, const DeviceInfo& devi
 // in run 18, 69.7 in run 31; 28/4 q_len 8: 65.0 µs at 2 splits vs 79.8 at 1) - run 31's sweep.
 bool reads_quantized_cache(const DecodeProblem& problem) {
   return detail::kv_format_traits(detail::resolve_kv_format(problem.kv_format, problem.dtype)).quantized;
+}
+
+// Bits per stored V value of a quantized cache (4: INT4, K8V4; 8: FP8, INT8), 0 for a 16-bit cache.
+int quantized_value_bits(const DecodeProblem& problem) {
+  if (!reads_quantized_cache(problem)) return 0;
+  return tiles::kv_code_bits(detail::resolve_kv_format(problem.kv_format, problem.dtype)).v_bits;
 }
 
 int decode_slots_per_sm(const DecodeProblem& problem, int blocks_per_sm) {
@@ -562,7 +579,7 @@ Status plan_decode(const DecodeProblem& problem, const DeviceInfo& device,
       return Status::success();
     }
     return decide_splits(options, p.work_units, problem.max_kv_len, p.block_n, device,
-                         decode_slots_per_sm(problem, p.blocks_per_sm), reads_quantized_cache(problem), &split);
+                         decode_slots_per_sm(problem, p.blocks_per_sm), quantized_value_bits(problem), &split);
   };
   if (Status s = choose(rows_per_kv); !s) return s;
   // A larger-tile family halves the blocks per split. Where that leaves SMs without a block and the
@@ -699,8 +716,7 @@ Status plan_prefill(const PrefillProblem& problem, const DeviceInfo& device,
                              std::to_string(options.num_splits));
     }
     split.note = std::string(to_string(requested)) + " requested";
-  } else if (Status s = decide_splits(options, p.work_units, problem.max_kv_len, p.block_n, device, 1, false, &split);
-             !s) {
+  } else if (Status s = decide_splits(options, p.work_units, problem.max_kv_len, p.block_n, device, 1, 0, &split); !s) {
     return s;
   }
   p.num_splits = split.num_splits;

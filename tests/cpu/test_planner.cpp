@@ -64,8 +64,9 @@ TEST(Planner, QuantizedCachesFillResidentBlocksEvenly) {
       }
     }
   }
-  // Run 66's sweep (bench/NOTES.md): two blocks per SM (B=1, 8 work units: 33 splits) wherever the
-  // splits keep 512 keys, else one (16); no third block, INT4 included (B=8 32k: 64 work units x 4).
+  // Run 66's sweeps (bench/NOTES.md): two blocks per SM (B=1, 8 work units: 33 splits) wherever the
+  // splits keep 512 keys, else one (16); with 8-bit values two SMs stay free for the combine's
+  // blocks (32 splits); no third block, INT4 included (B=8 32k: 64 work units x 4).
   auto splits = [](int batch, int len, KvFormat f) {
     DecodeProblem q = decode(batch, 32, 8, len);
     q.kv_format = f;
@@ -74,11 +75,13 @@ TEST(Planner, QuantizedCachesFillResidentBlocksEvenly) {
   EXPECT_EQ(splits(1, 8192, KvFormat::kInt8), 16);
   EXPECT_EQ(splits(1, 16384, KvFormat::kInt8), 32);
   EXPECT_EQ(splits(1, 16384, KvFormat::kInt4), 32);
-  EXPECT_EQ(splits(1, 32768, KvFormat::kInt8), 33);
+  EXPECT_EQ(splits(1, 32768, KvFormat::kInt8), 32);
   EXPECT_EQ(splits(1, 32768, KvFormat::kInt4), 33);
   EXPECT_EQ(splits(2, 16384, KvFormat::kK8V4), 16);
   EXPECT_EQ(splits(2, 16384, KvFormat::kFP8E4M3), 16);
-  EXPECT_EQ(splits(1, 131072, KvFormat::kInt8), 33);
+  EXPECT_EQ(splits(1, 131072, KvFormat::kInt8), 32);
+  EXPECT_EQ(splits(1, 131072, KvFormat::kFP8E4M3), 32);
+  EXPECT_EQ(splits(1, 131072, KvFormat::kK8V4), 33);
   EXPECT_EQ(splits(1, 131072, KvFormat::kInt4), 33);
   EXPECT_EQ(splits(8, 32768, KvFormat::kInt8), 4);
   EXPECT_EQ(splits(8, 32768, KvFormat::kInt4), 4);
