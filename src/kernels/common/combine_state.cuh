@@ -115,12 +115,12 @@ __device__ __forceinline__ CombineState fold_chunk(int n, int chunk, const At& a
 }
 
 // Merges partials 0..n-1 of one row's four columns in the order above, by one thread. Writes the
-// normalized O to out and returns the LSE. kOneChunk: the caller knows n <= kMergeChunk (the
-// chunk's fold is the result; no second state, which would spill the combine kernel's 64 registers).
+// normalized O to out and returns the LSE. One chunk's fold is the result (the same bits as merging
+// it into an empty state); kOneChunk: the caller knows n <= kMergeChunk, so no code for a second
+// state is compiled (it would spill the combine kernel's 64 registers).
 template <bool kOneChunk = false, class At>
 __device__ __forceinline__ float merge_partials_in_order(int n, const At& at, float (&out)[4], bool& nan_seen) {
-  if constexpr (kOneChunk) return fold_chunk(n, 0, at, nan_seen).finish(out);
-  if (n <= kMergeChunk) return fold_chunk(n, 0, at, nan_seen).finish(out);  // the same bits, one state
+  if (kOneChunk || n <= kMergeChunk) return fold_chunk(n, 0, at, nan_seen).finish(out);
   CombineState total;
   for (int chunk = 0; chunk < merge_chunks(n); ++chunk) total.merge(fold_chunk(n, chunk, at, nan_seen));
   return total.finish(out);
