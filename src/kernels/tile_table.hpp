@@ -329,8 +329,9 @@ constexpr int kCombineTeamsMaxThreads = 256;
 constexpr int kCombineChunk = 8;
 constexpr int combine_rows_per_block(int head_dim) { return kCombineThreads / (head_dim / 4); }
 constexpr int combine_max_split_groups(int head_dim) { return kCombineTeamsMaxThreads / (head_dim / 4); }
+constexpr int combine_chunks(int num_splits) { return (num_splits + kCombineChunk - 1) / kCombineChunk; }
 constexpr int combine_split_groups(int num_splits, int head_dim) {
-  const int chunks = (num_splits + kCombineChunk - 1) / kCombineChunk;
+  const int chunks = combine_chunks(num_splits);
   int groups = 1;
   while (groups < chunks && groups < combine_max_split_groups(head_dim)) groups *= 2;
   return groups;

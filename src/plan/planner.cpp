@@ -53,10 +53,10 @@ struct SplitDecision {
 // With 8-bit values the blocks stream closer to the memory's rate than they compute, and where a
 // grid needs every SM's slots, the blocks that find none wait for the SMs the previous call's
 // combine blocks hold (even placement): their two-block fills leave kSmsForTheCombine SMs free
-// (one-block fills, not measured, keep every SM). Run 66
-// (forced 32 against 33 splits, B=1 32k / 64k / 131k): FP8 0.9 / 0.7 / 1.4% and INT8 1.0 / 0.6 / 0.9%
-// faster at 32; INT4, bound by its own instructions, wants the shorter splits (0.6 / 3.9 / 4.6%
-// slower at 32) and K8V4 moved by 0.6% or less either way, so 4-bit values fill every slot.
+// (one-block fills, not measured, keep every SM). Run 66 (forced 32 against 33 splits, B=1 32k /
+// 64k / 131k): FP8 0.9 / 0.7 / 1.4% and INT8 1.0 / 0.6 / 0.9% faster at 32; INT4, bound by its own
+// instructions, wants the shorter splits (0.6 / 3.9 / 4.6% slower at 32) and K8V4 moved by 0.6% or
+// less either way, so 4-bit values fill every slot.
 constexpr int kMinKeysEvenFillSplit = 512;
 constexpr int kSmsForTheCombine = 2;
 int even_fill_splits(int64_t work_units, int kv_blocks, int max_kv_len, int sm_count, int blocks_per_sm,

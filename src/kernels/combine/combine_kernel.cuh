@@ -29,7 +29,7 @@ __global__ void __launch_bounds__(tiles::kCombineThreads, 8) combine_kernel(cons
 
 // One row per block, p.split_groups teams of head_dim / 4 threads (tiles::combine_split_groups:
 // at most tiles::kCombineTeamsMaxThreads). Its grids are small (rows of more than 8 splits), so
-// registers go to the chunk in flight beside the running state (80 at D=128) rather than to
+// registers go to the chunk in flight beside the running state (64 at D=128) rather than to
 // occupancy.
 template <class Element, int kHeadDim>
 __global__ void __launch_bounds__(tiles::kCombineTeamsMaxThreads)

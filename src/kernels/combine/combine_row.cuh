@@ -99,7 +99,7 @@ __device__ __forceinline__ void combine_row_in_groups(const CombineParams& p, in
     lse_s = partials.lse(s, row);
     o_s = partials.o4(s, row, lane);
   };
-  const int chunks = merge_chunks(p.num_splits);
+  const int chunks = tiles::combine_chunks(p.num_splits);
   CombineState total;
   bool nan_seen = false;
   for (int c0 = 0; c0 < chunks; c0 += p.split_groups) {

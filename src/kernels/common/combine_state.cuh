@@ -84,8 +84,6 @@ struct CombineState {
 constexpr int kMergeBatch = 4;
 constexpr int kMergeChunk = tiles::kCombineChunk;
 
-constexpr int merge_chunks(int n) { return (n + kMergeChunk - 1) / kMergeChunk; }
-
 // Folds partials [kMergeChunk * chunk, kMergeChunk * chunk + kMergeChunk) below n into a fresh
 // state; at(s, lse, o) loads partial s. nan_seen: set when a partial's LSE is NaN (a poisoned
 // split, which must poison the row even beside empty ones).
@@ -122,7 +120,7 @@ template <bool kOneChunk = false, class At>
 __device__ __forceinline__ float merge_partials_in_order(int n, const At& at, float (&out)[4], bool& nan_seen) {
   if (kOneChunk || n <= kMergeChunk) return fold_chunk(n, 0, at, nan_seen).finish(out);
   CombineState total;
-  for (int chunk = 0; chunk < merge_chunks(n); ++chunk) total.merge(fold_chunk(n, chunk, at, nan_seen));
+  for (int chunk = 0; chunk < tiles::combine_chunks(n); ++chunk) total.merge(fold_chunk(n, chunk, at, nan_seen));
   return total.finish(out);
 }
 
