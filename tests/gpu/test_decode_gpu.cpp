@@ -276,17 +276,22 @@ TEST(DecodeGpu, PlannedTwoSplitsMergeInClustersOfTwo) {
 TEST(DecodeGpu, SplitResultsAreBitwiseDeterministic) {
   SPLITKV_REQUIRE_GPU(DType::kBF16, 128);
   // 12 splits: two chunks, merged by two teams in the combine kernel; 70: nine chunks, two rounds
-  // of eight teams (clusters hold at most 16 blocks, so 70 compares the fused merge only).
+  // of eight teams (clusters hold at most 16 blocks, so 70 compares the fused merge only). The
+  // fused merge stages its partials in rounds of as many whole chunks as the block's shared memory
+  // holds: 70 splits take five rounds in decode_mma, two in decode_mma_n8 and three in
+  // decode_quant_n8 over INT4 (the smallest ring), 12 one.
+  const std::pair<const char*, KvFormat> families[] = {
+      {"decode_mma", KvFormat::kNative}, {"decode_mma_n8", KvFormat::kNative}, {"decode_quant_n8", KvFormat::kInt4}};
   for (const int splits : {12, 70}) {
-    for (const char* family : {"decode_mma", "decode_mma_n8"}) {
-      GpuCase by_kernel_case{"det", DecodeSpecBuilder(2, 32, 8, 20000).spec, splits};
+    for (const auto& [family, format] : families) {
+      GpuCase by_kernel_case{"det", DecodeSpecBuilder(2, 32, 8, 20000).format(format).spec, splits};
       by_kernel_case.family = family;
       testing::DecodeCase by_kernel;
       run_case(by_kernel_case, &by_kernel);
       // Merged by the combine kernel, in a cluster, by each tile's last split block: run twice each.
       for (int way = 0; way < 3; ++way) {
         if (way == 1 && splits > 16) continue;
-        GpuCase k{"det", DecodeSpecBuilder(2, 32, 8, 20000).spec, splits, 0, way == 1, way == 2};
+        GpuCase k{"det", DecodeSpecBuilder(2, 32, 8, 20000).format(format).spec, splits, 0, way == 1, way == 2};
         k.family = family;
         testing::DecodeCase first, second;
         run_case(k, &first);

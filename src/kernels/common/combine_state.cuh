@@ -112,6 +112,14 @@ __device__ __forceinline__ CombineState fold_chunk(int n, int chunk, const At& a
   return state;
 }
 
+// Merges chunks [first, last) of partials 0..n-1 into total, in chunk order: the tail of the order
+// above from chunk `first` on, for a merge that loads its chunks in rounds (the fused combine).
+template <class At>
+__device__ __forceinline__ void merge_chunks(CombineState& total, int n, int first, int last, const At& at,
+                                             bool& nan_seen) {
+  for (int chunk = first; chunk < last; ++chunk) total.merge(fold_chunk(n, chunk, at, nan_seen));
+}
+
 // Merges partials 0..n-1 of one row's four columns in the order above, by one thread. Writes the
 // normalized O to out and returns the LSE. One chunk's fold is the result (the same bits as merging
 // it into an empty state); kOneChunk: the caller knows n <= kMergeChunk, so no code for a second
@@ -120,7 +128,7 @@ template <bool kOneChunk = false, class At>
 __device__ __forceinline__ float merge_partials_in_order(int n, const At& at, float (&out)[4], bool& nan_seen) {
   if (kOneChunk || n <= kMergeChunk) return fold_chunk(n, 0, at, nan_seen).finish(out);
   CombineState total;
-  for (int chunk = 0; chunk < tiles::combine_chunks(n); ++chunk) total.merge(fold_chunk(n, chunk, at, nan_seen));
+  merge_chunks(total, n, 0, tiles::combine_chunks(n), at, nan_seen);
   return total.finish(out);
 }
 

@@ -13,6 +13,7 @@
 #include "kernels/common/split_rule.hpp"
 #include "kernels/decode/cluster_combine.cuh"
 #include "kernels/decode/decode_params.hpp"
+#include "kernels/decode/fused_merge.cuh"
 #include "kernels/decode/warp_merge.cuh"
 
 namespace splitkv::detail {
@@ -69,54 +70,18 @@ __device__ __forceinline__ void mask_past_row_ends(Scores& scores, const RowCoor
   }
 }
 
-// Fused combine, after the block wrote its partial rows: counts the block in on its tile's counter;
-// the tile's last split block merges every split's partials of the tile's rows with combine_row
-// (the combine kernel's code and order, so the bits are the same; CombineLanes::kRowsPerBlock rows
-// at a time) and resets the counter to zero
-// for the next launch (graph replays need no memset). The classic threadfence pattern: writers
-// fence before they count, the last block fences after it counts, then reads.
-template <class Element, int kHeadDim, int kThreads>
-__device__ __forceinline__ void merge_if_last_split(const DecodeParams& p, int64_t tile, int b, int kv_head, int row0,
-                                                    int rows_here) {
-  using Lanes = CombineLanes<kHeadDim>;
-  static_assert(kThreads % Lanes::kPerRow == 0, "whole rows of combine_row's threads");
-  __shared__ int is_last;
-  __threadfence();
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    const int arrived = atomicAdd(p.tile_counters + tile, 1) + 1;
-    is_last = arrived == p.num_splits.divisor;
-    if (is_last) atomicExch(p.tile_counters + tile, 0);
-  }
-  __syncthreads();
-  if (!is_last) return;  // block-uniform
-  __threadfence();
-  CombineParams c{};
-  c.partial_o = p.output.partial_o;
-  c.partial_lse = p.output.partial_lse;
-  c.rows = p.output.partial_rows;
-  c.num_splits = p.num_splits.divisor;
-  c.num_q_heads = p.num_q_heads;
-  c.seq_rows = p.q_len;
-  c.output = p.combined;
-  const ContiguousPartials<kHeadDim, true> partials{c.partial_o, c.partial_lse, c.rows};
-  for (int r = threadIdx.x / Lanes::kPerRow; r < rows_here; r += kThreads / Lanes::kPerRow) {
-    const PackedRow at = packed_row(p, kv_head, row0 + r);
-    combine_row<Element, kHeadDim>(c, (int64_t(b) * p.q_len + at.query) * p.num_q_heads + at.head,
-                                   threadIdx.x % Lanes::kPerRow, partials);
-  }
-}
-
 // The end of the block, after every warp stored its state (store_warp_state) and a barrier:
 // merges the warps' states row by row and writes the result (final rows, or this split's partial),
 // or pushes it into the owners' inboxes for the cluster merge (cluster_inbox: shared memory past
-// the merge buffers); with a fused combine the tile's last split block then merges the partials.
-// scale_log2 turns the raw scores the warps kept into log2 units; out_scale multiplies O (an FP8
-// cache's V scale).
-template <class Element, int kWarps, int kM, int kHeadDim, int kThreads>
+// the merge buffers); with a fused combine the tile's last split block then merges the partials
+// (fused_merge.cuh), staged in the kStagingBytes of shared memory at `staging` (the rings and merge
+// buffers, free by then). scale_log2 turns the raw scores the warps kept into log2 units; out_scale
+// multiplies O (an FP8 cache's V scale).
+template <class Element, int kWarps, int kM, int kHeadDim, int kThreads, int kStagingBytes>
 __device__ __forceinline__ void finish_decode_block(const DecodeParams& p, const WarpMergeSmem<kWarps, kM, kHeadDim>& merge,
-                                                    char* cluster_inbox, bool poisoned, int b, int kv_head, int split,
-                                                    int row0, int rows_here, float scale_log2, float out_scale) {
+                                                    char* cluster_inbox, char* staging, bool poisoned, int b,
+                                                    int kv_head, int split, int row0, int rows_here, float scale_log2,
+                                                    float out_scale) {
   const ClusterInbox<kM, kHeadDim> inbox(cluster_inbox);
   if (p.cluster_combine) wait_until_rings_done_in_cluster();
   for (int idx = threadIdx.x; idx < kM * kHeadDim / 4; idx += kThreads) {
@@ -140,7 +105,7 @@ __device__ __forceinline__ void finish_decode_block(const DecodeParams& p, const
     merge_cluster_inbox<Element, kM, kHeadDim, kThreads>(p, inbox, b, kv_head, row0, rows_here);
   } else if (p.tile_counters != nullptr) {
     const int64_t tile = (int64_t(b) * p.num_kv_heads + kv_head) * p.m_tiles.divisor + row0 / kM;
-    merge_if_last_split<Element, kHeadDim, kThreads>(p, tile, b, kv_head, row0, rows_here);
+    merge_if_last_split<Element, kHeadDim, kThreads, kStagingBytes>(p, tile, b, kv_head, row0, rows_here, staging);
   }
 }
 

@@ -159,9 +159,10 @@ __global__ void __launch_bounds__(Traits::kThreads) decode_kernel(const __grid_c
   store_warp_state<kM, D>(merge, warp, lane, thr_mma, acc_o, tScS_rc, softmax);
   if (keys.bad_input || kv.bad_input) block_saw_bad_input = 1;
   __syncthreads();
-  finish_decode_block<Element, kWarps, kM, D, Traits::kThreads>(p, merge, cluster_inbox,
-                                                                block_saw_bad_input != 0, b, kv_head, split, row0,
-                                                                rows_here, p.scale_log2, 1.f);
+  constexpr int kStagingBytes = Traits::kSmemBytes - kM * D * int(sizeof(Element));  // all but Q
+  finish_decode_block<Element, kWarps, kM, D, Traits::kThreads, kStagingBytes>(
+      p, merge, cluster_inbox, reinterpret_cast<char*>(smem_kv), block_saw_bad_input != 0, b, kv_head, split, row0,
+      rows_here, p.scale_log2, 1.f);
 }
 
 }  // namespace splitkv::detail

@@ -102,9 +102,10 @@ __device__ __forceinline__ void finish_quant_block(const DecodeParams& p, const 
   store_state(merge, tid / 32);
   if (saw_bad_input) block_saw_bad_input = 1;
   __syncthreads();
-  finish_decode_block<typename Traits::Element, kWarps, kM, D, Traits::kThreads>(
-      p, merge, cluster_inbox, block_saw_bad_input != 0, at.b, at.kv_head, at.split, at.row0, at.rows_here,
-      scale_log2, v_scale);
+  finish_decode_block<typename Traits::Element, kWarps, kM, D, Traits::kThreads,
+                      Traits::kSmemBytes - Traits::kQSmemBytes>(p, merge, cluster_inbox, smem_kv,
+                                                                block_saw_bad_input != 0, at.b, at.kv_head, at.split,
+                                                                at.row0, at.rows_here, scale_log2, v_scale);
 }
 
 }  // namespace splitkv::detail

@@ -1,0 +1,125 @@
+// The fused combine: after a decode block wrote its split's partial rows, the tile's last split
+// block to finish merges every split's partials of the tile's rows and writes the final rows, so no
+// combine kernel is launched. The merge is the combine kernel's (kernels/common/combine_state.cuh:
+// the same chunks, folds and order), so the bits are the same.
+//
+// The last block stages the partials in its shared memory first (its rings are free by then):
+// every thread copies its own float4 of O of every split with cp.async, all at once, and the
+// row's LSEs beside them, so a merge of up to kStagedSplits splits costs one L2 round trip. Read
+// straight from L2 in registers, one chunk of 8 splits per round trip, the fused merge cost ~0.7 µs
+// per 8 splits on the last block's critical path (bench/NOTES.md, runs 65-66).
+#pragma once
+
+#include <cute/arch/copy_sm80.hpp>
+
+#include "kernels/combine/combine_row.cuh"
+#include "kernels/decode/decode_params.hpp"
+
+namespace splitkv::detail {
+
+// Partial rows staged in shared memory for one pass of rows: [kStagedSplits][kThreads] float4s of
+// O (thread-major, so a split's loads are conflict free) and [kStagedSplits][kRowsPerPass] LSEs.
+// kStagingBytes: the shared memory the block may overwrite.
+template <int kHeadDim, int kThreads, int kStagingBytes>
+struct StagedPartials {
+  static constexpr int kPerRow = CombineLanes<kHeadDim>::kPerRow;
+  static constexpr int kRowsPerPass = kThreads / kPerRow;
+  static constexpr int kSplitBytes = kThreads * int(sizeof(float4)) + kRowsPerPass * int(sizeof(float));
+  // Whole chunks, so each round folds whole chunks in the merge order.
+  static constexpr int kStagedSplits = kStagingBytes / kSplitBytes / kMergeChunk * kMergeChunk;
+  static_assert(kThreads % kPerRow == 0, "whole rows of combine_row's threads");
+  static_assert(kStagedSplits >= kMergeChunk, "shared memory for one chunk of splits");
+
+  float4* o;
+  float* lse;
+  int first;  // the split in slot 0
+
+  __device__ explicit StagedPartials(char* smem)
+      : o(reinterpret_cast<float4*>(smem)),
+        lse(reinterpret_cast<float*>(smem + kStagedSplits * kThreads * sizeof(float4))) {}
+
+  // Thread `tid` (row r of the pass, `lane` of the row) copies splits [first, first + count) of its
+  // partial row `row` (the LSEs: lanes take turns). Asynchronous: stage_wait() before reading.
+  __device__ void stage(const DecodeParams& p, int64_t row, int r, int lane, int tid, int from, int count) {
+    first = from;
+    const int64_t rows = p.output.partial_rows;
+    for (int j = 0; j < count; ++j) {
+      const float* src = p.output.partial_o + ((int64_t(from + j) * rows + row) * kHeadDim + lane * 4);
+      // .cg: through L2 only; other blocks of this launch wrote these rows, and L1 is not coherent.
+      cute::SM80_CP_ASYNC_CACHEGLOBAL<float4>::copy(*reinterpret_cast<const float4*>(src), o[j * kThreads + tid]);
+    }
+    cute::cp_async_fence();
+    for (int j = lane; j < count; j += kPerRow) lse[j * kRowsPerPass + r] = __ldcg(p.output.partial_lse + int64_t(from + j) * rows + row);
+  }
+
+  static __device__ void stage_wait() {
+    cute::cp_async_wait<0>();
+    __syncthreads();
+  }
+
+  // The loader fold_chunk takes, for thread `tid` of row r of the pass.
+  __device__ auto at(int r, int tid) const {
+    return [this, r, tid](int s, float& lse_s, float4& o_s) {
+      lse_s = lse[(s - first) * kRowsPerPass + r];
+      o_s = o[(s - first) * kThreads + tid];
+    };
+  }
+};
+
+// Counts the block in on its tile's counter; the tile's last split block merges every split's
+// partials of the tile's rows [row0, row0 + rows_here) into p.combined and resets the counter to
+// zero for the next launch (graph replays need no memset). The classic threadfence pattern: writers
+// fence before they count, the last block fences after it counts, then reads. staging: shared memory
+// of kStagingBytes the block no longer needs.
+template <class Element, int kHeadDim, int kThreads, int kStagingBytes>
+__device__ __forceinline__ void merge_if_last_split(const DecodeParams& p, int64_t tile, int b, int kv_head, int row0,
+                                                    int rows_here, char* staging) {
+  using Staged = StagedPartials<kHeadDim, kThreads, kStagingBytes>;
+  __shared__ int is_last;
+  __threadfence();
+  __syncthreads();  // also: every thread is done with the shared memory the staging overwrites
+  if (threadIdx.x == 0) {
+    const int arrived = atomicAdd(p.tile_counters + tile, 1) + 1;
+    is_last = arrived == p.num_splits.divisor;
+    if (is_last) atomicExch(p.tile_counters + tile, 0);
+  }
+  __syncthreads();
+  if (!is_last) return;  // block-uniform
+  __threadfence();
+
+  CombineParams c{};
+  c.num_q_heads = p.num_q_heads;
+  c.seq_rows = p.q_len;
+  c.output = p.combined;
+  const int n = p.num_splits.divisor;
+  const int lane = threadIdx.x % Staged::kPerRow;
+  const int r = threadIdx.x / Staged::kPerRow;
+  Staged staged(staging);
+  for (int pass = 0; pass < rows_here; pass += Staged::kRowsPerPass) {
+    const bool live = pass + r < rows_here;
+    int64_t row = 0;
+    if (live) {
+      const PackedRow at = packed_row(p, kv_head, row0 + pass + r);
+      row = (int64_t(b) * p.q_len + at.query) * p.num_q_heads + at.head;
+    }
+    CombineState total;
+    bool nan_seen = false;
+    for (int from = 0; from < n; from += Staged::kStagedSplits) {
+      const int count = min(Staged::kStagedSplits, n - from);
+      if (live) staged.stage(p, row, r, lane, threadIdx.x, from, count);
+      Staged::stage_wait();
+      if (live) {
+        merge_chunks(total, n, from / kMergeChunk, tiles::combine_chunks(from + count), staged.at(r, threadIdx.x),
+                     nan_seen);
+      }
+      __syncthreads();  // the slots are refilled next round
+    }
+    OutputRow where;
+    if (!live || !combine_destination(c, row, where)) continue;
+    float out[4];
+    const float lse = total.finish(out);
+    write_output<Element, kHeadDim>(c.output, where, lane * 4, out, lse, lane == 0, nan_seen);
+  }
+}
+
+}  // namespace splitkv::detail
