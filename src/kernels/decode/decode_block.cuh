@@ -10,6 +10,7 @@
 #include "kernels/common/causal_mask.hpp"
 #include "kernels/common/epilogue.cuh"
 #include "kernels/common/online_softmax.cuh"
+#include "kernels/common/pdl.cuh"
 #include "kernels/common/split_rule.hpp"
 #include "kernels/decode/cluster_combine.cuh"
 #include "kernels/decode/decode_params.hpp"
@@ -70,6 +71,19 @@ __device__ __forceinline__ void mask_past_row_ends(Scores& scores, const RowCoor
   }
 }
 
+// When the next kernel in the stream may launch (programmatic dependent launch). Launched early, its
+// blocks take the SM slots that free up and wait there; behind a combine kernel that is harmless
+// (the combine lets its own dependents launch only once this kernel is done). With a fused combine
+// the next kernel is the next call's decode kernel itself, whose blocks, launched at our start,
+// would be placed beside our running blocks as slots free up, unevenly (bench/NOTES.md, run 67),
+// so each block lets it launch only once its key loop is over.
+__device__ __forceinline__ void allow_dependents_at_start(const DecodeParams& p) {
+  if (p.tile_counters == nullptr) allow_dependent_launch();
+}
+__device__ __forceinline__ void allow_dependents_after_loop(const DecodeParams& p) {
+  if (p.tile_counters != nullptr) allow_dependent_launch();
+}
+
 // The end of the block, after every warp stored its state (store_warp_state) and a barrier:
 // merges the warps' states row by row and writes the result (final rows, or this split's partial),
 // or pushes it into the owners' inboxes for the cluster merge (cluster_inbox: shared memory past
@@ -82,6 +96,7 @@ __device__ __forceinline__ void finish_decode_block(const DecodeParams& p, const
                                                     char* cluster_inbox, char* staging, bool poisoned, int b,
                                                     int kv_head, int split, int row0, int rows_here, float scale_log2,
                                                     float out_scale) {
+  allow_dependents_after_loop(p);
   const ClusterInbox<kM, kHeadDim> inbox(cluster_inbox);
   if (p.cluster_combine) wait_until_rings_done_in_cluster();
   for (int idx = threadIdx.x; idx < kM * kHeadDim / 4; idx += kThreads) {

@@ -50,10 +50,11 @@ __global__ void __launch_bounds__(Traits::kThreads) decode_kernel(const __grid_c
 
   // Everything this kernel reads may come from the kernel before it in the stream; until that one
   // is done the block only warms L2. Our own dependents (the combine) may launch right away: they
-  // wait for our completion themselves.
+  // wait for our completion themselves (with a fused combine, not before the key loop ends:
+  // allow_dependents_after_loop).
   prefetch_block_start_to_l2<NativeCacheRows<Traits>>(p, b, kv_head, split, row0, rows_here, tid);
   wait_for_prior_grids();
-  allow_dependent_launch();
+  allow_dependents_at_start(p);
 
   // ---- Shared memory: Q tile, then per-warp K/V rings (reused by the final merge) ----------------
   Element* smem_q = reinterpret_cast<Element*>(smem);

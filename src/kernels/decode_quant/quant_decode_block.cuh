@@ -46,7 +46,7 @@ __device__ __forceinline__ QuantKvLoader<Traits> start_quant_block(const DecodeP
   if (tid == 0) block_saw_bad_input = 0;
   prefetch_block_start_to_l2<Traits>(p, at.b, at.kv_head, at.split, at.row0, at.rows_here, tid);
   wait_for_prior_grids();
-  allow_dependent_launch();
+  allow_dependents_at_start(p);
 
   using Element = typename Traits::Element;
   constexpr int kN = Traits::kWarpKeys;
