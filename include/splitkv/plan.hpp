@@ -68,8 +68,10 @@ struct PlanOptions {
   // kernel. Arrival counters live in the workspace: call prepare_workspace once on a new
   // workspace, and keep that workspace for this plan's calls (each call leaves the counters at
   // zero for the next; other data written into it in between breaks them). Measured slower than
-  // the combine kernel on the H200 (the last block merges its tile's rows one by one; the combine
-  // kernel's launch is hidden by programmatic dependent launch): bench/NOTES.md, run 28.
+  // the combine kernel on the H200 on rows of more than 8 splits (B=1 16k-131k: 1.4-2.6 µs per
+  // call): without a kernel in between, the next call's decode kernel either launches early and
+  // is placed badly beside this one, or launches late with its latency exposed (docs/ARCHITECTURE.md,
+  // bench/NOTES.md run 67).
   bool fused_combine = false;
   // Decode, opt-in, NONDETERMINISTIC (the original design's atomic reduction): each split adds
   // exp(LSE_i - atomic_reference_lse) * O_i and its weight into fp32 rows with atomic adds, and one

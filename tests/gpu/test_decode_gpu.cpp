@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "gpu_test_util.hpp"
+#include "late_writer.hpp"
 #include "testing/decode_check.hpp"
 
 namespace splitkv {
@@ -463,6 +464,54 @@ INSTANTIATE_TEST_SUITE_P(Combine, DecodeGraphReplay,
                                               : info.param == Merge::kWidePrefillRoute ? "wide_prefill_route"
                                                                                        : "combine_kernel");
                          });
+
+// Under programmatic dependent launch the quantized and keys-as-rows decode blocks start their
+// first copies on the lengths they read before their wait, a guess: here the kernel ahead lets them
+// launch at once and writes the real lengths only 100 µs later, so every guess is stale (longer,
+// shorter, zero, out of range), and the output must still be the real lengths' (the guess is
+// checked after the wait and the rings restarted). Contiguous and paged, 16-bit and quantized, q_len 1 and 2.
+TEST(DecodeGpu, LengthsWrittenByTheKernelAheadAreTheOnesRead) {
+  SPLITKV_REQUIRE_GPU(DType::kBF16, 128);
+  struct LateCase {
+    const char* name;
+    testing::DecodeCaseSpec spec;  // with the real lengths
+    std::vector<int32_t> stale;
+  };
+  const LateCase cases[] = {
+      {"bf16", DecodeSpecBuilder(3, 32, 8, 3000).lens({3000, 700, 0}).spec, {1000, 2999, -5}},
+      {"int4_paged16", DecodeSpecBuilder(3, 32, 8, 4096).format(KvFormat::kInt4).paged(16).lens({4096, 1, 2500}).spec,
+       {100, 4096, 0}},
+      {"fp8_q2_causal", DecodeSpecBuilder(2, 32, 8, 2000).format(KvFormat::kFP8E4M3).queries(2, true).lens({2000, 37}).spec,
+       {37, 2000}},
+  };
+  for (const LateCase& k : cases) {
+    testing::DecodeCase c = testing::make_decode_case(k.spec);
+    Plan plan;
+    ASSERT_TRUE(plan_decode(c.problem, gpu_test::device(), PlanOptions{}, &plan).ok()) << k.name;
+    EXPECT_TRUE(plan.family == "decode_mma_n8" || plan.family == "decode_quant_n8" || plan.family == "decode_quant")
+        << k.name << ": " << plan.family << ", not a kernel that guesses";
+    EXPECT_TRUE(plan.l2_prefetch) << k.name;
+    DeviceDecodeCase dev(c);
+    DeviceBuffer workspace = gpu_test::poisoned_workspace(plan.workspace_bytes);
+    ASSERT_TRUE(prepare_workspace(plan, workspace.get(), workspace.bytes(), nullptr).ok());
+    testing::poison_outputs(c);
+    dev.upload_outputs(c);
+    dev.upload_seq_lens(k.stale);
+    const DeviceBuffer real = DeviceBuffer::from(c.seq_lens);
+    cudaStream_t stream;
+    ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+    ASSERT_EQ(gpu_test::write_int32_late(static_cast<int32_t*>(dev.seq_lens.get()), static_cast<const int32_t*>(real.get()),
+                                         int(c.seq_lens.size()), 100, stream),
+              cudaSuccess);
+    const Status s = run_decode(plan, dev.tensors, workspace.get(), workspace.bytes(), stream);
+    EXPECT_TRUE(s.ok()) << s.message();
+    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    cudaStreamDestroy(stream);
+    dev.download_outputs(c);
+    const testing::Comparison cmp = testing::check_decode(c);
+    EXPECT_TRUE(cmp.passed) << k.name << ": " << cmp.summary();
+  }
+}
 
 // Lengths and page ids are device data: run() cannot check them on the host. Bad ones must not
 // be read past, and must show up as NaN in that sequence's output (never a silent wrong answer),

@@ -28,11 +28,11 @@ struct DecodeKeyRange {
 };
 
 template <int kBlockKeys>
-__device__ __forceinline__ DecodeKeyRange decode_key_range(const DecodeParams& p, int b, int split, int row0,
-                                                           int rows_here) {
+__device__ __forceinline__ DecodeKeyRange decode_key_range(const DecodeParams& p, RawLengths lengths, int split,
+                                                           int row0, int rows_here) {
   DecodeKeyRange r;
-  r.len = p.seq_lens[b];
-  r.after = p.keys_after != nullptr ? p.keys_after[b] : 0;
+  r.len = lengths.len;
+  r.after = lengths.after;
   r.bad_input = r.len < 0 || r.len > p.kv_capacity || r.after < 0;
   if (r.bad_input) r.len = 0, r.after = 0;
   const SplitSpan span = split_span(r.len, split, p.num_splits, p.split_tokens, kBlockKeys);
@@ -40,6 +40,12 @@ __device__ __forceinline__ DecodeKeyRange decode_key_range(const DecodeParams& p
   const int last_query = p.group.div(row0 + rows_here - 1);
   r.hi = min(span.end, visible_shard_key_end(p.causal, p.q_len, r.len, r.after, last_query));
   return r;
+}
+
+template <int kBlockKeys>
+__device__ __forceinline__ DecodeKeyRange decode_key_range(const DecodeParams& p, int b, int split, int row0,
+                                                           int rows_here) {
+  return decode_key_range<kBlockKeys>(p, read_lengths(p, b), split, row0, rows_here);
 }
 
 // Per thread row (2 per 16 rows of the tile): the end of the keys it sees. tScS_rc maps (row, col)
@@ -71,17 +77,15 @@ __device__ __forceinline__ void mask_past_row_ends(Scores& scores, const RowCoor
   }
 }
 
-// When the next kernel in the stream may launch (programmatic dependent launch). Launched early, its
-// blocks take the SM slots that free up and wait there; behind a combine kernel that is harmless
-// (the combine lets its own dependents launch only once this kernel is done). With a fused combine
-// the next kernel is the next call's decode kernel itself, whose blocks, launched at our start,
-// would be placed beside our running blocks as slots free up, unevenly (bench/NOTES.md, run 67),
-// so each block lets it launch only once its key loop is over.
+// Lets the next kernel in the stream launch (programmatic dependent launch) right away, except with
+// a fused combine. Behind a combine kernel an early launch is harmless: the combine lets its own
+// dependents launch only once this kernel is done, so the next call's blocks are placed on an
+// idle card. With a fused combine the next kernel is the next call's decode kernel itself: launched
+// early (at our start, or after our key loops), its blocks were placed beside ours as slots freed
+// and read up to 38% slower (B=1 64k, 8 splits: 97 against 72 µs, bench/NOTES.md run 67), so it
+// launches when this grid is done, at the cost of the launch latency (~1.5-2.5 µs on short rows).
 __device__ __forceinline__ void allow_dependents_at_start(const DecodeParams& p) {
   if (p.tile_counters == nullptr) allow_dependent_launch();
-}
-__device__ __forceinline__ void allow_dependents_after_loop(const DecodeParams& p) {
-  if (p.tile_counters != nullptr) allow_dependent_launch();
 }
 
 // The end of the block, after every warp stored its state (store_warp_state) and a barrier:
@@ -96,7 +100,6 @@ __device__ __forceinline__ void finish_decode_block(const DecodeParams& p, const
                                                     char* cluster_inbox, char* staging, bool poisoned, int b,
                                                     int kv_head, int split, int row0, int rows_here, float scale_log2,
                                                     float out_scale) {
-  allow_dependents_after_loop(p);
   const ClusterInbox<kM, kHeadDim> inbox(cluster_inbox);
   if (p.cluster_combine) wait_until_rings_done_in_cluster();
   for (int idx = threadIdx.x; idx < kM * kHeadDim / 4; idx += kThreads) {

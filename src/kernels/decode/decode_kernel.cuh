@@ -50,8 +50,7 @@ __global__ void __launch_bounds__(Traits::kThreads) decode_kernel(const __grid_c
 
   // Everything this kernel reads may come from the kernel before it in the stream; until that one
   // is done the block only warms L2. Our own dependents (the combine) may launch right away: they
-  // wait for our completion themselves (with a fused combine, not before the key loop ends:
-  // allow_dependents_after_loop).
+  // wait for our completion themselves (not with a fused combine: allow_dependents_at_start).
   prefetch_block_start_to_l2<NativeCacheRows<Traits>>(p, b, kv_head, split, row0, rows_here, tid);
   wait_for_prior_grids();
   allow_dependents_at_start(p);
