@@ -465,11 +465,11 @@ INSTANTIATE_TEST_SUITE_P(Combine, DecodeGraphReplay,
                                                                                        : "combine_kernel");
                          });
 
-// Under programmatic dependent launch the quantized and keys-as-rows decode blocks start their
-// first copies on the lengths they read before their wait, a guess: here the kernel ahead lets them
-// launch at once and writes the real lengths only 100 µs later, so every guess is stale (longer,
-// shorter, zero, out of range), and the output must still be the real lengths' (the guess is
-// checked after the wait and the rings restarted). Contiguous and paged, 16-bit and quantized, q_len 1 and 2.
+// Under programmatic dependent launch a decode block runs its prefetches (and reads its length,
+// for the key prefetch) before it waits for the kernel ahead. Here the kernel ahead lets it launch
+// at once and writes the real lengths only 100 µs later, over stale ones (longer, shorter, zero, out
+// of range): the output must be the real lengths'. Contiguous and paged, 16-bit and quantized,
+// q_len 1 and 2 (a length guessed before the wait, run 67, was written against this test).
 TEST(DecodeGpu, LengthsWrittenByTheKernelAheadAreTheOnesRead) {
   SPLITKV_REQUIRE_GPU(DType::kBF16, 128);
   struct LateCase {
@@ -489,7 +489,7 @@ TEST(DecodeGpu, LengthsWrittenByTheKernelAheadAreTheOnesRead) {
     Plan plan;
     ASSERT_TRUE(plan_decode(c.problem, gpu_test::device(), PlanOptions{}, &plan).ok()) << k.name;
     EXPECT_TRUE(plan.family == "decode_mma_n8" || plan.family == "decode_quant_n8" || plan.family == "decode_quant")
-        << k.name << ": " << plan.family << ", not a kernel that guesses";
+        << k.name << ": " << plan.family;
     EXPECT_TRUE(plan.l2_prefetch) << k.name;
     DeviceDecodeCase dev(c);
     DeviceBuffer workspace = gpu_test::poisoned_workspace(plan.workspace_bytes);

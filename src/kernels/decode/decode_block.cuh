@@ -28,11 +28,11 @@ struct DecodeKeyRange {
 };
 
 template <int kBlockKeys>
-__device__ __forceinline__ DecodeKeyRange decode_key_range(const DecodeParams& p, RawLengths lengths, int split,
-                                                           int row0, int rows_here) {
+__device__ __forceinline__ DecodeKeyRange decode_key_range(const DecodeParams& p, int b, int split, int row0,
+                                                           int rows_here) {
   DecodeKeyRange r;
-  r.len = lengths.len;
-  r.after = lengths.after;
+  r.len = p.seq_lens[b];
+  r.after = p.keys_after != nullptr ? p.keys_after[b] : 0;
   r.bad_input = r.len < 0 || r.len > p.kv_capacity || r.after < 0;
   if (r.bad_input) r.len = 0, r.after = 0;
   const SplitSpan span = split_span(r.len, split, p.num_splits, p.split_tokens, kBlockKeys);
@@ -40,12 +40,6 @@ __device__ __forceinline__ DecodeKeyRange decode_key_range(const DecodeParams& p
   const int last_query = p.group.div(row0 + rows_here - 1);
   r.hi = min(span.end, visible_shard_key_end(p.causal, p.q_len, r.len, r.after, last_query));
   return r;
-}
-
-template <int kBlockKeys>
-__device__ __forceinline__ DecodeKeyRange decode_key_range(const DecodeParams& p, int b, int split, int row0,
-                                                           int rows_here) {
-  return decode_key_range<kBlockKeys>(p, read_lengths(p, b), split, row0, rows_here);
 }
 
 // Per thread row (2 per 16 rows of the tile): the end of the keys it sees. tScS_rc maps (row, col)

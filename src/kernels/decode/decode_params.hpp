@@ -75,15 +75,4 @@ SPLITKV_HD PackedRow packed_row(const DecodeParams& p, int kv_head, int row) {
   return {i, kv_head * p.group.divisor + (row - i * p.group.divisor)};
 }
 
-// What a block reads of its sequence's length before it knows its keys: the keys, and for a context
-// shard the keys after it (decode_key_range checks them).
-struct RawLengths {
-  int len;
-  int after;
-  SPLITKV_HD bool operator==(const RawLengths& o) const { return len == o.len && after == o.after; }
-};
-SPLITKV_HD RawLengths read_lengths(const DecodeParams& p, int b) {
-  return RawLengths{p.seq_lens[b], p.keys_after != nullptr ? p.keys_after[b] : 0};
-}
-
 }  // namespace splitkv::detail

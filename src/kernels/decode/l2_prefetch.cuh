@@ -13,8 +13,6 @@
 //    l2_prefetch_keys of its K and V rows (and a quantized cache's per-token scales). The planner
 //    asks for few keys or small whole splits only: larger prefetches measured slower (bench/NOTES.md,
 //    run 55).
-//  * with l2_prefetch, the quantized and keys-as-rows kernels also read the lengths early as a guess
-//    to start their rings on right after the wait (read_lengths_early).
 // A length or page id read early may be one the kernel ahead is about to change: that only aims
 // the prefetch at other lines, never at memory outside the cache (page ids outside the pool and
 // lengths outside [1, kv_capacity] prefetch nothing).
@@ -103,23 +101,6 @@ __device__ __forceinline__ void prefetch_block_start_to_l2(const DecodeParams& p
                            kPairBytes);
     }
   }
-#endif
-}
-
-// The lengths of sequence b as they are before the wait: a guess the block starts its rings on
-// (start_quant_block), confirmed by reading them again after the wait. Lane 0 of each warp reads
-// them (past L1, as the prefetch does) and hands them to its lanes, so a warp agrees with itself on
-// the guess (its ring's page-id shuffles need the whole warp). False, nothing read: no guessing
-// (DecodeParams::l2_prefetch off, or before sm_90, where nothing runs before the wait).
-__device__ __forceinline__ bool read_lengths_early(const DecodeParams& p, int b, int lane, RawLengths& guess) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  if (!p.l2_prefetch) return false;
-  if (lane == 0) guess = RawLengths{__ldcg(p.seq_lens + b), p.keys_after != nullptr ? __ldcg(p.keys_after + b) : 0};
-  guess.len = __shfl_sync(0xffffffffu, guess.len, 0);
-  guess.after = __shfl_sync(0xffffffffu, guess.after, 0);
-  return true;
-#else
-  return false;
 #endif
 }
 

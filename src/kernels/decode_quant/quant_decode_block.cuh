@@ -38,56 +38,36 @@ struct QuantBlockCoords {
 // (row-major (M, D) at the start of shared memory) and each warp's first kStages - 1 sub-tiles go
 // out as cp.async groups (Q first). Returns, once every thread sees the Q tile, the warp's loader;
 // keys: the block's key range; my_subtiles: the warp's share of its 16-key sub-tiles.
-//
-// The first sub-tiles go out on the key range of the lengths read before the wait (a guess: the
-// kernel ahead may still write them), so the lengths' load after the wait overlaps the copies
-// instead of delaying them; where the lengths read after the wait differ, the warp waits for its
-// copies and issues the right ones (each lane rewrites only its own shared memory).
 template <class Traits>
 __device__ __forceinline__ QuantKvLoader<Traits> start_quant_block(const DecodeParams& p, const QuantBlockCoords& at,
                                                                    char* smem, int tid, int& block_saw_bad_input,
                                                                    DecodeKeyRange& keys, int& my_subtiles) {
   using namespace cute;
-  const int warp = tid / 32, lane = tid % 32;
   if (tid == 0) block_saw_bad_input = 0;
   prefetch_block_start_to_l2<Traits>(p, at.b, at.kv_head, at.split, at.row0, at.rows_here, tid);
-  RawLengths guess{};
-  const bool guessed = read_lengths_early(p, at.b, lane, guess);
   wait_for_prior_grids();
   allow_dependents_at_start(p);
 
   using Element = typename Traits::Element;
   constexpr int kN = Traits::kWarpKeys;
   constexpr int kWarps = Traits::kWarps;
+  const int warp = tid / 32, lane = tid % 32;
   Tensor sQ = make_tensor(make_smem_ptr(reinterpret_cast<Element*>(smem)),
                           make_layout(Shape<Int<Traits::kBlockM>, Int<Traits::kHeadDim>>{}, LayoutRight{}));  // (M, D)
   load_q_tile<Traits>(p, sQ, at.b, at.kv_head, at.row0, at.rows_here, tid);
   cp_async_fence();
 
-  // The warp's share of the key range's sub-tiles, and its first kStages - 1 of them in flight.
-  auto start_ring = [&](QuantKvLoader<Traits>& kv) {
-    const int n_subtiles = keys.hi > keys.lo ? (keys.hi - keys.lo + kN - 1) / kN : 0;
-    my_subtiles = n_subtiles > warp ? (n_subtiles - warp + kWarps - 1) / kWarps : 0;
-    CUTE_UNROLL
-    for (int s = 0; s < Traits::kStages - 1; ++s) {
-      if (s < my_subtiles) kv.issue_next();
-      cp_async_fence();
-    }
-  };
-  keys = decode_key_range<Traits::kBlockKeys>(p, guessed ? guess : read_lengths(p, at.b), at.split, at.row0,
-                                              at.rows_here);
+  keys = decode_key_range<Traits::kBlockKeys>(p, at.b, at.split, at.row0, at.rows_here);
+  const int n_subtiles = keys.hi > keys.lo ? (keys.hi - keys.lo + kN - 1) / kN : 0;
+  my_subtiles = n_subtiles > warp ? (n_subtiles - warp + kWarps - 1) / kWarps : 0;
+
   char* smem_kv = smem + Traits::kQSmemBytes;
   QuantKvLoader<Traits> kv(p, smem_kv + warp * Traits::kStages * Traits::kStageBytes, at.b, at.kv_head, keys.lo,
                            keys.hi, warp, lane);
-  start_ring(kv);
-  if (guessed) {
-    const RawLengths lengths = read_lengths(p, at.b);
-    if (!(lengths == guess)) {  // warp-uniform: the guess is the warp's, the lengths are final now
-      cp_async_wait<0>();
-      keys = decode_key_range<Traits::kBlockKeys>(p, lengths, at.split, at.row0, at.rows_here);
-      kv.aim(at.b, at.kv_head, keys.lo, keys.hi);
-      start_ring(kv);
-    }
+  CUTE_UNROLL
+  for (int s = 0; s < Traits::kStages - 1; ++s) {
+    if (s < my_subtiles) kv.issue_next();
+    cp_async_fence();
   }
   cp_async_wait<Traits::kStages - 1>();  // the Q group
   __syncthreads();

@@ -94,23 +94,12 @@ struct QuantKvLoader {
 
   __device__ __forceinline__ QuantKvLoader(const DecodeParams& params, char* warp_ring, int b, int kv_head, int lo_,
                                            int hi_, int warp_, int lane_)
-      : p(params), ring(static_cast<uint32_t>(__cvta_generic_to_shared(warp_ring))), warp(warp_), lane(lane_), k_copies(lane_, bytes(params.k_token_stride)), v_copies(lane_, bytes(params.v_token_stride)) {
+      : p(params), ring(static_cast<uint32_t>(__cvta_generic_to_shared(warp_ring))), lo(lo_), hi(hi_), warp(warp_),
+        lane(lane_), k_copies(lane_, bytes(params.k_token_stride)), v_copies(lane_, bytes(params.v_token_stride)) {
     const bool is_v = lane >= kN;
     scale_page_stride = is_v ? p.v_scale_page_stride : p.k_scale_page_stride;
     scale_token_stride = is_v ? p.v_scale_token_stride : p.k_scale_token_stride;
     scale_dst = (is_v ? Traits::kVScaleOffset : Traits::kKScaleOffset) + (lane % kN) * 4;
-    aim(b, kv_head, lo_, hi_);
-  }
-
-  // Points the loader at keys [lo_, hi_) of sequence b, with nothing issued yet (the constructor's
-  // start; again when a block's guessed key range was wrong, after its copies are drained).
-  __device__ __forceinline__ void aim(int b, int kv_head, int lo_, int hi_) {
-    const bool is_v = lane >= kN;
-    lo = lo_;
-    hi = hi_;
-    next = next_stage = read_stage = 0;
-    page_ids = PageIdCache{};
-    bad_input = false;
     table_row = p.block_table != nullptr ? p.block_table + b * p.block_table_batch_stride : nullptr;
     k_src = static_cast<const char*>(p.k) + kv_head * bytes(p.k_head_stride) + k_copies.lane_src;
     v_src = static_cast<const char*>(p.v) + kv_head * bytes(p.v_head_stride) + v_copies.lane_src;
