@@ -5,9 +5,10 @@
 //
 // The last block stages the partials in its shared memory first (its rings are free by then):
 // every thread copies its own float4 of O of every split with cp.async, all at once, and the
-// row's LSEs beside them, so a merge of up to kStagedSplits splits costs one L2 round trip. Read
-// straight from L2 in registers, one chunk of 8 splits per round trip, the fused merge cost ~0.7 µs
-// per 8 splits on the last block's critical path (bench/NOTES.md, runs 65-66).
+// row's LSEs beside them, so a merge of up to kStagedSplits splits costs one L2 round trip (the
+// first version read one chunk of 8 splits per round trip into registers; such a round trip took
+// ~0.7 µs in the combine kernel, bench/NOTES.md runs 65-66). Opt-in, and slower than the combine
+// kernel in a stream for reasons outside the merge (docs/ARCHITECTURE.md, run 67).
 #pragma once
 
 #include <cute/arch/copy_sm80.hpp>
