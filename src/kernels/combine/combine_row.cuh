@@ -1,7 +1,7 @@
 // One output row of the split-KV combine, over partials wherever they live: the combine kernel's
-// (one array of splits), the fused combine's and splitkv::dist's peer merge (each rank's splits in
-// its own window) share this code, so all give the same bits for the same partials in the same
-// split order.
+// (one array of splits) and splitkv::dist's peer merge (each rank's splits in its own window) share
+// this code, and the fused combine (kernels/decode/fused_merge.cuh) its destination rule and merge
+// order, so all give the same bits for the same partials in the same split order.
 //   LSE = log sum_i exp(LSE_i),   O = sum_i exp(LSE_i - LSE) * O_i
 // A row is merged by head_dim / 4 threads, one float4 of every partial row each: every thread
 // reads all of the row's LSEs, so each owns the whole computation of its four columns. With many
@@ -20,20 +20,14 @@
 namespace splitkv::detail {
 
 // Partials as one array of splits: CombineParams' partial_o [splits, rows, D] / partial_lse [splits, rows].
-// kFromL2: read past L1 (ld.cg), for partials other blocks of the same launch wrote (the fused
-// combine); the values, and so the merged bits, are the same either way.
-template <int kHeadDim, bool kFromL2 = false>
+template <int kHeadDim>
 struct ContiguousPartials {
   const float* o;
   const float* lse_of;
   int64_t rows;
-  __device__ float lse(int s, int64_t row) const {
-    const float* at = lse_of + int64_t(s) * rows + row;
-    return kFromL2 ? __ldcg(at) : *at;
-  }
+  __device__ float lse(int s, int64_t row) const { return lse_of[int64_t(s) * rows + row]; }
   __device__ float4 o4(int s, int64_t row, int lane) const {
-    const float4* at = reinterpret_cast<const float4*>(o + (int64_t(s) * rows + row) * kHeadDim) + lane;
-    return kFromL2 ? __ldcg(at) : *at;
+    return reinterpret_cast<const float4*>(o + (int64_t(s) * rows + row) * kHeadDim)[lane];
   }
 };
 

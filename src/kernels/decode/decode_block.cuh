@@ -6,7 +6,6 @@
 
 #include <cute/tensor.hpp>
 
-#include "kernels/combine/combine_row.cuh"
 #include "kernels/common/causal_mask.hpp"
 #include "kernels/common/epilogue.cuh"
 #include "kernels/common/online_softmax.cuh"
