@@ -1,7 +1,7 @@
 // One output row of the split-KV combine, over partials wherever they live: the combine kernel's
 // (one array of splits) and splitkv::dist's peer merge (each rank's splits in its own window) share
-// this code, and the fused combine (kernels/decode/fused_merge.cuh) its destination rule and merge
-// order, so all give the same bits for the same partials in the same split order.
+// this code, and the fused combine (kernels/decode/fused_merge.cuh) its merge order, so all give
+// the same bits for the same partials in the same split order.
 //   LSE = log sum_i exp(LSE_i),   O = sum_i exp(LSE_i - LSE) * O_i
 // A row is merged by head_dim / 4 threads, one float4 of every partial row each: every thread
 // reads all of the row's LSEs, so each owns the whole computation of its four columns. With many

@@ -14,6 +14,7 @@
 #include <cute/arch/copy_sm80.hpp>
 
 #include "kernels/combine/combine_row.cuh"
+#include "kernels/common/epilogue.cuh"
 #include "kernels/decode/decode_params.hpp"
 
 namespace splitkv::detail {
@@ -95,21 +96,18 @@ __device__ __forceinline__ void merge_if_last_split(const DecodeParams& p, int64
   __syncthreads();
   if (!is_last) return;  // block-uniform
 
-  CombineParams c{};
-  c.num_q_heads = p.num_q_heads;
-  c.seq_rows = p.q_len;
-  c.output = p.combined;
   const int n = p.num_splits.divisor;
   const int lane = threadIdx.x % Staged::kPerRow;
   const int r = threadIdx.x / Staged::kPerRow;
   Staged staged(staging);
   for (int pass = 0; pass < rows_here; pass += Staged::kRowsPerPass) {
     const bool live = pass + r < rows_here;
-    int64_t row = 0;
+    OutputRow where{};  // the final row; with split 0, also its partials' row index
     if (live) {
       const PackedRow at = packed_row(p, kv_head, row0 + pass + r);
-      row = (int64_t(b) * p.q_len + at.query) * p.num_q_heads + at.head;
+      where = OutputRow{b, at.query, at.query, at.head, 0};
     }
+    const int64_t row = partial_row(p.output, where);
     CombineState total;
     bool nan_seen = false;
     for (int from = 0; from < n; from += Staged::kStagedSplits) {
@@ -122,11 +120,10 @@ __device__ __forceinline__ void merge_if_last_split(const DecodeParams& p, int64
       }
       __syncthreads();  // the slots are refilled next round
     }
-    OutputRow where;
-    if (!live || !combine_destination(c, row, where)) continue;
+    if (!live) continue;
     float out[4];
     const float lse = total.finish(out);
-    write_output<Element, kHeadDim>(c.output, where, lane * 4, out, lse, lane == 0, nan_seen);
+    write_output<Element, kHeadDim>(p.combined, where, lane * 4, out, lse, lane == 0, nan_seen);
   }
 }
 
