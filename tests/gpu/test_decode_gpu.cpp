@@ -469,13 +469,15 @@ INSTANTIATE_TEST_SUITE_P(Combine, DecodeGraphReplay,
 // for the key prefetch) before it waits for the kernel ahead. Here the kernel ahead lets it launch
 // at once and writes the real lengths only 100 µs later, over stale ones (longer, shorter, zero, out
 // of range): the output must be the real lengths'. Contiguous and paged, 16-bit and quantized,
-// q_len 1 and 2 (a length guessed before the wait, run 67, was written against this test).
+// q_len 1, 2, 4 and 8, every decode kernel kind and the chunked-prefill route (a length guessed
+// before the wait, run 67, was written against this test).
 TEST(DecodeGpu, LengthsWrittenByTheKernelAheadAreTheOnesRead) {
   SPLITKV_REQUIRE_GPU(DType::kBF16, 128);
   struct LateCase {
     const char* name;
     testing::DecodeCaseSpec spec;  // with the real lengths
     std::vector<int32_t> stale;
+    const char* family = "";  // named: the planner would pick another kernel for this shape
   };
   const LateCase cases[] = {
       {"bf16", DecodeSpecBuilder(3, 32, 8, 3000).lens({3000, 700, 0}).spec, {1000, 2999, -5}},
@@ -483,14 +485,23 @@ TEST(DecodeGpu, LengthsWrittenByTheKernelAheadAreTheOnesRead) {
        {100, 4096, 0}},
       {"fp8_q2_causal", DecodeSpecBuilder(2, 32, 8, 2000).format(KvFormat::kFP8E4M3).queries(2, true).lens({2000, 37}).spec,
        {37, 2000}},
+      {"bf16_q4_causal_decode_mma", DecodeSpecBuilder(2, 32, 8, 2500).queries(4, true).lens({2500, 9}).spec, {9, 2500},
+       "decode_mma"},
+      {"bf16_q8_causal_prefill_route", DecodeSpecBuilder(2, 32, 8, 2500).queries(8, true).lens({40, 2500}).spec,
+       {2500, 0}, "prefill_sm90_gqa64"},
   };
   for (const LateCase& k : cases) {
     testing::DecodeCase c = testing::make_decode_case(k.spec);
+    PlanOptions o;
+    o.family = k.family;
     Plan plan;
-    ASSERT_TRUE(plan_decode(c.problem, gpu_test::device(), PlanOptions{}, &plan).ok()) << k.name;
-    EXPECT_TRUE(plan.family == "decode_mma_n8" || plan.family == "decode_quant_n8" || plan.family == "decode_quant")
-        << k.name << ": " << plan.family;
-    EXPECT_TRUE(plan.l2_prefetch) << k.name;
+    const Status planned = plan_decode(c.problem, gpu_test::device(), o, &plan);
+    ASSERT_TRUE(planned.ok()) << k.name << ": " << planned.message();
+    if (*k.family == '\0') {
+      EXPECT_TRUE(plan.family == "decode_mma_n8" || plan.family == "decode_quant_n8" || plan.family == "decode_quant")
+          << k.name << ": " << plan.family;
+      EXPECT_TRUE(plan.l2_prefetch) << k.name;
+    }
     DeviceDecodeCase dev(c);
     DeviceBuffer workspace = gpu_test::poisoned_workspace(plan.workspace_bytes);
     ASSERT_TRUE(prepare_workspace(plan, workspace.get(), workspace.bytes(), nullptr).ok());
