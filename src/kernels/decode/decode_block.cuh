@@ -120,4 +120,19 @@ __device__ __forceinline__ void finish_decode_block(const DecodeParams& p, const
   }
 }
 
+// finish_decode_block as a call: its code (cluster and fused merges) then takes no part in the
+// register allocation of the kernel's key loop. For a kernel at its register bound, where the
+// inlined epilogue tipped ptxas into spilling inside the loop: the INT4 16-row kernel (168
+// registers for three blocks per SM) spilled 82 bytes once the fused merge was staged (run 67),
+// and its q_len 4 causal row went from 44.8 to 51.2 µs (bench/NOTES.md, run 68).
+template <class Element, int kWarps, int kM, int kHeadDim, int kThreads, int kStagingBytes>
+__device__ __noinline__ void finish_decode_block_out_of_line(const DecodeParams& p,
+                                                             const WarpMergeSmem<kWarps, kM, kHeadDim>& merge,
+                                                             char* cluster_inbox, char* staging, bool poisoned, int b,
+                                                             int kv_head, int split, int row0, int rows_here,
+                                                             float scale_log2, float out_scale) {
+  finish_decode_block<Element, kWarps, kM, kHeadDim, kThreads, kStagingBytes>(
+      p, merge, cluster_inbox, staging, poisoned, b, kv_head, split, row0, rows_here, scale_log2, out_scale);
+}
+
 }  // namespace splitkv::detail

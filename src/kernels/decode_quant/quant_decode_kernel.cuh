@@ -78,11 +78,14 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm) qua
   cp_async_wait<0>();
   softmax.reduce_sums();
 
-  finish_quant_block<Traits>(p, at, smem, tid, keys.bad_input || kv.bad_input, block_saw_bad_input, scale_log2,
-                             v_scale, [&](const auto& merge, int warp) {
-                               store_warp_state<kM, D>(merge, warp, lane, thr_mma, acc_o, tScS_rc, softmax,
-                                                       QuantOColumns<Traits>{});
-                             });
+  // At the register bound (three blocks per SM: INT4) the epilogue is a call, so its code cannot
+  // make the key loop spill (finish_decode_block_out_of_line).
+  constexpr bool kEpilogueOutOfLine = Traits::kMinBlocksPerSm > 1;
+  finish_quant_block<Traits, kEpilogueOutOfLine>(p, at, smem, tid, keys.bad_input || kv.bad_input, block_saw_bad_input,
+                                                 scale_log2, v_scale, [&](const auto& merge, int warp) {
+                                                   store_warp_state<kM, D>(merge, warp, lane, thr_mma, acc_o, tScS_rc,
+                                                                           softmax, QuantOColumns<Traits>{});
+                                                 });
 }
 
 }  // namespace splitkv::detail
