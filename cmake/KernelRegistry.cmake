@@ -154,6 +154,14 @@ function(splitkv_family)
         set(SPLITKV_LAUNCHER "launch_${F_NAME}_${dtype}_hd${dim}_${kv}")
         set(out "${_instantiation_dir}/${F_NAME}_${dtype}_hd${dim}_${kv}.cu")
         configure_file("${template}" "${out}" @ONLY)
+        if(F_KIND STREQUAL "decode" AND dim EQUAL 128)
+          # A register spill in a D=128 decode kernel (the benchmarked head dim, and CI's) is an
+          # error, not a warning: near their register bounds ptxas's allocation of the key loop
+          # moves with unrelated code, and a spill there cost a row 12% unnoticed for a session
+          # (bench/NOTES.md, run 68). Not at D=64 (decode_mma: 8 bytes on sm_90a since run 67) or
+          # D=256 (the quantized 16-row kernel: ~200 bytes, its accumulator of 16 x 256), which spill.
+          set_property(SOURCE "${out}" APPEND PROPERTY COMPILE_OPTIONS "$<$<COMPILE_LANGUAGE:CUDA>:-Xptxas=-Werror>")
+        endif()
         if(F_ARCH STREQUAL "sm90a")
           set_property(GLOBAL APPEND PROPERTY SPLITKV_SOURCES_SM90A "${out}")
         else()
