@@ -1,5 +1,7 @@
 #include "late_writer.hpp"
 
+#include "kernels/common/pdl.cuh"
+
 namespace splitkv::gpu_test {
 namespace {
 
@@ -10,9 +12,7 @@ __device__ unsigned long long global_ns() {
 }
 
 __global__ void write_int32_late_kernel(int32_t* dst, const int32_t* src, int count, unsigned long long delay_ns) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;");
-#endif
+  detail::allow_dependent_launch();
   const unsigned long long start = global_ns();
   while (global_ns() - start < delay_ns) __nanosleep(1000);
   for (int i = threadIdx.x; i < count; i += blockDim.x) dst[i] = src[i];
