@@ -3,7 +3,9 @@
 # under compute-sanitizer), run the benchmark suites with the PyTorch peers, and leave results and
 # logs in $OUT (at most 8 files), printing a short table last.
 #
-#   SPLITKV_STEPS   comma list of: build,test,sanitize,racecheck,probe,sweep,decode,prefill,strategies,quant,
+#   SPLITKV_STEPS   comma list of: build,test,sanitize,adversarial,racecheck,probe,sweep,decode,prefill,strategies,quant,
+#                   (adversarial: the adversarial suite and promise tests under memcheck, docs/CONTRACTS.md;
+#                   SPLITKV_HOSTILE_SEEDS base cases, default 12)
 #                   decodefused (the decode suite with --fused-combine: table in bench.log, decode-fused.json),
 #                   decodeatomic (the same with --atomic-combine: decode-atomic.json),
 #                   python (tests/python/gpu_run.sh: its own build, the torch tests, the overhead bench),
@@ -85,6 +87,14 @@ if has sanitize; then
     --gtest_filter="${SPLITKV_SANITIZE_FILTER:-$FILTER}" \
     --gtest_brief=1 >"$OUT/sanitizer.log" 2>&1
   summary+=("compute-sanitizer memcheck: rc=$? $(grep -E 'ERROR SUMMARY' "$OUT/sanitizer.log" | tail -1)")
+fi
+
+if has adversarial; then  # the adversarial suite and the promise tests under memcheck (docs/CONTRACTS.md)
+  guard env SPLITKV_HOSTILE_SEEDS="${SPLITKV_HOSTILE_SEEDS:-12}" compute-sanitizer --tool memcheck --error-exitcode 9 \
+    "$BIN/tests/splitkv_gpu_tests" --gtest_filter='AdversarialGpu.*:PromisesGpu.*:CombineGpu.*' \
+    >"$OUT/adversarial.log" 2>&1
+  summary+=("adversarial suite under memcheck: rc=$? $(grep -E '^adversarial|ERROR SUMMARY|^\[  (PASSED|FAILED)' \
+    "$OUT/adversarial.log" | tr '\n' ' ')")
 fi
 
 if has racecheck; then

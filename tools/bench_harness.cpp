@@ -17,11 +17,11 @@ int sets_for_cold_l2(double bytes_per_set, int max_sets) {
   return int(std::clamp(std::ceil(double(1ll << 30) / bytes_per_set), 1.0, double(max_sets)));
 }
 
-Status time_rotating_calls(int sets, int min_calls, int replays, size_t workspace_bytes,
+Status time_rotating_calls(int sets, int min_calls, int replays, const Plan& plan,
                            const std::function<Status(int, void*, Stream)>& run, GraphTiming* timing) {
-  testing::DeviceBuffer workspace(workspace_bytes);
-  workspace.fill_bytes(0);  // a zeroed workspace is prepared for any plan (prepare_workspace)
-  Status status;
+  testing::DeviceBuffer workspace(plan.workspace_bytes);
+  Status status = prepare_workspace(plan, workspace.get(), workspace.bytes(), nullptr);
+  if (!status.ok()) return status;
   auto enqueue = [&](int call, void* stream) {
     status = run(call % sets, workspace.get(), static_cast<Stream>(stream));
     return status.ok();

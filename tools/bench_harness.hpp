@@ -20,9 +20,10 @@ namespace splitkv::cli {
 // [1, max_sets].
 int sets_for_cold_l2(double bytes_per_set, int max_sets);
 
-// Times back-to-back calls run(set, workspace, stream) rotating over `sets` input sets, at least
-// `min_calls` calls per graph replay, with a workspace of `workspace_bytes`.
-Status time_rotating_calls(int sets, int min_calls, int replays, size_t workspace_bytes,
+// Times back-to-back calls run(set, workspace, stream) of `plan` rotating over `sets` input sets,
+// at least `min_calls` calls per graph replay, in one workspace of plan.workspace_bytes prepared for
+// the plan (prepare_workspace).
+Status time_rotating_calls(int sets, int min_calls, int replays, const Plan& plan,
                            const std::function<Status(int set, void* workspace, Stream stream)>& run,
                            GraphTiming* timing);
 

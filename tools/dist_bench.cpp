@@ -91,6 +91,7 @@ bool measure(const dist_tools::RankEnv& env, int batch, int context, Row* row) {
   dist::ShardedDecodePlan plan;
   if (!dist::plan_sharded_decode(problem(batch, shard), device, {}, env.world, &plan).ok()) return false;
   DeviceBuffer ws(plan.workspace_bytes);
+  if (!reported(dist::check_plan_across_ranks(plan, env.comm))) return false;  // once, before the capture
   row->sharded_us = cli::time_graph([&](int, void* s) {
                       return reported(dist::run_sharded_decode(plan, mine.t, ws.get(), ws.bytes(), env.comm,
                                                                static_cast<Stream>(s)));

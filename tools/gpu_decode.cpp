@@ -96,7 +96,7 @@ Status measure_decode(const DecodeProblem& p, const PlanOptions& options, bool h
   std::vector<DecodeSet> data;
   for (int i = 0; i < sets; ++i) data.push_back(make_set(p, head_major, 100 + 3 * i));
   const Plan& pl = *plan;
-  if (Status s = time_rotating_calls(sets, 32, replays, pl.workspace_bytes,
+  if (Status s = time_rotating_calls(sets, 32, replays, pl,
                                      [&](int set, void* ws, Stream stream) {
                                        return run_decode(pl, data[set].tensors, ws, pl.workspace_bytes, stream);
                                      },

@@ -148,7 +148,7 @@ Status measure_prefill(const PrefillProblem& p, const PlanOptions& options, cons
   std::vector<PrefillSet> data;
   for (int i = 0; i < sets; ++i) data.push_back(make_set(p, 500 + 3 * i));
   const Plan& pl = *plan;
-  if (Status s = time_rotating_calls(sets, 8, replays, pl.workspace_bytes,
+  if (Status s = time_rotating_calls(sets, 8, replays, pl,
                                      [&](int set, void* ws, Stream stream) {
                                        return run_prefill(pl, data[set].tensors, ws, pl.workspace_bytes, stream);
                                      },

@@ -25,7 +25,8 @@ struct ShardedDecodePlan {
 Status plan_sharded_decode(const DecodeProblem& shard_problem, const DeviceInfo& device, const PlanOptions& options,
                            int world_size, ShardedDecodePlan* plan);
 
-// tensors: the shard's decode tensors (seq_lens = this shard's keys; keys_after for causal q_len > 1;
+// tensors: the shard's decode tensors (seq_lens = this shard's keys; keys_after for causal q_len > 1,
+// required on every rank but the last, whose shard ends the context;
 // out / lse = the merged result, written on every rank; partial_o / partial_lse empty). comm: the
 // caller's communicator of plan.world_size ranks, whose rank order is the shards' key order.
 // workspace: device memory of plan.workspace_bytes, 16-byte aligned. Deterministic; capturable in a
@@ -34,6 +35,16 @@ Status plan_sharded_decode(const DecodeProblem& shard_problem, const DeviceInfo&
 // rank the same shapes and check each rank's Status.
 Status run_sharded_decode(const ShardedDecodePlan& plan, const DecodeTensors& tensors, void* workspace,
                           size_t workspace_bytes, ncclComm_t comm, Stream stream);
+
+// Checks that every rank of comm holds the same plan in what the exchange and the merge depend on
+// (world size, split count, batch, q_len, heads, head dim, dtype, KV format, causal): ranks that
+// planned with different shard lengths or SM counts would otherwise exchange blocks of different
+// sizes (NCCL hangs, or peers read past their windows). Collective (every rank calls it) and
+// synchronizing, so outside graph capture; kInvalidArgument naming `plan` and the first field that
+// differs. run_sharded_decode and alloc_symmetric_workspace run it themselves on the first call
+// with a (comm, plan) pair; a first run_sharded_decode under graph capture is refused, so call this
+// once before capturing.
+Status check_plan_across_ranks(const ShardedDecodePlan& plan, ncclComm_t comm);
 
 // The faster exchange (one NVLink host): a workspace in a symmetric NCCL window plus a device
 // communicator, made once per plan. run_sharded_decode with it decodes the shard into this rank's

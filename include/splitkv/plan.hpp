@@ -189,6 +189,10 @@ struct Plan {
   bool decode_via_prefill = false;
   size_t workspace_bytes = 0;  // caller-provided workspace run() needs (0: none)
   std::string note;            // why the planner chose what it chose
+  // Set by plan_decode / plan_prefill: a hash of every field above but `note`. run_* refuses a
+  // plan whose fields changed after planning (they size the grid, partials and workspace offsets):
+  // plan again instead of editing one.
+  uint64_t seal = 0;
 };
 
 Status plan_decode(const DecodeProblem& problem, const DeviceInfo& device,

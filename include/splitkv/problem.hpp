@@ -14,8 +14,9 @@ struct DecodeProblem {
   int num_kv_heads = 0;  // num_q_heads % num_kv_heads == 0 (GQA/MQA)
   int head_dim = 0;      // 64, 128 or 256 (those compiled into this build)
   int q_len = 1;         // queries per sequence, 1..16
-  // Upper bound on every seq_lens[b]: the plan (and a CUDA graph captured with it) serves any
-  // lengths in [0, max_kv_len]. Must not exceed the cache capacity.
+  // Upper bound on every seq_lens[b], at most 2^30: the plan (and a CUDA graph captured with it)
+  // serves any lengths in [0, max_kv_len]. Must not exceed the cache capacity. A device length past
+  // it is invalid on every route: that sequence's O and LSE are NaN (docs/CONTRACTS.md).
   int max_kv_len = 0;
   // 0: contiguous KV [batch, capacity, Hkv, D]. Otherwise paged KV [num_pages, page_size, Hkv, D]
   // with an int32 block table [batch, max_pages]; page_size a multiple of 16 (16..256 tested).
@@ -32,11 +33,11 @@ struct DecodeTensors {
   TensorRef q;            // [batch, q_len, Hq, D]
   TensorRef k;            // contiguous [batch, capacity, Hkv, D] or paged [pages, page_size, Hkv, D]
   TensorRef v;            // same shape as k, own strides
-  TensorRef seq_lens;     // int32 [batch], device memory, each in [0, max_kv_len]
+  TensorRef seq_lens;     // int32 [batch], device memory, each in [0, max_kv_len] (else NaN in that sequence)
   TensorRef block_table;  // int32 [batch, max_pages], device memory (paged only)
   // Scales of a quantized cache (docs/KV_FORMATS.md); empty for 16-bit caches.
-  //  fp8:             float32 [Hkv] per KV head, K and V each their own (device memory, so a
-  //                   captured graph can take new scales);
+  //  fp8:             float32 [Hkv] per KV head, K and V each their own, any stride (0: one scale
+  //                   for every head) (device memory, so a captured graph can take new scales);
   //  int8/int4/k8v4:  float16 (scale, min) per token and KV head, indexed by the same page id
   //                   (or sequence) as k and v: paged [pages, Hkv, page_size, 2], contiguous
   //                   [batch, Hkv, capacity, 2]; strides free, the pair contiguous.
@@ -44,7 +45,8 @@ struct DecodeTensors {
   // (unsigned 0..15, two per byte, element 2i in the low nibble; strides count nibbles).
   TensorRef k_scales;
   TensorRef v_scales;
-  TensorRef out;          // [batch, q_len, Hq, D], dtype of q (empty when partials are written)
+  TensorRef out;          // [batch, q_len, Hq, D], dtype of q (empty when partials are written); no two
+                          // elements at one address (outputs' strides are checked for overlap)
   TensorRef lse;          // optional float32 [batch, Hq, q_len] (natural log); empty: not written
   // A shard of a longer context (context parallelism, docs/CONTEXT_SHARDS.md). The cache holds
   // keys [key_offset, key_offset + seq_lens[b]) of each sequence's whole context.

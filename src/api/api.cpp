@@ -9,6 +9,7 @@
 #include "api/device_arch.hpp"
 #include "api/output_rows.hpp"
 #include "api/validate.hpp"
+#include "api/workspace_registry.hpp"
 #include "common/formats.hpp"
 #include "kernels/combine/atomic_normalize_params.hpp"
 #include "kernels/combine/combine_params.hpp"
@@ -17,7 +18,9 @@
 #include "kernels/quant/dequant_kv_params.hpp"
 #include "kernels/tile_table.hpp"
 #include "launch/dispatch.hpp"
+#include "launch/tma_operands.hpp"
 #include "plan/geometry.hpp"
+#include "plan/plan_seal.hpp"
 #include "plan/workspace_layout.hpp"
 #include "splitkv/splitkv.hpp"
 
@@ -27,6 +30,19 @@ namespace {
 using detail::OutputMode;
 using detail::OutputParams;
 using detail::final_output;
+
+// Records the plan's use of its workspace (api/workspace_registry.hpp). A merge that keeps state
+// there between calls (fused, atomic) needs it prepared for this plan with no other plan's call
+// since: refused by name otherwise, instead of reading stale counters.
+Status note_workspace_use(const Plan& plan, const void* workspace) {
+  if (plan.workspace_bytes == 0) return Status::success();
+  const bool ready = detail::note_workspace_use(workspace, plan.seal);
+  if (ready || !(plan.fused_combine || plan.atomic_combine)) return Status::success();
+  return Status::invalid("workspace",
+                         "a workspace prepare_workspace(plan, ...) set up for this plan, with no other plan's call in "
+                         "it since (the fused / atomic merge keeps counters there between calls)",
+                         "one not prepared for this plan");
+}
 
 // The plan's family, which must be of the plan's kind.
 Status plan_family(const Plan& plan, registry::Kind kind, int* family) {
@@ -111,7 +127,7 @@ plan::StreamKWorkspace stream_k_workspace_of(const Plan& plan) {
 
 // The combine of the partials `from` into the final rows `to`.
 detail::CombineParams combine_params(const OutputParams& from, int num_splits, const OutputParams& to,
-                                     const int32_t* cu_seqlens_q) {
+                                     const int32_t* cu_seqlens_q, int64_t total_q = 0) {
   detail::CombineParams c{};
   c.partial_o = from.partial_o;
   c.partial_lse = from.partial_lse;
@@ -120,19 +136,20 @@ detail::CombineParams combine_params(const OutputParams& from, int num_splits, c
   c.num_q_heads = from.num_heads;
   c.seq_rows = from.seq_rows;
   c.cu_seqlens_q = cu_seqlens_q;
+  c.total_q = total_q;
   c.output = to;
   return c;
 }
 
 // Merges the partials `from` into the final rows `to` with the combine family's kernel.
 Status launch_combine(const OutputParams& from, int num_splits, const OutputParams& to, const int32_t* cu_seqlens_q,
-                      DType dtype, int head_dim, Stream stream) {
+                      int64_t total_q, DType dtype, int head_dim, Stream stream) {
   detail::Launcher launcher;
   if (Status s = detail::find_launcher(registry::find_family("combine"), dtype, head_dim, KvFormat::kNative, &launcher);
       !s) {
     return s;
   }
-  detail::CombineParams c = combine_params(from, num_splits, to, cu_seqlens_q);
+  detail::CombineParams c = combine_params(from, num_splits, to, cu_seqlens_q, total_q);
   c.split_groups = tiles::combine_split_groups(num_splits, head_dim);
   // Teams: a block per row (combine_teams_kernel).
   const int64_t rows_per_block = c.split_groups > 1 ? 1 : tiles::combine_rows_per_block(head_dim);
@@ -160,6 +177,7 @@ Status run_decode_via_prefill(const Plan& plan, const DecodeTensors& t, void* wo
   Plan prefill = plan;
   prefill.kind = Plan::Kind::kPrefill;
   prefill.decode_via_prefill = false;
+  prefill.seal = detail::plan_seal(prefill);  // the same plan, seen as the prefill it is
   return run_prefill(prefill, p, workspace, workspace_bytes, stream);
 }
 
@@ -167,6 +185,7 @@ Status run_decode_via_prefill(const Plan& plan, const DecodeTensors& t, void* wo
 
 Status run_decode(const Plan& plan, const DecodeTensors& t, void* workspace, size_t workspace_bytes, Stream stream) {
   if (plan.kind != Plan::Kind::kDecode) return Status::invalid("plan", "a decode plan", "a prefill plan");
+  if (Status s = detail::check_plan_seal(plan); !s) return s;
   const DecodeProblem& pr = plan.decode;
   if (Status s = detail::validate_decode_problem(pr); !s) return s;
   if (Status s = detail::validate_decode_tensors(pr, t); !s) return s;
@@ -176,6 +195,7 @@ Status run_decode(const Plan& plan, const DecodeTensors& t, void* workspace, siz
   const bool caller_partials = !t.partial_o.empty();
   if (!caller_partials) {
     if (Status s = detail::validate_workspace(plan.workspace_bytes, workspace, workspace_bytes); !s) return s;
+    if (Status s = note_workspace_use(plan, workspace); !s) return s;
   }
   int family = -1;
   if (Status s = plan_family(plan, registry::Kind::kDecode, &family); !s) return s;
@@ -202,6 +222,10 @@ Status run_decode(const Plan& plan, const DecodeTensors& t, void* workspace, siz
   p.v_head_stride = t.v.stride[2] * v_bits / 8;
   p.k_scales = t.k_scales.data;
   p.v_scales = t.v_scales.data;
+  if (t.k_scales.rank == 1) {  // FP8: fp32 [Hkv], any stride (0: one scale broadcast to every head)
+    p.k_scale_head_stride = t.k_scales.stride[0];
+    p.v_scale_head_stride = t.v_scales.stride[0];
+  }
   if (t.k_scales.rank == 4) {  // (scale, min) pairs [blocks, Hkv, slots, 2]
     p.k_scale_page_stride = t.k_scales.stride[0];
     p.k_scale_head_stride = t.k_scales.stride[1];
@@ -218,7 +242,9 @@ Status run_decode(const Plan& plan, const DecodeTensors& t, void* workspace, siz
   }
   p.seq_lens = static_cast<const int32_t*>(t.seq_lens.data);
   p.keys_after = static_cast<const int32_t*>(t.keys_after.data);
-  p.kv_capacity = detail::decode_kv_capacity(pr, t);
+  // Lengths past max_kv_len are invalid input on every route (NaN in that sequence): the plan's
+  // splits, workspace and staging copy are sized for max_kv_len (validation keeps it <= capacity).
+  p.max_kv_len = pr.max_kv_len;
   p.batch = pr.batch;
   p.num_q_heads = pr.num_q_heads;
   p.num_kv_heads = pr.num_kv_heads;
@@ -280,11 +306,12 @@ Status run_decode(const Plan& plan, const DecodeTensors& t, void* workspace, siz
                   std::string("atomic combine normalization launch: ") + cudaGetErrorString(error));
   }
   if (!combine_after) return Status::success();
-  return launch_combine(p.output, plan.num_splits, final_rows, nullptr, pr.dtype, pr.head_dim, stream);
+  return launch_combine(p.output, plan.num_splits, final_rows, nullptr, 0, pr.dtype, pr.head_dim, stream);
 }
 
 Status prepare_workspace(const Plan& plan, void* workspace, size_t workspace_bytes, Stream stream) {
   const bool decode_splits = plan.kind == Plan::Kind::kDecode && plan.num_splits > 1;
+  if (Status s = detail::check_plan_seal(plan); !s) return s;
   if (!(decode_splits && (plan.fused_combine || plan.atomic_combine))) return Status::success();
   if (Status s = detail::validate_workspace(plan.workspace_bytes, workspace, workspace_bytes); !s) return s;
   void* start = nullptr;
@@ -298,12 +325,47 @@ Status prepare_workspace(const Plan& plan, void* workspace, size_t workspace_byt
     bytes = acc.bytes;
   }
   const cudaError_t error = cudaMemsetAsync(start, 0, bytes, stream);
-  if (error == cudaSuccess) return Status::success();
+  if (error == cudaSuccess) {
+    detail::note_workspace_prepared(workspace, plan.seal);
+    return Status::success();
+  }
   return Status(StatusCode::kCudaError, "workspace",
                 std::string("prepare_workspace: zeroing the merge's counters or accumulators: ") + cudaGetErrorString(error));
 }
 
 namespace {
+
+// The sm_90a prefill families load Q, K and V by TMA, whose descriptors take strides > 0, multiples
+// of 16 bytes and below 2^40 bytes on every dimension longer than 1 (launch/tma_operands.hpp).
+// Validation accepts any non-negative stride (the mma.sync families read through plain pointers),
+// so a stride TMA cannot take is refused here by name, before anything is encoded or launched.
+Status check_tma_views(const detail::PrefillParams& p, int head_dim, const std::string& family,
+                       const PrefillTensors& t) {
+  struct Operand {
+    const char* name;
+    detail::TmaOperand which;
+    const TensorRef* tensor;
+  };
+  const Operand operands[] = {{"q", detail::TmaOperand::kQ, &t.q},
+                              {"k", detail::TmaOperand::kK, &t.k},
+                              {"v", detail::TmaOperand::kV, &t.v}};
+  for (const Operand& o : operands) {
+    const bool paged = o.which != detail::TmaOperand::kQ && p.block_table != nullptr;
+    const detail::TmaView view =
+        paged ? detail::tma_page_view(p, o.which, head_dim) : detail::tma_token_view(p, o.which, head_dim);
+    const int dim = detail::first_untmaable_dim(view, detail::element_traits(o.tensor->dtype).bits / 8);
+    if (dim < 0) continue;
+    const int tensor_dim = view.tensor_dim[dim];
+    const std::string argument =
+        std::string(o.name) + (tensor_dim >= 0 ? ".stride[" + std::to_string(tensor_dim) + "]" : ".shape[0]");
+    return Status::unsupported(
+        argument, "a stride the TMA loads of family " + family +
+                      " can take (> 0, a multiple of 16 bytes, below 2^40 bytes on a dimension longer than 1), got " +
+                      std::to_string(view.stride[dim]) +
+                      " elements; plan with options.family = \"prefill_mma\" (plain loads take any stride)");
+  }
+  return Status::success();
+}
 
 // The prefill kernel (and the combine after split-KV) over validated tensors.
 Status launch_prefill(const Plan& plan, const PrefillTensors& t, void* workspace, Stream stream) {
@@ -357,6 +419,9 @@ Status launch_prefill(const Plan& plan, const PrefillTensors& t, void* workspace
     }
   }
 
+  if (registry::families()[family].arch == registry::Arch::kSm90a) {
+    if (Status s = check_tma_views(p, pr.head_dim, plan.family, t); !s) return s;
+  }
   const OutputParams final_rows = final_output(t.out, t.lse, pr.varlen);
   p.output = final_rows;
   if (plan.strategy == Strategy::kTwoPass) {
@@ -392,7 +457,7 @@ Status launch_prefill(const Plan& plan, const PrefillTensors& t, void* workspace
   }
   if (Status s = detail::launch(launcher, &p, config, "prefill kernel launch"); !s) return s;
   if (p.output.mode != OutputMode::kPartial) return Status::success();
-  return launch_combine(p.output, plan.num_splits, final_rows, p.cu_seqlens_q, pr.dtype, pr.head_dim, stream);
+  return launch_combine(p.output, plan.num_splits, final_rows, p.cu_seqlens_q, p.total_q, pr.dtype, pr.head_dim, stream);
 }
 
 // One side of a quantized cache as the dequantization kernel reads it. Element strides become
@@ -475,10 +540,12 @@ Status prefill_over_staging(const Plan& plan, const PrefillTensors& t, void* wor
 Status run_prefill(const Plan& plan, const PrefillTensors& t, void* workspace, size_t workspace_bytes,
                    Stream stream) {
   if (plan.kind != Plan::Kind::kPrefill) return Status::invalid("plan", "a prefill plan", "a decode plan");
+  if (Status s = detail::check_plan_seal(plan); !s) return s;
   const PrefillProblem& pr = plan.prefill;
   if (Status s = detail::validate_prefill_problem(pr); !s) return s;
   if (Status s = detail::validate_prefill_tensors(pr, t); !s) return s;
   if (Status s = detail::validate_workspace(plan.workspace_bytes, workspace, workspace_bytes); !s) return s;
+  if (Status s = note_workspace_use(plan, workspace); !s) return s;
   if (plan.dequantized_cache) return prefill_over_staging(plan, t, workspace, stream);
   return launch_prefill(plan, t, workspace, stream);
 }
@@ -492,8 +559,8 @@ Status run_combine(const CombineProblem& pr, const CombineTensors& t, Stream str
   partials.partial_rows = int64_t(pr.batch) * pr.seq_len * pr.num_heads;
   partials.seq_rows = pr.seq_len;
   partials.num_heads = pr.num_heads;
-  return launch_combine(partials, pr.num_splits, final_output(t.out, t.lse, false), nullptr, pr.dtype, pr.head_dim,
-                        stream);
+  return launch_combine(partials, pr.num_splits, final_output(t.out, t.lse, false), nullptr, 0, pr.dtype,
+                        pr.head_dim, stream);
 }
 
 }  // namespace splitkv

@@ -70,6 +70,19 @@ Status validate_tensors(const AppendKvProblem& p, const AppendKvTensors& t) {
   if (Status s = check_tensor("v_cache", t.v_cache, Expect{f.v_element, v_shape}); !s) return s;
   if (Status s = detail::check_kv_scale_tensor("k_scales", t.k_scales, f.scales, f.name, t.k_cache, Hkv); !s) return s;
   if (Status s = detail::check_kv_scale_tensor("v_scales", t.v_scales, f.scales, f.name, t.k_cache, Hkv); !s) return s;
+  // What the call writes: no element twice within a tensor, and K apart from V.
+  if (Status s = detail::check_no_aliasing("k_cache", t.k_cache); !s) return s;
+  if (Status s = detail::check_no_aliasing("v_cache", t.v_cache); !s) return s;
+  if (t.v_cache.data == t.k_cache.data) {
+    return Status::invalid("v_cache", "a tensor apart from k_cache (both are written)", "k_cache's memory");
+  }
+  if (f.scales == detail::KvScales::kPerTokenPair) {  // (scale, min) pairs, written with the codes
+    if (Status s = detail::check_no_aliasing("k_scales", t.k_scales); !s) return s;
+    if (Status s = detail::check_no_aliasing("v_scales", t.v_scales); !s) return s;
+    if (t.v_scales.data == t.k_scales.data) {
+      return Status::invalid("v_scales", "a tensor apart from k_scales (both are written)", "k_scales' memory");
+    }
+  }
   if (N == 0) return Status::success();  // k, v and slots are not read
   if (Status s = check_tensor("k", t.k, Expect{p.dtype, {N, Hkv, D}}); !s) return s;
   if (Status s = check_tensor("v", t.v, Expect{p.dtype, {N, Hkv, D}}); !s) return s;

@@ -1,5 +1,7 @@
 #include "api/tensor_checks.hpp"
 
+#include <algorithm>
+
 #include "common/formats.hpp"
 
 namespace splitkv::detail {
@@ -56,6 +58,26 @@ Status check_tensor(const std::string& name, const TensorRef& t, const Expect& e
   return Status::success();
 }
 
+
+Status check_no_aliasing(const std::string& name, const TensorRef& t) {
+  int dims[8];
+  int n = 0;
+  for (int i = 0; i < t.rank && i < 8; ++i) {
+    if (t.shape[i] > 1) dims[n++] = i;
+  }
+  std::stable_sort(dims, dims + n, [&](int a, int b) { return t.stride[a] < t.stride[b]; });
+  int64_t span = 1;  // elements covered by the dimensions taken so far
+  for (int j = 0; j < n; ++j) {
+    const int i = dims[j];
+    if (t.stride[i] < span) {
+      return Status::invalid(name + ".stride[" + str(i) + "]",
+                             ">= " + str(span) + " (an output's elements must not overlap: each index its own element)",
+                             str(t.stride[i]));
+    }
+    span = t.stride[i] * (t.shape[i] - 1) + span;
+  }
+  return Status::success();
+}
 
 Status check_kv_scale_tensor(const std::string& name, const TensorRef& s, KvScales kind, const char* format_name,
                     const TensorRef& cache, int64_t num_kv_heads) {

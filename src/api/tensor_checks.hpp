@@ -32,6 +32,12 @@ struct Expect {
 
 Status check_tensor(const std::string& name, const TensorRef& t, const Expect& e);
 
+// A tensor the call writes: no two indices may address the same element (a stride of 0 on a
+// dimension longer than 1, or strides that make rows overlap, would make writes collide and leave a
+// silently wrong result). Checked by sorting the dimensions longer than 1 by stride: each must step
+// past the whole span of the ones before it.
+Status check_no_aliasing(const std::string& name, const TensorRef& t);
+
 // One scale tensor of a KV cache in a format whose scales are `kind` (docs/KV_FORMATS.md): none
 // (must be empty), fp32 [Hkv] per head, or fp16 (scale, min) pairs [blocks, Hkv, slots, 2] with the
 // blocks and slots of `cache`, each pair 4-byte aligned (read and written as one word).

@@ -46,6 +46,22 @@ Status check_head_dim(int head_dim) {
   return Status::unsupported("head_dim", "expected one of {64, 128, 256}, got " + str(head_dim));
 }
 
+// A bound far above any GPU's SM count that keeps the planner's products of SMs, blocks per SM and
+// splits inside int.
+constexpr int kMaxSmCount = 1 << 16;
+
+// Sequence lengths (and every bound on them) stay below 2^30, so that the kernels' int arithmetic
+// on key positions (a length plus a split count or a block, a split's start plus its chunk) cannot
+// overflow for any length a plan accepts.
+constexpr int kMaxLength = 1 << 30;
+
+Status check_length_bound(const char* name, int value, int min) {
+  if (value < min || value > kMaxLength) {
+    return Status::invalid(name, str(min) + ".." + str(kMaxLength), str(value));
+  }
+  return Status::success();
+}
+
 Status check_positive(const char* name, int64_t value) {
   if (value < 1) return Status::invalid(name, ">= 1", str(value));
   return Status::success();
@@ -72,7 +88,14 @@ Status check_heads(int num_q_heads, int num_kv_heads) {
 
 Status check_optional_lse(const TensorRef& lse, std::vector<int64_t> shape) {
   if (lse.empty()) return Status::success();
-  return check_tensor("lse", lse, Expect{DType::kF32, std::move(shape), false, false});
+  if (Status s = check_tensor("lse", lse, Expect{DType::kF32, std::move(shape), false, false}); !s) return s;
+  return check_no_aliasing("lse", lse);
+}
+
+// The output O: its checks, and no two rows writing one element.
+Status check_out(const TensorRef& out, const Expect& e) {
+  if (Status s = check_tensor("out", out, e); !s) return s;
+  return check_no_aliasing("out", out);
 }
 
 }  // namespace
@@ -84,11 +107,29 @@ Status validate_decode_problem(const DecodeProblem& p) {
   if (Status s = check_kv_format(p.kv_format, p.dtype); !s) return s;
   if (Status s = check_head_dim(p.head_dim); !s) return s;
   if (p.q_len < 1 || p.q_len > 16) return Status::invalid("q_len", "1..16", str(p.q_len));
-  if (p.max_kv_len < 0) return Status::invalid("max_kv_len", ">= 0", str(p.max_kv_len));
-  if (p.page_size != 0 && (p.page_size < 16 || p.page_size % 16 != 0)) {
+  if (Status s = check_length_bound("max_kv_len", p.max_kv_len, 0); !s) return s;
+  if (p.page_size != 0 && (p.page_size < 16 || p.page_size % 16 != 0 || p.page_size > kMaxLength)) {
     return Status::invalid("page_size", "0 (contiguous KV) or a multiple of 16", str(p.page_size));
   }
   return check_scale(p.softmax_scale);
+}
+
+Status validate_device_info(const DeviceInfo& d) {
+  if (d.sm_count < 1 || d.sm_count > kMaxSmCount) {
+    return Status::invalid("device.sm_count", "1.." + str(kMaxSmCount) + " (query_device fills it)", str(d.sm_count));
+  }
+  if (d.smem_per_sm_bytes < 1) return Status::invalid("device.smem_per_sm_bytes", ">= 1", str(d.smem_per_sm_bytes));
+  if (d.smem_per_block_bytes < 1 || d.smem_per_block_bytes > d.smem_per_sm_bytes) {
+    return Status::invalid("device.smem_per_block_bytes",
+                           "1..smem_per_sm_bytes (" + str(d.smem_per_sm_bytes) + ")", str(d.smem_per_block_bytes));
+  }
+  if (d.l2_bytes < 0) return Status::invalid("device.l2_bytes", ">= 0", str(d.l2_bytes));
+  // An older real card is a valid description: the families say they do not run there (kUnsupported).
+  if (d.cc_major < 1 || d.cc_minor < 0 || d.cc_minor > 9) {
+    return Status::invalid("device.cc_major", "a compute capability major.minor (major >= 1, minor 0..9)",
+                           str(d.cc_major) + "." + str(d.cc_minor));
+  }
+  return Status::success();
 }
 
 int64_t decode_kv_capacity(const DecodeProblem& p, const DecodeTensors& t) {
@@ -125,7 +166,7 @@ Status check_kv_cache(const CacheBinding& c) {
   if (Status s = check_kv_scale_tensor("v_scales", c.v_scales, f.scales, f.name, c.k, Hkv); !s) return s;
   if (Status s = check_tensor("seq_lens", c.seq_lens, Expect{DType::kI32, {B}, false, true}); !s) return s;
   if (paged) {
-    const int64_t min_pages = std::max<int64_t>(1, (c.max_kv_len + c.page_size - 1) / c.page_size);
+    const int64_t min_pages = std::max<int64_t>(1, (int64_t(c.max_kv_len) + c.page_size - 1) / c.page_size);
     if (Status s = check_tensor("block_table", c.block_table, Expect{DType::kI32, {B, -min_pages}, false, true});
         !s) {
       return s;
@@ -180,7 +221,7 @@ Status validate_decode_tensors(const DecodeProblem& p, const DecodeTensors& t) {
     if (!t.lse.empty()) return Status::invalid("lse", "empty when partial_lse receives the LSEs", "a tensor");
     return Status::success();
   }
-  if (Status s = check_tensor("out", t.out, Expect{p.dtype, {B, Lq, Hq, D}}); !s) return s;
+  if (Status s = check_out(t.out, Expect{p.dtype, {B, Lq, Hq, D}}); !s) return s;
   return check_optional_lse(t.lse, {B, Hq, Lq});
 }
 
@@ -190,10 +231,10 @@ Status validate_prefill_problem(const PrefillProblem& p) {
   if (Status s = check_qo_dtype(p.dtype); !s) return s;
   if (Status s = check_kv_format(p.kv_format, p.dtype); !s) return s;
   if (Status s = check_head_dim(p.head_dim); !s) return s;
-  if (Status s = check_positive("max_q_len", p.max_q_len); !s) return s;
-  if (p.max_kv_len < 0) return Status::invalid("max_kv_len", ">= 0", str(p.max_kv_len));
+  if (Status s = check_length_bound("max_q_len", p.max_q_len, 1); !s) return s;
+  if (Status s = check_length_bound("max_kv_len", p.max_kv_len, 0); !s) return s;
   if (p.kv_cache) {  // keys from a decode cache: its page rule; lengths come from seq_lens (0 allowed)
-    if (p.page_size != 0 && (p.page_size < 16 || p.page_size % 16 != 0)) {
+    if (p.page_size != 0 && (p.page_size < 16 || p.page_size % 16 != 0 || p.page_size > kMaxLength)) {
       return Status::invalid("page_size", "0 (contiguous KV cache) or a multiple of 16", str(p.page_size));
     }
     return check_scale(p.softmax_scale);
@@ -280,7 +321,7 @@ Status validate_prefill_tensors(const PrefillProblem& p, const PrefillTensors& t
     const int64_t Lq = p.max_q_len;
     if (Status s = check_tensor("q", t.q, Expect{p.dtype, {B, Lq, Hq, D}}); !s) return s;
     if (Status s = check_prefill_keys(p, t); !s) return s;
-    if (Status s = check_tensor("out", t.out, Expect{p.dtype, {B, Lq, Hq, D}}); !s) return s;
+    if (Status s = check_out(t.out, Expect{p.dtype, {B, Lq, Hq, D}}); !s) return s;
     if (!t.cu_seqlens_q.empty() || !t.cu_seqlens_k.empty()) {
       return Status::invalid("cu_seqlens_q", "empty for padded batches (varlen == false)", "a tensor");
     }
@@ -288,7 +329,7 @@ Status validate_prefill_tensors(const PrefillProblem& p, const PrefillTensors& t
   }
   if (Status s = check_tensor("q", t.q, Expect{p.dtype, {kAnySize, Hq, D}}); !s) return s;
   if (Status s = check_prefill_keys(p, t); !s) return s;
-  if (Status s = check_tensor("out", t.out, Expect{p.dtype, {t.q.shape[0], Hq, D}}); !s) return s;
+  if (Status s = check_out(t.out, Expect{p.dtype, {t.q.shape[0], Hq, D}}); !s) return s;
   if (Status s = check_tensor("cu_seqlens_q", t.cu_seqlens_q, Expect{DType::kI32, {B + 1}, false, true});
       !s) {
     return s;
@@ -367,7 +408,7 @@ Status validate_combine(const CombineProblem& p, const CombineTensors& t) {
     return s;
   }
   if (Status s = check_row_major("partial_lse", t.partial_lse); !s) return s;
-  if (Status s = check_tensor("out", t.out, Expect{p.dtype, {p.batch, p.seq_len, H, D}}); !s) return s;
+  if (Status s = check_out(t.out, Expect{p.dtype, {p.batch, p.seq_len, H, D}}); !s) return s;
   return check_optional_lse(t.lse, {p.batch, H, p.seq_len});
 }
 

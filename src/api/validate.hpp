@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "splitkv/plan.hpp"
 #include "splitkv/problem.hpp"
 #include "splitkv/status.hpp"
 
@@ -13,6 +14,9 @@ namespace splitkv::detail {
 // scale. What depends on the kernel family (head dims it serves, grid limits) is the planner's.
 Status validate_decode_problem(const DecodeProblem& problem);
 Status validate_prefill_problem(const PrefillProblem& problem);
+// The planner's description of the GPU: positive SM count and shared-memory sizes (a block's
+// opt-in maximum within an SM's), a non-negative L2 size, a compute capability major.minor.
+Status validate_device_info(const DeviceInfo& device);
 
 // Tensor bindings against the problem: ranks, shapes, dtypes, null and misaligned pointers,
 // contiguous last dims; and, where host copies are given, lengths and page ids.

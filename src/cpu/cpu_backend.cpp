@@ -8,6 +8,7 @@
 #include "api/validate.hpp"
 #include "common/formats.hpp"
 #include "plan/geometry.hpp"
+#include "plan/plan_seal.hpp"
 #include "quant/kv_rows.hpp"
 #include "common/host_tensor.hpp"
 #include "common/parallel_for.hpp"
@@ -50,6 +51,7 @@ void partial_row(const std::vector<float>& q, const std::vector<float>& k, const
 
 Status run_decode(const Plan& plan, const DecodeTensors& t) {
   if (plan.kind != Plan::Kind::kDecode) return Status::invalid("plan", "a decode plan", "a prefill plan");
+  if (Status s = detail::check_plan_seal(plan); !s) return s;
   const DecodeProblem& p = plan.decode;
   if (Status s = detail::validate_decode_tensors(p, t); !s) return s;
   if (Status s = detail::validate_decode_partials(p, plan.num_splits, t); !s) return s;
@@ -57,7 +59,8 @@ Status run_decode(const Plan& plan, const DecodeTensors& t) {
   const int group = Hq / Hkv;
   const float scale = plan::resolved_softmax_scale(p.softmax_scale, D);
   const int64_t rows = int64_t(p.batch) * Hq * Lq;  // row = (b * Hq + hq) * Lq + i
-  const int64_t capacity = detail::decode_kv_capacity(p, t);
+  // Lengths past the plan's max_kv_len are invalid on every route (docs/CONTRACTS.md).
+  const int64_t max_len = p.max_kv_len;
   const int32_t* lens = static_cast<const int32_t*>(t.seq_lens.data);
   std::vector<float> part_o(size_t(S) * rows * D), part_lse(size_t(S) * rows);
   std::vector<char> bad_sequence(p.batch, 0);
@@ -71,7 +74,7 @@ Status run_decode(const Plan& plan, const DecodeTensors& t) {
     const int b = static_cast<int>(task / S / Hkv);
     int len = lens[b];
     int after = t.keys_after.empty() ? 0 : detail::load_i32(t.keys_after, element_offset(t.keys_after, b));
-    if (len < 0 || len > capacity || after < 0) {
+    if (len < 0 || len > max_len || after < 0) {
       bad_sequence[b] = 1;
       len = 0, after = 0;
     }
@@ -129,7 +132,8 @@ Status run_decode(const Plan& plan, const DecodeTensors& t) {
     for (int j = 0; j < D; ++j) {
       float o = 0.f;
       for (int s = 0; s < S; ++s) {
-        o += detail::combine_weight(part_lse[size_t(s) * rows + row], lse) * part_o[(size_t(s) * rows + row) * D + j];
+        o += detail::combine_term(detail::combine_weight(part_lse[size_t(s) * rows + row], lse),
+                                  part_o[(size_t(s) * rows + row) * D + j]);
       }
       detail::store_float(t.out, element_offset(t.out, b, i, hq, j), bad_sequence[b] ? kNaN : o);
     }

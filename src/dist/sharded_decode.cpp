@@ -3,7 +3,13 @@
 // peer merge over symmetric windows (dist/peer_merge.hpp).
 #include "splitkv/dist.hpp"
 
+#include <cuda_runtime_api.h>
+
+#include <mutex>
+#include <set>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include "api/output_rows.hpp"
 #include "api/validate.hpp"
@@ -44,6 +50,57 @@ size_t plain_lse_offset(const RankPartials& r, int world) {
 // A symmetric window: this rank's partials alone, O then LSE.
 size_t window_lse_offset(const RankPartials& r) { return plan::align_up(r.o_elements * sizeof(float)); }
 
+// What every rank's plan must share, in a fixed-size record: the all-gather of it cannot itself
+// hang on a mismatch.
+constexpr int kDigestFields = 10;
+constexpr const char* kDigestNames[kDigestFields] = {"world_size", "local.num_splits", "batch",     "q_len",
+                                                     "num_q_heads", "num_kv_heads",    "head_dim", "dtype",
+                                                     "kv_format",   "causal"};
+void plan_digest(const ShardedDecodePlan& plan, int64_t (&d)[kDigestFields]) {
+  const DecodeProblem& p = plan.local.decode;
+  const int64_t values[kDigestFields] = {plan.world_size, plan.local.num_splits, p.batch,
+                                         p.q_len,         p.num_q_heads,         p.num_kv_heads,
+                                         p.head_dim,      int64_t(p.dtype),      int64_t(p.kv_format),
+                                         p.causal ? 1 : 0};
+  for (int i = 0; i < kDigestFields; ++i) d[i] = values[i];
+}
+
+// The (comm, plan) pairs checked so far in this process.
+std::mutex& checked_mutex() {
+  static std::mutex m;
+  return m;
+}
+std::set<std::tuple<ncclComm_t, uint64_t, int>>& checked_pairs() {
+  static std::set<std::tuple<ncclComm_t, uint64_t, int>> pairs;
+  return pairs;
+}
+std::tuple<ncclComm_t, uint64_t, int> checked_key(const ShardedDecodePlan& plan, ncclComm_t comm) {
+  return {comm, plan.local.seal, plan.world_size};
+}
+
+Status cuda_status(cudaError_t e, const char* what) {
+  if (e == cudaSuccess) return Status::success();
+  return Status(StatusCode::kCudaError, "comm", std::string(what) + ": " + cudaGetErrorString(e));
+}
+
+// check_plan_across_ranks, once per (comm, plan) pair; refused under graph capture.
+Status ensure_plan_checked(const ShardedDecodePlan& plan, ncclComm_t comm, Stream stream) {
+  {
+    std::lock_guard<std::mutex> lock(checked_mutex());
+    if (checked_pairs().count(checked_key(plan, comm)) != 0) return Status::success();
+  }
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  if (Status s = cuda_status(cudaStreamIsCapturing(static_cast<cudaStream_t>(stream), &capture), "stream"); !s) {
+    return s;
+  }
+  if (capture != cudaStreamCaptureStatusNone) {
+    return Status::invalid("comm", "a plan checked across the ranks before graph capture (call "
+                                   "dist::check_plan_across_ranks(plan, comm) once first)",
+                           "a first call under capture");
+  }
+  return check_plan_across_ranks(plan, comm);
+}
+
 // Checks shared by both exchanges, all before the first launch (a rank that fails after the
 // exchange started would leave the others waiting in NCCL). Fills the merge's problem.
 Status check_call(const ShardedDecodePlan& plan, const DecodeTensors& tensors, ncclComm_t comm, int* rank,
@@ -60,6 +117,12 @@ Status check_call(const ShardedDecodePlan& plan, const DecodeTensors& tensors, n
     return Status::invalid("partial_o", "empty (run_sharded_decode writes the merged out and lse)", "a tensor");
   }
   const DecodeProblem& p = plan.local.decode;
+  // A shard followed by others sees only its own keys unless told how many come after it.
+  if (p.causal && p.q_len > 1 && *rank != world - 1 && tensors.keys_after.empty()) {
+    return Status::invalid("keys_after",
+                           "the keys of the context after this shard (causal q_len > 1 on a rank other than the last)",
+                           "empty on rank " + std::to_string(*rank));
+  }
   const RankPartials r = rank_partials(plan.local);
   CombineProblem cp;
   cp.num_splits = static_cast<int>(r.splits) * world;
@@ -120,6 +183,7 @@ Status run_sharded_decode(const ShardedDecodePlan& plan, const DecodeTensors& te
   CombineProblem cp;
   if (Status s = check_call(plan, tensors, comm, &rank, &cp); !s) return s;
   if (Status s = splitkv::detail::validate_workspace(plan.workspace_bytes, workspace, workspace_bytes); !s) return s;
+  if (Status s = ensure_plan_checked(plan, comm, stream); !s) return s;
   const RankPartials r = rank_partials(plan.local);
   float* all_o = static_cast<float*>(workspace);
   float* all_lse = reinterpret_cast<float*>(static_cast<char*>(workspace) + plain_lse_offset(r, plan.world_size));
@@ -141,11 +205,47 @@ Status run_sharded_decode(const ShardedDecodePlan& plan, const DecodeTensors& te
   return run_combine(cp, ct, stream);
 }
 
+Status check_plan_across_ranks(const ShardedDecodePlan& plan, ncclComm_t comm) {
+  if (comm == nullptr) return Status::invalid("comm", "an NCCL communicator", "nullptr");
+  int world = 0, rank = 0;
+  if (Status s = nccl_status(ncclCommCount(comm, &world), "ncclCommCount"); !s) return s;
+  if (Status s = nccl_status(ncclCommUserRank(comm, &rank), "ncclCommUserRank"); !s) return s;
+  int64_t mine[kDigestFields];
+  plan_digest(plan, mine);
+  std::vector<int64_t> all(size_t(world) * kDigestFields);
+  void* buffer = nullptr;  // once per (comm, plan): a small allocation outside the run path
+  if (Status s = cuda_status(cudaMalloc(&buffer, all.size() * sizeof(int64_t)), "cudaMalloc"); !s) return s;
+  int64_t* gathered = static_cast<int64_t*>(buffer);
+  int64_t* slot = gathered + size_t(rank) * kDigestFields;
+  Status done = cuda_status(cudaMemcpy(slot, mine, sizeof mine, cudaMemcpyHostToDevice), "cudaMemcpy");
+  if (done) done = nccl_status(ncclAllGather(slot, gathered, kDigestFields, ncclInt64, comm, nullptr), "ncclAllGather");
+  if (done) {
+    done = cuda_status(cudaMemcpy(all.data(), gathered, all.size() * sizeof(int64_t), cudaMemcpyDeviceToHost),
+                       "cudaMemcpy");
+  }
+  cudaFree(buffer);
+  if (!done) return done;
+  for (int r = 0; r < world; ++r) {
+    for (int i = 0; i < kDigestFields; ++i) {
+      const int64_t theirs = all[size_t(r) * kDigestFields + i];
+      if (theirs == mine[i]) continue;
+      return Status::invalid("plan", "the same " + std::string(kDigestNames[i]) + " on every rank (plan every shard "
+                                     "with the same problem, options and device description)",
+                             std::to_string(mine[i]) + " on rank " + std::to_string(rank) + ", " +
+                                 std::to_string(theirs) + " on rank " + std::to_string(r));
+    }
+  }
+  std::lock_guard<std::mutex> lock(checked_mutex());
+  checked_pairs().insert(checked_key(plan, comm));
+  return Status::success();
+}
+
 #if SPLITKV_NCCL_DEVICE_API
 Status alloc_symmetric_workspace(const ShardedDecodePlan& plan, ncclComm_t comm, SymmetricWorkspace* workspace) {
   if (workspace == nullptr) return Status::invalid("workspace", "a non-null pointer", "nullptr");
   if (comm == nullptr) return Status::invalid("comm", "an NCCL communicator", "nullptr");
   if (workspace->data != nullptr) return Status::invalid("workspace", "an empty SymmetricWorkspace", "one in use");
+  if (Status s = ensure_plan_checked(plan, comm, nullptr); !s) return s;
   const RankPartials r = rank_partials(plan.local);
   SymmetricWorkspace w;
   w.lse_offset = window_lse_offset(r);
@@ -184,6 +284,7 @@ Status run_sharded_decode(const ShardedDecodePlan& plan, const DecodeTensors& te
   int rank = 0;
   CombineProblem cp;
   if (Status s = check_call(plan, tensors, comm, &rank, &cp); !s) return s;
+  if (Status s = ensure_plan_checked(plan, comm, stream); !s) return s;
   const RankPartials r = rank_partials(plan.local);
   if (workspace.data == nullptr || workspace.device_comm == nullptr ||
       workspace.rows != r.rows * plan.local.decode.num_q_heads ||

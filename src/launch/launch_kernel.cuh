@@ -1,8 +1,10 @@
-// One way to launch every kernel: dynamic shared memory opted in, PDL attribute when asked.
+// One way to launch every kernel: dynamic shared memory opted in (kernel_attributes.hpp: raised,
+// never lowered), PDL attribute when asked.
 #pragma once
 
 #include <cuda_runtime.h>
 
+#include "launch/kernel_attributes.hpp"
 #include "launch/launch_config.hpp"
 
 namespace splitkv::detail {
@@ -12,12 +14,8 @@ template <class Params>
 cudaError_t launch_kernel(void (*kernel)(Params), dim3 block, int kernel_smem_bytes, const Params& params,
                           const LaunchConfig& config) {
   const int smem_bytes = kernel_smem_bytes > config.min_smem_bytes ? kernel_smem_bytes : config.min_smem_bytes;
-  if (smem_bytes > 48 * 1024) {
-    // Not a stream operation: legal during graph capture.
-    if (cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes);
-        e != cudaSuccess) {
-      return e;
-    }
+  if (cudaError_t e = ensure_dynamic_smem(reinterpret_cast<const void*>(kernel), smem_bytes); e != cudaSuccess) {
+    return e;
   }
   cudaLaunchAttribute attributes[2];
   unsigned num_attributes = 0;
@@ -27,8 +25,7 @@ cudaError_t launch_kernel(void (*kernel)(Params), dim3 block, int kernel_smem_by
   }
   if (config.cluster_blocks > 1) {
     if (config.cluster_blocks > 8) {  // beyond the portable cluster size
-      if (cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
-          e != cudaSuccess) {
+      if (cudaError_t e = ensure_non_portable_clusters(reinterpret_cast<const void*>(kernel)); e != cudaSuccess) {
         return e;
       }
     }

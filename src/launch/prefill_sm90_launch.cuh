@@ -6,6 +6,7 @@
 
 #include "kernels/prefill_sm90/prefill_sm90_kernel.cuh"
 #include "launch/launch_kernel.cuh"
+#include "launch/tma_operands.hpp"
 
 namespace splitkv::detail {
 
@@ -17,21 +18,16 @@ cudaError_t launch_prefill_sm90(const PrefillParams& p, const LaunchConfig& conf
   // contiguous KV cache is padded K/V (B slots of capacity >= max_kv_len tokens) under varlen or
   // padded queries, so Q and K/V decide separately.
   const bool q_varlen = p.cu_seqlens_q != nullptr;
-  const bool kv_varlen = p.cu_seqlens_k != nullptr;
-  auto gmem = [&](const void* data, bool varlen, int64_t tokens, int heads, int64_t token_stride,
-                  int64_t head_stride, int64_t batch_stride) {
-    // A stride of 0 (varlen) is not a valid TMA stride; the dimension has size 1 then.
-    const int32_t slots = varlen ? 1 : p.batch;
-    const int64_t slot_stride = varlen ? tokens * token_stride : batch_stride;
-    auto layout = make_layout(make_shape(int32_t(tokens), int32_t(kHeadDim), int32_t(heads), slots),
-                              make_stride(token_stride, _1{}, head_stride, slot_stride));
+  // The views are tma_operands.hpp's, whose strides run_prefill has checked TMA can take.
+  auto tensor = [](const void* data, const TmaView& v) {
+    auto layout = make_layout(make_shape(int32_t(v.extent[0]), int32_t(kHeadDim), int32_t(v.extent[2]),
+                                         int32_t(v.extent[3])),
+                              make_stride(v.stride[0], _1{}, v.stride[2], v.stride[3]));
     return make_tensor(make_gmem_ptr(static_cast<const Element*>(data)), layout);
   };
-  const int64_t q_tokens = q_varlen ? p.total_q : p.max_q_len;
-  const int64_t kv_tokens = kv_varlen ? p.total_k : p.max_kv_len;  // a cache's keys never pass max_kv_len
-  auto mQ = gmem(p.q, q_varlen, q_tokens, p.num_q_heads, p.q_token_stride, p.q_head_stride, p.q_batch_stride);
-  auto mK = gmem(p.k, kv_varlen, kv_tokens, p.num_kv_heads, p.k_token_stride, p.k_head_stride, p.k_batch_stride);
-  auto mV = gmem(p.v, kv_varlen, kv_tokens, p.num_kv_heads, p.v_token_stride, p.v_head_stride, p.v_batch_stride);
+  auto mQ = tensor(p.q, tma_token_view(p, TmaOperand::kQ, kHeadDim));
+  auto mK = tensor(p.k, tma_token_view(p, TmaOperand::kK, kHeadDim));
+  auto mV = tensor(p.v, tma_token_view(p, TmaOperand::kV, kHeadDim));
 
   PrefillSm90Params<Traits> params{};
   params.p = p;
@@ -58,14 +54,13 @@ cudaError_t launch_prefill_sm90(const PrefillParams& p, const LaunchConfig& conf
   // A paged cache as (page_size, D, Hkv, pages), read in 16-key boxes. Without one the descriptors
   // are encoded over one 16-token page of K and V and never used.
   const bool paged = p.block_table != nullptr;
-  auto pages = [&](const void* data, int64_t token_stride, int64_t head_stride, int64_t page_stride) {
-    auto layout = make_layout(make_shape(int32_t(paged ? p.page_size : Traits::kPageRows), int32_t(kHeadDim),
-                                         int32_t(p.num_kv_heads), int32_t(paged ? p.num_pages : 1)),
-                              make_stride(token_stride, _1{}, head_stride, page_stride));
-    return make_tensor(make_gmem_ptr(static_cast<const Element*>(data)), layout);
+  auto pages = [&](const void* data, TmaOperand which) {
+    TmaView v = tma_page_view(p, which, kHeadDim);
+    if (!paged) v.extent[0] = Traits::kPageRows, v.extent[3] = 1;  // never read
+    return tensor(data, normalized(v));
   };
-  auto mKp = pages(p.k, p.k_token_stride, p.k_head_stride, p.k_batch_stride);
-  auto mVp = pages(p.v, p.v_token_stride, p.v_head_stride, p.v_batch_stride);
+  auto mKp = pages(p.k, TmaOperand::kK);
+  auto mVp = pages(p.v, TmaOperand::kV);
   params.tma_k_pages = make_tma_copy(SM90_TMA_LOAD{}, mKp, typename Traits::SmemLayoutKBox{},
                                      Shape<Int<Traits::kPageRows>, Int<Traits::kKSliceCols>>{}, _1{});
   params.tma_v_pages = make_tma_copy(SM90_TMA_LOAD{}, mVp, typename Traits::SmemLayoutVBox{},

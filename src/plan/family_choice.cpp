@@ -77,6 +77,16 @@ Status choose_family(const FamilyRequest& r, int* family) {
     *family = index;
     return Status::success();
   }
+  // A device no family of this kind runs on is the reason, whatever else the problem asks for.
+  bool any_runs = false;
+  for (int i = 0; i < all.size; ++i) {
+    any_runs |= all[i].kind == r.kind && all[i].priority >= 0 && all[i].runs_on(r.device.cc_major, r.device.cc_minor);
+  }
+  if (!any_runs) {
+    return Status::unsupported("device", std::string("no ") + registry::to_string(r.kind) +
+                                             " kernel family runs on sm_" + std::to_string(r.device.cc_major) +
+                                             std::to_string(r.device.cc_minor) + " (sm_80 or later needed)");
+  }
   int best = -1;
   Status first_failure = Status::unsupported("options.strategy", std::string("no ") + registry::to_string(r.kind) +
                                                                      " kernel family serves strategy " +

@@ -10,6 +10,7 @@
 #include "kernels/common/split_rule.hpp"
 #include "plan/family_choice.hpp"
 #include "plan/geometry.hpp"
+#include "plan/plan_seal.hpp"
 #include "plan/split_heuristic.hpp"
 #include "plan/workspace_layout.hpp"
 #include "registry/registry.hpp"
@@ -325,6 +326,30 @@ Status plan_gqa_packing(const PrefillProblem& problem, Strategy served, bool pag
   return Status::success();
 }
 
+// Decode options that cannot take effect are refused by name rather than dropped: two merges at
+// once, and an L2 key prefetch that is out of range or that the device cannot run.
+Status check_decode_options(const DecodeProblem& problem, const DeviceInfo& device, const PlanOptions& o) {
+  if (o.cluster_combine && o.fused_combine) {
+    return Status::invalid("options.fused_combine", "one merge at a time (not with cluster_combine)",
+                           "on together with cluster_combine");
+  }
+  if (o.l2_prefetch_keys < -1 || o.l2_prefetch_keys > std::max(problem.max_kv_len, 0)) {
+    return Status::invalid("options.l2_prefetch_keys",
+                           "-1 (the planner's rule), 0 (off) or 1..max_kv_len (" + std::to_string(problem.max_kv_len) +
+                               ") keys",
+                           std::to_string(o.l2_prefetch_keys));
+  }
+  if (o.l2_prefetch_keys > 0 && !o.l2_prefetch) {
+    return Status::invalid("options.l2_prefetch_keys", "-1 or 0 when options.l2_prefetch is off",
+                           std::to_string(o.l2_prefetch_keys));
+  }
+  if (o.l2_prefetch_keys > 0 && device.cc_major < 9) {
+    return Status::unsupported("options.l2_prefetch_keys", "> 0 needs an sm_90 device (prefetch before the "
+                                                           "programmatic-dependent-launch wait); use -1 or 0");
+  }
+  return Status::success();
+}
+
 // The atomic combine excludes the merges that promise fixed bits or merge elsewhere.
 Status check_atomic_combine(const PlanOptions& o) {
   if (o.split_tokens > 0) {
@@ -521,18 +546,14 @@ bool compiled_for(const char* family, const DecodeProblem& problem) {
 
 }  // namespace
 
-Status plan_decode(const DecodeProblem& problem, const DeviceInfo& device,
-                   const PlanOptions& options, Plan* plan) {
+namespace {
+
+Status plan_decode_fields(const DecodeProblem& problem, const DeviceInfo& device, const PlanOptions& options,
+                          Plan* plan) {
   if (plan == nullptr) return Status::invalid("plan", "a non-null pointer", "nullptr");
   if (Status s = detail::validate_decode_problem(problem); !s) return s;
-  if (options.l2_prefetch_keys < -1) {
-    return Status::invalid("options.l2_prefetch_keys", ">= -1 (-1 = the planner's rule, 0 = off)",
-                           std::to_string(options.l2_prefetch_keys));
-  }
-  if (!options.l2_prefetch && options.l2_prefetch_keys > 0) {
-    return Status::invalid("options.l2_prefetch_keys", "-1 or 0 when options.l2_prefetch is off",
-                           std::to_string(options.l2_prefetch_keys));
-  }
+  if (Status s = detail::validate_device_info(device); !s) return s;
+  if (Status s = check_decode_options(problem, device, options); !s) return s;
   // Packed query rows per KV head: a family with larger tiles serves KV heads with many rows.
   const int rows_per_kv = problem.q_len * (problem.num_q_heads / problem.num_kv_heads);
   for (const char* family : prefill_route_families(problem, rows_per_kv, device, options)) {
@@ -670,10 +691,17 @@ Status plan_decode(const DecodeProblem& problem, const DeviceInfo& device,
   return Status::success();
 }
 
-Status plan_prefill(const PrefillProblem& problem, const DeviceInfo& device,
-                    const PlanOptions& options, Plan* plan) {
+Status plan_prefill_fields(const PrefillProblem& problem, const DeviceInfo& device, const PlanOptions& options,
+                           Plan* plan) {
   if (plan == nullptr) return Status::invalid("plan", "a non-null pointer", "nullptr");
   if (Status s = detail::validate_prefill_problem(problem); !s) return s;
+  if (Status s = detail::validate_device_info(device); !s) return s;
+  if (options.fused_combine) {
+    return Status::unsupported("options.fused_combine", "the fused combine is a decode option");
+  }
+  if (options.l2_prefetch_keys > 0) {
+    return Status::unsupported("options.l2_prefetch_keys", "the L2 prefetch of keys is a decode option (0 or -1 here)");
+  }
   if (options.split_tokens > 0) {
     return Status::unsupported("options.split_tokens", "batch-invariant splits are a decode option");
   }
@@ -743,6 +771,21 @@ Status plan_prefill(const PrefillProblem& problem, const DeviceInfo& device,
   }
   *plan = p;
   return Status::success();
+}
+
+}  // namespace
+
+Status plan_decode(const DecodeProblem& problem, const DeviceInfo& device, const PlanOptions& options, Plan* plan) {
+  const Status s = plan_decode_fields(problem, device, options, plan);
+  if (s) plan->seal = detail::plan_seal(*plan);
+  return s;
+}
+
+Status plan_prefill(const PrefillProblem& problem, const DeviceInfo& device, const PlanOptions& options,
+                    Plan* plan) {
+  const Status s = plan_prefill_fields(problem, device, options, plan);
+  if (s) plan->seal = detail::plan_seal(*plan);
+  return s;
 }
 
 }  // namespace splitkv

@@ -167,7 +167,7 @@ Result merge_decode_partials(const std::vector<Result>& partials, const DecodePr
         r.lse[lse_at] = total;
         for (size_t s = 0; s < partials.size(); ++s) {
           const double w = detail::combine_weight(lse[s], total);
-          for (int j = 0; j < D; ++j) r.out[out_at + j] += w * partials[s].out[out_at + j];
+          for (int j = 0; j < D; ++j) r.out[out_at + j] += detail::combine_term(w, partials[s].out[out_at + j]);
         }
       }
     }

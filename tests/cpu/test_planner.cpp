@@ -836,10 +836,10 @@ TEST(Planner, FusedCombineIsOptInAndAddsItsCounters) {
   one.num_splits = 1;  // nothing to merge
   EXPECT_FALSE(plan_or_die(decode(2, 32, 8, 65536), one).fused_combine);
   PlanOptions cluster = on;
-  cluster.cluster_combine = true;  // a cluster merge needs no counters: it wins where it fits
-  const Plan in_cluster = plan_or_die(decode(1, 32, 8, 65536), cluster);
-  EXPECT_TRUE(in_cluster.cluster_combine);
-  EXPECT_FALSE(in_cluster.fused_combine);
+  cluster.cluster_combine = true;  // one merge at a time: asking for two is refused, not half-served
+  Plan both;
+  EXPECT_EQ(plan_decode(decode(1, 32, 8, 65536), DeviceInfo::h200(), cluster, &both).argument(),
+            "options.fused_combine");
   PlanOptions invariant = on;
   invariant.split_tokens = 8192;  // batch-invariant mode: the same merge code, so allowed
   EXPECT_TRUE(plan_or_die(decode(2, 32, 8, 65536), invariant).fused_combine);
@@ -1017,9 +1017,12 @@ TEST(Planner, L2PrefetchBeforeThePdlWait) {
   EXPECT_EQ(off.l2_prefetch_keys, 0);
   DeviceInfo ampere = DeviceInfo::h200();
   ampere.cc_major = 8;
-  const Plan sm80 = plan_or_die(decode(1, 32, 8, 1024), forced, ampere);
+  const Plan sm80 = plan_or_die(decode(1, 32, 8, 1024), {}, ampere);
   EXPECT_FALSE(sm80.l2_prefetch);
   EXPECT_EQ(sm80.l2_prefetch_keys, 0);
+  // A count the device cannot run is refused, not dropped.
+  Plan refused;
+  EXPECT_EQ(plan_decode(decode(1, 32, 8, 1024), ampere, forced, &refused).argument(), "options.l2_prefetch_keys");
   // Bad values name the option.
   Plan plan;
   PlanOptions bad;

@@ -72,9 +72,15 @@ TEST(CombineGpu, MergesCallerPartialsLikeTheFp64Formula) {
     for (float& x : partial_o) x = normal(rng);
     for (float& x : partial_lse) x = 3.f * normal(rng);
     const float inf = std::numeric_limits<float>::infinity();
-    // Row 0: split 2 empty. Row 1: every split empty. Row 2: a NaN LSE (bad input upstream).
+    // Row 0: split 2 empty. Row 1: every split empty (O = 0 expected). Row 2: a NaN LSE (bad input upstream).
+    // An empty partial has weight 0 whatever its O holds: theirs are NaN and Inf here (a caller's
+    // empty shard need not write its O).
     partial_lse[2 * rows + 0] = -inf;
-    for (int s = 0; s < S; ++s) partial_lse[size_t(s) * rows + 1] = -inf;
+    for (int j = 0; j < D; ++j) partial_o[(size_t(2) * rows + 0) * D + j] = j % 2 ? inf : std::nanf("");
+    for (int s = 0; s < S; ++s) {
+      partial_lse[size_t(s) * rows + 1] = -inf;
+      for (int j = 0; j < D; ++j) partial_o[(size_t(s) * rows + 1) * D + j] = std::nanf("");
+    }
     partial_lse[3 * rows + 2] = std::numeric_limits<float>::quiet_NaN();
     const Merged m = combine_on_gpu(p, partial_o, partial_lse);
 
@@ -98,7 +104,8 @@ TEST(CombineGpu, MergesCallerPartialsLikeTheFp64Formula) {
       for (int j = 0; j < D; ++j) {
         double want = 0;
         for (int k = 0; k < S; ++k) {
-          want += detail::combine_weight(lses[k], want_lse) * partial_o[(size_t(k) * rows + row) * D + j];
+          want += detail::combine_term(detail::combine_weight(lses[k], want_lse),
+                                       double(partial_o[(size_t(k) * rows + row) * D + j]));
         }
         const double got = detail::bf16_to_float(m.out[size_t(row) * D + j]);
         EXPECT_NEAR(got, want, std::abs(want) / 128 + 1e-6)

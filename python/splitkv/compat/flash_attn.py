@@ -6,8 +6,9 @@ and return values, for the subset splitkv supports:
 - flash_attn_with_kvcache: q [B, Sq, H, D] with Sq <= 16; k_cache/v_cache [B, Sk, Hk, D] or paged
   [num_blocks, page_block_size, Hk, D] with block_table int32 [B, max_blocks]; cache_seqlens an
   int or int32 [B] (None: the whole cache); k/v (new tokens [B, S_new, Hk, D]) are written into
-  the cache at cache_seqlens before attention, as flash-attn does (a torch index_put on the
-  device, no host read). Returns out, or (out, softmax_lse [B, H, Sq]) with return_softmax_lse.
+  the cache at cache_seqlens before attention, as flash-attn does (through splitkv.append_kv, no
+  host read; every argument is checked first, so a rejected call writes nothing; a position past a
+  sequence's pages or a page id outside the cache is not written and the sequence's output is NaN). Returns out, or (out, softmax_lse [B, H, Sq]) with return_softmax_lse.
 - flash_attn_varlen_func: q [total_q, H, D], k/v [total_k, Hk, D], cu_seqlens int32 [B + 1].
   Returns out, or (out, softmax_lse [H, total_q], None) with return_attn_probs.
 
@@ -23,7 +24,9 @@ The outputs are those of splitkv.decode / splitkv.prefill with the same argument
 import torch
 
 from .. import _common as cm
+from ..api import append_kv as _append
 from ..api import decode as _decode
+from ..api import plan_decode as _plan_decode
 from ..api import prefill as _prefill
 
 __all__ = ["flash_attn_with_kvcache", "flash_attn_varlen_func"]
@@ -49,20 +52,61 @@ def _check_no_grad(*tensors):
                                    "call it under torch.no_grad() or torch.inference_mode()")
 
 
-def _append_kv(k_cache, v_cache, k, v, cache_seqlens, block_table):
-    """Writes k, v [B, S_new, Hk, D] into the caches at positions cache_seqlens[b] + j."""
-    batch, new = k.shape[0], k.shape[1]
-    pos = cache_seqlens.to(torch.int64).unsqueeze(1) + torch.arange(new, device=k.device)  # [B, S_new]
+def _dtype_name(t):
+    return str(t.dtype).replace("torch.", "")
+
+
+def _check_append_inputs(q, k_cache, k, v, cache_seqlens, block_table):
+    """Everything the append and the decode after it read, checked before the cache is written:
+    a rejected call writes nothing."""
+    if not isinstance(cache_seqlens, torch.Tensor) or cache_seqlens.dtype != torch.int32 or \
+            tuple(cache_seqlens.shape) != (q.shape[0],):
+        got = (f"{_dtype_name(cache_seqlens)} {list(cache_seqlens.shape)}" if isinstance(cache_seqlens, torch.Tensor)
+               else type(cache_seqlens).__name__)
+        raise cm.invalid("cache_seqlens", f"an int or an int32 tensor [{q.shape[0]}]", got)
+    if block_table is not None and block_table.dtype != torch.int32:
+        raise cm.invalid("block_table.dtype", "int32", _dtype_name(block_table))
+    for name, t in (("k", k), ("v", v)):
+        cm.check_rank(name, t.shape, 4)
+        want = [q.shape[0], k.shape[1], k_cache.shape[2], k_cache.shape[3]]
+        if list(t.shape) != want:
+            raise cm.invalid(f"{name}.shape", f"{want} ([B, S_new, Hk, D] of the cache)", str(list(t.shape)))
+        if t.dtype != k_cache.dtype:
+            raise cm.invalid(f"{name}.dtype", _dtype_name(k_cache), _dtype_name(t))
+        if t.device != k_cache.device or cache_seqlens.device != k_cache.device:
+            raise cm.invalid(f"{name}.device" if t.device != k_cache.device else "cache_seqlens.device",
+                             str(k_cache.device), str(t.device if t.device != k_cache.device else cache_seqlens.device))
+
+
+def _append_slots(k_cache, new, cache_seqlens, block_table):
+    """Cache slots of the new tokens [B * new] (int64, on the device, no host read): position
+    cache_seqlens[b] + j of sequence b; -1 where that position is outside the sequence's pages or
+    the cache (append_kv then writes nothing for it, and the sequence's length past its capacity
+    makes its decode output NaN)."""
+    batch = cache_seqlens.shape[0]
+    pos = cache_seqlens.to(torch.int64).unsqueeze(1) + torch.arange(new, device=k_cache.device)  # [B, new]
     if block_table is None:
-        rows = torch.arange(batch, device=k.device).unsqueeze(1).expand(batch, new)
-        k_cache[rows, pos] = k
-        v_cache[rows, pos] = v
+        capacity = k_cache.shape[1]
+        valid = (pos >= 0) & (pos < capacity)
+        slots = torch.arange(batch, device=k_cache.device).unsqueeze(1) * capacity + pos
     else:
-        page_size = k_cache.shape[1]
-        pages = block_table.gather(1, torch.div(pos, page_size, rounding_mode="floor")).to(torch.int64)
-        slots = pos % page_size
-        k_cache[pages, slots] = k
-        v_cache[pages, slots] = v
+        page_size, max_pages = k_cache.shape[1], block_table.shape[1]
+        entry = torch.div(pos, page_size, rounding_mode="floor")
+        valid = (pos >= 0) & (entry < max_pages)
+        page = block_table.gather(1, entry.clamp(0, max_pages - 1)).to(torch.int64)
+        valid &= (page >= 0) & (page < k_cache.shape[0])  # a page id of -1 never wraps to the last page
+        slots = page * page_size + pos % page_size
+    return torch.where(valid, slots, torch.full_like(slots, -1)).reshape(-1)
+
+
+def _append_kv(q, k_cache, v_cache, k, v, cache_seqlens, block_table):
+    """Writes k, v [B, S_new, Hk, D] into the caches at positions cache_seqlens[b] + j through
+    splitkv.append_kv, which validates every argument before it writes."""
+    _check_append_inputs(q, k_cache, k, v, cache_seqlens, block_table)
+    new = k.shape[1]
+    slots = _append_slots(k_cache, new, cache_seqlens, block_table)
+    rows = (q.shape[0] * new, k.shape[2], k.shape[3])
+    _append(k.reshape(rows), v.reshape(rows), k_cache, v_cache, slots)
 
 
 def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None, rotary_sin=None,
@@ -94,7 +138,10 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     if k is not None or v is not None:
         if k is None or v is None:
             raise cm.invalid("v" if v is None else "k", "k and v together (the new tokens)", "only one of them")
-        _append_kv(k_cache, v_cache, k, v, cache_seqlens, block_table)
+        # Plan the decode first (its shape checks), so that a call it would refuse writes nothing.
+        _plan_decode(q, k_cache, v_cache, cache_seqlens, block_table, causal=causal, softmax_scale=softmax_scale,
+                     num_splits=num_splits)
+        _append_kv(q, k_cache, v_cache, k, v, cache_seqlens, block_table)
         cache_seqlens = cache_seqlens + k.shape[1]
     return _decode(q, k_cache, v_cache, cache_seqlens, block_table, causal=causal, softmax_scale=softmax_scale,
                    num_splits=num_splits, return_lse=return_softmax_lse)

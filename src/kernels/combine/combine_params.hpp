@@ -20,8 +20,10 @@ struct CombineParams {
   int seq_rows;  // query rows per sequence slot (decode: q_len; prefill: max_q_len)
 
   // Query i of sequence b is token (cu_seqlens_q ? cu_seqlens_q[b] : 0) + i of its sequence's
-  // output; rows with i >= that sequence's query count are skipped (varlen).
+  // output; rows with i >= that sequence's query count are skipped (varlen). Device offsets are
+  // clamped as the prefill kernels clamp them (kernels/common/varlen_rows.hpp) to total_q tokens.
   const int32_t* cu_seqlens_q;
+  int64_t total_q;
 
   OutputParams output;  // kFinal: the merged rows, in the element type of the instantiation
 };

@@ -15,6 +15,7 @@
 #include "kernels/combine/combine_params.hpp"
 #include "kernels/common/combine_state.cuh"
 #include "kernels/common/epilogue.cuh"
+#include "kernels/common/varlen_rows.hpp"
 #include "kernels/tile_table.hpp"
 
 namespace splitkv::detail {
@@ -45,9 +46,10 @@ __device__ __forceinline__ bool combine_destination(const CombineParams& p, int6
   const int i = int(row / p.num_q_heads % p.seq_rows);
   const int b = int(row / p.num_q_heads / p.seq_rows);
   int64_t token = i;
-  if (p.cu_seqlens_q != nullptr) {
-    if (i >= p.cu_seqlens_q[b + 1] - p.cu_seqlens_q[b]) return false;
-    token += p.cu_seqlens_q[b];
+  if (p.cu_seqlens_q != nullptr) {  // the prefill kernels' rows (varlen_rows): never outside [0, total_q)
+    const VarlenRows rows = varlen_rows(p.cu_seqlens_q, b, p.total_q, p.seq_rows);
+    if (i >= rows.len) return false;
+    token += rows.begin;
   }
   where = OutputRow{b, i, token, hq, 0};
   return true;

@@ -40,4 +40,11 @@ SPLITKV_HD T combine_weight(T partial_lse, T total_lse) {
   return exp_of(partial_lse - total_lse);
 }
 
+// A partial's term w * O_i of the merged output: 0 when its weight is 0, whatever its O holds (an
+// empty partial's O may be uninitialized, NaN or Inf: weight 0 means it takes no part).
+template <class T>
+SPLITKV_HD T combine_term(T weight, T o) {
+  return weight == T(0) ? T(0) : weight * o;
+}
+
 }  // namespace splitkv::detail

@@ -32,7 +32,7 @@ __device__ __forceinline__ DecodeKeyRange decode_key_range(const DecodeParams& p
   DecodeKeyRange r;
   r.len = p.seq_lens[b];
   r.after = p.keys_after != nullptr ? p.keys_after[b] : 0;
-  r.bad_input = r.len < 0 || r.len > p.kv_capacity || r.after < 0;
+  r.bad_input = r.len < 0 || r.len > p.max_kv_len || r.after < 0;
   if (r.bad_input) r.len = 0, r.after = 0;
   const SplitSpan span = split_span(r.len, split, p.num_splits, p.split_tokens, kBlockKeys);
   r.lo = span.lo;

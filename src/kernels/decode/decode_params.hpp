@@ -23,9 +23,10 @@ struct DecodeParams {
   const void* v;
   int64_t k_page_stride, k_token_stride, k_head_stride;
   int64_t v_page_stride, v_token_stride, v_head_stride;
-  // Scales of a quantized cache (docs/KV_FORMATS.md). FP8: fp32 [Hkv] per KV head. INT8/INT4: fp16
-  // (scale, min) pairs of key t of KV head h at scales + page * page_stride + h * head_stride
-  // + slot * token_stride (fp16 elements; page and slot as for the codes).
+  // Scales of a quantized cache (docs/KV_FORMATS.md). FP8: fp32 per KV head, head h's at
+  // scales + h * head_stride (fp32 elements; 0 broadcasts one scale). INT8/INT4: fp16 (scale, min)
+  // pairs of key t of KV head h at scales + page * page_stride + h * head_stride + slot *
+  // token_stride (fp16 elements; page and slot as for the codes).
   const void* k_scales;
   const void* v_scales;
   int64_t k_scale_page_stride, k_scale_head_stride, k_scale_token_stride;
@@ -37,7 +38,7 @@ struct DecodeParams {
 
   const int32_t* seq_lens;  // [batch]
   const int32_t* keys_after;  // [batch] or nullptr: keys of the context after this shard (causal)
-  int64_t kv_capacity;      // keys a sequence can hold; longer lengths are reported as NaN
+  int64_t max_kv_len;       // the plan's bound on seq_lens (<= the cache's capacity); past it: NaN
 
   // O and LSE (kFinal: O [batch, q_len, Hq, D], LSE [batch, Hq, q_len]) or this split's partials
   // (kPartial: rows (b * q_len + i) * Hq + hq).

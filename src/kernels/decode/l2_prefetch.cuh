@@ -15,7 +15,7 @@
 //    run 55).
 // A length or page id read early may be one the kernel ahead is about to change: that only aims
 // the prefetch at other lines, never at memory outside the cache (page ids outside the pool and
-// lengths outside [1, kv_capacity] prefetch nothing).
+// lengths outside [1, max_kv_len] prefetch nothing).
 #pragma once
 
 #include <cstdint>
@@ -73,7 +73,7 @@ __device__ __forceinline__ void prefetch_block_start_to_l2(const DecodeParams& p
   }
   if (p.l2_prefetch_keys <= 0) return;
   const int len = __ldcg(p.seq_lens + b);  // ld.global.cg: L2 only, no L1 copy
-  if (len <= 0 || len > p.kv_capacity) return;
+  if (len <= 0 || len > p.max_kv_len) return;
   const SplitSpan span = split_span(len, split, p.num_splits, p.split_tokens, Rows::kBlockKeys);
   const int hi = min(span.end, span.lo + p.l2_prefetch_keys);
   constexpr int64_t kUnit = Rows::kStrideBytes;

@@ -78,8 +78,12 @@ __device__ __forceinline__ QuantKvLoader<Traits> start_quant_block(const DecodeP
 template <class Traits>
 __device__ __forceinline__ void fp8_head_scales(const DecodeParams& p, int kv_head, float& k_scale, float& v_scale) {
   k_scale = v_scale = 1.f;
-  if constexpr (Traits::kKCode == CodeKind::kFp8) k_scale = static_cast<const float*>(p.k_scales)[kv_head];
-  if constexpr (Traits::kVCode == CodeKind::kFp8) v_scale = static_cast<const float*>(p.v_scales)[kv_head];
+  if constexpr (Traits::kKCode == CodeKind::kFp8) {
+    k_scale = static_cast<const float*>(p.k_scales)[kv_head * p.k_scale_head_stride];
+  }
+  if constexpr (Traits::kVCode == CodeKind::kFp8) {
+    v_scale = static_cast<const float*>(p.v_scales)[kv_head * p.v_scale_head_stride];
+  }
 }
 
 // After the key loop: every warp stores its (O, row max, row sum) into the merge buffers, which

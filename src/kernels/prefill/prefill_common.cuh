@@ -10,6 +10,7 @@
 #include "kernels/common/mma_layouts.cuh"
 #include "kernels/common/online_softmax.cuh"
 #include "kernels/common/split_rule.hpp"
+#include "kernels/common/varlen_rows.hpp"
 #include "kernels/prefill/prefill_params.hpp"
 
 namespace splitkv::detail {
@@ -27,10 +28,10 @@ __device__ __forceinline__ PrefillSequence resolve_sequence(const PrefillParams&
   if (p.cu_seqlens_q == nullptr) {
     s.q_len = p.max_q_len;
   } else {
-    const int64_t q0 = p.cu_seqlens_q[b], q1 = p.cu_seqlens_q[b + 1];
-    s.bad = q0 < 0 || q1 < q0 || q1 > p.total_q || q1 - q0 > p.max_q_len;
-    s.q_begin = min(max(q0, int64_t(0)), p.total_q);
-    s.q_len = int(min(max(q1 - s.q_begin, int64_t(0)), min(int64_t(p.max_q_len), p.total_q - s.q_begin)));
+    const VarlenRows rows = varlen_rows(p.cu_seqlens_q, b, p.total_q, p.max_q_len);
+    s.bad = rows.bad;
+    s.q_begin = rows.begin;
+    s.q_len = rows.len;
   }
   int64_t k0 = 0, k1 = p.max_kv_len;  // padded K/V tokens
   if (p.cache_seq_lens != nullptr) {  // a decode cache: the sequence's first seq_lens[b] tokens

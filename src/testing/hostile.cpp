@@ -1,0 +1,371 @@
+#include "testing/hostile.hpp"
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <memory>
+#include <random>
+#include <utility>
+
+#include "reference/reference.hpp"
+#include "testing/compare.hpp"
+#include "testing/decode_check.hpp"
+
+namespace splitkv::testing::hostile {
+namespace {
+
+// One random base case: the shape every attack of the seed starts from.
+struct Base {
+  DecodeCaseSpec spec;
+  PlanOptions options;
+  std::string name;
+};
+
+Base random_base(uint64_t seed) {
+  std::mt19937_64 rng(seed * 0x9e3779b97f4a7c15ull + 1);
+  auto pick = [&](int n) { return int(rng() % uint64_t(n)); };
+  const KvFormat formats[] = {KvFormat::kNative, KvFormat::kFP8E4M3, KvFormat::kInt8, KvFormat::kInt4,
+                              KvFormat::kK8V4};
+  const int pages[] = {0, 16, 32, 64};
+  const int heads[][2] = {{8, 2}, {32, 8}, {28, 4}, {4, 4}, {8, 1}};
+  const int q_lens[] = {1, 1, 2, 4, 8};
+  Base b;
+  const int batch = 2 + pick(3);
+  const int* h = heads[pick(5)];
+  const int max_len = 1 + pick(2500);
+  b.spec = DecodeSpecBuilder(batch, h[0], h[1], max_len)
+               .format(formats[pick(5)])
+               .paged(pages[pick(4)])
+               .queries(q_lens[pick(5)], pick(2) == 1)
+               .spec;
+  b.spec.seed = seed;
+  b.spec.seq_lens.resize(size_t(batch));
+  for (int& len : b.spec.seq_lens) len = pick(max_len + 1);
+  b.spec.seq_lens[size_t(pick(batch))] = max_len;
+  switch (pick(4)) {
+    case 0: break;
+    case 1: b.options.num_splits = 3; break;
+    case 2: b.options.split_tokens = 1024; break;
+    default:
+      b.options.num_splits = 4;
+      b.options.fused_combine = true;
+      break;
+  }
+  const DecodeProblem& p = b.spec.problem;
+  b.name = std::string(to_string(detail::resolve_kv_format(p.kv_format, p.dtype))) + " B=" + std::to_string(batch) +
+           " " + std::to_string(p.num_q_heads) + "/" + std::to_string(p.num_kv_heads) + " q_len " +
+           std::to_string(p.q_len) + (p.causal ? " causal" : "") + " max_kv_len " + std::to_string(max_len) +
+           " page " + std::to_string(p.page_size) + " splits " + std::to_string(b.options.num_splits) +
+           " split_tokens " + std::to_string(b.options.split_tokens) + (b.options.fused_combine ? " fused" : "");
+  return b;
+}
+
+// The keys a case's cache holds per sequence (contiguous: its capacity; paged: its pages).
+int64_t capacity_of(const DecodeCase& c) {
+  return c.problem.page_size == 0 ? c.k_ref.shape[1] : c.max_pages * c.problem.page_size;
+}
+
+// The dense values of the sequences not in `skip` (O [B, Lq, Hq, D] and LSE [B, Hq, Lq] rows).
+void keep_sequences(const DecodeProblem& p, const std::vector<int>& skip, std::vector<double>* out,
+                    std::vector<double>* lse) {
+  const size_t per_out = size_t(p.q_len) * p.num_q_heads * p.head_dim, per_lse = size_t(p.num_q_heads) * p.q_len;
+  std::vector<double> o, l;
+  for (int b = 0; b < p.batch; ++b) {
+    if (std::find(skip.begin(), skip.end(), b) != skip.end()) continue;
+    o.insert(o.end(), out->begin() + b * per_out, out->begin() + (b + 1) * per_out);
+    l.insert(l.end(), lse->begin() + b * per_lse, lse->begin() + (b + 1) * per_lse);
+  }
+  *out = std::move(o);
+  *lse = std::move(l);
+}
+
+}  // namespace
+
+DecodeProblem planned_problem(const DecodeAttack& attack) {
+  DecodeProblem p = attack.spec.problem;
+  if (attack.plan_max_kv_len >= 0) p.max_kv_len = attack.plan_max_kv_len;
+  return p;
+}
+
+DecodeCase attack_case(const DecodeAttack& attack) {
+  DecodeCase c = make_decode_case(attack.spec);
+  if (attack.edit_case) attack.edit_case(c);
+  poison_outputs(c);
+  return c;
+}
+
+DecodeTensors attack_tensors(const DecodeAttack& attack, DecodeCase& c) {
+  DecodeTensors t = c.host_tensors();
+  if (attack.hide_host_copies) {
+    t.seq_lens_host = nullptr;
+    t.block_table_host = nullptr;
+  }
+  if (attack.edit_tensors) attack.edit_tensors(t);
+  return t;
+}
+
+std::string judge(const DecodeAttack& a, const Status& planned, const Status& ran, DecodeCase& c) {
+  if (a.promise == Promise::kNamedError) {
+    const Status& s = planned.ok() ? ran : planned;
+    if (s.ok()) return "accepted; expected an error naming '" + a.argument + "'";
+    if (s.argument() != a.argument) return "the error names '" + s.argument() + "', not '" + a.argument + "': " + s.message();
+    if (s.message().find(a.argument) == std::string::npos) return "the message omits the argument: " + s.message();
+    return "";
+  }
+  if (!planned.ok()) return "planning failed: " + planned.message();
+  if (!ran.ok()) return "the call failed: " + ran.message();
+  if (a.promise == Promise::kMatchesReference) {
+    const Comparison cmp = check_decode(c);
+    return cmp.passed ? "" : "does not match the reference: " + cmp.summary();
+  }
+  // kNanIn: the named sequences NaN, the others as the reference computes them from the same case
+  // with those sequences made harmless (length 0, their pages valid).
+  const DecodeTensors got = c.host_tensors();
+  std::vector<double> out = dense_values(got.out), lse = dense_values(got.lse);
+  const DecodeProblem& p = c.problem;
+  const size_t per_out = size_t(p.q_len) * p.num_q_heads * p.head_dim, per_lse = size_t(p.num_q_heads) * p.q_len;
+  for (int b : a.nan_sequences) {
+    for (size_t i = b * per_out; i < (b + 1) * per_out; ++i) {
+      if (!std::isnan(out[i])) return "sequence " + std::to_string(b) + ": O is not NaN at element " + std::to_string(i);
+    }
+    for (size_t i = b * per_lse; i < (b + 1) * per_lse; ++i) {
+      if (!std::isnan(lse[i])) return "sequence " + std::to_string(b) + ": LSE is not NaN";
+    }
+  }
+  DecodeCase safe = c;
+  for (int b : a.nan_sequences) {
+    safe.seq_lens[size_t(b)] = 0;
+    for (int64_t j = 0; j < safe.max_pages; ++j) safe.block_table[size_t(b * safe.max_pages + j)] = 0;
+  }
+  const DecodeTensors ref_tensors = safe.host_tensors();
+  ref::Result exact = ref::decode(p, ref_tensors);
+  ref::Result low = ref::decode(p, ref_tensors, ref::Options{ref::Method::kLowPrecision});
+  keep_sequences(p, a.nan_sequences, &exact.out, &exact.lse);
+  keep_sequences(p, a.nan_sequences, &low.out, &low.lse);
+  keep_sequences(p, a.nan_sequences, &out, &lse);
+  const Comparison cmp = compare_with_reference(exact, low, out, lse);
+  return cmp.passed ? "" : "the other sequences do not match the reference: " + cmp.summary();
+}
+
+std::vector<DecodeAttack> decode_attacks(uint64_t seed) {
+  const Base base = random_base(seed);
+  const DecodeProblem& bp = base.spec.problem;
+  const int victim = int(seed % uint64_t(bp.batch));
+  const bool paged = bp.page_size > 0;
+  const KvFormat format = detail::resolve_kv_format(bp.kv_format, bp.dtype);
+  const detail::KvScales scales = detail::kv_format_traits(format).scales;
+  std::vector<DecodeAttack> attacks;
+  auto attack = [&](std::string what, Promise promise) -> DecodeAttack& {
+    DecodeAttack a;
+    a.name = what + " [seed " + std::to_string(seed) + ": " + base.name + "]";
+    a.spec = base.spec;
+    a.options = base.options;
+    a.promise = promise;
+    attacks.push_back(std::move(a));
+    return attacks.back();
+  };
+  auto named = [&](std::string what, std::string argument) -> DecodeAttack& {
+    DecodeAttack& a = attack(std::move(what), Promise::kNamedError);
+    a.argument = std::move(argument);
+    return a;
+  };
+  auto nan_in = [&](std::string what, std::function<void(DecodeCase&)> edit) -> DecodeAttack& {
+    DecodeAttack& a = attack(std::move(what), Promise::kNanIn);
+    a.edit_case = std::move(edit);
+    a.hide_host_copies = true;
+    a.nan_sequences = {victim};
+    return a;
+  };
+  const int b = victim;
+
+  // ---- device lengths: NaN in that sequence only ------------------------------------------------
+  for (const auto& [what, value] : std::vector<std::pair<std::string, int64_t>>{
+           {"length -1", -1}, {"length INT_MIN", INT_MIN}, {"length INT_MAX", INT_MAX}}) {
+    nan_in(what, [b, value = int32_t(value)](DecodeCase& c) { c.seq_lens[size_t(b)] = value; });
+  }
+  nan_in("length max_kv_len + 1", [b](DecodeCase& c) { c.seq_lens[size_t(b)] = c.problem.max_kv_len + 1; });
+  nan_in("length past the capacity", [b](DecodeCase& c) { c.seq_lens[size_t(b)] = int32_t(capacity_of(c) + 1); });
+  {
+    // The plan's bound below the data: the same cache planned for one key fewer than the victim's
+    // (every route's rule); the other sequences within the bound.
+    const int bound = bp.max_kv_len - 1;
+    DecodeAttack& a = nan_in("length in (max_kv_len, capacity]", [b, bound](DecodeCase& c) {
+      c.problem.max_kv_len = bound;
+      for (int32_t& len : c.seq_lens) len = std::min(len, bound);
+      c.seq_lens[size_t(b)] = bound + 1;
+    });
+    a.spec.seq_lens[size_t(b)] = bp.max_kv_len;
+    a.plan_max_kv_len = bound;
+  }
+
+  // ---- device page ids: NaN when inside the used pages, no effect past them --------------------
+  if (paged) {
+    const int used = (base.spec.seq_lens[size_t(b)] + bp.page_size - 1) / bp.page_size;
+    for (const auto& [what, value] : std::vector<std::pair<std::string, int64_t>>{
+             {"page id -1", -1}, {"page id past the pool", 1 << 30}, {"page id INT_MIN", INT_MIN}}) {
+      if (used == 0) break;
+      nan_in(what, [b, used, value = int32_t(value)](DecodeCase& c) {
+        c.block_table[size_t(b * c.max_pages + (used - 1))] = value;
+      });
+    }
+    const int max_pages = (bp.max_kv_len + bp.page_size - 1) / bp.page_size;
+    if (used < max_pages) {
+      DecodeAttack& a = attack("page id -1 past the sequence's pages", Promise::kMatchesReference);
+      a.hide_host_copies = true;
+      a.edit_case = [b, used](DecodeCase& c) { c.block_table[size_t(b * c.max_pages + used)] = -1; };
+    }
+    if (used > 0) {
+      DecodeAttack& a = named("host copy of a page id past the pool",
+                              "block_table[" + std::to_string(b) + "][" + std::to_string(used - 1) + "]");
+      a.edit_case = [b, used](DecodeCase& c) { c.block_table[size_t(b * c.max_pages + (used - 1))] = 1 << 30; };
+    }
+  }
+
+  // ---- keys_after (context shards): a negative count is invalid device data ---------------------
+  {
+    auto after = std::make_shared<std::vector<int32_t>>(size_t(bp.batch), 0);
+    (*after)[size_t(b)] = -7;
+    DecodeAttack& a = nan_in("keys_after -7", nullptr);
+    a.options.prefill_route = false;  // shards take the decode kernels
+    a.edit_tensors = [after](DecodeTensors& t) {
+      t.keys_after = TensorRef::contiguous(after->data(), DType::kI32, {int64_t(after->size())});
+    };
+  }
+
+  // ---- host copies that break the bound: a named error before anything runs ---------------------
+  named("host copy of a length past max_kv_len", "seq_lens[" + std::to_string(b) + "]").edit_case =
+      [b](DecodeCase& c) { c.seq_lens[size_t(b)] = c.problem.max_kv_len + 1; };
+  named("host copy of a negative length", "seq_lens[" + std::to_string(b) + "]").edit_case =
+      [b](DecodeCase& c) { c.seq_lens[size_t(b)] = -1; };
+
+  // ---- broadcast (stride 0) inputs: valid, read as the strides say (on the decode kernels: the
+  // TMA loads of the prefill route refuse a stride of 0 by name, tests/gpu/test_promises_gpu.cpp)
+  const size_t first_broadcast = attacks.size() + 0;
+  attack("q heads broadcast (q.stride[2] = 0)", Promise::kMatchesReference).edit_case = [](DecodeCase& c) {
+    c.q_ref.stride[2] = 0;
+  };
+  attack("q queries broadcast (q.stride[1] = 0)", Promise::kMatchesReference).edit_case = [](DecodeCase& c) {
+    c.q_ref.stride[1] = 0;
+  };
+  attack("KV heads broadcast (k/v.stride[2] = 0)", Promise::kMatchesReference).edit_case = [](DecodeCase& c) {
+    c.k_ref.stride[2] = c.v_ref.stride[2] = 0;
+  };
+  {
+    DecodeAttack& a = attack("KV tokens broadcast (k/v.stride[1] = 0)", Promise::kMatchesReference);
+    a.spec.poison_unused = false;  // every slot of a slab then holds its first token
+    a.edit_case = [](DecodeCase& c) { c.k_ref.stride[1] = c.v_ref.stride[1] = 0; };
+  }
+  {
+    DecodeAttack& a = attack("KV slabs broadcast (k/v.stride[0] = 0)", Promise::kMatchesReference);
+    a.spec.poison_unused = false;
+    a.edit_case = [](DecodeCase& c) { c.k_ref.stride[0] = c.v_ref.stride[0] = 0; };
+  }
+  if (scales == detail::KvScales::kPerHead) {
+    attack("FP8 scales broadcast (k/v_scales.stride[0] = 0)", Promise::kMatchesReference).edit_case =
+        [](DecodeCase& c) { c.k_scales_ref.stride[0] = c.v_scales_ref.stride[0] = 0; };
+    attack("FP8 scales a column of [Hkv, 2] (stride 2)", Promise::kMatchesReference).edit_case = [](DecodeCase& c) {
+      const int64_t hkv = c.problem.num_kv_heads;
+      for (ElementBuffer* s : {&c.k_scales, &c.v_scales}) {
+        ElementBuffer wide(DType::kF32, size_t(2 * hkv));
+        for (int64_t h = 0; h < hkv; ++h) {
+          static_cast<float*>(wide.data())[2 * h] = static_cast<const float*>(s->data())[h];
+          static_cast<float*>(wide.data())[2 * h + 1] = 1e30f;  // wrecks the output if read
+        }
+        *s = std::move(wide);
+      }
+      c.k_scales_ref.stride[0] = c.v_scales_ref.stride[0] = 2;
+    };
+  } else if (scales == detail::KvScales::kPerTokenPair) {
+    attack("per-token scale pairs of one head for all (k/v_scales.stride[1] = 0)", Promise::kMatchesReference)
+        .edit_case = [](DecodeCase& c) { c.k_scales_ref.stride[1] = c.v_scales_ref.stride[1] = 0; };
+  }
+
+  for (size_t i = first_broadcast; i < attacks.size(); ++i) attacks[i].options.prefill_route = false;
+
+  // ---- strides the kernels cannot take, and outputs that overlap: named errors --------------------
+  named("odd q row stride", "q.stride[1]").edit_case = [](DecodeCase& c) { c.q_ref.stride[1] += 1; };
+  named("negative k token stride", "k.stride[1]").edit_case = [](DecodeCase& c) { c.k_ref.stride[1] = -c.k_ref.stride[1]; };
+  if (format == KvFormat::kNative) {
+    named("k head stride of 4 elements (rows not 16-byte aligned)", "k.stride[2]").edit_case = [](DecodeCase& c) {
+      c.k_ref.stride[2] = 4;
+    };
+  }
+  if (bp.num_q_heads > 1) {
+    named("out heads on one row (out.stride[2] = 0)", "out.stride[2]").edit_tensors = [](DecodeTensors& t) {
+      t.out.stride[2] = 0;
+    };
+  }
+  named("lse sequences on one row (lse.stride[0] = 0)", "lse.stride[0]").edit_tensors = [](DecodeTensors& t) {
+    t.lse.stride[0] = 0;
+  };
+  named("out not contiguous in the head dim", "out.stride[3]").edit_tensors = [](DecodeTensors& t) {
+    t.out.stride[3] = 2;
+  };
+  named("missing seq_lens", "seq_lens.data").edit_tensors = [](DecodeTensors& t) { t.seq_lens.data = nullptr; };
+  named("misaligned k", "k.data").edit_tensors = [](DecodeTensors& t) {
+    t.k.data = static_cast<char*>(t.k.data) + 1;
+  };
+
+  // ---- options that cannot take effect or contradict each other ----------------------------------
+  auto option = [&](std::string what, std::string argument, void (*edit)(PlanOptions&)) {
+    DecodeAttack& a = named(std::move(what), std::move(argument));
+    a.options = PlanOptions{};
+    edit(a.options);
+  };
+  option("cluster and fused merges together", "options.fused_combine", [](PlanOptions& o) {
+    o.cluster_combine = o.fused_combine = true;
+  });
+  option("L2 prefetch of more keys than max_kv_len", "options.l2_prefetch_keys",
+         [](PlanOptions& o) { o.l2_prefetch_keys = (1 << 30) + 1; });
+  option("L2 prefetch of -2 keys", "options.l2_prefetch_keys", [](PlanOptions& o) { o.l2_prefetch_keys = -2; });
+  option("split_tokens not a multiple of the KV block", "options.split_tokens",
+         [](PlanOptions& o) { o.split_tokens = 100; });
+  option("negative num_splits", "options.num_splits", [](PlanOptions& o) { o.num_splits = -1; });
+  option("num_splits above max_splits", "options.num_splits", [](PlanOptions& o) {
+    o.num_splits = 5;
+    o.max_splits = 2;
+  });
+  option("atomic merge in batch-invariant mode", "options.atomic_combine", [](PlanOptions& o) {
+    o.atomic_combine = true;
+    o.split_tokens = 1024;
+  });
+  option("a prefill strategy for decode", "options.strategy", [](PlanOptions& o) { o.strategy = Strategy::kTwoPass; });
+  option("an unknown family", "options.family", [](PlanOptions& o) { o.family = "no_such_family"; });
+
+  // ---- problems the API does not take ------------------------------------------------------------
+  named("q_len 17", "q_len").spec.problem.q_len = 17;
+  named("head dim 96", "head_dim").spec.problem.head_dim = 96;
+  named("max_kv_len past 2^30", "max_kv_len").spec.problem.max_kv_len = (1 << 30) + 1;
+  named("page size 8", "page_size").spec.problem.page_size = 8;
+  named("NaN softmax scale", "softmax_scale").spec.problem.softmax_scale = std::nanf("");
+
+  // ---- plans edited after planning ---------------------------------------------------------------
+  named("plan edited: block_m = 0", "plan").edit_plan = [](Plan& p) { p.block_m = 0; };
+  named("plan edited: num_splits = 0", "plan").edit_plan = [](Plan& p) { p.num_splits = 0; };
+  named("plan edited: another batch", "plan").edit_plan = [](Plan& p) { p.decode.batch += 1; };
+  named("plan edited: another workspace size", "plan").edit_plan = [](Plan& p) { p.workspace_bytes += 16; };
+
+  // ---- device descriptions -----------------------------------------------------------------------
+  named("device with 0 SMs", "device.sm_count").device.sm_count = 0;
+  named("device with -4 SMs", "device.sm_count").device.sm_count = -4;
+  named("device of compute capability 0.0", "device.cc_major").device.cc_major = 0;
+  named("device of compute capability 7.0 (no kernels)", "device").device.cc_major = 7;
+
+  // ---- workspaces (a plan with splits) -----------------------------------------------------------
+  {
+    auto split = [&](std::string what, std::string argument) -> DecodeAttack& {
+      DecodeAttack& a = named(std::move(what), std::move(argument));
+      a.options = PlanOptions{};
+      a.options.num_splits = 3;
+      a.spec.problem.max_kv_len = std::max(bp.max_kv_len, 512);
+      for (int& len : a.spec.seq_lens) len = std::min(len, a.spec.problem.max_kv_len);
+      return a;
+    };
+    split("workspace one byte short", "workspace_bytes").workspace_delta = -1;
+    split("no workspace", "workspace").workspace_null = true;
+    split("workspace misaligned by 8 bytes", "workspace").workspace_offset = 8;
+  }
+  return attacks;
+}
+
+}  // namespace splitkv::testing::hostile

@@ -1,0 +1,71 @@
+// The adversarial suite's generator: hostile decode calls of every class, each with the promise the
+// API makes for it (docs/CONTRACTS.md), and the judge of what a run did with one. The host part
+// (tests/cpu/test_adversarial.cpp, CI) runs them through validation and the CPU backend; the GPU
+// part (tests/gpu/test_adversarial_gpu.cpp, under compute-sanitizer memcheck in
+// scripts/gpu_check.sh) through the kernels, with guard bytes around every output.
+//
+// Classes: device lengths (negative, past max_kv_len, past the capacity, INT_MAX), page ids
+// (negative, past the pool, INT_MIN; in and past the used pages), keys_after, host copies that
+// disagree with the bound, broadcast (stride 0) and odd strides of every tensor argument, outputs
+// whose elements overlap, option combinations, plans edited after planning, device descriptions,
+// workspaces (missing, small, misaligned). Each comes from a random base case (format, page size,
+// heads, queries, lengths, split options), so more seeds hunt further.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "splitkv/splitkv.hpp"
+#include "testing/decode_case.hpp"
+
+namespace splitkv::testing::hostile {
+
+enum class Promise {
+  kNamedError,        // planning or the call returns an error naming `argument`; nothing runs
+  kNanIn,             // the call succeeds; O and LSE of `nan_sequences` are NaN, the rest match the reference
+  kMatchesReference,  // the call succeeds and matches the fp64 reference over the same tensors
+};
+
+struct DecodeAttack {
+  std::string name;  // class and what was broken, with the base case
+  DecodeCaseSpec spec;
+  PlanOptions options;
+  DeviceInfo device = DeviceInfo::h200();
+  // Layout edits of the case itself (refs, host data, lengths): the reference reads them too.
+  std::function<void(DecodeCase&)> edit_case;
+  // Edits of the plan after planning, and of the tensors handed to the call only.
+  std::function<void(Plan&)> edit_plan;
+  std::function<void(DecodeTensors&)> edit_tensors;
+  // Workspace handed to the call: its size relative to plan.workspace_bytes, and an offset that
+  // misaligns it.
+  // >= 0: plan for this max_kv_len instead of the case's (a bound below the data).
+  int plan_max_kv_len = -1;
+  int64_t workspace_delta = 0;
+  bool workspace_null = false;
+  int workspace_offset = 0;
+  bool hide_host_copies = false;  // lengths and page ids as device data only
+  Promise promise = Promise::kMatchesReference;
+  std::string argument;            // kNamedError
+  std::vector<int> nan_sequences;  // kNanIn
+};
+
+// The attacks of one seed (tens of calls, every class, over one random base case and its
+// variants). Deterministic in the seed.
+std::vector<DecodeAttack> decode_attacks(uint64_t seed);
+
+// What a run must leave: `planned` (plan_decode's status), `ran` (the call's, when planned ok), and
+// the case with the run's outputs in c.out / c.lse. Empty when the promise was kept, else why not.
+std::string judge(const DecodeAttack& attack, const Status& planned, const Status& ran, DecodeCase& c);
+
+// The case's tensors as the attack hands them to the call (edit_case applied to c beforehand).
+DecodeTensors attack_tensors(const DecodeAttack& attack, DecodeCase& c);
+
+// The problem the attack plans (its spec's, with plan_max_kv_len applied).
+DecodeProblem planned_problem(const DecodeAttack& attack);
+
+// Builds the attack's case (make_decode_case, then edit_case) with NaN outputs.
+DecodeCase attack_case(const DecodeAttack& attack);
+
+}  // namespace splitkv::testing::hostile

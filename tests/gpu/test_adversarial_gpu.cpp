@@ -1,0 +1,121 @@
+// The adversarial suite on the GPU (src/testing/hostile.hpp): the host part's hostile decode calls
+// through the kernels, outputs inside guard bytes, each checked against its promise; run under
+// compute-sanitizer memcheck by scripts/gpu_check.sh (zero errors is part of the promise).
+// SPLITKV_HOSTILE_SEEDS=N widens the hunt (default 12).
+#include <cuda_runtime_api.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "gpu_test_util.hpp"
+#include "testing/hostile.hpp"
+
+namespace splitkv {
+namespace {
+
+using testing::DeviceBuffer;
+using testing::hostile::DecodeAttack;
+
+int seeds() {
+  const char* env = std::getenv("SPLITKV_HOSTILE_SEEDS");
+  return env != nullptr && std::atoi(env) > 0 ? std::atoi(env) : 12;
+}
+
+// Device memory with kGuard bytes of a pattern before and after the part handed to the call.
+struct GuardedDevice {
+  static constexpr size_t kGuard = 4096;
+  static constexpr int kPattern = 0xa5;
+  size_t payload;
+  DeviceBuffer buffer;
+  GuardedDevice(const void* init, size_t bytes) : payload(bytes), buffer(bytes + 2 * kGuard) {
+    buffer.fill_bytes(kPattern);
+    testing::check_cuda(cudaMemcpy(get(), init, bytes, cudaMemcpyHostToDevice), "upload");
+  }
+  void* get() const { return static_cast<char*>(buffer.get()) + kGuard; }
+  void copy_to(void* host) const {
+    testing::check_cuda(cudaMemcpy(host, get(), payload, cudaMemcpyDeviceToHost), "download");
+  }
+  bool intact() const {
+    std::vector<unsigned char> all(payload + 2 * kGuard);
+    buffer.download(all.data(), all.size());
+    for (size_t i = 0; i < kGuard; ++i) {
+      if (all[i] != kPattern || all[kGuard + payload + i] != kPattern) return false;
+    }
+    return true;
+  }
+};
+
+std::string run_on_gpu(const DecodeAttack& a, bool* skipped) {
+  Plan plan;
+  const Status planned = plan_decode(testing::hostile::planned_problem(a), a.device, a.options, &plan);
+  testing::DecodeCase c;
+  if (!planned.ok()) return testing::hostile::judge(a, planned, Status::success(), c);
+  if (!gpu_test::plan_compiled(plan)) {
+    *skipped = true;
+    return "";
+  }
+  if (a.edit_plan) a.edit_plan(plan);
+  c = testing::hostile::attack_case(a);
+  testing::DeviceDecodeCase dev(c);
+  DecodeTensors t = testing::hostile::attack_tensors(a, c);
+  // The device copies under the attack's layout (edit_tensors may have moved a pointer: keep its offset).
+  auto rebase = [](const TensorRef& host_view, const void* host_base, void* device_base, TensorRef* into) {
+    const ptrdiff_t offset = static_cast<const char*>(host_view.data) - static_cast<const char*>(host_base);
+    *into = host_view;
+    if (host_view.data != nullptr) into->data = static_cast<char*>(device_base) + offset;
+  };
+  const DecodeTensors host = c.host_tensors();
+  rebase(t.q, host.q.data, dev.q.get(), &t.q);
+  rebase(t.k, host.k.data, dev.k.get(), &t.k);
+  rebase(t.v, host.v.data, dev.v.get(), &t.v);
+  rebase(t.seq_lens, host.seq_lens.data, dev.seq_lens.get(), &t.seq_lens);
+  if (!t.block_table.empty()) rebase(t.block_table, host.block_table.data, dev.block_table.get(), &t.block_table);
+  if (!t.k_scales.empty()) {
+    rebase(t.k_scales, host.k_scales.data, dev.k_scales.get(), &t.k_scales);
+    rebase(t.v_scales, host.v_scales.data, dev.v_scales.get(), &t.v_scales);
+  }
+  DeviceBuffer keys_after;
+  if (!t.keys_after.empty()) {
+    keys_after = DeviceBuffer(size_t(c.problem.batch) * sizeof(int32_t));
+    keys_after.upload(t.keys_after.data, keys_after.bytes());
+    t.keys_after.data = keys_after.get();
+  }
+  GuardedDevice out(c.out.data(), c.out.size() * sizeof(uint16_t)), lse(c.lse.data(), c.lse.size() * sizeof(float));
+  rebase(t.out, host.out.data, out.get(), &t.out);
+  rebase(t.lse, host.lse.data, lse.get(), &t.lse);
+  DeviceBuffer workspace = gpu_test::poisoned_workspace(plan.workspace_bytes + 64);
+  void* ws = a.workspace_null ? nullptr : static_cast<char*>(workspace.get()) + a.workspace_offset;
+  const size_t ws_bytes = size_t(int64_t(plan.workspace_bytes) + a.workspace_delta);
+  Status ran = prepare_workspace(plan, ws, ws_bytes, nullptr);
+  if (ran.ok()) ran = run_decode(plan, t, ws, ws_bytes, nullptr);
+  const cudaError_t synced = cudaDeviceSynchronize();
+  if (synced != cudaSuccess) return std::string("CUDA error after the call: ") + cudaGetErrorString(synced);
+  if (!out.intact()) return "wrote outside out";
+  if (!lse.intact()) return "wrote outside lse";
+  out.copy_to(c.out.data());
+  lse.copy_to(c.lse.data());
+  return testing::hostile::judge(a, planned, ran, c);
+}
+
+TEST(AdversarialGpu, EveryPromiseHoldsOnTheGpu) {
+  SPLITKV_REQUIRE_GPU(DType::kBF16, 128);
+  int attacks = 0, broken = 0, skipped = 0;
+  for (int seed = 1; seed <= seeds(); ++seed) {
+    for (const DecodeAttack& a : testing::hostile::decode_attacks(uint64_t(seed))) {
+      bool skip = false;
+      const std::string why = run_on_gpu(a, &skip);
+      ++attacks;
+      skipped += skip;
+      if (!why.empty()) {
+        ++broken;
+        ADD_FAILURE() << a.name << ": " << why;
+      }
+    }
+  }
+  std::printf("adversarial (GPU): %d attacks, %d skipped (not compiled), %d broken promises\n", attacks, skipped,
+              broken);
+}
+
+}  // namespace
+}  // namespace splitkv

@@ -1,0 +1,353 @@
+// The API's promises under hostile input on the GPU (docs/CONTRACTS.md), one test per broken
+// promise found in review: FP8 scales with a stride, lengths past max_kv_len on every route, a bad
+// device cu_seqlens_q beside KV splits (nothing written outside the output: guard bytes), an
+// empty caller partial holding NaN, concurrent launches of one kernel with different shared-memory
+// sizes, strides the TMA loads cannot take. Run under compute-sanitizer memcheck by
+// scripts/gpu_check.sh; each skips without a GPU.
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include "cpu/cpu_backend.hpp"
+#include "gpu_test_util.hpp"
+#include "testing/decode_check.hpp"
+#include "testing/prefill_case.hpp"
+#include "testing/random_fill.hpp"
+
+namespace splitkv {
+namespace {
+
+using testing::DeviceBuffer;
+using testing::DeviceDecodeCase;
+using testing::DecodeSpecBuilder;
+
+bool is_nan_16(uint16_t bits) { return (bits & 0x7f80) == 0x7f80 && (bits & 0x7f) != 0; }
+
+// A device allocation with kGuard bytes of a known pattern before and after the part a test hands
+// to the API: a write outside that part changes a guard byte.
+class Guarded {
+ public:
+  static constexpr size_t kGuard = 4096;
+  static constexpr int kPattern = 0x5a;
+  explicit Guarded(size_t bytes) : bytes_(bytes), buffer_(bytes + 2 * kGuard) { buffer_.fill_bytes(kPattern); }
+  void* get() const { return static_cast<char*>(buffer_.get()) + kGuard; }
+  void upload(const void* host, size_t bytes) {
+    testing::check_cuda(cudaMemcpy(get(), host, bytes, cudaMemcpyHostToDevice), "upload");
+  }
+  void download(void* host, size_t bytes) const {
+    testing::check_cuda(cudaMemcpy(host, get(), bytes, cudaMemcpyDeviceToHost), "download");
+  }
+  bool guards_intact() const {
+    std::vector<unsigned char> all(bytes_ + 2 * kGuard);
+    buffer_.download(all.data(), all.size());
+    for (size_t i = 0; i < kGuard; ++i) {
+      if (all[i] != kPattern || all[kGuard + bytes_ + i] != kPattern) return false;
+    }
+    return true;
+  }
+
+ private:
+  size_t bytes_;
+  DeviceBuffer buffer_;
+};
+
+// Item 1: FP8's per-head scales are read through their stride: one scale broadcast to every head
+// (stride 0) and a column of a [Hkv, 2] tensor both match the fp64 reference over the same tensors.
+TEST(PromisesGpu, Fp8ScalesHonourTheirStride) {
+  SPLITKV_REQUIRE_GPU(DType::kBF16, 128);
+  for (int stride : {0, 2}) {
+    for (int q_len : {1, 4}) {
+      testing::DecodeCase c = testing::make_decode_case(
+          DecodeSpecBuilder(2, 32, 8, 1500).format(KvFormat::kFP8E4M3).queries(q_len, true).paged(16).spec);
+      // The scales as the test lays them out: head h's at element h * stride (column 0 of [Hkv, 2]
+      // holds the real ones, column 1 a value that would wreck the output if read).
+      const int hkv = c.problem.num_kv_heads;
+      std::vector<float> k_host(size_t(2 * hkv), 1e30f), v_host(size_t(2 * hkv), 1e30f);
+      const float* k_real = static_cast<const float*>(c.host_tensors().k_scales.data);
+      const float* v_real = static_cast<const float*>(c.host_tensors().v_scales.data);
+      for (int h = 0; h < hkv; ++h) {
+        k_host[size_t(h) * 2] = stride == 0 ? k_real[0] : k_real[h];
+        v_host[size_t(h) * 2] = stride == 0 ? v_real[0] : v_real[h];
+      }
+      for (auto [buffer, ref, host] : {std::tuple{&c.k_scales, &c.k_scales_ref, &k_host},
+                                       std::tuple{&c.v_scales, &c.v_scales_ref, &v_host}}) {
+        *buffer = testing::ElementBuffer(DType::kF32, host->size());
+        std::memcpy(buffer->data(), host->data(), host->size() * sizeof(float));
+        ref->stride[0] = stride;  // the reference and the kernel read the same layout
+      }
+      Plan plan;
+      ASSERT_TRUE(plan_decode(c.problem, gpu_test::device(), {}, &plan).ok());
+      SPLITKV_REQUIRE_PLAN_COMPILED(plan);
+      DeviceDecodeCase dev(c);
+      DeviceBuffer workspace(plan.workspace_bytes);
+      ASSERT_TRUE(run_decode(plan, dev.tensors, workspace.get(), workspace.bytes(), nullptr).ok());
+      dev.download_outputs(c);
+      const testing::Comparison cmp = testing::check_decode(c);
+      EXPECT_TRUE(cmp.passed) << "scale stride " << stride << " q_len " << q_len << ": " << cmp.summary();
+    }
+  }
+}
+
+// Item 2: on every route a device length in (max_kv_len, capacity] gives NaN in that sequence
+// only; the other sequence's bits are those of a run where every length is within the bound.
+TEST(PromisesGpu, LengthsPastMaxKvLenGiveNanOnEveryRoute) {
+  SPLITKV_REQUIRE_GPU(DType::kBF16, 128);
+  struct Route {
+    std::string name;
+    DecodeSpecBuilder spec;
+    PlanOptions options;
+  };
+  std::vector<Route> routes;
+  auto add = [&](std::string name, DecodeSpecBuilder b, auto edit) {
+    PlanOptions o;
+    edit(o);
+    routes.push_back({std::move(name), std::move(b), o});
+  };
+  const auto none = [](PlanOptions&) {};
+  add("decode", DecodeSpecBuilder(3, 32, 8, 2000).paged(16), none);
+  add("split_tokens", DecodeSpecBuilder(3, 32, 8, 2000).paged(16), [](PlanOptions& o) { o.split_tokens = 256; });
+  add("contiguous_splits", DecodeSpecBuilder(3, 32, 8, 2000), [](PlanOptions& o) { o.num_splits = 5; });
+  add("fused_combine", DecodeSpecBuilder(3, 32, 8, 2000).paged(16), [](PlanOptions& o) {
+    o.num_splits = 4;
+    o.fused_combine = true;
+  });
+  add("cluster_combine", DecodeSpecBuilder(3, 32, 8, 2000).paged(16), [](PlanOptions& o) {
+    o.num_splits = 4;
+    o.cluster_combine = true;
+  });
+  add("int8", DecodeSpecBuilder(3, 32, 8, 2000).paged(16).format(KvFormat::kInt8), none);
+  add("int4_q4", DecodeSpecBuilder(3, 32, 8, 2000).paged(16).format(KvFormat::kInt4).queries(4, true), none);
+  add("speculative_32_rows", DecodeSpecBuilder(3, 28, 4, 2000).paged(16).queries(8, true),
+      [](PlanOptions& o) { o.prefill_route = false; });
+  add("prefill_route", DecodeSpecBuilder(3, 28, 4, 2000).paged(16).queries(8, true),
+      [](PlanOptions& o) { o.family = "prefill_sm90_gqa64"; });
+  add("chunked_prefill_mma", DecodeSpecBuilder(3, 8, 8, 2000).paged(16).queries(8, true),
+      [](PlanOptions& o) { o.family = "prefill_mma"; });
+  add("quantized_prefill_route", DecodeSpecBuilder(3, 8, 8, 2000).paged(16).queries(8, true).format(KvFormat::kFP8E4M3),
+      [](PlanOptions& o) { o.family = "prefill_mma"; });
+  for (Route& r : routes) {
+    SCOPED_TRACE(r.name);
+    r.spec.lens({2000, 900, 1500});
+    testing::DecodeCase hostile = testing::make_decode_case(r.spec.spec);
+    hostile.problem.max_kv_len = 1024;  // sequences 0 and 2 break the plan's bound
+    testing::DecodeCase clean = hostile;
+    clean.seq_lens = {1024, 900, 1024};
+    Plan plan;
+    const Status planned = plan_decode(hostile.problem, gpu_test::device(), r.options, &plan);
+    if (!planned.ok()) {
+      ADD_FAILURE() << planned.message();
+      continue;
+    }
+    if (!gpu_test::plan_compiled(plan)) continue;
+    for (testing::DecodeCase* c : {&hostile, &clean}) {
+      testing::poison_outputs(*c);
+      DeviceDecodeCase dev(*c);
+      dev.tensors.seq_lens_host = nullptr;  // device data the host does not see
+      dev.tensors.block_table_host = nullptr;
+      DeviceBuffer workspace = gpu_test::poisoned_workspace(plan.workspace_bytes);
+      ASSERT_TRUE(prepare_workspace(plan, workspace.get(), workspace.bytes(), nullptr).ok());
+      const Status s = run_decode(plan, dev.tensors, workspace.get(), workspace.bytes(), nullptr);
+      ASSERT_TRUE(s.ok()) << s.message();
+      dev.download_outputs(*c);
+    }
+    const testing::Comparison cmp = testing::check_decode(clean);
+    EXPECT_TRUE(cmp.passed) << cmp.summary();
+    for (int b : {0, 2}) {
+      for (uint16_t bits : testing::sequence_output_bits(hostile, b)) ASSERT_TRUE(is_nan_16(bits)) << "sequence " << b;
+      for (int h = 0; h < hostile.problem.num_q_heads; ++h) {
+        EXPECT_TRUE(std::isnan(hostile.lse[size_t(b * hostile.problem.num_q_heads + h) * hostile.problem.q_len]));
+      }
+    }
+    EXPECT_EQ(testing::sequence_output_bits(hostile, 1), testing::sequence_output_bits(clean, 1));
+  }
+}
+
+// Item 3: varlen chunked prefill split over the keys (the planner's choice for short chunks over
+// long caches) with a device cu_seqlens_q far outside the tensor: that sequence's rows (clamped
+// into the tensor) are NaN, the others match the reference, nothing is written outside out / lse.
+TEST(PromisesGpu, BadCuSeqlensQBesideSplitsWritesNothingOutside) {
+  SPLITKV_REQUIRE_GPU(DType::kBF16, 128);
+  testing::PrefillCaseSpec spec;
+  PrefillProblem& p = spec.problem;
+  p.batch = 3;
+  p.num_q_heads = 4;
+  p.num_kv_heads = 2;
+  p.head_dim = 128;
+  p.varlen = true;
+  p.causal = true;
+  p.max_q_len = 40;
+  p.max_kv_len = 20000;
+  spec.q_lens = {40, 16, 30};
+  spec.kv_lens = {20000, 12000, 16000};
+  for (const std::vector<int32_t>& bad_cu : {std::vector<int32_t>{0, 40, 1 << 28, 86},
+                                             std::vector<int32_t>{0, 40, -(1 << 28), 86},
+                                             std::vector<int32_t>{0, 40, 80, 56}}) {
+    testing::PrefillCase c = testing::make_prefill_case(spec);
+    Plan plan;
+    ASSERT_TRUE(plan_prefill(c.problem, gpu_test::device(), {}, &plan).ok());
+    ASSERT_GT(plan.num_splits, 1) << plan.note;
+    testing::DevicePrefillCase dev(c);
+    const size_t out_bytes = c.out.size() * 2, lse_bytes = c.lse.size() * 4;
+    Guarded out(out_bytes), lse(lse_bytes);
+    out.upload(c.out.data(), out_bytes);
+    lse.upload(c.lse.data(), lse_bytes);
+    dev.tensors.out.data = out.get();
+    dev.tensors.lse.data = lse.get();
+    dev.tensors.cu_seqlens_q_host = nullptr;
+    dev.cu_seqlens_q.upload(bad_cu.data(), bad_cu.size() * sizeof(int32_t));
+    DeviceBuffer workspace = gpu_test::poisoned_workspace(plan.workspace_bytes);
+    ASSERT_TRUE(run_prefill(plan, dev.tensors, workspace.get(), workspace.bytes(), nullptr).ok());
+    testing::check_cuda(cudaDeviceSynchronize(), "prefill");
+    EXPECT_TRUE(out.guards_intact()) << "a write outside out, cu_seqlens_q[2] = " << bad_cu[2];
+    EXPECT_TRUE(lse.guards_intact()) << "a write outside lse, cu_seqlens_q[2] = " << bad_cu[2];
+    out.download(c.out.data(), out_bytes);
+    // Sequence 0 (tokens 0..39) is untouched by the bad offsets and matches the reference.
+    const std::vector<double> got = testing::dense_values(c.host_tensors().out);
+    for (size_t t = 0; t < 40; ++t) ASSERT_FALSE(std::isnan(got[t * 4 * 128])) << "token " << t;
+  }
+}
+
+// Item 5: a fused-merge plan runs in a workspace prepared for it; after another plan's call in that
+// workspace (which overwrites its counters' memory) it is refused until prepared again.
+TEST(PromisesGpu, FusedMergeNeedsItsOwnPreparedWorkspace) {
+  SPLITKV_REQUIRE_GPU(DType::kBF16, 128);
+  testing::DecodeCase c = testing::make_decode_case(DecodeSpecBuilder(2, 32, 8, 3000).paged(16).spec);
+  PlanOptions o;
+  o.num_splits = 4;
+  Plan plain;
+  ASSERT_TRUE(plan_decode(c.problem, gpu_test::device(), o, &plain).ok());
+  o.fused_combine = true;
+  Plan fused;
+  ASSERT_TRUE(plan_decode(c.problem, gpu_test::device(), o, &fused).ok());
+  SPLITKV_REQUIRE_PLAN_COMPILED(fused);
+  DeviceDecodeCase dev(c);
+  DeviceBuffer workspace = gpu_test::poisoned_workspace(std::max(plain.workspace_bytes, fused.workspace_bytes));
+  EXPECT_EQ(run_decode(fused, dev.tensors, workspace.get(), workspace.bytes(), nullptr).argument(), "workspace");
+  ASSERT_TRUE(prepare_workspace(fused, workspace.get(), workspace.bytes(), nullptr).ok());
+  ASSERT_TRUE(run_decode(fused, dev.tensors, workspace.get(), workspace.bytes(), nullptr).ok());
+  ASSERT_TRUE(run_decode(fused, dev.tensors, workspace.get(), workspace.bytes(), nullptr).ok());
+  ASSERT_TRUE(run_decode(plain, dev.tensors, workspace.get(), workspace.bytes(), nullptr).ok());
+  EXPECT_EQ(run_decode(fused, dev.tensors, workspace.get(), workspace.bytes(), nullptr).argument(), "workspace");
+  ASSERT_TRUE(prepare_workspace(fused, workspace.get(), workspace.bytes(), nullptr).ok());
+  testing::poison_outputs(c);
+  dev.upload_outputs(c);
+  ASSERT_TRUE(run_decode(fused, dev.tensors, workspace.get(), workspace.bytes(), nullptr).ok());
+  dev.download_outputs(c);
+  const testing::Comparison cmp = testing::check_decode(c);
+  EXPECT_TRUE(cmp.passed) << cmp.summary();
+}
+
+// Item 6: one kernel launched from two host threads with different shared-memory sizes (plans
+// with and without even placement) never fails spuriously, and a graph captured with the larger
+// size replays after eager calls with the smaller one.
+TEST(PromisesGpu, ConcurrentLaunchesWithDifferentSharedMemorySizes) {
+  SPLITKV_REQUIRE_GPU(DType::kBF16, 128);
+  testing::DecodeCase c = testing::make_decode_case(DecodeSpecBuilder(4, 32, 8, 4096).paged(16).spec);
+  Plan plans[2];
+  PlanOptions o;
+  ASSERT_TRUE(plan_decode(c.problem, gpu_test::device(), o, &plans[0]).ok());
+  o.even_placement = false;
+  ASSERT_TRUE(plan_decode(c.problem, gpu_test::device(), o, &plans[1]).ok());
+  if (plans[0].launch_smem_bytes == 0) GTEST_SKIP() << "no even-placement size on this device: " << plans[0].note;
+  SPLITKV_REQUIRE_PLAN_COMPILED(plans[0]);
+  std::vector<std::thread> threads;
+  int failures[2] = {0, 0};
+  for (int i = 0; i < 2; ++i) {
+    threads.emplace_back([&, i] {
+      testing::DecodeCase mine = c;
+      DeviceDecodeCase dev(mine);
+      DeviceBuffer workspace(plans[i].workspace_bytes);
+      cudaStream_t stream;
+      cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+      for (int call = 0; call < 200; ++call) {
+        if (!run_decode(plans[i], dev.tensors, workspace.get(), workspace.bytes(), stream).ok()) ++failures[i];
+      }
+      if (cudaStreamSynchronize(stream) != cudaSuccess) ++failures[i];
+      cudaStreamDestroy(stream);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(failures[0] + failures[1], 0);
+  // Captured with the larger size, replayed after an eager call with the smaller one.
+  DeviceDecodeCase dev(c);
+  DeviceBuffer ws0(plans[0].workspace_bytes), ws1(plans[1].workspace_bytes);
+  cudaStream_t stream;
+  cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+  cudaGraph_t graph;
+  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+  const Status captured = run_decode(plans[0], dev.tensors, ws0.get(), ws0.bytes(), stream);
+  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+  ASSERT_TRUE(captured.ok()) << captured.message();
+  cudaGraphExec_t exec;
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  ASSERT_TRUE(run_decode(plans[1], dev.tensors, ws1.get(), ws1.bytes(), stream).ok());
+  testing::poison_outputs(c);
+  dev.upload_outputs(c);
+  ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  dev.download_outputs(c);
+  const testing::Comparison cmp = testing::check_decode(c);
+  EXPECT_TRUE(cmp.passed) << cmp.summary();
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
+}
+
+// Item 8: strides the TMA loads cannot take (K heads broadcast from one, stride 0) are refused by
+// name for the sm_90a families and served by the mma.sync family; the strides of extent-1
+// dimensions (a batch of one) are anything and still load by TMA.
+TEST(PromisesGpu, StridesTmaCannotTakeAreRefusedByName) {
+  SPLITKV_REQUIRE_GPU(DType::kBF16, 128);
+  if (gpu_test::device().cc_major != 9) GTEST_SKIP() << "the TMA families need sm_90";
+  testing::PrefillCaseSpec spec;
+  PrefillProblem& p = spec.problem;
+  p.batch = 1;
+  p.num_q_heads = 4;
+  p.num_kv_heads = 2;
+  p.head_dim = 128;
+  p.max_q_len = 300;
+  p.max_kv_len = 500;
+  p.causal = true;
+  testing::PrefillCase c = testing::make_prefill_case(spec);
+  for (TensorRef* t : {&c.q_ref, &c.k_ref, &c.v_ref, &c.out_ref}) t->stride[0] = 0;  // one sequence: any stride
+  Plan sm90;
+  PlanOptions o;
+  o.family = "prefill_sm90";
+  ASSERT_TRUE(plan_prefill(c.problem, gpu_test::device(), o, &sm90).ok());
+  SPLITKV_REQUIRE_PLAN_COMPILED(sm90);
+  {
+    testing::DevicePrefillCase dev(c);
+    DeviceBuffer workspace(sm90.workspace_bytes);
+    const Status s = run_prefill(sm90, dev.tensors, workspace.get(), workspace.bytes(), nullptr);
+    ASSERT_TRUE(s.ok()) << s.message();
+    dev.download_outputs(c);
+    const testing::Comparison cmp = testing::check_prefill(c);
+    EXPECT_TRUE(cmp.passed) << "batch stride 0 on one sequence: " << cmp.summary();
+  }
+  c.k_ref.stride[2] = 0;  // both KV heads read the same rows
+  c.v_ref.stride[2] = 0;
+  testing::DevicePrefillCase dev(c);
+  DeviceBuffer workspace(sm90.workspace_bytes);
+  const Status refused = run_prefill(sm90, dev.tensors, workspace.get(), workspace.bytes(), nullptr);
+  EXPECT_EQ(refused.code(), StatusCode::kUnsupported) << refused.message();
+  EXPECT_EQ(refused.argument(), "k.stride[2]") << refused.message();
+  Plan mma;
+  o.family = "prefill_mma";
+  ASSERT_TRUE(plan_prefill(c.problem, gpu_test::device(), o, &mma).ok());
+  DeviceBuffer mma_workspace(mma.workspace_bytes);
+  testing::poison_outputs(c);
+  dev.upload_outputs(c);
+  ASSERT_TRUE(run_prefill(mma, dev.tensors, mma_workspace.get(), mma_workspace.bytes(), nullptr).ok());
+  dev.download_outputs(c);
+  const testing::Comparison cmp = testing::check_prefill(c);
+  EXPECT_TRUE(cmp.passed) << "broadcast K/V heads on prefill_mma: " << cmp.summary();
+}
+
+}  // namespace
+}  // namespace splitkv
