@@ -10,14 +10,26 @@
 // max|x| / 448 over the cache of that length, K and V separately), int8, int4 (asymmetric per
 // (token, KV head), fp16 scale and min), k8v4 (K int8, V int4). The query is never rounded.
 //
+// Rotated variants (fp8_rot, int8_rot, int4_rot, k8v4_rot: kernels/common/kv_rotation.hpp): K and V
+// rotated before they are quantized and rotated back after, which is what attention with the query
+// rotated and the output rotated back computes. Study variants (not formats): int4_wht (the same
+// rotation without its sign pattern) and int4_kivi (the alternative to rotation: K quantized per
+// channel over groups of 128 tokens, V per token, as KIVI does).
+//
 // Data sets (one sequence, Hq query heads, Hkv KV heads, head dim D, q_len 1, non-causal, softmax
-// scale 1/sqrt(D)); all three use the same N(0,1) draws (a fixed seed) and differ only as stated:
+// scale 1/sqrt(D)); the first three use the same N(0,1) draws (a fixed seed) and differ only as stated:
 //   gaussian     Q, K, V i.i.d. N(0,1).
 //   k_outliers   as gaussian, but K channels c_i = (i * D/4 + 11) mod D, i = 0..3 (11, 43, 75, 107
 //                at D = 128) multiplied by 20 in every key of every KV head.
 //   peaked       as gaussian, but Q multiplied by 8: the scores q.k/sqrt(D) have standard
 //                deviation ~8, and the softmax concentrates on a few keys (the report prints the
 //                reference's mean largest weight and effective number of keys 1 / sum p^2).
+//   rope         keys shaped like a real model's after RoPE: per-channel magnitudes m_c = exp(0.6 z_c),
+//                a per-channel mean (massive on three channel pairs: 20 and 12 on two low-frequency
+//                pairs, 8 on a high-frequency one, 0.5 z elsewhere), then RoPE (NeoX pairs (i, i + D/2),
+//                base 500000) at the token's position; the query likewise (its own magnitudes and
+//                means) at position L; values Student-t with 3 degrees of freedom (heavy tails) times
+//                per-channel magnitudes exp(0.3 z).
 // The cache of length L is the first L tokens of the longest one.
 //
 // Metrics over all (query head) rows of a (data set, format, length):
@@ -39,6 +51,7 @@
 
 #include "common/half_convert.hpp"
 #include "common/parallel_for.hpp"
+#include "kernels/common/kv_rotation.hpp"
 #include "quant/kv_quant_host.hpp"
 #include "reference/reference.hpp"
 #include "reference/row_attention.hpp"
@@ -61,27 +74,35 @@ constexpr int kNumOutliers = 4;
 constexpr float kOutlierGain = 20.f;
 constexpr float kPeakedQScale = 8.f;
 
-enum Dataset { kGaussian, kKOutliers, kPeaked, kNumDatasets };
+enum Dataset { kGaussian, kKOutliers, kPeaked, kRope, kNumDatasets };
 const char* dataset_name(int ds) {
-  static const char* names[] = {"gaussian", "k_outliers", "peaked"};
+  static const char* names[] = {"gaussian", "k_outliers", "peaked", "rope"};
   return names[ds];
 }
 
-// Variants: 0 is the fp64 reference over the original values; the others are the formats.
-enum Variant { kRef, kBf16, kFp8, kInt8, kInt4, kK8V4, kNumVariants };
+// Variants: 0 is the fp64 reference over the original values; the others are the formats, their
+// rotated versions, and two study variants.
+enum Variant {
+  kRef, kBf16, kFp8, kInt8, kInt4, kK8V4, kFp8Rot, kInt8Rot, kInt4Rot, kK8V4Rot, kInt4Wht, kInt4Kivi, kInt4CRot,
+  kNumVariants
+};
 const char* variant_name(int v) {
-  static const char* names[] = {"ref", "bf16", "fp8", "int8", "int4", "k8v4"};
+  static const char* names[] = {"ref",     "bf16",     "fp8",      "int8",     "int4",     "k8v4",
+                                "fp8_rot", "int8_rot", "int4_rot", "k8v4_rot", "int4_wht", "int4_kivi",
+                                "int4_crot"};
   return names[v];
 }
 KvFormat variant_format(int v) {
   switch (v) {
-    case kFp8: return KvFormat::kFP8E4M3;
-    case kInt8: return KvFormat::kInt8;
-    case kInt4: return KvFormat::kInt4;
-    case kK8V4: return KvFormat::kK8V4;
+    case kFp8: case kFp8Rot: return KvFormat::kFP8E4M3;
+    case kInt8: case kInt8Rot: return KvFormat::kInt8;
+    case kInt4: case kInt4Rot: case kInt4Wht: case kInt4Kivi: case kInt4CRot: return KvFormat::kInt4;
+    case kK8V4: case kK8V4Rot: return KvFormat::kK8V4;
     default: return KvFormat::kNative;
   }
 }
+constexpr int kKiviGroup = 128;   // tokens per per-channel key scale (int4_kivi)
+constexpr int kCenterTokens = 1024;  // int4_crot: the per-channel mean of the first tokens is subtracted
 
 std::vector<int> outlier_channels(int d) {
   std::vector<int> c;
@@ -138,6 +159,73 @@ void round_trip_int(const float* x, size_t n, int d, int bits, float* out) {
   }
 }
 
+// Every row rotated (with or without the sign pattern), or rotated back.
+enum class Rotation { kNone, kSigned, kPlainWht };
+void rotate_rows(const float* x, size_t n, int d, Rotation how, float* out) {
+  for (size_t t = 0; t < n; ++t) {
+    float* row = out + t * d;
+    std::copy(x + t * d, x + (t + 1) * d, row);
+    if (how == Rotation::kSigned) {
+      detail::kv_rotate(row, d);
+    } else if (how == Rotation::kPlainWht) {
+      detail::walsh_hadamard(row, d);
+      for (int c = 0; c < d; ++c) row[c] *= detail::kv_rotation_scale(d);
+    }
+  }
+}
+void unrotate_rows(float* x, size_t n, int d, Rotation how) {
+  for (size_t t = 0; t < n; ++t) {
+    float* row = x + t * d;
+    if (how == Rotation::kSigned) {
+      detail::kv_unrotate(row, d);
+    } else if (how == Rotation::kPlainWht) {
+      detail::walsh_hadamard(row, d);
+      for (int c = 0; c < d; ++c) row[c] *= detail::kv_rotation_scale(d);
+    }
+  }
+}
+
+// An INT round trip in the rotated space, returned in the original one.
+void round_trip_int_rotated(const float* x, size_t n, int d, int bits, Rotation how, float* out) {
+  std::vector<float> rotated(n * size_t(d));
+  rotate_rows(x, n, d, how, rotated.data());
+  round_trip_int(rotated.data(), n, d, bits, out);
+  unrotate_rows(out, n, d, how);
+}
+
+// Centered and rotated: the per-channel mean of the first kCenterTokens rows is subtracted (attention
+// is unchanged by a constant shift of every key; a constant shift of every value moves the output by
+// that constant), the rest rotated and quantized, and the mean added back.
+void round_trip_int_centered(const float* x, size_t n, int d, int bits, float* out) {
+  std::vector<double> mean(size_t(d), 0.0);
+  const size_t m = std::min<size_t>(n, kCenterTokens);
+  for (size_t t = 0; t < m; ++t)
+    for (int c = 0; c < d; ++c) mean[c] += x[t * d + c];
+  std::vector<float> centered(n * size_t(d));
+  for (size_t t = 0; t < n; ++t)
+    for (int c = 0; c < d; ++c) centered[t * d + c] = float(x[t * d + c] - mean[c] / double(m));
+  round_trip_int_rotated(centered.data(), n, d, bits, Rotation::kSigned, out);
+  for (size_t t = 0; t < n; ++t)
+    for (int c = 0; c < d; ++c) out[t * d + c] = float(out[t * d + c] + mean[c] / double(m));
+}
+
+// KIVI's keys: every channel quantized (asymmetric, fp16 scale and min) over groups of kKiviGroup
+// consecutive tokens.
+void round_trip_int_per_channel(const float* x, size_t n, int d, int bits, float* out) {
+  std::vector<float> column(kKiviGroup), back(kKiviGroup);
+  std::vector<uint8_t> codes(quant::packed_row_bytes(kKiviGroup, bits));
+  for (size_t t0 = 0; t0 < n; t0 += kKiviGroup) {
+    const int g = int(std::min<size_t>(kKiviGroup, n - t0));
+    for (int c = 0; c < d; ++c) {
+      for (int i = 0; i < g; ++i) column[i] = x[(t0 + i) * d + c];
+      if (g % 2 != 0) column[g] = column[g - 1];  // INT4 packs pairs: pad with a value already in range
+      const quant::RowScale s = quant::quantize_row_int(column.data(), g + g % 2, bits, codes.data());
+      quant::dequantize_row_int(codes.data(), g + g % 2, bits, s, back.data());
+      for (int i = 0; i < g; ++i) out[(t0 + i) * d + c] = back[i];
+    }
+  }
+}
+
 // FP8: the per-KV-head scale is max|x| / 448 over the first n tokens, so this depends on n.
 float round_trip_fp8(const float* x, size_t n, int d, float* out) {
   float amax = 0.f;
@@ -181,63 +269,176 @@ void weight_stats(const float* q, const float* k, int n, int d, double scale, do
   *eff = 1.0 / s2;
 }
 
+// ---- the rope data set ----------------------------------------------------------------------------
+
+constexpr double kRopeBase = 500000.0;
+
+// NeoX-style RoPE of one row at `pos`: pairs (i, i + d/2) rotated by pos * base^(-2i/d).
+void apply_rope(float* x, int d, double pos) {
+  for (int i = 0; i < d / 2; ++i) {
+    const double angle = pos * std::pow(kRopeBase, -2.0 * i / d);
+    const double c = std::cos(angle), s = std::sin(angle);
+    const double a = x[i], b = x[i + d / 2];
+    x[i] = float(a * c - b * s);
+    x[i + d / 2] = float(a * s + b * c);
+  }
+}
+
+// Per-channel magnitudes and means of a rope key or query (before RoPE): three massive channel
+// pairs (two of low frequency, one of high), small means elsewhere.
+void rope_channels(uint64_t seed, int d, double gain, std::vector<double>* magnitude, std::vector<double>* mean) {
+  std::vector<float> z(size_t(2 * d));
+  fill_normal(seed, z.data(), z.size());
+  magnitude->resize(size_t(d));
+  mean->resize(size_t(d));
+  for (int c = 0; c < d; ++c) {
+    (*magnitude)[c] = std::exp(0.4 * z[c]);
+    (*mean)[c] = 0.5 * z[d + c];
+  }
+  const int half = d / 2;
+  (*mean)[half - 3] = 12 * gain;  // low-frequency pairs: nearly constant over thousands of tokens
+  (*mean)[half - 9] = -8 * gain;
+  (*mean)[2] = 6 * gain;  // a high-frequency pair: turns every few tokens
+}
+
+// Rows [0, n) of a rope tensor: magnitude .* (mean + N(0,1)), then RoPE at position first_pos + t.
+void fill_rope(uint64_t seed, const std::vector<double>& magnitude, const std::vector<double>& mean, size_t n, int d,
+               double first_pos, float* x) {
+  fill_normal(seed, x, n * size_t(d));
+  for (size_t t = 0; t < n; ++t) {
+    float* row = x + t * d;
+    for (int c = 0; c < d; ++c) row[c] = float(magnitude[c] * (mean[c] + row[c]));
+    apply_rope(row, d, first_pos + double(t));
+  }
+}
+
+// Student-t values with 3 degrees of freedom (unit variance) times per-channel magnitudes exp(0.3 z).
+void fill_heavy_values(uint64_t seed, size_t n, int d, float* x) {
+  std::vector<float> chi(n * 3), mag(static_cast<size_t>(d));
+  fill_normal(seed, x, n * size_t(d));
+  fill_normal(seed ^ 0x5bd1e995ull, chi.data(), chi.size());
+  fill_normal(seed ^ 0x27d4eb2full, mag.data(), mag.size());
+  for (size_t t = 0; t < n; ++t) {
+    const double c2 = double(chi[3 * t]) * chi[3 * t] + double(chi[3 * t + 1]) * chi[3 * t + 1] +
+                      double(chi[3 * t + 2]) * chi[3 * t + 2];
+    const double scale = 1.0 / std::sqrt(std::max(c2, 1e-6) / 3.0) / std::sqrt(3.0);
+    for (int c = 0; c < d; ++c) x[t * d + c] = float(x[t * d + c] * scale * std::exp(0.3 * mag[c]));
+  }
+}
+
+// ---- one KV head ------------------------------------------------------------------------------------
+
+// Length-independent round trips (per row, or per group of rows) of one K or V tensor.
+struct Trips {
+  std::vector<float> bf16, i8, i4, i8r, i4r, i4w, i4kivi, i4c;
+};
+Trips make_trips(const std::vector<float>& x, int lmax, int d, bool is_key) {
+  const size_t n = x.size();
+  Trips r{std::vector<float>(n), std::vector<float>(n), std::vector<float>(n), std::vector<float>(n),
+          std::vector<float>(n), {}, {}, {}};
+  round_trip_bf16(x.data(), lmax, d, r.bf16.data());
+  round_trip_int(x.data(), lmax, d, 8, r.i8.data());
+  round_trip_int(x.data(), lmax, d, 4, r.i4.data());
+  round_trip_int_rotated(x.data(), lmax, d, 8, Rotation::kSigned, r.i8r.data());
+  round_trip_int_rotated(x.data(), lmax, d, 4, Rotation::kSigned, r.i4r.data());
+  if (d == 64 || d == 128 || d == 256) {
+    r.i4w.resize(n);
+    round_trip_int_rotated(x.data(), lmax, d, 4, Rotation::kPlainWht, r.i4w.data());
+  }
+  if (d == 64 || d == 128 || d == 256) {
+    r.i4c.resize(n);
+    round_trip_int_centered(x.data(), lmax, d, 4, r.i4c.data());
+  }
+  if (is_key) {
+    r.i4kivi.resize(n);
+    round_trip_int_per_channel(x.data(), lmax, d, 4, r.i4kivi.data());
+  }
+  return r;
+}
+
 void run_kv_head(const Config& cfg, int h, Results* res) {
   const int d = cfg.d, group = cfg.hq / cfg.hkv;
   const int lmax = *std::max_element(cfg.lengths.begin(), cfg.lengths.end());
   const size_t n = size_t(lmax) * d;
   const double softmax_scale = 1.0 / std::sqrt(double(d));
+  const bool rotatable = d == 64 || d == 128 || d == 256;
 
-  // Original values, shared by the data sets.
-  std::vector<float> k0(n), v0(n), q0(size_t(group) * d);
-  fill_normal(stream_seed(cfg.seed, 1, h), k0.data(), n);
-  fill_normal(stream_seed(cfg.seed, 2, h), v0.data(), n);
-  fill_normal(stream_seed(cfg.seed, 0, h), q0.data(), q0.size());
-  std::vector<float> k_out = k0;
-  for (size_t t = 0; t < size_t(lmax); ++t)
-    for (int c : outlier_channels(d)) k_out[t * d + c] *= kOutlierGain;
-  std::vector<float> q_peaked = q0;
-  for (float& x : q_peaked) x *= kPeakedQScale;
-
-  // Length-independent round trips (per row): bf16, int8, int4, for K0, K_out and V0.
-  struct Trips {
-    std::vector<float> bf16, i8, i4;
-  };
-  auto make = [&](const std::vector<float>& x) {
-    Trips r{std::vector<float>(n), std::vector<float>(n), std::vector<float>(n)};
-    round_trip_bf16(x.data(), lmax, d, r.bf16.data());
-    round_trip_int(x.data(), lmax, d, 8, r.i8.data());
-    round_trip_int(x.data(), lmax, d, 4, r.i4.data());
-    return r;
-  };
-  const Trips tk0 = make(k0), tkout = make(k_out), tv0 = make(v0);
-  std::vector<float> fp8_k(n), fp8_v(n);
-
+  std::vector<float> fp8_k(n), fp8_v(n), rotated(n);
   std::vector<double> o(d);
   for (int ds = 0; ds < kNumDatasets; ++ds) {
-    const std::vector<float>& k = ds == kKOutliers ? k_out : k0;
-    const Trips& tk = ds == kKOutliers ? tkout : tk0;
-    const std::vector<float>& q = ds == kPeaked ? q_peaked : q0;
+    // The data set's original values (q: one row per query head of the group; rope: per length).
+    std::vector<float> k(n), v(n), q(size_t(group) * d);
+    std::vector<double> q_mag, q_mean;
+    if (ds == kRope) {
+      std::vector<double> k_mag, k_mean;
+      rope_channels(stream_seed(cfg.seed, 11, h), d, 1.0, &k_mag, &k_mean);
+      rope_channels(stream_seed(cfg.seed, 10, h), d, 0.1, &q_mag, &q_mean);
+      fill_rope(stream_seed(cfg.seed, 12, h), k_mag, k_mean, size_t(lmax), d, 0.0, k.data());
+      fill_heavy_values(stream_seed(cfg.seed, 13, h), size_t(lmax), d, v.data());
+    } else {
+      fill_normal(stream_seed(cfg.seed, 1, h), k.data(), n);
+      fill_normal(stream_seed(cfg.seed, 2, h), v.data(), n);
+      fill_normal(stream_seed(cfg.seed, 0, h), q.data(), q.size());
+      if (ds == kKOutliers) {
+        for (size_t t = 0; t < size_t(lmax); ++t)
+          for (int c : outlier_channels(d)) k[t * d + c] *= kOutlierGain;
+      }
+      if (ds == kPeaked) {
+        for (float& x : q) x *= kPeakedQScale;
+      }
+    }
+    const Trips tk = make_trips(k, lmax, d, true), tv = make_trips(v, lmax, d, false);
     for (size_t li = 0; li < cfg.lengths.size(); ++li) {
       const int len = cfg.lengths[li];
+      if (ds == kRope) {  // the query at position len, one row per query head of the group
+        for (int g = 0; g < group; ++g) {
+          fill_rope(stream_seed(cfg.seed, 14, h * group + g), q_mag, q_mean, 1, d, double(len),
+                    q.data() + size_t(g) * d);
+        }
+      }
       const size_t si = (size_t(ds) * cfg.lengths.size() + li) * cfg.hkv + h;
       res->fp8_scale_k[si] = round_trip_fp8(k.data(), len, d, fp8_k.data());
-      res->fp8_scale_v[si] = round_trip_fp8(v0.data(), len, d, fp8_v.data());
+      res->fp8_scale_v[si] = round_trip_fp8(v.data(), len, d, fp8_v.data());
+      std::vector<float> fp8r_k, fp8r_v;
+      if (rotatable) {  // FP8 of the rotated cache: its per-head scale from the rotated values
+        fp8r_k.resize(size_t(len) * d);
+        fp8r_v.resize(size_t(len) * d);
+        rotate_rows(k.data(), len, d, Rotation::kSigned, rotated.data());
+        round_trip_fp8(rotated.data(), len, d, fp8r_k.data());
+        unrotate_rows(fp8r_k.data(), len, d, Rotation::kSigned);
+        rotate_rows(v.data(), len, d, Rotation::kSigned, rotated.data());
+        round_trip_fp8(rotated.data(), len, d, fp8r_v.data());
+        unrotate_rows(fp8r_v.data(), len, d, Rotation::kSigned);
+      }
       for (int var = 0; var < kNumVariants; ++var) {
         const float *kc = nullptr, *vc = nullptr;
         switch (var) {
-          case kRef: kc = k.data(); vc = v0.data(); break;
-          case kBf16: kc = tk.bf16.data(); vc = tv0.bf16.data(); break;
+          case kRef: kc = k.data(); vc = v.data(); break;
+          case kBf16: kc = tk.bf16.data(); vc = tv.bf16.data(); break;
           case kFp8: kc = fp8_k.data(); vc = fp8_v.data(); break;
-          case kInt8: kc = tk.i8.data(); vc = tv0.i8.data(); break;
-          case kInt4: kc = tk.i4.data(); vc = tv0.i4.data(); break;
-          case kK8V4: kc = tk.i8.data(); vc = tv0.i4.data(); break;
+          case kInt8: kc = tk.i8.data(); vc = tv.i8.data(); break;
+          case kInt4: kc = tk.i4.data(); vc = tv.i4.data(); break;
+          case kK8V4: kc = tk.i8.data(); vc = tv.i4.data(); break;
+          case kFp8Rot: kc = fp8r_k.data(); vc = fp8r_v.data(); break;
+          case kInt8Rot: kc = tk.i8r.data(); vc = tv.i8r.data(); break;
+          case kInt4Rot: kc = tk.i4r.data(); vc = tv.i4r.data(); break;
+          case kK8V4Rot: kc = tk.i8r.data(); vc = tv.i4r.data(); break;
+          case kInt4Wht: kc = tk.i4w.data(); vc = tv.i4w.data(); break;
+          case kInt4Kivi: kc = tk.i4kivi.data(); vc = tv.i4.data(); break;
+          case kInt4CRot: kc = tk.i4c.data(); vc = tv.i4c.data(); break;
         }
+        if (kc == nullptr || vc == nullptr || (!rotatable && var >= kFp8Rot && var != kInt4Kivi)) kc = vc = nullptr;
         for (int g = 0; g < group; ++g) {
           const int qh = h * group + g;
+          const size_t r = res->row(ds, int(li), var, qh);
+          if (kc == nullptr) {  // not measured at this head dim
+            std::fill(res->o.begin() + r * d, res->o.begin() + (r + 1) * d, std::nan(""));
+            res->lse[r] = std::nan("");
+            continue;
+          }
           ref::RowInput row{q.data() + size_t(g) * d, kc, vc, len, len, d, softmax_scale, DType::kBF16};
           double lse = 0;
           ref::attend_row(row, ref::Options{}, o.data(), &lse);  // Method::kDirect, fp64
-          const size_t r = res->row(ds, int(li), var, qh);
           std::copy(o.begin(), o.end(), res->o.begin() + r * d);
           res->lse[r] = lse;
           if (var == kRef) {
@@ -341,8 +542,20 @@ void write_md(const Config& cfg, const std::vector<Record>& recs, const std::str
                "- `fp8`: e4m3, per-KV-head fp32 scale = max|x| / 448 over the whole cache of that length, K and "
                "V separately (an ideal calibration; a real one is fixed ahead of time).\n");
   std::fprintf(f, "- `int8`, `int4`: asymmetric per (token, KV head), fp16 (scale, min) per row.\n");
-  std::fprintf(f, "- `k8v4`: K as int8, V as int4.\n\n");
-  std::fprintf(f, "Data sets (all from the same N(0,1) draws, differing only as stated):\n\n");
+  std::fprintf(f, "- `k8v4`: K as int8, V as int4.\n");
+  std::fprintf(f,
+               "- `*_rot`: the same format over a rotated cache (`kernels/common/kv_rotation.hpp`: each K and V "
+               "row multiplied by a fixed sign per channel, then a normalized Walsh-Hadamard transform, before "
+               "it is quantized; attention then takes the rotated query and rotates its output back, which is "
+               "the attention over the rows rotated back measured here). Same bytes per token.\n");
+  std::fprintf(f,
+               "- study variants, not formats: `int4_wht` (the rotation without its sign pattern), `int4_crot` "
+               "(K and V centered first: the per-channel mean of their first %d tokens subtracted, which "
+               "leaves the softmax unchanged and moves the output by a constant; then rotated) and "
+               "`int4_kivi` (the alternative to a rotation: K quantized per channel over groups of %d tokens, "
+               "fp16 scale and min per group and channel, as KIVI does; V per token as `int4`).\n\n",
+               kCenterTokens, kKiviGroup);
+  std::fprintf(f, "Data sets (the first three from the same N(0,1) draws, differing only as stated):\n\n");
   std::fprintf(f, "- `gaussian`: Q, K, V i.i.d. N(0,1).\n");
   std::fprintf(f,
                "- `k_outliers`: as `gaussian`, but K channels %d, %d, %d, %d (of %d) multiplied by %g in every "
@@ -355,6 +568,14 @@ void write_md(const Config& cfg, const std::vector<Record>& recs, const std::str
                "concentrates on a few keys (columns `p_max` and `eff. keys` give the reference's mean largest "
                "weight and mean 1 / sum p^2 over the rows).\n\n",
                double(kPeakedQScale), double(kPeakedQScale));
+  std::fprintf(f,
+               "- `rope`: keys shaped like a real model's after RoPE: per-channel magnitudes exp(0.6 z), a "
+               "per-channel mean that is massive on three channel pairs (20 and -12 on two low-frequency pairs, "
+               "8 on a high-frequency one; 0.5 z elsewhere), then RoPE (NeoX pairs (i, i + D/2), base %g) at "
+               "the token's position; the query built the same way with its own magnitudes and a quarter of "
+               "the means, at position L; values Student-t with 3 degrees of freedom (heavy tails) times "
+               "per-channel magnitudes exp(0.3 z).\n\n",
+               kRopeBase);
   std::fprintf(f,
                "Metrics over all %d query-head rows: `rel-L2` = ||O - O_ref|| / ||O_ref|| (all rows and channels "
                "together), `max|dO|` = max |O - O_ref|, `max|dLSE|` = max |LSE - LSE_ref| (natural log of the "
@@ -382,6 +603,22 @@ void write_md(const Config& cfg, const std::vector<Record>& recs, const std::str
       std::fprintf(f, "| %s | %.3e | (reported) | - |\n", variant_name(t.var), r->rel_l2);
   }
   std::fprintf(f, "\n");
+
+  // The rotation study and the outlier targets (issue: quantized caches on real keys).
+  std::fprintf(f, "## Outlier channels: plain, rotated and per-channel caches (32k keys)\n\n");
+  std::fprintf(f, "| format | gaussian | k_outliers | rope | peaked |\n|---|---|---|---|---|\n");
+  for (int var : {kFp8, kFp8Rot, kInt8, kInt8Rot, kInt4, kInt4Rot, kInt4Wht, kInt4CRot, kInt4Kivi, kK8V4, kK8V4Rot}) {
+    std::fprintf(f, "| %s |", variant_name(var));
+    for (int ds : {kGaussian, kKOutliers, kRope, kPeaked}) {
+      const Record* r = find(recs, ds, var, 32768);
+      if (r == nullptr) r = find(recs, ds, var, cfg.lengths.back());
+      std::fprintf(f, r && std::isfinite(r->rel_l2) ? " %.3e |" : " - |", r ? r->rel_l2 : 0.0);
+    }
+    std::fprintf(f, "\n");
+  }
+  std::fprintf(f, "\nrel-L2 of O at 32k keys (or the longest length measured). Targets on `k_outliers` and `rope`: "
+                  "int4 <= 0.2, int8 <= 0.02, k8v4 no worse than its own `gaussian` figure, fp8 no worse than "
+                  "the plain cache; on `gaussian` no format worse than the plain cache.\n\n");
 
   // rel-L2 pivot per data set.
   std::fprintf(f, "## rel-L2 of O by length\n\n");

@@ -143,13 +143,14 @@ detail::CombineParams combine_params(const OutputParams& from, int num_splits, c
 
 // Merges the partials `from` into the final rows `to` with the combine family's kernel.
 Status launch_combine(const OutputParams& from, int num_splits, const OutputParams& to, const int32_t* cu_seqlens_q,
-                      int64_t total_q, DType dtype, int head_dim, Stream stream) {
+                      int64_t total_q, DType dtype, int head_dim, Stream stream, bool caller_partials = false) {
   detail::Launcher launcher;
   if (Status s = detail::find_launcher(registry::find_family("combine"), dtype, head_dim, KvFormat::kNative, &launcher);
       !s) {
     return s;
   }
   detail::CombineParams c = combine_params(from, num_splits, to, cu_seqlens_q, total_q);
+  c.caller_partials = caller_partials;
   c.split_groups = tiles::combine_split_groups(num_splits, head_dim);
   // Teams: a block per row (combine_teams_kernel).
   const int64_t rows_per_block = c.split_groups > 1 ? 1 : tiles::combine_rows_per_block(head_dim);
@@ -189,6 +190,7 @@ Status run_decode(const Plan& plan, const DecodeTensors& t, void* workspace, siz
   const DecodeProblem& pr = plan.decode;
   if (Status s = detail::validate_decode_problem(pr); !s) return s;
   if (Status s = detail::validate_decode_tensors(pr, t); !s) return s;
+  if (pr.kv_rotation != KvRotation::kNone) return Status::unsupported("kv_rotation", detail::kGpuRotationPending);
   if (plan.decode_via_prefill) return run_decode_via_prefill(plan, t, workspace, workspace_bytes, stream);
   if (Status s = detail::validate_decode_partials(pr, plan.num_splits, t); !s) return s;
   // The caller's partial buffers replace the workspace's (and the combine).
@@ -544,6 +546,7 @@ Status run_prefill(const Plan& plan, const PrefillTensors& t, void* workspace, s
   const PrefillProblem& pr = plan.prefill;
   if (Status s = detail::validate_prefill_problem(pr); !s) return s;
   if (Status s = detail::validate_prefill_tensors(pr, t); !s) return s;
+  if (pr.kv_rotation != KvRotation::kNone) return Status::unsupported("kv_rotation", detail::kGpuRotationPending);
   if (Status s = detail::validate_workspace(plan.workspace_bytes, workspace, workspace_bytes); !s) return s;
   if (Status s = note_workspace_use(plan, workspace); !s) return s;
   if (plan.dequantized_cache) return prefill_over_staging(plan, t, workspace, stream);
@@ -560,7 +563,7 @@ Status run_combine(const CombineProblem& pr, const CombineTensors& t, Stream str
   partials.seq_rows = pr.seq_len;
   partials.num_heads = pr.num_heads;
   return launch_combine(partials, pr.num_splits, final_output(t.out, t.lse, false), nullptr, 0, pr.dtype,
-                        pr.head_dim, stream);
+                        pr.head_dim, stream, /*caller_partials=*/true);
 }
 
 }  // namespace splitkv

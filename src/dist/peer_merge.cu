@@ -13,6 +13,7 @@ namespace {
 // Split s of the merged row lives on rank s / splits_per_rank, as its split s % splits_per_rank.
 template <int kHeadDim>
 struct WindowPartials {
+  static constexpr bool kZeroEmptyOutputs = false;  // the ranks' own decode partials: empty ones hold zeros
   ncclWindow_t window;
   size_t lse_offset;
   int splits_per_rank;

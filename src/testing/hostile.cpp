@@ -42,21 +42,28 @@ Base random_base(uint64_t seed) {
   b.spec.seq_lens.resize(size_t(batch));
   for (int& len : b.spec.seq_lens) len = pick(max_len + 1);
   b.spec.seq_lens[size_t(pick(batch))] = max_len;
-  switch (pick(4)) {
+  switch (pick(6)) {
     case 0: break;
     case 1: b.options.num_splits = 3; break;
     case 2: b.options.split_tokens = 1024; break;
-    default:
+    case 3:
       b.options.num_splits = 4;
       b.options.fused_combine = true;
       break;
+    default: {  // decode served by chunked prefill over the cache (Plan::decode_via_prefill), where it plans
+      PlanOptions routed;
+      routed.family = pick(2) == 0 ? "prefill_mma" : "prefill_sm90_gqa64";
+      Plan plan;
+      if (plan_decode(b.spec.problem, DeviceInfo::h200(), routed, &plan).ok()) b.options = routed;
+    }
   }
   const DecodeProblem& p = b.spec.problem;
   b.name = std::string(to_string(detail::resolve_kv_format(p.kv_format, p.dtype))) + " B=" + std::to_string(batch) +
            " " + std::to_string(p.num_q_heads) + "/" + std::to_string(p.num_kv_heads) + " q_len " +
            std::to_string(p.q_len) + (p.causal ? " causal" : "") + " max_kv_len " + std::to_string(max_len) +
            " page " + std::to_string(p.page_size) + " splits " + std::to_string(b.options.num_splits) +
-           " split_tokens " + std::to_string(b.options.split_tokens) + (b.options.fused_combine ? " fused" : "");
+           " split_tokens " + std::to_string(b.options.split_tokens) + (b.options.fused_combine ? " fused" : "") +
+           (b.options.family.empty() ? "" : " family " + b.options.family);
   return b;
 }
 
@@ -227,6 +234,7 @@ std::vector<DecodeAttack> decode_attacks(uint64_t seed) {
     (*after)[size_t(b)] = -7;
     DecodeAttack& a = nan_in("keys_after -7", nullptr);
     a.options.prefill_route = false;  // shards take the decode kernels
+    a.options.family.clear();
     a.edit_tensors = [after](DecodeTensors& t) {
       t.keys_after = TensorRef::contiguous(after->data(), DType::kI32, {int64_t(after->size())});
     };
@@ -280,7 +288,10 @@ std::vector<DecodeAttack> decode_attacks(uint64_t seed) {
         .edit_case = [](DecodeCase& c) { c.k_scales_ref.stride[1] = c.v_scales_ref.stride[1] = 0; };
   }
 
-  for (size_t i = first_broadcast; i < attacks.size(); ++i) attacks[i].options.prefill_route = false;
+  for (size_t i = first_broadcast; i < attacks.size(); ++i) {
+    attacks[i].options.prefill_route = false;
+    if (attacks[i].options.family.rfind("prefill_sm90", 0) == 0) attacks[i].options.family.clear();
+  }
 
   // ---- strides the kernels cannot take, and outputs that overlap: named errors --------------------
   named("odd q row stride", "q.stride[1]").edit_case = [](DecodeCase& c) { c.q_ref.stride[1] += 1; };

@@ -235,6 +235,45 @@ def test_compat_kvcache_bitwise_with_append(page_size):
     check_decode(q, k_copy, v_copy, lens + 4, bt, True, out, lse)
 
 
+def test_compat_append_never_corrupts_another_sequence():
+    # A block-table entry of -1 must not wrap to the last page (another sequence's); a position past
+    # the sequence's pages is not written (no device assert); that sequence's output is NaN, the
+    # others' are the native call's.
+    q, k_cache, v_cache, lens, bt = decode_inputs(q_len=1, page_size=16, lens=(1000, 30, 600))
+    bt = bt.clone()
+    last_page = int(bt[2, -1])
+    bt[0, int(lens[0]) // 16] = -1                  # sequence 0 appends into a page id of -1
+    lens = lens.clone()
+    lens[1] = bt.shape[1] * 16                      # sequence 1 appends past its last page
+    k_new = torch.randn(3, 1, 4, D, device=DEV).to(DTYPE)
+    k_before, v_before = k_cache.clone(), v_cache.clone()
+    out = flash_attn_with_kvcache(q, k_cache, v_cache, k=k_new, v=k_new, cache_seqlens=lens, block_table=bt)
+    torch.cuda.synchronize()
+    assert torch.equal(bits(k_cache[last_page]), bits(k_before[last_page]))
+    changed = (bits(k_cache) != bits(k_before)).flatten(1).any(1).nonzero().flatten().tolist()
+    assert changed == [int(bt[2, int(lens[2]) // 16])]  # only sequence 2's page took its new token
+    assert torch.isnan(out[0].float()).all() and torch.isnan(out[1].float()).all()
+    assert not torch.isnan(out[2].float()).any()
+    native = splitkv.decode(q, k_cache, v_cache, lens + 1, bt)
+    assert torch.equal(bits(out[2]), bits(native[2]))
+
+
+def test_compat_append_rejected_calls_write_nothing():
+    q, k_cache, v_cache, lens, bt = decode_inputs(q_len=1, page_size=16)
+    k_new = torch.randn(3, 1, 4, D, device=DEV).to(DTYPE)
+    k_before = k_cache.clone()
+    for kwargs, argument in ((dict(cache_seqlens=lens.long()), "cache_seqlens"),
+                             (dict(cache_seqlens=lens, k=k_new.float()), "k.dtype"),
+                             (dict(cache_seqlens=lens, k=k_new[:, :, :2]), "k.shape"),
+                             (dict(cache_seqlens=lens, q=q.float()), "q.dtype")):
+        call = dict(q=q, k=k_new, v=k_new, block_table=bt)
+        call.update(kwargs)
+        with pytest.raises(C.InvalidArgumentError) as e:
+            flash_attn_with_kvcache(k_cache=k_cache, v_cache=v_cache, **call)
+        assert e.value.argument == argument
+        assert torch.equal(bits(k_cache), bits(k_before))
+
+
 @pytest.mark.skipif(PREFILL_D is None, reason="no prefill head dim compiled")
 def test_compat_varlen_bitwise():
     cu_q = torch.tensor([0, 100, 164], dtype=torch.int32, device=DEV)

@@ -24,9 +24,9 @@ The outputs are those of splitkv.decode / splitkv.prefill with the same argument
 import torch
 
 from .. import _common as cm
+from .. import _torch_ops
 from ..api import append_kv as _append
 from ..api import decode as _decode
-from ..api import plan_decode as _plan_decode
 from ..api import prefill as _prefill
 
 __all__ = ["flash_attn_with_kvcache", "flash_attn_varlen_func"]
@@ -66,6 +66,8 @@ def _check_append_inputs(q, k_cache, k, v, cache_seqlens, block_table):
         raise cm.invalid("cache_seqlens", f"an int or an int32 tensor [{q.shape[0]}]", got)
     if block_table is not None and block_table.dtype != torch.int32:
         raise cm.invalid("block_table.dtype", "int32", _dtype_name(block_table))
+    if q.dtype != k_cache.dtype:
+        raise cm.invalid("q.dtype", f"{_dtype_name(k_cache)} (the cache's dtype)", _dtype_name(q))
     for name, t in (("k", k), ("v", v)):
         cm.check_rank(name, t.shape, 4)
         want = [q.shape[0], k.shape[1], k_cache.shape[2], k_cache.shape[3]]
@@ -102,7 +104,6 @@ def _append_slots(k_cache, new, cache_seqlens, block_table):
 def _append_kv(q, k_cache, v_cache, k, v, cache_seqlens, block_table):
     """Writes k, v [B, S_new, Hk, D] into the caches at positions cache_seqlens[b] + j through
     splitkv.append_kv, which validates every argument before it writes."""
-    _check_append_inputs(q, k_cache, k, v, cache_seqlens, block_table)
     new = k.shape[1]
     slots = _append_slots(k_cache, new, cache_seqlens, block_table)
     rows = (q.shape[0] * new, k.shape[2], k.shape[3])
@@ -138,9 +139,11 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     if k is not None or v is not None:
         if k is None or v is None:
             raise cm.invalid("v" if v is None else "k", "k and v together (the new tokens)", "only one of them")
-        # Plan the decode first (its shape checks), so that a call it would refuse writes nothing.
-        _plan_decode(q, k_cache, v_cache, cache_seqlens, block_table, causal=causal, softmax_scale=softmax_scale,
-                     num_splits=num_splits)
+        # Everything the append and the decode read is checked before the cache is written: the
+        # tensors here, the decode's shapes by its plan (cached: decode() then finds it).
+        _check_append_inputs(q, k_cache, k, v, cache_seqlens, block_table)
+        _torch_ops._decode_plan_entry(q, k_cache, block_table, causal, softmax_scale, num_splits, 0, 0, None, None,
+                                      None)
         _append_kv(q, k_cache, v_cache, k, v, cache_seqlens, block_table)
         cache_seqlens = cache_seqlens + k.shape[1]
     return _decode(q, k_cache, v_cache, cache_seqlens, block_table, causal=causal, softmax_scale=softmax_scale,

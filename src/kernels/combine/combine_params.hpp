@@ -26,6 +26,9 @@ struct CombineParams {
   int64_t total_q;
 
   OutputParams output;  // kFinal: the merged rows, in the element type of the instantiation
+  // run_combine: the partials are the caller's, whose empty ones (LSE = -inf) may hold NaN or Inf
+  // in O (read as zeros); false for splitkv's own partials, whose empty ones hold zeros.
+  bool caller_partials = false;
 };
 
 }  // namespace splitkv::detail

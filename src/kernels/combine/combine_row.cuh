@@ -21,8 +21,12 @@
 namespace splitkv::detail {
 
 // Partials as one array of splits: CombineParams' partial_o [splits, rows, D] / partial_lse [splits, rows].
-template <int kHeadDim>
+// kCallerPartials (run_combine): an empty partial (LSE = -inf) may hold anything in its O (NaN, Inf);
+// its O is read as zeros, so that its weight of 0 keeps it out of the row (0 x NaN would not). The
+// splitkv kernels' own empty partials hold zeros, so their merges skip this.
+template <int kHeadDim, bool kCallerPartials = false>
 struct ContiguousPartials {
+  static constexpr bool kZeroEmptyOutputs = kCallerPartials;
   const float* o;
   const float* lse_of;
   int64_t rows;
@@ -31,6 +35,17 @@ struct ContiguousPartials {
     return reinterpret_cast<const float4*>(o + (int64_t(s) * rows + row) * kHeadDim)[lane];
   }
 };
+
+// Partial s of `row` through `partials`, an empty one's O as zeros where the partials ask for it.
+template <class Partials>
+__device__ __forceinline__ void load_partial(const Partials& partials, int s, int64_t row, int lane, float& lse_s,
+                                             float4& o_s) {
+  lse_s = partials.lse(s, row);
+  o_s = partials.o4(s, row, lane);
+  if constexpr (Partials::kZeroEmptyOutputs) {
+    if (lse_s == kNegInf) o_s = make_float4(0.f, 0.f, 0.f, 0.f);
+  }
+}
 
 // The threads that merge one row, and the rows a block of tiles::kCombineThreads merges at once.
 template <int kHeadDim>
@@ -67,10 +82,7 @@ __device__ __forceinline__ void combine_row(const CombineParams& p, int64_t row,
   float out[4];
   const float lse = merge_partials_in_order<kOneChunk>(
       p.num_splits,
-      [&](int s, float& lse_s, float4& o_s) {
-        lse_s = partials.lse(s, row);
-        o_s = partials.o4(s, row, lane);
-      },
+      [&](int s, float& lse_s, float4& o_s) { load_partial(partials, s, row, lane, lse_s, o_s); },
       out, nan_seen);
   write_output<Element, kHeadDim>(p.output, where, lane * 4, out, lse, lane == 0, nan_seen);
 }
@@ -91,10 +103,7 @@ __device__ __forceinline__ void combine_row_in_groups(const CombineParams& p, in
   constexpr int kPerRow = CombineLanes<kHeadDim>::kPerRow;
   OutputRow where{};
   const bool live = combine_destination(p, row, where);
-  const auto at = [&](int s, float& lse_s, float4& o_s) {
-    lse_s = partials.lse(s, row);
-    o_s = partials.o4(s, row, lane);
-  };
+  const auto at = [&](int s, float& lse_s, float4& o_s) { load_partial(partials, s, row, lane, lse_s, o_s); };
   const int chunks = tiles::combine_chunks(p.num_splits);
   CombineState total;
   bool nan_seen = false;

@@ -98,9 +98,6 @@ __device__ __forceinline__ CombineState fold_chunk(int n, int chunk, const At& a
     lse[j] = kNegInf;
     o[j] = make_float4(0.f, 0.f, 0.f, 0.f);
     if (s0 + j < n) at(s0 + j, lse[j], o[j]);
-    // An empty partial has weight 0 whatever its O holds (a caller's may hold NaN or Inf: 0 x NaN
-    // would poison the row).
-    if (lse[j] == kNegInf) o[j] = make_float4(0.f, 0.f, 0.f, 0.f);
     nan_seen |= isnan(lse[j]);
   }
 #pragma unroll

@@ -4,6 +4,7 @@
 // read or written outside [0, total_q).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
 #include "kernels/common/host_device.hpp"
@@ -17,15 +18,18 @@ struct VarlenRows {
 };
 
 SPLITKV_HD VarlenRows varlen_rows(const int32_t* cu_seqlens_q, int b, int64_t total_q, int max_q_len) {
+#if defined(__CUDA_ARCH__)
+  using ::max;
+  using ::min;
+#else
+  using std::max;
+  using std::min;
+#endif
   VarlenRows r;
   const int64_t q0 = cu_seqlens_q[b], q1 = cu_seqlens_q[b + 1];
   r.bad = q0 < 0 || q1 < q0 || q1 > total_q || q1 - q0 > max_q_len;
-  r.begin = q0 < 0 ? 0 : (q0 > total_q ? total_q : q0);
-  int64_t len = q1 - r.begin;
-  if (len < 0) len = 0;
-  if (len > max_q_len) len = max_q_len;
-  if (len > total_q - r.begin) len = total_q - r.begin;
-  r.len = int(len);
+  r.begin = min(max(q0, int64_t(0)), total_q);
+  r.len = int(min(max(q1 - r.begin, int64_t(0)), min(int64_t(max_q_len), total_q - r.begin)));
   return r;
 }
 
