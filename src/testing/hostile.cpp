@@ -9,6 +9,7 @@
 
 #include "reference/reference.hpp"
 #include "testing/compare.hpp"
+#include "kernels/common/varlen_rows.hpp"
 #include "testing/decode_check.hpp"
 
 namespace splitkv::testing::hostile {
@@ -375,6 +376,220 @@ std::vector<DecodeAttack> decode_attacks(uint64_t seed) {
     split("workspace one byte short", "workspace_bytes").workspace_delta = -1;
     split("no workspace", "workspace").workspace_null = true;
     split("workspace misaligned by 8 bytes", "workspace").workspace_offset = 8;
+  }
+  return attacks;
+}
+
+// ---- prefill --------------------------------------------------------------------------------------------
+
+namespace {
+
+struct PrefillBase {
+  PrefillCaseSpec spec;
+  PlanOptions options;
+  std::string name;
+};
+
+PrefillBase random_prefill_base(uint64_t seed) {
+  std::mt19937_64 rng(seed * 0xd1b54a32d192ed03ull + 7);
+  auto pick = [&](int n) { return int(rng() % uint64_t(n)); };
+  const int heads[][2] = {{4, 2}, {8, 8}, {16, 4}, {6, 1}};
+  const int* h = heads[pick(4)];
+  PrefillBase b;
+  PrefillProblem& p = b.spec.problem;
+  p.batch = 2 + pick(3);
+  p.num_q_heads = h[0];
+  p.num_kv_heads = h[1];
+  p.head_dim = 128;
+  p.varlen = true;
+  p.causal = pick(2) == 1;
+  b.spec.seed = seed;
+  for (int i = 0; i < p.batch; ++i) {
+    const int q = 1 + pick(160), k = q + pick(3000);
+    b.spec.q_lens.push_back(q);
+    b.spec.kv_lens.push_back(k);
+    p.max_q_len = std::max(p.max_q_len, q);
+    p.max_kv_len = std::max(p.max_kv_len, k);
+  }
+  switch (pick(3)) {
+    case 0: break;  // the planner's choice (KV splits for short chunks over long keys)
+    case 1:
+      b.options.strategy = Strategy::kSplitKV;
+      b.options.num_splits = 3;
+      break;
+    default: b.options.family = "prefill_mma"; break;
+  }
+  b.name = "prefill B=" + std::to_string(p.batch) + " " + std::to_string(p.num_q_heads) + "/" +
+           std::to_string(p.num_kv_heads) + (p.causal ? " causal" : "") + " max_q " + std::to_string(p.max_q_len) +
+           " max_k " + std::to_string(p.max_kv_len) + " splits " + std::to_string(b.options.num_splits) +
+           (b.options.family.empty() ? "" : " family " + b.options.family);
+  return b;
+}
+
+// Sequence b's tokens [cu[b], cu[b + 1]) of a case.
+std::pair<int64_t, int64_t> token_range(const PrefillCase& c, int b) {
+  return {c.cu_seqlens_q[size_t(b)], c.cu_seqlens_q[size_t(b) + 1]};
+}
+
+}  // namespace
+
+PrefillCase attack_case(const PrefillAttack& attack) {
+  PrefillCase c = make_prefill_case(attack.spec);
+  if (attack.edit_case) attack.edit_case(c);
+  poison_outputs(c);
+  return c;
+}
+
+PrefillTensors attack_tensors(const PrefillAttack& attack, PrefillCase& c) {
+  PrefillTensors t = c.host_tensors();
+  if (!attack.device_cu_seqlens_q.empty()) t.cu_seqlens_q_host = nullptr;
+  if (!attack.device_cu_seqlens_k.empty()) t.cu_seqlens_k_host = nullptr;
+  if (attack.edit_tensors) attack.edit_tensors(t);
+  return t;
+}
+
+std::string judge(const PrefillAttack& a, const Status& planned, const Status& ran, PrefillCase& c) {
+  if (a.promise == Promise::kNamedError) {
+    const Status& s = planned.ok() ? ran : planned;
+    if (s.ok()) return "accepted; expected an error naming '" + a.argument + "'";
+    if (s.argument() != a.argument) return "the error names '" + s.argument() + "', not '" + a.argument + "': " + s.message();
+    return "";
+  }
+  if (!planned.ok()) return "planning failed: " + planned.message();
+  if (!ran.ok()) return "the call failed: " + ran.message();
+  if (a.promise == Promise::kMatchesReference) {
+    const Comparison cmp = check_prefill(c);
+    return cmp.passed ? "" : "does not match the reference: " + cmp.summary();
+  }
+  const PrefillTensors host = c.host_tensors();  // the valid host cu_seqlens: the reference's
+  const std::vector<double> out = dense_values(host.out), lse = dense_values(host.lse);
+  const int64_t Hq = c.problem.num_q_heads, D = c.problem.head_dim, total = host.q.shape[0];
+  for (int64_t t = a.nan_begin; t < a.nan_end; ++t) {
+    for (int64_t i = 0; i < Hq * D; ++i) {
+      if (!std::isnan(out[size_t(t * Hq * D + i)])) return "token " + std::to_string(t) + ": O is not NaN";
+    }
+    for (int64_t h = 0; h < Hq; ++h) {
+      if (!std::isnan(lse[size_t(h * total + t)])) return "token " + std::to_string(t) + ": LSE is not NaN";
+    }
+  }
+  const ref::Result exact = ref::prefill(c.problem, host);
+  const ref::Result low = ref::prefill(c.problem, host, ref::Options{ref::Method::kLowPrecision});
+  ref::Result e, l;
+  std::vector<double> o, s;
+  for (int b : a.intact) {
+    const auto [t0, t1] = token_range(c, b);
+    e.out.insert(e.out.end(), exact.out.begin() + t0 * Hq * D, exact.out.begin() + t1 * Hq * D);
+    l.out.insert(l.out.end(), low.out.begin() + t0 * Hq * D, low.out.begin() + t1 * Hq * D);
+    o.insert(o.end(), out.begin() + t0 * Hq * D, out.begin() + t1 * Hq * D);
+    for (int64_t h = 0; h < Hq; ++h) {
+      e.lse.insert(e.lse.end(), exact.lse.begin() + h * total + t0, exact.lse.begin() + h * total + t1);
+      l.lse.insert(l.lse.end(), low.lse.begin() + h * total + t0, low.lse.begin() + h * total + t1);
+      s.insert(s.end(), lse.begin() + h * total + t0, lse.begin() + h * total + t1);
+    }
+  }
+  const Comparison cmp = compare_with_reference(e, l, o, s);
+  return cmp.passed ? "" : "the other sequences do not match the reference: " + cmp.summary();
+}
+
+std::vector<PrefillAttack> prefill_attacks(uint64_t seed) {
+  const PrefillBase base = random_prefill_base(seed);
+  const PrefillProblem& bp = base.spec.problem;
+  const int B = bp.batch;
+  std::vector<PrefillAttack> attacks;
+  auto attack = [&](std::string what, Promise promise) -> PrefillAttack& {
+    PrefillAttack a;
+    a.name = what + " [seed " + std::to_string(seed) + ": " + base.name + "]";
+    a.spec = base.spec;
+    a.options = base.options;
+    a.promise = promise;
+    attacks.push_back(std::move(a));
+    return attacks.back();
+  };
+  auto named = [&](std::string what, std::string argument) -> PrefillAttack& {
+    PrefillAttack& a = attack(std::move(what), Promise::kNamedError);
+    a.argument = std::move(argument);
+    return a;
+  };
+  // The case's offsets, for the device attacks' expectations.
+  std::vector<int32_t> cu_q(1, 0), cu_k(1, 0);
+  for (int b = 0; b < B; ++b) {
+    cu_q.push_back(cu_q.back() + base.spec.q_lens[size_t(b)]);
+    cu_k.push_back(cu_k.back() + base.spec.kv_lens[size_t(b)]);
+  }
+  std::vector<int> all_but_last, all_but_first;
+  for (int b = 0; b < B; ++b) (b + 1 < B ? all_but_last : all_but_first).push_back(b);
+  all_but_first.clear();
+  for (int b = 1; b < B; ++b) all_but_first.push_back(b);
+
+  attack("plain (a control)", Promise::kMatchesReference);
+
+  // ---- device offsets: NaN in that sequence's (clamped) rows; tensors hold 3 tokens past the last one.
+  const int64_t total_q = cu_q.back() + 3;
+  for (const auto& [what, value] : std::vector<std::pair<std::string, int64_t>>{
+           {"cu_seqlens_q[B] past the tensor", total_q + 100}, {"cu_seqlens_q[B] INT_MAX", INT_MAX},
+           {"cu_seqlens_q[B] INT_MIN", INT_MIN}, {"cu_seqlens_q[B] before cu_seqlens_q[B-1]", cu_q[size_t(B) - 1] - 1}}) {
+    PrefillAttack& a = attack("device " + what, Promise::kNanIn);
+    a.device_cu_seqlens_q = cu_q;
+    a.device_cu_seqlens_q.back() = int32_t(value);
+    const detail::VarlenRows rows = detail::varlen_rows(a.device_cu_seqlens_q.data(), B - 1, total_q, bp.max_q_len);
+    a.nan_begin = rows.begin;
+    a.nan_end = rows.begin + rows.len;
+    a.intact = all_but_last;
+  }
+  {
+    PrefillAttack& a = attack("device cu_seqlens_q[0] = -5", Promise::kNanIn);
+    a.device_cu_seqlens_q = cu_q;
+    a.device_cu_seqlens_q[0] = -5;
+    const detail::VarlenRows rows = detail::varlen_rows(a.device_cu_seqlens_q.data(), 0, total_q, bp.max_q_len);
+    a.nan_begin = rows.begin;
+    a.nan_end = rows.begin + rows.len;
+    a.intact = all_but_first;
+  }
+  {
+    PrefillAttack& a = attack("device cu_seqlens_k[B] past the keys", Promise::kNanIn);
+    a.device_cu_seqlens_k = cu_k;
+    a.device_cu_seqlens_k.back() = cu_k.back() + 1000;
+    a.nan_begin = cu_q[size_t(B) - 1];
+    a.nan_end = cu_q[size_t(B)];
+    a.intact = all_but_last;
+  }
+
+  // ---- host copies, layouts, outputs, options, plans: named errors before anything runs ----------
+  named("host cu_seqlens_q decreasing", "cu_seqlens_q[" + std::to_string(B) + "]").edit_case = [B](PrefillCase& c) {
+    c.cu_seqlens_q[size_t(B)] = c.cu_seqlens_q[size_t(B) - 1] - 1;
+  };
+  named("host cu_seqlens_k longer than max_kv_len", "cu_seqlens_k[1]").edit_case = [](PrefillCase& c) {
+    c.cu_seqlens_k[1] = c.cu_seqlens_k[0] + c.problem.max_kv_len + 1;
+  };
+  named("out heads on one row", "out.stride[1]").edit_tensors = [](PrefillTensors& t) { t.out.stride[1] = 0; };
+  named("lse heads on one row", "lse.stride[0]").edit_tensors = [](PrefillTensors& t) { t.lse.stride[0] = 0; };
+  named("odd q token stride", "q.stride[0]").edit_tensors = [](PrefillTensors& t) { t.q.stride[0] += 1; };
+  named("negative k token stride", "k.stride[0]").edit_tensors = [](PrefillTensors& t) { t.k.stride[0] = -t.k.stride[0]; };
+  named("missing cu_seqlens_k", "cu_seqlens_k.data").edit_tensors = [](PrefillTensors& t) {
+    t.cu_seqlens_k.data = nullptr;
+  };
+  auto option = [&](std::string what, std::string argument, void (*edit)(PlanOptions&)) {
+    PrefillAttack& a = named(std::move(what), std::move(argument));
+    a.options = PlanOptions{};
+    edit(a.options);
+  };
+  option("batch-invariant splits", "options.split_tokens", [](PlanOptions& o) { o.split_tokens = 1024; });
+  option("a fused merge", "options.fused_combine", [](PlanOptions& o) { o.fused_combine = true; });
+  option("a cluster merge", "options.cluster_combine", [](PlanOptions& o) { o.cluster_combine = true; });
+  option("an L2 key prefetch", "options.l2_prefetch_keys", [](PlanOptions& o) { o.l2_prefetch_keys = 32; });
+  option("split-v with splits", "options.num_splits", [](PlanOptions& o) {
+    o.strategy = Strategy::kSplitV;
+    o.num_splits = 2;
+  });
+  named("plan edited: block_m = 0", "plan").edit_plan = [](Plan& p) { p.block_m = 0; };
+  named("plan edited: num_splits + 1", "plan").edit_plan = [](Plan& p) { p.num_splits += 1; };
+  named("max_q_len past 2^30", "max_q_len").spec.problem.max_q_len = (1 << 30) + 1;
+  // KV heads broadcast by a stride of 0: read as such by plain loads, refused by name by TMA.
+  {
+    PrefillAttack& a = attack("KV heads broadcast on prefill_mma", Promise::kMatchesReference);
+    a.options = PlanOptions{};
+    a.options.family = "prefill_mma";
+    a.edit_case = [](PrefillCase& c) { c.k_ref.stride[1] = c.v_ref.stride[1] = 0; };
   }
   return attacks;
 }

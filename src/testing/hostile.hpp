@@ -19,6 +19,7 @@
 
 #include "splitkv/splitkv.hpp"
 #include "testing/decode_case.hpp"
+#include "testing/prefill_case.hpp"
 
 namespace splitkv::testing::hostile {
 
@@ -67,5 +68,32 @@ DecodeProblem planned_problem(const DecodeAttack& attack);
 
 // Builds the attack's case (make_decode_case, then edit_case) with NaN outputs.
 DecodeCase attack_case(const DecodeAttack& attack);
+
+// ---- prefill (varlen, with and without KV splits) ----------------------------------------------------
+
+struct PrefillAttack {
+  std::string name;
+  PrefillCaseSpec spec;
+  PlanOptions options;
+  std::function<void(PrefillCase&)> edit_case;  // host data and layouts (the reference reads them too)
+  std::function<void(PrefillTensors&)> edit_tensors;
+  std::function<void(Plan&)> edit_plan;
+  // Non-empty: the device copies of cu_seqlens_q / cu_seqlens_k hold these instead of the case's
+  // (and the host copies are hidden): invalid device data the host cannot see.
+  std::vector<int32_t> device_cu_seqlens_q, device_cu_seqlens_k;
+  Promise promise = Promise::kMatchesReference;
+  std::string argument;  // kNamedError
+  // kNanIn: out's token rows [nan_begin, nan_end) are NaN in every head (the bad sequence's rows as
+  // kernels/common/varlen_rows.hpp clamps them); the tokens of the other sequences match the reference.
+  int64_t nan_begin = 0, nan_end = 0;
+  std::vector<int> intact;
+};
+
+std::vector<PrefillAttack> prefill_attacks(uint64_t seed);
+std::string judge(const PrefillAttack& attack, const Status& planned, const Status& ran, PrefillCase& c);
+// Builds the attack's case (make_prefill_case, then edit_case) with NaN outputs.
+PrefillCase attack_case(const PrefillAttack& attack);
+// The case's tensors as the attack hands them to the call (host copies of device cu_seqlens hidden).
+PrefillTensors attack_tensors(const PrefillAttack& attack, PrefillCase& c);
 
 }  // namespace splitkv::testing::hostile

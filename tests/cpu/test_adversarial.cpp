@@ -98,6 +98,37 @@ TEST(Adversarial, EveryPromiseHoldsOnTheHost) {
   std::printf("adversarial (host): %d attacks, %d broken promises\n", attacks, broken);
 }
 
+// Prefill's named-error attacks (host copies, layouts, options, plans): refused before anything
+// runs, so they run here; its device-data attacks need the kernels (tests/gpu/test_adversarial_gpu.cpp).
+TEST(Adversarial, PrefillRefusesByNameOnTheHost) {
+  int attacks = 0, broken = 0;
+  for (int seed = 1; seed <= seeds(); ++seed) {
+    for (const testing::hostile::PrefillAttack& a : testing::hostile::prefill_attacks(uint64_t(seed))) {
+      if (a.promise != Promise::kNamedError) continue;
+      ++attacks;
+      Plan plan;
+      const Status planned = plan_prefill(a.spec.problem, DeviceInfo::h200(), a.options, &plan);
+      Status ran;
+      testing::PrefillCase c;
+      if (planned.ok()) {
+        if (a.edit_plan) a.edit_plan(plan);
+        c = testing::hostile::attack_case(a);
+        const PrefillTensors t = testing::hostile::attack_tensors(a, c);
+        std::vector<unsigned char> workspace(plan.workspace_bytes + 32);
+        void* ws = workspace.data() + (16 - reinterpret_cast<uintptr_t>(workspace.data()) % 16) % 16;
+        ran = run_prefill(plan, t, ws, plan.workspace_bytes, nullptr);
+      }
+      const std::string why = testing::hostile::judge(a, planned, ran, c);
+      if (!why.empty()) {
+        ++broken;
+        ADD_FAILURE() << a.name << ": " << why;
+      }
+    }
+  }
+  EXPECT_GT(attacks, 10 * seeds());
+  std::printf("adversarial prefill (host): %d attacks, %d broken promises\n", attacks, broken);
+}
+
 // A test that cannot fail is a defect: a judge that accepted everything would pass the suite, so
 // the judge must catch a kept-looking run that broke each kind of promise.
 TEST(Adversarial, TheJudgeCatchesBrokenPromises) {

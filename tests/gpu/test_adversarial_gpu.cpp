@@ -98,6 +98,65 @@ std::string run_on_gpu(const DecodeAttack& a, bool* skipped) {
   return testing::hostile::judge(a, planned, ran, c);
 }
 
+std::string run_prefill_on_gpu(const testing::hostile::PrefillAttack& a, bool* skipped) {
+  Plan plan;
+  const Status planned = plan_prefill(a.spec.problem, gpu_test::device(), a.options, &plan);
+  testing::PrefillCase c;
+  if (!planned.ok()) return testing::hostile::judge(a, planned, Status::success(), c);
+  if (!gpu_test::plan_compiled(plan)) {
+    *skipped = true;
+    return "";
+  }
+  if (a.edit_plan) a.edit_plan(plan);
+  c = testing::hostile::attack_case(a);
+  testing::DevicePrefillCase dev(c);
+  PrefillTensors t = testing::hostile::attack_tensors(a, c);
+  const PrefillTensors host = c.host_tensors();
+  auto rebase = [](const TensorRef& view, const void* host_base, void* device_base, TensorRef* into) {
+    const ptrdiff_t offset = static_cast<const char*>(view.data) - static_cast<const char*>(host_base);
+    *into = view;
+    if (view.data != nullptr) into->data = static_cast<char*>(device_base) + offset;
+  };
+  rebase(t.q, host.q.data, dev.q.get(), &t.q);
+  rebase(t.k, host.k.data, dev.k.get(), &t.k);
+  rebase(t.v, host.v.data, dev.v.get(), &t.v);
+  rebase(t.cu_seqlens_q, host.cu_seqlens_q.data, dev.cu_seqlens_q.get(), &t.cu_seqlens_q);
+  rebase(t.cu_seqlens_k, host.cu_seqlens_k.data, dev.cu_seqlens_k.get(), &t.cu_seqlens_k);
+  if (!a.device_cu_seqlens_q.empty()) dev.cu_seqlens_q.upload(a.device_cu_seqlens_q.data(), dev.cu_seqlens_q.bytes());
+  if (!a.device_cu_seqlens_k.empty()) dev.cu_seqlens_k.upload(a.device_cu_seqlens_k.data(), dev.cu_seqlens_k.bytes());
+  GuardedDevice out(c.out.data(), c.out.size() * sizeof(uint16_t)), lse(c.lse.data(), c.lse.size() * sizeof(float));
+  rebase(t.out, host.out.data, out.get(), &t.out);
+  rebase(t.lse, host.lse.data, lse.get(), &t.lse);
+  DeviceBuffer workspace = gpu_test::poisoned_workspace(plan.workspace_bytes);
+  const Status ran = run_prefill(plan, t, workspace.get(), plan.workspace_bytes, nullptr);
+  const cudaError_t synced = cudaDeviceSynchronize();
+  if (synced != cudaSuccess) return std::string("CUDA error after the call: ") + cudaGetErrorString(synced);
+  if (!out.intact()) return "wrote outside out";
+  if (!lse.intact()) return "wrote outside lse";
+  out.copy_to(c.out.data());
+  lse.copy_to(c.lse.data());
+  return testing::hostile::judge(a, planned, ran, c);
+}
+
+TEST(AdversarialGpu, PrefillPromisesHoldOnTheGpu) {
+  SPLITKV_REQUIRE_GPU(DType::kBF16, 128);
+  int attacks = 0, broken = 0, skipped = 0;
+  for (int seed = 1; seed <= seeds(); ++seed) {
+    for (const testing::hostile::PrefillAttack& a : testing::hostile::prefill_attacks(uint64_t(seed))) {
+      bool skip = false;
+      const std::string why = run_prefill_on_gpu(a, &skip);
+      ++attacks;
+      skipped += skip;
+      if (!why.empty()) {
+        ++broken;
+        ADD_FAILURE() << a.name << ": " << why;
+      }
+    }
+  }
+  std::printf("adversarial prefill (GPU): %d attacks, %d skipped (not compiled), %d broken promises\n", attacks,
+              skipped, broken);
+}
+
 TEST(AdversarialGpu, EveryPromiseHoldsOnTheGpu) {
   SPLITKV_REQUIRE_GPU(DType::kBF16, 128);
   int attacks = 0, broken = 0, skipped = 0;
