@@ -10,11 +10,16 @@
 // max|x| / 448 over the cache of that length, K and V separately), int8, int4 (asymmetric per
 // (token, KV head), fp16 scale and min), k8v4 (K int8, V int4). The query is never rounded.
 //
-// Rotated variants (fp8_rot, int8_rot, int4_rot, k8v4_rot: kernels/common/kv_rotation.hpp): K and V
-// rotated before they are quantized and rotated back after, which is what attention with the query
-// rotated and the output rotated back computes. Study variants (not formats): int4_wht (the same
-// rotation without its sign pattern) and int4_kivi (the alternative to rotation: K quantized per
-// channel over groups of 128 tokens, V per token, as KIVI does).
+// Study variants (the design of outlier-robust caches; not formats yet):
+//   *_rot       K and V rotated before they are quantized and rotated back after
+//               (tools/kv_rotation.hpp: fixed signs, then a normalized Walsh-Hadamard transform), which
+//               is what attention with the query rotated and the output rotated back computes;
+//   int4_wht    the same rotation without its sign pattern;
+//   int4_crot   K and V centered (the per-channel mean of their first 1024 tokens subtracted: the
+//               softmax is unchanged and the output moves by a constant), then rotated;
+//   *_kc        keys quantized per channel over groups of 64 consecutive tokens (fp16 scale and min
+//               per group and channel, as KIVI does), values per token as in the plain format;
+//               int4_kc32 with groups of 32. Bytes per token count the per-channel scales (D * 4 / G).
 //
 // Data sets (one sequence, Hq query heads, Hkv KV heads, head dim D, q_len 1, non-causal, softmax
 // scale 1/sqrt(D)); the first three use the same N(0,1) draws (a fixed seed) and differ only as stated:
@@ -51,7 +56,7 @@
 
 #include "common/half_convert.hpp"
 #include "common/parallel_for.hpp"
-#include "kernels/common/kv_rotation.hpp"
+#include "kv_rotation.hpp"
 #include "quant/kv_quant_host.hpp"
 #include "reference/reference.hpp"
 #include "reference/row_attention.hpp"
@@ -83,26 +88,35 @@ const char* dataset_name(int ds) {
 // Variants: 0 is the fp64 reference over the original values; the others are the formats, their
 // rotated versions, and two study variants.
 enum Variant {
-  kRef, kBf16, kFp8, kInt8, kInt4, kK8V4, kFp8Rot, kInt8Rot, kInt4Rot, kK8V4Rot, kInt4Wht, kInt4Kivi, kInt4CRot,
-  kNumVariants
+  kRef, kBf16, kFp8, kInt8, kInt4, kK8V4, kFp8Rot, kInt8Rot, kInt4Rot, kK8V4Rot, kInt4Wht, kInt4CRot, kInt8Kc,
+  kInt4Kc, kK8V4Kc, kInt4Kc32, kNumVariants
 };
 const char* variant_name(int v) {
   static const char* names[] = {"ref",     "bf16",     "fp8",      "int8",     "int4",     "k8v4",
-                                "fp8_rot", "int8_rot", "int4_rot", "k8v4_rot", "int4_wht", "int4_kivi",
-                                "int4_crot"};
+                                "fp8_rot", "int8_rot", "int4_rot", "k8v4_rot", "int4_wht", "int4_crot",
+                                "int8_kc",  "int4_kc",  "k8v4_kc",  "int4_kc32"};
   return names[v];
 }
 KvFormat variant_format(int v) {
   switch (v) {
     case kFp8: case kFp8Rot: return KvFormat::kFP8E4M3;
-    case kInt8: case kInt8Rot: return KvFormat::kInt8;
-    case kInt4: case kInt4Rot: case kInt4Wht: case kInt4Kivi: case kInt4CRot: return KvFormat::kInt4;
-    case kK8V4: case kK8V4Rot: return KvFormat::kK8V4;
+    case kInt8: case kInt8Rot: case kInt8Kc: return KvFormat::kInt8;
+    case kInt4: case kInt4Rot: case kInt4Wht: case kInt4CRot: case kInt4Kc: case kInt4Kc32: return KvFormat::kInt4;
+    case kK8V4: case kK8V4Rot: case kK8V4Kc: return KvFormat::kK8V4;
     default: return KvFormat::kNative;
   }
 }
-constexpr int kKiviGroup = 128;   // tokens per per-channel key scale (int4_kivi)
+constexpr int kKeyGroup = 64;     // tokens per per-channel key scale (*_kc; int4_kc32: 32)
 constexpr int kCenterTokens = 1024;  // int4_crot: the per-channel mean of the first tokens is subtracted
+
+// Bytes per token and KV head: the format's, with per-channel key scales for the *_kc variants
+// (one fp16 pair per channel and group of tokens instead of one per token).
+int64_t variant_bytes(int var, int d) {
+  quant::TokenHeadBytes b = quant::token_head_bytes(variant_format(var), d);
+  if (var == kInt8Kc || var == kInt4Kc || var == kK8V4Kc) b.k_scales = int64_t(d) * 4 / kKeyGroup;
+  if (var == kInt4Kc32) b.k_scales = int64_t(d) * 4 / 32;
+  return b.total();
+}
 
 std::vector<int> outlier_channels(int d) {
   std::vector<int> c;
@@ -209,13 +223,13 @@ void round_trip_int_centered(const float* x, size_t n, int d, int bits, float* o
     for (int c = 0; c < d; ++c) out[t * d + c] = float(out[t * d + c] + mean[c] / double(m));
 }
 
-// KIVI's keys: every channel quantized (asymmetric, fp16 scale and min) over groups of kKiviGroup
-// consecutive tokens.
-void round_trip_int_per_channel(const float* x, size_t n, int d, int bits, float* out) {
-  std::vector<float> column(kKiviGroup), back(kKiviGroup);
-  std::vector<uint8_t> codes(quant::packed_row_bytes(kKiviGroup, bits));
-  for (size_t t0 = 0; t0 < n; t0 += kKiviGroup) {
-    const int g = int(std::min<size_t>(kKiviGroup, n - t0));
+// Per-channel keys (as KIVI quantizes them): every channel quantized (asymmetric, fp16 scale and
+// min) over groups of `group` consecutive tokens.
+void round_trip_int_per_channel(const float* x, size_t n, int d, int bits, int group, float* out) {
+  std::vector<float> column(size_t(group) + 1), back(size_t(group) + 1);
+  std::vector<uint8_t> codes(quant::packed_row_bytes(group + 1, bits) + 1);
+  for (size_t t0 = 0; t0 < n; t0 += size_t(group)) {
+    const int g = int(std::min<size_t>(size_t(group), n - t0));
     for (int c = 0; c < d; ++c) {
       for (int i = 0; i < g; ++i) column[i] = x[(t0 + i) * d + c];
       if (g % 2 != 0) column[g] = column[g - 1];  // INT4 packs pairs: pad with a value already in range
@@ -330,12 +344,12 @@ void fill_heavy_values(uint64_t seed, size_t n, int d, float* x) {
 
 // Length-independent round trips (per row, or per group of rows) of one K or V tensor.
 struct Trips {
-  std::vector<float> bf16, i8, i4, i8r, i4r, i4w, i4kivi, i4c;
+  std::vector<float> bf16, i8, i4, i8r, i4r, i4w, i4c, i8kc, i4kc, i4kc32;
 };
 Trips make_trips(const std::vector<float>& x, int lmax, int d, bool is_key) {
   const size_t n = x.size();
   Trips r{std::vector<float>(n), std::vector<float>(n), std::vector<float>(n), std::vector<float>(n),
-          std::vector<float>(n), {}, {}, {}};
+          std::vector<float>(n), {}, {}, {}, {}, {}};
   round_trip_bf16(x.data(), lmax, d, r.bf16.data());
   round_trip_int(x.data(), lmax, d, 8, r.i8.data());
   round_trip_int(x.data(), lmax, d, 4, r.i4.data());
@@ -350,8 +364,12 @@ Trips make_trips(const std::vector<float>& x, int lmax, int d, bool is_key) {
     round_trip_int_centered(x.data(), lmax, d, 4, r.i4c.data());
   }
   if (is_key) {
-    r.i4kivi.resize(n);
-    round_trip_int_per_channel(x.data(), lmax, d, 4, r.i4kivi.data());
+    r.i8kc.resize(n);
+    r.i4kc.resize(n);
+    r.i4kc32.resize(n);
+    round_trip_int_per_channel(x.data(), lmax, d, 8, kKeyGroup, r.i8kc.data());
+    round_trip_int_per_channel(x.data(), lmax, d, 4, kKeyGroup, r.i4kc.data());
+    round_trip_int_per_channel(x.data(), lmax, d, 4, 32, r.i4kc32.data());
   }
   return r;
 }
@@ -424,10 +442,13 @@ void run_kv_head(const Config& cfg, int h, Results* res) {
           case kInt4Rot: kc = tk.i4r.data(); vc = tv.i4r.data(); break;
           case kK8V4Rot: kc = tk.i8r.data(); vc = tv.i4r.data(); break;
           case kInt4Wht: kc = tk.i4w.data(); vc = tv.i4w.data(); break;
-          case kInt4Kivi: kc = tk.i4kivi.data(); vc = tv.i4.data(); break;
           case kInt4CRot: kc = tk.i4c.data(); vc = tv.i4c.data(); break;
+          case kInt8Kc: kc = tk.i8kc.data(); vc = tv.i8.data(); break;
+          case kInt4Kc: kc = tk.i4kc.data(); vc = tv.i4.data(); break;
+          case kK8V4Kc: kc = tk.i8kc.data(); vc = tv.i4.data(); break;
+          case kInt4Kc32: kc = tk.i4kc32.data(); vc = tv.i4.data(); break;
         }
-        if (kc == nullptr || vc == nullptr || (!rotatable && var >= kFp8Rot && var != kInt4Kivi)) kc = vc = nullptr;
+        if (kc == nullptr || vc == nullptr || (!rotatable && var >= kFp8Rot && var <= kInt4CRot)) kc = vc = nullptr;
         for (int g = 0; g < group; ++g) {
           const int qh = h * group + g;
           const size_t r = res->row(ds, int(li), var, qh);
@@ -544,17 +565,17 @@ void write_md(const Config& cfg, const std::vector<Record>& recs, const std::str
   std::fprintf(f, "- `int8`, `int4`: asymmetric per (token, KV head), fp16 (scale, min) per row.\n");
   std::fprintf(f, "- `k8v4`: K as int8, V as int4.\n");
   std::fprintf(f,
-               "- `*_rot`: the same format over a rotated cache (`kernels/common/kv_rotation.hpp`: each K and V "
-               "row multiplied by a fixed sign per channel, then a normalized Walsh-Hadamard transform, before "
-               "it is quantized; attention then takes the rotated query and rotates its output back, which is "
-               "the attention over the rows rotated back measured here). Same bytes per token.\n");
-  std::fprintf(f,
-               "- study variants, not formats: `int4_wht` (the rotation without its sign pattern), `int4_crot` "
-               "(K and V centered first: the per-channel mean of their first %d tokens subtracted, which "
-               "leaves the softmax unchanged and moves the output by a constant; then rotated) and "
-               "`int4_kivi` (the alternative to a rotation: K quantized per channel over groups of %d tokens, "
-               "fp16 scale and min per group and channel, as KIVI does; V per token as `int4`).\n\n",
-               kCenterTokens, kKiviGroup);
+               "- study variants (the design of outlier-robust caches, not formats yet): `*_rot`, the format "
+               "over a rotated cache (`tools/kv_rotation.hpp`: each K and V row multiplied by a fixed sign per "
+               "channel, then a normalized Walsh-Hadamard transform, before it is quantized; attention takes "
+               "the rotated query and rotates its output back, i.e. attention over the rows rotated back, "
+               "measured here), same bytes; `int4_wht`, the rotation without its sign pattern; `int4_crot`, K "
+               "and V centered first (the per-channel mean of their first %d tokens subtracted, which leaves "
+               "the softmax unchanged and moves the output by a constant), then rotated; `*_kc`, keys "
+               "quantized per channel over groups of %d consecutive tokens (fp16 scale and min per group and "
+               "channel, as KIVI does; `int4_kc32`: groups of 32), values per token as in the plain format; "
+               "their bytes count the keys' per-channel scales (D x 4 / G per token).\n\n",
+               kCenterTokens, kKeyGroup);
   std::fprintf(f, "Data sets (the first three from the same N(0,1) draws, differing only as stated):\n\n");
   std::fprintf(f, "- `gaussian`: Q, K, V i.i.d. N(0,1).\n");
   std::fprintf(f,
@@ -607,7 +628,8 @@ void write_md(const Config& cfg, const std::vector<Record>& recs, const std::str
   // The rotation study and the outlier targets (issue: quantized caches on real keys).
   std::fprintf(f, "## Outlier channels: plain, rotated and per-channel caches (32k keys)\n\n");
   std::fprintf(f, "| format | gaussian | k_outliers | rope | peaked |\n|---|---|---|---|---|\n");
-  for (int var : {kFp8, kFp8Rot, kInt8, kInt8Rot, kInt4, kInt4Rot, kInt4Wht, kInt4CRot, kInt4Kivi, kK8V4, kK8V4Rot}) {
+  for (int var : {kFp8, kFp8Rot, kInt8, kInt8Rot, kInt8Kc, kInt4, kInt4Rot, kInt4Wht, kInt4CRot, kInt4Kc, kInt4Kc32,
+                  kK8V4, kK8V4Rot, kK8V4Kc}) {
     std::fprintf(f, "| %s |", variant_name(var));
     for (int ds : {kGaussian, kKOutliers, kRope, kPeaked}) {
       const Record* r = find(recs, ds, var, 32768);
@@ -753,7 +775,7 @@ int main(int argc, char** argv) {
         r.o_ref_rms = std::sqrt(den / (double(cfg.hq) * cfg.d));
         r.ref_pmax = pmax / cfg.hq;
         r.ref_eff_keys = eff / cfg.hq;
-        r.bytes_per_token_head = quant::token_head_bytes(variant_format(var), cfg.d).total();
+        r.bytes_per_token_head = variant_bytes(var, cfg.d);
         recs.push_back(r);
       }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

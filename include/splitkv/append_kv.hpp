@@ -18,7 +18,6 @@ struct AppendKvProblem {
   int head_dim = 0;      // 64, 128 or 256 (the head dims decode and prefill read)
   DType dtype = DType::kBF16;              // of the new k / v rows: kF16 or kBF16
   KvFormat kv_format = KvFormat::kNative;  // of the cache; kNative (or kF16 / kBF16) stores `dtype`
-  KvRotation kv_rotation = KvRotation::kNone;  // rotate rows before quantizing (the host quantizer does; GPU: not yet)
   // 0: contiguous cache [batch, capacity, Hkv, D]; else paged [pages, page_size, Hkv, D], page_size a
   // multiple of 16 (as in DecodeProblem: the cache written here is the cache decode reads).
   int page_size = 0;

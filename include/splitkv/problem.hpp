@@ -26,7 +26,6 @@ struct DecodeProblem {
   bool causal = false;
   DType dtype = DType::kBF16;  // of Q and O
   KvFormat kv_format = KvFormat::kNative;  // of the K/V cache; native: stored in `dtype`
-  KvRotation kv_rotation = KvRotation::kNone;  // a rotated quantized cache (CPU backend only, yet)
   float softmax_scale = 0.f;   // 0 means 1/sqrt(head_dim)
 };
 
@@ -85,7 +84,6 @@ struct PrefillProblem {
   bool causal = false;
   DType dtype = DType::kBF16;              // of Q and O
   KvFormat kv_format = KvFormat::kNative;  // of K and V; native: stored in `dtype`
-  KvRotation kv_rotation = KvRotation::kNone;  // kv_cache: a rotated quantized cache (not read on GPUs yet)
   float softmax_scale = 0.f;  // 0 means 1/sqrt(head_dim)
   // Chunked prefill over a KV cache (kv_cache = true): K and V are a cache in the decode layouts,
   // contiguous [batch, capacity, Hkv, D] (page_size 0) or paged [pages, page_size, Hkv, D] with a

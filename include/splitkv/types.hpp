@@ -25,16 +25,6 @@ enum class KvFormat : int32_t { kNative, kF16, kBF16, kFP8E4M3, kInt8, kInt4, kK
 
 const char* to_string(KvFormat format);
 
-// A rotated cache (docs/KV_FORMATS.md, "Rotated caches"): kHadamard stores every K and V row
-// multiplied by a fixed sign per channel and a normalized Walsh-Hadamard transform before it is
-// quantized, so that the few key channels of real models that dwarf the rest no longer take a
-// quantized row's whole range. Attention is unchanged (the map is orthogonal): it reads the
-// rotated query and rotates its output back. Quantized formats only; a per-call choice, so one
-// model may keep rotated and plain layers.
-enum class KvRotation : int32_t { kNone, kHadamard };
-
-const char* to_string(KvRotation rotation);
-
 // A view of memory owned by the caller: up to 4 dimensions, strides in elements (not bytes).
 // Layouts follow flash_attn_with_kvcache: [batch, seq, heads, dim] with the last dim contiguous;
 // every other stride is free.

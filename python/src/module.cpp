@@ -443,11 +443,6 @@ NB_MODULE(_splitkv, m) {
       .value("int8", KvFormat::kInt8)
       .value("int4", KvFormat::kInt4)
       .value("k8v4", KvFormat::kK8V4);
-  nb::enum_<KvRotation>(m, "KvRotation",
-                        "A rotated quantized cache (docs/KV_FORMATS.md, 'Rotated caches'); the CPU backend and the "
-                        "reference read it, the GPU kernels not yet")
-      .value("none", KvRotation::kNone)
-      .value("hadamard", KvRotation::kHadamard);
 
   nb::enum_<Strategy>(m, "Strategy")
       .value("auto", Strategy::kAuto)
@@ -501,8 +496,7 @@ NB_MODULE(_splitkv, m) {
           .def_rw("causal", &DecodeProblem::causal)
           .def_rw("dtype", &DecodeProblem::dtype)
           .def_rw("softmax_scale", &DecodeProblem::softmax_scale)
-          .def_rw("kv_format", &DecodeProblem::kv_format)
-          .def_rw("kv_rotation", &DecodeProblem::kv_rotation);
+          .def_rw("kv_format", &DecodeProblem::kv_format);
 
   nb::class_<PrefillProblem>(m, "PrefillProblem", "Prefill shapes (the planner's input)")
           .def(
@@ -535,8 +529,7 @@ NB_MODULE(_splitkv, m) {
           .def_rw("causal", &PrefillProblem::causal)
           .def_rw("dtype", &PrefillProblem::dtype)
           .def_rw("softmax_scale", &PrefillProblem::softmax_scale)
-          .def_rw("kv_format", &PrefillProblem::kv_format)
-          .def_rw("kv_rotation", &PrefillProblem::kv_rotation);
+          .def_rw("kv_format", &PrefillProblem::kv_format);
 
   nb::class_<PlanOptions>(m, "PlanOptions", "Planner options")
                           .def(

@@ -190,7 +190,6 @@ Status run_decode(const Plan& plan, const DecodeTensors& t, void* workspace, siz
   const DecodeProblem& pr = plan.decode;
   if (Status s = detail::validate_decode_problem(pr); !s) return s;
   if (Status s = detail::validate_decode_tensors(pr, t); !s) return s;
-  if (pr.kv_rotation != KvRotation::kNone) return Status::unsupported("kv_rotation", detail::kGpuRotationPending);
   if (plan.decode_via_prefill) return run_decode_via_prefill(plan, t, workspace, workspace_bytes, stream);
   if (Status s = detail::validate_decode_partials(pr, plan.num_splits, t); !s) return s;
   // The caller's partial buffers replace the workspace's (and the combine).
@@ -546,7 +545,6 @@ Status run_prefill(const Plan& plan, const PrefillTensors& t, void* workspace, s
   const PrefillProblem& pr = plan.prefill;
   if (Status s = detail::validate_prefill_problem(pr); !s) return s;
   if (Status s = detail::validate_prefill_tensors(pr, t); !s) return s;
-  if (pr.kv_rotation != KvRotation::kNone) return Status::unsupported("kv_rotation", detail::kGpuRotationPending);
   if (Status s = detail::validate_workspace(plan.workspace_bytes, workspace, workspace_bytes); !s) return s;
   if (Status s = note_workspace_use(plan, workspace); !s) return s;
   if (plan.dequantized_cache) return prefill_over_staging(plan, t, workspace, stream);

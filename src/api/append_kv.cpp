@@ -9,7 +9,6 @@
 
 #include "api/device_arch.hpp"
 #include "api/tensor_checks.hpp"
-#include "api/validate.hpp"
 #include "common/formats.hpp"
 #include "kernels/quant/append_kv_params.hpp"
 #include "quant/kv_quant_host.hpp"
@@ -50,16 +49,6 @@ Status validate_problem(const AppendKvProblem& p) {
   }
   if (p.page_size != 0 && (p.page_size < 16 || p.page_size % 16 != 0)) {
     return Status::invalid("page_size", "0 (contiguous cache) or a multiple of 16", str(p.page_size));
-  }
-  if (p.kv_rotation != KvRotation::kNone) {
-    if (p.kv_rotation != KvRotation::kHadamard) {
-      return Status::invalid("kv_rotation", "a KvRotation value", "value " + str(int(p.kv_rotation)));
-    }
-    if (!traits.quantized) {
-      return Status::invalid("kv_rotation", "kNone for a 16-bit cache (rotation serves quantized formats)",
-                             "hadamard");
-    }
-    return Status::unsupported("kv_rotation", std::string(detail::kGpuRotationPending));
   }
   const int64_t blocks = (int64_t(p.num_tokens) * 2 * p.num_kv_heads + detail::kAppendWarpsPerBlock - 1) /
                          detail::kAppendWarpsPerBlock;

@@ -41,19 +41,6 @@ Status check_kv_format(KvFormat format, DType dtype) {
 DType k_element(KvFormat format, DType dtype) { return kv_format_traits(resolve_kv_format(format, dtype)).k_element; }
 DType v_element(KvFormat format, DType dtype) { return kv_format_traits(resolve_kv_format(format, dtype)).v_element; }
 
-// A rotated cache: a known value, and a quantized format (a 16-bit cache has nothing to spread).
-Status check_kv_rotation(KvRotation rotation, KvFormat format, DType dtype) {
-  if (rotation == KvRotation::kNone) return Status::success();
-  if (rotation != KvRotation::kHadamard) {
-    return Status::invalid("kv_rotation", "a KvRotation value", "value " + str(int(rotation)));
-  }
-  if (!kv_format_traits(resolve_kv_format(format, dtype)).quantized) {
-    return Status::invalid("kv_rotation", "kNone for a 16-bit cache (rotation serves quantized formats)",
-                           to_string(rotation));
-  }
-  return Status::success();
-}
-
 Status check_head_dim(int head_dim) {
   if (head_dim == 64 || head_dim == 128 || head_dim == 256) return Status::success();
   return Status::unsupported("head_dim", "expected one of {64, 128, 256}, got " + str(head_dim));
@@ -119,7 +106,6 @@ Status validate_decode_problem(const DecodeProblem& p) {
   if (Status s = check_qo_dtype(p.dtype); !s) return s;
   if (Status s = check_kv_format(p.kv_format, p.dtype); !s) return s;
   if (Status s = check_head_dim(p.head_dim); !s) return s;
-  if (Status s = check_kv_rotation(p.kv_rotation, p.kv_format, p.dtype); !s) return s;
   if (p.q_len < 1 || p.q_len > 16) return Status::invalid("q_len", "1..16", str(p.q_len));
   if (Status s = check_length_bound("max_kv_len", p.max_kv_len, 0); !s) return s;
   if (p.page_size != 0 && (p.page_size < 16 || p.page_size % 16 != 0 || p.page_size > kMaxLength)) {
@@ -245,7 +231,6 @@ Status validate_prefill_problem(const PrefillProblem& p) {
   if (Status s = check_qo_dtype(p.dtype); !s) return s;
   if (Status s = check_kv_format(p.kv_format, p.dtype); !s) return s;
   if (Status s = check_head_dim(p.head_dim); !s) return s;
-  if (Status s = check_kv_rotation(p.kv_rotation, p.kv_format, p.dtype); !s) return s;
   if (Status s = check_length_bound("max_q_len", p.max_q_len, 1); !s) return s;
   if (Status s = check_length_bound("max_kv_len", p.max_kv_len, 0); !s) return s;
   if (p.kv_cache) {  // keys from a decode cache: its page rule; lengths come from seq_lens (0 allowed)

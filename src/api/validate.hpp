@@ -10,12 +10,6 @@
 
 namespace splitkv::detail {
 
-// Why a GPU entry point refuses a rotated cache (KvRotation::kHadamard): the host quantizer, the
-// fp64 reference and the CPU backend read and write them; the kernels do not yet.
-inline constexpr const char* kGpuRotationPending =
-    "rotated caches are written by the host quantizer and read by the CPU backend and the fp64 reference; "
-    "the GPU kernels do not read or write them yet (docs/KV_FORMATS.md, \"Rotated caches\")";
-
 // Shape-level checks (no pointers): sizes, GQA ratio, head dim, dtype, KV format, page size,
 // scale. What depends on the kernel family (head dims it serves, grid limits) is the planner's.
 Status validate_decode_problem(const DecodeProblem& problem);

@@ -10,13 +10,6 @@ const char* to_string(DType dtype) { return detail::element_traits(dtype).name; 
 int bit_width(DType dtype) { return detail::element_traits(dtype).bits; }
 
 const char* to_string(KvFormat format) { return detail::kv_format_traits(format).name; }
-const char* to_string(KvRotation rotation) {
-  switch (rotation) {
-    case KvRotation::kNone: return "none";
-    case KvRotation::kHadamard: return "hadamard";
-  }
-  return "unknown";
-}
 
 int64_t TensorRef::numel() const {
   int64_t n = 1;

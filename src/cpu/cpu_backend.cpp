@@ -65,8 +65,7 @@ Status run_decode(const Plan& plan, const DecodeTensors& t) {
   std::vector<float> part_o(size_t(S) * rows * D), part_lse(size_t(S) * rows);
   std::vector<char> bad_sequence(p.batch, 0);
   const KvFormat format = detail::resolve_kv_format(p.kv_format, p.dtype);
-  const quant::KvRowReader k_rows(format, false, t.k, t.k_scales, D, p.kv_rotation),
-      v_rows(format, true, t.v, t.v_scales, D, p.kv_rotation);
+  const quant::KvRowReader k_rows(format, false, t.k, t.k_scales, D), v_rows(format, true, t.v, t.v_scales, D);
 
   // Phase 1: one task per (sequence, KV head, split), as one GPU thread block would do.
   detail::parallel_for(int64_t(p.batch) * Hkv * S, [&](int64_t task) {

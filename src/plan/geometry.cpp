@@ -55,7 +55,6 @@ PrefillProblem as_chunked_prefill(const DecodeProblem& d) {
   p.causal = d.causal;
   p.dtype = d.dtype;
   p.kv_format = d.kv_format;
-  p.kv_rotation = d.kv_rotation;
   p.softmax_scale = d.softmax_scale;
   p.kv_cache = true;
   p.page_size = d.page_size;

@@ -34,13 +34,13 @@ class Hasher {
 void add(Hasher& h, const DecodeProblem& p) {
   h.add(p.batch), h.add(p.num_q_heads), h.add(p.num_kv_heads), h.add(p.head_dim), h.add(p.q_len);
   h.add(p.max_kv_len), h.add(p.page_size), h.add(p.causal), h.add(p.dtype), h.add(p.kv_format);
-  h.add(p.kv_rotation), h.add(p.softmax_scale);
+  h.add(p.softmax_scale);
 }
 
 void add(Hasher& h, const PrefillProblem& p) {
   h.add(p.batch), h.add(p.num_q_heads), h.add(p.num_kv_heads), h.add(p.head_dim), h.add(p.max_q_len);
   h.add(p.max_kv_len), h.add(p.varlen), h.add(p.causal), h.add(p.dtype), h.add(p.kv_format);
-  h.add(p.kv_rotation), h.add(p.softmax_scale), h.add(p.kv_cache), h.add(p.page_size);
+  h.add(p.softmax_scale), h.add(p.kv_cache), h.add(p.page_size);
 }
 
 void add(Hasher& h, const DeviceInfo& d) {

@@ -2,7 +2,6 @@
 
 #include "common/formats.hpp"
 #include "common/host_tensor.hpp"
-#include "kernels/common/kv_rotation.hpp"
 
 namespace splitkv::quant {
 
@@ -21,20 +20,14 @@ IntCacheView int_cache_view(const TensorRef& codes, const TensorRef& scales) {
   return view;
 }
 
-KvRowReader::KvRowReader(KvFormat format, bool v_side, const TensorRef& cache, const TensorRef& scales, int head_dim,
-                         KvRotation rotation)
-    : cache_(cache), scales_(scales), head_dim_(head_dim), rotation_(rotation) {
+KvRowReader::KvRowReader(KvFormat format, bool v_side, const TensorRef& cache, const TensorRef& scales, int head_dim)
+    : cache_(cache), scales_(scales), head_dim_(head_dim) {
   const detail::KvFormatTraits traits = detail::kv_format_traits(format);
   element_ = v_side ? traits.v_element : traits.k_element;
   if (element_ == DType::kI8 || element_ == DType::kI4) int_view_ = int_cache_view(cache, scales);
 }
 
 void KvRowReader::read(int64_t block, int64_t slot, int64_t head, float* out) const {
-  read_stored(block, slot, head, out);
-  if (rotation_ == KvRotation::kHadamard) detail::kv_unrotate(out, head_dim_);
-}
-
-void KvRowReader::read_stored(int64_t block, int64_t slot, int64_t head, float* out) const {
   const int64_t row = detail::element_offset(cache_, block, slot, head);
   switch (element_) {
     case DType::kFP8E4M3: {

@@ -19,10 +19,7 @@ class KvRowReader {
  public:
   // `cache` is the K (v_side false) or V tensor of a decode cache in `format` (resolved, never
   // kNative), `scales` its scale tensor (empty for 16-bit formats); both in host memory.
-  // rotation: the rows of a rotated cache are rotated back after they are dequantized, so readers
-  // see the values the cache stands for.
-  KvRowReader(KvFormat format, bool v_side, const TensorRef& cache, const TensorRef& scales, int head_dim,
-              KvRotation rotation = KvRotation::kNone);
+  KvRowReader(KvFormat format, bool v_side, const TensorRef& cache, const TensorRef& scales, int head_dim);
 
   // Row of token `slot` of KV head `head` in `block` (a page, or a sequence of a contiguous cache).
   void read(int64_t block, int64_t slot, int64_t head, float* out) const;
@@ -31,10 +28,7 @@ class KvRowReader {
   DType element_;
   TensorRef cache_, scales_;
   int head_dim_;
-  KvRotation rotation_;
   IntCacheView int_view_;  // INT8/INT4 caches
-
-  void read_stored(int64_t block, int64_t slot, int64_t head, float* out) const;
 };
 
 }  // namespace splitkv::quant

@@ -71,8 +71,7 @@ Result decode_shard(const DecodeProblem& p, const DecodeTensors& t, const Shard&
   const int32_t* lens = static_cast<const int32_t*>(t.seq_lens.data);
   // K and V as the values the cache stands for (dequantized when the format is quantized).
   const KvFormat format = detail::resolve_kv_format(p.kv_format, p.dtype);
-  const quant::KvRowReader k_rows(format, false, t.k, t.k_scales, D, p.kv_rotation),
-      v_rows(format, true, t.v, t.v_scales, D, p.kv_rotation);
+  const quant::KvRowReader k_rows(format, false, t.k, t.k_scales, D), v_rows(format, true, t.v, t.v_scales, D);
 
   detail::parallel_for(int64_t(p.batch) * Hkv, [&](int64_t g) {
     const int b = static_cast<int>(g / Hkv), hkv = static_cast<int>(g % Hkv);
@@ -110,8 +109,7 @@ Result prefill(const PrefillProblem& p, const PrefillTensors& t, const Options& 
   const int32_t* cache_lens = static_cast<const int32_t*>(t.seq_lens.data);
   // Chunked prefill reads a decode cache through the same row reader as decode.
   const KvFormat format = detail::resolve_kv_format(p.kv_format, p.dtype);
-  const quant::KvRowReader k_rows(format, false, t.k, t.k_scales, D, p.kv_rotation),
-      v_rows(format, true, t.v, t.v_scales, D, p.kv_rotation);
+  const quant::KvRowReader k_rows(format, false, t.k, t.k_scales, D), v_rows(format, true, t.v, t.v_scales, D);
 
   detail::parallel_for(int64_t(p.batch) * Hkv, [&](int64_t g) {
     const int b = static_cast<int>(g / Hkv), hkv = static_cast<int>(g % Hkv);

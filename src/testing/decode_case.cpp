@@ -5,7 +5,6 @@
 #include <limits>
 #include <numeric>
 
-#include "kernels/common/kv_rotation.hpp"
 #include "quant/kv_quant_host.hpp"
 #include "testing/random_fill.hpp"
 
@@ -48,7 +47,6 @@ struct CacheSide {
   detail::KvScales kind;
   int head_dim;
   int num_kv_heads;
-  KvRotation rotation = KvRotation::kNone;  // a rotated cache stores its rows rotated, then quantized
 
   // Per-head FP8 scales chosen so standard normal values stay inside e4m3's range.
   static float fp8_scale(int64_t head) { return (1.f + 0.25f * float(head)) / 80.f; }
@@ -57,7 +55,6 @@ struct CacheSide {
     std::normal_distribution<float> normal(0.f, 1.f);
     std::vector<float> x(static_cast<size_t>(head_dim));
     for (float& value : x) value = normal(rng);
-    if (rotation == KvRotation::kHadamard) detail::kv_rotate(x.data(), head_dim);
     uint8_t* codes = data.byte_of(size_t(first_element));
     switch (kind) {
       case detail::KvScales::kNone:
@@ -163,8 +160,8 @@ DecodeCase make_decode_case(const DecodeCaseSpec& spec) {
   }
   c.v_scales = c.k_scales;
   c.v_scales_ref = c.k_scales_ref;
-  CacheSide k_side{c.k, c.k_scales, c.k_scales_ref, kv.scales, int(D), int(Hkv), p.kv_rotation};
-  CacheSide v_side{c.v, c.v_scales, c.v_scales_ref, kv.scales, int(D), int(Hkv), p.kv_rotation};
+  CacheSide k_side{c.k, c.k_scales, c.k_scales_ref, kv.scales, int(D), int(Hkv)};
+  CacheSide v_side{c.v, c.v_scales, c.v_scales_ref, kv.scales, int(D), int(Hkv)};
   // Rows in chunks of 256 on all threads (a long case spends most of its GPU test's time here
   // otherwise). Rows never share a byte (D is even for INT4), so chunks write apart.
   for_each_random_chunk(slabs * slab_tokens, 256, rng, [&](int64_t first_row, int64_t last_row, std::mt19937_64& g) {

@@ -47,7 +47,6 @@ struct DecodeSpecBuilder {
   DecodeSpecBuilder& head_dim(int d) { return spec.problem.head_dim = d, *this; }
   DecodeSpecBuilder& dtype(DType t) { return spec.problem.dtype = t, *this; }
   DecodeSpecBuilder& format(KvFormat f) { return spec.problem.kv_format = f, *this; }
-  DecodeSpecBuilder& rotated() { return spec.problem.kv_rotation = KvRotation::kHadamard, *this; }
   DecodeSpecBuilder& paged(int page_size) { return spec.problem.page_size = page_size, *this; }
   DecodeSpecBuilder& queries(int q_len, bool causal) {
     spec.problem.q_len = q_len;

@@ -136,16 +136,3 @@ def test_kernel_families_and_family_option():
         assert plan.family == name and f"family: {name}" in str(plan)
     with pytest.raises(ValueError, match="'options.family'"):
         splitkv.plan_decode(batch=1, num_q_heads=8, num_kv_heads=8, head_dim=128, max_kv_len=1024, family="nope")
-
-
-def test_rotated_cache_reaches_the_problem():
-    p = splitkv.DecodeProblem(batch=1, num_q_heads=8, num_kv_heads=2, head_dim=128, max_kv_len=256,
-                              kv_format=splitkv.KvFormat.int4)
-    assert p.kv_rotation == splitkv.KvRotation.none
-    p.kv_rotation = splitkv.KvRotation.hadamard
-    plan = splitkv._splitkv.plan_decode(p, splitkv.DeviceInfo.h200(), splitkv.PlanOptions())
-    assert plan.decode.kv_rotation == splitkv.KvRotation.hadamard
-    p.kv_format = splitkv.KvFormat.native  # a 16-bit cache has nothing to rotate
-    with pytest.raises(splitkv.InvalidArgumentError) as e:
-        splitkv._splitkv.plan_decode(p, splitkv.DeviceInfo.h200(), splitkv.PlanOptions())
-    assert e.value.argument == "kv_rotation"

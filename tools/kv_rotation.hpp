@@ -1,16 +1,14 @@
-// The rotation of a rotated KV cache (docs/KV_FORMATS.md, "Rotated caches"): an orthogonal map of
-// the head dimension applied to K and V before they are quantized, so that a channel much larger than
-// the rest (real models' keys carry a few) is spread over all channels instead of taking a
-// per-token row's whole range. For a row x of D values (D a power of two):
+// The rotation the accuracy study (tools/quant_accuracy.cpp) applies to K and V rows before
+// quantizing them: an orthogonal map of the head dimension that spreads a channel much larger than
+// the rest over all channels. For a row x of D values (D a power of two):
 //
 //   rotate(x)   = (1 / sqrt(D)) * WHT(s .* x)      unrotate(y) = s .* ((1 / sqrt(D)) * WHT(y))
 //
-// WHT is the (unnormalized, Sylvester-ordered) Walsh-Hadamard transform and s a fixed sign per
-// channel (kv_rotation_sign). The map is orthogonal, so q . k = rotate(q) . rotate(k): attention
-// over a rotated cache takes the rotated query, and its output is rotated back once per row
-// (O = unrotate(sum_t p_t rotate(v_t))). One definition for the host quantizer, the append kernel,
-// the reference and the kernels: the butterflies run in a fixed order in fp32 and the scale is one
-// multiply at the end, so host and device give the same bits.
+// WHT is the unnormalized, Sylvester-ordered Walsh-Hadamard transform and s a fixed sign per
+// channel. Because the map is orthogonal, attention over a rotated cache equals attention with the
+// query rotated and the output rotated back, so the study measures it as attention over the rows
+// rotated back. Measured and not chosen for the cache formats (docs/KV_FORMATS.md, "Outlier
+// channels"); written in host-and-device form in case a later design brings it back.
 #pragma once
 
 #include <cstdint>
