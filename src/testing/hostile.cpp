@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <limits>
 #include <cmath>
 #include <memory>
 #include <random>
@@ -9,6 +10,8 @@
 
 #include "reference/reference.hpp"
 #include "testing/compare.hpp"
+#include "common/half_convert.hpp"
+#include "kernels/common/lse_combine.hpp"
 #include "kernels/common/varlen_rows.hpp"
 #include "testing/decode_check.hpp"
 
@@ -591,6 +594,159 @@ std::vector<PrefillAttack> prefill_attacks(uint64_t seed) {
     a.options.family = "prefill_mma";
     a.edit_case = [](PrefillCase& c) { c.k_ref.stride[1] = c.v_ref.stride[1] = 0; };
   }
+  return attacks;
+}
+
+// ---- run_combine ----------------------------------------------------------------------------------------
+
+CombineTensors CombineCase::host_tensors() {
+  const CombineProblem& p = problem;
+  const int64_t S = p.num_splits, rows = int64_t(p.batch) * p.seq_len, H = p.num_heads, D = p.head_dim;
+  CombineTensors t;
+  t.partial_o = TensorRef::contiguous(partial_o.data(), DType::kF32, {S, rows, H, D});
+  t.partial_lse = TensorRef::contiguous(partial_lse.data(), DType::kF32, {S, rows, H});
+  t.out = TensorRef::contiguous(out.data(), p.dtype, {p.batch, p.seq_len, H, D});
+  t.lse = TensorRef::contiguous(lse.data(), DType::kF32, {p.batch, H, p.seq_len});
+  return t;
+}
+
+CombineCase attack_case(const CombineAttack& a) {
+  CombineCase c;
+  c.problem = a.problem;
+  const CombineProblem& p = a.problem;
+  const size_t rows = size_t(p.batch) * p.seq_len * p.num_heads;
+  c.partial_o.resize(size_t(p.num_splits) * rows * p.head_dim);
+  c.partial_lse.resize(size_t(p.num_splits) * rows);
+  std::mt19937_64 rng(a.seed);
+  std::normal_distribution<float> normal(0.f, 1.f);
+  for (float& x : c.partial_o) x = normal(rng);
+  for (float& x : c.partial_lse) x = 3.f * normal(rng);
+  c.out.assign(rows * p.head_dim, nan_bits(p.dtype));
+  c.lse.assign(rows, std::nanf(""));
+  if (a.edit_case) a.edit_case(c);
+  return c;
+}
+
+std::string judge(const CombineAttack& a, const Status& ran, const CombineCase& c) {
+  if (a.promise == Promise::kNamedError) {
+    if (ran.ok()) return "accepted; expected an error naming '" + a.argument + "'";
+    if (ran.argument() != a.argument) return "the error names '" + ran.argument() + "', not '" + a.argument + "': " + ran.message();
+    return "";
+  }
+  if (!ran.ok()) return "the call failed: " + ran.message();
+  const CombineProblem& p = c.problem;
+  const int64_t S = p.num_splits, H = p.num_heads, L = p.seq_len, D = p.head_dim, rows = int64_t(p.batch) * L * H;
+  std::vector<double> lses(static_cast<size_t>(S));
+  for (int64_t row = 0; row < rows; ++row) {  // row = (b * L + i) * H + h
+    const int64_t h = row % H, i = row / H % L, b = row / H / L;
+    bool nan_row = false;
+    for (int64_t s = 0; s < S; ++s) {
+      lses[size_t(s)] = c.partial_lse[size_t(s * rows + row)];
+      nan_row |= std::isnan(lses[size_t(s)]);
+    }
+    const float got_lse = c.lse[size_t((b * H + h) * L + i)];
+    if (nan_row) {
+      if (!std::isnan(got_lse)) return "row " + std::to_string(row) + ": a NaN partial LSE, but the LSE is not NaN";
+      for (int64_t j = 0; j < D; ++j) {
+        if (!std::isnan(detail::half_bits_to_float(c.out[size_t(row * D + j)], p.dtype))) {
+          return "row " + std::to_string(row) + ": a NaN partial LSE, but O is not NaN";
+        }
+      }
+      continue;
+    }
+    const double want_lse = detail::combined_lse(lses.data(), int(S), 1);
+    if (std::isinf(want_lse) ? !(std::isinf(got_lse) && got_lse < 0)
+                             : !(std::fabs(got_lse - want_lse) <= 1e-5 * std::max(1.0, std::fabs(want_lse)))) {
+      return "row " + std::to_string(row) + ": LSE " + std::to_string(got_lse) + ", expected " + std::to_string(want_lse);
+    }
+    for (int64_t j = 0; j < D; ++j) {
+      double want = 0;
+      for (int64_t s = 0; s < S; ++s) {
+        want += detail::combine_term(detail::combine_weight(lses[size_t(s)], want_lse),
+                                     double(c.partial_o[size_t((s * rows + row) * D + j)]));
+      }
+      const double got = detail::half_bits_to_float(c.out[size_t(row * D + j)], p.dtype);
+      if (!(std::fabs(got - want) <= std::fabs(want) / 128 + 1e-6)) {
+        return "row " + std::to_string(row) + " column " + std::to_string(j) + ": " + std::to_string(got) +
+               ", expected " + std::to_string(want);
+      }
+    }
+  }
+  return "";
+}
+
+std::vector<CombineAttack> combine_attacks(uint64_t seed) {
+  std::mt19937_64 rng(seed * 0x2545f4914f6cdd1dull + 3);
+  const int split_counts[] = {1, 2, 7, 8, 9, 17, 40, 70};
+  CombineProblem base;
+  base.num_splits = split_counts[rng() % 8];
+  base.batch = 1 + int(rng() % 3);
+  base.seq_len = 1 + int(rng() % 4);
+  base.num_heads = 1 + int(rng() % 4);
+  base.head_dim = 128;
+  const std::string tag = " [seed " + std::to_string(seed) + ": S=" + std::to_string(base.num_splits) + " B=" +
+                          std::to_string(base.batch) + " L=" + std::to_string(base.seq_len) + " H=" +
+                          std::to_string(base.num_heads) + "]";
+  const int S = base.num_splits;
+  const int64_t rows = int64_t(base.batch) * base.seq_len * base.num_heads;
+  std::vector<CombineAttack> attacks;
+  auto attack = [&](std::string what, Promise promise) -> CombineAttack& {
+    CombineAttack a;
+    a.name = what + tag;
+    a.problem = base;
+    a.seed = seed;
+    a.promise = promise;
+    attacks.push_back(std::move(a));
+    return attacks.back();
+  };
+  auto named = [&](std::string what, std::string argument) -> CombineAttack& {
+    CombineAttack& a = attack(std::move(what), Promise::kNamedError);
+    a.argument = std::move(argument);
+    return a;
+  };
+  attack("plain (a control)", Promise::kMatchesReference);
+  // Device values: empty partials holding NaN or Inf in O take no part; a NaN LSE poisons its row
+  // only; a row of empty partials is O = 0, LSE = -inf.
+  attack("empty partials with NaN and Inf in O", Promise::kMatchesReference).edit_case = [S, rows](CombineCase& c) {
+    const int64_t D = c.problem.head_dim;
+    for (int64_t row = 0; row < rows; row += 2) {
+      const int64_t s = row % S;
+      c.partial_lse[size_t(s * rows + row)] = -std::numeric_limits<float>::infinity();
+      for (int64_t j = 0; j < D; ++j) {
+        c.partial_o[size_t((s * rows + row) * D + j)] = j % 2 ? std::numeric_limits<float>::infinity() : std::nanf("");
+      }
+    }
+  };
+  attack("a row of empty partials with NaN in O", Promise::kMatchesReference).edit_case = [S, rows](CombineCase& c) {
+    const int64_t D = c.problem.head_dim;
+    for (int64_t s = 0; s < S; ++s) {
+      c.partial_lse[size_t(s * rows + rows - 1)] = -std::numeric_limits<float>::infinity();
+      for (int64_t j = 0; j < D; ++j) c.partial_o[size_t((s * rows + rows - 1) * D + j)] = std::nanf("");
+    }
+  };
+  attack("a NaN partial LSE", Promise::kMatchesReference).edit_case = [S, rows](CombineCase& c) {
+    c.partial_lse[size_t((S - 1) * rows + 0)] = std::nanf("");
+  };
+  // The call's arguments: named errors before anything runs.
+  named("no splits", "num_splits").problem.num_splits = 0;
+  named("head dim 96", "head_dim").problem.head_dim = 96;
+  named("fp32 output", "dtype").problem.dtype = DType::kF32;
+  if (base.num_heads > 1) {  // a dimension of extent 1 may carry any stride
+    named("partial_o not row-major", "partial_o.stride[2]").edit_tensors = [](CombineTensors& t) {
+      t.partial_o.stride[2] += 4;
+    };
+  }
+  named("partial_lse in fp16", "partial_lse.dtype").edit_tensors = [](CombineTensors& t) {
+    t.partial_lse.dtype = DType::kF16;
+  };
+  named("missing partial_o", "partial_o.data").edit_tensors = [](CombineTensors& t) { t.partial_o.data = nullptr; };
+  if (base.num_heads > 1) {
+    named("out heads on one row", "out.stride[2]").edit_tensors = [](CombineTensors& t) { t.out.stride[2] = 0; };
+  }
+  if (base.batch > 1) {
+    named("lse sequences on one row", "lse.stride[0]").edit_tensors = [](CombineTensors& t) { t.lse.stride[0] = 0; };
+  }
+  named("out of another shape", "out.shape[1]").edit_tensors = [](CombineTensors& t) { t.out.shape[1] += 1; };
   return attacks;
 }
 

@@ -96,4 +96,30 @@ PrefillCase attack_case(const PrefillAttack& attack);
 // The case's tensors as the attack hands them to the call (host copies of device cu_seqlens hidden).
 PrefillTensors attack_tensors(const PrefillAttack& attack, PrefillCase& c);
 
+// ---- run_combine (partials the caller holds) ---------------------------------------------------------
+
+// Partials [S, rows, H, D] / [S, rows, H] in fp32 and the merged out (bf16) / lse on the host.
+struct CombineCase {
+  CombineProblem problem;
+  std::vector<float> partial_o, partial_lse, lse;
+  std::vector<uint16_t> out;
+  CombineTensors host_tensors();
+};
+
+struct CombineAttack {
+  std::string name;
+  CombineProblem problem;
+  uint64_t seed = 1;
+  std::function<void(CombineCase&)> edit_case;  // the partials' values (NaN, Inf, -inf LSEs)
+  std::function<void(CombineTensors&)> edit_tensors;
+  Promise promise = Promise::kMatchesReference;  // kMatchesReference: the fp64 merge of the same partials
+  std::string argument;                          // kNamedError
+};
+
+std::vector<CombineAttack> combine_attacks(uint64_t seed);
+CombineCase attack_case(const CombineAttack& attack);
+// kMatchesReference: every row as the fp64 merge computes it (an empty partial has weight 0
+// whatever its O holds; a NaN LSE makes its row NaN; a row of empty partials is O = 0, LSE = -inf).
+std::string judge(const CombineAttack& attack, const Status& ran, const CombineCase& c);
+
 }  // namespace splitkv::testing::hostile

@@ -129,6 +129,23 @@ TEST(Adversarial, PrefillRefusesByNameOnTheHost) {
   std::printf("adversarial prefill (host): %d attacks, %d broken promises\n", attacks, broken);
 }
 
+// run_combine's named-error attacks (its device-value attacks run on the GPU).
+TEST(Adversarial, CombineRefusesByNameOnTheHost) {
+  int attacks = 0;
+  for (int seed = 1; seed <= seeds(); ++seed) {
+    for (const testing::hostile::CombineAttack& a : testing::hostile::combine_attacks(uint64_t(seed))) {
+      if (a.promise != Promise::kNamedError) continue;
+      ++attacks;
+      testing::hostile::CombineCase c = testing::hostile::attack_case(a);
+      CombineTensors t = c.host_tensors();
+      if (a.edit_tensors) a.edit_tensors(t);
+      const std::string why = testing::hostile::judge(a, run_combine(a.problem, t, nullptr), c);
+      EXPECT_TRUE(why.empty()) << a.name << ": " << why;
+    }
+  }
+  EXPECT_GT(attacks, 5 * seeds());
+}
+
 // A test that cannot fail is a defect: a judge that accepted everything would pass the suite, so
 // the judge must catch a kept-looking run that broke each kind of promise.
 TEST(Adversarial, TheJudgeCatchesBrokenPromises) {

@@ -157,6 +157,39 @@ TEST(AdversarialGpu, PrefillPromisesHoldOnTheGpu) {
               skipped, broken);
 }
 
+TEST(AdversarialGpu, CombinePromisesHoldOnTheGpu) {
+  SPLITKV_REQUIRE_GPU(DType::kBF16, 128);
+  int attacks = 0, broken = 0;
+  for (int seed = 1; seed <= seeds(); ++seed) {
+    for (const testing::hostile::CombineAttack& a : testing::hostile::combine_attacks(uint64_t(seed))) {
+      ++attacks;
+      testing::hostile::CombineCase c = testing::hostile::attack_case(a);
+      DeviceBuffer o = DeviceBuffer::from(c.partial_o), l = DeviceBuffer::from(c.partial_lse);
+      GuardedDevice out(c.out.data(), c.out.size() * sizeof(uint16_t)), lse(c.lse.data(), c.lse.size() * sizeof(float));
+      CombineTensors t = c.host_tensors();
+      t.partial_o.data = o.get();
+      t.partial_lse.data = l.get();
+      t.out.data = out.get();
+      t.lse.data = lse.get();
+      if (a.edit_tensors) a.edit_tensors(t);
+      const Status ran = run_combine(a.problem, t, nullptr);
+      const cudaError_t synced = cudaDeviceSynchronize();
+      std::string why = synced != cudaSuccess ? std::string("CUDA error: ") + cudaGetErrorString(synced) : "";
+      if (why.empty() && (!out.intact() || !lse.intact())) why = "wrote outside out or lse";
+      if (why.empty()) {
+        out.copy_to(c.out.data());
+        lse.copy_to(c.lse.data());
+        why = testing::hostile::judge(a, ran, c);
+      }
+      if (!why.empty()) {
+        ++broken;
+        ADD_FAILURE() << a.name << ": " << why;
+      }
+    }
+  }
+  std::printf("adversarial combine (GPU): %d attacks, %d broken promises\n", attacks, broken);
+}
+
 TEST(AdversarialGpu, EveryPromiseHoldsOnTheGpu) {
   SPLITKV_REQUIRE_GPU(DType::kBF16, 128);
   int attacks = 0, broken = 0, skipped = 0;
