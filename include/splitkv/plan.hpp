@@ -50,28 +50,20 @@ struct PlanOptions {
   std::string family;
   // Decode on sm_90, opt-in: when a row's splits fit in one thread-block cluster (<= 16), merge
   // them through distributed shared memory in the same kernel (no workspace, no combine launch;
-  // the bits equal the combine kernel's). Off by default: on the H200 it measured slower beyond
-  // ~8 splits and on long rows (bench/NOTES.md, run 4). Batch-invariant mode always uses the
-  // combine kernel.
+  // the bits equal the combine kernel's). Batch-invariant mode always uses the combine kernel.
+  // Not with fused_combine (refused). Why it is off by default: docs/TUNING.md.
   bool cluster_combine = false;
-  // Decode on sm_90, on by default: short rows on a small grid (tiles of at most 16 rows, at most
-  // 4096 keys for a 16-bit cache or 2048 for a quantized one, planned splits that would be >= 8,
-  // and 8 splits of every work unit filling at most half the SMs) take 8 splits merged in a
-  // cluster, one launch instead of two (bench/NOTES.md, run 44: B=1 32/8 at 1-2k 5-13% faster than
-  // the combine kernel in every format, 16-bit 4k 2-4%; quantized 4k, 8k and B=2 slower). Also
-  // single-query rows over a 16-bit cache planned with exactly 2 splits merge them in clusters of 2
-  // (run 54: B=8 8k-131k 0.1-0.9% faster; 4 splits in clusters measured slower). False keeps the
-  // combine kernel there. Not with forced splits, split_tokens, fused_combine or atomic_combine.
+  // Decode on sm_90, on by default: the planner merges the splits of short rows on small grids in
+  // clusters (8 splits), and exactly 2 planned splits of single-query rows over a 16-bit cache in
+  // clusters of 2, where that measured faster than the combine kernel (docs/TUNING.md). False keeps
+  // the combine kernel. Not with forced splits, split_tokens, fused_combine or atomic_combine.
   bool auto_cluster_combine = true;
   // Decode, opt-in: the last split block of each tile of rows to finish merges all the tile's
   // partials in the split kernel itself (no combine launch), bitwise identical to the combine
-  // kernel. Arrival counters live in the workspace: call prepare_workspace once on a new
-  // workspace, and keep that workspace for this plan's calls (each call leaves the counters at
-  // zero for the next; other data written into it in between breaks them). Measured slower than
-  // the combine kernel on the H200 on rows of more than 8 splits (B=1 16k-131k: 1.4-2.6 µs per
-  // call): without a kernel in between, the next call's decode kernel either launches early and
-  // is placed badly beside this one, or launches late with its latency exposed (docs/ARCHITECTURE.md,
-  // bench/NOTES.md run 67).
+  // kernel. Arrival counters live in the workspace: call prepare_workspace(plan) on a new
+  // workspace and after any other plan used it (run_decode refuses a workspace not prepared for
+  // this plan since); each call leaves the counters at zero for the next. Not with cluster_combine
+  // (refused). Measured slower than the combine kernel on long rows (docs/TUNING.md).
   bool fused_combine = false;
   // Decode, opt-in, NONDETERMINISTIC (the original design's atomic reduction): each split adds
   // exp(LSE_i - atomic_reference_lse) * O_i and its weight into fp32 rows with atomic adds, and one
@@ -81,23 +73,18 @@ struct PlanOptions {
   // a correct result; one near the rows' typical LSE (natural log of the sum of exp(scaled score))
   // keeps most splits on the atomic path. The order of the adds varies, so the last bits of the
   // output may differ run to run: never the default, and not with split_tokens (batch-invariant
-  // mode), fused_combine or cluster_combine. Call prepare_workspace once on a new workspace (the
-  // accumulators must start at zero; each call leaves them at zero). Measured slower than the
-  // combine kernel on the H200 (B=1 1k: 13.2 vs 7.6 µs; long rows 0-4%): bench/NOTES.md, run 32.
+  // mode), fused_combine or cluster_combine. prepare_workspace as for fused_combine. Measured
+  // slower than the combine kernel (docs/TUNING.md).
   bool atomic_combine = false;
   float atomic_reference_lse = 0.f;
   // Decode on sm_90, on by default: causal speculative rows at D=128 over a 16-bit cache whose KV
   // heads hold more packed query rows (q_len x Hq / Hkv) than three quarters of the 32-row decode
-  // tile are served by chunked prefill (Plan::decode_via_prefill), with "tokens" = batch x Hkv x
-  // max_kv_len: 25..64 rows on prefill_sm90_gqa64 (one 64-row tile per KV head, two blocks per
-  // SM) from 4 KV heads and 64Ki tokens; 65..128 rows from 32Ki tokens, on prefill_sm90_gqa's
-  // 128-row tiles where the grid has >= 8 KV heads and 256Ki tokens (or the group exceeds 8), else
-  // on two 64-row tiles (bench/NOTES.md, run 51: B=8 28/4 q_len 8 at 8k 54.8 -> 42.9 µs, at 32k
-  // 203.5 -> 135.3; q_len 16 at 8k 92.9 -> 54.3, at 32k 399.0 -> 149.9; run 52: 25-32 rows 3-20%
-  // faster than the 32-row decode tile). Not when the options ask for what only the
-  // decode kernels do (a named family, cluster/fused/atomic combine, split_tokens, split-q). False
-  // keeps the decode kernels; context shards (DecodeTensors::keys_after, caller partials) need
-  // them, and plan_sharded_decode sets it false itself.
+  // tile are served by chunked prefill (Plan::decode_via_prefill) on 64- or 128-row wgmma tiles,
+  // where the grid is large enough (the thresholds and their measurements: docs/TUNING.md). Not
+  // when the options ask for what only the decode kernels do (a named family, cluster/fused/atomic
+  // combine, split_tokens, split-q, l2_prefetch_keys > 0). False keeps the decode kernels; context
+  // shards (DecodeTensors::keys_after, caller partials) need them, and plan_sharded_decode sets it
+  // false itself.
   bool prefill_route = true;
   // Prefill on sm_90, on by default: prefill_sm90 tiles at head dims <= 128 run on a persistent
   // grid (Plan::persistent_blocks) when there are more tiles than SMs. False launches one block
@@ -105,26 +92,24 @@ struct PlanOptions {
   bool persistent_prefill = true;
   // Prefill on sm_90, on by default: a persistent grid of uniform tiles (non-causal, padded, token
   // tensors, no KV split, at least 16 key steps a tile) whose last round of tiles would leave more
-  // than a fifth of the blocks idle ends in a stream-K tail (Plan::stream_k): the last tiles' key steps are shared out evenly, and a
-  // tile cut between two blocks is merged from its two parts through the workspace, in key order
-  // (the same bits on every run). False keeps whole tiles to the end.
+  // than a fifth of the blocks idle ends in a stream-K tail (Plan::stream_k): the last tiles' key
+  // steps are shared out evenly, and a tile cut between two blocks is merged from its two parts
+  // through the workspace, in key order (the same bits on every run). False keeps whole tiles.
   bool stream_k_prefill = true;
   // Decode on sm_90: before a block waits for the kernel ahead of it (programmatic dependent
   // launch), it prefetches its Q rows and its sequence length's line into L2 (l2_prefetch), and
   // may prefetch the first keys of its split (l2_prefetch_keys), so that its first reads after the
   // wait hit L2. l2_prefetch_keys -1: the planner's rule (Plan::l2_prefetch_keys says what it
-  // chose); 0: none; > 0: this many keys per block (needs l2_prefetch). Hints only: results are
-  // the same bits either way.
+  // chose); 0: none; 1..max_kv_len: this many keys per block (needs l2_prefetch and an sm_90
+  // device; refused otherwise). Hints only: results are the same bits either way.
   bool l2_prefetch = true;
   int l2_prefetch_keys = -1;
   // Decode, on by default: a grid that fits in one wave with fewer blocks per SM than the shared
   // memory allows (Plan::blocks_per_sm) asks for enough shared memory per block that no SM can hold
-  // more than the even share, ceil(blocks / SMs) (Plan::launch_smem_bytes). The hardware places
-  // blocks wherever there is room at launch; with programmatic dependent launch the kernel before
-  // may still hold a few SMs, and the blocks that do not fit there doubled or tripled up on others,
-  // which then set the time (bench/NOTES.md, run 65: INT4 B=8 32k, 256 blocks, 116 SMs with two
-  // and 8 with three blocks, 115 µs against 82 on the two-block SMs). Not with cluster merges
-  // (their clusters are placed whole). False keeps each kernel's own shared memory size.
+  // more than the even share, ceil(blocks / SMs) (Plan::launch_smem_bytes), so that blocks placed
+  // beside a kernel still running (programmatic dependent launch) do not double up on some SMs
+  // (docs/TUNING.md). Not with cluster merges (their clusters are placed whole). False keeps each
+  // kernel's own shared memory size.
   bool even_placement = true;
 };
 
