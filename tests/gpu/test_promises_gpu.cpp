@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "cpu/cpu_backend.hpp"
+#include "kernels/common/varlen_rows.hpp"
 #include "gpu_test_util.hpp"
 #include "testing/decode_check.hpp"
 #include "testing/prefill_case.hpp"
@@ -185,13 +186,17 @@ TEST(PromisesGpu, BadCuSeqlensQBesideSplitsWritesNothingOutside) {
   p.max_kv_len = 20000;
   spec.q_lens = {40, 16, 30};
   spec.kv_lens = {20000, 12000, 16000};
+  PlanOptions o;
+  o.strategy = Strategy::kSplitKV;
+  o.num_splits = 4;
   for (const std::vector<int32_t>& bad_cu : {std::vector<int32_t>{0, 40, 1 << 28, 86},
                                              std::vector<int32_t>{0, 40, -(1 << 28), 86},
                                              std::vector<int32_t>{0, 40, 80, 56}}) {
     testing::PrefillCase c = testing::make_prefill_case(spec);
     Plan plan;
-    ASSERT_TRUE(plan_prefill(c.problem, gpu_test::device(), {}, &plan).ok());
+    ASSERT_TRUE(plan_prefill(c.problem, gpu_test::device(), o, &plan).ok());
     ASSERT_GT(plan.num_splits, 1) << plan.note;
+    SPLITKV_REQUIRE_PLAN_COMPILED(plan);
     testing::DevicePrefillCase dev(c);
     const size_t out_bytes = c.out.size() * 2, lse_bytes = c.lse.size() * 4;
     Guarded out(out_bytes), lse(lse_bytes);
@@ -207,9 +212,21 @@ TEST(PromisesGpu, BadCuSeqlensQBesideSplitsWritesNothingOutside) {
     EXPECT_TRUE(out.guards_intact()) << "a write outside out, cu_seqlens_q[2] = " << bad_cu[2];
     EXPECT_TRUE(lse.guards_intact()) << "a write outside lse, cu_seqlens_q[2] = " << bad_cu[2];
     out.download(c.out.data(), out_bytes);
-    // Sequence 0 (tokens 0..39) is untouched by the bad offsets and matches the reference.
+    // By the offsets the kernels read: the rows a bad sequence's offsets point at, clamped into the
+    // tensor, are NaN; the rows of a valid sequence are not (where both claim a row, either may
+    // win); rows no sequence claims are not the call's.
+    const int64_t total = c.q_ref.shape[0];
+    std::vector<int> claimed(size_t(total), 0);  // bit 0: a valid sequence's, bit 1: a bad one's
+    for (int b = 0; b < 3; ++b) {
+      const detail::VarlenRows rows = detail::varlen_rows(bad_cu.data(), b, total, p.max_q_len);
+      for (int64_t t = rows.begin; t < rows.begin + rows.len; ++t) claimed[size_t(t)] |= rows.bad ? 2 : 1;
+    }
     const std::vector<double> got = testing::dense_values(c.host_tensors().out);
-    for (size_t t = 0; t < 40; ++t) ASSERT_FALSE(std::isnan(got[t * 4 * 128])) << "token " << t;
+    for (int64_t t = 0; t < total; ++t) {
+      if (claimed[size_t(t)] != 1 && claimed[size_t(t)] != 2) continue;
+      EXPECT_EQ(std::isnan(got[size_t(t) * 4 * 128]), claimed[size_t(t)] == 2)
+          << "token " << t << ", cu_seqlens_q[2] = " << bad_cu[2];
+    }
   }
 }
 
