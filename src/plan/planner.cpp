@@ -42,22 +42,10 @@ struct SplitDecision {
 // Splits for small grids of blocks that dequantize a quantized cache (fewer blocks than SMs at the
 // wave rule's count). They are bound by their own instructions, so an SM holding one block more
 // than another sets the time: the grid fills one or two blocks per SM evenly (as many splits as
-// keep work units x splits <= per_sm x SMs), not the ~85% of the SMs the wave rule settles for
-// (run 41: B=1 16k 14.9-15.9 µs at an even fill against 16.4-17.7 at the wave rule's 14 splits).
-// A second block per SM pays from 512-key splits, like the first (run 66, bench/NOTES.md, D=128,
-// forced 16 vs 32 splits on B=1: 16k INT4 / INT8 / FP8 4% / 1.5% / 1% faster at 32, INT8 32k 4.6%),
-// since the combine merges a row's chunks of 8 splits in parallel (combine_teams_kernel): 32 splits
-// cost it one load round, as 16 do. With the one-team combine (run 64) a second block paid only
-// from ~1k keys per split with 4-bit values and ~2k with 8-bit values. A third block (INT4's
-// smaller ring leaves room for one) never paid for the keys-as-rows kernel: B=8 32k 84.4 / 86.4 µs
-// at 4 splits against 87.5 / 88.2 at 6, and B=1 131k 53.1 at 33 splits against 64.1 at 49.
-// With 8-bit values the blocks stream closer to the memory's rate than they compute, and where a
-// grid needs every SM's slots, the blocks that find none wait for the SMs the previous call's
-// combine blocks hold (even placement): their two-block fills leave kSmsForTheCombine SMs free
-// (one-block fills, not measured, keep every SM). Run 66 (forced 32 against 33 splits, B=1 32k /
-// 64k / 131k): FP8 0.9 / 0.7 / 1.4% and INT8 1.0 / 0.6 / 0.9% faster at 32; INT4, bound by its own
-// instructions, wants the shorter splits (0.6 / 3.9 / 4.6% slower at 32) and K8V4 moved by 0.6% or
-// less either way, so 4-bit values fill every slot.
+// keep work units x splits <= per_sm x SMs, splits of at least kMinKeysEvenFillSplit keys), not
+// the ~85% of the SMs the wave rule settles for. With 8-bit values the two-block fills leave
+// kSmsForTheCombine SMs to the previous call's combine blocks; 4-bit values fill every slot.
+// Evidence: docs/TUNING.md, "Split counts".
 constexpr int kMinKeysEvenFillSplit = 512;
 constexpr int kSmsForTheCombine = 2;
 int even_fill_splits(int64_t work_units, int kv_blocks, int max_kv_len, int sm_count, int blocks_per_sm,
@@ -135,14 +123,10 @@ Status decide_splits(const PlanOptions& o, int64_t work_units, int max_kv_len, i
                   " splits on " + std::to_string(device.sm_count) + " SMs";
     }
   } else if (slots_per_sm > 1) {
-    // Filling every resident block slot pays only while splits stay long enough to amortize a
-    // block's fixed cost: at least kMinKeysPerExtraSplit keys each (bench/NOTES.md, run 13). Larger
-    // quantized grids keep this rule: B=32 4k INT4 (256 work units) measured 63.3 µs at its 2 splits
-    // against 71.6 at the even fill's 1 (run 41).
-    // The wave rule over the slots, cut to splits that long; or, where it fills the slots better,
-    // the count among those long enough that fills them best (within 95%): B=8 28/4 q_len 2 at 32k
-    // measured 132.5 µs at 7 splits (224 of 264 slots: the first count within 85% of the best) and
-    // 125.5 at 8 (256 slots), run 53.
+    // Filling every resident block slot pays only while splits keep at least kMinKeysPerExtraSplit
+    // keys each (a block's fixed cost). The wave rule over the slots, cut to splits that long; or,
+    // where it fills the slots better, the long-enough count that fills them best (the first within
+    // kSlotFillGoodEnough of the best). Evidence: docs/TUNING.md, "Split counts".
     std::string unused;
     const int slots = device.sm_count * slots_per_sm;
     const int long_enough = std::max(1, ceil_div(max_kv_len, kMinKeysPerExtraSplit));
@@ -202,14 +186,10 @@ int even_placement_smem_bytes(const PlanOptions& options, const DeviceInfo& devi
   return bytes > p.smem_bytes && bytes <= device.smem_per_block_bytes ? bytes : 0;
 }
 
-// Block slots per SM the decode split rule may fill. A 16-bit cache's single-query blocks stream at
-// the memory's pace with one block per SM (bench/NOTES.md, runs 3-7). Blocks that spend more
-// instructions per byte gain from every resident block hiding their latency: a quantized cache's
-// (dequantization; runs 10-13) and several queries per sequence (speculative decoding: the
-// masking and softmax of up to 16 rows per key). For the latter, one slot per SM was measured
-// bimodal between sessions (B=8 32/8 8k q_len 4 at 2 splits: 68 µs in run 7, 98-101 µs in runs 28
-// and 31) while the two-slot choice stayed near the best split count in both (71.3 µs at 4 splits
-// in run 18, 69.7 in run 31; 28/4 q_len 8: 65.0 µs at 2 splits vs 79.8 at 1) - run 31's sweep.
+// Block slots per SM the decode split rule may fill: one for a 16-bit cache's single-query blocks
+// (they stream at the memory's pace), every resident block's for blocks that spend more
+// instructions per byte (a quantized cache, several queries per sequence). docs/TUNING.md, "Split
+// counts".
 bool reads_quantized_cache(const DecodeProblem& problem) {
   return detail::kv_format_traits(detail::resolve_kv_format(problem.kv_format, problem.dtype)).quantized;
 }
@@ -375,10 +355,7 @@ bool auto_cluster_may_merge(const PlanOptions& options, const DeviceInfo& device
 
 // PlanOptions::auto_cluster_combine: short rows on a grid that 8 splits of every work unit leave
 // at half the SMs or fewer, where the combine kernel's launch is a large share of the call. Every
-// KV format; not the 32-row tile. Measured (bench/NOTES.md, run 44, push merge): B=1 32/8 1-2k
-// 5-13% faster than the combine kernel in every format, 4k 1.6-4% faster for 16-bit caches and
-// 1-6% slower for quantized ones, 8k and longer slower; B=2 (128 blocks in clusters of 8 on 132
-// SMs) 5% slower.
+// KV format; not the 32-row tile. docs/TUNING.md, "Cluster merges".
 bool short_rows_merge_in_cluster(const DecodeProblem& problem, const PlanOptions& options, const DeviceInfo& device,
                                  int block_m, int64_t work_units, bool auto_splits, int planned_splits) {
   const int max_keys = reads_quantized_cache(problem) ? plan::kAutoClusterMaxKeysQuantized : plan::kAutoClusterMaxKeys16Bit;
@@ -388,9 +365,8 @@ bool short_rows_merge_in_cluster(const DecodeProblem& problem, const PlanOptions
 
 // PlanOptions::auto_cluster_combine, second case: single-query rows over a 16-bit cache whose wave
 // rule planned exactly 2 splits merge them in clusters of 2 (no combine launch; a 2-block cluster
-// is co-scheduled as easily as one block). Measured (bench/NOTES.md, run 54, four interleaved
-// rounds, decode_mma_n8): B=8 8k / 16k / 32k / 131k and B=8 32k with 16-token pages 0.1-0.9%
-// faster; 4-split rows were 8-31% slower in clusters (B=4 16k, B=12 8k), hence exactly 2.
+// is co-scheduled as easily as one block); 4-split rows measured slower in clusters, hence exactly
+// 2. docs/TUNING.md, "Cluster merges".
 bool two_splits_merge_in_cluster(const DecodeProblem& problem, const PlanOptions& options, const DeviceInfo& device,
                                  int block_m, bool auto_splits, int planned_splits) {
   return auto_cluster_may_merge(options, device, block_m, auto_splits) && problem.q_len == 1 &&
@@ -403,8 +379,7 @@ bool two_splits_merge_in_cluster(const DecodeProblem& problem, const PlanOptions
 // prefetch (a length read first) would sit on their critical path instead. Where no combine kernel
 // runs between two launches (one split, or splits merged in a cluster), the next one's blocks are
 // resident from this one's start: what they prefetch survives only if this launch's reads fit in
-// L2 (run 55, 32 keys: B=8 8k in clusters of 2 and B=16 4k in one split, 268 MB each, lost
-// 0.7-0.8%; B=8 8k with the combine kernel and B=4 16k gained 0.6%).
+// L2. docs/TUNING.md, "L2 prefetch".
 int l2_prefetch_keys(const DecodeProblem& problem, const PlanOptions& options, const DeviceInfo& device,
                      const Plan& p) {
   if (!options.l2_prefetch || device.cc_major < 9) return 0;
@@ -434,16 +409,13 @@ Status set_grid(const std::array<int64_t, 3>& grid, const char* y_argument, cons
 }
 
 // A static persistent grid's stream-K tail (PlanOptions::stream_k_prefill). Whole tiles in a stride
-// leave the blocks without a tile in the last round idle: 2048 tiles on 132 SMs are 15.5 rounds
-// that take 16 (run 61: 33 x 8 heads at 1k x 1k, 2112 tiles, took 2.5% longer than 16 x 16 heads'
-// 2048, for 3.1% more work; at 4k 0.8% longer). The tail shares the last tiles' key steps out
-// evenly instead: every round but the last whole one goes by the stride, and the steps of the
+// leave the blocks without a tile in the last round idle; the tail shares the last tiles' key steps
+// out evenly instead: every round but the last whole one goes by the stride, and the steps of the
 // tiles left (at least one per block, so a tile is cut at most once) make one range per block.
 // Only for uniform tiles (same keys per tile: non-causal, padded token tensors, no split) of the
 // one-pass kernel without GQA packing, and only where the last round leaves more than a fifth of
 // the blocks idle and the tiles have at least kStreamKMinSteps key steps (each block pays one
-// extra tile start and a merge: run 61 measured 1k x 1k, 8 steps a tile, +0.1% against whole
-// tiles, 4k x 4k +0.8-1.1%).
+// extra tile start and a merge). docs/TUNING.md, "Prefill".
 constexpr int64_t kStreamKMinSteps = 16;
 void plan_stream_k_tail(const PrefillProblem& problem, const PlanOptions& options, int64_t tiles, Plan* p) {
   const int blocks = p->persistent_blocks;
@@ -514,7 +486,7 @@ Status plan_decode_via_prefill(const DecodeProblem& problem, const DeviceInfo& d
 
 // PlanOptions::prefill_route: the chunked-prefill families that serve speculative rows overflowing
 // the 32-row decode tile better than the decode kernels, best first (none: the decode kernels).
-// The thresholds are run 51's measurements (plan::kPrefillRoute*). rows: packed rows per KV head.
+// The thresholds (plan::kPrefillRoute*): docs/TUNING.md. rows: packed rows per KV head.
 std::vector<const char*> prefill_route_families(const DecodeProblem& problem, int rows, const DeviceInfo& device,
                                                 const PlanOptions& options) {
   const int64_t kv_heads = int64_t(problem.batch) * problem.num_kv_heads;
@@ -604,9 +576,8 @@ Status plan_decode_fields(const DecodeProblem& problem, const DeviceInfo& device
   };
   if (Status s = choose(rows_per_kv); !s) return s;
   // A larger-tile family halves the blocks per split. Where that leaves SMs without a block and the
-  // 16-row tiles make a larger grid, the 16-row tiles measured faster (run 32, B=8 28/4 8k q_len 4:
-  // 28 rows in one 32-row tile, 128 blocks, 55.2 µs; two 16-row tiles, 256 blocks, 49.6 µs); with a
-  // block for every SM the larger tile was (q_len 8: 59.4 vs 67.5 µs; 32/8 q_len 8: 80.4 vs 83.2).
+  // 16-row tiles make a larger grid, the 16-row tiles measured faster; with a block for every SM the
+  // larger tile was (docs/TUNING.md, "Decode tiles").
   const int min_rows = registry::families()[registry::find_family(p.family)].min_rows;
   const bool auto_splits = options.num_splits == 0 && options.split_tokens == 0 && options.strategy != Strategy::kSplitQ;
   const int slots = device.sm_count * decode_slots_per_sm(problem, p.blocks_per_sm);
@@ -614,10 +585,7 @@ Status plan_decode_fields(const DecodeProblem& problem, const DeviceInfo& device
     // Before giving up the larger tile, let it split its keys finer: a 32-row block does twice a
     // 16-row block's work per key, so splits of half the keys amortise its fixed cost as well. It
     // takes as many splits as fit its resident block slots in one wave: these blocks are bound by
-    // their own work, not by the memory, so an SM holding one block more than another sets the
-    // time (runs 36-37, B=8 28/4 8k q_len 4, one 32-row tile per KV head, 32 work units on 264
-    // slots: 8 splits of 1024 keys 44.7 µs, 6 splits 52.8, 4 splits 55.3; two 16-row tiles 48.1;
-    // run 40, the same at 64k, where the wave rule alone gives 7 splits: 8 splits 259.3 µs, 7 275.0).
+    // their own work, not by the memory, so an SM holding one block more than another sets the time.
     const int keys_allow = ceil_div(problem.max_kv_len, kMinKeysPerExtraSplit / 2);
     const int cap = options.max_splits > 0 ? options.max_splits : plan::kMaxAutoSplits;
     const int finer = std::min({int(slots / p.work_units), keys_allow, cap});
@@ -718,9 +686,9 @@ Status plan_prefill_fields(const PrefillProblem& problem, const DeviceInfo& devi
   p.device = device;
   tiles::TileSummary tile;
   const Strategy served = requested == Strategy::kAuto ? Strategy::kSplitQ : requested;
-  // A quantized cache is dequantized once into a 16-bit contiguous copy, which the family reads
-  // (bench/NOTES.md: the prefill re-reads every K/V tile once per query block and head, so
-  // dequantizing per tile would repeat the conversion that many times).
+  // A quantized cache is dequantized once into a 16-bit contiguous copy, which the family reads: the
+  // prefill re-reads every K/V tile once per query block and head, so dequantizing per tile would
+  // repeat the conversion that many times.
   const detail::KvFormatTraits format =
       detail::kv_format_traits(detail::resolve_kv_format(problem.kv_format, problem.dtype));
   p.dequantized_cache = problem.kv_cache && format.quantized;

@@ -13,30 +13,21 @@ constexpr int kMaxAutoSplits = 128;
 // ranks its cluster inbox is sized for (tiles::kMaxClusterRanks).
 constexpr int kMaxClusterSplits = tiles::kMaxClusterRanks;
 // PlanOptions::auto_cluster_combine: rows of at most this many keys (16-bit caches / quantized
-// ones) take this many splits merged in a cluster when the grid is small (bench/NOTES.md, run 44:
-// with the push merge, 16-bit B=1 4k 1.6-4% faster in a cluster, quantized 4k rows 1-6% slower).
+// ones) take this many splits merged in a cluster when the grid is small (docs/TUNING.md).
 constexpr int kAutoClusterMaxKeys16Bit = 4096;
 constexpr int kAutoClusterMaxKeysQuantized = 2048;
 constexpr int kAutoClusterSplits = 8;
 // PlanOptions::l2_prefetch_keys == -1 (the planner's rule, decode on sm_90), on grids that two
 // launches fit in the SMs' resident block slots together (so a launch's blocks are resident while
 // the one ahead of it still runs): a split of at most kL2PrefetchWholeSplitMaxKeys keys is
-// prefetched whole, a longer one its first kL2PrefetchLeadKeys keys (bench/NOTES.md, run 55: against
-// Q rows and lengths alone, whole splits B=1 1k +7.4%, 2k +2.2%; 32 keys 4k-131k +0.2-1.3%; a
-// prefetch of 128-1024 keys of longer splits lost 3-12%: it delays the launch ahead's own reads).
+// prefetched whole, a longer one its first kL2PrefetchLeadKeys keys (docs/TUNING.md, "L2 prefetch").
 constexpr int kL2PrefetchWholeSplitMaxKeys = 256;
 constexpr int kL2PrefetchLeadKeys = 32;
-// PlanOptions::prefill_route (bench/NOTES.md, run 51), by packed rows per KV head (q_len x group)
-// and the grid (batch x Hkv KV heads, "tokens" = KV heads x max_kv_len):
-// - 25..64 rows (more than three quarters of the 32-row decode tile): the 64-row tile, on grids of
-//   at least 4 KV heads and 64Ki tokens (below them, 8/1 B=1-8 and 28/4 B=1 8k, the decode kernels
-//   tie or win). 25-32 rows from run 52, once the tile's split partials were written row by row:
-//   3-20% faster than the 32-row decode tile on every such row measured (B=8 28/4 q_len 4 8k
-//   42.9 -> 39.7 µs, 32/8 q_len 8 73.4 -> 68.9, B=1 32/8 q_len 8 32k 49.6 -> 41.2), ties at the
-//   thresholds (B=2 28/4 8k, B=8 8/1 8k);
-// - 65..128 rows: the 128-row tile on grids of at least 8 KV heads and 256Ki tokens, else the
-//   64-row tile (two per KV head), from 32Ki tokens (the smallest grids measured; both beat the
-//   decode kernels on every such row measured, 1.2-2.7x).
+// PlanOptions::prefill_route, by packed rows per KV head (q_len x group) and the grid (batch x Hkv
+// KV heads, "tokens" = KV heads x max_kv_len): 25..64 rows (more than three quarters of the 32-row
+// decode tile) on the 64-row tile from 4 KV heads and 64Ki tokens; 65..128 rows from 32Ki tokens,
+// on the 128-row tile where the grid has at least 8 KV heads and 256Ki tokens, else on two 64-row
+// tiles. The measurements: docs/TUNING.md, "Speculative rows through chunked prefill".
 constexpr int kPrefillRouteMinRows = 25;
 constexpr int kPrefillRouteNarrowMaxRows = 64;
 constexpr int kPrefillRouteNarrowMinKvHeads = 4;
@@ -51,7 +42,7 @@ constexpr const char* kPrefillRoute128RowFamily = "prefill_sm90_gqa";
 // work_units: thread blocks without splitting (decode: batch x KV heads x query tiles -- GQA is
 // counted by KV heads, since the query heads of a group share one block). kv_blocks: KV blocks in
 // the longest sequence (splits never exceed it). `why` receives a sentence for Plan::note.
-// Measured (bench/NOTES.md): on the decode suite the choice is within 1% of the best split count.
+// On the decode suite the choice is within 1% of the best split count (docs/TUNING.md).
 // Wave efficiency of work_units x splits blocks on `slots` places (SMs, or resident block slots):
 // the useful fraction of the ceil(blocks / slots) waves they run.
 double wave_efficiency(int64_t work_units, int splits, int slots);
@@ -59,7 +50,7 @@ double wave_efficiency(int64_t work_units, int splits, int slots);
 // `good_enough`: the smallest count whose wave efficiency is at least this fraction of the best.
 constexpr double kWaveEfficiencyGoodEnough = 0.85;
 // Filling the second resident block slot: among the counts of long enough splits, the first within
-// 95% of the best fill (bench/NOTES.md, run 53).
+// 95% of the best fill (docs/TUNING.md, "Split counts").
 constexpr double kSlotFillGoodEnough = 0.95;
 int choose_num_splits(int64_t work_units, int kv_blocks, int sm_count, int cap, std::string* why,
                       double good_enough = kWaveEfficiencyGoodEnough);
