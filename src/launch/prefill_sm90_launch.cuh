@@ -4,6 +4,8 @@
 // launches fewer blocks (config.persistent_blocks) that walk it.
 #pragma once
 
+#include <algorithm>
+
 #include "kernels/prefill_sm90/prefill_sm90_kernel.cuh"
 #include "launch/launch_kernel.cuh"
 #include "launch/tma_operands.hpp"
@@ -18,10 +20,12 @@ cudaError_t launch_prefill_sm90(const PrefillParams& p, const LaunchConfig& conf
   // contiguous KV cache is padded K/V (B slots of capacity >= max_kv_len tokens) under varlen or
   // padded queries, so Q and K/V decide separately.
   const bool q_varlen = p.cu_seqlens_q != nullptr;
-  // The views are tma_operands.hpp's, whose strides run_prefill has checked TMA can take.
+  // The views are tma_operands.hpp's, whose strides run_prefill has checked TMA can take. A
+  // descriptor needs every extent >= 1: a cache planned for max_kv_len 0 holds no key to read, and
+  // its view of one token is encoded but never loaded from.
   auto tensor = [](const void* data, const TmaView& v) {
-    auto layout = make_layout(make_shape(int32_t(v.extent[0]), int32_t(kHeadDim), int32_t(v.extent[2]),
-                                         int32_t(v.extent[3])),
+    auto layout = make_layout(make_shape(int32_t(std::max<int64_t>(v.extent[0], 1)), int32_t(kHeadDim),
+                                         int32_t(v.extent[2]), int32_t(v.extent[3])),
                               make_stride(v.stride[0], _1{}, v.stride[2], v.stride[3]));
     return make_tensor(make_gmem_ptr(static_cast<const Element*>(data)), layout);
   };
