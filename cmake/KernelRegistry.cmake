@@ -157,9 +157,9 @@ function(splitkv_family)
         if(F_KIND STREQUAL "decode" AND dim EQUAL 128)
           # A register spill in a D=128 decode kernel (the benchmarked head dim, and CI's) is an
           # error, not a warning: near their register bounds ptxas's allocation of the key loop
-          # moves with unrelated code, and a spill there cost a row 12% unnoticed for a session
-          # (bench/NOTES.md, run 68). Not at D=64 (decode_mma: 8 bytes on sm_90a since run 67) or
-          # D=256 (the quantized 16-row kernel: ~200 bytes, its accumulator of 16 x 256), which spill.
+          # moves with unrelated code, and a spill there once cost a row 12% unnoticed
+          # (docs/TUNING.md, "Kernels"). Not at D=64 (decode_mma: 8 bytes on sm_90a) or D=256 (the
+          # quantized 16-row kernel: ~200 bytes, its accumulator of 16 x 256), which spill.
           set_property(SOURCE "${out}" APPEND PROPERTY COMPILE_OPTIONS "$<$<COMPILE_LANGUAGE:CUDA>:-Xptxas=-Werror>")
         endif()
         if(F_ARCH STREQUAL "sm90a")

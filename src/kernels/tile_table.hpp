@@ -83,9 +83,9 @@ constexpr TileSummary decode_mma_m32_summary(int head_dim, KvFormat) { return de
 // the bytes of a bf16 one, gets about four times the stages. Dequantizing makes blocks latency
 // bound long before the memory is; INT4 (the most instructions per byte) at D <= 128 is sized for
 // three resident blocks per SM instead (a 16 KB ring per warp, registers capped for three blocks),
-// which measured 8-15% faster for INT4 and 5-45% slower for the 8-bit formats (bench/NOTES.md,
-// run 11). Too many bytes in flight cost bandwidth too: the 8-bit formats at D=128 keep the two
-// resident blocks their byte-counted ring sets, but only three of its stages in flight (run 43).
+// which measured faster for INT4 and slower for the 8-bit formats. Too many bytes in flight cost
+// bandwidth too: the 8-bit formats at D=128 keep the two resident blocks their byte-counted ring
+// sets, but only three of its stages in flight (docs/TUNING.md, "Kernels").
 struct KvCodeBits {
   int k_bits;           // 8 (fp8, int8) or 4 (int4)
   int v_bits;
@@ -133,12 +133,10 @@ constexpr DecodeQuantTile decode_quant_tile(int head_dim, KvFormat format) {
   t.stages = stages < 2 ? 2 : (stages > 12 ? 12 : stages);
   t.reserved_stages = t.stages;
   // FP8, INT8 and K8V4 at D=128: two resident blocks (a ring of 6-7 stages' memory) with 3 stages in
-  // flight, ~100 KB per SM. Measured against 6-7 in flight (bench/NOTES.md, run 43): 4 stages
-  // equal, 3 stages 2-5% faster on every row, 2 stages 2-14% slower; the same ring's memory at 3
-  // stages but more resident blocks was slower where the plan then changes (B=32 4k, q_len 4).
+  // flight, ~100 KB per SM; fewer stages and more resident blocks measured slower (docs/TUNING.md, "Kernels").
   if (head_dim == 128 && bits.k_bits == 8) t.stages = 3;
-  // INT4 at D=128: 5 of the 7 reserved stages in flight (three resident blocks unchanged). Measured
-  // against 7 (run 44): +1-3.5% on every INT4 row, B=32 4k equal; a depth sweep put 4-5 best.
+  // INT4 at D=128: 5 of the 7 reserved stages in flight (three resident blocks unchanged)
+  // (docs/TUNING.md, "Kernels").
   if (head_dim == 128 && three_blocks) t.stages = 5;
   return t;
 }
@@ -262,7 +260,7 @@ enum class PrefillSm90Variant {
 };
 // Why kGqa64: speculative decoding and short chunks pack a KV head's q_len x group rows (28/4 heads,
 // q_len 8: 56) into a tile; the 128-row packed tile pads them to 128 and runs every product on the
-// padding (run 49: such rows at 2.8 TB/s, 22 GB/s per SM, its tensor work ~2.3x the useful). A
+// padding (docs/TUNING.md, "Kernels"). A
 // 64-row tile wastes 12% there, and two of its blocks per SM, each a producer and one consumer
 // warpgroup on its own KV split, keep the tensor cores fed as the default's two consumers do.
 

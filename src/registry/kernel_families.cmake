@@ -28,7 +28,7 @@ splitkv_family(NAME decode_mma KIND decode ARCH sm80 STRATEGIES split-q split-kv
 
 # decode_mma with 32-row tiles, for KV heads with more than 16 packed query rows (speculative
 # queries times the GQA group): each KV head is read by half as many tiles. The planner takes it
-# where its grid gives every SM a block (bench/NOTES.md, runs 32-33).
+# where its grid gives every SM a block (docs/TUNING.md, "Decode tiles").
 splitkv_family(NAME decode_mma_m32 KIND decode ARCH sm80 STRATEGIES split-q split-kv PRIORITY 1 MIN_ROWS 17
   HEAD_DIMS 64 128 DTYPES fp16 bf16 KV_FORMATS native
   TILE decode_mma_m32_summary TEMPLATE decode_mma VARIANT 32)
@@ -41,7 +41,7 @@ splitkv_family(NAME decode_quant KIND decode ARCH sm80 STRATEGIES split-q split-
 
 # decode_quant with the keys as the MMA's rows (S^T = K Q^T, O^T = V^T P^T), for KV heads with at most
 # 8 packed query rows: half the MMAs, exponentials and O registers of a 16-row tile there
-# (src/kernels/decode_quant/quant_keys_as_rows.cuh; bench/NOTES.md, the plan after run 40).
+# (src/kernels/decode_quant/quant_keys_as_rows.cuh).
 splitkv_family(NAME decode_quant_n8 KIND decode ARCH sm80 STRATEGIES split-q split-kv PRIORITY 1 MAX_ROWS 8
   HEAD_DIMS 64 128 256 DTYPES fp16 bf16 KV_FORMATS fp8 int8 int4 k8v4
   TILE decode_quant_n8_summary TEMPLATE decode_quant_keys_as_rows)
@@ -49,7 +49,7 @@ splitkv_family(NAME decode_quant_n8 KIND decode ARCH sm80 STRATEGIES split-q spl
 # The keys-as-rows kernel of decode_quant_n8 over a 16-bit cache (K and V in the Q/O dtype, its MMA,
 # no conversion), for KV heads with at most 8 packed query rows (q_len 1 with GQA 4 or 8, q_len 2
 # with GQA 4), which decode_mma's 16-row tile pads to 16. Half the MMAs and exponentials per key:
-# measured 0.4-8.5% faster than decode_mma on every such decode-suite row (bench/NOTES.md, run 54).
+# measured faster than decode_mma on every such decode-suite row (docs/TUNING.md, "Kernels").
 splitkv_family(NAME decode_mma_n8 KIND decode ARCH sm80 STRATEGIES split-q split-kv PRIORITY 1 MAX_ROWS 8
   HEAD_DIMS 64 128 256 DTYPES fp16 bf16 KV_FORMATS native
   TILE decode_quant_n8_summary TEMPLATE decode_quant_keys_as_rows)
@@ -72,7 +72,7 @@ splitkv_family(NAME prefill_sm90_m192 KIND prefill ARCH sm90a STRATEGIES split-q
   TILE prefill_sm90_m192_summary TEMPLATE prefill_sm90 VARIANT kM192)
 
 # prefill_sm90 with FlashAttention-3's D=256 tile, 128 x 80 (4 stages of 40 KB). Priority -1: the
-# planner picks it itself at D=256 (run 35: 5% faster than the 64-key tile), see
+# planner picks it itself at D=256 (faster than the 64-key tile: docs/TUNING.md, "Kernels"), see
 # prefer_sm90_tile_variant in src/plan/planner.cpp. wgmma N=80 needs CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED.
 splitkv_family(NAME prefill_sm90_n80 KIND prefill ARCH sm90a STRATEGIES split-q split-kv PRIORITY -1
   HEAD_DIMS 256 DTYPES fp16 bf16 KV_FORMATS native KV_CACHES contiguous paged
@@ -89,7 +89,8 @@ splitkv_family(NAME prefill_sm90_gqa KIND prefill ARCH sm90a STRATEGIES split-q 
 # GQA packing in a 64-row tile (D=128): a producer and one consumer warpgroup, 64-key K/V tiles, two
 # blocks per SM. For decode-shaped rows (speculative queries, short chunks: q_len x group <= 64 per
 # KV head), which the 128-row packed tile pads to 128. Priority -1: chosen by name while it is
-# measured (bench/NOTES.md, run 50); groups of at most 8 query heads.
+# measured (the planner's route for speculative rows names it: docs/TUNING.md); groups of at most 8
+# query heads.
 splitkv_family(NAME prefill_sm90_gqa64 KIND prefill ARCH sm90a STRATEGIES split-q split-kv PRIORITY -1
   HEAD_DIMS 128 DTYPES fp16 bf16 KV_FORMATS native KV_CACHES contiguous paged
   TILE prefill_sm90_gqa64_summary TEMPLATE prefill_sm90 VARIANT kGqa64)
@@ -103,7 +104,7 @@ splitkv_family(NAME prefill_sm90_twopass KIND prefill ARCH sm90a STRATEGIES two-
   TILE prefill_sm90_twopass_summary TEMPLATE prefill_sm90 VARIANT kTwoPass)
 
 # The original design's independent K and V tiles: K consumed in 16-key sub-tiles, V in 64-column
-# slices. Measured slower than prefill_mma (bench/NOTES.md), so only chosen by name.
+# slices. Measured slower than prefill_mma, so only chosen by name.
 splitkv_family(NAME prefill_mma_k16v64 KIND prefill ARCH sm80 STRATEGIES split-q split-kv PRIORITY -1
   HEAD_DIMS 64 128 DTYPES fp16 bf16 KV_FORMATS native
   TILE prefill_mma_k16v64_summary TEMPLATE prefill_mma VARIANT kK16V64)

@@ -11,8 +11,7 @@ namespace splitkv::detail {
 
 // Both kernels wait for the partials from the kernel before them, and only then let their
 // dependents launch: allowed before the wait, the next call's split blocks could take SM slots
-// while this call's split kernel still runs. Run 36 (bench/NOTES.md): B=8 28/4 8k causal q_len 2
-// 38.4 us against 40.6-41.7, q_len 4 48.1 against 49.7; others equal.
+// while this call's split kernel still runs (docs/TUNING.md, "Kernels").
 
 // Eight resident blocks per SM (at most 64 registers, no spill at D=128): left alone, the eight
 // partials' 64-bit addresses took 120 registers and four blocks per SM. p.num_splits <= 8.

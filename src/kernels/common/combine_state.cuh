@@ -77,8 +77,8 @@ struct CombineState {
 // merge), so all give the same bits for the same partials: the partials are cut into chunks of
 // kMergeChunk consecutive splits; each chunk is folded into a fresh state in index order,
 // kMergeBatch at a time; the chunks' states are merged in chunk order. A chunk's loads are issued
-// before the first of them is folded, so one chunk costs one load latency (the first combine
-// kernel folded one split per load and cost ~8 µs at 32 splits, run 1), and the combine kernel can
+// before the first of them is folded, so one chunk costs one load latency (folding one split per
+// load costs one latency per split (docs/TUNING.md, "Kernels")), and the combine kernel can
 // fold a row's chunks in parallel, one team of threads each (combine_row_in_groups). Appending
 // empty partials (LSE = -inf, O = 0) changes no bit.
 constexpr int kMergeBatch = 4;

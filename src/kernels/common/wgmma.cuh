@@ -60,7 +60,7 @@ __device__ __forceinline__ void fence_wgmma_operands(Tensors&... tensors) {
 }
 
 // ptxas schedules a warpgroup_wait at the top of its basic block, ahead of arithmetic that the
-// source puts before it and that does not depend on it (bench/NOTES.md, runs 9 and 24). A
+// source puts before it and that does not depend on it (docs/TUNING.md, "Kernels"). A
 // shared-memory store of a value that depends on that arithmetic keeps it there: ptxas does not
 // move the wait above a store. `sink` is a scratch word of the calling thread's own (one word per
 // thread, so the stores never race); its value is unused.

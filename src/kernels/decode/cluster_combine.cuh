@@ -8,7 +8,7 @@
 // Why push rather than pull: a remote load waits for its answer from the other SM; remote stores
 // are fire-and-forget, and the barrier's release/acquire is the only wait. Pulling (each owner
 // reading every rank's partial across the cluster between two full cluster barriers) measured
-// 1.4-2.0 µs of a 7.0 µs B=1 1k call (bench/NOTES.md, run 44).
+// a large share of a short row's call (docs/TUNING.md, "Kernels").
 //
 // The inbox overlays the K/V rings, so nobody may push into a rank whose ring is still in use: each
 // thread arrives on the cluster barrier once its block is done with the ring (hand_inbox_to_cluster,
@@ -46,7 +46,7 @@ struct ClusterInbox {
 // stores are not needed by the merge (every rank pushes every slot it reads); they make the
 // inbox's last local writer an ordinary store, which a race checker orders against the pushes
 // through the cluster barrier. The ring's async copies, completed by cp.async.wait_group and a
-// block barrier, it does not (compute-sanitizer racecheck flagged them, bench/NOTES.md run 44).
+// block barrier, it does not (compute-sanitizer racecheck flagged them).
 template <int kM, int kHeadDim, int kThreads>
 __device__ __forceinline__ void hand_inbox_to_cluster(const DecodeParams& p, char* inbox) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900

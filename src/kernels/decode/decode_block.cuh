@@ -75,8 +75,8 @@ __device__ __forceinline__ void mask_past_row_ends(Scores& scores, const RowCoor
 // dependents launch only once this kernel is done, so the next call's blocks are placed on an
 // idle card. With a fused combine the next kernel is the next call's decode kernel itself: launched
 // early (at our start, or after our key loops), its blocks were placed beside ours as slots freed
-// and read up to 38% slower (B=1 64k, 8 splits: 97 against 72 µs, bench/NOTES.md run 67), so it
-// launches when this grid is done, at the cost of the launch latency (~1.5-2.5 µs on short rows).
+// and read slower, so it launches when this grid is done, at the cost of the launch latency
+// (docs/TUNING.md, "Kernels").
 __device__ __forceinline__ void allow_dependents_at_start(const DecodeParams& p) {
   if (p.tile_counters == nullptr) allow_dependent_launch();
 }
@@ -123,8 +123,8 @@ __device__ __forceinline__ void finish_decode_block(const DecodeParams& p, const
 // finish_decode_block as a call: its code (cluster and fused merges) then takes no part in the
 // register allocation of the kernel's key loop. For a kernel at its register bound, where the
 // inlined epilogue tipped ptxas into spilling inside the loop: the INT4 16-row kernel (168
-// registers for three blocks per SM) spilled 82 bytes once the fused merge was staged (run 67),
-// and its q_len 4 causal row went from 44.8 to 51.2 µs (bench/NOTES.md, run 68).
+// registers for three blocks per SM) spilled inside its key loop once the fused merge was staged
+// (docs/TUNING.md, "Kernels").
 template <class Element, int kWarps, int kM, int kHeadDim, int kThreads, int kStagingBytes>
 __device__ __noinline__ void finish_decode_block_out_of_line(const DecodeParams& p,
                                                              const WarpMergeSmem<kWarps, kM, kHeadDim>& merge,

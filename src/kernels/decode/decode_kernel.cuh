@@ -91,7 +91,7 @@ __global__ void __launch_bounds__(Traits::kThreads) decode_kernel(const __grid_c
   Tensor tSsQ = smem_thr_copy_q.partition_S(sQ);                // (CPY, CPY_M, CPY_K)
   Tensor tSrQ_view = smem_thr_copy_q.retile_D(tSrQ);
   // A 16-row tile holds all of Q in registers (32 per thread). A 32-row tile would need 64 next to
-  // its 128-register O accumulator and spilled inside the key loop (bench/NOTES.md, run 36), so it
+  // its 128-register O accumulator and spilled inside the key loop (docs/TUNING.md, "Kernels"), so it
   // reloads each k-step's Q fragment from shared memory, where Q stays for the whole loop.
   constexpr bool kQFromSmem = kM > 16;
   if constexpr (!kQFromSmem) copy(smem_copy_q, tSsQ, tSrQ_view);

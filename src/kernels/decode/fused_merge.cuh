@@ -6,9 +6,9 @@
 // The last block stages the partials in its shared memory first (its rings are free by then):
 // every thread copies its own float4 of O of every split with cp.async, all at once, and the
 // row's LSEs beside them, so a merge of up to kStagedSplits splits costs one L2 round trip (the
-// first version read one chunk of 8 splits per round trip into registers; such a round trip took
-// ~0.7 µs in the combine kernel, bench/NOTES.md runs 65-66). Opt-in, and slower than the combine
-// kernel in a stream for reasons outside the merge (docs/ARCHITECTURE.md, run 67).
+// first version read one chunk of 8 splits per round trip into registers). Opt-in, and slower
+// than the combine kernel in a stream for reasons outside the merge (docs/ARCHITECTURE.md,
+// docs/TUNING.md).
 #pragma once
 
 #include <cute/arch/copy_sm80.hpp>
@@ -72,7 +72,7 @@ struct StagedPartials {
 // what this block wrote before a barrier is visible to the block that reads the counter after us,
 // and what the blocks that counted before us wrote is visible to this block after a barrier. One
 // thread's ordering instead of a sequentially consistent __threadfence() in every thread before and
-// after the count: 0.1-0.4 µs a call less (bench/NOTES.md, run 67, call 4).
+// after the count, which measured faster (docs/TUNING.md, "Kernels").
 __device__ __forceinline__ int arrive_acq_rel(int* counter) {
   int old;
   asm volatile("atom.add.acq_rel.gpu.global.s32 %0, [%1], 1;" : "=r"(old) : "l"(counter) : "memory");

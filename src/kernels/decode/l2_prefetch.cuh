@@ -11,8 +11,8 @@
 //    read again after the wait, and an L1 copy taken now could be stale then), works out its
 //    split's keys as decode_key_range will (split_span), and prefetches the first
 //    l2_prefetch_keys of its K and V rows (and a quantized cache's per-token scales). The planner
-//    asks for few keys or small whole splits only: larger prefetches measured slower (bench/NOTES.md,
-//    run 55).
+//    asks for few keys or small whole splits only: larger prefetches measured slower
+//    (docs/TUNING.md, "L2 prefetch").
 // A length or page id read early may be one the kernel ahead is about to change: that only aims
 // the prefetch at other lines, never at memory outside the cache (page ids outside the pool and
 // lengths outside [1, max_kv_len] prefetch nothing).

@@ -69,7 +69,7 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm) qua
     // Once a block's row maxima settle they rarely move: O is not multiplied by 1 (same bits). The
     // compiler predicates this multiply (an issue slot per element either way); a real branch
     // here measured slower on short rows, where P . V's loads then wait for the softmax
-    // (bench/NOTES.md, run 40).
+    // (docs/TUNING.md, "Kernels").
     if (!__all_sync(0xffffffffu, rescale[0] == 1.f && rescale[1] == 1.f)) {
       OnlineSoftmax<2>::rescale_rows(acc_o_rc, rescale);
     }

@@ -79,8 +79,8 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm)
   // ---- Main loop over this warp's sub-tiles ----------------------------------------------------------
   // Pairs (4-bit V codes only): a warp whose whole share has been in flight since the block's start
   // (short rows) takes its sub-tiles two at a time, so the two chains of dependent instructions
-  // (scores, softmax, P V) interleave and one reduction and rescale serve both. Measured (run 61):
-  // INT4 / K8V4 short rows 1-2% faster; bf16 at 1k 2% slower, so the other formats keep one at a time.
+  // (scores, softmax, P V) interleave and one reduction and rescale serve both. Faster for 4-bit
+  // values, slower for bf16, so the other formats keep one at a time (docs/TUNING.md, "Kernels").
   bool in_pairs = false;
   if constexpr (Traits::kVCode == CodeKind::kInt4) in_pairs = my_subtiles <= Traits::kStages - 1;
   if (in_pairs) {

@@ -256,13 +256,12 @@ __device__ __forceinline__ uint32_t transpose_8x8_b16(uint32_t x) {
 // operation that took the magic number back out (the products and sums are those of the exact
 // codes times a power of two, so the result is the same). (Feeding the biased codes, 1024 +
 // w * code, and subtracting 1024 * sum P' at the end would also drop the code recovery, but the
-// tensor cores' fp32 sums of the biased products lost a decimal digit at 64k keys: rel-L2 1.8e-2
-// against 1.7e-3, run 41.)
+// tensor cores' fp32 sums of the biased products lost a decimal digit at 64k keys (docs/TUNING.md, "Kernels").)
 template <class Traits>
 struct KeysAsRowsO {
   static constexpr int U = 16 / Traits::VCode::kBits;
   static constexpr int kTiles = Traits::kHeadDim / 16;
-  // Folded for INT4 only: measured (run 42, B=8 32k) INT4 +4.5%, INT8 +0.2%, K8V4 -6%.
+  // Folded for INT4 only, where it measured faster (docs/TUNING.md, "Kernels").
   static constexpr bool kFoldScales = Traits::kFormat == KvFormat::kInt4;
   float acc[kTiles][4];
   float mins[4];  // rows 2c, 2c + 1, 2c, 2c + 1 (folded scales only)

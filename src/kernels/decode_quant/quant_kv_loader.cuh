@@ -72,7 +72,7 @@ struct QuantKvLoader {
   const DecodeParams& p;
   // This warp's kStages stages of Traits::kStageBytes, as a 32-bit shared-memory address: a
   // generic pointer kept across the key loop made ptxas rebuild the shared window's base (two
-  // S2UR SR_CgaCtaId per sub-tile) after the loop's branches (bench/NOTES.md, run 44 and 46).
+  // S2UR SR_CgaCtaId per sub-tile) after the loop's branches (docs/TUNING.md, "Kernels").
   uint32_t ring;
   int lo, hi, warp, lane;
   int next = 0;        // the next sub-tile to issue

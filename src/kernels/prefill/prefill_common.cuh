@@ -356,8 +356,8 @@ struct RowWriter {
 
   // Split partials, the mode of split-KV prefill and of decode served by chunked prefill: a row's
   // address once, then its column pairs. Through write_output, which derives the address and tests
-  // the mode again for every pair (~50 instructions a pair), a 64-row tile's partials took 3 µs,
-  // the DRAM idle meanwhile: the tail of every routed decode launch (bench/NOTES.md, run 52).
+  // the mode again for every pair, a tile's partials took long with the DRAM idle: the tail of
+  // every routed decode launch (docs/TUNING.md, "Kernels").
   template <int kHeadDim, class Acc, class Coords, int kRows>
   __device__ __forceinline__ void write_partials(const Acc& acc, const Coords& coords, const float (&lse)[kRows],
                                                  const float (&inv)[kRows], bool lse_writer) const {

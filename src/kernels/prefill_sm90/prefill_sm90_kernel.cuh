@@ -92,7 +92,7 @@ constexpr uint32_t kEpilogueBarrier = 4;  // + consumer index
 constexpr uint32_t kProducerBarrier = 7;
 // A paged cache's K/V tiles arrive in many small boxes and each TMA copy costs its warp a loop over
 // the lanes' coordinates, so every producer warp issues a share of the boxes (one warp issuing all
-// of them fell behind the consumers: run 41, 16-token pages at ~80% of a contiguous cache's speed).
+// of them fell behind the consumers (docs/TUNING.md, "Kernels")).
 constexpr int kPagedProducerWarps = 4;
 static_assert(32 * kPagedProducerWarps == 128, "the producer barrier joins the producer warpgroup");
 

@@ -40,13 +40,12 @@ struct PrefillSm90Traits {
   // allocated (65536 / (threads x blocks per SM) per lane, rounded down to 8), so producer +
   // consumers must not pass it: 2 consumers, 3 x 168 = 504; 3 consumers, 4 x 128 = 512; one
   // consumer in two blocks per SM, 2 x 128 = 256. A larger total makes the consumers'
-  // setmaxnreg.inc wait forever (run 26 hung that way). At 24 registers the producer spills a few
+  // setmaxnreg.inc wait forever (a hang, seen). At 24 registers the producer spills a few
   // words in its paged loop (4 reloads per K/V step in each warp); a larger producer (40 + 2 x 232)
   // costs the consumers' loop 2-3 reloads per step, so two consumers keep 240. Three consumers
   // (D=64 only: S is 64 x 128, O 64 x 64 in fp32) get 160, FlashAttention-3's split. One consumer
   // (S 64 x 64, O 64 x 128) runs as well at 216 as at 232 (5 more instructions, no local memory),
-  // and the producer's 40 cut its spills from 188/240 bytes to 28/28: 16-token pages 4.5% faster,
-  // contiguous caches within 1% (bench/NOTES.md, run 51).
+  // and the producer's 40 cut its spills from 188/240 bytes to 28/28 (docs/TUNING.md, "Kernels").
   static constexpr int kProducerRegisters = kConsumerWarpgroups == 1 ? 40 : 24;
   static constexpr int kConsumerRegisters =
       kConsumerWarpgroups == 1 ? 216 : (kConsumerWarpgroups == 2 ? 240 : 160);

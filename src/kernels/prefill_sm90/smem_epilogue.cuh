@@ -8,7 +8,7 @@
 // accumulator, one 4-byte store with its own address and output-mode test per pair. Unrolled over
 // 64 rows x D columns that is ~3000 straight-line instructions that run once per block, so every
 // block fetched them cold: an Nsight Compute source profile of the 1k x 1k D=128 row put ~17% of
-// the kernel's warp samples there, mostly waiting for instructions (bench/NOTES.md, run 41). Here a
+// the kernel's warp samples there, mostly waiting for instructions (docs/TUNING.md, "Kernels"). Here a
 // thread issues D/16 stmatrix and 64 * D / 8 / 128 16-byte loads and global stores.
 //
 // The consumer's Q rows are free: its last Q K^T has retired before the epilogue (the loop waits for
@@ -38,9 +38,8 @@ struct TmaStoreO {
 // depend on the thread index alone, so, derived from the caller's index, ptxas computed them once
 // at the kernel's start and, where registers are short, spilled them across the whole key loop;
 // beside 227 KB of shared memory the L1 does not keep 256 threads' spills for a tile, and the
-// copy-out reloaded them chunk by chunk from L2 (run 46, call 6: D=256 3-5% slower than run 44's
-// kernel, which took its tile from blockIdx). Read here, they are computed where they are used:
-// D=256 +5.5%, D=64's 192-row tile (160 registers per consumer) +6.5% at 4k (call 7). The D=128
+// copy-out reloaded them chunk by chunk from L2. Read here, they are computed where they are used
+// (docs/TUNING.md, "Kernels"). The D=128
 // tile (8 chunks per thread, 240 registers, nothing spilled) lost 11% at 1k that way, for reasons
 // not found, so tiles without that pressure keep the caller's index.
 template <class Traits>
@@ -82,7 +81,7 @@ __device__ __forceinline__ void write_final_rows_through_smem(const PrefillParam
   CUTE_UNROLL
   for (int r = 0; r < kRows; ++r) {
     // A bad tile's rows are NaN through their factor (x * NaN is NaN for every x): one select per row
-    // instead of one per element (run 59: 70 FSEL per thread and tile at D=128).
+    // instead of one per element (which cost 70 FSEL per thread and tile at D=128).
     const float row_inv = seq.bad ? kOutputNaN : inv[r];
     CUTE_UNROLL
     for (int c = 0; c < size<1>(acc_rc); ++c) rO_rc(r, c) = Element(acc_rc(r, c) * row_inv);
