@@ -1,10 +1,15 @@
 #include "api/workspace_registry.hpp"
 
+#include <atomic>
 #include <mutex>
 #include <unordered_map>
 
 namespace splitkv::detail {
 namespace {
+
+// False until the first prepare_workspace: the default merges never prepare one, so their calls
+// find the table empty without taking the lock.
+std::atomic<bool> any_prepared{false};
 
 std::mutex& registry_mutex() {
   static std::mutex m;
@@ -23,9 +28,11 @@ std::unordered_map<const void*, uint64_t>& prepared_for() {
 void note_workspace_prepared(const void* workspace, uint64_t seal) {
   std::lock_guard<std::mutex> lock(registry_mutex());
   prepared_for()[workspace] = seal;
+  any_prepared.store(true, std::memory_order_release);
 }
 
 bool note_workspace_use(const void* workspace, uint64_t seal) {
+  if (!any_prepared.load(std::memory_order_acquire)) return false;  // nothing prepared, nothing to forget
   std::lock_guard<std::mutex> lock(registry_mutex());
   auto it = prepared_for().find(workspace);
   if (it == prepared_for().end()) return false;

@@ -1,5 +1,6 @@
 #include "plan/plan_seal.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <type_traits>
@@ -7,26 +8,31 @@
 namespace splitkv::detail {
 namespace {
 
-// FNV-1a over the bytes of each value (fields one by one: padding bytes are never hashed).
+// A 64-bit multiply-xor mix, one step per field (the value widened to 64 bits; strings in 8-byte
+// chunks): run_* hashes the plan on every call, so this stays a few dozen instructions.
 class Hasher {
  public:
   template <class T>
   void add(const T& value) {
-    static_assert(std::is_arithmetic_v<T> || std::is_enum_v<T>);
-    unsigned char bytes[sizeof(T)];
-    std::memcpy(bytes, &value, sizeof(T));
-    for (unsigned char b : bytes) byte(b);
+    static_assert((std::is_arithmetic_v<T> || std::is_enum_v<T>) && sizeof(T) <= 8);
+    uint64_t word = 0;
+    std::memcpy(&word, &value, sizeof(T));
+    mix(word);
   }
   void add(const std::string& s) {
-    add(s.size());
-    for (char c : s) byte(static_cast<unsigned char>(c));
+    mix(s.size());
+    for (size_t i = 0; i < s.size(); i += 8) {
+      uint64_t word = 0;
+      std::memcpy(&word, s.data() + i, std::min<size_t>(8, s.size() - i));
+      mix(word);
+    }
   }
-  uint64_t value() const { return h_; }
+  uint64_t value() const { return h_ ^ (h_ >> 29); }
 
  private:
-  void byte(unsigned char b) {
-    h_ ^= b;
-    h_ *= 1099511628211ull;
+  void mix(uint64_t word) {
+    h_ ^= word + 0x9e3779b97f4a7c15ull + (h_ << 6) + (h_ >> 2);
+    h_ *= 0xbf58476d1ce4e5b9ull;
   }
   uint64_t h_ = 14695981039346656037ull;
 };

@@ -65,8 +65,8 @@ splitkv_family(NAME prefill_sm90 KIND prefill ARCH sm90a STRATEGIES split-q spli
   TILE prefill_sm90_summary TEMPLATE prefill_sm90 VARIANT kDefault)
 
 # prefill_sm90 with three consumer warpgroups (192 query rows) at D=64, FlashAttention-3's D=64
-# tile. Priority -1: the planner picks it itself where its grid makes at least 2.5 waves (runs 34-35:
-# faster from 1.5k queries, slower at 1k), see prefer_sm90_tile_variant in src/plan/planner.cpp.
+# tile. Priority -1: the planner picks it itself where its grid makes at least 2.5 waves (faster
+# from 1.5k queries, slower at 1k: docs/TUNING.md), see prefer_sm90_tile_variant in src/plan/planner.cpp.
 splitkv_family(NAME prefill_sm90_m192 KIND prefill ARCH sm90a STRATEGIES split-q split-kv PRIORITY -1
   HEAD_DIMS 64 DTYPES fp16 bf16 KV_FORMATS native KV_CACHES contiguous paged
   TILE prefill_sm90_m192_summary TEMPLATE prefill_sm90 VARIANT kM192)

@@ -90,6 +90,36 @@ void keep_sequences(const DecodeProblem& p, const std::vector<int>& skip, std::v
   *lse = std::move(l);
 }
 
+// kNamedError: planning or the call refused, naming `argument` ("" when the promise was kept).
+std::string judge_named_error(const Status& planned, const Status& ran, const std::string& argument) {
+  const Status& s = planned.ok() ? ran : planned;
+  if (s.ok()) return "accepted; expected an error naming '" + argument + "'";
+  if (s.argument() != argument) return "the error names '" + s.argument() + "', not '" + argument + "': " + s.message();
+  if (s.message().find(argument) == std::string::npos) return "the message omits the argument: " + s.message();
+  return "";
+}
+
+// The attack adders of the generators: `attack` copies the prototype (the base case and options),
+// names it and appends it; `named` also sets the argument a kNamedError attack must see named.
+template <class Attack>
+struct AttackList {
+  std::vector<Attack> attacks;
+  Attack prototype;
+  std::string tag;  // " [seed N: base]"
+  Attack& attack(std::string what, Promise promise) {
+    Attack a = prototype;
+    a.name = what + tag;
+    a.promise = promise;
+    attacks.push_back(std::move(a));
+    return attacks.back();
+  }
+  Attack& named(std::string what, std::string argument) {
+    Attack& a = attack(std::move(what), Promise::kNamedError);
+    a.argument = std::move(argument);
+    return a;
+  }
+};
+
 }  // namespace
 
 DecodeProblem planned_problem(const DecodeAttack& attack) {
@@ -116,13 +146,7 @@ DecodeTensors attack_tensors(const DecodeAttack& attack, DecodeCase& c) {
 }
 
 std::string judge(const DecodeAttack& a, const Status& planned, const Status& ran, DecodeCase& c) {
-  if (a.promise == Promise::kNamedError) {
-    const Status& s = planned.ok() ? ran : planned;
-    if (s.ok()) return "accepted; expected an error naming '" + a.argument + "'";
-    if (s.argument() != a.argument) return "the error names '" + s.argument() + "', not '" + a.argument + "': " + s.message();
-    if (s.message().find(a.argument) == std::string::npos) return "the message omits the argument: " + s.message();
-    return "";
-  }
+  if (a.promise == Promise::kNamedError) return judge_named_error(planned, ran, a.argument);
   if (!planned.ok()) return "planning failed: " + planned.message();
   if (!ran.ok()) return "the call failed: " + ran.message();
   if (a.promise == Promise::kMatchesReference) {
@@ -165,20 +189,14 @@ std::vector<DecodeAttack> decode_attacks(uint64_t seed) {
   const bool paged = bp.page_size > 0;
   const KvFormat format = detail::resolve_kv_format(bp.kv_format, bp.dtype);
   const detail::KvScales scales = detail::kv_format_traits(format).scales;
-  std::vector<DecodeAttack> attacks;
-  auto attack = [&](std::string what, Promise promise) -> DecodeAttack& {
-    DecodeAttack a;
-    a.name = what + " [seed " + std::to_string(seed) + ": " + base.name + "]";
-    a.spec = base.spec;
-    a.options = base.options;
-    a.promise = promise;
-    attacks.push_back(std::move(a));
-    return attacks.back();
-  };
+  AttackList<DecodeAttack> list;
+  list.prototype.spec = base.spec;
+  list.prototype.options = base.options;
+  list.tag = " [seed " + std::to_string(seed) + ": " + base.name + "]";
+  std::vector<DecodeAttack>& attacks = list.attacks;
+  auto attack = [&](std::string what, Promise promise) -> DecodeAttack& { return list.attack(std::move(what), promise); };
   auto named = [&](std::string what, std::string argument) -> DecodeAttack& {
-    DecodeAttack& a = attack(std::move(what), Promise::kNamedError);
-    a.argument = std::move(argument);
-    return a;
+    return list.named(std::move(what), std::move(argument));
   };
   auto nan_in = [&](std::string what, std::function<void(DecodeCase&)> edit) -> DecodeAttack& {
     DecodeAttack& a = attack(std::move(what), Promise::kNanIn);
@@ -452,12 +470,7 @@ PrefillTensors attack_tensors(const PrefillAttack& attack, PrefillCase& c) {
 }
 
 std::string judge(const PrefillAttack& a, const Status& planned, const Status& ran, PrefillCase& c) {
-  if (a.promise == Promise::kNamedError) {
-    const Status& s = planned.ok() ? ran : planned;
-    if (s.ok()) return "accepted; expected an error naming '" + a.argument + "'";
-    if (s.argument() != a.argument) return "the error names '" + s.argument() + "', not '" + a.argument + "': " + s.message();
-    return "";
-  }
+  if (a.promise == Promise::kNamedError) return judge_named_error(planned, ran, a.argument);
   if (!planned.ok()) return "planning failed: " + planned.message();
   if (!ran.ok()) return "the call failed: " + ran.message();
   if (a.promise == Promise::kMatchesReference) {
@@ -498,20 +511,14 @@ std::vector<PrefillAttack> prefill_attacks(uint64_t seed) {
   const PrefillBase base = random_prefill_base(seed);
   const PrefillProblem& bp = base.spec.problem;
   const int B = bp.batch;
-  std::vector<PrefillAttack> attacks;
-  auto attack = [&](std::string what, Promise promise) -> PrefillAttack& {
-    PrefillAttack a;
-    a.name = what + " [seed " + std::to_string(seed) + ": " + base.name + "]";
-    a.spec = base.spec;
-    a.options = base.options;
-    a.promise = promise;
-    attacks.push_back(std::move(a));
-    return attacks.back();
-  };
+  AttackList<PrefillAttack> list;
+  list.prototype.spec = base.spec;
+  list.prototype.options = base.options;
+  list.tag = " [seed " + std::to_string(seed) + ": " + base.name + "]";
+  std::vector<PrefillAttack>& attacks = list.attacks;
+  auto attack = [&](std::string what, Promise promise) -> PrefillAttack& { return list.attack(std::move(what), promise); };
   auto named = [&](std::string what, std::string argument) -> PrefillAttack& {
-    PrefillAttack& a = attack(std::move(what), Promise::kNamedError);
-    a.argument = std::move(argument);
-    return a;
+    return list.named(std::move(what), std::move(argument));
   };
   // The case's offsets, for the device attacks' expectations.
   std::vector<int32_t> cu_q(1, 0), cu_k(1, 0);
@@ -628,11 +635,7 @@ CombineCase attack_case(const CombineAttack& a) {
 }
 
 std::string judge(const CombineAttack& a, const Status& ran, const CombineCase& c) {
-  if (a.promise == Promise::kNamedError) {
-    if (ran.ok()) return "accepted; expected an error naming '" + a.argument + "'";
-    if (ran.argument() != a.argument) return "the error names '" + ran.argument() + "', not '" + a.argument + "': " + ran.message();
-    return "";
-  }
+  if (a.promise == Promise::kNamedError) return judge_named_error(Status::success(), ran, a.argument);
   if (!ran.ok()) return "the call failed: " + ran.message();
   const CombineProblem& p = c.problem;
   const int64_t S = p.num_splits, H = p.num_heads, L = p.seq_len, D = p.head_dim, rows = int64_t(p.batch) * L * H;
@@ -689,20 +692,14 @@ std::vector<CombineAttack> combine_attacks(uint64_t seed) {
                           std::to_string(base.num_heads) + "]";
   const int S = base.num_splits;
   const int64_t rows = int64_t(base.batch) * base.seq_len * base.num_heads;
-  std::vector<CombineAttack> attacks;
-  auto attack = [&](std::string what, Promise promise) -> CombineAttack& {
-    CombineAttack a;
-    a.name = what + tag;
-    a.problem = base;
-    a.seed = seed;
-    a.promise = promise;
-    attacks.push_back(std::move(a));
-    return attacks.back();
-  };
+  AttackList<CombineAttack> list;
+  list.prototype.problem = base;
+  list.prototype.seed = seed;
+  list.tag = tag;
+  std::vector<CombineAttack>& attacks = list.attacks;
+  auto attack = [&](std::string what, Promise promise) -> CombineAttack& { return list.attack(std::move(what), promise); };
   auto named = [&](std::string what, std::string argument) -> CombineAttack& {
-    CombineAttack& a = attack(std::move(what), Promise::kNamedError);
-    a.argument = std::move(argument);
-    return a;
+    return list.named(std::move(what), std::move(argument));
   };
   attack("plain (a control)", Promise::kMatchesReference);
   // Device values: empty partials holding NaN or Inf in O take no part; a NaN LSE poisons its row

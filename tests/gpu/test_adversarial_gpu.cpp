@@ -9,42 +9,21 @@
 #include <vector>
 
 #include "gpu_test_util.hpp"
+#include "guarded_buffer.hpp"
 #include "testing/hostile.hpp"
 
 namespace splitkv {
 namespace {
 
 using testing::DeviceBuffer;
+using gpu_test::GuardedBuffer;
+using gpu_test::rebased;
 using testing::hostile::DecodeAttack;
 
 int seeds() {
   const char* env = std::getenv("SPLITKV_HOSTILE_SEEDS");
   return env != nullptr && std::atoi(env) > 0 ? std::atoi(env) : 12;
 }
-
-// Device memory with kGuard bytes of a pattern before and after the part handed to the call.
-struct GuardedDevice {
-  static constexpr size_t kGuard = 4096;
-  static constexpr int kPattern = 0xa5;
-  size_t payload;
-  DeviceBuffer buffer;
-  GuardedDevice(const void* init, size_t bytes) : payload(bytes), buffer(bytes + 2 * kGuard) {
-    buffer.fill_bytes(kPattern);
-    testing::check_cuda(cudaMemcpy(get(), init, bytes, cudaMemcpyHostToDevice), "upload");
-  }
-  void* get() const { return static_cast<char*>(buffer.get()) + kGuard; }
-  void copy_to(void* host) const {
-    testing::check_cuda(cudaMemcpy(host, get(), payload, cudaMemcpyDeviceToHost), "download");
-  }
-  bool intact() const {
-    std::vector<unsigned char> all(payload + 2 * kGuard);
-    buffer.download(all.data(), all.size());
-    for (size_t i = 0; i < kGuard; ++i) {
-      if (all[i] != kPattern || all[kGuard + payload + i] != kPattern) return false;
-    }
-    return true;
-  }
-};
 
 std::string run_on_gpu(const DecodeAttack& a, bool* skipped) {
   Plan plan;
@@ -60,20 +39,15 @@ std::string run_on_gpu(const DecodeAttack& a, bool* skipped) {
   testing::DeviceDecodeCase dev(c);
   DecodeTensors t = testing::hostile::attack_tensors(a, c);
   // The device copies under the attack's layout (edit_tensors may have moved a pointer: keep its offset).
-  auto rebase = [](const TensorRef& host_view, const void* host_base, void* device_base, TensorRef* into) {
-    const ptrdiff_t offset = static_cast<const char*>(host_view.data) - static_cast<const char*>(host_base);
-    *into = host_view;
-    if (host_view.data != nullptr) into->data = static_cast<char*>(device_base) + offset;
-  };
   const DecodeTensors host = c.host_tensors();
-  rebase(t.q, host.q.data, dev.q.get(), &t.q);
-  rebase(t.k, host.k.data, dev.k.get(), &t.k);
-  rebase(t.v, host.v.data, dev.v.get(), &t.v);
-  rebase(t.seq_lens, host.seq_lens.data, dev.seq_lens.get(), &t.seq_lens);
-  if (!t.block_table.empty()) rebase(t.block_table, host.block_table.data, dev.block_table.get(), &t.block_table);
+  t.q = rebased(t.q, host.q.data, dev.q.get());
+  t.k = rebased(t.k, host.k.data, dev.k.get());
+  t.v = rebased(t.v, host.v.data, dev.v.get());
+  t.seq_lens = rebased(t.seq_lens, host.seq_lens.data, dev.seq_lens.get());
+  if (!t.block_table.empty()) t.block_table = rebased(t.block_table, host.block_table.data, dev.block_table.get());
   if (!t.k_scales.empty()) {
-    rebase(t.k_scales, host.k_scales.data, dev.k_scales.get(), &t.k_scales);
-    rebase(t.v_scales, host.v_scales.data, dev.v_scales.get(), &t.v_scales);
+    t.k_scales = rebased(t.k_scales, host.k_scales.data, dev.k_scales.get());
+    t.v_scales = rebased(t.v_scales, host.v_scales.data, dev.v_scales.get());
   }
   DeviceBuffer keys_after;
   if (!t.keys_after.empty()) {
@@ -81,9 +55,9 @@ std::string run_on_gpu(const DecodeAttack& a, bool* skipped) {
     keys_after.upload(t.keys_after.data, keys_after.bytes());
     t.keys_after.data = keys_after.get();
   }
-  GuardedDevice out(c.out.data(), c.out.size() * sizeof(uint16_t)), lse(c.lse.data(), c.lse.size() * sizeof(float));
-  rebase(t.out, host.out.data, out.get(), &t.out);
-  rebase(t.lse, host.lse.data, lse.get(), &t.lse);
+  GuardedBuffer out(c.out.data(), c.out.size() * sizeof(uint16_t)), lse(c.lse.data(), c.lse.size() * sizeof(float));
+  t.out = rebased(t.out, host.out.data, out.get());
+  t.lse = rebased(t.lse, host.lse.data, lse.get());
   DeviceBuffer workspace = gpu_test::poisoned_workspace(plan.workspace_bytes + 64);
   void* ws = a.workspace_null ? nullptr : static_cast<char*>(workspace.get()) + a.workspace_offset;
   const size_t ws_bytes = size_t(int64_t(plan.workspace_bytes) + a.workspace_delta);
@@ -91,10 +65,10 @@ std::string run_on_gpu(const DecodeAttack& a, bool* skipped) {
   if (ran.ok()) ran = run_decode(plan, t, ws, ws_bytes, nullptr);
   const cudaError_t synced = cudaDeviceSynchronize();
   if (synced != cudaSuccess) return std::string("CUDA error after the call: ") + cudaGetErrorString(synced);
-  if (!out.intact()) return "wrote outside out";
-  if (!lse.intact()) return "wrote outside lse";
-  out.copy_to(c.out.data());
-  lse.copy_to(c.lse.data());
+  if (!out.guards_intact()) return "wrote outside out";
+  if (!lse.guards_intact()) return "wrote outside lse";
+  out.download(c.out.data());
+  lse.download(c.lse.data());
   return testing::hostile::judge(a, planned, ran, c);
 }
 
@@ -112,29 +86,24 @@ std::string run_prefill_on_gpu(const testing::hostile::PrefillAttack& a, bool* s
   testing::DevicePrefillCase dev(c);
   PrefillTensors t = testing::hostile::attack_tensors(a, c);
   const PrefillTensors host = c.host_tensors();
-  auto rebase = [](const TensorRef& view, const void* host_base, void* device_base, TensorRef* into) {
-    const ptrdiff_t offset = static_cast<const char*>(view.data) - static_cast<const char*>(host_base);
-    *into = view;
-    if (view.data != nullptr) into->data = static_cast<char*>(device_base) + offset;
-  };
-  rebase(t.q, host.q.data, dev.q.get(), &t.q);
-  rebase(t.k, host.k.data, dev.k.get(), &t.k);
-  rebase(t.v, host.v.data, dev.v.get(), &t.v);
-  rebase(t.cu_seqlens_q, host.cu_seqlens_q.data, dev.cu_seqlens_q.get(), &t.cu_seqlens_q);
-  rebase(t.cu_seqlens_k, host.cu_seqlens_k.data, dev.cu_seqlens_k.get(), &t.cu_seqlens_k);
+  t.q = rebased(t.q, host.q.data, dev.q.get());
+  t.k = rebased(t.k, host.k.data, dev.k.get());
+  t.v = rebased(t.v, host.v.data, dev.v.get());
+  t.cu_seqlens_q = rebased(t.cu_seqlens_q, host.cu_seqlens_q.data, dev.cu_seqlens_q.get());
+  t.cu_seqlens_k = rebased(t.cu_seqlens_k, host.cu_seqlens_k.data, dev.cu_seqlens_k.get());
   if (!a.device_cu_seqlens_q.empty()) dev.cu_seqlens_q.upload(a.device_cu_seqlens_q.data(), dev.cu_seqlens_q.bytes());
   if (!a.device_cu_seqlens_k.empty()) dev.cu_seqlens_k.upload(a.device_cu_seqlens_k.data(), dev.cu_seqlens_k.bytes());
-  GuardedDevice out(c.out.data(), c.out.size() * sizeof(uint16_t)), lse(c.lse.data(), c.lse.size() * sizeof(float));
-  rebase(t.out, host.out.data, out.get(), &t.out);
-  rebase(t.lse, host.lse.data, lse.get(), &t.lse);
+  GuardedBuffer out(c.out.data(), c.out.size() * sizeof(uint16_t)), lse(c.lse.data(), c.lse.size() * sizeof(float));
+  t.out = rebased(t.out, host.out.data, out.get());
+  t.lse = rebased(t.lse, host.lse.data, lse.get());
   DeviceBuffer workspace = gpu_test::poisoned_workspace(plan.workspace_bytes);
   const Status ran = run_prefill(plan, t, workspace.get(), plan.workspace_bytes, nullptr);
   const cudaError_t synced = cudaDeviceSynchronize();
   if (synced != cudaSuccess) return std::string("CUDA error after the call: ") + cudaGetErrorString(synced);
-  if (!out.intact()) return "wrote outside out";
-  if (!lse.intact()) return "wrote outside lse";
-  out.copy_to(c.out.data());
-  lse.copy_to(c.lse.data());
+  if (!out.guards_intact()) return "wrote outside out";
+  if (!lse.guards_intact()) return "wrote outside lse";
+  out.download(c.out.data());
+  lse.download(c.lse.data());
   return testing::hostile::judge(a, planned, ran, c);
 }
 
@@ -165,7 +134,7 @@ TEST(AdversarialGpu, CombinePromisesHoldOnTheGpu) {
       ++attacks;
       testing::hostile::CombineCase c = testing::hostile::attack_case(a);
       DeviceBuffer o = DeviceBuffer::from(c.partial_o), l = DeviceBuffer::from(c.partial_lse);
-      GuardedDevice out(c.out.data(), c.out.size() * sizeof(uint16_t)), lse(c.lse.data(), c.lse.size() * sizeof(float));
+      GuardedBuffer out(c.out.data(), c.out.size() * sizeof(uint16_t)), lse(c.lse.data(), c.lse.size() * sizeof(float));
       CombineTensors t = c.host_tensors();
       t.partial_o.data = o.get();
       t.partial_lse.data = l.get();
@@ -175,10 +144,10 @@ TEST(AdversarialGpu, CombinePromisesHoldOnTheGpu) {
       const Status ran = run_combine(a.problem, t, nullptr);
       const cudaError_t synced = cudaDeviceSynchronize();
       std::string why = synced != cudaSuccess ? std::string("CUDA error: ") + cudaGetErrorString(synced) : "";
-      if (why.empty() && (!out.intact() || !lse.intact())) why = "wrote outside out or lse";
+      if (why.empty() && (!out.guards_intact() || !lse.guards_intact())) why = "wrote outside out or lse";
       if (why.empty()) {
-        out.copy_to(c.out.data());
-        lse.copy_to(c.lse.data());
+        out.download(c.out.data());
+        lse.download(c.lse.data());
         why = testing::hostile::judge(a, ran, c);
       }
       if (!why.empty()) {

@@ -17,6 +17,7 @@
 #include "cpu/cpu_backend.hpp"
 #include "kernels/common/varlen_rows.hpp"
 #include "gpu_test_util.hpp"
+#include "guarded_buffer.hpp"
 #include "testing/decode_check.hpp"
 #include "testing/prefill_case.hpp"
 #include "testing/random_fill.hpp"
@@ -29,34 +30,6 @@ using testing::DeviceDecodeCase;
 using testing::DecodeSpecBuilder;
 
 bool is_nan_16(uint16_t bits) { return (bits & 0x7f80) == 0x7f80 && (bits & 0x7f) != 0; }
-
-// A device allocation with kGuard bytes of a known pattern before and after the part a test hands
-// to the API: a write outside that part changes a guard byte.
-class Guarded {
- public:
-  static constexpr size_t kGuard = 4096;
-  static constexpr int kPattern = 0x5a;
-  explicit Guarded(size_t bytes) : bytes_(bytes), buffer_(bytes + 2 * kGuard) { buffer_.fill_bytes(kPattern); }
-  void* get() const { return static_cast<char*>(buffer_.get()) + kGuard; }
-  void upload(const void* host, size_t bytes) {
-    testing::check_cuda(cudaMemcpy(get(), host, bytes, cudaMemcpyHostToDevice), "upload");
-  }
-  void download(void* host, size_t bytes) const {
-    testing::check_cuda(cudaMemcpy(host, get(), bytes, cudaMemcpyDeviceToHost), "download");
-  }
-  bool guards_intact() const {
-    std::vector<unsigned char> all(bytes_ + 2 * kGuard);
-    buffer_.download(all.data(), all.size());
-    for (size_t i = 0; i < kGuard; ++i) {
-      if (all[i] != kPattern || all[kGuard + bytes_ + i] != kPattern) return false;
-    }
-    return true;
-  }
-
- private:
-  size_t bytes_;
-  DeviceBuffer buffer_;
-};
 
 // Item 1: FP8's per-head scales are read through their stride: one scale broadcast to every head
 // (stride 0) and a column of a [Hkv, 2] tensor both match the fp64 reference over the same tensors.
@@ -199,7 +172,7 @@ TEST(PromisesGpu, BadCuSeqlensQBesideSplitsWritesNothingOutside) {
     SPLITKV_REQUIRE_PLAN_COMPILED(plan);
     testing::DevicePrefillCase dev(c);
     const size_t out_bytes = c.out.size() * 2, lse_bytes = c.lse.size() * 4;
-    Guarded out(out_bytes), lse(lse_bytes);
+    gpu_test::GuardedBuffer out(out_bytes), lse(lse_bytes);
     out.upload(c.out.data(), out_bytes);
     lse.upload(c.lse.data(), lse_bytes);
     dev.tensors.out.data = out.get();
