@@ -7,7 +7,7 @@ For each function whose mangled name matches REGEX: its instruction count, then 
 backward branch and the code from its target to it) that contains an HGMMA, with its length and
 its most frequent opcodes. Branches inside a loop are counted whether or not they are taken, so a
 loop's length is an upper bound on the instructions one iteration executes. Used to compare a
-kernel's steady loop with a peer's (bench/NOTES.md, run 57: 16 R2UR per step in prefill_sm90's loop
+kernel's steady loop with a peer's (lab/NOTES.md, run 57: 16 R2UR per step in prefill_sm90's loop
 moving the Q operand's descriptors into uniform registers, none in the CUTLASS example's)."""
 import collections
 import re

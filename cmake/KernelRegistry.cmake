@@ -191,5 +191,5 @@ if(SPLITKV_INSTANCE_ROWS STREQUAL "")
 endif()
 configure_file("${PROJECT_SOURCE_DIR}/src/registry/registry_families.cpp.in"
                "${SPLITKV_GENERATED_DIR}/registry_families.cpp" @ONLY)
-configure_file("${PROJECT_SOURCE_DIR}/src/registry/registry_launchers.cpp.in"
+configure_file("${PROJECT_SOURCE_DIR}/src/launch/registry_launchers.cpp.in"
                "${SPLITKV_GENERATED_DIR}/registry_launchers.cpp" @ONLY)

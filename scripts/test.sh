@@ -4,6 +4,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# The house rules (includes down the layers, no device code in host files, no lab citations).
+"${PYTHON:-python3}" scripts/check_layout.py
+
 # ---- Python package (python/, tests/python): the nanobind module is built in the same CMake
 # build (SPLITKV_BUILD_PYTHON=ON, read by CMakeLists.txt at the first configure) and pytest runs
 # against it; torch and GPU tests skip without torch or CUDA. SPLITKV_BUILD_PYTHON=OFF skips it.

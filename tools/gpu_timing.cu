@@ -96,7 +96,7 @@ GraphTiming time_graph(const std::function<bool(int, void*)>& enqueue, int calls
   check_cuda(cudaEventCreate(&stop), "event");
   // Warm-up: at least kWarmupSeconds of replays, so every row is timed at the clocks the card
   // holds under sustained load. The H200 of our runs leaves its boost clock for the software power
-  // cap 0.1-0.3 s into a dense prefill (1980 -> 1845 MHz and lower, bench/NOTES.md run 47), so a row
+  // cap 0.1-0.3 s into a dense prefill (1980 -> 1845 MHz and lower), so a row
   // timed from a cold start read 231 or 260 µs depending on where the cap fell in its two rounds.
   const auto warmup_start = std::chrono::steady_clock::now();
   for (int w = 0; w < 3 || std::chrono::duration<double>(std::chrono::steady_clock::now() - warmup_start).count() <

@@ -28,7 +28,7 @@
 #include <utility>
 #include <vector>
 
-#include "api/validate.hpp"
+#include "validate/validate.hpp"
 #include "common/host_tensor.hpp"
 #include "common/parallel_for.hpp"
 #include "cpu/cpu_backend.hpp"

@@ -8,9 +8,9 @@
 #include <vector>
 
 #include "api/device_arch.hpp"
-#include "api/tensor_checks.hpp"
+#include "validate/tensor_checks.hpp"
 #include "common/formats.hpp"
-#include "kernels/quant/append_kv_params.hpp"
+#include "launch/aux_launchers.hpp"
 #include "quant/kv_quant_host.hpp"
 #include "splitkv/append_kv.hpp"
 

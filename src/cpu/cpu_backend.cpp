@@ -5,7 +5,7 @@
 #include <limits>
 #include <vector>
 
-#include "api/validate.hpp"
+#include "validate/validate.hpp"
 #include "common/formats.hpp"
 #include "plan/geometry.hpp"
 #include "plan/plan_seal.hpp"

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "api/output_rows.hpp"
-#include "api/validate.hpp"
+#include "validate/validate.hpp"
 #include "plan/workspace_layout.hpp"
 #if SPLITKV_NCCL_DEVICE_API
 #include "dist/peer_merge.hpp"

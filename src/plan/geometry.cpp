@@ -11,10 +11,6 @@ int ceil_div(int64_t a, int64_t b) { return static_cast<int>((a + b - 1) / b); }
 
 }  // namespace
 
-float resolved_softmax_scale(float softmax_scale, int head_dim) {
-  return softmax_scale != 0.f ? softmax_scale : 1.f / std::sqrt(static_cast<float>(head_dim));
-}
-
 DecodeGeometry decode_geometry(const DecodeProblem& p, int block_m) {
   DecodeGeometry g;
   g.group = p.num_q_heads / p.num_kv_heads;

@@ -5,12 +5,13 @@
 #include <array>
 #include <cstdint>
 
+#include "common/softmax_scale.hpp"
 #include "splitkv/problem.hpp"
 
 namespace splitkv::plan {
 
-// The softmax scale actually used: softmax_scale, or 1/sqrt(head_dim) when it is 0.
-float resolved_softmax_scale(float softmax_scale, int head_dim);
+// The softmax scale actually used (common/softmax_scale.hpp).
+using detail::resolved_softmax_scale;
 
 constexpr int kMaxGridYZ = 65535;  // CUDA's limit on gridDim.y and gridDim.z
 

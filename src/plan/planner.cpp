@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "api/validate.hpp"
+#include "validate/validate.hpp"
 #include "common/formats.hpp"
 #include "kernels/common/split_rule.hpp"
 #include "plan/family_choice.hpp"

@@ -9,9 +9,9 @@
 #include "common/half_convert.hpp"
 #include "common/host_tensor.hpp"
 #include "common/parallel_for.hpp"
+#include "common/softmax_scale.hpp"
 #include "kernels/common/causal_mask.hpp"
 #include "kernels/common/lse_combine.hpp"
-#include "plan/geometry.hpp"
 #include "quant/kv_rows.hpp"
 #include "reference/row_attention.hpp"
 
@@ -64,7 +64,7 @@ Result decode(const DecodeProblem& p, const DecodeTensors& t, const Options& opt
 Result decode_shard(const DecodeProblem& p, const DecodeTensors& t, const Shard& shard, const Options& options) {
   const int D = p.head_dim, Lq = p.q_len, Hq = p.num_q_heads, Hkv = p.num_kv_heads;
   const int group = Hq / Hkv;
-  const double scale = plan::resolved_softmax_scale(p.softmax_scale, D);
+  const double scale = detail::resolved_softmax_scale(p.softmax_scale, D);
   Result r;
   r.out.assign(size_t(p.batch) * Lq * Hq * D, 0.0);
   r.lse.assign(size_t(p.batch) * Hq * Lq, 0.0);
@@ -99,7 +99,7 @@ Result decode_shard(const DecodeProblem& p, const DecodeTensors& t, const Shard&
 Result prefill(const PrefillProblem& p, const PrefillTensors& t, const Options& options) {
   const int D = p.head_dim, Hq = p.num_q_heads, Hkv = p.num_kv_heads;
   const int group = Hq / Hkv;
-  const double scale = plan::resolved_softmax_scale(p.softmax_scale, D);
+  const double scale = detail::resolved_softmax_scale(p.softmax_scale, D);
   const int64_t total_q = p.varlen ? t.q.shape[0] : int64_t(p.batch) * p.max_q_len;
   Result r;
   r.out.assign(size_t(total_q) * Hq * D, 0.0);

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "api/chunked_tensors.hpp"
-#include "api/validate.hpp"
+#include "validate/validate.hpp"
 #include "common/host_tensor.hpp"
 #include "plan/geometry.hpp"
 #include "reference/reference.hpp"

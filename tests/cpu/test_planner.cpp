@@ -64,7 +64,7 @@ TEST(Planner, QuantizedCachesFillResidentBlocksEvenly) {
       }
     }
   }
-  // Run 66's sweeps (bench/NOTES.md): two blocks per SM (B=1, 8 work units: 33 splits) wherever the
+  // Run 66's sweeps (docs/TUNING.md): two blocks per SM (B=1, 8 work units: 33 splits) wherever the
   // splits keep 512 keys, else one (16); with 8-bit values two SMs stay free for the combine's
   // blocks (32 splits); no third block, INT4 included (B=8 32k: 64 work units x 4).
   auto splits = [](int batch, int len, KvFormat f) {
@@ -128,7 +128,7 @@ TEST(Planner, OneWaveGridsAskForSharedMemoryThatHoldsEachSmToItsShare) {
 
 TEST(Planner, SpeculativeQueriesFillResidentBlockSlotsWithLongSplits) {
   // B=8, 32/8, 8k, q_len 4: 64 work units. One block per SM gives 2 splits (128 blocks); the two
-  // resident slots give 4 splits of 2048 keys (bench/NOTES.md, runs 18 and 31).
+  // resident slots give 4 splits of 2048 keys (docs/TUNING.md).
   const Plan single = plan_or_die(decode(8, 32, 8, 8192));
   const Plan spec = plan_or_die(decode(8, 32, 8, 8192, 128, 4));
   EXPECT_EQ(single.num_splits, 2);
@@ -141,7 +141,7 @@ TEST(Planner, SpeculativeQueriesFillResidentBlockSlotsWithLongSplits) {
 
 TEST(Planner, ResidentBlockSlotsAreFilledByTheBestLongEnoughCount) {
   // The first count within 85% of the best fill leaves slots empty where a count a little larger
-  // fills them (bench/NOTES.md, run 53: B=8 28/4 q_len 2 at 32k 132.5 µs at 7 splits, 224 of 264
+  // fills them (docs/TUNING.md; run 53: B=8 28/4 q_len 2 at 32k 132.5 µs at 7 splits, 224 of 264
   // slots; 125.5 at 8, 256 slots; B=1 32/8 131k 131.2 at 29, 127.0 at 32).
   auto spec = [](int batch, int hq, int hkv, int len) {
     DecodeProblem p = decode(batch, hq, hkv, len, 128, 2);
@@ -507,7 +507,7 @@ TEST(Planner, NamingAPrefillFamilyServesDecodeByChunkedPrefill) {
 }
 
 TEST(Planner, SpeculativeRowsBeyondTheThirtyTwoRowTileTakeThePrefillRoute) {
-  // PlanOptions::prefill_route (bench/NOTES.md, runs 51-52): causal rows of 25..64 packed queries per KV
+  // PlanOptions::prefill_route (docs/TUNING.md): causal rows of 25..64 packed queries per KV
   // head on grids of >= 4 KV heads and >= 64Ki cached tokens run as chunked prefill on
   // prefill_sm90_gqa64, with the prefill planner's splits (B=8 28/4 8k: 32 tiles x 4 splits); rows
   // of 65..128 on prefill_sm90_gqa or prefill_sm90_gqa64 by the grid.
@@ -584,7 +584,7 @@ TEST(Planner, KvHeadsWithMoreThanSixteenPackedRowsTakeThirtyTwoRowTiles) {
   EXPECT_EQ(plan_or_die(decode(128, 64, 2, 8192)).family, "decode_mma_m32");  // group 32, one query
   // 28 rows (q_len 4): one 32-row tile per KV head gives 32 work units, x 4 splits of 2048 keys
   // fewer blocks than SMs; the 32-row tile then splits finer, 8 splits of 1024 keys filling the 264
-  // block slots (bench/NOTES.md, run 37).
+  // block slots (docs/TUNING.md).
   const Plan few_rows = plan_or_die(decode(8, 28, 4, 8192, 128, 4));
   EXPECT_EQ(few_rows.family, "decode_mma_m32") << few_rows.note;
   EXPECT_EQ(few_rows.work_units, 8 * 4);

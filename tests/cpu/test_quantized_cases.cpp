@@ -6,7 +6,7 @@
 #include <cmath>
 #include <string>
 
-#include "api/validate.hpp"
+#include "validate/validate.hpp"
 #include "cpu/cpu_backend.hpp"
 #include "reference/reference.hpp"
 #include "testing/compare.hpp"

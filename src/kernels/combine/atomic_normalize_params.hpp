@@ -1,9 +1,9 @@
 // Parameters of the atomic combine's normalization kernel (plain host/device struct, no CUDA
-// types) and its launcher (kernels/combine/atomic_normalize_kernel.cuh says what it does).
+// types; its launcher is in launch/aux_launchers.hpp, and kernels/combine/atomic_normalize_kernel.cuh
+// says what it does).
 #pragma once
 
 #include "kernels/combine/combine_params.hpp"
-#include "launch/launch_config.hpp"
 #include "splitkv/types.hpp"
 
 namespace splitkv::detail {
@@ -16,9 +16,5 @@ struct AtomicNormalizeParams {
 };
 
 inline constexpr int kAtomicNormalizeThreads = 128;
-
-// Launches the kernel for the element type and head dim on config (src/combine/atomic_normalize.cu).
-cudaError_t launch_atomic_normalize(const AtomicNormalizeParams& params, DType dtype, int head_dim,
-                                    const LaunchConfig& config);
 
 }  // namespace splitkv::detail

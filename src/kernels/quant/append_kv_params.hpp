@@ -1,9 +1,9 @@
-// Parameters of the append kernel (plain host/device struct, no CUDA types) and its launcher.
+// Parameters of the append kernel (plain host/device struct, no CUDA types); its launcher is in
+// launch/aux_launchers.hpp.
 #pragma once
 
 #include <cstdint>
 
-#include "launch/launch_config.hpp"
 #include "splitkv/types.hpp"
 
 namespace splitkv::detail {
@@ -38,8 +38,5 @@ struct AppendKvParams {
 
 // One warp per (token, K or V, KV head) row, this many rows a block.
 inline constexpr int kAppendWarpsPerBlock = 4;
-
-// Launches the kernel for params.dtype and params.head_dim on config (src/quant/append_kv.cu).
-cudaError_t launch_append_kv(const AppendKvParams& params, const LaunchConfig& config);
 
 }  // namespace splitkv::detail

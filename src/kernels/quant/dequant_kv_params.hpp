@@ -1,12 +1,11 @@
 // Parameters of the kernel that dequantizes a quantized KV cache into a 16-bit staging copy (plain
-// host/device struct, no CUDA types) and its launcher. Chunked prefill over a quantized cache runs
+// host/device struct, no CUDA types; its launcher is in launch/aux_launchers.hpp). Chunked prefill over a quantized cache runs
 // it first and then reads the copy as a contiguous cache (docs/ARCHITECTURE.md, "Chunked prefill
 // over a quantized cache").
 #pragma once
 
 #include <cstdint>
 
-#include "launch/launch_config.hpp"
 #include "splitkv/types.hpp"
 
 namespace splitkv::detail {
@@ -46,8 +45,5 @@ struct DequantKvParams {
 // Tokens of one sequence one block dequantizes (both sides, every KV head).
 inline constexpr int kDequantTokensPerBlock = 16;
 inline constexpr int kDequantThreads = 256;
-
-// Launches the kernel for params.dtype on config (src/quant/dequant_kv.cu).
-cudaError_t launch_dequantize_kv(const DequantKvParams& params, const LaunchConfig& config);
 
 }  // namespace splitkv::detail

@@ -3,6 +3,7 @@
 #include <cutlass/numeric_types.h>
 
 #include "kernels/combine/atomic_normalize_kernel.cuh"
+#include "launch/aux_launchers.hpp"
 #include "launch/launch_kernel.cuh"
 
 namespace splitkv::detail {

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "kernels/quant/dequant_kv_kernel.cuh"
+#include "launch/aux_launchers.hpp"
 #include "launch/launch_kernel.cuh"
 
 namespace splitkv::detail {

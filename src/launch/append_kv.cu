@@ -5,6 +5,7 @@
 #include <cuda_fp16.h>
 
 #include "kernels/quant/append_kv_kernel.cuh"
+#include "launch/aux_launchers.hpp"
 #include "launch/launch_kernel.cuh"
 
 namespace splitkv::detail {

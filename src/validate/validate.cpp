@@ -1,4 +1,4 @@
-#include "api/validate.hpp"
+#include "validate/validate.hpp"
 
 #include <cmath>
 #include <cstdint>
@@ -6,7 +6,7 @@
 #include <utility>
 #include <vector>
 
-#include "api/tensor_checks.hpp"
+#include "validate/tensor_checks.hpp"
 #include "common/formats.hpp"
 #include "splitkv/splitkv.hpp"
 

@@ -1,4 +1,4 @@
-#include "api/tensor_checks.hpp"
+#include "validate/tensor_checks.hpp"
 
 #include <algorithm>
 
