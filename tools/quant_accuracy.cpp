@@ -20,6 +20,12 @@
 //   *_kc        keys quantized per channel over groups of 64 consecutive tokens (fp16 scale and min
 //               per group and channel, as KIVI does), values per token as in the plain format;
 //               int4_kc32 with groups of 32. Bytes per token count the per-channel scales (D * 4 / G).
+//               Groups of 64 are the *_kc formats' groups (src/quant/kv_quant_kc.hpp; lengths must be
+//               multiples of 64, so no key is read from the 16-bit tail).
+//   *_sm        keys "smoothed" (SmoothQuant's factors folded into the query): channel c divided by
+//               s_c before the per-token round trip, multiplied back after; s_c = the largest norm of
+//               channel c's RoPE pair (c, c +- D/2) over the first 256 tokens; int4_sm_ch: s_c = max|k_c|
+//               over the first 256 tokens; int4_sm_all: over every token (an oracle).
 //
 // Data sets (one sequence, Hq query heads, Hkv KV heads, head dim D, q_len 1, non-causal, softmax
 // scale 1/sqrt(D)); the first three use the same N(0,1) draws (a fixed seed) and differ only as stated:
@@ -58,6 +64,7 @@
 #include "common/parallel_for.hpp"
 #include "kv_rotation.hpp"
 #include "quant/kv_quant_host.hpp"
+#include "quant/kv_quant_kc.hpp"
 #include "reference/reference.hpp"
 #include "reference/row_attention.hpp"
 
@@ -89,24 +96,26 @@ const char* dataset_name(int ds) {
 // rotated versions, and two study variants.
 enum Variant {
   kRef, kBf16, kFp8, kInt8, kInt4, kK8V4, kFp8Rot, kInt8Rot, kInt4Rot, kK8V4Rot, kInt4Wht, kInt4CRot, kInt8Kc,
-  kInt4Kc, kK8V4Kc, kInt4Kc32, kNumVariants
+  kInt4Kc, kK8V4Kc, kInt4Kc32, kInt8Sm, kInt4Sm, kK8V4Sm, kInt4SmCh, kInt4SmAll, kNumVariants
 };
 const char* variant_name(int v) {
   static const char* names[] = {"ref",     "bf16",     "fp8",      "int8",     "int4",     "k8v4",
                                 "fp8_rot", "int8_rot", "int4_rot", "k8v4_rot", "int4_wht", "int4_crot",
-                                "int8_kc",  "int4_kc",  "k8v4_kc",  "int4_kc32"};
+                                "int8_kc",  "int4_kc",  "k8v4_kc",  "int4_kc32", "int8_sm", "int4_sm",
+                                "k8v4_sm",  "int4_sm_ch", "int4_sm_all"};
   return names[v];
 }
 KvFormat variant_format(int v) {
   switch (v) {
     case kFp8: case kFp8Rot: return KvFormat::kFP8E4M3;
-    case kInt8: case kInt8Rot: case kInt8Kc: return KvFormat::kInt8;
-    case kInt4: case kInt4Rot: case kInt4Wht: case kInt4CRot: case kInt4Kc: case kInt4Kc32: return KvFormat::kInt4;
-    case kK8V4: case kK8V4Rot: case kK8V4Kc: return KvFormat::kK8V4;
+    case kInt8: case kInt8Rot: case kInt8Kc: case kInt8Sm: return KvFormat::kInt8;
+    case kInt4: case kInt4Rot: case kInt4Wht: case kInt4CRot: case kInt4Kc: case kInt4Kc32: case kInt4Sm:
+    case kInt4SmCh: case kInt4SmAll: return KvFormat::kInt4;
+    case kK8V4: case kK8V4Rot: case kK8V4Kc: case kK8V4Sm: return KvFormat::kK8V4;
     default: return KvFormat::kNative;
   }
 }
-constexpr int kKeyGroup = 64;     // tokens per per-channel key scale (*_kc; int4_kc32: 32)
+constexpr int kKeyGroup = quant::kKeyGroup;  // tokens per per-channel key scale (*_kc; int4_kc32: 32)
 constexpr int kCenterTokens = 1024;  // int4_crot: the per-channel mean of the first tokens is subtracted
 
 // Bytes per token and KV head: the format's, with per-channel key scales for the *_kc variants
@@ -224,8 +233,31 @@ void round_trip_int_centered(const float* x, size_t n, int d, int bits, float* o
 }
 
 // Per-channel keys (as KIVI quantizes them): every channel quantized (asymmetric, fp16 scale and
-// min) over groups of `group` consecutive tokens.
+// min) over groups of `group` consecutive tokens. Groups of 64 are the *_kc formats' groups as
+// src/quant/kv_quant_kc defines them (write_key_group, read_key_code_row; one contiguous sequence,
+// every group complete: the lengths measured are multiples of 64, so no key comes from the 16-bit
+// tail); other group sizes (int4_kc32) apply the same column rule directly. Like every format here,
+// from the fp32 values (not rounded to bf16 first).
 void round_trip_int_per_channel(const float* x, size_t n, int d, int bits, int group, float* out) {
+  if (group == quant::kKeyGroup && n % quant::kKeyGroup == 0) {
+    quant::KcKeyCacheView v;
+    v.bits = bits;
+    v.head_dim = d;
+    v.slots = int64_t(n);
+    v.num_blocks = 1;
+    v.num_kv_heads = 1;
+    std::vector<uint8_t> codes(quant::packed_row_bytes(d, bits) * n);
+    std::vector<uint16_t> scales(size_t(v.groups_per_block()) * 2 * d);
+    v.codes = codes.data();
+    v.code_stride_slot = d;
+    v.group_scales = scales.data();
+    v.scale_stride_group = 2 * d;
+    for (int64_t g = 0; g < v.groups_per_block(); ++g) {
+      quant::write_key_group(v, 0, g, 0, x + size_t(g) * quant::kKeyGroup * d);
+    }
+    for (size_t t = 0; t < n; ++t) quant::read_key_code_row(v, 0, int64_t(t), 0, out + t * d);
+    return;
+  }
   std::vector<float> column(size_t(group) + 1), back(size_t(group) + 1);
   std::vector<uint8_t> codes(quant::packed_row_bytes(group + 1, bits) + 1);
   for (size_t t0 = 0; t0 < n; t0 += size_t(group)) {
@@ -239,6 +271,35 @@ void round_trip_int_per_channel(const float* x, size_t n, int d, int bits, int g
     }
   }
 }
+
+// Smoothed keys: every channel divided by a factor s_c before the per-token round trip and
+// multiplied back after (what attention computes with the query's channel c multiplied by s_c).
+// The factors come from the first `calib` tokens: the channel's max |k| (per channel), or the max
+// norm of its RoPE pair (i, i + d/2) (pairs: a rotation moves energy within a pair, not out of it).
+enum class Smoothing { kPerChannel, kRopePairs };
+std::vector<float> smoothing_factors(const float* x, size_t calib, int d, Smoothing how) {
+  std::vector<float> s(size_t(d), 0.f);
+  for (size_t t = 0; t < calib; ++t)
+    for (int c = 0; c < d; ++c) {
+      float m = std::fabs(x[t * d + c]);
+      if (how == Smoothing::kRopePairs) {
+        const int partner = c < d / 2 ? c + d / 2 : c - d / 2;
+        m = std::hypot(x[t * d + c], x[t * d + partner]);
+      }
+      s[c] = std::max(s[c], m);
+    }
+  for (float& f : s) f = f > 0.f ? f : 1.f;
+  return s;
+}
+void round_trip_int_smoothed(const float* x, size_t n, int d, int bits, const std::vector<float>& s, float* out) {
+  std::vector<float> smoothed(n * size_t(d));
+  for (size_t t = 0; t < n; ++t)
+    for (int c = 0; c < d; ++c) smoothed[t * d + c] = x[t * d + c] / s[c];
+  round_trip_int(smoothed.data(), n, d, bits, out);
+  for (size_t t = 0; t < n; ++t)
+    for (int c = 0; c < d; ++c) out[t * d + c] *= s[c];
+}
+constexpr int kSmoothCalibTokens = 256;  // *_sm, int4_sm_ch: factors from the first tokens
 
 // FP8: the per-KV-head scale is max|x| / 448 over the first n tokens, so this depends on n.
 float round_trip_fp8(const float* x, size_t n, int d, float* out) {
@@ -344,12 +405,12 @@ void fill_heavy_values(uint64_t seed, size_t n, int d, float* x) {
 
 // Length-independent round trips (per row, or per group of rows) of one K or V tensor.
 struct Trips {
-  std::vector<float> bf16, i8, i4, i8r, i4r, i4w, i4c, i8kc, i4kc, i4kc32;
+  std::vector<float> bf16, i8, i4, i8r, i4r, i4w, i4c, i8kc, i4kc, i4kc32, i8sm, i4sm, i4smch, i4small;
 };
 Trips make_trips(const std::vector<float>& x, int lmax, int d, bool is_key) {
   const size_t n = x.size();
   Trips r{std::vector<float>(n), std::vector<float>(n), std::vector<float>(n), std::vector<float>(n),
-          std::vector<float>(n), {}, {}, {}, {}, {}};
+          std::vector<float>(n), {}, {}, {}, {}, {}, {}, {}, {}, {}};
   round_trip_bf16(x.data(), lmax, d, r.bf16.data());
   round_trip_int(x.data(), lmax, d, 8, r.i8.data());
   round_trip_int(x.data(), lmax, d, 4, r.i4.data());
@@ -370,6 +431,15 @@ Trips make_trips(const std::vector<float>& x, int lmax, int d, bool is_key) {
     round_trip_int_per_channel(x.data(), lmax, d, 8, kKeyGroup, r.i8kc.data());
     round_trip_int_per_channel(x.data(), lmax, d, 4, kKeyGroup, r.i4kc.data());
     round_trip_int_per_channel(x.data(), lmax, d, 4, 32, r.i4kc32.data());
+    const size_t calib = std::min<size_t>(size_t(lmax), kSmoothCalibTokens);
+    const std::vector<float> pairs = smoothing_factors(x.data(), calib, d, Smoothing::kRopePairs);
+    const std::vector<float> channels = smoothing_factors(x.data(), calib, d, Smoothing::kPerChannel);
+    const std::vector<float> all = smoothing_factors(x.data(), size_t(lmax), d, Smoothing::kPerChannel);
+    for (auto* v : {&r.i8sm, &r.i4sm, &r.i4smch, &r.i4small}) v->resize(n);
+    round_trip_int_smoothed(x.data(), lmax, d, 8, pairs, r.i8sm.data());
+    round_trip_int_smoothed(x.data(), lmax, d, 4, pairs, r.i4sm.data());
+    round_trip_int_smoothed(x.data(), lmax, d, 4, channels, r.i4smch.data());
+    round_trip_int_smoothed(x.data(), lmax, d, 4, all, r.i4small.data());
   }
   return r;
 }
@@ -447,6 +517,11 @@ void run_kv_head(const Config& cfg, int h, Results* res) {
           case kInt4Kc: kc = tk.i4kc.data(); vc = tv.i4.data(); break;
           case kK8V4Kc: kc = tk.i8kc.data(); vc = tv.i4.data(); break;
           case kInt4Kc32: kc = tk.i4kc32.data(); vc = tv.i4.data(); break;
+          case kInt8Sm: kc = tk.i8sm.data(); vc = tv.i8.data(); break;
+          case kInt4Sm: kc = tk.i4sm.data(); vc = tv.i4.data(); break;
+          case kK8V4Sm: kc = tk.i8sm.data(); vc = tv.i4.data(); break;
+          case kInt4SmCh: kc = tk.i4smch.data(); vc = tv.i4.data(); break;
+          case kInt4SmAll: kc = tk.i4small.data(); vc = tv.i4.data(); break;
         }
         if (kc == nullptr || vc == nullptr || (!rotatable && var >= kFp8Rot && var <= kInt4CRot)) kc = vc = nullptr;
         for (int g = 0; g < group; ++g) {
@@ -574,8 +649,13 @@ void write_md(const Config& cfg, const std::vector<Record>& recs, const std::str
                "the softmax unchanged and moves the output by a constant), then rotated; `*_kc`, keys "
                "quantized per channel over groups of %d consecutive tokens (fp16 scale and min per group and "
                "channel, as KIVI does; `int4_kc32`: groups of 32), values per token as in the plain format; "
-               "their bytes count the keys' per-channel scales (D x 4 / G per token).\n\n",
-               kCenterTokens, kKeyGroup);
+               "their bytes count the keys' per-channel scales (D x 4 / G per token); groups of %d are the "
+               "`*_kc` formats as `src/quant/kv_quant_kc.hpp` defines them; `*_sm`, keys smoothed (SmoothQuant's "
+               "factors, folded into the query): channel c divided by s_c before the per-token round trip and "
+               "multiplied back after, s_c the largest norm of the channel's RoPE pair (c, c +- D/2) over the "
+               "first %d tokens (`int4_sm_ch`: max |k_c| over them; `int4_sm_all`: over every token), same "
+               "bytes as the plain format.\n\n",
+               kCenterTokens, kKeyGroup, kKeyGroup, kSmoothCalibTokens);
   std::fprintf(f, "Data sets (the first three from the same N(0,1) draws, differing only as stated):\n\n");
   std::fprintf(f, "- `gaussian`: Q, K, V i.i.d. N(0,1).\n");
   std::fprintf(f,
@@ -626,10 +706,10 @@ void write_md(const Config& cfg, const std::vector<Record>& recs, const std::str
   std::fprintf(f, "\n");
 
   // The rotation study and the outlier targets (issue: quantized caches on real keys).
-  std::fprintf(f, "## Outlier channels: plain, rotated and per-channel caches (32k keys)\n\n");
+  std::fprintf(f, "## Outlier channels: plain, rotated, per-channel and smoothed caches (32k keys)\n\n");
   std::fprintf(f, "| format | gaussian | k_outliers | rope | peaked |\n|---|---|---|---|---|\n");
-  for (int var : {kFp8, kFp8Rot, kInt8, kInt8Rot, kInt8Kc, kInt4, kInt4Rot, kInt4Wht, kInt4CRot, kInt4Kc, kInt4Kc32,
-                  kK8V4, kK8V4Rot, kK8V4Kc}) {
+  for (int var : {kFp8, kFp8Rot, kInt8, kInt8Rot, kInt8Kc, kInt8Sm, kInt4, kInt4Rot, kInt4Wht, kInt4CRot, kInt4Kc,
+                  kInt4Kc32, kInt4Sm, kInt4SmCh, kInt4SmAll, kK8V4, kK8V4Rot, kK8V4Kc, kK8V4Sm}) {
     std::fprintf(f, "| %s |", variant_name(var));
     for (int ds : {kGaussian, kKOutliers, kRope, kPeaked}) {
       const Record* r = find(recs, ds, var, 32768);
@@ -725,8 +805,10 @@ int main(int argc, char** argv) {
   }
   for (int i = 1; i < argc; ++i) cfg.command += std::string(" ") + argv[i];
   if (cfg.lengths.empty() || cfg.hkv < 1 || cfg.hq % cfg.hkv != 0 || cfg.d < 2 || cfg.d % 2 != 0 ||
-      *std::min_element(cfg.lengths.begin(), cfg.lengths.end()) < 1) {
-    std::fprintf(stderr, "invalid shape: need lengths >= 1, hq a multiple of hkv, an even d\n");
+      *std::min_element(cfg.lengths.begin(), cfg.lengths.end()) < 1 ||
+      std::any_of(cfg.lengths.begin(), cfg.lengths.end(), [](int l) { return l % kKeyGroup != 0; })) {
+    std::fprintf(stderr, "invalid shape: need lengths >= 1 and multiples of %d, hq a multiple of hkv, an even d\n",
+                 kKeyGroup);
     return 2;
   }
 
