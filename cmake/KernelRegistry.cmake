@@ -63,7 +63,7 @@ function(_splitkv_cpp_list out prefix)  # fp16;bf16 -> "prefix(fp16) | prefix(bf
 endfunction()
 
 function(splitkv_family)
-  cmake_parse_arguments(F "" "NAME;KIND;ARCH;PRIORITY;TILE;TEMPLATE;VARIANT;MIN_ROWS;MAX_ROWS" "STRATEGIES;HEAD_DIMS;DTYPES;KV_FORMATS;KV_CACHES"
+  cmake_parse_arguments(F "STUDY" "NAME;KIND;ARCH;PRIORITY;TILE;TEMPLATE;VARIANT;MIN_ROWS;MAX_ROWS" "STRATEGIES;HEAD_DIMS;DTYPES;KV_FORMATS;KV_CACHES"
                         ${ARGN})
   foreach(required NAME KIND ARCH PRIORITY TILE TEMPLATE HEAD_DIMS DTYPES KV_FORMATS)
     if(NOT DEFINED F_${required})
@@ -120,10 +120,19 @@ function(splitkv_family)
   elseif(NOT F_MAX_ROWS MATCHES "^[1-9][0-9]*$")
     message(FATAL_ERROR "kernel family '${F_NAME}': MAX_ROWS ${F_MAX_ROWS} is not a positive integer")
   endif()
+  if(F_STUDY)
+    set(study true)
+  else()
+    set(study false)
+  endif()
   set_property(GLOBAL APPEND_STRING PROPERTY SPLITKV_FAMILY_ROWS
-    "    {\"${F_NAME}\", ${kind}, ${arch}, ${strategies}, ${F_PRIORITY}, {${dims}}, ${num_dims}, ${dtypes}, ${kv_formats}, &tiles::${F_TILE}, ${kv_caches}, ${F_MIN_ROWS}, ${F_MAX_ROWS}},\n")
+    "    {\"${F_NAME}\", ${kind}, ${arch}, ${strategies}, ${F_PRIORITY}, {${dims}}, ${num_dims}, ${dtypes}, ${kv_formats}, &tiles::${F_TILE}, ${kv_caches}, ${F_MIN_ROWS}, ${F_MAX_ROWS}, ${study}},\n")
 
-  # Instances this build compiles: the family's dims/dtypes selected by the build, on its arch.
+  # Instances this build compiles: the family's dims/dtypes selected by the build, on its arch; a
+  # study family only with SPLITKV_STUDY_FAMILIES.
+  if(F_STUDY AND NOT SPLITKV_STUDY_FAMILIES)
+    return()
+  endif()
   if(F_ARCH STREQUAL "sm90a" AND NOT SPLITKV_HAS_SM90A)
     return()
   endif()

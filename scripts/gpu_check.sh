@@ -46,7 +46,7 @@ BIN=${SPLITKV_PREBUILT:-build-gpu}
 if [[ -z "${SPLITKV_PREBUILT:-}" ]] && has build; then
   start=$(date +%s)
   # shellcheck disable=SC2086
-  cmake -S . -B build-gpu -G Ninja -DCMAKE_CUDA_ARCHITECTURES=90a -DCMAKE_BUILD_TYPE=Release ${SPLITKV_CMAKE_ARGS:-} \
+  cmake -S . -B build-gpu -G Ninja -DCMAKE_CUDA_ARCHITECTURES=90a -DCMAKE_BUILD_TYPE=Release -DSPLITKV_STUDY_FAMILIES=ON ${SPLITKV_CMAKE_ARGS:-} \
     >"$WORK/configure.log" 2>&1 \
     && ninja -C build-gpu -j16 splitkv_cli splitkv_gpu_tests $(has cutlasspeer && echo splitkv_cutlass_peer) \
       >"$OUT/build.log" 2>&1

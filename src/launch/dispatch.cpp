@@ -9,6 +9,11 @@ namespace splitkv::detail {
 Status find_launcher(int family, DType dtype, int head_dim, KvFormat kv_format, Launcher* launcher) {
   const int index = registry::find_instance(family, dtype, head_dim, registry_kv_format(kv_format, dtype));
   if (index < 0) {
+    if (registry::families()[family].study) {
+      return Status::unsupported("plan.family", std::string("kernel family ") + registry::families()[family].name +
+                                                    " is a study family, compiled only with "
+                                                    "-DSPLITKV_STUDY_FAMILIES=ON");
+    }
     return Status::unsupported(
         "plan.family", std::string("kernel family ") + registry::families()[family].name + " for " + to_string(dtype) +
                            ", head_dim " + std::to_string(head_dim) + ", " + to_string(kv_format) +

@@ -22,6 +22,10 @@
 #               (PrefillProblem::kv_cache): contiguous, paged; none: K/V token tensors only
 #   MIN_ROWS    (decode) the fewest packed query rows per KV head (q_len x Hq/Hkv) it serves
 #               (default 1): a larger tile only pays where the rows fill it
+#   STUDY       a study family (the original design's alternatives, measured in the strategies suite,
+#               never chosen by the planner on its own): its instances are compiled only with
+#               -DSPLITKV_STUDY_FAMILIES=ON (scripts/gpu_check.sh); elsewhere a plan naming it is
+#               refused at run time as not compiled
 splitkv_family(NAME decode_mma KIND decode ARCH sm80 STRATEGIES split-q split-kv PRIORITY 0
   HEAD_DIMS 64 128 256 DTYPES fp16 bf16 KV_FORMATS native
   TILE decode_mma_summary TEMPLATE decode_mma VARIANT 16)
@@ -99,21 +103,21 @@ splitkv_family(NAME prefill_sm90_gqa64 KIND prefill ARCH sm90a STRATEGIES split-
 # row's max and sum, K alone streamed) and an output pass (scores again, the final softmax applied,
 # P V; no O rescale), two launches of prefill_sm90_kernel. Chosen by name (measured in the
 # strategies suite against the one-pass kernel).
-splitkv_family(NAME prefill_sm90_twopass KIND prefill ARCH sm90a STRATEGIES two-pass PRIORITY -1
+splitkv_family(NAME prefill_sm90_twopass STUDY KIND prefill ARCH sm90a STRATEGIES two-pass PRIORITY -1
   HEAD_DIMS 64 128 DTYPES fp16 bf16 KV_FORMATS native
   TILE prefill_sm90_twopass_summary TEMPLATE prefill_sm90 VARIANT kTwoPass)
 
 # The original design's independent K and V tiles: K consumed in 16-key sub-tiles, V in 64-column
 # slices. Measured slower than prefill_mma, so only chosen by name.
-splitkv_family(NAME prefill_mma_k16v64 KIND prefill ARCH sm80 STRATEGIES split-q split-kv PRIORITY -1
+splitkv_family(NAME prefill_mma_k16v64 STUDY KIND prefill ARCH sm80 STRATEGIES split-q split-kv PRIORITY -1
   HEAD_DIMS 64 128 DTYPES fp16 bf16 KV_FORMATS native
   TILE prefill_mma_k16v64_summary TEMPLATE prefill_mma VARIANT kK16V64)
 
-splitkv_family(NAME prefill_mma_splitv KIND prefill ARCH sm80 STRATEGIES split-v PRIORITY 0
+splitkv_family(NAME prefill_mma_splitv STUDY KIND prefill ARCH sm80 STRATEGIES split-v PRIORITY 0
   HEAD_DIMS 64 128 DTYPES fp16 bf16 KV_FORMATS native
   TILE prefill_mma_splitv_summary TEMPLATE prefill_mma VARIANT kSplitV)
 
-splitkv_family(NAME prefill_mma_twopass KIND prefill ARCH sm80 STRATEGIES two-pass PRIORITY 0
+splitkv_family(NAME prefill_mma_twopass STUDY KIND prefill ARCH sm80 STRATEGIES two-pass PRIORITY 0
   HEAD_DIMS 64 128 DTYPES fp16 bf16 KV_FORMATS native
   TILE prefill_mma_twopass_summary TEMPLATE prefill_mma VARIANT kTwoPass)
 
@@ -125,6 +129,6 @@ splitkv_family(NAME combine KIND combine ARCH sm80 STRATEGIES PRIORITY 0
 # prefill_sm90 with the original design's independent K and V tile shapes (D=128): 128-key K tiles (in
 # two 64-column slices) and 64-key V tiles, one ring of ten 16 KB stages (the default's memory), P V
 # issued per V tile. Priority -1: chosen by name only; measured in the strategies suite.
-splitkv_family(NAME prefill_sm90_v64 KIND prefill ARCH sm90a STRATEGIES split-q split-kv PRIORITY -1
+splitkv_family(NAME prefill_sm90_v64 STUDY KIND prefill ARCH sm90a STRATEGIES split-q split-kv PRIORITY -1
   HEAD_DIMS 128 DTYPES fp16 bf16 KV_FORMATS native KV_CACHES contiguous paged
   TILE prefill_sm90_v64_summary TEMPLATE prefill_sm90 VARIANT kV64)

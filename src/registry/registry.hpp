@@ -35,6 +35,7 @@ struct Family {
   uint32_t kv_caches;   // prefill: KV cache layouts it reads K/V from (kv_cache_bit; chunked prefill)
   int min_rows;         // decode: the fewest packed query rows per KV head (q_len x Hq/Hkv) it serves
   int max_rows;         // decode: the most packed query rows per KV head it serves (0: no limit)
+  bool study;           // a study family: compiled only with -DSPLITKV_STUDY_FAMILIES=ON
 
   bool serves(Strategy s) const { return (strategies >> int(s)) & 1u; }
   bool has_dtype(DType d) const { return (dtypes >> int(d)) & 1u; }

@@ -20,7 +20,7 @@ start=$SECONDS
 if ! cmake -S . -B "$BUILD" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
     -DCMAKE_CUDA_ARCHITECTURES="${CMAKE_CUDA_ARCHITECTURES:-90a}" \
     -DSPLITKV_HEAD_DIMS="${SPLITKV_HEAD_DIMS:-128}" -DSPLITKV_DTYPES="${SPLITKV_DTYPES:-bf16}" \
-    -DSPLITKV_BUILD_TESTS=OFF -DSPLITKV_BUILD_PYTHON=ON -DPython_EXECUTABLE="$(command -v "$PYTHON")" \
+    -DSPLITKV_BUILD_TESTS=OFF -DSPLITKV_BUILD_PYTHON=ON -DSPLITKV_STUDY_FAMILIES=ON -DPython_EXECUTABLE="$(command -v "$PYTHON")" \
     >"$OUT/configure.log" 2>&1; then
   tail -40 "$OUT/configure.log"
   echo "SUMMARY: configure failed"

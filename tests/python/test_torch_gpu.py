@@ -20,6 +20,8 @@ DIMS = splitkv.compiled_head_dims()
 D = 128 if 128 in DIMS else DIMS[0]
 DTYPE = torch.bfloat16 if C.dtype_compiled(C.DType.bf16) else torch.float16
 PREFILL_D = D if D in (64, 128) else None
+# The study families (two-pass, split-V, independent K/V tiles) are compiled only on request.
+STUDY_FAMILIES_COMPILED = any(f.name == "prefill_mma_twopass" and len(f.compiled) > 0 for f in splitkv.kernel_families())
 ATOL = 1e-2 if DTYPE == torch.bfloat16 else 4e-3
 
 
@@ -143,6 +145,8 @@ def test_prefill_padded_matches_sdpa(causal, lq, lk):
 @pytest.mark.parametrize("strategy", [None, "split-kv", "two-pass"])
 @pytest.mark.parametrize("causal", [False, True])
 def test_prefill_varlen_matches_sdpa(causal, strategy):
+    if strategy == "two-pass" and not STUDY_FAMILIES_COMPILED:
+        pytest.skip("the two-pass families are study families (-DSPLITKV_STUDY_FAMILIES=ON)")
     q_lens, k_lens = [5, 130, 64, 1], [5, 300, 64, 900]
     cu_q = torch.tensor([0] + list(torch.tensor(q_lens).cumsum(0)), dtype=torch.int32, device=DEV)
     cu_k = torch.tensor([0] + list(torch.tensor(k_lens).cumsum(0)), dtype=torch.int32, device=DEV)
