@@ -348,6 +348,14 @@ def main():
     with open(os.path.join(args.out, f"{args.suite}-latest.md"), "w") as f:
         f.write(f"# {args.suite} — {ours.get('gpu')} — {ours.get('date')} — commit {ours.get('commit')}\n\n")
         f.write(note + "\n\n" + header + "\n" + "\n".join(lines) + "\n")
+    # The plot next to the table; the baselines' plots are also the README's (docs/img/<suite>.png).
+    import shutil
+    from plot_results import render
+    plot = render(os.path.join(args.out, f"{args.suite}-latest.json"))
+    if plot and os.path.abspath(args.out) == os.path.abspath(os.path.join(os.path.dirname(__file__), "results")):
+        img = os.path.join(os.path.dirname(__file__), "..", "docs", "img")
+        os.makedirs(img, exist_ok=True)
+        shutil.copyfile(plot, os.path.join(img, f"{args.suite}.png"))
 
 
 if __name__ == "__main__":
