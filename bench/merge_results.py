@@ -133,7 +133,7 @@ def merge_decode(ours, peers):
     for r in ours["rows"]:
         c = r["case"]
         peer, notes = join_peers(r, by_key)
-        if str(c.get("family", "")).startswith("prefill"):  # PlanOptions::prefill_route
+        if str(c.get("family", "")).startswith("prefill"):  # PlanTuning::prefill_route
             notes.insert(0, f"served by chunked prefill ({c['family']})")
         cudnn_us, flash_us = peer["cudnn_us"], peer["flash_us"]
         bytes_moved = r["gbps"] * r["us"] * 1e3

@@ -6,8 +6,8 @@
 #   SPLITKV_STEPS   comma list of: build,test,sanitize,adversarial,racecheck,probe,sweep,decode,prefill,strategies,quant,
 #                   (adversarial: the adversarial suite and promise tests under memcheck, docs/CONTRACTS.md;
 #                   SPLITKV_HOSTILE_SEEDS base cases, default 12)
-#                   decodefused (the decode suite with --fused-combine: table in bench.log, decode-fused.json),
-#                   decodeatomic (the same with --atomic-combine: decode-atomic.json),
+#                   decodefused (the decode suite with --merge fused: table in bench.log, decode-fused.json),
+#                   decodeatomic (the same with --merge atomic: decode-atomic.json),
 #                   python (tests/python/gpu_run.sh: its own build, the torch tests, the overhead bench),
 #                   dist (splitkv::dist: tests and the multi-GPU benchmark, one process per GPU),
 #                   profile (ncu over one `splitkv bench` shape: SPLITKV_PROFILE_ARGS, SPLITKV_PROFILE_KERNEL),
@@ -130,11 +130,11 @@ if has decode; then
   python3 bench/merge_results.py --suite decode --ours "$WORK/decode-ours.json" --peers "$WORK/decode-peers.json" --out "$OUT"
 fi
 if has decodefused; then
-  run_suite decode-fused --suite decode --fused-combine
+  run_suite decode-fused --suite decode --merge fused
   cp "$WORK/decode-fused-ours.json" "$OUT/decode-fused.json" 2>/dev/null
 fi
 if has decodeatomic; then
-  run_suite decode-atomic --suite decode --atomic-combine
+  run_suite decode-atomic --suite decode --merge atomic
   cp "$WORK/decode-atomic-ours.json" "$OUT/decode-atomic.json" 2>/dev/null
 fi
 cutlass_args=()

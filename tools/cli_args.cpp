@@ -5,6 +5,8 @@
 #include <functional>
 #include <map>
 
+#include "plan/plan_options_table.hpp"
+
 namespace splitkv::cli {
 namespace {
 
@@ -43,25 +45,12 @@ void print_usage() {
       "  --splits auto|N           KV splits (default auto)\n"
       "  --max-splits N            cap on splits (CUDA-graph bound)\n"
       "  --split-tokens N          batch-invariant split size in tokens\n"
-      "  --cluster                 decode: merge splits inside a thread-block cluster (sm_90)\n"
-      "  --no-auto-cluster         decode: short rows keep the combine kernel (default: 8 splits merged\n"
-      "                            in a cluster where rows have <= 4096 keys, 2048 for a quantized cache,\n"
-      "                            and the grid is small)\n"
-      "  --no-prefill-route        decode: keep the decode kernels where the planner would serve causal\n"
-      "                            rows of 25-128 packed queries per KV head by chunked prefill\n"
-      "                            (prefill_sm90_gqa64 / prefill_sm90_gqa)\n"
-      "  --no-persistent           prefill (sm_90): one block per tile instead of the persistent grid\n"
-      "  --no-stream-k             prefill (sm_90): whole tiles to the end of a persistent grid (no\n"
-      "                            stream-K tail sharing the last tiles' key steps out evenly)\n"
-      "  --fused-combine           decode: each tile's last split block merges the splits (no combine launch)\n"
-      "  --no-l2-prefetch          decode (sm_90): blocks prefetch nothing into L2 before their PDL wait\n"
-      "                            (default: Q rows and the length's line, and keys as below)\n"
+      "  --merge M                 decode: how splits merge: auto (the planner: the combine kernel, or\n"
+      "                            clusters on sm_90 where measured faster), combine-kernel, cluster (sm_90),\n"
+      "                            fused (each tile's last split block), atomic (nondeterministic;\n"
+      "                            --atomic-reference-lse X, default 0)\n"
       "  --l2-prefetch-keys N      decode (sm_90): keys of its split each block prefetches into L2 before\n"
       "                            its PDL wait (-1: the planner's rule, the default; 0: none)\n"
-      "  --no-even-placement       decode: one-wave grids keep each kernel's shared memory size (default: ask\n"
-      "                            for enough that no SM holds more than ceil(blocks / SMs) blocks)\n"
-      "  --atomic-combine          decode: splits add atomically into fp32 rows, then one normalization\n"
-      "                            (nondeterministic; --atomic-reference-lse X, default 0)\n"
       "  --strategy S              auto|split-q|split-kv|split-v|two-pass\n"
       "  --family NAME             force a kernel family (see `splitkv families`)\n"
       "  --iters N                 timed iterations (default 20; on the GPU: graph replays per timing round)\n"
@@ -70,7 +59,9 @@ void print_usage() {
       "  --sms N                   plan: SM count of the device to plan for\n"
       "  --seed N                  random inputs\n"
       "  --json PATH               write results as JSON\n"
-      "Without a GPU, `splitkv bench` says so and runs the CPU backend on a small problem.\n");
+      "The planner's rules, each on by default (docs/TUNING.md), turned off by:\n");
+  for (const plan::TuningSwitch& t : plan::kTuningSwitches) std::printf("  %-25s %s\n", t.off_flag, t.help);
+  std::printf("Without a GPU, `splitkv bench` says so and runs the CPU backend on a small problem.\n");
 }
 
 bool parse_args(int argc, char** argv, CliOptions* o, std::string* error) {
@@ -85,14 +76,20 @@ bool parse_args(int argc, char** argv, CliOptions* o, std::string* error) {
       {"--hkv", &o->num_kv_heads}, {"-d", &o->head_dim},           {"--head-dim", &o->head_dim},
       {"--lq", &o->q_len},        {"--lk", &o->kv_len},           {"--page-size", &o->page_size},
       {"--max-splits", &o->max_splits}, {"--split-tokens", &o->split_tokens}, {"--iters", &o->iters},
-      {"--sms", &o->sm_count}, {"--l2-prefetch-keys", &o->l2_prefetch_keys}};
+      {"--sms", &o->sm_count}, {plan::kL2PrefetchKeysFlag, &o->tuning.l2_prefetch_keys}};
   const std::map<std::string, std::string*> strings = {
       {"--mode", &o->mode},       {"--dtype", &o->dtype},   {"--kv-format", &o->kv_format},
       {"--strategy", &o->strategy}, {"--family", &o->family}, {"--json", &o->json_path},
       {"--suite", &o->suite},     {"--backend", &o->backend}};
   for (int i = 2; i < argc; ++i) {
     const std::string arg = argv[i];
-    if (arg == "--causal") {
+    const plan::TuningSwitch* off = nullptr;
+    for (const plan::TuningSwitch& t : plan::kTuningSwitches) {
+      if (arg == t.off_flag) off = &t;
+    }
+    if (off != nullptr) {
+      o->tuning.*(off->field) = false;
+    } else if (arg == "--causal") {
       o->causal = true;
     } else if (arg == "--varlen") {
       o->varlen = true;
@@ -100,24 +97,6 @@ bool parse_args(int argc, char** argv, CliOptions* o, std::string* error) {
       o->kv_cache = true;
     } else if (arg == "--kv-head-major") {
       o->kv_head_major = true;
-    } else if (arg == "--cluster") {
-      o->cluster_combine = true;
-    } else if (arg == "--no-auto-cluster") {
-      o->auto_cluster_combine = false;
-    } else if (arg == "--no-prefill-route") {
-      o->prefill_route = false;
-    } else if (arg == "--no-persistent") {
-      o->persistent_prefill = false;
-    } else if (arg == "--no-stream-k") {
-      o->stream_k_prefill = false;
-    } else if (arg == "--no-l2-prefetch") {
-      o->l2_prefetch = false;
-    } else if (arg == "--no-even-placement") {
-      o->even_placement = false;
-    } else if (arg == "--fused-combine") {
-      o->fused_combine = true;
-    } else if (arg == "--atomic-combine") {
-      o->atomic_combine = true;
     } else if (arg == "-h" || arg == "--help") {
       o->command = "help";
     } else if (i + 1 >= argc) {
@@ -127,6 +106,14 @@ bool parse_args(int argc, char** argv, CliOptions* o, std::string* error) {
       const std::string v = argv[++i];
       if (v != "auto" && !parse_int(v, &o->num_splits)) {
         *error = "--splits expects auto or an integer, got " + v;
+        return false;
+      }
+    } else if (arg == "--merge") {
+      const std::string v = argv[++i];
+      if (!plan::merge_of(v, &o->merge)) {
+        std::string names;
+        for (const plan::MergeName& m : plan::kMergeNames) names += (names.empty() ? "" : ", ") + std::string(m.name);
+        *error = "--merge expects one of " + names + ", got " + v;
         return false;
       }
     } else if (arg == "--seed") {

@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <string>
 
+#include "splitkv/plan.hpp"
+
 namespace splitkv::cli {
 
 struct CliOptions {
@@ -25,17 +27,9 @@ struct CliOptions {
   int num_splits = 0;   // 0: auto
   int max_splits = 0;
   int split_tokens = 0;
-  bool cluster_combine = false;  // --cluster: merge decode splits inside a thread-block cluster
-  bool auto_cluster_combine = true;  // --no-auto-cluster: short rows keep the combine kernel
-  bool prefill_route = true;         // --no-prefill-route: speculative rows keep the decode kernels
-  bool persistent_prefill = true;    // --no-persistent: prefill_sm90 launches one block per tile
-  bool stream_k_prefill = true;      // --no-stream-k: no stream-K tail on a persistent prefill grid
-  bool fused_combine = false;    // --fused-combine: each tile's last split block merges (decode)
-  bool l2_prefetch = true;       // --no-l2-prefetch: nothing prefetched into L2 before the PDL wait (decode)
-  int l2_prefetch_keys = -1;     // --l2-prefetch-keys N: keys per block prefetched before the PDL wait (-1: rule)
-  bool even_placement = true;    // --no-even-placement: one-wave decode grids keep the kernel's shared memory
-  bool atomic_combine = false;   // --atomic-combine: splits add atomically, then normalize (decode)
+  Merge merge = Merge::kAuto;        // --merge auto|combine-kernel|cluster|fused|atomic
   float atomic_reference_lse = 0.f;  // --atomic-reference-lse X
+  PlanTuning tuning;                 // --no-<switch> flags and --l2-prefetch-keys (src/plan/plan_options_table.hpp)
   std::string strategy = "auto";
   std::string family;    // empty: the planner's choice
   int iters = 20;

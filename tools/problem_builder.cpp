@@ -47,17 +47,9 @@ Status to_plan_options(const CliOptions& o, PlanOptions* options) {
   p.num_splits = o.num_splits;
   p.max_splits = o.max_splits;
   p.split_tokens = o.split_tokens;
-  p.cluster_combine = o.cluster_combine;
-  p.auto_cluster_combine = o.auto_cluster_combine;
-  p.prefill_route = o.prefill_route;
-  p.persistent_prefill = o.persistent_prefill;
-  p.stream_k_prefill = o.stream_k_prefill;
-  p.fused_combine = o.fused_combine;
-  p.l2_prefetch = o.l2_prefetch;
-  p.l2_prefetch_keys = o.l2_prefetch_keys;
-  p.even_placement = o.even_placement;
-  p.atomic_combine = o.atomic_combine;
+  p.merge = o.merge;
   p.atomic_reference_lse = o.atomic_reference_lse;
+  p.tuning = o.tuning;
   *options = p;
   return Status::success();
 }

@@ -33,6 +33,67 @@ enum class Strategy {
 };
 const char* to_string(Strategy strategy);
 
+// How a decode plan's KV splits are merged (PlanOptions::merge). Every merge but kAtomic gives the
+// same bits as the combine kernel.
+enum class Merge {
+  // The planner's choice: the combine kernel, or on sm_90 a merge inside a thread-block cluster
+  // where that measured faster: short rows on small grids (8 splits merged in clusters) and exactly
+  // 2 planned splits of single-query rows over a 16-bit cache (clusters of 2). Evidence:
+  // docs/TUNING.md, "Cluster merges".
+  kAuto,
+  // Always the combine kernel after the split kernel (a second launch, partials in the workspace).
+  kCombineKernel,
+  // Decode on sm_90: when a row's splits fit in one cluster (<= 16), merged through distributed
+  // shared memory in the split kernel (no workspace, no combine launch); otherwise the combine
+  // kernel. Batch-invariant mode (split_tokens) always uses the combine kernel. Why it is not the
+  // default beyond kAuto's cases: docs/TUNING.md.
+  kCluster,
+  // Decode: the last split block of each tile of rows to finish merges the tile's partials in the
+  // split kernel (no combine launch). Arrival counters live in the workspace: call
+  // prepare_workspace(plan) on a new workspace and after any other plan used it (run_decode refuses
+  // a workspace not prepared for this plan since); each call leaves them at zero for the next.
+  // Measured slower than the combine kernel on long rows (docs/TUNING.md).
+  kFused,
+  // Decode, NONDETERMINISTIC (the original design's atomic reduction): each split adds
+  // exp(LSE_i - atomic_reference_lse) * O_i and its weight into fp32 rows with atomic adds, and one
+  // normalization kernel divides (FlashDecoding++'s unified reference instead of a max over the
+  // splits). Splits whose LSE lies more than 40 from the reference, empty splits and poisoned ones
+  // write ordinary partials instead, which the normalization merges exactly, so any reference gives
+  // a correct result; one near the rows' typical LSE (natural log of the sum of exp(scaled score))
+  // keeps most splits on the atomic path. The order of the adds varies, so the last bits of the
+  // output may differ run to run. Not with split_tokens. prepare_workspace as for kFused. Measured
+  // slower than the combine kernel (docs/TUNING.md).
+  kAtomic,
+};
+const char* to_string(Merge merge);
+
+// The planner's rule switches: each rule is on where it measured faster (docs/TUNING.md has the
+// rule and its evidence); turning one off keeps the plain kernel, with the same results.
+struct PlanTuning {
+  // Decode, sm_90: causal speculative rows at D=128 over a 16-bit cache with more packed query rows
+  // per KV head than 3/4 of the 32-row decode tile run as chunked prefill on wgmma tiles
+  // (Plan::decode_via_prefill), on large enough grids. Not with options that only the decode kernels
+  // honour (a family, a merge other than kAuto/kCombineKernel, split_tokens, split-q, L2 key
+  // prefetch). Context shards need the decode kernels: plan_sharded_decode turns it off.
+  bool prefill_route = true;
+  // Prefill, sm_90: prefill_sm90 tiles at head dims <= 128 on a persistent grid (Plan::persistent_blocks)
+  // when there are more tiles than SMs.
+  bool persistent_prefill = true;
+  // Prefill, sm_90: a persistent grid of uniform tiles whose last round would leave more than a fifth
+  // of the blocks idle ends in a stream-K tail (Plan::stream_k), merged in key order (same bits every run).
+  bool stream_k_prefill = true;
+  // Decode, sm_90: before its programmatic-dependent-launch wait a block prefetches its Q rows and
+  // its length's line into L2 (l2_prefetch) and may prefetch its split's first keys
+  // (l2_prefetch_keys: -1 the planner's rule, reported in Plan::l2_prefetch_keys; 0 none;
+  // 1..max_kv_len that many keys, which needs l2_prefetch and an sm_90 device). Hints only.
+  bool l2_prefetch = true;
+  int l2_prefetch_keys = -1;
+  // Decode: a one-wave grid with fewer blocks per SM than shared memory allows asks for enough
+  // shared memory per block that no SM holds more than ceil(blocks / SMs) (Plan::launch_smem_bytes),
+  // so blocks placed beside a kernel still running do not double up. Not with cluster merges.
+  bool even_placement = true;
+};
+
 struct PlanOptions {
   Strategy strategy = Strategy::kAuto;
   // > 0 forces this many KV splits (clamped to the number of KV blocks; the plan says so).
@@ -48,69 +109,10 @@ struct PlanOptions {
   // Otherwise the family of that name, or an error saying why it cannot serve (kernel_families()
   // lists them; `splitkv families` prints them).
   std::string family;
-  // Decode on sm_90, opt-in: when a row's splits fit in one thread-block cluster (<= 16), merge
-  // them through distributed shared memory in the same kernel (no workspace, no combine launch;
-  // the bits equal the combine kernel's). Batch-invariant mode always uses the combine kernel.
-  // Not with fused_combine (refused). Why it is off by default: docs/TUNING.md.
-  bool cluster_combine = false;
-  // Decode on sm_90, on by default: the planner merges the splits of short rows on small grids in
-  // clusters (8 splits), and exactly 2 planned splits of single-query rows over a 16-bit cache in
-  // clusters of 2, where that measured faster than the combine kernel (docs/TUNING.md). False keeps
-  // the combine kernel. Not with forced splits, split_tokens, fused_combine or atomic_combine.
-  bool auto_cluster_combine = true;
-  // Decode, opt-in: the last split block of each tile of rows to finish merges all the tile's
-  // partials in the split kernel itself (no combine launch), bitwise identical to the combine
-  // kernel. Arrival counters live in the workspace: call prepare_workspace(plan) on a new
-  // workspace and after any other plan used it (run_decode refuses a workspace not prepared for
-  // this plan since); each call leaves the counters at zero for the next. Not with cluster_combine
-  // (refused). Measured slower than the combine kernel on long rows (docs/TUNING.md).
-  bool fused_combine = false;
-  // Decode, opt-in, NONDETERMINISTIC (the original design's atomic reduction): each split adds
-  // exp(LSE_i - atomic_reference_lse) * O_i and its weight into fp32 rows with atomic adds, and one
-  // normalization kernel divides (FlashDecoding++'s unified reference instead of a max over the
-  // splits). Splits whose LSE lies more than 40 from the reference, empty splits and poisoned ones
-  // write ordinary partials instead, which the normalization merges exactly, so any reference gives
-  // a correct result; one near the rows' typical LSE (natural log of the sum of exp(scaled score))
-  // keeps most splits on the atomic path. The order of the adds varies, so the last bits of the
-  // output may differ run to run: never the default, and not with split_tokens (batch-invariant
-  // mode), fused_combine or cluster_combine. prepare_workspace as for fused_combine. Measured
-  // slower than the combine kernel (docs/TUNING.md).
-  bool atomic_combine = false;
-  float atomic_reference_lse = 0.f;
-  // Decode on sm_90, on by default: causal speculative rows at D=128 over a 16-bit cache whose KV
-  // heads hold more packed query rows (q_len x Hq / Hkv) than three quarters of the 32-row decode
-  // tile are served by chunked prefill (Plan::decode_via_prefill) on 64- or 128-row wgmma tiles,
-  // where the grid is large enough (the thresholds and their measurements: docs/TUNING.md). Not
-  // when the options ask for what only the decode kernels do (a named family, cluster/fused/atomic
-  // combine, split_tokens, split-q, l2_prefetch_keys > 0). False keeps the decode kernels; context
-  // shards (DecodeTensors::keys_after, caller partials) need them, and plan_sharded_decode sets it
-  // false itself.
-  bool prefill_route = true;
-  // Prefill on sm_90, on by default: prefill_sm90 tiles at head dims <= 128 run on a persistent
-  // grid (Plan::persistent_blocks) when there are more tiles than SMs. False launches one block
-  // per tile instead (same kernel).
-  bool persistent_prefill = true;
-  // Prefill on sm_90, on by default: a persistent grid of uniform tiles (non-causal, padded, token
-  // tensors, no KV split, at least 16 key steps a tile) whose last round of tiles would leave more
-  // than a fifth of the blocks idle ends in a stream-K tail (Plan::stream_k): the last tiles' key
-  // steps are shared out evenly, and a tile cut between two blocks is merged from its two parts
-  // through the workspace, in key order (the same bits on every run). False keeps whole tiles.
-  bool stream_k_prefill = true;
-  // Decode on sm_90: before a block waits for the kernel ahead of it (programmatic dependent
-  // launch), it prefetches its Q rows and its sequence length's line into L2 (l2_prefetch), and
-  // may prefetch the first keys of its split (l2_prefetch_keys), so that its first reads after the
-  // wait hit L2. l2_prefetch_keys -1: the planner's rule (Plan::l2_prefetch_keys says what it
-  // chose); 0: none; 1..max_kv_len: this many keys per block (needs l2_prefetch and an sm_90
-  // device; refused otherwise). Hints only: results are the same bits either way.
-  bool l2_prefetch = true;
-  int l2_prefetch_keys = -1;
-  // Decode, on by default: a grid that fits in one wave with fewer blocks per SM than the shared
-  // memory allows (Plan::blocks_per_sm) asks for enough shared memory per block that no SM can hold
-  // more than the even share, ceil(blocks / SMs) (Plan::launch_smem_bytes), so that blocks placed
-  // beside a kernel still running (programmatic dependent launch) do not double up on some SMs
-  // (docs/TUNING.md). Not with cluster merges (their clusters are placed whole). False keeps each
-  // kernel's own shared memory size.
-  bool even_placement = true;
+  // How decode splits are merged (see Merge). Prefill plans take kAuto or kCombineKernel.
+  Merge merge = Merge::kAuto;
+  float atomic_reference_lse = 0.f;  // Merge::kAtomic: the reference LSE (finite)
+  PlanTuning tuning;
 };
 
 struct Plan {
@@ -124,11 +126,13 @@ struct Plan {
   std::string family;    // the kernel family that runs (see kernel_families())
   int num_splits = 1;    // KV chunks per (sequence, KV head); 1 = no combine step
   int split_tokens = 0;  // > 0: fixed chunk (batch-invariant); 0: each sequence split evenly
-  bool cluster_combine = false;  // splits merged inside a thread-block cluster (see PlanOptions)
-  bool fused_combine = false;    // splits merged by each tile's last split block (see PlanOptions)
-  bool atomic_combine = false;   // splits added atomically, then normalized (see PlanOptions)
+  // How the splits are merged (PlanOptions::merge, resolved): at most one of these is set; none
+  // with splits: the combine kernel.
+  bool cluster_combine = false;  // inside a thread-block cluster (Merge::kCluster)
+  bool fused_combine = false;    // by each tile's last split block (Merge::kFused)
+  bool atomic_combine = false;   // atomic adds, then a normalization (Merge::kAtomic)
   float atomic_reference_lse = 0.f;
-  // Decode on sm_90: what each block prefetches into L2 before its PDL wait (see PlanOptions):
+  // Decode on sm_90: what each block prefetches into L2 before its PDL wait (see PlanTuning):
   // its Q rows and length's line, and this many keys of its split (0: none).
   bool l2_prefetch = false;
   int l2_prefetch_keys = 0;
@@ -144,7 +148,7 @@ struct Plan {
   int smem_bytes = 0;
   int blocks_per_sm = 0; // occupancy the shared-memory budget allows
   // > smem_bytes: shared memory each block asks for at launch, so that an SM holds at most
-  // ceil(blocks / SMs) of this one-wave grid (PlanOptions::even_placement); 0: smem_bytes.
+  // ceil(blocks / SMs) of this one-wave grid (PlanTuning::even_placement); 0: smem_bytes.
   int launch_smem_bytes = 0;
   int64_t work_units = 0;  // thread blocks before splitting (decode: batch * Hkv * m tiles)
   int grid[3] = {1, 1, 1};
@@ -155,7 +159,7 @@ struct Plan {
   // counter before each launch); otherwise each takes every persistent_blocks-th tile.
   int persistent_blocks = 0;
   bool dynamic_tiles = false;
-  // A static persistent grid's stream-K tail (see PlanOptions::stream_k_prefill): tiles from
+  // A static persistent grid's stream-K tail (see PlanTuning::stream_k_prefill): tiles from
   // stream_k_first_tile on are shared out by key steps, one equal range per block; run_prefill
   // zeroes the parts' counters in the workspace before each launch. 0 / false: whole tiles.
   bool stream_k = false;

@@ -58,7 +58,7 @@ struct DecodeTensors {
   //    partial_o [num_splits, batch * q_len, Hq, D] (split s, row b * q_len + i: O over the split's
   //    keys, normalized) and partial_lse [num_splits, batch * q_len, Hq] (natural-log LSE, -inf
   //    for a split that sees no key). run_combine merges the partials of several shards.
-  //  Both need a plan served by the decode kernels: plan shards with PlanOptions::prefill_route =
+  //  Both need a plan served by the decode kernels: plan shards with PlanTuning::prefill_route =
   //  false (plan_sharded_decode does); a plan served by chunked prefill refuses them by name.
   TensorRef keys_after;
   TensorRef partial_o;

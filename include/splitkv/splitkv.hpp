@@ -30,8 +30,8 @@ Status query_device(int device, DeviceInfo* info);
 Status run_decode(const Plan& plan, const DecodeTensors& tensors, void* workspace,
                   size_t workspace_bytes, Stream stream);
 
-// Makes a new workspace ready for the plan: zeroes the arrival counters of a fused-combine decode
-// plan (PlanOptions::fused_combine), asynchronously on `stream`; does nothing for other plans.
+// Makes a new workspace ready for the plan: zeroes the counters of a decode plan whose splits
+// merge by Merge::kFused or kAtomic, asynchronously on `stream`; does nothing for other plans.
 // Call it once per workspace (not per call); it may be captured in a graph like the runs.
 Status prepare_workspace(const Plan& plan, void* workspace, size_t workspace_bytes, Stream stream);
 

@@ -212,11 +212,19 @@ def scale_value(softmax_scale):
     return scale
 
 
-def plan_options(strategy_name=None, num_splits=0, max_splits=0, split_tokens=0, cluster_combine=False,
-                 family=None):
-    options = _C.PlanOptions(strategy=strategy(strategy_name), num_splits=int(num_splits),
-                             max_splits=int(max_splits), split_tokens=int(split_tokens),
-                             cluster_combine=bool(cluster_combine))
+def plan_options(strategy_name=None, num_splits=0, max_splits=0, split_tokens=0, merge="auto", family=None,
+                 tuning=None):
+    """tuning: a dict of PlanTuning switches (their names: tuning_names()) to set."""
+    chosen = strategy(strategy_name)
+    try:
+        options = _C.PlanOptions(strategy=chosen, num_splits=int(num_splits), max_splits=int(max_splits),
+                                 split_tokens=int(split_tokens), merge=str(merge))
+    except ValueError as e:
+        raise invalid("merge", "auto, combine-kernel, cluster, fused or atomic", merge) from e
+    for name, value in (tuning or {}).items():
+        if name not in tuning_names():
+            raise TypeError(f"unknown planner switch {name!r} (PlanTuning has {', '.join(tuning_names())})")
+        setattr(options.tuning, name, value)
     if family:
         if not hasattr(options, "family"):
             raise unsupported("family", "this build's API has no kernel families")
@@ -304,3 +312,8 @@ def device_info(device):
             info = _C.query_device(key)
         _device_infos[key] = info
     return info
+
+
+def tuning_names():
+    """The PlanTuning switches (one description in the C++ options table)."""
+    return tuple(n for n in dir(_C.PlanTuning) if not n.startswith("_"))

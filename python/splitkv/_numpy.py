@@ -135,8 +135,9 @@ def plan_decode(q, k_cache, seq_lens, block_table, *, causal, softmax_scale, num
                 max_seqlen_k, family=None, device="h200", kv_format=None, prefill_route=True):
     problem = cm.decode_problem(q.shape, k_cache.shape, None if block_table is None else block_table.shape,
                                 code(q, "q"), causal, softmax_scale, max_seqlen_k, cm.kv_format(kv_format))
-    options = cm.plan_options(None, num_splits, max_splits, split_tokens, family=family)
-    options.prefill_route = bool(prefill_route)  # off for shards: keys_after and partials need the decode kernels
+    # prefill_route off for shards: keys_after and partials need the decode kernels.
+    options = cm.plan_options(None, num_splits, max_splits, split_tokens, family=family,
+                              tuning={"prefill_route": bool(prefill_route)})
     return _C.plan_decode(problem, cm.device_info(device), options)
 
 

@@ -137,7 +137,7 @@ def _cache_put(cache, key, entry):
 
 
 def _new_decode_plan(key, q, k_cache, block_table):
-    """prefill_route (the key's last field): PlanOptions.prefill_route; off for a context shard's
+    """prefill_route (the key's last field): PlanTuning.prefill_route; off for a context shard's
     plan (keys_after and caller partials need the decode kernels)."""
     (_, _, bt_shape, _, causal, softmax_scale, num_splits, max_splits, split_tokens, max_seqlen_k, dev, family,
      kv_format, prefill_route) = key
@@ -146,8 +146,8 @@ def _new_decode_plan(key, q, k_cache, block_table):
         _check_dtypes([("q", q)])
     fmt = cm.kv_format(kv_format)
     problem = cm.decode_problem(q.shape, k_cache.shape, bt_shape, code, causal, softmax_scale, max_seqlen_k, fmt)
-    options = cm.plan_options(None, num_splits, max_splits, split_tokens, family=family)
-    options.prefill_route = prefill_route
+    options = cm.plan_options(None, num_splits, max_splits, split_tokens, family=family,
+                              tuning={"prefill_route": bool(prefill_route)})
     plan = _C.plan_decode(problem, cm.device_info(dev if dev >= 0 else "h200"), options)
     elements = cm.kv_elements(fmt)
     quant = None if elements is None else (elements[0], elements[1], fmt)

@@ -150,8 +150,7 @@ def _is_array(x):
 
 
 def plan_decode(*args, causal=False, softmax_scale=None, num_splits=0, max_splits=0, split_tokens=0,
-                cluster_combine=False, auto_cluster_combine=True, prefill_route=True, family=None, device=None,
-                kv_format=None, **shape):
+                merge="auto", prefill_route=True, family=None, device=None, kv_format=None, **shape):
     """A decode plan; print it for the CLI's `splitkv plan` description.
 
     Either from tensors, giving the plan decode() would use for them:
@@ -161,13 +160,16 @@ def plan_decode(*args, causal=False, softmax_scale=None, num_splits=0, max_split
                     q_len=1, page_size=0, dtype='bf16', device=None)
     device: None = GPU 0 if there is one, else the H200 description; an index; 'h200'; a
     splitkv.DeviceInfo. kv_format: as in decode() (a format no kernel of this planner reads raises
-    NotImplementedError naming kv_format). auto_cluster_combine=False keeps the combine kernel where
-    the planner would merge short rows' splits in a thread-block cluster (sm_90, <= 4096 keys, 2048
-    for a quantized cache, a grid of at most half the SMs). prefill_route=False keeps the decode
-    kernels where the planner would serve causal rows of 25-128 packed queries per KV head by chunked
-    prefill on prefill_sm90_gqa64 or prefill_sm90_gqa (the plan's decode_via_prefill says which).
+    NotImplementedError naming kv_format). merge: how the splits merge, "auto" (the planner: the
+    combine kernel, or on sm_90 a thread-block cluster where that measured faster), "combine-kernel",
+    "cluster", "fused" or "atomic" (splitkv.PlanOptions; shape form only, like atomic_reference_lse).
+    prefill_route=False keeps the decode kernels where the planner would serve causal rows of 25-128
+    packed queries per KV head by chunked prefill (the plan's decode_via_prefill says which). The
+    shape form also takes every other PlanTuning switch by name (splitkv.PlanTuning).
     """
     if args and _is_array(args[0]):
+        if merge != "auto":
+            raise TypeError("plan_decode(tensors): merge is taken by the shape form only")
         q, k_cache = args[0], args[1]
         block_table = args[4] if len(args) > 4 else shape.pop("block_table", None)
         max_seqlen_k = shape.pop("max_seqlen_k", None)
@@ -191,11 +193,14 @@ def plan_decode(*args, causal=False, softmax_scale=None, num_splits=0, max_split
         page_size=int(shape.pop("page_size", 0)), causal=bool(causal),
         dtype=cm.DTYPE_BY_CODE[cm.dtype_code(shape.pop("dtype", "bf16"))], softmax_scale=cm.scale_value(softmax_scale),
         kv_format=cm.kv_format(kv_format))
+    tuning = {name: shape.pop(name) for name in cm.tuning_names() if name in shape}
+    tuning["prefill_route"] = bool(prefill_route)
+    reference_lse = shape.pop("atomic_reference_lse", None)
     if shape:
         raise TypeError(f"plan_decode() got unexpected keyword arguments {sorted(shape)}")
-    options = cm.plan_options(None, num_splits, max_splits, split_tokens, cluster_combine, family)
-    options.auto_cluster_combine = bool(auto_cluster_combine)
-    options.prefill_route = bool(prefill_route)
+    options = cm.plan_options(None, num_splits, max_splits, split_tokens, merge, family, tuning)
+    if reference_lse is not None:
+        options.atomic_reference_lse = float(reference_lse)
     return _C.plan_decode(problem, cm.device_info(device), options)
 
 
@@ -234,5 +239,5 @@ def plan_prefill(*args, causal=False, softmax_scale=None, num_splits=0, strategy
             softmax_scale=cm.scale_value(softmax_scale), kv_format=cm.kv_format(kv_format))
     if shape:
         raise TypeError(f"plan_prefill() got unexpected keyword arguments {sorted(shape)}")
-    options = cm.plan_options(strategy, num_splits, 0, 0, False, family)
+    options = cm.plan_options(strategy, num_splits, 0, 0, "auto", family)
     return _C.plan_prefill(problem, cm.device_info(device), options)

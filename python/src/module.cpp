@@ -32,6 +32,7 @@
 #include "common/host_tensor.hpp"
 #include "common/parallel_for.hpp"
 #include "cpu/cpu_backend.hpp"
+#include "plan/plan_options_table.hpp"
 #include "quant/kv_quant_host.hpp"
 #include "quant/kv_rows.hpp"
 #include "reference/reference.hpp"
@@ -531,47 +532,54 @@ NB_MODULE(_splitkv, m) {
           .def_rw("softmax_scale", &PrefillProblem::softmax_scale)
           .def_rw("kv_format", &PrefillProblem::kv_format);
 
+  // PlanTuning: one attribute per switch of the options table (src/plan/plan_options_table.hpp).
+  auto tuning = nb::class_<PlanTuning>(m, "PlanTuning", "The planner's rule switches, each on by default (docs/TUNING.md)")
+                    .def(nb::init<>());
+  for (const plan::TuningSwitch& t : plan::kTuningSwitches) {
+    const auto field = t.field;
+    tuning.def_prop_rw(
+        t.name, [field](const PlanTuning& x) { return x.*field; }, [field](PlanTuning& x, bool on) { x.*field = on; },
+        t.help);
+  }
+  tuning.def_rw("l2_prefetch_keys", &PlanTuning::l2_prefetch_keys,
+                "decode on sm_90: keys of its split each block prefetches into L2 before its "
+                "programmatic-dependent-launch wait (-1: the planner's rule, 0: none)");
+
+  auto merge_of = [](const std::string& name) {
+    Merge merge = Merge::kAuto;
+    if (!plan::merge_of(name, &merge)) {
+      std::string names;
+      for (const plan::MergeName& n : plan::kMergeNames) names += (names.empty() ? "" : ", ") + std::string(n.name);
+      throw nb::value_error(("merge: expected one of " + names + ", got " + name).c_str());
+    }
+    return merge;
+  };
   nb::class_<PlanOptions>(m, "PlanOptions", "Planner options")
-                          .def(
-                              "__init__",
-                              [](PlanOptions* o, Strategy strategy, int num_splits, int max_splits, int split_tokens,
-                                 bool cluster_combine, std::string family) {
-                                new (o) PlanOptions();
-                                o->family = std::move(family);
-                                o->strategy = strategy;
-                                o->num_splits = num_splits;
-                                o->max_splits = max_splits;
-                                o->split_tokens = split_tokens;
-                                o->cluster_combine = cluster_combine;
-                              },
-                              "strategy"_a = Strategy::kAuto, "num_splits"_a = 0, "max_splits"_a = 0,
-                              "split_tokens"_a = 0, "cluster_combine"_a = false, "family"_a = "")
-                          .def_rw("strategy", &PlanOptions::strategy)
-                          .def_rw("num_splits", &PlanOptions::num_splits)
-                          .def_rw("max_splits", &PlanOptions::max_splits)
-                          .def_rw("split_tokens", &PlanOptions::split_tokens)
-                          .def_rw("cluster_combine", &PlanOptions::cluster_combine)
-                          .def_rw("auto_cluster_combine", &PlanOptions::auto_cluster_combine,
-                                  "short decode rows on small grids: 8 splits merged in a cluster; single-query rows "
-                                  "planned with 2 splits over a 16-bit cache: clusters of 2 (default True)")
-                          .def_rw("prefill_route", &PlanOptions::prefill_route,
-                                  "causal decode rows of 25-128 packed queries per KV head on large enough grids: "
-                                  "chunked prefill on prefill_sm90_gqa64 / prefill_sm90_gqa (default True)")
-                          .def_rw("l2_prefetch", &PlanOptions::l2_prefetch,
-                                  "decode on sm_90: Q rows and sequence lengths prefetched into L2 before the "
-                                  "programmatic-dependent-launch wait (default True)")
-                          .def_rw("l2_prefetch_keys", &PlanOptions::l2_prefetch_keys,
-                                  "decode on sm_90: keys of its split each block prefetches into L2 before its "
-                                  "programmatic-dependent-launch wait (-1: the planner's rule, 0: none)")
-                          .def_rw("even_placement", &PlanOptions::even_placement,
-                                  "decode: a one-wave grid asks for enough shared memory per block that no SM holds "
-                                  "more than ceil(blocks / SMs) of its blocks (default True)")
-                          .def_rw("persistent_prefill", &PlanOptions::persistent_prefill,
-                                  "prefill on sm_90: a persistent grid of one block per SM (default True)")
-                          .def_rw("stream_k_prefill", &PlanOptions::stream_k_prefill,
-                                  "prefill on sm_90: a persistent grid of uniform tiles ends in a stream-K tail "
-                                  "where its last round would leave blocks idle (default True)")
-                          .def_rw("family", &PlanOptions::family, "kernel family name ('': the planner chooses)");
+      .def(
+          "__init__",
+          [merge_of](PlanOptions* o, Strategy strategy, int num_splits, int max_splits, int split_tokens,
+                     const std::string& merge, std::string family) {
+            new (o) PlanOptions();
+            o->family = std::move(family);
+            o->strategy = strategy;
+            o->num_splits = num_splits;
+            o->max_splits = max_splits;
+            o->split_tokens = split_tokens;
+            o->merge = merge_of(merge);
+          },
+          "strategy"_a = Strategy::kAuto, "num_splits"_a = 0, "max_splits"_a = 0, "split_tokens"_a = 0,
+          "merge"_a = "auto", "family"_a = "")
+      .def_rw("strategy", &PlanOptions::strategy)
+      .def_rw("num_splits", &PlanOptions::num_splits)
+      .def_rw("max_splits", &PlanOptions::max_splits)
+      .def_rw("split_tokens", &PlanOptions::split_tokens)
+      .def_prop_rw(
+          "merge", [](const PlanOptions& o) { return std::string(to_string(o.merge)); },
+          [merge_of](PlanOptions& o, const std::string& name) { o.merge = merge_of(name); },
+          "how decode splits merge: auto, combine-kernel, cluster, fused, atomic (splitkv.Merge's names)")
+      .def_rw("atomic_reference_lse", &PlanOptions::atomic_reference_lse, "merge='atomic': the reference LSE")
+      .def_rw("tuning", &PlanOptions::tuning, "the planner's rule switches (PlanTuning)")
+      .def_rw("family", &PlanOptions::family, "kernel family name ('': the planner chooses)");
 
   nb::class_<Plan>(m, "Plan", "A plan: printing it gives the CLI's `splitkv plan` description")
           .def_prop_ro("kind", [](const Plan& p) { return p.kind == Plan::Kind::kDecode ? "decode" : "prefill"; })
@@ -584,6 +592,7 @@ NB_MODULE(_splitkv, m) {
           .def_ro("split_tokens", &Plan::split_tokens)
           .def_ro("cluster_combine", &Plan::cluster_combine)
           .def_ro("fused_combine", &Plan::fused_combine)
+          .def_ro("atomic_combine", &Plan::atomic_combine)
           .def_ro("l2_prefetch", &Plan::l2_prefetch)
           .def_ro("l2_prefetch_keys", &Plan::l2_prefetch_keys)
           .def_ro("dequantized_cache", &Plan::dequantized_cache)

@@ -164,7 +164,7 @@ Status plan_sharded_decode(const DecodeProblem& shard_problem, const DeviceInfo&
   // A shard's partials come from the decode kernels (keys_after, caller partials): never the
   // chunked-prefill route.
   PlanOptions shard_options = options;
-  shard_options.prefill_route = false;
+  shard_options.tuning.prefill_route = false;
   if (Status s = plan_decode(shard_problem, device, shard_options, &p.local); !s) return s;
   if (p.local.decode_via_prefill) {
     return Status::unsupported("options.family", "a decode family for a context shard (" + options.family +

@@ -22,6 +22,17 @@ const char* to_string(Strategy strategy) {
   return "unknown";
 }
 
+const char* to_string(Merge merge) {
+  switch (merge) {
+    case Merge::kAuto: return "auto";
+    case Merge::kCombineKernel: return "combine-kernel";
+    case Merge::kCluster: return "cluster";
+    case Merge::kFused: return "fused";
+    case Merge::kAtomic: return "atomic";
+  }
+  return "unknown";
+}
+
 namespace {
 
 // Appends each argument: strings as they are, integers in decimal.

@@ -173,11 +173,11 @@ Status choose_family_and_tile(registry::Kind kind, Strategy strategy, int head_d
   return Status::success();
 }
 
-// PlanOptions::even_placement: the shared memory per block that lets an SM hold the even share of
+// PlanTuning::even_placement: the shared memory per block that lets an SM hold the even share of
 // a one-wave grid, ceil(blocks / SMs), but not one block more; 0 where the kernel's own size already does, the grid needs more than one wave, or the
 // splits merge in clusters.
 int even_placement_smem_bytes(const PlanOptions& options, const DeviceInfo& device, const Plan& p) {
-  if (!options.even_placement || p.cluster_combine) return 0;
+  if (!options.tuning.even_placement || p.cluster_combine) return 0;
   const int64_t blocks = grid_blocks(p);
   if (blocks > int64_t(device.sm_count) * p.blocks_per_sm) return 0;
   const int share = ceil_div(blocks, device.sm_count);
@@ -306,39 +306,35 @@ Status plan_gqa_packing(const PrefillProblem& problem, Strategy served, bool pag
   return Status::success();
 }
 
-// Decode options that cannot take effect are refused by name rather than dropped: two merges at
-// once, and an L2 key prefetch that is out of range or that the device cannot run.
+bool known_merge(Merge m) { return int(m) >= int(Merge::kAuto) && int(m) <= int(Merge::kAtomic); }
+
+// Decode options that cannot take effect are refused by name rather than dropped: a merge that is
+// not one, and an L2 key prefetch that is out of range or that the device cannot run.
 Status check_decode_options(const DecodeProblem& problem, const DeviceInfo& device, const PlanOptions& o) {
-  if (o.cluster_combine && o.fused_combine) {
-    return Status::invalid("options.fused_combine", "one merge at a time (not with cluster_combine)",
-                           "on together with cluster_combine");
-  }
-  if (o.l2_prefetch_keys < -1 || o.l2_prefetch_keys > std::max(problem.max_kv_len, 0)) {
-    return Status::invalid("options.l2_prefetch_keys",
+  if (!known_merge(o.merge)) return Status::invalid("options.merge", "a Merge value", std::to_string(int(o.merge)));
+  const PlanTuning& t = o.tuning;
+  if (t.l2_prefetch_keys < -1 || t.l2_prefetch_keys > std::max(problem.max_kv_len, 0)) {
+    return Status::invalid("options.tuning.l2_prefetch_keys",
                            "-1 (the planner's rule), 0 (off) or 1..max_kv_len (" + std::to_string(problem.max_kv_len) +
                                ") keys",
-                           std::to_string(o.l2_prefetch_keys));
+                           std::to_string(t.l2_prefetch_keys));
   }
-  if (o.l2_prefetch_keys > 0 && !o.l2_prefetch) {
-    return Status::invalid("options.l2_prefetch_keys", "-1 or 0 when options.l2_prefetch is off",
-                           std::to_string(o.l2_prefetch_keys));
+  if (t.l2_prefetch_keys > 0 && !t.l2_prefetch) {
+    return Status::invalid("options.tuning.l2_prefetch_keys", "-1 or 0 when options.tuning.l2_prefetch is off",
+                           std::to_string(t.l2_prefetch_keys));
   }
-  if (o.l2_prefetch_keys > 0 && device.cc_major < 9) {
-    return Status::unsupported("options.l2_prefetch_keys", "> 0 needs an sm_90 device (prefetch before the "
-                                                           "programmatic-dependent-launch wait); use -1 or 0");
+  if (t.l2_prefetch_keys > 0 && device.cc_major < 9) {
+    return Status::unsupported("options.tuning.l2_prefetch_keys", "> 0 needs an sm_90 device (prefetch before the "
+                                                                  "programmatic-dependent-launch wait); use -1 or 0");
   }
   return Status::success();
 }
 
-// The atomic combine excludes the merges that promise fixed bits or merge elsewhere.
+// The atomic merge needs a fixed reference and no promise of fixed bits.
 Status check_atomic_combine(const PlanOptions& o) {
   if (o.split_tokens > 0) {
-    return Status::invalid("options.atomic_combine", "off with split_tokens (batch-invariant mode needs a fixed merge order)",
-                           "on");
-  }
-  if (o.fused_combine || o.cluster_combine) {
-    return Status::invalid("options.atomic_combine", "one merge at a time (not with fused_combine or cluster_combine)",
-                           "on together with another");
+    return Status::invalid("options.merge", "not kAtomic with split_tokens (batch-invariant mode needs a fixed merge order)",
+                           "kAtomic");
   }
   if (!std::isfinite(o.atomic_reference_lse)) {
     return Status::invalid("options.atomic_reference_lse", "a finite value", std::to_string(o.atomic_reference_lse));
@@ -346,14 +342,13 @@ Status check_atomic_combine(const PlanOptions& o) {
   return Status::success();
 }
 
-// What both auto_cluster_combine rules below need: the option on, the planner's own split count, no
+// What both Merge::kAuto cluster rules below need: the merge left to the planner, the planner's own split count, no
 // other merge asked for, clusters (sm_90) and tiles of at most 16 rows (32-row tiles not measured).
 bool auto_cluster_may_merge(const PlanOptions& options, const DeviceInfo& device, int block_m, bool auto_splits) {
-  return options.auto_cluster_combine && auto_splits && !options.cluster_combine && !options.fused_combine &&
-         !options.atomic_combine && device.cc_major >= 9 && block_m <= 16;
+  return options.merge == Merge::kAuto && auto_splits && device.cc_major >= 9 && block_m <= 16;
 }
 
-// PlanOptions::auto_cluster_combine: short rows on a grid that 8 splits of every work unit leave
+// Merge::kAuto: short rows on a grid that 8 splits of every work unit leave
 // at half the SMs or fewer, where the combine kernel's launch is a large share of the call. Every
 // KV format; not the 32-row tile. docs/TUNING.md, "Cluster merges".
 bool short_rows_merge_in_cluster(const DecodeProblem& problem, const PlanOptions& options, const DeviceInfo& device,
@@ -363,7 +358,7 @@ bool short_rows_merge_in_cluster(const DecodeProblem& problem, const PlanOptions
          planned_splits >= plan::kAutoClusterSplits && 2 * work_units * plan::kAutoClusterSplits <= device.sm_count;
 }
 
-// PlanOptions::auto_cluster_combine, second case: single-query rows over a 16-bit cache whose wave
+// Merge::kAuto, second case: single-query rows over a 16-bit cache whose wave
 // rule planned exactly 2 splits merge them in clusters of 2 (no combine launch; a 2-block cluster
 // is co-scheduled as easily as one block); 4-split rows measured slower in clusters, hence exactly
 // 2. docs/TUNING.md, "Cluster merges".
@@ -373,7 +368,7 @@ bool two_splits_merge_in_cluster(const DecodeProblem& problem, const PlanOptions
          !reads_quantized_cache(problem) && planned_splits == 2;
 }
 
-// PlanOptions::l2_prefetch_keys: the caller's count, or the rule (split_heuristic.hpp). Blocks
+// PlanTuning::l2_prefetch_keys: the caller's count, or the rule (split_heuristic.hpp). Blocks
 // launched early by programmatic dependent launch (sm_90) prefetch while they would otherwise only
 // wait; on a grid that leaves no room for the next launch's blocks, they would launch late and the
 // prefetch (a length read first) would sit on their critical path instead. Where no combine kernel
@@ -382,8 +377,8 @@ bool two_splits_merge_in_cluster(const DecodeProblem& problem, const PlanOptions
 // L2. docs/TUNING.md, "L2 prefetch".
 int l2_prefetch_keys(const DecodeProblem& problem, const PlanOptions& options, const DeviceInfo& device,
                      const Plan& p) {
-  if (!options.l2_prefetch || device.cc_major < 9) return 0;
-  if (options.l2_prefetch_keys >= 0) return options.l2_prefetch_keys;
+  if (!options.tuning.l2_prefetch || device.cc_major < 9) return 0;
+  if (options.tuning.l2_prefetch_keys >= 0) return options.tuning.l2_prefetch_keys;
   if (2 * grid_blocks(p) > int64_t(device.sm_count) * p.blocks_per_sm) return 0;
   const detail::KvFormatTraits format = detail::kv_format_traits(detail::resolve_kv_format(problem.kv_format, problem.dtype));
   const int64_t key_bits = detail::element_traits(format.k_element).bits + detail::element_traits(format.v_element).bits;
@@ -408,7 +403,7 @@ Status set_grid(const std::array<int64_t, 3>& grid, const char* y_argument, cons
   return Status::success();
 }
 
-// A static persistent grid's stream-K tail (PlanOptions::stream_k_prefill). Whole tiles in a stride
+// A static persistent grid's stream-K tail (PlanTuning::stream_k_prefill). Whole tiles in a stride
 // leave the blocks without a tile in the last round idle; the tail shares the last tiles' key steps
 // out evenly instead: every round but the last whole one goes by the stride, and the steps of the
 // tiles left (at least one per block, so a tile is cut at most once) make one range per block.
@@ -423,7 +418,7 @@ void plan_stream_k_tail(const PrefillProblem& problem, const PlanOptions& option
   const int64_t steps = (int64_t(problem.max_kv_len) + p->block_n - 1) / p->block_n;
   const bool uniform = !p->dynamic_tiles && p->num_splits == 1 && p->strategy != Strategy::kTwoPass &&
                        p->packed_queries == 0;
-  if (!options.stream_k_prefill || !uniform || steps < kStreamKMinSteps || last_round == 0 ||
+  if (!options.tuning.stream_k_prefill || !uniform || steps < kStreamKMinSteps || last_round == 0 ||
       5 * last_round > 4 * int64_t(blocks)) {
     return;
   }
@@ -468,9 +463,9 @@ Status plan_decode_via_prefill(const DecodeProblem& problem, const DeviceInfo& d
                                Plan* plan) {
   const std::string served = "options.family names a prefill family (" + options.family +
                              ": decode served by chunked prefill)";
-  if (options.cluster_combine) return Status::invalid("options.cluster_combine", "off when " + served, "on");
-  if (options.fused_combine) return Status::invalid("options.fused_combine", "off when " + served, "on");
-  if (options.atomic_combine) return Status::invalid("options.atomic_combine", "off when " + served, "on");
+  if (options.merge != Merge::kAuto && options.merge != Merge::kCombineKernel) {
+    return Status::invalid("options.merge", "kAuto or kCombineKernel when " + served, to_string(options.merge));
+  }
   if (options.split_tokens > 0) {
     return Status::invalid("options.split_tokens", "0 when " + served, std::to_string(options.split_tokens));
   }
@@ -484,17 +479,18 @@ Status plan_decode_via_prefill(const DecodeProblem& problem, const DeviceInfo& d
   return Status::success();
 }
 
-// PlanOptions::prefill_route: the chunked-prefill families that serve speculative rows overflowing
+// PlanTuning::prefill_route: the chunked-prefill families that serve speculative rows overflowing
 // the 32-row decode tile better than the decode kernels, best first (none: the decode kernels).
 // The thresholds (plan::kPrefillRoute*): docs/TUNING.md. rows: packed rows per KV head.
 std::vector<const char*> prefill_route_families(const DecodeProblem& problem, int rows, const DeviceInfo& device,
                                                 const PlanOptions& options) {
   const int64_t kv_heads = int64_t(problem.batch) * problem.num_kv_heads;
   const int64_t tokens = kv_heads * problem.max_kv_len;
-  const bool decode_only_options = !options.family.empty() || options.cluster_combine || options.fused_combine ||
-                                   options.atomic_combine || options.split_tokens > 0 ||
+  const bool decode_only_options = !options.family.empty() ||
+                                   (options.merge != Merge::kAuto && options.merge != Merge::kCombineKernel) ||
+                                   options.split_tokens > 0 ||
                                    (options.strategy != Strategy::kAuto && options.strategy != Strategy::kSplitKV);
-  if (!options.prefill_route || decode_only_options || device.cc_major < 9 || !problem.causal ||
+  if (!options.tuning.prefill_route || decode_only_options || device.cc_major < 9 || !problem.causal ||
       problem.head_dim != 128 || reads_quantized_cache(problem) || rows < plan::kPrefillRouteMinRows ||
       rows > plan::kPrefillRouteMaxRows) {
     return {};
@@ -535,7 +531,7 @@ Status plan_decode_fields(const DecodeProblem& problem, const DeviceInfo& device
     // decode kernels.
     if (compiled_for(family, problem) && plan_decode_via_prefill(problem, device, routed, plan).ok()) {
       plan->note += "; the planner's route for " + std::to_string(rows_per_kv) +
-                    " packed rows per KV head (PlanOptions::prefill_route)";
+                    " packed rows per KV head (PlanTuning::prefill_route)";
       return Status::success();
     }
   }
@@ -615,30 +611,30 @@ Status plan_decode_fields(const DecodeProblem& problem, const DeviceInfo& device
   if (auto_cluster) {
     split.num_splits = plan::kAutoClusterSplits;
     split.note += "; short rows: " + std::to_string(plan::kAutoClusterSplits) +
-                  " splits merged in a thread-block cluster, one launch (auto_cluster_combine)";
+                  " splits merged in a thread-block cluster, one launch (Merge::kAuto)";
   }
   // Disjoint from the short-rows rule (that one needs >= 8 planned splits and sets 8).
   const bool pair_cluster =
       two_splits_merge_in_cluster(problem, options, device, tile.block_m, auto_splits, split.num_splits);
-  if (pair_cluster) split.note += "; the 2 splits merged in clusters of 2, one launch (auto_cluster_combine)";
+  if (pair_cluster) split.note += "; the 2 splits merged in clusters of 2, one launch (Merge::kAuto)";
   const plan::DecodeGeometry g = plan::decode_geometry(problem, tile.block_m);
   p.num_splits = split.num_splits;
   p.split_tokens = split.split_tokens;
   p.strategy = (p.num_splits > 1 || p.split_tokens > 0) ? Strategy::kSplitKV : Strategy::kSplitQ;
   p.note = split.note;
   if (Status s = set_grid(g.grid(p.num_splits), "num_q_heads", "batch", &p); !s) return s;
-  const bool requested_cluster = options.cluster_combine && device.cc_major >= 9 && p.num_splits > 1 &&
+  const bool requested_cluster = options.merge == Merge::kCluster && device.cc_major >= 9 && p.num_splits > 1 &&
                                  p.num_splits <= plan::kMaxClusterSplits && p.split_tokens == 0;
   if (requested_cluster) p.note += "; splits merged in a thread-block cluster";
   p.cluster_combine = requested_cluster || auto_cluster || pair_cluster;
   // A cluster merge needs no counters; with one split there is nothing to merge.
-  p.fused_combine = options.fused_combine && p.num_splits > 1 && !p.cluster_combine;
+  p.fused_combine = options.merge == Merge::kFused && p.num_splits > 1;
   if (p.fused_combine) p.note += "; splits merged by each tile's last split block (fused combine)";
   const int64_t tile_counters = p.fused_combine ? g.work_units : 0;  // one per (sequence, KV head, query tile)
   p.workspace_bytes =
       p.cluster_combine ? 0
                         : plan::split_workspace(p.num_splits, g.out_rows, problem.head_dim, tile_counters).total_bytes;
-  if (options.atomic_combine) {
+  if (options.merge == Merge::kAtomic) {
     if (Status s = check_atomic_combine(options); !s) return s;
     p.atomic_combine = p.num_splits > 1;
     p.atomic_reference_lse = options.atomic_reference_lse;
@@ -649,7 +645,7 @@ Status plan_decode_fields(const DecodeProblem& problem, const DeviceInfo& device
     p.workspace_bytes = plan::atomic_combine_workspace(p.num_splits, g.out_rows, problem.head_dim).total_bytes;
   }
   p.launch_smem_bytes = even_placement_smem_bytes(options, device, p);
-  p.l2_prefetch = options.l2_prefetch && device.cc_major >= 9;
+  p.l2_prefetch = options.tuning.l2_prefetch && device.cc_major >= 9;
   p.l2_prefetch_keys = l2_prefetch_keys(problem, options, device, p);
   if (p.l2_prefetch_keys > 0) {
     p.note += "; blocks prefetch their first " + std::to_string(p.l2_prefetch_keys) +
@@ -664,20 +660,19 @@ Status plan_prefill_fields(const PrefillProblem& problem, const DeviceInfo& devi
   if (plan == nullptr) return Status::invalid("plan", "a non-null pointer", "nullptr");
   if (Status s = detail::validate_prefill_problem(problem); !s) return s;
   if (Status s = detail::validate_device_info(device); !s) return s;
-  if (options.fused_combine) {
-    return Status::unsupported("options.fused_combine", "the fused combine is a decode option");
+  if (!known_merge(options.merge)) {
+    return Status::invalid("options.merge", "a Merge value", std::to_string(int(options.merge)));
   }
-  if (options.l2_prefetch_keys > 0) {
-    return Status::unsupported("options.l2_prefetch_keys", "the L2 prefetch of keys is a decode option (0 or -1 here)");
+  if (options.merge != Merge::kAuto && options.merge != Merge::kCombineKernel) {
+    return Status::unsupported("options.merge", std::string(to_string(options.merge)) +
+                                                    " is a decode merge (prefill splits use the combine kernel)");
+  }
+  if (options.tuning.l2_prefetch_keys > 0) {
+    return Status::unsupported("options.tuning.l2_prefetch_keys",
+                               "the L2 prefetch of keys is a decode option (0 or -1 here)");
   }
   if (options.split_tokens > 0) {
     return Status::unsupported("options.split_tokens", "batch-invariant splits are a decode option");
-  }
-  if (options.cluster_combine) {
-    return Status::unsupported("options.cluster_combine", "the in-cluster combine is a decode option");
-  }
-  if (options.atomic_combine) {
-    return Status::unsupported("options.atomic_combine", "the atomic combine is a decode option");
   }
   const Strategy requested = options.strategy;
   Plan p;
@@ -734,7 +729,7 @@ Status plan_prefill_fields(const PrefillProblem& problem, const DeviceInfo& devi
   p.workspace_bytes = p.staging_bytes + (p.strategy == Strategy::kTwoPass
                                              ? plan::two_pass_workspace(g.out_rows).total_bytes
                                              : plan::split_workspace(p.num_splits, g.out_rows, problem.head_dim).total_bytes);
-  if (tile.persistent && options.persistent_prefill) {
+  if (tile.persistent && options.tuning.persistent_prefill) {
     if (Status s = plan_persistent_grid(problem, device, options, &p); !s) return s;
   }
   *plan = p;

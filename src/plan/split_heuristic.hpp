@@ -12,18 +12,18 @@ constexpr int kMaxAutoSplits = 128;
 // Largest thread-block cluster (non-portable size on sm_90) the decode kernel merges splits in: the
 // ranks its cluster inbox is sized for (tiles::kMaxClusterRanks).
 constexpr int kMaxClusterSplits = tiles::kMaxClusterRanks;
-// PlanOptions::auto_cluster_combine: rows of at most this many keys (16-bit caches / quantized
+// Merge::kAuto's cluster rule: rows of at most this many keys (16-bit caches / quantized
 // ones) take this many splits merged in a cluster when the grid is small (docs/TUNING.md).
 constexpr int kAutoClusterMaxKeys16Bit = 4096;
 constexpr int kAutoClusterMaxKeysQuantized = 2048;
 constexpr int kAutoClusterSplits = 8;
-// PlanOptions::l2_prefetch_keys == -1 (the planner's rule, decode on sm_90), on grids that two
+// PlanTuning::l2_prefetch_keys == -1 (the planner's rule, decode on sm_90), on grids that two
 // launches fit in the SMs' resident block slots together (so a launch's blocks are resident while
 // the one ahead of it still runs): a split of at most kL2PrefetchWholeSplitMaxKeys keys is
 // prefetched whole, a longer one its first kL2PrefetchLeadKeys keys (docs/TUNING.md, "L2 prefetch").
 constexpr int kL2PrefetchWholeSplitMaxKeys = 256;
 constexpr int kL2PrefetchLeadKeys = 32;
-// PlanOptions::prefill_route, by packed rows per KV head (q_len x group) and the grid (batch x Hkv
+// PlanTuning::prefill_route, by packed rows per KV head (q_len x group) and the grid (batch x Hkv
 // KV heads, "tokens" = KV heads x max_kv_len): 25..64 rows (more than three quarters of the 32-row
 // decode tile) on the 64-row tile from 4 KV heads and 64Ki tokens; 65..128 rows from 32Ki tokens,
 // on the 128-row tile where the grid has at least 8 KV heads and 256Ki tokens, else on two 64-row

@@ -52,7 +52,7 @@ Base random_base(uint64_t seed) {
     case 2: b.options.split_tokens = 1024; break;
     case 3:
       b.options.num_splits = 4;
-      b.options.fused_combine = true;
+      b.options.merge = Merge::kFused;
       break;
     default: {  // decode served by chunked prefill over the cache (Plan::decode_via_prefill), where it plans
       PlanOptions routed;
@@ -66,7 +66,7 @@ Base random_base(uint64_t seed) {
            " " + std::to_string(p.num_q_heads) + "/" + std::to_string(p.num_kv_heads) + " q_len " +
            std::to_string(p.q_len) + (p.causal ? " causal" : "") + " max_kv_len " + std::to_string(max_len) +
            " page " + std::to_string(p.page_size) + " splits " + std::to_string(b.options.num_splits) +
-           " split_tokens " + std::to_string(b.options.split_tokens) + (b.options.fused_combine ? " fused" : "") +
+           " split_tokens " + std::to_string(b.options.split_tokens) + (b.options.merge == Merge::kFused ? " fused" : "") +
            (b.options.family.empty() ? "" : " family " + b.options.family);
   return b;
 }
@@ -255,7 +255,7 @@ std::vector<DecodeAttack> decode_attacks(uint64_t seed) {
     auto after = std::make_shared<std::vector<int32_t>>(size_t(bp.batch), 0);
     (*after)[size_t(b)] = -7;
     DecodeAttack& a = nan_in("keys_after -7", nullptr);
-    a.options.prefill_route = false;  // shards take the decode kernels
+    a.options.tuning.prefill_route = false;  // shards take the decode kernels
     a.options.family.clear();
     a.edit_tensors = [after](DecodeTensors& t) {
       t.keys_after = TensorRef::contiguous(after->data(), DType::kI32, {int64_t(after->size())});
@@ -311,7 +311,7 @@ std::vector<DecodeAttack> decode_attacks(uint64_t seed) {
   }
 
   for (size_t i = first_broadcast; i < attacks.size(); ++i) {
-    attacks[i].options.prefill_route = false;
+    attacks[i].options.tuning.prefill_route = false;
     if (attacks[i].options.family.rfind("prefill_sm90", 0) == 0) attacks[i].options.family.clear();
   }
 
@@ -345,12 +345,11 @@ std::vector<DecodeAttack> decode_attacks(uint64_t seed) {
     a.options = PlanOptions{};
     edit(a.options);
   };
-  option("cluster and fused merges together", "options.fused_combine", [](PlanOptions& o) {
-    o.cluster_combine = o.fused_combine = true;
-  });
-  option("L2 prefetch of more keys than max_kv_len", "options.l2_prefetch_keys",
-         [](PlanOptions& o) { o.l2_prefetch_keys = (1 << 30) + 1; });
-  option("L2 prefetch of -2 keys", "options.l2_prefetch_keys", [](PlanOptions& o) { o.l2_prefetch_keys = -2; });
+  option("a merge that is no Merge value", "options.merge", [](PlanOptions& o) { o.merge = static_cast<Merge>(99); });
+  option("L2 prefetch of more keys than max_kv_len", "options.tuning.l2_prefetch_keys",
+         [](PlanOptions& o) { o.tuning.l2_prefetch_keys = (1 << 30) + 1; });
+  option("L2 prefetch of -2 keys", "options.tuning.l2_prefetch_keys",
+         [](PlanOptions& o) { o.tuning.l2_prefetch_keys = -2; });
   option("split_tokens not a multiple of the KV block", "options.split_tokens",
          [](PlanOptions& o) { o.split_tokens = 100; });
   option("negative num_splits", "options.num_splits", [](PlanOptions& o) { o.num_splits = -1; });
@@ -358,8 +357,8 @@ std::vector<DecodeAttack> decode_attacks(uint64_t seed) {
     o.num_splits = 5;
     o.max_splits = 2;
   });
-  option("atomic merge in batch-invariant mode", "options.atomic_combine", [](PlanOptions& o) {
-    o.atomic_combine = true;
+  option("atomic merge in batch-invariant mode", "options.merge", [](PlanOptions& o) {
+    o.merge = Merge::kAtomic;
     o.split_tokens = 1024;
   });
   option("a prefill strategy for decode", "options.strategy", [](PlanOptions& o) { o.strategy = Strategy::kTwoPass; });
@@ -584,9 +583,12 @@ std::vector<PrefillAttack> prefill_attacks(uint64_t seed) {
     edit(a.options);
   };
   option("batch-invariant splits", "options.split_tokens", [](PlanOptions& o) { o.split_tokens = 1024; });
-  option("a fused merge", "options.fused_combine", [](PlanOptions& o) { o.fused_combine = true; });
-  option("a cluster merge", "options.cluster_combine", [](PlanOptions& o) { o.cluster_combine = true; });
-  option("an L2 key prefetch", "options.l2_prefetch_keys", [](PlanOptions& o) { o.l2_prefetch_keys = 32; });
+  option("a fused merge", "options.merge", [](PlanOptions& o) { o.merge = Merge::kFused; });
+  option("a cluster merge", "options.merge", [](PlanOptions& o) { o.merge = Merge::kCluster; });
+  option("an atomic merge", "options.merge", [](PlanOptions& o) { o.merge = Merge::kAtomic; });
+  option("a merge that is no Merge value", "options.merge", [](PlanOptions& o) { o.merge = static_cast<Merge>(-1); });
+  option("an L2 key prefetch", "options.tuning.l2_prefetch_keys",
+         [](PlanOptions& o) { o.tuning.l2_prefetch_keys = 32; });
   option("split-v with splits", "options.num_splits", [](PlanOptions& o) {
     o.strategy = Strategy::kSplitV;
     o.num_splits = 2;

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "cli_args.hpp"
+#include "plan/plan_options_table.hpp"
 #include "problem_builder.hpp"
 
 namespace splitkv::cli {
@@ -138,7 +139,7 @@ TEST(Cli, HeadMajorCacheIsADecodeLayout) {
   EXPECT_NE(error.find("--mode decode"), std::string::npos) << error;
 }
 
-// --no-prefill-route reaches PlanOptions: the speculative shape the planner serves by chunked
+// --no-prefill-route reaches PlanTuning: the speculative shape the planner serves by chunked
 // prefill then plans on the decode kernels.
 TEST(Cli, NoPrefillRouteKeepsTheDecodeKernels) {
   bool compiled = false;  // the route takes families this build compiled
@@ -155,14 +156,52 @@ TEST(Cli, NoPrefillRouteKeepsTheDecodeKernels) {
                                      "--causal"};
     if (!route) args.push_back("--no-prefill-route");
     ASSERT_TRUE(parse(args, &o, &error)) << error;
-    EXPECT_EQ(o.prefill_route, route);
+    EXPECT_EQ(o.tuning.prefill_route, route);
     PlanOptions po;
     ASSERT_TRUE(to_plan_options(o, &po).ok());
-    EXPECT_EQ(po.prefill_route, route);
+    EXPECT_EQ(po.tuning.prefill_route, route);
     Plan plan;
     ASSERT_TRUE(plan_decode(to_decode_problem(o, Formats{}), DeviceInfo::h200(), po, &plan).ok());
     EXPECT_EQ(plan.decode_via_prefill, route) << plan.note;
   }
+}
+
+}  // namespace
+}  // namespace splitkv::cli
+
+namespace splitkv::cli {
+namespace {
+
+// Every merge name and every tuning switch of the one options table reaches PlanOptions.
+TEST(Cli, MergeNamesAndTuningSwitchesComeFromTheOptionsTable) {
+  for (const plan::MergeName& m : plan::kMergeNames) {
+    CliOptions o;
+    std::string error;
+    ASSERT_TRUE(parse({"plan", "--merge", m.name}, &o, &error)) << error;
+    PlanOptions po;
+    ASSERT_TRUE(to_plan_options(o, &po).ok());
+    EXPECT_EQ(po.merge, m.merge) << m.name;
+    EXPECT_STREQ(to_string(m.merge), m.name);
+  }
+  CliOptions bad;
+  std::string error;
+  EXPECT_FALSE(parse({"plan", "--merge", "both"}, &bad, &error));
+  EXPECT_NE(error.find("combine-kernel"), std::string::npos) << error;
+  for (const plan::TuningSwitch& t : plan::kTuningSwitches) {
+    CliOptions o;
+    ASSERT_TRUE(parse({"plan", t.off_flag}, &o, &error)) << error;
+    PlanOptions po;
+    ASSERT_TRUE(to_plan_options(o, &po).ok());
+    EXPECT_FALSE(po.tuning.*(t.field)) << t.off_flag;
+    int off = 0;
+    for (const plan::TuningSwitch& u : plan::kTuningSwitches) off += !(po.tuning.*(u.field));
+    EXPECT_EQ(off, 1) << t.off_flag << " turned off another switch too";
+  }
+  CliOptions keys;
+  ASSERT_TRUE(parse({"plan", plan::kL2PrefetchKeysFlag, "48"}, &keys, &error)) << error;
+  PlanOptions po;
+  ASSERT_TRUE(to_plan_options(keys, &po).ok());
+  EXPECT_EQ(po.tuning.l2_prefetch_keys, 48);
 }
 
 }  // namespace

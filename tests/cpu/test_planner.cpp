@@ -51,7 +51,7 @@ TEST(Planner, QuantizedCachesFillResidentBlocksEvenly) {
     for (int len : {1024, 4096, 8192, 16384, 32768, 65536, 131072}) {
       DecodeProblem q = decode(1, 32, 8, len);
       PlanOptions split_rule_only;  // short 16-bit rows would take 8 splits in a cluster instead
-      split_rule_only.auto_cluster_combine = false;
+      split_rule_only.merge = Merge::kCombineKernel;
       const Plan bf16 = plan_or_die(q, split_rule_only);
       q.kv_format = f;
       const Plan quant = plan_or_die(q, split_rule_only);
@@ -89,7 +89,7 @@ TEST(Planner, QuantizedCachesFillResidentBlocksEvenly) {
   EXPECT_EQ(splits(32, 4096, KvFormat::kInt4), 2);
 }
 
-// PlanOptions::even_placement: a one-wave grid with fewer blocks per SM than its shared memory
+// PlanTuning::even_placement: a one-wave grid with fewer blocks per SM than its shared memory
 // allows asks for enough that an SM holds at most ceil(blocks / SMs) of them (with the runtime's
 // 1 KB per block), and no more than the device lets one block have.
 TEST(Planner, OneWaveGridsAskForSharedMemoryThatHoldsEachSmToItsShare) {
@@ -111,7 +111,7 @@ TEST(Planner, OneWaveGridsAskForSharedMemoryThatHoldsEachSmToItsShare) {
   EXPECT_LE(one.launch_smem_bytes, dev.smem_per_block_bytes);
   // Off: the kernel's own size.
   PlanOptions off;
-  off.even_placement = false;
+  off.tuning.even_placement = false;
   EXPECT_EQ(plan_or_die(int4, off).launch_smem_bytes, 0);
   // A grid past one wave of resident blocks (B=128 1k, one split: 1024 blocks), a grid whose share
   // is already what fits (FP8 B=1 64k: 256 blocks, 2 fit), and splits merged in clusters keep it.
@@ -122,7 +122,7 @@ TEST(Planner, OneWaveGridsAskForSharedMemoryThatHoldsEachSmToItsShare) {
   EXPECT_EQ(full.launch_smem_bytes, 0) << describe(full);
   EXPECT_EQ(plan_or_die(decode(1, 32, 8, 1024)).launch_smem_bytes, 0);  // 8 splits in a cluster
   PlanOptions cluster;
-  cluster.cluster_combine = true;
+  cluster.merge = Merge::kCluster;
   EXPECT_EQ(plan_or_die(int4, cluster).launch_smem_bytes, 0);
 }
 
@@ -491,23 +491,25 @@ TEST(Planner, NamingAPrefillFamilyServesDecodeByChunkedPrefill) {
   EXPECT_NE(describe(plan).find("served as: chunked prefill over the cache"), std::string::npos) << describe(plan);
   EXPECT_EQ(describe(plan).find("combine:"), std::string::npos) << describe(plan);
   PlanOptions decode_kernels;
-  decode_kernels.prefill_route = false;
+  decode_kernels.tuning.prefill_route = false;
   Plan plain;
   ASSERT_TRUE(plan_decode(spec, DeviceInfo::h200(), decode_kernels, &plain).ok());
   EXPECT_FALSE(plain.decode_via_prefill);
-  for (const char* option : {"options.cluster_combine", "options.fused_combine", "options.split_tokens"}) {
+  for (int option = 0; option < 4; ++option) {
     PlanOptions bad = o;
-    bad.cluster_combine = std::string(option) == "options.cluster_combine";
-    bad.fused_combine = std::string(option) == "options.fused_combine";
-    bad.split_tokens = std::string(option) == "options.split_tokens" ? 512 : 0;
+    if (option < 3) bad.merge = option == 0 ? Merge::kCluster : option == 1 ? Merge::kFused : Merge::kAtomic;
+    if (option == 3) bad.split_tokens = 512;
     const Status s = plan_decode(spec, DeviceInfo::h200(), bad, &plan);
-    EXPECT_EQ(s.argument(), option) << s.message();
+    EXPECT_EQ(s.argument(), option < 3 ? "options.merge" : "options.split_tokens") << s.message();
     EXPECT_NE(s.message().find("decode served by chunked prefill"), std::string::npos) << s.message();
   }
+  PlanOptions combine_kernel = o;  // the merge the prefill route uses anyway: allowed
+  combine_kernel.merge = Merge::kCombineKernel;
+  EXPECT_TRUE(plan_decode(spec, DeviceInfo::h200(), combine_kernel, &plan).ok());
 }
 
 TEST(Planner, SpeculativeRowsBeyondTheThirtyTwoRowTileTakeThePrefillRoute) {
-  // PlanOptions::prefill_route (docs/TUNING.md): causal rows of 25..64 packed queries per KV
+  // PlanTuning::prefill_route (docs/TUNING.md): causal rows of 25..64 packed queries per KV
   // head on grids of >= 4 KV heads and >= 64Ki cached tokens run as chunked prefill on
   // prefill_sm90_gqa64, with the prefill planner's splits (B=8 28/4 8k: 32 tiles x 4 splits); rows
   // of 65..128 on prefill_sm90_gqa or prefill_sm90_gqa64 by the grid.
@@ -523,7 +525,7 @@ TEST(Planner, SpeculativeRowsBeyondTheThirtyTwoRowTileTakeThePrefillRoute) {
   EXPECT_TRUE(routed.decode_via_prefill);
   EXPECT_EQ(routed.family, "prefill_sm90_gqa64");
   EXPECT_EQ(routed.num_splits, 4) << routed.note;
-  EXPECT_NE(routed.note.find("PlanOptions::prefill_route"), std::string::npos) << routed.note;
+  EXPECT_NE(routed.note.find("PlanTuning::prefill_route"), std::string::npos) << routed.note;
   for (const DecodeProblem& p : {spec(8, 28, 4, 8192, 5), spec(8, 64, 8, 2048, 8), spec(1, 28, 4, 32768, 8),
                                  spec(8, 8, 1, 8192, 8), spec(4, 28, 4, 8192, 6), spec(8, 28, 4, 8192, 4),
                                  spec(8, 32, 8, 8192, 8), spec(8, 8, 1, 8192, 4)}) {
@@ -563,10 +565,10 @@ TEST(Planner, SpeculativeRowsBeyondTheThirtyTwoRowTileTakeThePrefillRoute) {
   EXPECT_FALSE(plan_or_die(spec(8, 28, 4, 8192, 8), {}, ampere).decode_via_prefill);
   for (int option = 0; option < 6; ++option) {
     PlanOptions o;
-    o.prefill_route = option != 0;
-    o.cluster_combine = option == 1;
-    o.fused_combine = option == 2;
-    o.atomic_combine = option == 3;
+    o.tuning.prefill_route = option != 0;
+    if (option >= 1 && option <= 3) {
+      o.merge = option == 1 ? Merge::kCluster : option == 2 ? Merge::kFused : Merge::kAtomic;
+    }
     o.split_tokens = option == 4 ? 512 : 0;
     if (option == 5) o.family = "decode_mma_m32";
     const Plan kept = plan_or_die(spec(8, 28, 4, 8192, 8), o);
@@ -659,7 +661,7 @@ TEST(Planner, HopperPrefillTilesRunOnAPersistentGrid) {
   EXPECT_FALSE(plan.stream_k);
   EXPECT_EQ(plan.workspace_bytes, plan::split_workspace(3, 2 * 4096, 128).total_bytes + plan::kTileCounterBytes);
   PlanOptions one_tile_per_block = sm90;
-  one_tile_per_block.persistent_prefill = false;
+  one_tile_per_block.tuning.persistent_prefill = false;
   ASSERT_TRUE(plan_prefill(prefill(16, 16, 1024, true), DeviceInfo::h200(), one_tile_per_block, &plan).ok());
   EXPECT_EQ(plan.persistent_blocks, 0);
   EXPECT_FALSE(plan.dynamic_tiles);
@@ -692,7 +694,7 @@ TEST(Planner, StreamKTailWhereTheLastRoundLeavesBlocksIdle) {
   EXPECT_EQ(plan.workspace_bytes, plan::stream_k_workspace(0, 131, 128, 128).total_bytes);
   EXPECT_NE(describe(plan).find("stream-K tail"), std::string::npos) << describe(plan);
   PlanOptions off = sm90;
-  off.stream_k_prefill = false;
+  off.tuning.stream_k_prefill = false;
   ASSERT_TRUE(plan_prefill(prefill(4, 16, 4096), DeviceInfo::h200(), off, &plan).ok());
   EXPECT_FALSE(plan.stream_k);
   EXPECT_EQ(plan.workspace_bytes, 0u);
@@ -826,7 +828,7 @@ TEST(Planner, FusedCombineIsOptInAndAddsItsCounters) {
   ASSERT_GT(plain.num_splits, 1);
   EXPECT_FALSE(plain.fused_combine);  // default: the combine kernel
   PlanOptions on;
-  on.fused_combine = true;
+  on.merge = Merge::kFused;
   const Plan fused = plan_or_die(decode(2, 32, 8, 65536), on);
   EXPECT_TRUE(fused.fused_combine);
   EXPECT_EQ(fused.num_splits, plain.num_splits);
@@ -835,21 +837,16 @@ TEST(Planner, FusedCombineIsOptInAndAddsItsCounters) {
   PlanOptions one = on;
   one.num_splits = 1;  // nothing to merge
   EXPECT_FALSE(plan_or_die(decode(2, 32, 8, 65536), one).fused_combine);
-  PlanOptions cluster = on;
-  cluster.cluster_combine = true;  // one merge at a time: asking for two is refused, not half-served
-  Plan both;
-  EXPECT_EQ(plan_decode(decode(1, 32, 8, 65536), DeviceInfo::h200(), cluster, &both).argument(),
-            "options.fused_combine");
   PlanOptions invariant = on;
   invariant.split_tokens = 8192;  // batch-invariant mode: the same merge code, so allowed
   EXPECT_TRUE(plan_or_die(decode(2, 32, 8, 65536), invariant).fused_combine);
 }
 
-TEST(Planner, AtomicCombineIsOptInAndRefusesTheMergesThatPromiseFixedBits) {
+TEST(Planner, AtomicCombineIsOptInAndRefusedInBatchInvariantMode) {
   const Plan plain = plan_or_die(decode(2, 32, 8, 65536));
   EXPECT_FALSE(plain.atomic_combine);  // default: the combine kernel
   PlanOptions on;
-  on.atomic_combine = true;
+  on.merge = Merge::kAtomic;
   on.atomic_reference_lse = 7.5f;
   const Plan atomic = plan_or_die(decode(2, 32, 8, 65536), on);
   EXPECT_TRUE(atomic.atomic_combine);
@@ -870,13 +867,10 @@ TEST(Planner, AtomicCombineIsOptInAndRefusesTheMergesThatPromiseFixedBits) {
   };
   PlanOptions invariant = on;
   invariant.split_tokens = 8192;
-  refused(invariant, "options.atomic_combine");
-  PlanOptions fused = on;
-  fused.fused_combine = true;
-  refused(fused, "options.atomic_combine");
-  PlanOptions cluster = on;
-  cluster.cluster_combine = true;
-  refused(cluster, "options.atomic_combine");
+  refused(invariant, "options.merge");
+  PlanOptions unknown = on;
+  unknown.merge = static_cast<Merge>(7);
+  refused(unknown, "options.merge");
   PlanOptions nan = on;
   nan.atomic_reference_lse = std::numeric_limits<float>::quiet_NaN();
   refused(nan, "options.atomic_reference_lse");
@@ -890,7 +884,7 @@ TEST(Planner, PrepareWorkspaceChecksItsArguments) {
   // Plans without a fused combine need no preparation: nothing is checked or touched.
   EXPECT_TRUE(prepare_workspace(plan_or_die(decode(2, 32, 8, 65536)), nullptr, 0, nullptr).ok());
   PlanOptions on;
-  on.fused_combine = true;
+  on.merge = Merge::kFused;
   const Plan fused = plan_or_die(decode(2, 32, 8, 65536), on);
   const Status s = prepare_workspace(fused, nullptr, 0, nullptr);
   EXPECT_FALSE(s.ok());
@@ -906,7 +900,7 @@ namespace {
 TEST(Planner, ClusterCombineIsOptInAndOnlyWhereItFits) {
   EXPECT_FALSE(plan_or_die(decode(1, 32, 8, 65536)).cluster_combine);  // default: combine kernel
   PlanOptions on;
-  on.cluster_combine = true;
+  on.merge = Merge::kCluster;
   const Plan plan = plan_or_die(decode(1, 32, 8, 65536), on);
   ASSERT_GT(plan.num_splits, 1);
   ASSERT_LE(plan.num_splits, 16);
@@ -930,11 +924,11 @@ namespace splitkv {
 namespace {
 
 // Whatever the caller chose about splits or merging stays as chosen, and sm_80 has no clusters: none
-// of these takes auto_cluster_combine's merge on a problem that takes it by default.
+// of these takes Merge::kAuto's cluster merge on a problem that takes it by default.
 // forced_splits: a count the caller forces.
 void expect_callers_choices_keep_their_merge(const DecodeProblem& problem, int forced_splits) {
   PlanOptions off;
-  off.auto_cluster_combine = false;
+  off.merge = Merge::kCombineKernel;
   const Plan kept = plan_or_die(problem, off);
   EXPECT_FALSE(kept.cluster_combine);
   EXPECT_GT(kept.workspace_bytes, 0u);
@@ -945,12 +939,12 @@ void expect_callers_choices_keep_their_merge(const DecodeProblem& problem, int f
   invariant.split_tokens = 128;
   EXPECT_FALSE(plan_or_die(problem, invariant).cluster_combine);
   PlanOptions fused;
-  fused.fused_combine = true;
+  fused.merge = Merge::kFused;
   const Plan fused_plan = plan_or_die(problem, fused);
   EXPECT_FALSE(fused_plan.cluster_combine);
   EXPECT_TRUE(fused_plan.fused_combine);
   PlanOptions atomic;
-  atomic.atomic_combine = true;
+  atomic.merge = Merge::kAtomic;
   const Plan atomic_plan = plan_or_die(problem, atomic);
   EXPECT_FALSE(atomic_plan.cluster_combine);
   EXPECT_TRUE(atomic_plan.atomic_combine);
@@ -1001,17 +995,17 @@ TEST(Planner, L2PrefetchBeforeThePdlWait) {
   EXPECT_TRUE(pair.l2_prefetch);
   EXPECT_EQ(pair.l2_prefetch_keys, 0);
   PlanOptions combine_kernel;
-  combine_kernel.auto_cluster_combine = false;
+  combine_kernel.merge = Merge::kCombineKernel;
   EXPECT_EQ(plan_or_die(decode(8, 32, 8, 8192), combine_kernel).l2_prefetch_keys, plan::kL2PrefetchLeadKeys);
   EXPECT_EQ(plan_or_die(decode(16, 32, 8, 4096)).l2_prefetch_keys, 0);   // one split, 268 MB
   EXPECT_EQ(plan_or_die(decode(32, 32, 8, 4096)).l2_prefetch_keys, 0);   // 256 blocks: no room for the next launch
   EXPECT_EQ(plan_or_die(decode(128, 32, 8, 1024)).l2_prefetch_keys, 0);
   // The caller's choices, and sm_80 (no programmatic dependent launch): nothing there.
   PlanOptions forced;
-  forced.l2_prefetch_keys = 48;
+  forced.tuning.l2_prefetch_keys = 48;
   EXPECT_EQ(plan_or_die(decode(32, 32, 8, 4096), forced).l2_prefetch_keys, 48);
   PlanOptions none;
-  none.l2_prefetch = false;
+  none.tuning.l2_prefetch = false;
   const Plan off = plan_or_die(decode(1, 32, 8, 1024), none);
   EXPECT_FALSE(off.l2_prefetch);
   EXPECT_EQ(off.l2_prefetch_keys, 0);
@@ -1022,19 +1016,19 @@ TEST(Planner, L2PrefetchBeforeThePdlWait) {
   EXPECT_EQ(sm80.l2_prefetch_keys, 0);
   // A count the device cannot run is refused, not dropped.
   Plan refused;
-  EXPECT_EQ(plan_decode(decode(1, 32, 8, 1024), ampere, forced, &refused).argument(), "options.l2_prefetch_keys");
+  EXPECT_EQ(plan_decode(decode(1, 32, 8, 1024), ampere, forced, &refused).argument(), "options.tuning.l2_prefetch_keys");
   // Bad values name the option.
   Plan plan;
   PlanOptions bad;
-  bad.l2_prefetch_keys = -2;
+  bad.tuning.l2_prefetch_keys = -2;
   Status s = plan_decode(decode(1, 32, 8, 1024), DeviceInfo::h200(), bad, &plan);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(s.message().find("options.l2_prefetch_keys"), std::string::npos) << s.message();
-  bad.l2_prefetch_keys = 16;
-  bad.l2_prefetch = false;
+  EXPECT_NE(s.message().find("options.tuning.l2_prefetch_keys"), std::string::npos) << s.message();
+  bad.tuning.l2_prefetch_keys = 16;
+  bad.tuning.l2_prefetch = false;
   s = plan_decode(decode(1, 32, 8, 1024), DeviceInfo::h200(), bad, &plan);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(s.message().find("options.l2_prefetch"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("options.tuning.l2_prefetch"), std::string::npos) << s.message();
 }
 
 TEST(Planner, ShortRowsOnSmallGridsMergeInAClusterByDefault) {
@@ -1043,7 +1037,7 @@ TEST(Planner, ShortRowsOnSmallGridsMergeInAClusterByDefault) {
   EXPECT_TRUE(short_row.cluster_combine) << short_row.note;
   EXPECT_EQ(short_row.num_splits, 8);
   EXPECT_EQ(short_row.workspace_bytes, 0u);
-  EXPECT_NE(short_row.note.find("auto_cluster_combine"), std::string::npos) << short_row.note;
+  EXPECT_NE(short_row.note.find("Merge::kAuto"), std::string::npos) << short_row.note;
   EXPECT_TRUE(plan_or_die(decode(1, 32, 8, 2048)).cluster_combine);
   EXPECT_FALSE(plan_or_die(decode(2, 32, 8, 1024)).cluster_combine);  // 16 x 8 blocks > 132 / 2 (run 44: slower)
   EXPECT_TRUE(plan_or_die(decode(1, 32, 8, 4096)).cluster_combine);   // 16-bit: faster up to 4k (run 44)

@@ -89,29 +89,29 @@ TEST(Promises, DeviceInfoIsValidatedByName) {
 TEST(Promises, IgnoredOptionsAreRefused) {
   Plan plan;
   PlanOptions o;
-  o.cluster_combine = o.fused_combine = true;
+  o.merge = static_cast<Merge>(42);
   expect_named(plan_decode(small_decode(), DeviceInfo::h200(), o, &plan), StatusCode::kInvalidArgument,
-               "options.fused_combine");
+               "options.merge");
   o = PlanOptions{};
-  o.fused_combine = true;
+  o.merge = Merge::kFused;
   expect_named(plan_prefill(small_prefill(), DeviceInfo::h200(), o, &plan), StatusCode::kUnsupported,
-               "options.fused_combine");
+               "options.merge");
   o = PlanOptions{};
-  o.l2_prefetch_keys = 64;
+  o.tuning.l2_prefetch_keys = 64;
   expect_named(plan_prefill(small_prefill(), DeviceInfo::h200(), o, &plan), StatusCode::kUnsupported,
-               "options.l2_prefetch_keys");
+               "options.tuning.l2_prefetch_keys");
   for (int keys : {-2, 1001, INT_MAX}) {
-    o.l2_prefetch_keys = keys;
+    o.tuning.l2_prefetch_keys = keys;
     expect_named(plan_decode(small_decode(), DeviceInfo::h200(), o, &plan), StatusCode::kInvalidArgument,
-                 "options.l2_prefetch_keys");
+                 "options.tuning.l2_prefetch_keys");
   }
-  o.l2_prefetch_keys = 1000;
+  o.tuning.l2_prefetch_keys = 1000;
   EXPECT_TRUE(plan_decode(small_decode(), DeviceInfo::h200(), o, &plan).ok());
   DeviceInfo ampere = DeviceInfo::h200();
   ampere.cc_major = 8;
-  o.l2_prefetch_keys = 32;
-  expect_named(plan_decode(small_decode(), ampere, o, &plan), StatusCode::kUnsupported, "options.l2_prefetch_keys");
-  o.l2_prefetch_keys = -1;  // the rule: off before sm_90, not an error
+  o.tuning.l2_prefetch_keys = 32;
+  expect_named(plan_decode(small_decode(), ampere, o, &plan), StatusCode::kUnsupported, "options.tuning.l2_prefetch_keys");
+  o.tuning.l2_prefetch_keys = -1;  // the rule: off before sm_90, not an error
   EXPECT_TRUE(plan_decode(small_decode(), ampere, o, &plan).ok());
   EXPECT_EQ(plan.l2_prefetch_keys, 0);
 }
@@ -178,7 +178,7 @@ TEST(Promises, FusedMergeRefusesAnUnpreparedWorkspace) {
   testing::DecodeCase c = testing::make_decode_case(testing::DecodeSpecBuilder(2, 8, 2, 3000).spec);
   PlanOptions o;
   o.num_splits = 4;
-  o.fused_combine = true;
+  o.merge = Merge::kFused;
   Plan plan;
   ASSERT_TRUE(plan_decode(c.problem, DeviceInfo::h200(), o, &plan).ok());
   ASSERT_TRUE(plan.fused_combine);

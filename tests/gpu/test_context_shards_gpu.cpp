@@ -44,7 +44,7 @@ void decode_shards_and_merge(testing::DecodeCase& c, testing::DeviceDecodeCase& 
     // Shards need the decode kernels (keys_after, caller partials): q_len 16 on 32/8 heads would
     // otherwise take the chunked-prefill route.
     PlanOptions shard_options = options;
-    shard_options.prefill_route = false;
+    shard_options.tuning.prefill_route = false;
     Plan plan;
     ASSERT_TRUE(plan_decode(problem, gpu_test::device(), shard_options, &plan).ok());
     DeviceBuffer d_lens = DeviceBuffer::from(lens), d_after = DeviceBuffer::from(shard.keys_after);

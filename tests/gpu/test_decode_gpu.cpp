@@ -42,14 +42,15 @@ testing::Comparison run_case(const GpuCase& k, testing::DecodeCase* out_case = n
   PlanOptions o;
   o.num_splits = k.num_splits;
   o.split_tokens = k.split_tokens;
-  o.cluster_combine = k.cluster_combine;
-  o.fused_combine = k.fused_combine;
+  o.merge = k.cluster_combine  ? Merge::kCluster
+            : k.fused_combine  ? Merge::kFused
+            : k.atomic_combine ? Merge::kAtomic
+                               : Merge::kAuto;
   o.family = k.family;
-  o.atomic_combine = k.atomic_combine;
   o.atomic_reference_lse = k.atomic_reference_lse;
-  o.l2_prefetch = k.l2_prefetch;
-  o.l2_prefetch_keys = k.l2_prefetch_keys;
-  o.even_placement = k.even_placement;
+  o.tuning.l2_prefetch = k.l2_prefetch;
+  o.tuning.l2_prefetch_keys = k.l2_prefetch_keys;
+  o.tuning.even_placement = k.even_placement;
   Plan plan;
   Status s = plan_decode(c.problem, gpu_test::device(), o, &plan);
   EXPECT_TRUE(s.ok()) << s.message();
@@ -219,7 +220,7 @@ INSTANTIATE_TEST_SUITE_P(Cases, DecodeVsReference, ::testing::ValuesIn(reference
                          [](const ::testing::TestParamInfo<GpuCase>& info) { return info.param.name; });
 
 // The planner's own route for speculative rows of 25-128 packed rows per KV head
-// (PlanOptions::prefill_route): chunked prefill on prefill_sm90_gqa64 or, for 65-128 rows on large
+// (PlanTuning::prefill_route): chunked prefill on prefill_sm90_gqa64 or, for 65-128 rows on large
 // grids and for groups over 8, prefill_sm90_gqa; checked like any decode.
 TEST(DecodeGpu, PlannerRouteForSpeculativeRowsMatchesReference) {
   SPLITKV_REQUIRE_GPU(DType::kBF16, 128);
@@ -256,7 +257,7 @@ TEST(DecodeGpu, PlannerRouteForSpeculativeRowsMatchesReference) {
   }
 }
 
-// The planner's own 2 splits merged in clusters of 2 (auto_cluster_combine: 64 work units of
+// The planner's own 2 splits merged in clusters of 2 (Merge::kAuto: 64 work units of
 // single-query rows), contiguous and paged, against the reference.
 TEST(DecodeGpu, PlannedTwoSplitsMergeInClustersOfTwo) {
   SPLITKV_REQUIRE_GPU(DType::kBF16, 128);
@@ -344,7 +345,7 @@ TEST(DecodeGpu, L2PrefetchBeforeTheWaitChangesNoBits) {
 
 TEST(DecodeGpu, EvenPlacementChangesNoBits) {
   SPLITKV_REQUIRE_GPU(DType::kBF16, 128);
-  // Launched with the padded shared memory of PlanOptions::even_placement or with the kernel's own,
+  // Launched with the padded shared memory of PlanTuning::even_placement or with the kernel's own,
   // one-wave grids give the same bits and match the reference: 16-bit and INT4 caches, planned and
   // forced splits, paged, the combine kernel and the fused merge.
   std::vector<GpuCase> shapes = {
@@ -357,7 +358,7 @@ TEST(DecodeGpu, EvenPlacementChangesNoBits) {
   for (GpuCase k : shapes) {
     testing::DecodeCase probe = testing::make_decode_case(k.spec);
     PlanOptions o;
-    o.fused_combine = k.fused_combine;
+    if (k.fused_combine) o.merge = Merge::kFused;
     Plan plan;
     ASSERT_TRUE(plan_decode(probe.problem, gpu_test::device(), o, &plan).ok()) << k.name;
     EXPECT_GT(plan.launch_smem_bytes, plan.smem_bytes) << k.name << ": the premise, a padded launch";
@@ -402,29 +403,29 @@ TEST(DecodeGpu, BatchInvariantModeGivesTheSameBitsWhateverTheBatch) {
 // kPrefillRoute / kWidePrefillRoute: speculative shapes the planner serves by chunked prefill, on
 // the 64-row tile and on the 128-row tile's persistent grid (its tile counter zeroed inside the
 // graph); their splits merged by the combine kernel.
-enum class Merge { kCombineKernel, kFused, kAtomic, kPrefillRoute, kWidePrefillRoute };
+enum class ReplayMerge { kCombineKernel, kFused, kAtomic, kPrefillRoute, kWidePrefillRoute };
 
-class DecodeGraphReplay : public ::testing::TestWithParam<Merge> {};
+class DecodeGraphReplay : public ::testing::TestWithParam<ReplayMerge> {};
 
 TEST_P(DecodeGraphReplay, ServesNewLengths) {
   SPLITKV_REQUIRE_GPU(DType::kBF16, 128);
-  const bool routed = GetParam() == Merge::kPrefillRoute || GetParam() == Merge::kWidePrefillRoute;
-  testing::DecodeCase c = testing::make_decode_case(GetParam() == Merge::kPrefillRoute
+  const bool routed = GetParam() == ReplayMerge::kPrefillRoute || GetParam() == ReplayMerge::kWidePrefillRoute;
+  testing::DecodeCase c = testing::make_decode_case(GetParam() == ReplayMerge::kPrefillRoute
                                                         ? DecodeSpecBuilder(3, 28, 4, 8192).queries(8, true).spec
-                                                    : GetParam() == Merge::kWidePrefillRoute
+                                                    : GetParam() == ReplayMerge::kWidePrefillRoute
                                                         ? DecodeSpecBuilder(3, 32, 2, 8192).queries(8, true).spec
                                                         : DecodeSpecBuilder(3, 32, 8, 8192).spec);
   Plan plan;
   PlanOptions o;
   o.max_splits = 16;
-  o.fused_combine = GetParam() == Merge::kFused;
-  o.atomic_combine = GetParam() == Merge::kAtomic;
+  if (GetParam() == ReplayMerge::kFused) o.merge = Merge::kFused;
+  if (GetParam() == ReplayMerge::kAtomic) o.merge = Merge::kAtomic;
   ASSERT_TRUE(plan_decode(c.problem, gpu_test::device(), o, &plan).ok());
   ASSERT_GT(plan.num_splits, 1);
   ASSERT_EQ(plan.decode_via_prefill, routed) << plan.note;
-  if (GetParam() == Merge::kWidePrefillRoute) ASSERT_EQ(plan.family, "prefill_sm90_gqa") << plan.note;
-  ASSERT_EQ(plan.fused_combine, o.fused_combine);
-  ASSERT_EQ(plan.atomic_combine, o.atomic_combine);
+  if (GetParam() == ReplayMerge::kWidePrefillRoute) ASSERT_EQ(plan.family, "prefill_sm90_gqa") << plan.note;
+  ASSERT_EQ(plan.fused_combine, GetParam() == ReplayMerge::kFused);
+  ASSERT_EQ(plan.atomic_combine, GetParam() == ReplayMerge::kAtomic);
   DeviceDecodeCase dev(c);
   DeviceBuffer workspace = gpu_test::poisoned_workspace(plan.workspace_bytes);
   ASSERT_TRUE(prepare_workspace(plan, workspace.get(), workspace.bytes(), nullptr).ok());
@@ -455,13 +456,13 @@ TEST_P(DecodeGraphReplay, ServesNewLengths) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Combine, DecodeGraphReplay,
-                         ::testing::Values(Merge::kCombineKernel, Merge::kFused, Merge::kAtomic, Merge::kPrefillRoute,
-                                           Merge::kWidePrefillRoute),
-                         [](const ::testing::TestParamInfo<Merge>& info) {
-                           return std::string(info.param == Merge::kFused              ? "fused"
-                                              : info.param == Merge::kAtomic           ? "atomic"
-                                              : info.param == Merge::kPrefillRoute     ? "prefill_route"
-                                              : info.param == Merge::kWidePrefillRoute ? "wide_prefill_route"
+                         ::testing::Values(ReplayMerge::kCombineKernel, ReplayMerge::kFused, ReplayMerge::kAtomic, ReplayMerge::kPrefillRoute,
+                                           ReplayMerge::kWidePrefillRoute),
+                         [](const ::testing::TestParamInfo<ReplayMerge>& info) {
+                           return std::string(info.param == ReplayMerge::kFused              ? "fused"
+                                              : info.param == ReplayMerge::kAtomic           ? "atomic"
+                                              : info.param == ReplayMerge::kPrefillRoute     ? "prefill_route"
+                                              : info.param == ReplayMerge::kWidePrefillRoute ? "wide_prefill_route"
                                                                                        : "combine_kernel");
                          });
 
@@ -548,7 +549,7 @@ TEST(DecodeGpu, BadDeviceLengthsAndPagesBecomeNaNNotOutOfBounds) {
     testing::DecodeCase c = testing::make_decode_case(b.spec);
     PlanOptions o;
     o.num_splits = 3;
-    o.atomic_combine = atomic;
+    if (atomic) o.merge = Merge::kAtomic;
     o.family = config.family;
     Plan plan;
     ASSERT_TRUE(plan_decode(c.problem, gpu_test::device(), o, &plan).ok());

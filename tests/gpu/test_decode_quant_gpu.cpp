@@ -41,10 +41,10 @@ bool run(const QuantCase& k, testing::DecodeCase* c) {
   PlanOptions o;
   o.num_splits = k.num_splits;
   o.split_tokens = k.split_tokens;
-  o.cluster_combine = k.cluster_combine;
+  if (k.cluster_combine) o.merge = Merge::kCluster;
   o.family = k.family;
-  o.l2_prefetch = k.l2_prefetch;
-  o.l2_prefetch_keys = k.l2_prefetch_keys;
+  o.tuning.l2_prefetch = k.l2_prefetch;
+  o.tuning.l2_prefetch_keys = k.l2_prefetch_keys;
   Plan plan;
   const Status planned = plan_decode(c->problem, gpu_test::device(), o, &plan);
   EXPECT_TRUE(planned.ok()) << planned.message();

@@ -250,7 +250,7 @@ TEST(PrefillGpu, PersistentGridOfFewBlocksWalksEveryTile) {
       PlanOptions o;
       o.family = k.family;
       o.num_splits = k.num_splits;
-      o.stream_k_prefill = false;
+      o.tuning.stream_k_prefill = false;
       if (k.num_splits > 1) o.strategy = Strategy::kSplitKV;
       Plan plan;
       const Status planned = plan_prefill(problem, few, o, &plan);
@@ -271,7 +271,7 @@ TEST(PrefillGpu, PersistentGridOfFewBlocksWalksEveryTile) {
       EXPECT_EQ(first, c.out) << k.shape.name << " on " << sms << " blocks: the second call differs";
 
       PlanOptions one_tile_per_block = o;
-      one_tile_per_block.persistent_prefill = false;
+      one_tile_per_block.tuning.persistent_prefill = false;
       Plan plain;
       ASSERT_TRUE(plan_prefill(problem, few, one_tile_per_block, &plain).ok());
       EXPECT_EQ(plain.persistent_blocks, 0);

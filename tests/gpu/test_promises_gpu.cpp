@@ -89,16 +89,16 @@ TEST(PromisesGpu, LengthsPastMaxKvLenGiveNanOnEveryRoute) {
   add("contiguous_splits", DecodeSpecBuilder(3, 32, 8, 2000), [](PlanOptions& o) { o.num_splits = 5; });
   add("fused_combine", DecodeSpecBuilder(3, 32, 8, 2000).paged(16), [](PlanOptions& o) {
     o.num_splits = 4;
-    o.fused_combine = true;
+    o.merge = Merge::kFused;
   });
   add("cluster_combine", DecodeSpecBuilder(3, 32, 8, 2000).paged(16), [](PlanOptions& o) {
     o.num_splits = 4;
-    o.cluster_combine = true;
+    o.merge = Merge::kCluster;
   });
   add("int8", DecodeSpecBuilder(3, 32, 8, 2000).paged(16).format(KvFormat::kInt8), none);
   add("int4_q4", DecodeSpecBuilder(3, 32, 8, 2000).paged(16).format(KvFormat::kInt4).queries(4, true), none);
   add("speculative_32_rows", DecodeSpecBuilder(3, 28, 4, 2000).paged(16).queries(8, true),
-      [](PlanOptions& o) { o.prefill_route = false; });
+      [](PlanOptions& o) { o.tuning.prefill_route = false; });
   add("prefill_route", DecodeSpecBuilder(3, 28, 4, 2000).paged(16).queries(8, true),
       [](PlanOptions& o) { o.family = "prefill_sm90_gqa64"; });
   add("chunked_prefill_mma", DecodeSpecBuilder(3, 8, 8, 2000).paged(16).queries(8, true),
@@ -212,7 +212,7 @@ TEST(PromisesGpu, FusedMergeNeedsItsOwnPreparedWorkspace) {
   o.num_splits = 4;
   Plan plain;
   ASSERT_TRUE(plan_decode(c.problem, gpu_test::device(), o, &plain).ok());
-  o.fused_combine = true;
+  o.merge = Merge::kFused;
   Plan fused;
   ASSERT_TRUE(plan_decode(c.problem, gpu_test::device(), o, &fused).ok());
   SPLITKV_REQUIRE_PLAN_COMPILED(fused);
@@ -242,7 +242,7 @@ TEST(PromisesGpu, ConcurrentLaunchesWithDifferentSharedMemorySizes) {
   Plan plans[2];
   PlanOptions o;
   ASSERT_TRUE(plan_decode(c.problem, gpu_test::device(), o, &plans[0]).ok());
-  o.even_placement = false;
+  o.tuning.even_placement = false;
   ASSERT_TRUE(plan_decode(c.problem, gpu_test::device(), o, &plans[1]).ok());
   if (plans[0].launch_smem_bytes == 0) GTEST_SKIP() << "no even-placement size on this device: " << plans[0].note;
   SPLITKV_REQUIRE_PLAN_COMPILED(plans[0]);

@@ -40,7 +40,7 @@ def test_short_rows_merge_in_a_cluster_unless_told_not_to():
     short = dict(batch=1, num_q_heads=32, num_kv_heads=8, head_dim=128, max_kv_len=1024, device="h200")
     merged = splitkv.plan_decode(**short)
     assert merged.cluster_combine and merged.num_splits == 8 and merged.workspace_bytes == 0
-    kept = splitkv.plan_decode(**short, auto_cluster_combine=False)
+    kept = splitkv.plan_decode(**short, merge="combine-kernel")
     assert not kept.cluster_combine and kept.workspace_bytes > 0
     assert splitkv.plan_decode(**dict(short, max_kv_len=4096)).cluster_combine
     assert not splitkv.plan_decode(**dict(short, max_kv_len=8192)).cluster_combine
@@ -78,10 +78,10 @@ def test_even_placement_reaches_the_plan():
     problem = C.DecodeProblem(batch=8, num_q_heads=32, num_kv_heads=8, head_dim=128, max_kv_len=32768,
                               kv_format=C.KvFormat.int4)
     options = C.PlanOptions()
-    assert options.even_placement
+    assert options.tuning.even_placement and options.merge == "auto"
     padded = C.plan_decode(problem, C.DeviceInfo.h200(), options)  # 256 blocks, 3 fit per SM: hold 2
     assert padded.launch_smem_bytes > padded.smem_bytes and "even placement" in str(padded)
-    options.even_placement = False
+    options.tuning.even_placement = False
     assert C.plan_decode(problem, C.DeviceInfo.h200(), options).launch_smem_bytes == 0
 
 
@@ -136,3 +136,20 @@ def test_kernel_families_and_family_option():
         assert plan.family == name and f"family: {name}" in str(plan)
     with pytest.raises(ValueError, match="'options.family'"):
         splitkv.plan_decode(batch=1, num_q_heads=8, num_kv_heads=8, head_dim=128, max_kv_len=1024, family="nope")
+
+
+def test_merge_names_and_tuning_switches_come_from_the_options_table():
+    from splitkv import _splitkv as C
+    for name in ("auto", "combine-kernel", "cluster", "fused", "atomic"):
+        assert C.PlanOptions(merge=name).merge == name
+    with pytest.raises(ValueError, match="combine-kernel"):
+        C.PlanOptions(merge="both")
+    names = {n for n in dir(C.PlanTuning) if not n.startswith("_")}
+    assert {"prefill_route", "persistent_prefill", "stream_k_prefill", "l2_prefetch", "l2_prefetch_keys",
+            "even_placement"} <= names
+    shape = dict(batch=1, num_q_heads=32, num_kv_heads=8, head_dim=128, max_kv_len=65536)
+    atomic = splitkv.plan_decode(**shape, merge="atomic", atomic_reference_lse=3.0)
+    assert atomic.atomic_combine and not atomic.cluster_combine
+    assert not splitkv.plan_decode(**shape, l2_prefetch=False).l2_prefetch
+    with pytest.raises(TypeError, match="unexpected"):
+        splitkv.plan_decode(**shape, no_such_switch=True)

@@ -1,0 +1,57 @@
+// One description of PlanOptions' merge names and PlanTuning's switches, read by the CLI (flags,
+// usage), the Python bindings (keyword arguments, attributes) and `describe`: adding a switch is one
+// row here.
+#pragma once
+
+#include <string>
+
+#include "splitkv/plan.hpp"
+
+namespace splitkv::plan {
+
+struct MergeName {
+  Merge merge;
+  const char* name;  // CLI --merge NAME, Python merge="NAME"; to_string(merge)
+};
+
+inline constexpr MergeName kMergeNames[] = {
+    {Merge::kAuto, "auto"},     {Merge::kCombineKernel, "combine-kernel"}, {Merge::kCluster, "cluster"},
+    {Merge::kFused, "fused"},   {Merge::kAtomic, "atomic"},
+};
+
+// False (and *merge unchanged) when `name` is none of kMergeNames.
+inline bool merge_of(const std::string& name, Merge* merge) {
+  for (const MergeName& m : kMergeNames) {
+    if (name == m.name) {
+      *merge = m.merge;
+      return true;
+    }
+  }
+  return false;
+}
+
+// The on/off rules of PlanTuning (each on by default; the flag turns it off).
+struct TuningSwitch {
+  const char* name;      // the field's name: Python keyword and attribute
+  const char* off_flag;  // CLI flag that turns it off
+  bool PlanTuning::*field;
+  const char* help;      // what turning it off does
+};
+
+inline constexpr TuningSwitch kTuningSwitches[] = {
+    {"prefill_route", "--no-prefill-route", &PlanTuning::prefill_route,
+     "speculative rows keep the decode kernels (no chunked-prefill route)"},
+    {"persistent_prefill", "--no-persistent", &PlanTuning::persistent_prefill,
+     "prefill_sm90 launches one block per tile (no persistent grid)"},
+    {"stream_k_prefill", "--no-stream-k", &PlanTuning::stream_k_prefill,
+     "no stream-K tail on a persistent prefill grid"},
+    {"l2_prefetch", "--no-l2-prefetch", &PlanTuning::l2_prefetch,
+     "decode blocks prefetch nothing into L2 before their PDL wait"},
+    {"even_placement", "--no-even-placement", &PlanTuning::even_placement,
+     "one-wave decode grids keep the kernel's own shared memory size"},
+};
+
+// The one integer switch: PlanTuning::l2_prefetch_keys (CLI --l2-prefetch-keys N, Python l2_prefetch_keys).
+inline constexpr const char* kL2PrefetchKeysFlag = "--l2-prefetch-keys";
+
+}  // namespace splitkv::plan
