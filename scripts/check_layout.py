@@ -21,9 +21,9 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 # Lower numbers are lower layers. A folder may include its own layer and those below it.
 LAYERS = {
     "splitkv": 0,          # include/splitkv: the public API
-    "kernels/common": 1,   # device-agnostic helpers shared with the host (causal rule, split rule)
-    "kernels/tile_table.hpp": 1,  # the tile summary the planner reads (a seam: plain constexpr data)
-    "common": 2,           # element formats, host element access, status, utilities
+    "common": 1,           # element formats, host/device qualifiers, host element access, status, utilities
+    "kernels/common": 2,   # device-agnostic helpers shared with the host (causal rule, split rule)
+    "kernels/tile_table.hpp": 2,  # the tile summary the planner reads (a seam: plain constexpr data)
     "kernels": 3,          # device code of every family
     "quant": 4,            # host quantizer and row readers (the formats' definitions)
     "reference": 4,        # the fp64 reference

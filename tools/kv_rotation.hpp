@@ -13,7 +13,7 @@
 
 #include <cstdint>
 
-#include "kernels/common/host_device.hpp"
+#include "common/host_device.hpp"
 
 namespace splitkv::detail {
 

@@ -79,7 +79,7 @@ def _quantize_np(x, element, kind, scale, name, scale_name):
 
 
 def _quantize_torch(x, element, kind, scale, name, scale_name):
-    from ._torch_ops import _CODES
+    from ._torch_codes import _CODES
 
     device = x.device
     host = x.detach().cpu()
@@ -129,7 +129,7 @@ def _dequantize_side(codes, scales, element, name, scale_name):
     if scales is None:
         raise cm.invalid(scale_name, "the scales of the codes", "None")
     if _is_torch(codes):
-        from ._torch_ops import _CODES, code_desc
+        from ._torch_codes import _CODES, code_desc
 
         device = codes.device
         host_codes, host_scales = codes.detach().cpu(), scales.detach().cpu()

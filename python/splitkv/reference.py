@@ -37,7 +37,7 @@ class _TorchHost:
         self.shape = tuple(t.shape)
 
     def desc(self, argument):
-        from ._torch_ops import _CODES
+        from ._torch_codes import _CODES
 
         code = _CODES.get(self.t.dtype)
         if code is None:
@@ -65,7 +65,7 @@ def _kv_desc(a, argument, element, head_dim):
     if isinstance(a, _TorchHost):
         if element is None:
             return a.desc(argument)
-        from ._torch_ops import code_desc
+        from ._torch_codes import code_desc
 
         return code_desc(a.t, argument, element, head_dim)
     return _numpy.kv_desc(a, argument, element, head_dim)

@@ -3,7 +3,7 @@
 // the 16-bit kernels assumes 2-byte elements.
 #pragma once
 
-#include "kernels/common/host_device.hpp"
+#include "common/host_device.hpp"
 #include "splitkv/types.hpp"
 
 namespace splitkv::detail {

@@ -3,7 +3,7 @@
 // disagree about block sizes or shared-memory use.
 #pragma once
 
-#include "kernels/common/host_device.hpp"
+#include "common/host_device.hpp"
 #include "splitkv/types.hpp"
 
 namespace splitkv::tiles {

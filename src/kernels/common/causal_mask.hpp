@@ -5,7 +5,7 @@
 // q_len - kv_len queries see none.
 #pragma once
 
-#include "kernels/common/host_device.hpp"
+#include "common/host_device.hpp"
 
 namespace splitkv::detail {
 

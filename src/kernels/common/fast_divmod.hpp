@@ -11,7 +11,7 @@
 
 #include <cstdint>
 
-#include "kernels/common/host_device.hpp"
+#include "common/host_device.hpp"
 
 namespace splitkv::detail {
 

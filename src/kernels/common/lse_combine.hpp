@@ -8,7 +8,7 @@
 #include <cmath>
 #include <limits>
 
-#include "kernels/common/host_device.hpp"
+#include "common/host_device.hpp"
 
 namespace splitkv::detail {
 

@@ -5,7 +5,7 @@
 #include <cstdint>
 
 #include "kernels/common/fast_divmod.hpp"
-#include "kernels/common/host_device.hpp"
+#include "common/host_device.hpp"
 
 namespace splitkv::detail {
 

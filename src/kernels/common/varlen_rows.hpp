@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "kernels/common/host_device.hpp"
+#include "common/host_device.hpp"
 
 namespace splitkv::detail {
 
