@@ -49,6 +49,10 @@ void print_usage() {
       "                            clusters on sm_90 where measured faster), combine-kernel, cluster (sm_90),\n"
       "                            fused (each tile's last split block), atomic (nondeterministic;\n"
       "                            --atomic-reference-lse X, default 0)\n"
+      "  --window L[,R]            sliding window: a query at position p sees keys p-L..p+R (-1: unbounded;\n"
+      "                            default -1,-1); --softcap X: scores X*tanh(s/X); --sinks: a random sink\n"
+      "                            logit per query head; --tree (decode): a random draft tree over the\n"
+      "                            q_len queries (docs/VARIANTS.md; CPU backend and reference only so far)\n"
       "  --l2-prefetch-keys N      decode (sm_90): keys of its split each block prefetches into L2 before\n"
       "                            its PDL wait (-1: the planner's rule, the default; 0: none)\n"
       "  --strategy S              auto|split-q|split-kv|split-v|two-pass\n"
@@ -89,6 +93,10 @@ bool parse_args(int argc, char** argv, CliOptions* o, std::string* error) {
     }
     if (off != nullptr) {
       o->tuning.*(off->field) = false;
+    } else if (arg == "--sinks") {
+      o->sinks = true;
+    } else if (arg == "--tree") {
+      o->tree_mask = true;
     } else if (arg == "--causal") {
       o->causal = true;
     } else if (arg == "--varlen") {
@@ -114,6 +122,22 @@ bool parse_args(int argc, char** argv, CliOptions* o, std::string* error) {
         std::string names;
         for (const plan::MergeName& m : plan::kMergeNames) names += (names.empty() ? "" : ", ") + std::string(m.name);
         *error = "--merge expects one of " + names + ", got " + v;
+        return false;
+      }
+    } else if (arg == "--window") {
+      const std::string v = argv[++i];
+      const size_t comma = v.find(',');
+      if (!parse_int(v.substr(0, comma), &o->window_left) ||
+          (comma != std::string::npos && !parse_int(v.substr(comma + 1), &o->window_right))) {
+        *error = "--window expects LEFT or LEFT,RIGHT (keys; -1: unbounded), got " + v;
+        return false;
+      }
+    } else if (arg == "--softcap") {
+      const std::string v = argv[++i];
+      char* end = nullptr;
+      o->softcap = std::strtof(v.c_str(), &end);
+      if (v.empty() || *end != '\0') {
+        *error = "--softcap expects a number, got " + v;
         return false;
       }
     } else if (arg == "--seed") {

@@ -30,6 +30,12 @@ struct CliOptions {
   Merge merge = Merge::kAuto;        // --merge auto|combine-kernel|cluster|fused|atomic
   float atomic_reference_lse = 0.f;  // --atomic-reference-lse X
   PlanTuning tuning;                 // --no-<switch> flags and --l2-prefetch-keys (src/plan/plan_options_table.hpp)
+  // Attention variants (docs/VARIANTS.md): --window L[,R], --softcap X, --sinks, --tree (decode).
+  int window_left = -1;
+  int window_right = -1;
+  float softcap = 0.f;
+  bool sinks = false;
+  bool tree_mask = false;
   std::string strategy = "auto";
   std::string family;    // empty: the planner's choice
   int iters = 20;

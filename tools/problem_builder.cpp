@@ -74,6 +74,11 @@ DecodeProblem to_decode_problem(const CliOptions& o, const Formats& formats) {
   p.causal = o.causal;
   p.dtype = formats.dtype;
   p.kv_format = formats.kv_format;
+  p.window_left = o.window_left;
+  p.window_right = o.window_right;
+  p.softcap = o.softcap;
+  p.sinks = o.sinks;
+  p.tree_mask = o.tree_mask;
   return p;
 }
 
@@ -92,6 +97,9 @@ PrefillProblem to_prefill_problem(const CliOptions& o, const Formats& formats) {
   // Only a cache has pages, so --page-size asks for a paged one; the library checks the size.
   p.kv_cache = o.kv_cache || o.page_size != 0;
   p.page_size = o.page_size;
+  p.window_left = o.window_left;
+  p.window_right = o.window_right;
+  p.softcap = o.softcap;
   return p;
 }
 

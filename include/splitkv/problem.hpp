@@ -27,6 +27,22 @@ struct DecodeProblem {
   DType dtype = DType::kBF16;  // of Q and O
   KvFormat kv_format = KvFormat::kNative;  // of the K/V cache; native: stored in `dtype`
   float softmax_scale = 0.f;   // 0 means 1/sqrt(head_dim)
+  // Attention variants (docs/VARIANTS.md). Query i of a sequence of seq_len keys sits at position
+  // p = seq_len - q_len + i (keys_after: of the whole context).
+  //  Sliding window (FlashAttention's window_size): p sees keys j with p - window_left <= j and
+  //    j <= p + window_right; -1 leaves that side unbounded. With causal, window_right is -1 or 0.
+  //  softcap > 0: every scaled score s becomes softcap * tanh(s / softcap) before the softmax.
+  //  sinks: DecodeTensors::sinks holds a logit per query head that joins each row's softmax
+  //    denominator once and has no value (see there).
+  //  tree_mask: DecodeTensors::tree_mask says which of its sequence's last q_len keys (the draft
+  //    tokens of speculative decoding) each query sees, in place of the causal rule among them.
+  // Not yet served by the GPU kernels (run_decode refuses them by name); the CPU backend and the
+  // fp64 reference implement them.
+  int window_left = -1;
+  int window_right = -1;
+  float softcap = 0.f;
+  bool sinks = false;
+  bool tree_mask = false;
 };
 
 struct DecodeTensors {
@@ -48,6 +64,16 @@ struct DecodeTensors {
   TensorRef out;          // [batch, q_len, Hq, D], dtype of q (empty when partials are written); no two
                           // elements at one address (outputs' strides are checked for overlap)
   TensorRef lse;          // optional float32 [batch, Hq, q_len] (natural log); empty: not written
+  // problem.sinks: float32 [Hq], any stride, device memory: s_h joins the denominator of every row
+  // of query head h, O = sum_j exp(S_j) V_j / (exp(s_h) + sum_j exp(S_j)), and the LSE written is
+  // log(exp(s_h) + sum_j exp(S_j)) (a row that sees no key: O = 0, LSE = s_h). -inf is no sink.
+  // Not with partial_o: a sink enters once, where the final rows are merged (run_combine's sinks).
+  TensorRef sinks;
+  // problem.tree_mask: uint8 [batch, q_len, ceil(q_len / 8)], device memory, the last dim
+  // contiguous: bit j % 8 of byte j / 8 of row (b, i) set when query i sees draft token j (the key
+  // at seq_len - q_len + j); numpy.packbits(..., bitorder="little") of a [q_len, q_len] bool mask.
+  // The keys before the drafts stay visible (within the window). Not with keys_after.
+  TensorRef tree_mask;
   // A shard of a longer context (context parallelism, docs/CONTEXT_SHARDS.md). The cache holds
   // keys [key_offset, key_offset + seq_lens[b]) of each sequence's whole context.
   //  keys_after: optional int32 [batch], device memory: how many of sequence b's keys come after
@@ -95,6 +121,13 @@ struct PrefillProblem {
   // gets O = 0, LSE = -inf. max_kv_len bounds seq_lens (contiguous: <= capacity).
   bool kv_cache = false;
   int page_size = 0;  // kv_cache: 0 (contiguous) or a multiple of 16
+  // Attention variants, as in DecodeProblem (query i of a sequence with q_len queries over k_len
+  // keys sits at position k_len - q_len + i): sliding window, softcap, per-head sinks
+  // (PrefillTensors::sinks). Not yet served by the GPU kernels; the fp64 reference implements them.
+  int window_left = -1;
+  int window_right = -1;
+  float softcap = 0.f;
+  bool sinks = false;
 };
 
 struct PrefillTensors {
@@ -116,6 +149,7 @@ struct PrefillTensors {
   TensorRef v_scales;
   const int32_t* seq_lens_host = nullptr;
   const int32_t* block_table_host = nullptr;
+  TensorRef sinks;  // problem.sinks: float32 [Hq], as DecodeTensors::sinks
 };
 
 // Merging split partials given by the caller (e.g. shards of a KV cache attended separately):

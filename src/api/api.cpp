@@ -183,12 +183,33 @@ Status run_decode_via_prefill(const Plan& plan, const DecodeTensors& t, void* wo
 
 }  // namespace
 
+namespace {
+
+// The attention variants the GPU kernels do not serve yet (docs/VARIANTS.md): refused by name, the
+// first one set, rather than run without it. The CPU backend and the fp64 reference implement them.
+Status refuse_unserved_variants(int window_left, int window_right, float softcap, bool sinks, bool tree_mask) {
+  const char* argument = window_left >= 0    ? "window_left"
+                         : window_right >= 0 ? "window_right"
+                         : softcap > 0.f     ? "softcap"
+                         : sinks             ? "sinks"
+                         : tree_mask         ? "tree_mask"
+                                             : nullptr;
+  if (argument == nullptr) return Status::success();
+  return Status::unsupported(argument, "the GPU kernels do not implement this attention variant yet (the CPU "
+                                       "backend and the fp64 reference do; docs/VARIANTS.md)");
+}
+
+}  // namespace
+
 Status run_decode(const Plan& plan, const DecodeTensors& t, void* workspace, size_t workspace_bytes, Stream stream) {
   if (plan.kind != Plan::Kind::kDecode) return Status::invalid("plan", "a decode plan", "a prefill plan");
   if (Status s = detail::check_plan_seal(plan); !s) return s;
   const DecodeProblem& pr = plan.decode;
   if (Status s = detail::validate_decode_problem(pr); !s) return s;
   if (Status s = detail::validate_decode_tensors(pr, t); !s) return s;
+  if (Status s = refuse_unserved_variants(pr.window_left, pr.window_right, pr.softcap, pr.sinks, pr.tree_mask); !s) {
+    return s;
+  }
   if (plan.decode_via_prefill) return run_decode_via_prefill(plan, t, workspace, workspace_bytes, stream);
   if (Status s = detail::validate_decode_partials(pr, plan.num_splits, t); !s) return s;
   // The caller's partial buffers replace the workspace's (and the combine).
@@ -544,6 +565,7 @@ Status run_prefill(const Plan& plan, const PrefillTensors& t, void* workspace, s
   const PrefillProblem& pr = plan.prefill;
   if (Status s = detail::validate_prefill_problem(pr); !s) return s;
   if (Status s = detail::validate_prefill_tensors(pr, t); !s) return s;
+  if (Status s = refuse_unserved_variants(pr.window_left, pr.window_right, pr.softcap, pr.sinks, false); !s) return s;
   if (Status s = detail::validate_workspace(plan.workspace_bytes, workspace, workspace_bytes); !s) return s;
   if (Status s = note_workspace_use(plan, workspace); !s) return s;
   if (plan.dequantized_cache) return prefill_over_staging(plan, t, workspace, stream);

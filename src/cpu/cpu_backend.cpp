@@ -12,6 +12,7 @@
 #include "quant/kv_rows.hpp"
 #include "common/host_tensor.hpp"
 #include "common/parallel_for.hpp"
+#include "kernels/common/attention_variants.hpp"
 #include "kernels/common/causal_mask.hpp"
 #include "kernels/common/lse_combine.hpp"
 #include "kernels/common/split_rule.hpp"
@@ -23,19 +24,29 @@ using detail::element_offset;
 
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 
-// Partial softmax over keys [lo, hi) for one query row: o normalized, lse natural log.
+// What masks and transforms a row's scores (docs/VARIANTS.md): the softcap, and the tree mask's
+// bits over keys [tree_first, ...) (null: none).
+struct RowVariants {
+  float softcap = 0.f;
+  const unsigned char* tree_bits = nullptr;
+  int tree_first = 0;
+};
+
+// Partial softmax over the keys of [lo, hi) the row sees, for one query row: o normalized, lse
+// natural log (-inf and o = 0 when it sees none).
 void partial_row(const std::vector<float>& q, const std::vector<float>& k, const std::vector<float>& v,
-                 int lo, int hi, int d, float scale, float* o, float* lse) {
+                 int lo, int hi, int d, float scale, const RowVariants& var, float* o, float* lse) {
   std::fill(o, o + d, 0.f);
-  if (hi <= lo) {
-    *lse = -std::numeric_limits<float>::infinity();
-    return;
-  }
+  *lse = -std::numeric_limits<float>::infinity();
+  if (hi <= lo) return;
   float m = -std::numeric_limits<float>::infinity(), sum = 0.f;
   for (int t = lo; t < hi; ++t) {
+    if (var.tree_bits != nullptr && t >= var.tree_first && !detail::tree_mask_sees(var.tree_bits, t - var.tree_first)) {
+      continue;
+    }
     float s = 0.f;
     for (int j = 0; j < d; ++j) s += q[j] * k[size_t(t) * d + j];
-    s *= scale;
+    s = detail::softcapped(s * scale, var.softcap);
     const float m_new = std::max(m, s);
     const float rescale = std::exp(m - m_new);  // exp(-inf) = 0 on the first key
     const float p = std::exp(s - m_new);
@@ -43,8 +54,23 @@ void partial_row(const std::vector<float>& q, const std::vector<float>& k, const
     for (int j = 0; j < d; ++j) o[j] = o[j] * rescale + p * v[size_t(t) * d + j];
     m = m_new;
   }
+  if (sum == 0.f) return;  // every key masked
   for (int j = 0; j < d; ++j) o[j] /= sum;
   *lse = m + std::log(sum);
+}
+
+// A sink s joins a merged row's denominator once: LSE' = log(exp(LSE) + exp(s)), O' = O exp(LSE - LSE').
+float fold_sink(float sink, float lse, float* o, int d) {
+  if (std::isnan(lse) || sink == -std::numeric_limits<float>::infinity()) return lse;
+  if (std::isnan(sink)) {
+    for (int j = 0; j < d; ++j) o[j] = kNaN;
+    return sink;
+  }
+  const float hi = std::max(lse, sink);
+  const float total = std::isinf(hi) ? hi : hi + std::log(std::exp(lse - hi) + std::exp(sink - hi));
+  const float weight = lse == -std::numeric_limits<float>::infinity() ? 0.f : std::exp(lse - total);
+  for (int j = 0; j < d; ++j) o[j] *= weight;
+  return total;
 }
 
 }  // namespace
@@ -95,13 +121,24 @@ Status run_decode(const Plan& plan, const DecodeTensors& t) {
       v_rows.read(page, slot, hkv, &v[size_t(tok) * D]);
     }
     for (int i = 0; i < Lq; ++i) {
-      const int visible = detail::visible_shard_key_end(p.causal, Lq, len, after, i);
+      // Query i sits at local position len + after - Lq + i (the shard's keys are [0, len)).
+      const long long position = (long long)len + after - Lq + i;
+      long long end = detail::window_key_end(position, p.window_right, (long long)len + after);
+      if (!p.tree_mask) end = std::min<long long>(end, detail::visible_shard_key_end(p.causal, Lq, len, after, i));
+      const int visible = int(std::clamp<long long>(end, 0, len));
+      const int first = int(std::min<long long>(detail::window_first_key(position, p.window_left), len));
+      RowVariants var;
+      var.softcap = p.softcap;
+      if (p.tree_mask) {
+        var.tree_bits = static_cast<const unsigned char*>(t.tree_mask.data) + element_offset(t.tree_mask, b, i);
+        var.tree_first = len - Lq;
+      }
       for (int h = 0; h < group; ++h) {
         const int hq = hkv * group + h;
         for (int j = 0; j < D; ++j) q[j] = detail::load_float(t.q, element_offset(t.q, b, i, hq, j));
         const int64_t row = (int64_t(b) * Hq + hq) * Lq + i;
-        partial_row(q, k, v, lo, std::min(hi, visible), D, scale, &part_o[(size_t(split) * rows + row) * D],
-                    &part_lse[size_t(split) * rows + row]);
+        partial_row(q, k, v, std::max(lo, first), std::min(hi, visible), D, scale, var,
+                    &part_o[(size_t(split) * rows + row) * D], &part_lse[size_t(split) * rows + row]);
       }
     }
   });
@@ -128,14 +165,17 @@ Status run_decode(const Plan& plan, const DecodeTensors& t) {
   detail::parallel_for(rows, [&](int64_t row) {
     const int i = static_cast<int>(row % Lq), hq = static_cast<int>(row / Lq % Hq);
     const int b = static_cast<int>(row / Lq / Hq);
-    const float lse = bad_sequence[b] ? kNaN : detail::combined_lse(&part_lse[row], S, rows);
+    float lse = bad_sequence[b] ? kNaN : detail::combined_lse(&part_lse[row], S, rows);
+    std::vector<float> o(D, 0.f);
     for (int j = 0; j < D; ++j) {
-      float o = 0.f;
       for (int s = 0; s < S; ++s) {
-        o += detail::combine_term(detail::combine_weight(part_lse[size_t(s) * rows + row], lse),
-                                  part_o[(size_t(s) * rows + row) * D + j]);
+        o[j] += detail::combine_term(detail::combine_weight(part_lse[size_t(s) * rows + row], lse),
+                                     part_o[(size_t(s) * rows + row) * D + j]);
       }
-      detail::store_float(t.out, element_offset(t.out, b, i, hq, j), bad_sequence[b] ? kNaN : o);
+    }
+    if (p.sinks) lse = fold_sink(detail::load_float(t.sinks, element_offset(t.sinks, hq)), lse, o.data(), D);
+    for (int j = 0; j < D; ++j) {
+      detail::store_float(t.out, element_offset(t.out, b, i, hq, j), bad_sequence[b] ? kNaN : o[j]);
     }
     if (lse_out != nullptr) lse_out[element_offset(t.lse, b, hq, i)] = lse;
   });

@@ -40,13 +40,15 @@ class Hasher {
 void add(Hasher& h, const DecodeProblem& p) {
   h.add(p.batch), h.add(p.num_q_heads), h.add(p.num_kv_heads), h.add(p.head_dim), h.add(p.q_len);
   h.add(p.max_kv_len), h.add(p.page_size), h.add(p.causal), h.add(p.dtype), h.add(p.kv_format);
-  h.add(p.softmax_scale);
+  h.add(p.softmax_scale), h.add(p.window_left), h.add(p.window_right), h.add(p.softcap), h.add(p.sinks);
+  h.add(p.tree_mask);
 }
 
 void add(Hasher& h, const PrefillProblem& p) {
   h.add(p.batch), h.add(p.num_q_heads), h.add(p.num_kv_heads), h.add(p.head_dim), h.add(p.max_q_len);
   h.add(p.max_kv_len), h.add(p.varlen), h.add(p.causal), h.add(p.dtype), h.add(p.kv_format);
-  h.add(p.softmax_scale), h.add(p.kv_cache), h.add(p.page_size);
+  h.add(p.softmax_scale), h.add(p.kv_cache), h.add(p.page_size), h.add(p.window_left), h.add(p.window_right);
+  h.add(p.softcap), h.add(p.sinks);
 }
 
 void add(Hasher& h, const DeviceInfo& d) {

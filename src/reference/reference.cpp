@@ -10,6 +10,7 @@
 #include "common/host_tensor.hpp"
 #include "common/parallel_for.hpp"
 #include "common/softmax_scale.hpp"
+#include "kernels/common/attention_variants.hpp"
 #include "kernels/common/causal_mask.hpp"
 #include "kernels/common/lse_combine.hpp"
 #include "quant/kv_rows.hpp"
@@ -44,6 +45,25 @@ void read_cache(int page_size, const TensorRef& block_table, const quant::KvRowR
     k_rows.read(page, slot, hkv, &(*k)[size_t(tok) * d]);
     v_rows.read(page, slot, hkv, &(*v)[size_t(tok) * d]);
   }
+}
+
+// The variants of one row (docs/VARIANTS.md) in a sequence's local key indices: the keys are the
+// context's [offset, offset + len) of `total`, and the row's query sits at global position
+// total - q_len + i. tree_bits: the row's tree mask (drafts: the last q_len keys), or null.
+void set_variants(RowInput* row, int window_left, int window_right, bool causal, int q_len, int i, int total,
+                  int offset, int len, const unsigned char* tree_bits, double softcap, const TensorRef& sinks,
+                  int hq) {
+  const long long position = (long long)total - q_len + i;
+  const long long first = detail::window_first_key(position, window_left) - offset;
+  long long end = detail::window_key_end(position, window_right, total);
+  if (tree_bits == nullptr) end = std::min<long long>(end, detail::visible_key_end(causal, q_len, total, i));
+  row->first_visible = int(std::clamp<long long>(first, 0, len));
+  row->n_visible = int(std::clamp<long long>(end - offset, 0, len));
+  row->softcap = softcap;
+  row->tree_bits = tree_bits;
+  row->tree_first = len - q_len;
+  row->has_sink = !sinks.empty();
+  if (row->has_sink) row->sink = detail::load_float(sinks, element_offset(sinks, hq));
 }
 
 // The low-precision yardstick reads K/V in the input dtype: a quantized cache dequantized into it
@@ -86,8 +106,12 @@ Result decode_shard(const DecodeProblem& p, const DecodeTensors& t, const Shard&
       for (int h = 0; h < group; ++h) {
         const int hq = hkv * group + h;
         gather_row(t.q, element_offset(t.q, b, i, hq), D, q.data());
-        const int visible = std::clamp(visible_key_end(p.causal, Lq, total, i) - offset, 0, len);
-        RowInput row{q.data(), k.data(), v.data(), len, visible, D, scale, p.dtype};
+        RowInput row{q.data(), k.data(), v.data(), len, 0, D, scale, p.dtype};
+        const unsigned char* tree =
+            p.tree_mask ? static_cast<const unsigned char*>(t.tree_mask.data) + element_offset(t.tree_mask, b, i)
+                        : nullptr;
+        set_variants(&row, p.window_left, p.window_right, p.causal, Lq, i, total, offset, len, tree, p.softcap,
+                     p.sinks ? t.sinks : TensorRef{}, hq);
         attend_row(row, options, &r.out[((size_t(b) * Lq + i) * Hq + hq) * D],
                    &r.lse[(size_t(b) * Hq + hq) * Lq + i]);
       }
@@ -140,7 +164,9 @@ Result prefill(const PrefillProblem& p, const PrefillTensors& t, const Options& 
         const int hq = hkv * group + h;
         const int64_t q_off = p.varlen ? element_offset(t.q, q_begin + i, hq) : element_offset(t.q, b, i, hq);
         gather_row(t.q, q_off, D, q.data());
-        RowInput row{q.data(), k.data(), v.data(), k_len, visible_key_end(p.causal, q_len, k_len, i), D, scale, p.dtype};
+        RowInput row{q.data(), k.data(), v.data(), k_len, 0, D, scale, p.dtype};
+        set_variants(&row, p.window_left, p.window_right, p.causal, q_len, i, k_len, 0, k_len, nullptr, p.softcap,
+                     p.sinks ? t.sinks : TensorRef{}, hq);
         // Dense output row: padded [B, Lq, Hq, D] / varlen [total_q, Hq, D]; LSE [B, Hq, Lq] / [Hq, total_q].
         const size_t token = p.varlen ? size_t(q_begin + i) : size_t(b) * p.max_q_len + i;
         const size_t lse_index = p.varlen ? size_t(hq) * total_q + q_begin + i

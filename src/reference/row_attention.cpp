@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "common/half_convert.hpp"
+#include "kernels/common/attention_variants.hpp"
 #include "kernels/common/lse_combine.hpp"
 #include "kernels/common/split_rule.hpp"
 
@@ -14,11 +15,19 @@ namespace {
 
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 
+// The scaled (and capped) score of key t.
 double score(const RowInput& row, int t) {
   const float* k = row.k + size_t(t) * row.d;
   double s = 0;
   for (int j = 0; j < row.d; ++j) s += double(row.q[j]) * double(k[j]);
-  return s * row.scale;
+  return detail::softcapped(s * row.scale, row.softcap);
+}
+
+// Whether the row sees key t: inside [first_visible, n_visible), and among the tree mask's keys only
+// those its bits select.
+bool visible(const RowInput& row, int t) {
+  if (t < row.first_visible || t >= row.n_visible) return false;
+  return row.tree_bits == nullptr || t < row.tree_first || detail::tree_mask_sees(row.tree_bits, t - row.tree_first);
 }
 
 void write_empty(int d, double* o, double* lse) {
@@ -26,15 +35,20 @@ void write_empty(int d, double* o, double* lse) {
   *lse = kNegInf;
 }
 
-// Softmax over keys [lo, hi) (already clipped to the visible ones), all at once.
+// Softmax over the visible keys of [lo, hi), all at once.
 void attend_range(const RowInput& row, int lo, int hi, double* o, double* lse) {
-  if (hi <= lo) return write_empty(row.d, o, lse);
-  std::vector<double> s(hi - lo);
-  for (int t = lo; t < hi; ++t) s[t - lo] = score(row, t);
-  const double m = *std::max_element(s.begin(), s.end());
+  std::vector<double> s(std::max(hi - lo, 0), kNegInf);
+  double m = kNegInf;
+  for (int t = lo; t < hi; ++t) {
+    if (!visible(row, t)) continue;
+    s[t - lo] = score(row, t);
+    m = std::max(m, s[t - lo]);
+  }
+  if (m == kNegInf) return write_empty(row.d, o, lse);  // no visible key (or every score -inf)
   double sum = 0;
   std::fill(o, o + row.d, 0.0);
   for (int t = lo; t < hi; ++t) {
+    if (s[t - lo] == kNegInf) continue;
     const double p = std::exp(s[t - lo] - m);
     sum += p;
     const float* v = row.v + size_t(t) * row.d;
@@ -63,9 +77,9 @@ void attend_split(const RowInput& row, const Options& opt, double* o, double* ls
 
 // The original design's two-pass method: statistics first (scores only), then softmax * V.
 void attend_two_pass(const RowInput& row, double* o, double* lse) {
-  if (row.n_visible == 0) return write_empty(row.d, o, lse);
   double m = kNegInf, sum = 0;
   for (int t = 0; t < row.n_visible; ++t) {
+    if (!visible(row, t)) continue;
     const double s = score(row, t);
     if (s > m) {
       sum = sum * std::exp(m - s) + 1.0;
@@ -74,8 +88,10 @@ void attend_two_pass(const RowInput& row, double* o, double* lse) {
       sum += std::exp(s - m);
     }
   }
+  if (m == kNegInf) return write_empty(row.d, o, lse);
   std::fill(o, o + row.d, 0.0);
   for (int t = 0; t < row.n_visible; ++t) {
+    if (!visible(row, t)) continue;
     const double p = std::exp(score(row, t) - m) / sum;
     const float* v = row.v + size_t(t) * row.d;
     for (int j = 0; j < row.d; ++j) o[j] += p * double(v[j]);
@@ -87,18 +103,21 @@ void attend_two_pass(const RowInput& row, double* o, double* lse) {
 // input dtype, fp32 accumulation of P*V, output rounded to the input dtype (K/V arrive in the
 // input dtype: reference.cpp rounds a quantized cache's values to it for this method).
 void attend_low_precision(const RowInput& row, double* o, double* lse) {
-  if (row.n_visible == 0) return write_empty(row.d, o, lse);
-  std::vector<float> s(row.n_visible);
+  constexpr float kNegInfF = -std::numeric_limits<float>::infinity();
+  std::vector<float> s(std::max(row.n_visible, 0), kNegInfF);
+  float m = kNegInfF;
   for (int t = 0; t < row.n_visible; ++t) {
+    if (!visible(row, t)) continue;
     const float* k = row.k + size_t(t) * row.d;
     float acc = 0.f;
     for (int j = 0; j < row.d; ++j) acc += row.q[j] * k[j];
-    s[t] = acc * static_cast<float>(row.scale);
+    s[t] = detail::softcapped(acc * static_cast<float>(row.scale), static_cast<float>(row.softcap));
+    m = std::max(m, s[t]);
   }
-  const float m = *std::max_element(s.begin(), s.end());
+  if (m == kNegInfF) return write_empty(row.d, o, lse);
   float sum = 0.f;
   for (float& x : s) {
-    x = std::exp(x - m);
+    x = x == kNegInfF ? 0.f : std::exp(x - m);
     sum += x;
   }
   std::vector<float> acc(row.d, 0.f);
@@ -111,14 +130,37 @@ void attend_low_precision(const RowInput& row, double* o, double* lse) {
   *lse = double(m) + std::log(double(sum));
 }
 
+// A sink s joins the denominator once: LSE' = log(exp(LSE) + exp(s)), O' = O exp(LSE - LSE').
+void fold_sink(const RowInput& row, double* o, double* lse) {
+  if (!row.has_sink || std::isnan(*lse)) return;
+  if (std::isnan(row.sink)) {
+    std::fill(o, o + row.d, std::numeric_limits<double>::quiet_NaN());
+    *lse = row.sink;
+    return;
+  }
+  if (row.sink == kNegInf) return;
+  const double hi = std::max(*lse, row.sink);
+  const double total = hi == std::numeric_limits<double>::infinity()
+                           ? hi
+                           : hi + std::log(std::exp(*lse - hi) + std::exp(row.sink - hi));
+  const double weight = *lse == kNegInf ? 0.0 : std::exp(*lse - total);
+  for (int j = 0; j < row.d; ++j) o[j] *= weight;
+  *lse = total;
+}
+
 }  // namespace
 
 void attend_row(const RowInput& row, const Options& options, double* o, double* lse) {
   switch (options.method) {
-    case Method::kDirect: return attend_range(row, 0, row.n_visible, o, lse);
-    case Method::kSplit: return attend_split(row, options, o, lse);
-    case Method::kTwoPass: return attend_two_pass(row, o, lse);
-    case Method::kLowPrecision: return attend_low_precision(row, o, lse);
+    case Method::kDirect: attend_range(row, 0, row.n_visible, o, lse); break;
+    case Method::kSplit: attend_split(row, options, o, lse); break;
+    case Method::kTwoPass: attend_two_pass(row, o, lse); break;
+    case Method::kLowPrecision: attend_low_precision(row, o, lse); break;
+  }
+  fold_sink(row, o, lse);
+  // The yardstick rounds the output it writes: after the sink, as an implementation would.
+  if (options.method == Method::kLowPrecision && row.has_sink) {
+    for (int j = 0; j < row.d; ++j) o[j] = detail::round_to(float(o[j]), row.dtype);
   }
 }
 

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <limits>
 #include <numeric>
+#include <random>
 
 #include "quant/kv_quant_host.hpp"
 #include "testing/random_fill.hpp"
@@ -33,6 +34,11 @@ DecodeTensors DecodeCase::host_tensors() {
   }
   t.lse = TensorRef::contiguous(lse.data(), DType::kF32, {problem.batch, problem.num_q_heads, problem.q_len});
   t.seq_lens_host = seq_lens.data();
+  if (problem.sinks) t.sinks = TensorRef::contiguous(sinks.data(), DType::kF32, {problem.num_q_heads});
+  if (problem.tree_mask) {
+    const int64_t row_bytes = (problem.q_len + 7) / 8;
+    t.tree_mask = TensorRef::contiguous(tree_mask.data(), DType::kI8, {problem.batch, problem.q_len, row_bytes});
+  }
   return t;
 }
 
@@ -194,6 +200,25 @@ DecodeCase make_decode_case(const DecodeCaseSpec& spec) {
     }
     for (int64_t row = 0; row < B * Lq && pad; ++row) {
       std::fill_n(&c.q[size_t((row * (Hq + pad) + Hq) * D)], D, nan_bits(p.dtype));
+    }
+  }
+  // Variants' tensors, from their own stream so every other value is that of the plain case.
+  std::mt19937_64 variant_rng(spec.seed ^ 0x9e3779b97f4a7c15ull);
+  if (p.sinks) {
+    std::uniform_real_distribution<float> logit(-3.f, 8.f);
+    c.sinks.resize(size_t(Hq));
+    for (float& s : c.sinks) s = logit(variant_rng);
+  }
+  if (p.tree_mask) {  // a random tree per sequence: draft i hangs under a random earlier draft or the prefix
+    const int64_t row_bytes = (Lq + 7) / 8;
+    c.tree_mask.assign(size_t(B * Lq * row_bytes), 0);
+    for (int64_t b = 0; b < B; ++b) {
+      std::vector<int> parent(size_t(Lq), -1);
+      for (int64_t i = 0; i < Lq; ++i) {
+        parent[size_t(i)] = int(std::uniform_int_distribution<int64_t>(-1, i - 1)(variant_rng));
+        uint8_t* row = &c.tree_mask[size_t((b * Lq + i) * row_bytes)];
+        for (int j = int(i); j >= 0; j = parent[size_t(j)]) row[j / 8] = uint8_t(row[j / 8] | (1u << (j % 8)));
+      }
     }
   }
   poison_outputs(c);

@@ -67,6 +67,11 @@ struct DecodeCase {
   TensorRef k_scales_ref, v_scales_ref;
   std::vector<float> lse;
   std::vector<int32_t> seq_lens, block_table;
+  // problem.sinks: a logit per query head (random in [-3, 8]); problem.tree_mask: [B, q_len,
+  // ceil(q_len / 8)] bits of a random draft tree per sequence (each draft sees itself and its
+  // ancestors; docs/VARIANTS.md). Tests may overwrite either.
+  std::vector<float> sinks;
+  std::vector<uint8_t> tree_mask;
   TensorRef q_ref, k_ref, v_ref, out_ref;  // shapes/strides; data points into the vectors above
   int64_t max_pages = 0;
 

@@ -98,6 +98,30 @@ Status check_out(const TensorRef& out, const Expect& e) {
   return check_no_aliasing("out", out);
 }
 
+// The attention variants' scalars (docs/VARIANTS.md): window sides -1 or >= 0 (a causal row stops
+// at its query, so its right side is -1 or 0), a finite non-negative softcap.
+Status check_variants(int window_left, int window_right, float softcap, bool causal) {
+  if (window_left < -1) return Status::invalid("window_left", "-1 (unbounded) or >= 0 keys", str(window_left));
+  if (window_right < -1) return Status::invalid("window_right", "-1 (unbounded) or >= 0 keys", str(window_right));
+  if (causal && window_right > 0) {
+    return Status::invalid("window_right", "-1 or 0 with causal (a causal query sees no later key)",
+                           str(window_right));
+  }
+  if (!std::isfinite(softcap) || softcap < 0.f) {
+    return Status::invalid("softcap", "0 (off) or a positive finite cap", std::to_string(softcap));
+  }
+  return Status::success();
+}
+
+// problem.sinks: a float32 logit per query head, any stride; no sinks: no tensor.
+Status check_sinks(bool sinks, const TensorRef& t, int64_t num_q_heads) {
+  if (!sinks) {
+    if (t.empty()) return Status::success();
+    return Status::invalid("sinks", "empty when problem.sinks is false", "a tensor");
+  }
+  return check_tensor("sinks", t, Expect{DType::kF32, {num_q_heads}, false, false});
+}
+
 }  // namespace
 
 Status validate_decode_problem(const DecodeProblem& p) {
@@ -111,6 +135,7 @@ Status validate_decode_problem(const DecodeProblem& p) {
   if (p.page_size != 0 && (p.page_size < 16 || p.page_size % 16 != 0 || p.page_size > kMaxLength)) {
     return Status::invalid("page_size", "0 (contiguous KV) or a multiple of 16", str(p.page_size));
   }
+  if (Status s = check_variants(p.window_left, p.window_right, p.softcap, p.causal); !s) return s;
   return check_scale(p.softmax_scale);
 }
 
@@ -216,6 +241,24 @@ Status validate_decode_tensors(const DecodeProblem& p, const DecodeTensors& t) {
     const char* missing = t.partial_o.empty() ? "partial_o" : "partial_lse";
     return Status::invalid(missing, "given together with the other partial tensor", "empty");
   }
+  if (Status s = check_sinks(p.sinks, t.sinks, Hq); !s) return s;
+  if (p.sinks && !t.partial_o.empty()) {
+    return Status::invalid("sinks", "off with partial_o (a sink enters once, at the final merge: pass it to "
+                                    "run_combine)", "on");
+  }
+  if (!p.tree_mask && !t.tree_mask.empty()) {
+    return Status::invalid("tree_mask", "empty when problem.tree_mask is false", "a tensor");
+  }
+  if (p.tree_mask) {
+    const int64_t row_bytes = (Lq + 7) / 8;
+    if (Status s = check_tensor("tree_mask", t.tree_mask, Expect{DType::kI8, {B, Lq, row_bytes}, false, true}); !s) {
+      return s;
+    }
+    if (!t.keys_after.empty()) {
+      return Status::invalid("tree_mask", "off with keys_after (the drafts are the context's last keys: mask them "
+                                          "in the shard that ends the context, without keys_after)", "on");
+    }
+  }
   if (!t.partial_o.empty()) {  // shapes against the plan's split count: validate_decode_partials
     if (!t.out.empty()) return Status::invalid("out", "empty when partial_o receives the partials", "a tensor");
     if (!t.lse.empty()) return Status::invalid("lse", "empty when partial_lse receives the LSEs", "a tensor");
@@ -233,6 +276,7 @@ Status validate_prefill_problem(const PrefillProblem& p) {
   if (Status s = check_head_dim(p.head_dim); !s) return s;
   if (Status s = check_length_bound("max_q_len", p.max_q_len, 1); !s) return s;
   if (Status s = check_length_bound("max_kv_len", p.max_kv_len, 0); !s) return s;
+  if (Status s = check_variants(p.window_left, p.window_right, p.softcap, p.causal); !s) return s;
   if (p.kv_cache) {  // keys from a decode cache: its page rule; lengths come from seq_lens (0 allowed)
     if (p.page_size != 0 && (p.page_size < 16 || p.page_size % 16 != 0 || p.page_size > kMaxLength)) {
       return Status::invalid("page_size", "0 (contiguous KV cache) or a multiple of 16", str(p.page_size));
@@ -317,6 +361,7 @@ Status validate_prefill_tensors(const PrefillProblem& p, const PrefillTensors& t
     }
   }
   const int64_t B = p.batch, Hq = p.num_q_heads, D = p.head_dim;
+  if (Status s = check_sinks(p.sinks, t.sinks, Hq); !s) return s;
   if (!p.varlen) {
     const int64_t Lq = p.max_q_len;
     if (Status s = check_tensor("q", t.q, Expect{p.dtype, {B, Lq, Hq, D}}); !s) return s;

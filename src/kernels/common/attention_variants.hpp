@@ -1,0 +1,43 @@
+// The attention variants' rules, in one definition for every kernel that implements them, the CPU
+// backend and the fp64 reference (docs/VARIANTS.md): which keys a query sees under a sliding window
+// and a tree mask, and the logit softcap. Positions are 0-based in the sequence's keys; the queries
+// of a sequence are its last keys' positions (bottom-right), so query i of q_len over n keys sits at
+// position n - q_len + i.
+#pragma once
+
+#include <math.h>
+
+#include "common/host_device.hpp"
+
+namespace splitkv::detail {
+
+// Sliding window: the query at `position` sees keys [window_first_key, window_key_end): from
+// position - left (left >= 0; -1: from key 0) to position + right inclusive (right >= 0; -1: to the
+// last key), clamped to [0, n_keys]. Causal masking is right = 0.
+SPLITKV_HD long long window_first_key(long long position, int left) {
+  if (left < 0) return 0;
+  const long long first = position - left;
+  return first < 0 ? 0 : first;
+}
+
+SPLITKV_HD long long window_key_end(long long position, int right, long long n_keys) {
+  if (right < 0) return n_keys;
+  const long long end = position + right + 1;
+  return end < 0 ? 0 : (end > n_keys ? n_keys : end);
+}
+
+// Logit softcap: a scaled score s becomes cap * tanh(s / cap); cap <= 0 leaves it unchanged.
+SPLITKV_HD float softcapped(float s, float cap) { return cap > 0.f ? cap * tanhf(s / cap) : s; }
+SPLITKV_HD double softcapped(double s, double cap) { return cap > 0.0 ? cap * tanh(s / cap) : s; }
+
+// Tree mask over a speculative row's draft tokens (the last q_len keys): row i's bytes hold bit j
+// (bit j % 8 of byte j / 8, little bit order as numpy.packbits(bitorder="little")) set when query i
+// sees draft token j. The keys before the drafts are not masked by it.
+SPLITKV_HD bool tree_mask_sees(const unsigned char* row_bits, int draft) {
+  return (row_bits[draft >> 3] >> (draft & 7)) & 1;
+}
+
+// Bytes of one query's row of a tree mask over q_len drafts.
+SPLITKV_HD int tree_mask_row_bytes(int q_len) { return (q_len + 7) / 8; }
+
+}  // namespace splitkv::detail

@@ -1,0 +1,342 @@
+// Attention variants (docs/VARIANTS.md): sliding window, logit softcap, per-head sinks and tree masks.
+// The fp64 reference is checked against a direct transcription of each definition; the CPU backend
+// against the reference on random cases (splits, pages, GQA, speculative rows); edge cases and the
+// API's checks by name; the GPU entry points refuse the variants by name until kernels serve them.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "common/host_tensor.hpp"
+#include "cpu/cpu_backend.hpp"
+#include "reference/reference.hpp"
+#include "splitkv/splitkv.hpp"
+#include "testing/decode_check.hpp"
+
+namespace splitkv {
+namespace {
+
+using detail::element_offset;
+using detail::load_float;
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+struct Variants {
+  int left = -1, right = -1;
+  float softcap = 0.f;
+  bool sinks = false, tree = false;
+};
+
+testing::DecodeCaseSpec spec_with(testing::DecodeSpecBuilder b, const Variants& v) {
+  b.spec.problem.window_left = v.left;
+  b.spec.problem.window_right = v.right;
+  b.spec.problem.softcap = v.softcap;
+  b.spec.problem.sinks = v.sinks;
+  b.spec.problem.tree_mask = v.tree;
+  return b.spec;
+}
+
+// Row (b, i, hq) of a contiguous 16-bit case, straight from the definitions: query i at position
+// p = len - q_len + i sees key j when p - left <= j (left >= 0), j <= p + right (right >= 0), j <= p
+// when causal unless j is a draft (j >= len - q_len) under a tree mask, whose bit then decides;
+// scores s = q.k / sqrt(D), capped; the sink joins the denominator.
+void direct_row(testing::DecodeCase& c, int b, int i, int hq, std::vector<double>* o, double* lse) {
+  const DecodeProblem& p = c.problem;
+  const DecodeTensors t = c.host_tensors();
+  const int len = c.seq_lens[b], Lq = p.q_len, D = p.head_dim, hkv = hq / (p.num_q_heads / p.num_kv_heads);
+  const long long pos = (long long)len - Lq + i;
+  std::vector<double> s(size_t(len), -kInf);
+  double m = -kInf;
+  for (int j = 0; j < len; ++j) {
+    const bool draft = j >= len - Lq;
+    if (p.window_left >= 0 && j < pos - p.window_left) continue;
+    if (p.window_right >= 0 && j > pos + p.window_right) continue;
+    if (p.causal && j > pos && !(p.tree_mask && draft)) continue;
+    if (p.tree_mask && draft) {
+      const int bit = j - (len - Lq);
+      const uint8_t byte = c.tree_mask[size_t((b * Lq + i) * ((Lq + 7) / 8) + bit / 8)];
+      if (!((byte >> (bit % 8)) & 1)) continue;
+    }
+    double dot = 0;
+    for (int d = 0; d < D; ++d) {
+      dot += double(load_float(t.q, element_offset(t.q, b, i, hq, d))) *
+             double(load_float(t.k, element_offset(t.k, b, j, hkv, d)));
+    }
+    double x = dot / std::sqrt(double(D));
+    if (p.softcap > 0) x = p.softcap * std::tanh(x / p.softcap);
+    s[size_t(j)] = x;
+    m = std::max(m, x);
+  }
+  const double sink = p.sinks ? double(c.sinks[size_t(hq)]) : -kInf;
+  const double top = std::max(m, sink);
+  o->assign(size_t(D), 0.0);
+  if (top == -kInf) {
+    *lse = -kInf;
+    return;
+  }
+  double sum = sink == -kInf ? 0.0 : std::exp(sink - top);
+  for (int j = 0; j < len; ++j) {
+    if (s[size_t(j)] == -kInf) continue;
+    const double w = std::exp(s[size_t(j)] - top);
+    sum += w;
+    for (int d = 0; d < D; ++d) (*o)[size_t(d)] += w * double(load_float(t.v, element_offset(t.v, b, j, hkv, d)));
+  }
+  for (double& x : *o) x /= sum;
+  *lse = top + std::log(sum);
+}
+
+void expect_reference_is_the_definition(const testing::DecodeCaseSpec& spec) {
+  testing::DecodeCase c = testing::make_decode_case(spec);
+  const ref::Result r = ref::decode(c.problem, c.host_tensors());
+  const DecodeProblem& p = c.problem;
+  std::vector<double> o;
+  double lse = 0;
+  for (int b = 0; b < p.batch; ++b) {
+    for (int i = 0; i < p.q_len; ++i) {
+      for (int hq = 0; hq < p.num_q_heads; ++hq) {
+        direct_row(c, b, i, hq, &o, &lse);
+        const double got_lse = r.lse[(size_t(b) * p.num_q_heads + hq) * p.q_len + i];
+        if (std::isinf(lse)) {
+          EXPECT_EQ(got_lse, lse) << "b " << b << " i " << i << " hq " << hq;
+        } else {
+          EXPECT_NEAR(got_lse, lse, 1e-9 * std::max(1.0, std::fabs(lse))) << "b " << b << " i " << i << " hq " << hq;
+        }
+        for (int d = 0; d < p.head_dim; ++d) {
+          const double got = r.out[((size_t(b) * p.q_len + i) * p.num_q_heads + hq) * p.head_dim + d];
+          ASSERT_NEAR(got, o[size_t(d)], 1e-9) << "b " << b << " i " << i << " hq " << hq << " d " << d;
+        }
+      }
+    }
+  }
+}
+
+TEST(VariantReference, IsTheDefinition) {
+  const testing::DecodeSpecBuilder base = testing::DecodeSpecBuilder(3, 4, 2, 300).head_dim(64).lens({300, 40, 7});
+  testing::DecodeSpecBuilder spec4 = base;
+  spec4.queries(4, true);
+  testing::DecodeSpecBuilder spec16 = testing::DecodeSpecBuilder(2, 4, 2, 100).head_dim(64).lens({100, 16});
+  spec16.queries(16, true);
+  testing::DecodeSpecBuilder full4 = base;
+  full4.queries(4, false);
+  for (const Variants& v : {Variants{32, -1}, Variants{0, -1}, Variants{1000, -1}, Variants{-1, -1, 5.f},
+                            Variants{-1, -1, 0.f, true}, Variants{50, -1, 2.f, true}}) {
+    expect_reference_is_the_definition(spec_with(base, v));
+    expect_reference_is_the_definition(spec_with(spec4, v));
+  }
+  expect_reference_is_the_definition(spec_with(full4, Variants{20, 3}));     // both sides, not causal
+  expect_reference_is_the_definition(spec_with(full4, Variants{-1, 0}));     // right 0: causal by window
+  expect_reference_is_the_definition(spec_with(spec4, Variants{-1, -1, 0.f, false, true}));
+  expect_reference_is_the_definition(spec_with(spec16, Variants{30, -1, 3.f, true, true}));
+}
+
+// The CPU backend runs the split-KV algorithm with the variants (window bounds per split, sink at the
+// final merge) and meets the reference by the GPU kernels' rule.
+TEST(VariantCpuBackend, MatchesReference) {
+  struct Case {
+    testing::DecodeSpecBuilder b;
+    Variants v;
+    int splits, split_tokens;
+  };
+  testing::DecodeSpecBuilder paged = testing::DecodeSpecBuilder(3, 8, 2, 1000).head_dim(64).paged(16).lens({1000, 1, 0});
+  testing::DecodeSpecBuilder spec = testing::DecodeSpecBuilder(2, 8, 2, 700).head_dim(64).lens({700, 77});
+  spec.queries(8, true);
+  testing::DecodeSpecBuilder gqa = testing::DecodeSpecBuilder(2, 32, 8, 2000).lens({2000, 300});
+  for (const Case& k : {Case{paged, {128, -1}, 4, 0}, Case{paged, {1, -1, 30.f}, 3, 0},
+                        Case{paged, {-1, -1, 0.f, true}, 5, 0}, Case{spec, {100, -1, 0.f, true, true}, 3, 0},
+                        Case{spec, {0, -1}, 2, 0}, Case{gqa, {300, -1, 50.f, true}, 0, 0},
+                        Case{gqa, {4096, -1, 0.f, true}, 0, 256}}) {
+    const testing::DecodeCaseSpec s = spec_with(k.b, k.v);
+    PlanOptions o;
+    o.num_splits = k.splits;
+    o.split_tokens = k.split_tokens;
+    Plan plan;
+    ASSERT_TRUE(plan_decode(s.problem, DeviceInfo::h200(), o, &plan).ok());
+    for (float q_scale : {1.f, 6.f}) {
+      testing::DecodeCaseSpec scaled = s;
+      scaled.q_scale = q_scale;
+      testing::DecodeCase c = testing::make_decode_case(scaled);
+      ASSERT_TRUE(cpu::run_decode(plan, c.host_tensors()).ok());
+      const testing::Comparison cmp = testing::check_decode(c);
+      EXPECT_TRUE(cmp.passed) << "window " << k.v.left << " softcap " << k.v.softcap << " sinks " << k.v.sinks
+                              << " tree " << k.v.tree << " splits " << plan.num_splits << ": " << cmp.summary();
+    }
+  }
+}
+
+ref::Result reference(testing::DecodeCase& c) { return ref::decode(c.problem, c.host_tensors()); }
+
+TEST(VariantEdges, WindowLargerThanTheContextIsNoWindow) {
+  testing::DecodeSpecBuilder b = testing::DecodeSpecBuilder(2, 4, 2, 200).head_dim(64).lens({200, 3});
+  b.queries(4, true);
+  testing::DecodeCase plain = testing::make_decode_case(b.spec);
+  testing::DecodeCase wide = testing::make_decode_case(spec_with(b, Variants{1 << 20, 0}));
+  const ref::Result x = reference(plain), y = reference(wide);
+  EXPECT_EQ(x.out, y.out);
+  EXPECT_EQ(x.lse, y.lse);
+}
+
+TEST(VariantEdges, CausalWindowOfOneKeySeesOnlyItsOwnPosition) {
+  testing::DecodeSpecBuilder b = testing::DecodeSpecBuilder(1, 2, 1, 50).head_dim(64);
+  b.queries(4, true);
+  testing::DecodeCase c = testing::make_decode_case(spec_with(b, Variants{0, -1}));
+  const ref::Result r = reference(c);
+  const DecodeTensors t = c.host_tensors();
+  for (int i = 0; i < 4; ++i) {
+    for (int d = 0; d < 64; ++d) {
+      EXPECT_EQ(r.out[((size_t(i)) * 2 + 1) * 64 + d], double(load_float(t.v, element_offset(t.v, 0, 46 + i, 0, d))));
+    }
+  }
+}
+
+TEST(VariantEdges, SinksOfMinusInfinityChangeNothingAndHugeOnesTakeEverything) {
+  const testing::DecodeSpecBuilder b = testing::DecodeSpecBuilder(2, 4, 2, 300).head_dim(64).lens({300, 0});
+  testing::DecodeCase plain = testing::make_decode_case(b.spec);
+  testing::DecodeCase sunk = testing::make_decode_case(spec_with(b, Variants{-1, -1, 0.f, true}));
+  std::fill(sunk.sinks.begin(), sunk.sinks.end(), -std::numeric_limits<float>::infinity());
+  const ref::Result x = reference(plain), y = reference(sunk);
+  EXPECT_EQ(x.out, y.out);
+  EXPECT_EQ(x.lse, y.lse);
+  // A huge sink takes the whole softmax: O ~ 0, LSE = the sink; +inf: O = 0 exactly, LSE = +inf.
+  sunk.sinks = {1e4f, std::numeric_limits<float>::infinity(), 1e4f, 1e4f};
+  const ref::Result z = reference(sunk);
+  for (int b2 = 0; b2 < 2; ++b2) {
+    for (int h = 0; h < 4; ++h) {
+      const double lse = z.lse[size_t(b2) * 4 + h];
+      if (h == 1) {
+        EXPECT_EQ(lse, kInf);
+      } else {
+        EXPECT_EQ(lse, 1e4);
+      }
+      for (int d = 0; d < 64; ++d) EXPECT_EQ(z.out[(size_t(b2) * 4 + h) * 64 + d], 0.0);
+    }
+  }
+  // The CPU backend agrees (the empty sequence 1 too: O = 0, LSE = the sink).
+  Plan plan;
+  ASSERT_TRUE(plan_decode(sunk.problem, DeviceInfo::h200(), {}, &plan).ok());
+  ASSERT_TRUE(cpu::run_decode(plan, sunk.host_tensors()).ok());
+  EXPECT_EQ(sunk.lse[1], std::numeric_limits<float>::infinity());
+  EXPECT_EQ(sunk.lse[4 + 0], 1e4f);
+}
+
+TEST(VariantEdges, TreeMaskHidingEveryDraftLeavesThePrefix) {
+  testing::DecodeSpecBuilder b = testing::DecodeSpecBuilder(2, 4, 2, 40).head_dim(64).lens({40, 8});
+  b.queries(8, true);
+  testing::DecodeCase c = testing::make_decode_case(spec_with(b, Variants{-1, -1, 0.f, false, true}));
+  std::fill(c.tree_mask.begin(), c.tree_mask.end(), 0);
+  const ref::Result r = reference(c);
+  std::vector<double> o;
+  double lse = 0;
+  for (int i = 0; i < 8; ++i) {
+    direct_row(c, 0, i, 0, &o, &lse);
+    EXPECT_NEAR(r.lse[size_t(i)], lse, 1e-9);
+    // Sequence 1 is all drafts: nothing visible, O = 0 and LSE = -inf.
+    EXPECT_EQ(r.lse[(size_t(1) * 4) * 8 + i], -kInf);
+  }
+  Plan plan;
+  ASSERT_TRUE(plan_decode(c.problem, DeviceInfo::h200(), {}, &plan).ok());
+  ASSERT_TRUE(cpu::run_decode(plan, c.host_tensors()).ok());
+  EXPECT_TRUE(testing::check_decode(c).passed);
+}
+
+// ---- the API's checks ---------------------------------------------------------------------------
+
+Status plan_status(const DecodeProblem& p) {
+  Plan plan;
+  return plan_decode(p, DeviceInfo::h200(), {}, &plan);
+}
+
+TEST(VariantValidation, BadValuesAreNamed) {
+  DecodeProblem p = testing::DecodeSpecBuilder(1, 4, 2, 100).spec.problem;
+  p.window_left = -2;
+  EXPECT_EQ(plan_status(p).argument(), "window_left");
+  p.window_left = -1;
+  p.window_right = -5;
+  EXPECT_EQ(plan_status(p).argument(), "window_right");
+  p.window_right = 1;
+  p.causal = true;
+  p.q_len = 2;
+  EXPECT_EQ(plan_status(p).argument(), "window_right");  // causal: -1 or 0
+  p.window_right = 0;
+  EXPECT_TRUE(plan_status(p).ok());
+  for (float cap : {-1.f, std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
+    p.softcap = cap;
+    EXPECT_EQ(plan_status(p).argument(), "softcap");
+  }
+  PrefillProblem f;
+  f.batch = 1, f.num_q_heads = 4, f.num_kv_heads = 2, f.head_dim = 128, f.max_q_len = 10, f.max_kv_len = 10;
+  f.window_left = -3;
+  Plan plan;
+  EXPECT_EQ(plan_prefill(f, DeviceInfo::h200(), {}, &plan).argument(), "window_left");
+}
+
+TEST(VariantValidation, SinksAndTreeMaskTensorsAreChecked) {
+  testing::DecodeSpecBuilder b = testing::DecodeSpecBuilder(2, 4, 2, 100).head_dim(64);
+  b.queries(4, true);
+  testing::DecodeCase c = testing::make_decode_case(spec_with(b, Variants{-1, -1, 0.f, true, true}));
+  Plan plan;
+  ASSERT_TRUE(plan_decode(c.problem, DeviceInfo::h200(), {}, &plan).ok());
+  // The argument named, up to its first '.' or '[' (sinks.shape[0] is sinks).
+  auto argument = [&](const DecodeTensors& t) {
+    const std::string a = cpu::run_decode(plan, t).argument();
+    return a.substr(0, a.find_first_of(".["));
+  };
+  DecodeTensors t = c.host_tensors();
+  EXPECT_TRUE(cpu::run_decode(plan, t).ok());
+  t.sinks = TensorRef{};
+  EXPECT_EQ(argument(t), "sinks");
+  t = c.host_tensors();
+  t.sinks.shape[0] = 3;
+  EXPECT_EQ(argument(t), "sinks");
+  t = c.host_tensors();
+  t.tree_mask.shape[2] = 2;
+  EXPECT_EQ(argument(t), "tree_mask");
+  t = c.host_tensors();
+  int32_t after[2] = {0, 0};
+  t.keys_after = TensorRef::contiguous(after, DType::kI32, {2});
+  EXPECT_EQ(argument(t), "tree_mask");
+  // Tensors for variants the problem does not ask for are refused too.
+  testing::DecodeCase plain = testing::make_decode_case(b.spec);
+  Plan plain_plan;
+  ASSERT_TRUE(plan_decode(plain.problem, DeviceInfo::h200(), {}, &plain_plan).ok());
+  DecodeTensors extra = plain.host_tensors();
+  extra.sinks = c.host_tensors().sinks;
+  EXPECT_EQ(cpu::run_decode(plain_plan, extra).argument(), "sinks");
+  extra = plain.host_tensors();
+  extra.tree_mask = c.host_tensors().tree_mask;
+  EXPECT_EQ(cpu::run_decode(plain_plan, extra).argument(), "tree_mask");
+}
+
+TEST(VariantValidation, SinksAreNotAddedToPartials) {
+  testing::DecodeCase c = testing::make_decode_case(
+      spec_with(testing::DecodeSpecBuilder(1, 4, 2, 100).head_dim(64), Variants{-1, -1, 0.f, true}));
+  Plan plan;
+  ASSERT_TRUE(plan_decode(c.problem, DeviceInfo::h200(), {}, &plan).ok());
+  std::vector<float> po(size_t(plan.num_splits) * 4 * 64), pl(size_t(plan.num_splits) * 4);
+  DecodeTensors t = c.host_tensors();
+  t.out = t.lse = TensorRef{};
+  t.partial_o = TensorRef::contiguous(po.data(), DType::kF32, {plan.num_splits, 1, 4, 64});
+  t.partial_lse = TensorRef::contiguous(pl.data(), DType::kF32, {plan.num_splits, 1, 4});
+  EXPECT_EQ(cpu::run_decode(plan, t).argument(), "sinks");
+}
+
+// Until a kernel family serves them, the GPU entry points refuse each variant by name (before any
+// device work), rather than run without it.
+TEST(VariantGpu, RunDecodeRefusesEachVariantByName) {
+  for (const auto& [v, name] : {std::pair<Variants, const char*>{Variants{64, -1}, "window_left"},
+                                {Variants{-1, -1, 30.f}, "softcap"},
+                                {Variants{-1, -1, 0.f, true}, "sinks"},
+                                {Variants{-1, -1, 0.f, false, true}, "tree_mask"}}) {
+    testing::DecodeSpecBuilder b = testing::DecodeSpecBuilder(1, 4, 2, 100).head_dim(64);
+    b.queries(2, true);
+    testing::DecodeCase c = testing::make_decode_case(spec_with(b, v));
+    Plan plan;
+    ASSERT_TRUE(plan_decode(c.problem, DeviceInfo::h200(), {}, &plan).ok());
+    const Status s = run_decode(plan, c.host_tensors(), nullptr, 0, nullptr);
+    EXPECT_EQ(s.code(), StatusCode::kUnsupported) << s.message();
+    EXPECT_EQ(s.argument(), name) << s.message();
+  }
+}
+
+}  // namespace
+}  // namespace splitkv
