@@ -18,7 +18,8 @@ Status to_dtype(const std::string& name, DType* dtype) {
 Status to_kv_format(const std::string& name, KvFormat* format) {
   const std::pair<const char*, KvFormat> names[] = {
       {"native", KvFormat::kNative}, {"fp16", KvFormat::kF16},   {"bf16", KvFormat::kBF16}, {"fp8", KvFormat::kFP8E4M3},
-      {"int8", KvFormat::kInt8},     {"int4", KvFormat::kInt4}, {"k8v4", KvFormat::kK8V4}};
+      {"int8", KvFormat::kInt8},     {"int4", KvFormat::kInt4}, {"k8v4", KvFormat::kK8V4},
+      {"int8_kc", KvFormat::kInt8Kc}, {"int4_kc", KvFormat::kInt4Kc}, {"k8v4_kc", KvFormat::kK8V4Kc}};
   for (const auto& [text, value] : names) {
     if (name == text) {
       *format = value;

@@ -57,10 +57,21 @@ struct DecodeTensors {
   //  int8/int4/k8v4:  float16 (scale, min) per token and KV head, indexed by the same page id
   //                   (or sequence) as k and v: paged [pages, Hkv, page_size, 2], contiguous
   //                   [batch, Hkv, capacity, 2]; strides free, the pair contiguous.
+  //  int8_kc/int4_kc/k8v4_kc: v_scales as int8/int4; k_scales float16 (scale[D], then min[D]) per
+  //                   KV head and group of 64 positions: paged [pages, Hkv, page_size / 64, 2 * D]
+  //                   (page_size a multiple of 64), contiguous [batch, Hkv, ceil(capacity / 64), 2 * D];
+  //                   the last dim contiguous.
   // The K and V tensors of a quantized cache hold codes: kFP8E4M3, kI8 (unsigned 0..255) or kI4
   // (unsigned 0..15, two per byte, element 2i in the low nibble; strides count nibbles).
   TensorRef k_scales;
   TensorRef v_scales;
+  // *_kc caches only (docs/KV_FORMATS.md, "Keys quantized per channel"): each sequence's newest two
+  // groups of keys in 16 bits, k_tail [tail slots, Hkv, 128, D] in the Q/O dtype (position p at row
+  // p % 128; the last dim contiguous), device memory; tail_slots: optional int32 [batch], device
+  // memory, sequence b's row of k_tail (empty: b). A tail slot outside k_tail gives NaN in that
+  // sequence.
+  TensorRef k_tail;
+  TensorRef tail_slots;
   TensorRef out;          // [batch, q_len, Hq, D], dtype of q (empty when partials are written); no two
                           // elements at one address (outputs' strides are checked for overlap)
   TensorRef lse;          // optional float32 [batch, Hq, q_len] (natural log); empty: not written
@@ -149,6 +160,8 @@ struct PrefillTensors {
   TensorRef v_scales;
   const int32_t* seq_lens_host = nullptr;
   const int32_t* block_table_host = nullptr;
+  TensorRef k_tail;      // *_kc caches: as DecodeTensors::k_tail
+  TensorRef tail_slots;  // as DecodeTensors::tail_slots
   TensorRef sinks;  // problem.sinks: float32 [Hq], as DecodeTensors::sinks
 };
 

@@ -17,11 +17,14 @@ const char* to_string(DType dtype);
 // Bits per element (4 for kI4).
 int bit_width(DType dtype);
 
-// How the KV cache stores keys and values, independent of the Q/O dtype. kNative stores them in
-// the problem's dtype (fp16 or bf16) and is the default; kF16/kBF16 say the same explicitly and
-// must then match the dtype. The quantized formats are named so the API does not change when
-// they arrive; until then they are rejected as unsupported.
-enum class KvFormat : int32_t { kNative, kF16, kBF16, kFP8E4M3, kInt8, kInt4, kK8V4 };
+// How the KV cache stores keys and values, independent of the Q/O dtype (docs/KV_FORMATS.md).
+// kNative stores them in the problem's dtype (fp16 or bf16) and is the default; kF16/kBF16 say the
+// same explicitly and must then match the dtype. kFP8E4M3, kInt8, kInt4 and kK8V4 quantize per head
+// (FP8) or per token. kInt8Kc, kInt4Kc and kK8V4Kc store values as kInt8, kInt4 and kK8V4 do, but
+// quantize keys per channel over groups of 64 positions, the newest incomplete group kept 16-bit in
+// a per-sequence tail (robust to the outlier channels of real models' keys); the GPU kernels do not
+// read them yet (the CPU backend and the reference do).
+enum class KvFormat : int32_t { kNative, kF16, kBF16, kFP8E4M3, kInt8, kInt4, kK8V4, kInt8Kc, kInt4Kc, kK8V4Kc };
 
 const char* to_string(KvFormat format);
 

@@ -443,7 +443,10 @@ NB_MODULE(_splitkv, m) {
       .value("fp8_e4m3", KvFormat::kFP8E4M3)
       .value("int8", KvFormat::kInt8)
       .value("int4", KvFormat::kInt4)
-      .value("k8v4", KvFormat::kK8V4);
+      .value("k8v4", KvFormat::kK8V4)
+      .value("int8_kc", KvFormat::kInt8Kc)
+      .value("int4_kc", KvFormat::kInt4Kc)
+      .value("k8v4_kc", KvFormat::kK8V4Kc);
 
   nb::enum_<Strategy>(m, "Strategy")
       .value("auto", Strategy::kAuto)

@@ -187,6 +187,14 @@ namespace {
 
 // The attention variants the GPU kernels do not serve yet (docs/VARIANTS.md): refused by name, the
 // first one set, rather than run without it. The CPU backend and the fp64 reference implement them.
+// A cache format no GPU kernel reads yet (the *_kc formats), refused by name.
+Status refuse_unread_format(KvFormat format, DType dtype) {
+  const detail::KvFormatTraits f = detail::kv_format_traits(detail::resolve_kv_format(format, dtype));
+  if (f.gpu_reads) return Status::success();
+  return Status::unsupported("kv_format", std::string(f.name) + ": the GPU kernels do not read channel-quantized keys "
+                                                              "yet (the CPU backend and the reference do)");
+}
+
 Status refuse_unserved_variants(int window_left, int window_right, float softcap, bool sinks, bool tree_mask) {
   const char* argument = window_left >= 0    ? "window_left"
                          : window_right >= 0 ? "window_right"
@@ -210,6 +218,7 @@ Status run_decode(const Plan& plan, const DecodeTensors& t, void* workspace, siz
   if (Status s = refuse_unserved_variants(pr.window_left, pr.window_right, pr.softcap, pr.sinks, pr.tree_mask); !s) {
     return s;
   }
+  if (Status s = refuse_unread_format(pr.kv_format, pr.dtype); !s) return s;
   if (plan.decode_via_prefill) return run_decode_via_prefill(plan, t, workspace, workspace_bytes, stream);
   if (Status s = detail::validate_decode_partials(pr, plan.num_splits, t); !s) return s;
   // The caller's partial buffers replace the workspace's (and the combine).
@@ -566,6 +575,7 @@ Status run_prefill(const Plan& plan, const PrefillTensors& t, void* workspace, s
   if (Status s = detail::validate_prefill_problem(pr); !s) return s;
   if (Status s = detail::validate_prefill_tensors(pr, t); !s) return s;
   if (Status s = refuse_unserved_variants(pr.window_left, pr.window_right, pr.softcap, pr.sinks, false); !s) return s;
+  if (Status s = refuse_unread_format(pr.kv_format, pr.dtype); !s) return s;
   if (Status s = detail::validate_workspace(plan.workspace_bytes, workspace, workspace_bytes); !s) return s;
   if (Status s = note_workspace_use(plan, workspace); !s) return s;
   if (plan.dequantized_cache) return prefill_over_staging(plan, t, workspace, stream);

@@ -38,6 +38,10 @@ Status validate_problem(const AppendKvProblem& p) {
   // Every format is written here, including those no attention kernel reads yet.
   const KvFormat format = detail::resolve_kv_format(p.kv_format, p.dtype);
   const KvFormatTraits traits = detail::kv_format_traits(format);
+  if (traits.channel_keys) {
+    return Status::unsupported("kv_format", std::string(traits.name) + ": appending to a cache with channel-quantized "
+                                            "keys is not implemented on the GPU yet (its rule: docs/KV_FORMATS.md)");
+  }
   if (!traits.quantized && traits.k_element != p.dtype) {
     return Status::unsupported("kv_format", std::string("a 16-bit cache must hold the dtype of the new rows (") +
                                                 to_string(p.dtype) + "), got " + traits.name);

@@ -36,6 +36,7 @@ enum class KvScales {
   kNone,          // 16-bit values
   kPerHead,       // fp32 [Hkv], K and V each their own (fp8)
   kPerTokenPair,  // fp16 (scale, min) per token and KV head (int8, int4)
+  kPerChannelGroup,  // fp16 (scale[D], min[D]) per 64-position group and KV head (the keys of *_kc)
 };
 
 struct KvFormatTraits {
@@ -43,8 +44,12 @@ struct KvFormatTraits {
   DType k_element;   // element type of the K tensor (kNative: resolved first)
   DType v_element;   // element type of the V tensor
   bool quantized;    // codes plus scales
-  bool implemented;  // kernels exist for it
-  KvScales scales;
+  bool implemented;  // the API takes it (the GPU kernels may not: gpu_reads)
+  KvScales scales;   // of V, and of K unless channel_keys
+  bool channel_keys = false;  // *_kc: keys per channel over groups (KvScales::kPerChannelGroup) plus a tail
+  bool gpu_reads = true;      // decode and chunked-prefill kernels read it
+
+  SPLITKV_HD constexpr KvScales k_scales() const { return channel_keys ? KvScales::kPerChannelGroup : scales; }
 };
 
 SPLITKV_HD constexpr KvFormatTraits kv_format_traits(KvFormat format) {
@@ -56,6 +61,9 @@ SPLITKV_HD constexpr KvFormatTraits kv_format_traits(KvFormat format) {
     case KvFormat::kInt8: return {"int8", DType::kI8, DType::kI8, true, true, KvScales::kPerTokenPair};
     case KvFormat::kInt4: return {"int4", DType::kI4, DType::kI4, true, true, KvScales::kPerTokenPair};
     case KvFormat::kK8V4: return {"k8v4", DType::kI8, DType::kI4, true, true, KvScales::kPerTokenPair};
+    case KvFormat::kInt8Kc: return {"int8_kc", DType::kI8, DType::kI8, true, true, KvScales::kPerTokenPair, true, false};
+    case KvFormat::kInt4Kc: return {"int4_kc", DType::kI4, DType::kI4, true, true, KvScales::kPerTokenPair, true, false};
+    case KvFormat::kK8V4Kc: return {"k8v4_kc", DType::kI8, DType::kI4, true, true, KvScales::kPerTokenPair, true, false};
   }
   return {"unknown", DType::kBF16, DType::kBF16, false, false, KvScales::kNone};
 }
@@ -66,11 +74,22 @@ SPLITKV_HD constexpr KvFormat resolve_kv_format(KvFormat format, DType dtype) {
   return dtype == DType::kF16 ? KvFormat::kF16 : KvFormat::kBF16;
 }
 
+// The per-token format whose codes (and values) a *_kc format shares; other formats themselves.
+SPLITKV_HD constexpr KvFormat base_kv_format(KvFormat format) {
+  switch (format) {
+    case KvFormat::kInt8Kc: return KvFormat::kInt8;
+    case KvFormat::kInt4Kc: return KvFormat::kInt4;
+    case KvFormat::kK8V4Kc: return KvFormat::kK8V4;
+    default: return format;
+  }
+}
+
 // How the registry keys a KV format: 16-bit caches in the Q/O dtype are every family's "native"
-// format; a quantized format is its own key.
+// format; a quantized format is its own key, a *_kc format its base's (the planner sizes its tiles
+// like the base's; the run refuses it while no kernel reads channel-quantized keys).
 SPLITKV_HD constexpr KvFormat registry_kv_format(KvFormat format, DType dtype) {
   const KvFormat resolved = resolve_kv_format(format, dtype);
-  return kv_format_traits(resolved).quantized ? resolved : KvFormat::kNative;
+  return kv_format_traits(resolved).quantized ? base_kv_format(resolved) : KvFormat::kNative;
 }
 
 }  // namespace splitkv::detail

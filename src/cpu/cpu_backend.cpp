@@ -91,7 +91,7 @@ Status run_decode(const Plan& plan, const DecodeTensors& t) {
   std::vector<float> part_o(size_t(S) * rows * D), part_lse(size_t(S) * rows);
   std::vector<char> bad_sequence(p.batch, 0);
   const KvFormat format = detail::resolve_kv_format(p.kv_format, p.dtype);
-  const quant::KvRowReader k_rows(format, false, t.k, t.k_scales, D), v_rows(format, true, t.v, t.v_scales, D);
+  const quant::KvRowReader k_rows(format, false, t.k, t.k_scales, D, t.k_tail), v_rows(format, true, t.v, t.v_scales, D);
 
   // Phase 1: one task per (sequence, KV head, split), as one GPU thread block would do.
   detail::parallel_for(int64_t(p.batch) * Hkv * S, [&](int64_t task) {
@@ -103,6 +103,15 @@ Status run_decode(const Plan& plan, const DecodeTensors& t) {
     if (len < 0 || len > max_len || after < 0) {
       bad_sequence[b] = 1;
       len = 0, after = 0;
+    }
+    // A *_kc cache's tail slot (tail_slots[b], or b) must lie in k_tail: else NaN in this sequence.
+    int64_t tail = 0;
+    if (k_rows.channel_keys()) {
+      tail = t.tail_slots.empty() ? b : detail::load_i32(t.tail_slots, element_offset(t.tail_slots, b));
+      if (tail < 0 || tail >= k_rows.tail_slots()) {
+        bad_sequence[b] = 1;
+        len = 0, after = 0;
+      }
     }
     const detail::SplitSpan span = detail::split_span(len, split, S, plan.split_tokens, plan.block_n);
     const int lo = span.lo, hi = span.end;
@@ -117,7 +126,7 @@ Status run_decode(const Plan& plan, const DecodeTensors& t) {
           continue;
         }
       }
-      k_rows.read(page, slot, hkv, &k[size_t(tok) * D]);
+      k_rows.read(page, slot, hkv, tok, len, tail, &k[size_t(tok) * D]);
       v_rows.read(page, slot, hkv, &v[size_t(tok) * D]);
     }
     for (int i = 0; i < Lq; ++i) {

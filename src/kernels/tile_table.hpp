@@ -3,6 +3,7 @@
 // disagree about block sizes or shared-memory use.
 #pragma once
 
+#include "common/formats.hpp"
 #include "common/host_device.hpp"
 #include "splitkv/types.hpp"
 
@@ -93,7 +94,7 @@ struct KvCodeBits {
 };
 
 constexpr KvCodeBits kv_code_bits(KvFormat format) {
-  switch (format) {
+  switch (detail::base_kv_format(format)) {  // a *_kc format's codes are its base's
     case KvFormat::kFP8E4M3: return {8, 8, false};
     case KvFormat::kInt8: return {8, 8, true};
     case KvFormat::kInt4: return {4, 4, true};

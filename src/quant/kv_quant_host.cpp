@@ -152,7 +152,7 @@ void dequantize_row_int(const uint8_t* codes_packed, int d, int bits, RowScale s
 
 Status check_token_head_bytes(KvFormat format, int d) {
   const int f = static_cast<int>(format);
-  if (f < static_cast<int>(KvFormat::kNative) || f > static_cast<int>(KvFormat::kK8V4)) {
+  if (f < static_cast<int>(KvFormat::kNative) || f > static_cast<int>(KvFormat::kK8V4Kc)) {
     return Status::invalid("kv_format", "a KvFormat value", std::to_string(f));
   }
   if (d < 1) return Status::invalid("head_dim", ">= 1", std::to_string(d));

@@ -11,7 +11,7 @@
 //   codes        [blocks, slots, Hkv, D]    INT8 bytes or INT4 nibbles (element 2i low nibble), as
 //                                           the per-token formats; a row is written when its group
 //                                           completes, and read only then;
-//   group_scales fp16 [blocks, Hkv, groups, 2, D], groups = ceil(slots / 64), the [2, D] part
+//   group_scales fp16 [blocks, Hkv, groups, 2 * D], groups = ceil(slots / 64), the last dim
 //                contiguous: (scale[c], min[c]) of channel c over the group's 64 rows;
 //   tail         fp16 or bf16 [tail_slots, Hkv, 128, D], D contiguous: a ring of two groups per
 //                sequence; the row of position p is p % 128.

@@ -29,20 +29,32 @@ void gather_row(const TensorRef& t, int64_t base_offset, int d, float* dst) {
   for (int j = 0; j < d; ++j) dst[j] = load_float(t, base_offset + j * t.stride[t.rank - 1]);
 }
 
+// Sequence b's row of a *_kc cache's k_tail: tail_slots[b], or b without tail_slots.
+int64_t tail_slot_of(const TensorRef& tail_slots, int b) {
+  return tail_slots.empty() ? b : detail::load_i32(tail_slots, element_offset(tail_slots, b));
+}
+
 // The first `len` keys and values of sequence b, KV head hkv, from a decode cache (contiguous, or
 // paged through the block table), as the values they stand for (dequantized for quantized formats).
-void read_cache(int page_size, const TensorRef& block_table, const quant::KvRowReader& k_rows,
-                const quant::KvRowReader& v_rows, int b, int hkv, int len, int d, std::vector<float>* k,
-                std::vector<float>* v) {
+// A *_kc cache's tail slot outside its k_tail makes the keys NaN.
+void read_cache(int page_size, const TensorRef& block_table, const TensorRef& tail_slots,
+                const quant::KvRowReader& k_rows, const quant::KvRowReader& v_rows, int b, int hkv, int len, int d,
+                std::vector<float>* k, std::vector<float>* v) {
   k->assign(size_t(len) * d, 0.f);
   v->assign(size_t(len) * d, 0.f);
+  const int64_t tail = k_rows.channel_keys() ? tail_slot_of(tail_slots, b) : 0;
+  const bool bad_tail = k_rows.channel_keys() && (tail < 0 || tail >= k_rows.tail_slots());
   for (int tok = 0; tok < len; ++tok) {
     int64_t page = b, slot = tok;
     if (page_size > 0) {
       page = detail::load_i32(block_table, element_offset(block_table, b, tok / page_size));
       slot = tok % page_size;
     }
-    k_rows.read(page, slot, hkv, &(*k)[size_t(tok) * d]);
+    if (bad_tail) {
+      std::fill_n(&(*k)[size_t(tok) * d], d, std::numeric_limits<float>::quiet_NaN());
+    } else {
+      k_rows.read(page, slot, hkv, tok, len, tail, &(*k)[size_t(tok) * d]);
+    }
     v_rows.read(page, slot, hkv, &(*v)[size_t(tok) * d]);
   }
 }
@@ -91,7 +103,7 @@ Result decode_shard(const DecodeProblem& p, const DecodeTensors& t, const Shard&
   const int32_t* lens = static_cast<const int32_t*>(t.seq_lens.data);
   // K and V as the values the cache stands for (dequantized when the format is quantized).
   const KvFormat format = detail::resolve_kv_format(p.kv_format, p.dtype);
-  const quant::KvRowReader k_rows(format, false, t.k, t.k_scales, D), v_rows(format, true, t.v, t.v_scales, D);
+  const quant::KvRowReader k_rows(format, false, t.k, t.k_scales, D, t.k_tail), v_rows(format, true, t.v, t.v_scales, D);
 
   detail::parallel_for(int64_t(p.batch) * Hkv, [&](int64_t g) {
     const int b = static_cast<int>(g / Hkv), hkv = static_cast<int>(g % Hkv);
@@ -100,7 +112,7 @@ Result decode_shard(const DecodeProblem& p, const DecodeTensors& t, const Shard&
     const int offset = shard.key_offset ? shard.key_offset[b] : 0;
     const int total = shard.total_len ? shard.total_len[b] : len;
     std::vector<float> k, v, q(D);
-    read_cache(p.page_size, t.block_table, k_rows, v_rows, b, hkv, len, D, &k, &v);
+    read_cache(p.page_size, t.block_table, t.tail_slots, k_rows, v_rows, b, hkv, len, D, &k, &v);
     round_for_method(options, p.dtype, &k, &v);
     for (int i = 0; i < Lq; ++i) {
       for (int h = 0; h < group; ++h) {
@@ -133,7 +145,7 @@ Result prefill(const PrefillProblem& p, const PrefillTensors& t, const Options& 
   const int32_t* cache_lens = static_cast<const int32_t*>(t.seq_lens.data);
   // Chunked prefill reads a decode cache through the same row reader as decode.
   const KvFormat format = detail::resolve_kv_format(p.kv_format, p.dtype);
-  const quant::KvRowReader k_rows(format, false, t.k, t.k_scales, D), v_rows(format, true, t.v, t.v_scales, D);
+  const quant::KvRowReader k_rows(format, false, t.k, t.k_scales, D, t.k_tail), v_rows(format, true, t.v, t.v_scales, D);
 
   detail::parallel_for(int64_t(p.batch) * Hkv, [&](int64_t g) {
     const int b = static_cast<int>(g / Hkv), hkv = static_cast<int>(g % Hkv);
@@ -144,7 +156,7 @@ Result prefill(const PrefillProblem& p, const PrefillTensors& t, const Options& 
     int k_len = 0;
     if (p.kv_cache) {
       k_len = cache_lens[b];
-      read_cache(p.page_size, t.block_table, k_rows, v_rows, b, hkv, k_len, D, &k, &v);
+      read_cache(p.page_size, t.block_table, t.tail_slots, k_rows, v_rows, b, hkv, k_len, D, &k, &v);
       round_for_method(options, p.dtype, &k, &v);
     } else {
       const bool packed = p.varlen;  // varlen K/V: [total_k, Hkv, D] by cu_seqlens_k

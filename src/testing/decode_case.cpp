@@ -7,6 +7,7 @@
 #include <random>
 
 #include "quant/kv_quant_host.hpp"
+#include "quant/kv_rows.hpp"
 #include "testing/random_fill.hpp"
 
 namespace splitkv::testing {
@@ -26,6 +27,10 @@ DecodeTensors DecodeCase::host_tensors() {
     t.k_scales.data = k_scales.data();
     t.v_scales = v_scales_ref;
     t.v_scales.data = v_scales.data();
+  }
+  if (k_tail.size() > 0) {
+    t.k_tail = k_tail_ref;
+    t.k_tail.data = k_tail.data();
   }
   t.seq_lens = TensorRef::contiguous(seq_lens.data(), DType::kI32, {problem.batch});
   if (problem.page_size > 0) {
@@ -166,6 +171,18 @@ DecodeCase make_decode_case(const DecodeCaseSpec& spec) {
   }
   c.v_scales = c.k_scales;
   c.v_scales_ref = c.k_scales_ref;
+  // *_kc: keys per channel over groups of 64 positions plus a 16-bit tail per sequence, written below
+  // by the host definition's append (scales and tail NaN where nothing is appended).
+  const bool channel_keys = kv.channel_keys;
+  const int64_t groups = (slab_tokens + quant::kKeyGroup - 1) / quant::kKeyGroup;
+  if (channel_keys) {
+    c.k_scales = ElementBuffer(DType::kF16, size_t(slabs * Hkv * groups * 2 * D));
+    c.k_scales.fill_nan(0, c.k_scales.size());
+    c.k_scales_ref = TensorRef::contiguous(nullptr, DType::kF16, {slabs, Hkv, groups, 2 * D});
+    c.k_tail = ElementBuffer(p.dtype, size_t(B * Hkv * quant::kKeyTailRows * D));
+    c.k_tail.fill_nan(0, c.k_tail.size());
+    c.k_tail_ref = TensorRef::contiguous(nullptr, p.dtype, {B, Hkv, quant::kKeyTailRows, D});
+  }
   CacheSide k_side{c.k, c.k_scales, c.k_scales_ref, kv.scales, int(D), int(Hkv)};
   CacheSide v_side{c.v, c.v_scales, c.v_scales_ref, kv.scales, int(D), int(Hkv)};
   // Rows in chunks of 256 on all threads (a long case spends most of its GPU test's time here
@@ -174,11 +191,33 @@ DecodeCase make_decode_case(const DecodeCaseSpec& spec) {
     for (int64_t row = first_row; row < last_row; ++row) {
       for (int64_t h = 0; h < Hkv + pad; ++h) {
         const int64_t first = first_element(row, h);
-        k_side.write(first, row / slab_tokens, row % slab_tokens, h, g);
+        if (!channel_keys) k_side.write(first, row / slab_tokens, row % slab_tokens, h, g);
         v_side.write(first, row / slab_tokens, row % slab_tokens, h, g);
       }
     }
   });
+  if (channel_keys) {  // every sequence's keys appended in one call, its tokens in position order
+    std::vector<float> keys;
+    std::vector<quant::KcAppendToken> tokens;
+    for (int64_t b = 0; b < B; ++b) {
+      for (int64_t pos = 0; pos < c.seq_lens[size_t(b)]; ++pos) tokens.push_back({});
+    }
+    keys.resize(tokens.size() * size_t(Hkv * D));
+    std::normal_distribution<float> normal(0.f, 1.f);
+    for (float& x : keys) x = detail::round_to(normal(rng), p.dtype);
+    size_t n = 0;
+    for (int64_t b = 0; b < B; ++b) {
+      for (int64_t pos = 0; pos < c.seq_lens[size_t(b)]; ++pos, ++n) {
+        const int64_t block = p.page_size > 0 ? c.block_table[size_t(b * c.max_pages + pos / slab_tokens)] : b;
+        tokens[n] = {block * slab_tokens + pos % slab_tokens, pos, b, &keys[n * size_t(Hkv * D)]};
+      }
+    }
+    TensorRef codes = c.k_ref, scales = c.k_scales_ref, tail = c.k_tail_ref;
+    codes.data = c.k.data();
+    scales.data = c.k_scales.data();
+    tail.data = c.k_tail.data();
+    quant::append_keys(quant::kc_key_view(codes, scales, tail), tokens);
+  }
 
   if (spec.poison_unused) {
     // Everything no valid key uses becomes NaN: padding, slots past each length, unused pages.
@@ -194,7 +233,7 @@ DecodeCase make_decode_case(const DecodeCaseSpec& spec) {
       for (int64_t h = 0; h < Hkv + pad; ++h) {
         if (used[size_t(row)] && h < Hkv) continue;
         const int64_t first = first_element(row, h);
-        k_side.poison(first, row / slab_tokens, row % slab_tokens, h);
+        if (!channel_keys) k_side.poison(first, row / slab_tokens, row % slab_tokens, h);
         v_side.poison(first, row / slab_tokens, row % slab_tokens, h);
       }
     }

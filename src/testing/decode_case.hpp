@@ -65,6 +65,9 @@ struct DecodeCase {
   ElementBuffer k, v;                // values, or codes of a quantized format
   ElementBuffer k_scales, v_scales;  // quantized formats: per-head fp32 or per-token fp16 pairs
   TensorRef k_scales_ref, v_scales_ref;
+  // *_kc formats: the keys' per-channel group scales are k_scales; each sequence's tail (row b).
+  ElementBuffer k_tail;
+  TensorRef k_tail_ref;
   std::vector<float> lse;
   std::vector<int32_t> seq_lens, block_table;
   // problem.sinks: a logit per query head (random in [-3, 8]); problem.tree_mask: [B, q_len,

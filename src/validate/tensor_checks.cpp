@@ -9,7 +9,7 @@ namespace splitkv::detail {
 std::string str(int64_t v) { return std::to_string(v); }
 
 bool known(DType dtype) { return int(dtype) >= int(DType::kF16) && int(dtype) <= int(DType::kI64); }
-bool known(KvFormat format) { return int(format) >= int(KvFormat::kNative) && int(format) <= int(KvFormat::kK8V4); }
+bool known(KvFormat format) { return int(format) >= int(KvFormat::kNative) && int(format) <= int(KvFormat::kK8V4Kc); }
 
 std::string name_of(DType dtype) { return known(dtype) ? to_string(dtype) : "value " + str(int(dtype)); }
 
@@ -105,6 +105,12 @@ Status check_kv_scale_tensor(const std::string& name, const TensorRef& s, KvScal
         }
       }
       return Status::success();
+    case KvScales::kPerChannelGroup: {
+      // [blocks, Hkv, groups of 64 slots, 2 * D]: scale[D] then min[D] per group, D contiguous.
+      const int64_t groups = (cache.shape[1] + 63) / 64;
+      return check_tensor(name, s, Expect{DType::kF16, {cache.shape[0], num_kv_heads, groups, 2 * cache.shape[3]},
+                                          false, true});
+    }
   }
   return Status::success();
 }

@@ -174,6 +174,7 @@ struct CacheBinding {
   const TensorRef &k, &v, &k_scales, &v_scales, &seq_lens, &block_table;
   const int32_t* seq_lens_host;
   const int32_t* block_table_host;
+  const TensorRef &k_tail, &tail_slots;
 };
 
 Status check_kv_cache(const CacheBinding& c) {
@@ -187,9 +188,34 @@ Status check_kv_cache(const CacheBinding& c) {
   if (Status s = check_tensor("v", c.v, Expect{v_element(c.kv_format, c.dtype), v_shape}); !s) return s;
   // Scales of a quantized cache (docs/KV_FORMATS.md); none for a 16-bit one.
   const KvFormatTraits f = kv_format_traits(resolve_kv_format(c.kv_format, c.dtype));
-  if (Status s = check_kv_scale_tensor("k_scales", c.k_scales, f.scales, f.name, c.k, Hkv); !s) return s;
+  if (f.channel_keys && paged && c.page_size % 64 != 0) {
+    return Status::invalid("page_size", std::string("a multiple of 64 for a ") + f.name +
+                                            " cache (a key group never spans pages)",
+                           str(c.page_size));
+  }
+  if (Status s = check_kv_scale_tensor("k_scales", c.k_scales, f.k_scales(), f.name, c.k, Hkv); !s) return s;
   if (Status s = check_kv_scale_tensor("v_scales", c.v_scales, f.scales, f.name, c.k, Hkv); !s) return s;
   if (Status s = check_tensor("seq_lens", c.seq_lens, Expect{DType::kI32, {B}, false, true}); !s) return s;
+  if (!f.channel_keys) {
+    for (const auto& [name, tensor] : {std::pair<const char*, const TensorRef*>{"k_tail", &c.k_tail},
+                                       {"tail_slots", &c.tail_slots}}) {
+      if (!tensor->empty()) {
+        return Status::invalid(name, std::string("empty for a ") + f.name + " cache (only *_kc caches have tails)",
+                               "a tensor");
+      }
+    }
+  } else {
+    // The tail: the newest two key groups of each sequence, 16-bit, [tail slots, Hkv, 128, D].
+    if (Status s = check_tensor("k_tail", c.k_tail, Expect{c.dtype, {kAnySize, Hkv, 128, D}}); !s) return s;
+    if (c.tail_slots.empty()) {
+      if (c.k_tail.shape[0] < B) {
+        return Status::invalid("k_tail.shape[0]", ">= batch (" + str(B) + ": sequence b's tail is row b without "
+                                                  "tail_slots)", str(c.k_tail.shape[0]));
+      }
+    } else if (Status s = check_tensor("tail_slots", c.tail_slots, Expect{DType::kI32, {B}, false, false}); !s) {
+      return s;
+    }
+  }
   if (paged) {
     const int64_t min_pages = std::max<int64_t>(1, (int64_t(c.max_kv_len) + c.page_size - 1) / c.page_size);
     if (Status s = check_tensor("block_table", c.block_table, Expect{DType::kI32, {B, -min_pages}, false, true});
@@ -232,7 +258,8 @@ Status validate_decode_tensors(const DecodeProblem& p, const DecodeTensors& t) {
   const int64_t B = p.batch, Lq = p.q_len, Hq = p.num_q_heads, D = p.head_dim;
   if (Status s = check_tensor("q", t.q, Expect{p.dtype, {B, Lq, Hq, D}}); !s) return s;
   const CacheBinding cache{B, p.num_kv_heads, D, p.page_size, p.max_kv_len, p.dtype, p.kv_format, t.k, t.v,
-                           t.k_scales, t.v_scales, t.seq_lens, t.block_table, t.seq_lens_host, t.block_table_host};
+                           t.k_scales, t.v_scales, t.seq_lens, t.block_table, t.seq_lens_host, t.block_table_host,
+                           t.k_tail, t.tail_slots};
   if (Status s = check_kv_cache(cache); !s) return s;
   if (!t.keys_after.empty()) {
     if (Status s = check_tensor("keys_after", t.keys_after, Expect{DType::kI32, {B}, false, true}); !s) return s;
@@ -331,7 +358,7 @@ Status check_prefill_keys(const PrefillProblem& p, const PrefillTensors& t) {
   if (p.kv_cache) {
     return check_kv_cache(CacheBinding{B, Hkv, D, p.page_size, p.max_kv_len, p.dtype, p.kv_format, t.k, t.v,
                                        t.k_scales, t.v_scales, t.seq_lens, t.block_table, t.seq_lens_host,
-                                       t.block_table_host});
+                                       t.block_table_host, t.k_tail, t.tail_slots});
   }
   const DType k_type = k_element(p.kv_format, p.dtype), v_type = v_element(p.kv_format, p.dtype);
   if (!p.varlen) {
@@ -354,7 +381,9 @@ Status validate_prefill_tensors(const PrefillProblem& p, const PrefillTensors& t
     for (const auto& [name, tensor] : {std::pair<const char*, const TensorRef*>{"seq_lens", &t.seq_lens},
                                        {"block_table", &t.block_table},
                                        {"k_scales", &t.k_scales},
-                                       {"v_scales", &t.v_scales}}) {
+                                       {"v_scales", &t.v_scales},
+                                       {"k_tail", &t.k_tail},
+                                       {"tail_slots", &t.tail_slots}}) {
       if (!tensor->empty()) {
         return Status::invalid(name, "empty unless kv_cache (K/V token tensors carry their own lengths)", "a tensor");
       }

@@ -12,7 +12,11 @@
 #include <vector>
 
 #include "common/half_convert.hpp"
+#include "cpu/cpu_backend.hpp"
 #include "quant/kv_quant_kc.hpp"
+#include "splitkv/append_kv.hpp"
+#include "splitkv/splitkv.hpp"
+#include "testing/decode_check.hpp"
 
 namespace splitkv::quant {
 namespace {
@@ -256,3 +260,131 @@ TEST(KcView, BadViewsAreNamed) {
 
 }  // namespace
 }  // namespace splitkv::quant
+
+// ---- the *_kc formats through the API: planning, the CPU backend, the reference, the checks ------
+
+
+namespace splitkv {
+namespace {
+
+const KvFormat kKcFormats[] = {KvFormat::kInt8Kc, KvFormat::kInt4Kc, KvFormat::kK8V4Kc};
+
+// The CPU backend over channel-quantized keys (complete groups from codes, the newest from the tail)
+// matches the fp64 reference over the values the cache stands for.
+TEST(KcFormats, CpuBackendMatchesReference) {
+  for (KvFormat f : kKcFormats) {
+    testing::DecodeSpecBuilder contiguous = testing::DecodeSpecBuilder(3, 8, 2, 700).head_dim(64).format(f).lens({700, 63, 0});
+    testing::DecodeSpecBuilder paged64 = testing::DecodeSpecBuilder(3, 32, 8, 1000).format(f).paged(64).lens({1000, 64, 1});
+    testing::DecodeSpecBuilder paged128 = testing::DecodeSpecBuilder(2, 8, 2, 500).head_dim(64).format(f).paged(128);
+    paged128.queries(4, true);
+    for (const testing::DecodeSpecBuilder& b : {contiguous, paged64, paged128}) {
+      for (int splits : {0, 3}) {
+        PlanOptions o;
+        o.num_splits = splits;
+        Plan plan;
+        ASSERT_TRUE(plan_decode(b.spec.problem, DeviceInfo::h200(), o, &plan).ok()) << to_string(f);
+        testing::DecodeCase c = testing::make_decode_case(b.spec);
+        ASSERT_TRUE(cpu::run_decode(plan, c.host_tensors()).ok()) << to_string(f);
+        const testing::Comparison cmp = testing::check_decode(c);
+        EXPECT_TRUE(cmp.passed) << to_string(f) << " page " << b.spec.problem.page_size << " splits "
+                                << plan.num_splits << ": " << cmp.summary();
+      }
+    }
+  }
+}
+
+// A tail slot outside k_tail (device data) is NaN in that sequence only.
+TEST(KcFormats, ATailSlotOutsideTheTailIsNaNInItsSequenceOnly) {
+  testing::DecodeCase c = testing::make_decode_case(
+      testing::DecodeSpecBuilder(3, 8, 2, 300).head_dim(64).format(KvFormat::kInt4Kc).lens({300, 200, 100}).spec);
+  Plan plan;
+  ASSERT_TRUE(plan_decode(c.problem, DeviceInfo::h200(), {}, &plan).ok());
+  for (int32_t bad : {-1, 3, 1 << 30}) {
+    std::vector<int32_t> slots = {0, bad, 2};
+    DecodeTensors t = c.host_tensors();
+    t.tail_slots = TensorRef::contiguous(slots.data(), DType::kI32, {3});
+    testing::poison_outputs(c);
+    ASSERT_TRUE(cpu::run_decode(plan, t).ok());
+    for (int b = 0; b < 3; ++b) {
+      const float lse = c.lse[size_t(b) * 8];
+      EXPECT_EQ(std::isnan(lse), b == 1) << "tail slot " << bad << " sequence " << b;
+    }
+  }
+  // tail_slots naming the rows differently reads those rows.
+  std::vector<int32_t> identity = {0, 1, 2};
+  DecodeTensors t = c.host_tensors();
+  t.tail_slots = TensorRef::contiguous(identity.data(), DType::kI32, {3});
+  ASSERT_TRUE(cpu::run_decode(plan, t).ok());
+  EXPECT_TRUE(testing::check_decode(c).passed);
+}
+
+TEST(KcFormats, PlansLikeTheBaseFormatAndTheGpuRefusesByName) {
+  for (KvFormat f : kKcFormats) {
+    DecodeProblem p = testing::DecodeSpecBuilder(8, 32, 8, 32768).format(f).spec.problem;
+    DecodeProblem base = p;
+    base.kv_format = detail::base_kv_format(f);
+    Plan plan, base_plan;
+    ASSERT_TRUE(plan_decode(p, DeviceInfo::h200(), {}, &plan).ok());
+    ASSERT_TRUE(plan_decode(base, DeviceInfo::h200(), {}, &base_plan).ok());
+    EXPECT_EQ(plan.family, base_plan.family);
+    EXPECT_EQ(plan.num_splits, base_plan.num_splits);
+    testing::DecodeCase c =
+        testing::make_decode_case(testing::DecodeSpecBuilder(1, 4, 2, 100).head_dim(64).format(f).spec);
+    Plan small;
+    ASSERT_TRUE(plan_decode(c.problem, DeviceInfo::h200(), {}, &small).ok());
+    const Status s = run_decode(small, c.host_tensors(), nullptr, 0, nullptr);
+    EXPECT_EQ(s.code(), StatusCode::kUnsupported) << s.message();
+    EXPECT_EQ(s.argument(), "kv_format") << s.message();
+    AppendKvProblem ap;
+    ap.num_tokens = 0;
+    ap.num_kv_heads = 2;
+    ap.head_dim = 64;
+    ap.kv_format = f;
+    EXPECT_EQ(run_append_kv(ap, AppendKvTensors{}, nullptr).argument(), "kv_format");
+  }
+}
+
+TEST(KcFormats, CacheTensorsAreCheckedByName) {
+  testing::DecodeCase c =
+      testing::make_decode_case(testing::DecodeSpecBuilder(2, 4, 2, 200).head_dim(64).format(KvFormat::kK8V4Kc).spec);
+  Plan plan;
+  ASSERT_TRUE(plan_decode(c.problem, DeviceInfo::h200(), {}, &plan).ok());
+  auto argument = [&](const DecodeTensors& t) {
+    const std::string a = cpu::run_decode(plan, t).argument();
+    return a.substr(0, a.find_first_of(".["));
+  };
+  DecodeTensors t = c.host_tensors();
+  ASSERT_TRUE(cpu::run_decode(plan, t).ok());
+  t.k_tail = TensorRef{};
+  EXPECT_EQ(argument(t), "k_tail");
+  t = c.host_tensors();
+  t.k_tail.shape[2] = 64;  // one group, not the ring of two
+  EXPECT_EQ(argument(t), "k_tail");
+  t = c.host_tensors();
+  t.k_tail.shape[0] = 1;  // fewer rows than sequences, no tail_slots
+  EXPECT_EQ(argument(t), "k_tail");
+  t = c.host_tensors();
+  t.k_scales.shape[3] = 64;  // per-token pairs' width, not 2 * D
+  EXPECT_EQ(argument(t), "k_scales");
+  t = c.host_tensors();
+  std::vector<int64_t> wide(2);
+  t.tail_slots = TensorRef::contiguous(wide.data(), DType::kI64, {2});
+  EXPECT_EQ(argument(t), "tail_slots");
+  // Pages must hold whole key groups.
+  testing::DecodeCase p16 = testing::make_decode_case(
+      testing::DecodeSpecBuilder(1, 4, 2, 100).head_dim(64).format(KvFormat::kInt4Kc).paged(16).spec);
+  Plan plan16;
+  ASSERT_TRUE(plan_decode(p16.problem, DeviceInfo::h200(), {}, &plan16).ok());
+  EXPECT_EQ(cpu::run_decode(plan16, p16.host_tensors()).argument(), "page_size");
+  // A tail on a per-token cache is refused too.
+  testing::DecodeCase int4 =
+      testing::make_decode_case(testing::DecodeSpecBuilder(2, 4, 2, 200).head_dim(64).format(KvFormat::kInt4).spec);
+  Plan int4_plan;
+  ASSERT_TRUE(plan_decode(int4.problem, DeviceInfo::h200(), {}, &int4_plan).ok());
+  DecodeTensors extra = int4.host_tensors();
+  extra.k_tail = c.host_tensors().k_tail;
+  EXPECT_EQ(cpu::run_decode(int4_plan, extra).argument(), "k_tail");
+}
+
+}  // namespace
+}  // namespace splitkv
