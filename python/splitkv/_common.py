@@ -317,3 +317,38 @@ def device_info(device):
 def tuning_names():
     """The PlanTuning switches (one description in the C++ options table)."""
     return tuple(n for n in dir(_C.PlanTuning) if not n.startswith("_"))
+
+
+NO_WINDOW = (-1, -1)
+
+
+def variants_requested(window_size, softcap, sinks, tree_mask):
+    """The first attention variant asked for (docs/VARIANTS.md), or None."""
+    try:
+        window = tuple(int(x) for x in window_size)
+    except (TypeError, ValueError) as e:
+        raise invalid("window_size", "a pair (left, right) of ints, -1 for unbounded", window_size) from e
+    if window != NO_WINDOW:
+        return "window_size"
+    if softcap:
+        return "softcap"
+    if sinks is not None:
+        return "sinks"
+    if tree_mask is not None:
+        return "tree_mask"
+    return None
+
+
+def set_variants(problem, window_size, softcap, sinks, tree_mask):
+    """Writes the variants into a DecodeProblem (tree_mask) or PrefillProblem; the C++ checks name
+    a bad value (window_left, window_right, softcap)."""
+    try:
+        left, right = (int(x) for x in window_size)
+    except (TypeError, ValueError) as e:
+        raise invalid("window_size", "a pair (left, right) of ints, -1 for unbounded", window_size) from e
+    problem.window_left, problem.window_right = left, right
+    problem.softcap = float(softcap)
+    problem.sinks = sinks is not None
+    if tree_mask is not None:
+        problem.tree_mask = True
+    return problem

@@ -103,16 +103,27 @@ def _decode_call(q, k_cache, v_cache, seq_lens, block_table, options, kv_format,
 
 
 def decode(q, k_cache, v_cache, seq_lens, block_table, *, causal, softmax_scale, num_splits, max_splits,
-           split_tokens, out, return_lse, max_seqlen_k, family=None, kv_format=None, k_scales=None, v_scales=None):
+           split_tokens, out, return_lse, max_seqlen_k, family=None, kv_format=None, k_scales=None, v_scales=None,
+           window_size=cm.NO_WINDOW, softcap=0.0, sinks=None, tree_mask=None):
     options = dict(causal=causal, softmax_scale=softmax_scale, num_splits=num_splits, max_splits=max_splits,
-                   split_tokens=split_tokens, max_seqlen_k=max_seqlen_k, family=family)
+                   split_tokens=split_tokens, max_seqlen_k=max_seqlen_k, family=family,
+                   variants=(window_size, softcap, sinks, tree_mask))
     q, lead, scales = _decode_call(q, k_cache, v_cache, seq_lens, block_table, options, kv_format, k_scales, v_scales)
+    sinks = None if sinks is None else np.ascontiguousarray(as_array(sinks, "sinks"), dtype=np.float32)
+    if tree_mask is not None:
+        tree_mask = as_array(tree_mask, "tree_mask")
+        if tree_mask.dtype.name != "uint8":
+            raise cm.invalid("tree_mask.dtype", "uint8 (numpy.packbits(mask, axis=-1, bitorder='little'))",
+                             tree_mask.dtype.name)
     if out is None:
         out = np.empty(q.shape, dtype=q.dtype)
     else:
         out = as_array(out, "out")
     lse = np.empty((q.shape[0], q.shape[2], q.shape[1]), dtype=np.float32) if return_lse else None
-    _C.cpu_run_decode(*lead, desc(out, "out"), desc(lse, "lse"), *scales)
+    tree_desc = None if tree_mask is None else cm.code_desc(tree_mask.__array_interface__["data"][0], cm.I8,
+                                                             tree_mask.shape, tree_mask.strides)
+    _C.cpu_run_decode(*lead, desc(out, "out"), desc(lse, "lse"), *scales, sinks=desc(sinks, "sinks"),
+                      tree_mask=tree_desc)
     return (out, lse) if return_lse else out
 
 
@@ -132,9 +143,11 @@ def decode_shard(q, k_cache, v_cache, seq_lens, block_table, keys_after, *, caus
 
 
 def plan_decode(q, k_cache, seq_lens, block_table, *, causal, softmax_scale, num_splits, max_splits, split_tokens,
-                max_seqlen_k, family=None, device="h200", kv_format=None, prefill_route=True):
+                max_seqlen_k, family=None, device="h200", kv_format=None, prefill_route=True, variants=None):
     problem = cm.decode_problem(q.shape, k_cache.shape, None if block_table is None else block_table.shape,
                                 code(q, "q"), causal, softmax_scale, max_seqlen_k, cm.kv_format(kv_format))
+    if variants is not None:
+        cm.set_variants(problem, *variants)
     # prefill_route off for shards: keys_after and partials need the decode kernels.
     options = cm.plan_options(None, num_splits, max_splits, split_tokens, family=family,
                               tuning={"prefill_route": bool(prefill_route)})

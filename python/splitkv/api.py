@@ -22,7 +22,8 @@ else:
 
 def decode(q, k_cache, v_cache, seq_lens, block_table=None, *, causal=False, softmax_scale=None, num_splits=0,
            max_splits=0, split_tokens=0, out=None, return_lse=False, workspace=None, max_seqlen_k=None,
-           family=None, kv_format=None, k_scales=None, v_scales=None):
+           family=None, kv_format=None, k_scales=None, v_scales=None, window_size=(-1, -1), softcap=0.0,
+           sinks=None, tree_mask=None):
     """Attention of 1..16 new queries per sequence against a KV cache.
 
     q: [B, q_len, Hq, D] (fp16/bf16); k_cache, v_cache: contiguous [B, capacity, Hkv, D] or, with
@@ -42,8 +43,19 @@ def decode(q, k_cache, v_cache, seq_lens, block_table=None, *, causal=False, sof
     [pages, Hkv, page_size, 2] (contiguous: [B, Hkv, capacity, 2]). splitkv.quantize_kv makes them.
     A format without kernels raises NotImplementedError naming kv_format (the C++ message).
 
+    Attention variants (docs/VARIANTS.md): window_size=(left, right) as FlashAttention's (-1:
+    unbounded; causal takes right -1 or 0), softcap (0: off), sinks (float32 [Hq]: a logit per query
+    head in every row's denominator; the LSE returned includes it), tree_mask (uint8 [B, q_len,
+    ceil(q_len / 8)], numpy.packbits(mask, axis=-1, bitorder='little') of which draft token each
+    query sees). The CPU backend (numpy arrays) implements them; torch tensors raise
+    NotImplementedError naming the variant until the GPU kernels do.
+
     Returns out, or (out, lse).
     """
+    variant = cm.variants_requested(window_size, softcap, sinks, tree_mask)
+    if isinstance(q, _Tensor) and variant is not None:
+        raise cm.unsupported(variant, "the GPU kernels and the torch ops do not implement this attention variant "
+                                      "yet (numpy arrays on the CPU backend do; docs/VARIANTS.md)")
     if isinstance(q, _Tensor):
         # Positional on purpose: passing these 13 by keyword measured slower per call.
         return _torch_ops.decode(q, k_cache, v_cache, seq_lens, block_table, causal, softmax_scale, num_splits,
@@ -52,7 +64,8 @@ def decode(q, k_cache, v_cache, seq_lens, block_table=None, *, causal=False, sof
     return _numpy.decode(q, k_cache, v_cache, seq_lens, block_table, causal=causal, softmax_scale=softmax_scale,
                          num_splits=num_splits, max_splits=max_splits, split_tokens=split_tokens, out=out,
                          return_lse=return_lse, max_seqlen_k=max_seqlen_k, family=family, kv_format=kv_format,
-                         k_scales=k_scales, v_scales=v_scales)
+                         k_scales=k_scales, v_scales=v_scales, window_size=window_size, softcap=softcap, sinks=sinks,
+                         tree_mask=tree_mask)
 
 
 def decode_shard(q, k_cache, v_cache, seq_lens, block_table=None, *, keys_after=None, causal=False,

@@ -500,7 +500,12 @@ NB_MODULE(_splitkv, m) {
           .def_rw("causal", &DecodeProblem::causal)
           .def_rw("dtype", &DecodeProblem::dtype)
           .def_rw("softmax_scale", &DecodeProblem::softmax_scale)
-          .def_rw("kv_format", &DecodeProblem::kv_format);
+          .def_rw("kv_format", &DecodeProblem::kv_format)
+          .def_rw("window_left", &DecodeProblem::window_left, "sliding window: keys before the query (-1: all)")
+          .def_rw("window_right", &DecodeProblem::window_right, "sliding window: keys after the query (-1: all)")
+          .def_rw("softcap", &DecodeProblem::softcap, "logit softcap (0: off)")
+          .def_rw("sinks", &DecodeProblem::sinks, "a sink logit per query head (tensor `sinks`)")
+          .def_rw("tree_mask", &DecodeProblem::tree_mask, "a tree mask over the draft tokens (tensor `tree_mask`)");
 
   nb::class_<PrefillProblem>(m, "PrefillProblem", "Prefill shapes (the planner's input)")
           .def(
@@ -779,9 +784,11 @@ NB_MODULE(_splitkv, m) {
       "cpu_run_decode",
       [](const Plan& plan, nb::handle q, nb::handle k, nb::handle v, nb::handle seq_lens, nb::handle block_table,
          nb::handle out, nb::handle lse, nb::handle k_scales, nb::handle v_scales, nb::handle keys_after,
-         nb::handle partial_o, nb::handle partial_lse) {
+         nb::handle partial_o, nb::handle partial_lse, nb::handle sinks, nb::handle tree_mask) {
         DecodeTensors t = decode_tensors(q, k, v, seq_lens, block_table, out, lse, k_scales, v_scales);
         add_shard_tensors(keys_after, partial_o, partial_lse, &t);
+        t.sinks = tensor_ref(sinks, "sinks");
+        t.tree_mask = tensor_ref(tree_mask, "tree_mask");
         t.seq_lens_host = host_int32(t.seq_lens);
         t.block_table_host = host_int32(t.block_table);
         Status s;
@@ -793,7 +800,8 @@ NB_MODULE(_splitkv, m) {
       },
       "plan"_a, "q"_a, "k"_a, "v"_a, "seq_lens"_a, "block_table"_a.none(), "out"_a.none(), "lse"_a.none(),
       "k_scales"_a.none() = nb::none(), "v_scales"_a.none() = nb::none(), "keys_after"_a.none() = nb::none(),
-      "partial_o"_a.none() = nb::none(), "partial_lse"_a.none() = nb::none(),
+      "partial_o"_a.none() = nb::none(), "partial_lse"_a.none() = nb::none(), "sinks"_a.none() = nb::none(),
+      "tree_mask"_a.none() = nb::none(),
       "Runs a decode plan on the CPU backend (host memory); lengths and page ids are checked first. "
       "Quantized caches (plan.decode.kv_format) take their scales in k_scales / v_scales; a shard of a "
       "longer context takes keys_after and writes its split partials to partial_o / partial_lse.");

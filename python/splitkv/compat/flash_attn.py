@@ -15,8 +15,10 @@ and return values, for the subset splitkv supports:
 Causal masks are aligned bottom-right, as in flash-attn >= 2.1. Forward only (no autograd).
 Anything splitkv does not do raises NotImplementedError (splitkv.UnsupportedError) naming the
 argument: rotary_cos/rotary_sin, cache_batch_idx, cache_leftpad, alibi_slopes, window_size other
-than (-1, -1), softcap != 0, dropout_p != 0, block_table in varlen, gradients, Sq > 16 in
-flash_attn_with_kvcache, and head dims or dtypes this build lacks.
+than (-1, -1), softcap != 0, s_aux (vLLM's attention sinks), dropout_p != 0, block_table in varlen,
+gradients, Sq > 16 in flash_attn_with_kvcache, and head dims or dtypes this build lacks. The
+window, softcap and sinks have splitkv's semantics already (docs/VARIANTS.md; the CPU backend runs
+them on numpy arrays); these fronts take them once the GPU kernels do.
 
 The outputs are those of splitkv.decode / splitkv.prefill with the same arguments, bit for bit.
 """
@@ -41,7 +43,8 @@ def _unsupported(argument, what):
 
 def _check_window(window_size):
     if window_size is not _NO_WINDOW and tuple(window_size) != _NO_WINDOW:
-        raise _unsupported("window_size", f"local (sliding-window) attention is not supported, got {tuple(window_size)}")
+        raise _unsupported("window_size", "sliding-window attention is not served by the GPU kernels yet "
+                                          f"(docs/VARIANTS.md), got {tuple(window_size)}")
 
 
 def _check_no_grad(*tensors):
@@ -113,7 +116,8 @@ def _append_kv(q, k_cache, v_cache, k, v, cache_seqlens, block_table):
 def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None, rotary_sin=None,
                             cache_seqlens=None, cache_batch_idx=None, cache_leftpad=None, block_table=None,
                             softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0,
-                            rotary_interleaved=True, alibi_slopes=None, num_splits=0, return_softmax_lse=False):
+                            rotary_interleaved=True, alibi_slopes=None, num_splits=0, return_softmax_lse=False,
+                            s_aux=None):
     """flash_attn.flash_attn_with_kvcache on splitkv (see the module docstring for the subset)."""
     if rotary_cos is not None or rotary_sin is not None:
         raise _unsupported("rotary_cos" if rotary_cos is not None else "rotary_sin",
@@ -125,7 +129,9 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     if alibi_slopes is not None:
         raise _unsupported("alibi_slopes", "ALiBi is not supported")
     if softcap != 0.0:
-        raise _unsupported("softcap", f"score soft-capping is not supported, got {softcap}")
+        raise _unsupported("softcap", f"score soft-capping is not served by the GPU kernels yet, got {softcap}")
+    if s_aux is not None:
+        raise _unsupported("s_aux", "attention sinks are not served by the GPU kernels yet (docs/VARIANTS.md)")
     _check_window(window_size)
     if q.dim() == 4 and q.shape[1] > _MAX_DECODE_Q:
         raise _unsupported("q.shape[1]", f"decode takes 1..{_MAX_DECODE_Q} queries per sequence, got {q.shape[1]}")
@@ -160,7 +166,7 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
     if alibi_slopes is not None:
         raise _unsupported("alibi_slopes", "ALiBi is not supported")
     if softcap != 0.0:
-        raise _unsupported("softcap", f"score soft-capping is not supported, got {softcap}")
+        raise _unsupported("softcap", f"score soft-capping is not served by the GPU kernels yet, got {softcap}")
     if block_table is not None:
         raise _unsupported("block_table", "paged KV is not supported in prefill; use flash_attn_with_kvcache")
     _check_window(window_size)

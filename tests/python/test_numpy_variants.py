@@ -1,0 +1,106 @@
+"""Attention variants through the numpy front (the CPU backend), against an fp64 numpy transcription
+of docs/VARIANTS.md: sliding window, softcap, sinks, tree masks and their combination."""
+
+import numpy as np
+import pytest
+
+import splitkv
+from conftest import DecodeCase, assert_close_to_reference
+
+
+def expected(c, causal, window=(-1, -1), softcap=0.0, sinks=None, tree=None):
+    """fp64 attention of every row under the variants' definitions."""
+    q, k, v, lens, bt = c.args()
+    batch, q_len, hq, d = q.shape
+    hkv = k.shape[2]
+    out = np.zeros((batch, q_len, hq, d))
+    lse = np.full((batch, hq, q_len), -np.inf)
+    for b in range(batch):
+        n = int(lens[b])
+        if bt is None:
+            keys, values = k[b, :n].astype(np.float64), v[b, :n].astype(np.float64)
+        else:
+            ps = k.shape[1]
+            rows = [(bt[b, t // ps], t % ps) for t in range(n)]
+            keys = np.array([k[p, s] for p, s in rows], dtype=np.float64).reshape(n, hkv, d)
+            values = np.array([v[p, s] for p, s in rows], dtype=np.float64).reshape(n, hkv, d)
+        for i in range(q_len):
+            pos = n - q_len + i
+            seen = np.ones(n, dtype=bool)
+            j = np.arange(n)
+            if window[0] >= 0:
+                seen &= j >= pos - window[0]
+            if window[1] >= 0:
+                seen &= j <= pos + window[1]
+            drafts = j >= n - q_len
+            if causal:
+                seen &= (j <= pos) | (drafts if tree is not None else False)
+            if tree is not None:
+                bits = np.unpackbits(tree[b, i], bitorder="little")[:q_len]
+                seen &= ~drafts | bits[np.clip(j - (n - q_len), 0, q_len - 1)].astype(bool)
+            for h in range(hq):
+                s = keys[:, h // (hq // hkv)] @ q[b, i, h].astype(np.float64) / np.sqrt(d)
+                if softcap:
+                    s = softcap * np.tanh(s / softcap)
+                s = np.where(seen, s, -np.inf)
+                sink = -np.inf if sinks is None else float(sinks[h])
+                top = max(s.max(initial=-np.inf), sink)
+                if top == -np.inf:
+                    continue
+                w = np.exp(s - top)
+                total = w.sum() + (np.exp(sink - top) if sink > -np.inf else 0.0)
+                out[b, i, h] = w @ values[:, h // (hq // hkv)] / total
+                lse[b, h, i] = top + np.log(total)
+    return out, lse
+
+
+def random_tree(rng, batch, q_len):
+    mask = np.zeros((batch, q_len, q_len), dtype=bool)
+    for b in range(batch):
+        parent = [-1] * q_len
+        for i in range(q_len):
+            parent[i] = int(rng.integers(-1, i)) if i > 0 else -1
+            j = i
+            while j >= 0:
+                mask[b, i, j] = True
+                j = parent[j]
+    return np.packbits(mask, axis=-1, bitorder="little")
+
+
+@pytest.mark.parametrize("page_size", [0, 16])
+@pytest.mark.parametrize("variant", ["window", "softcap", "sinks", "tree", "all"])
+def test_variants_match_their_definition(variant, page_size):
+    rng = np.random.default_rng(7)
+    c = DecodeCase(batch=3, q_len=4, hq=8, hkv=2, d=64, lens=(300, 6, 0), page_size=page_size, seed=3)
+    kw = {}
+    if variant in ("window", "all"):
+        kw["window_size"] = (50, 0)
+    if variant in ("softcap", "all"):
+        kw["softcap"] = 2.0
+    if variant in ("sinks", "all"):
+        kw["sinks"] = rng.uniform(-2, 6, size=8).astype(np.float32)
+    if variant in ("tree", "all"):
+        kw["tree_mask"] = random_tree(rng, 3, 4)
+    out, lse = splitkv.decode(*c.args(), causal=True, num_splits=3, return_lse=True, **kw)
+    ref_out, ref_lse = expected(c, True, kw.get("window_size", (-1, -1)), kw.get("softcap", 0.0), kw.get("sinks"),
+                                kw.get("tree_mask"))
+    if "sinks" in kw:  # a row without keys: O = 0, LSE = its sink
+        assert (out[2] == 0).all() and np.allclose(lse[2], kw["sinks"][:, None])
+        ref_lse[2] = lse[2]
+    assert_close_to_reference(out, lse, ref_out, ref_lse)
+
+
+def test_bad_variants_are_named():
+    c = DecodeCase(batch=1, q_len=2, hq=4, hkv=2, d=64, lens=(30,))
+    with pytest.raises(splitkv.InvalidArgumentError) as e:
+        splitkv.decode(*c.args(), causal=True, window_size=(-1, 3))
+    assert e.value.argument == "window_right"
+    with pytest.raises(splitkv.InvalidArgumentError) as e:
+        splitkv.decode(*c.args(), softcap=-1.0)
+    assert e.value.argument == "softcap"
+    with pytest.raises(splitkv.InvalidArgumentError) as e:
+        splitkv.decode(*c.args(), window_size=5)
+    assert e.value.argument == "window_size"
+    with pytest.raises(splitkv.InvalidArgumentError) as e:
+        splitkv.decode(*c.args(), sinks=np.zeros(3, dtype=np.float32))
+    assert e.value.argument.startswith("sinks")
