@@ -18,31 +18,18 @@ I4 = _C.DType.int4.value
 FP8 = _C.DType.fp8_e4m3.value
 DTYPE_BY_CODE = {d.value: d for d in _C.DType}
 
-# KV cache formats (docs/KV_FORMATS.md) by name; None is native (the Q/O dtype, unquantized).
-_KV_FORMATS = {
-    None: _C.KvFormat.native,
-    "native": _C.KvFormat.native,
-    "fp16": _C.KvFormat.fp16,
-    "float16": _C.KvFormat.fp16,
-    "bf16": _C.KvFormat.bf16,
-    "bfloat16": _C.KvFormat.bf16,
-    "fp8": _C.KvFormat.fp8_e4m3,
-    "fp8_e4m3": _C.KvFormat.fp8_e4m3,
-    "float8_e4m3fn": _C.KvFormat.fp8_e4m3,
-    "int8": _C.KvFormat.int8,
-    "int4": _C.KvFormat.int4,
-    "k8v4": _C.KvFormat.k8v4,
-}
-KV_FORMAT_NAMES = "native, fp16, bf16, fp8, int8, int4 or k8v4"
+# KV cache formats (docs/KV_FORMATS.md), from the C++ formats table (src/common/formats.hpp): by
+# name, plus the dtype spellings people use for the 16-bit and FP8 caches; None is native.
+_FORMAT_TABLE = _C.kv_format_table()
+_KV_FORMATS = {row[1]: row[0] for row in _FORMAT_TABLE}
+_KV_FORMATS.update({None: _C.KvFormat.native, "float16": _C.KvFormat.fp16, "bfloat16": _C.KvFormat.bf16,
+                    "fp8_e4m3": _C.KvFormat.fp8_e4m3, "float8_e4m3fn": _C.KvFormat.fp8_e4m3})
+KV_FORMAT_NAMES = ", ".join(row[1] for row in _FORMAT_TABLE[:-1]) + " or " + _FORMAT_TABLE[-1][1]
 
 # Element types of the K and V codes of each quantized format (None: 16-bit values) and what its
-# scale tensors hold: "head" fp32 [Hkv]; "pair" fp16 (scale, min) [blocks, Hkv, slots, 2].
-KV_ELEMENTS = {
-    _C.KvFormat.fp8_e4m3: (FP8, FP8, "head"),
-    _C.KvFormat.int8: (I8, I8, "pair"),
-    _C.KvFormat.int4: (I4, I4, "pair"),
-    _C.KvFormat.k8v4: (I8, I4, "pair"),
-}
+# scale tensors hold: "head" fp32 [Hkv]; "pair" fp16 (scale, min) [blocks, Hkv, slots, 2]; "group"
+# (the keys of a *_kc format) fp16 [blocks, Hkv, groups, 2 * D], with a 16-bit tail.
+KV_ELEMENTS = {row[0]: (row[2], row[3], "group" if row[6] else row[5]) for row in _FORMAT_TABLE if row[4]}
 ELEMENT_NAMES = {FP8: "fp8", I8: "int8", I4: "int4"}
 
 # What each argument's dtype must be, for messages about dtypes splitkv has no code for.
@@ -134,7 +121,7 @@ def dtype_code(dtype, argument="dtype"):
 
 
 def kv_format(name):
-    """A KvFormat from a KvFormat, None (native) or a name: native, fp16, bf16, fp8, int8, int4, k8v4."""
+    """A KvFormat from a KvFormat, None (native) or a name (KV_FORMAT_NAMES)."""
     if isinstance(name, _C.KvFormat):
         return name
     fmt = _KV_FORMATS.get(name) if isinstance(name, str) or name is None else None
@@ -156,6 +143,8 @@ def expected_scales(fmt, argument, hkv=None):
     name = "fp8" if fmt == _C.KvFormat.fp8_e4m3 else fmt.name
     if kind == "head":
         return f"float32 [{'Hkv' if hkv is None else hkv}] per-KV-head scales for an {name} cache"
+    if kind == "group" and argument.startswith("k"):
+        return f"float16 per-channel key scales [blocks, Hkv, groups, 2 * D] for an {name} cache"
     return f"float16 (scale, min) pairs [blocks, Hkv, slots, 2] for an {name} cache"
 
 

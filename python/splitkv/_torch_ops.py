@@ -498,6 +498,10 @@ def append_kv_out(k, v, k_cache, v_cache, slots, k_scales=None, v_scales=None, k
     if any(t is not None and t.get_device() != dev for _, t in named):
         _check_devices(dev, named, "k_cache")
     fmt = cm.kv_format(kv_format)
+    elements = cm.kv_elements(fmt)
+    if elements is not None and elements[2] == "group":
+        raise cm.unsupported("kv_format", f"{fmt.name}: appending to channel-quantized keys is not implemented "
+                                          "yet (docs/KV_FORMATS.md)")
     if dev < 0:
         _append_cpu(k, v, k_cache, v_cache, slots, k_scales, v_scales, fmt)
         return

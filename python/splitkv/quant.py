@@ -38,6 +38,9 @@ def _quantized_format(kv_format):
     elements = cm.kv_elements(fmt)
     if elements is None:
         raise cm.invalid("kv_format", "a quantized format (fp8, int8, int4 or k8v4)", fmt.name)
+    if elements[2] == "group":
+        raise cm.unsupported("kv_format", f"{fmt.name}: the Python quantizer does not build channel-quantized keys "
+                                          "yet (docs/KV_FORMATS.md)")
     return fmt, elements
 
 

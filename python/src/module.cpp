@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "validate/validate.hpp"
+#include "common/formats.hpp"
 #include "common/host_tensor.hpp"
 #include "common/parallel_for.hpp"
 #include "cpu/cpu_backend.hpp"
@@ -650,6 +651,24 @@ NB_MODULE(_splitkv, m) {
         return info;
       },
       "index"_a = 0, "Describes GPU `index`; raises NoDeviceError without a usable GPU.");
+  // The formats table (src/common/formats.hpp), the one spelling the Python package derives its
+  // names, element types and scale kinds from.
+  m.def(
+      "kv_format_table",
+      []() {
+        nb::list rows;
+        for (int f = int(KvFormat::kNative); f <= int(KvFormat::kK8V4Kc); ++f) {
+          const detail::KvFormatTraits t = detail::kv_format_traits(KvFormat(f));
+          const char* scales = t.scales == detail::KvScales::kPerHead        ? "head"
+                               : t.scales == detail::KvScales::kPerTokenPair ? "pair"
+                                                                            : "none";
+          rows.append(nb::make_tuple(KvFormat(f), t.name, int(t.k_element), int(t.v_element), t.quantized, scales,
+                                     t.channel_keys, t.gpu_reads));
+        }
+        return rows;
+      },
+      "Every KvFormat: (format, name, k element, v element, quantized, scale kind of V (and of K unless "
+      "channel keys): none/head/pair, channel_keys, read by the GPU kernels)");
   m.def("compiled_head_dims", &compiled_head_dims);
   m.def("dtype_compiled", &dtype_compiled, "dtype"_a);
 

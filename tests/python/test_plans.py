@@ -153,3 +153,13 @@ def test_merge_names_and_tuning_switches_come_from_the_options_table():
     assert not splitkv.plan_decode(**shape, l2_prefetch=False).l2_prefetch
     with pytest.raises(TypeError, match="unexpected"):
         splitkv.plan_decode(**shape, no_such_switch=True)
+
+
+def test_the_python_format_names_come_from_the_cpp_table():
+    from splitkv import _common as cm
+    from splitkv import _splitkv as C
+    for fmt, name, *_ in C.kv_format_table():
+        assert cm.kv_format(name) == fmt
+    assert "int4_kc" in cm.KV_FORMAT_NAMES and cm.kv_elements(C.KvFormat.int4_kc)[2] == "group"
+    with pytest.raises(NotImplementedError):
+        splitkv.quantize_kv(np.zeros((1, 64, 1, 64), np.float32), np.zeros((1, 64, 1, 64), np.float32), "int4_kc")
