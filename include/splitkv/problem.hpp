@@ -177,6 +177,9 @@ struct CombineProblem {
   int num_heads = 0;  // query heads
   int head_dim = 0;
   DType dtype = DType::kBF16;  // of out
+  // A sink logit per head joins each merged row once (docs/VARIANTS.md): the way to add sinks to
+  // partials computed without them (context shards). Not yet served by the GPU combine kernel.
+  bool sinks = false;
 };
 
 struct CombineTensors {
@@ -186,6 +189,7 @@ struct CombineTensors {
   TensorRef partial_lse;  // [num_splits, batch * seq_len, num_heads]
   TensorRef out;          // [batch, seq_len, num_heads, head_dim], dtype
   TensorRef lse;          // optional float32 [batch, num_heads, seq_len]; empty: not written
+  TensorRef sinks;        // problem.sinks: float32 [num_heads], as DecodeTensors::sinks
 };
 
 }  // namespace splitkv

@@ -220,12 +220,22 @@ def reference_prefill(problem, q, k, v, cu_seqlens_q, cu_seqlens_k):
     return out.reshape(b, lq, hq, d), lse.reshape(b, hq, lq)
 
 
-def combine(partial_o, partial_lse, *, out, seq_len, dtype, return_lse):
-    """Host merge of split partials (fp64 arithmetic, the combine rule of the kernels)."""
+def combine(partial_o, partial_lse, *, out, seq_len, dtype, return_lse, sinks=None):
+    """Host merge of split partials (fp64 arithmetic, the combine rule of the kernels); sinks
+    [heads] fold once into every merged row."""
     partial_o = as_array(partial_o, "partial_o")
     partial_lse = as_array(partial_lse, "partial_lse")
     o, lse = combine_math(partial_o.astype(np.float64), partial_lse.astype(np.float64))
     num_splits, rows, heads, d = partial_o.shape
+    if sinks is not None:
+        sinks = as_array(sinks, "sinks").astype(np.float64)
+        if sinks.shape != (heads,):
+            raise cm.invalid("sinks", f"float32 [{heads}] (one logit per head)", str(list(sinks.shape)))
+        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+            total = np.logaddexp(lse, sinks[None, :])
+            weight = np.where(np.isneginf(lse), 0.0, np.exp(lse - total))
+        o = o * weight[..., None]
+        lse = total
     if out is None:
         batch = rows // seq_len
         out = np.empty((batch, seq_len, heads, d), dtype=np.float16 if dtype is None else dtype)

@@ -118,7 +118,7 @@ def prefill(q, k, v, *, cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=None,
                           kv_format=kv_format)
 
 
-def combine(partial_o, partial_lse, *, out=None, seq_len=1, dtype=None, return_lse=False):
+def combine(partial_o, partial_lse, *, out=None, seq_len=1, dtype=None, return_lse=False, sinks=None):
     """Merges split partials computed by the caller (e.g. shards of a KV cache attended separately).
 
     partial_o: fp32 [num_splits, batch * seq_len, H, D], each normalized over its own keys;
@@ -127,11 +127,16 @@ def combine(partial_o, partial_lse, *, out=None, seq_len=1, dtype=None, return_l
     torch, fp16 for numpy). LSE (return_lse): fp32 [batch, H, seq_len]. Splits are folded in
     order (deterministic); empty partials (LSE = -inf) weigh 0; rows with no keys give 0, -inf.
     CUDA tensors run the combine kernel; host arrays and CPU tensors an fp64 host merge.
+    sinks: float32 [H], a sink logit per head folded once into every merged row (docs/VARIANTS.md):
+    how shards computed without sinks get them; host arrays only so far.
     """
+    if isinstance(partial_o, _Tensor) and sinks is not None:
+        raise cm.unsupported("sinks", "the combine kernel does not fold sinks yet (host arrays do; docs/VARIANTS.md)")
     if isinstance(partial_o, _Tensor):
         return _torch_ops.combine(partial_o, partial_lse, out=out, seq_len=seq_len, dtype=dtype,
                                   return_lse=return_lse)
-    return _numpy.combine(partial_o, partial_lse, out=out, seq_len=seq_len, dtype=dtype, return_lse=return_lse)
+    return _numpy.combine(partial_o, partial_lse, out=out, seq_len=seq_len, dtype=dtype, return_lse=return_lse,
+                          sinks=sinks)
 
 
 def append_kv(k, v, k_cache, v_cache, slots, *, k_scales=None, v_scales=None, kv_format=None):

@@ -584,6 +584,7 @@ Status run_prefill(const Plan& plan, const PrefillTensors& t, void* workspace, s
 
 Status run_combine(const CombineProblem& pr, const CombineTensors& t, Stream stream) {
   if (Status s = detail::validate_combine(pr, t); !s) return s;
+  if (Status s = refuse_unserved_variants(-1, -1, 0.f, pr.sinks, false); !s) return s;
   OutputParams partials{};
   partials.mode = OutputMode::kPartial;
   partials.partial_o = static_cast<float*>(t.partial_o.data);

@@ -483,6 +483,7 @@ Status validate_combine(const CombineProblem& p, const CombineTensors& t) {
   }
   if (Status s = check_row_major("partial_lse", t.partial_lse); !s) return s;
   if (Status s = check_out(t.out, Expect{p.dtype, {p.batch, p.seq_len, H, D}}); !s) return s;
+  if (Status s = check_sinks(p.sinks, t.sinks, H); !s) return s;
   return check_optional_lse(t.lse, {p.batch, H, p.seq_len});
 }
 

@@ -338,5 +338,22 @@ TEST(VariantGpu, RunDecodeRefusesEachVariantByName) {
   }
 }
 
+TEST(VariantGpu, RunCombineChecksAndRefusesSinks) {
+  std::vector<float> po(2 * 3 * 4 * 64, 0.f), pl(2 * 3 * 4, 0.f), sinks(4, 1.f);
+  std::vector<uint16_t> out(3 * 4 * 64);
+  CombineProblem p;
+  p.num_splits = 2, p.batch = 3, p.seq_len = 1, p.num_heads = 4, p.head_dim = 64, p.dtype = DType::kBF16;
+  p.sinks = true;
+  CombineTensors t;
+  t.partial_o = TensorRef::contiguous(po.data(), DType::kF32, {2, 3, 4, 64});
+  t.partial_lse = TensorRef::contiguous(pl.data(), DType::kF32, {2, 3, 4});
+  t.out = TensorRef::contiguous(out.data(), DType::kBF16, {3, 1, 4, 64});
+  EXPECT_EQ(run_combine(p, t, nullptr).argument().substr(0, 5), "sinks");  // missing tensor
+  t.sinks = TensorRef::contiguous(sinks.data(), DType::kF32, {4});
+  const Status s = run_combine(p, t, nullptr);
+  EXPECT_EQ(s.code(), StatusCode::kUnsupported) << s.message();
+  EXPECT_EQ(s.argument(), "sinks");
+}
+
 }  // namespace
 }  // namespace splitkv
