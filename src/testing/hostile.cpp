@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <climits>
-#include <limits>
 #include <cmath>
+#include <limits>
 #include <memory>
 #include <random>
 #include <utility>
@@ -267,6 +267,46 @@ std::vector<DecodeAttack> decode_attacks(uint64_t seed) {
       [b](DecodeCase& c) { c.seq_lens[size_t(b)] = c.problem.max_kv_len + 1; };
   named("host copy of a negative length", "seq_lens[" + std::to_string(b) + "]").edit_case =
       [b](DecodeCase& c) { c.seq_lens[size_t(b)] = -1; };
+
+  // ---- attention variants (docs/VARIANTS.md): bad values and tensors are named wherever they run
+  named("window_left -2", "window_left").spec.problem.window_left = -2;
+  {
+    DecodeAttack& a = named("causal with window_right 3", "window_right");
+    a.spec.problem.causal = true;
+    a.spec.problem.window_right = 3;
+  }
+  named("softcap NaN", "softcap").spec.problem.softcap = std::numeric_limits<float>::quiet_NaN();
+  named("softcap -1", "softcap").spec.problem.softcap = -1.f;
+  {
+    DecodeAttack& a = named("sinks asked for, no tensor", "sinks.data");
+    a.spec.problem.sinks = true;
+    a.edit_tensors = [](DecodeTensors& t) { t.sinks = TensorRef{}; };
+  }
+  {
+    DecodeAttack& a = named("sinks one short", "sinks.shape[0]");
+    a.spec.problem.sinks = true;
+    a.edit_tensors = [](DecodeTensors& t) { t.sinks.shape[0] -= 1; };
+  }
+  {
+    DecodeAttack& a = named("sinks tensor without the flag", "sinks");
+    auto sinks = std::make_shared<std::vector<float>>(size_t(bp.num_q_heads), 0.f);
+    a.edit_tensors = [sinks](DecodeTensors& t) {
+      t.sinks = TensorRef::contiguous(sinks->data(), DType::kF32, {int64_t(sinks->size())});
+    };
+  }
+  {
+    DecodeAttack& a = named("tree mask with keys_after", "tree_mask");
+    a.spec.problem.tree_mask = true;
+    auto after = std::make_shared<std::vector<int32_t>>(size_t(bp.batch), 0);
+    a.edit_tensors = [after](DecodeTensors& t) {
+      t.keys_after = TensorRef::contiguous(after->data(), DType::kI32, {int64_t(after->size())});
+    };
+  }
+  {
+    DecodeAttack& a = named("tree mask rows one byte short", "tree_mask.shape[2]");
+    a.spec.problem.tree_mask = true;
+    a.edit_tensors = [](DecodeTensors& t) { t.tree_mask.shape[2] = 0; };
+  }
 
   // ---- broadcast (stride 0) inputs: valid, read as the strides say (on the decode kernels: the
   // TMA loads of the prefill route refuse a stride of 0 by name, tests/gpu/test_promises_gpu.cpp)
