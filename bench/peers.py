@@ -15,8 +15,11 @@ tried in order and the row records the one that ran:
                       backends it would build a [Lq, Lk] mask on every call, so it is skipped;
   explicit_additive   a precomputed [1, 1, Lq, Lk] mask in the query dtype (0 / -inf);
   explicit_bool       a precomputed [1, 1, Lq, Lk] boolean mask (True = attend).
-Square causal rows use is_causal=True (top-left and bottom-right coincide). A backend that refuses
-a shape is recorded as null with the reason; an exception in one row never stops the suite.
+Square causal rows use is_causal=True (top-left and bottom-right coincide). Where cuDNN can only
+take an explicit mask, it is also timed on the same shape without any mask (dense_us: an upper bound
+of the masked work, which its masked path often exceeds several times); merge_results.py compares
+with the faster of the two and says so. A backend that refuses a shape is recorded as null with the
+reason; an exception in one row never stops the suite.
 
     python3 bench/peers.py --suite decode|prefill --json out.json [--filter TEXT]
 """
@@ -217,6 +220,11 @@ def measure(make_inputs, set_bytes, lq, lk, causal, gqa, dtype):
             entry = {"us": None, "error": "; ".join(f"{a['mask']}: {a['error']}" for a in attempts)}
         if attempts:
             entry["mask_attempts"] = attempts
+        if name == "cudnn" and entry.get("mask", "").startswith("explicit"):
+            dense = time_sdpa(data, name, lambda: dict(base))  # no mask: every (query, key) pair
+            entry["dense_us"] = dense["us"]
+            if dense["us"] is None:
+                entry["dense_error"] = dense.get("error")
         result[name] = entry
     del data
     cleanup()

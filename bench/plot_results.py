@@ -79,7 +79,7 @@ def plot_decode(result, plt):
     bars.set_yticklabels(labels, fontsize=6)
     bars.invert_yaxis()
     bars.set_xlabel("speed-up (peer time / ours)")
-    bars.set_title("Every decode-suite row (*: a peer ran an explicit causal mask)", fontsize=10)
+    bars.set_title("Every decode-suite row (*: causal Lq < Lk, where cuDNN has no bottom-right mask)", fontsize=10)
     bars.legend(fontsize=7)
     bars.grid(axis="x", alpha=0.3)
     return fig
