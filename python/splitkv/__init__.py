@@ -48,7 +48,7 @@ from .api import (  # noqa: E402,F401
     prefill,
 )
 from . import reference  # noqa: E402,F401
-from .quant import dequantize_kv, quantize_kv  # noqa: E402,F401
+from .quant import dequantize_kv, quantize_kv, quantize_kv_kc  # noqa: E402,F401
 
 __version__ = "0.1.0"
 
@@ -73,6 +73,7 @@ __all__ = [
     "compiled_head_dims",
     "reference",
     "quantize_kv",
+    "quantize_kv_kc",
     "dequantize_kv",
     "Plan",
     "PlanOptions",

@@ -104,7 +104,7 @@ def _decode_call(q, k_cache, v_cache, seq_lens, block_table, options, kv_format,
 
 def decode(q, k_cache, v_cache, seq_lens, block_table, *, causal, softmax_scale, num_splits, max_splits,
            split_tokens, out, return_lse, max_seqlen_k, family=None, kv_format=None, k_scales=None, v_scales=None,
-           window_size=cm.NO_WINDOW, softcap=0.0, sinks=None, tree_mask=None):
+           window_size=cm.NO_WINDOW, softcap=0.0, sinks=None, tree_mask=None, k_tail=None, tail_slots=None):
     options = dict(causal=causal, softmax_scale=softmax_scale, num_splits=num_splits, max_splits=max_splits,
                    split_tokens=split_tokens, max_seqlen_k=max_seqlen_k, family=family,
                    variants=(window_size, softcap, sinks, tree_mask))
@@ -122,8 +122,10 @@ def decode(q, k_cache, v_cache, seq_lens, block_table, *, causal, softmax_scale,
     lse = np.empty((q.shape[0], q.shape[2], q.shape[1]), dtype=np.float32) if return_lse else None
     tree_desc = None if tree_mask is None else cm.code_desc(tree_mask.__array_interface__["data"][0], cm.I8,
                                                              tree_mask.shape, tree_mask.strides)
+    k_tail = None if k_tail is None else as_array(k_tail, "k_tail")
+    tail_slots = None if tail_slots is None else as_index_array(tail_slots, "tail_slots")
     _C.cpu_run_decode(*lead, desc(out, "out"), desc(lse, "lse"), *scales, sinks=desc(sinks, "sinks"),
-                      tree_mask=tree_desc)
+                      tree_mask=tree_desc, k_tail=desc(k_tail, "k_tail"), tail_slots=desc(tail_slots, "tail_slots"))
     return (out, lse) if return_lse else out
 
 

@@ -23,7 +23,7 @@ else:
 def decode(q, k_cache, v_cache, seq_lens, block_table=None, *, causal=False, softmax_scale=None, num_splits=0,
            max_splits=0, split_tokens=0, out=None, return_lse=False, workspace=None, max_seqlen_k=None,
            family=None, kv_format=None, k_scales=None, v_scales=None, window_size=(-1, -1), softcap=0.0,
-           sinks=None, tree_mask=None):
+           sinks=None, tree_mask=None, k_tail=None, tail_slots=None):
     """Attention of 1..16 new queries per sequence against a KV cache.
 
     q: [B, q_len, Hq, D] (fp16/bf16); k_cache, v_cache: contiguous [B, capacity, Hkv, D] or, with
@@ -50,9 +50,14 @@ def decode(q, k_cache, v_cache, seq_lens, block_table=None, *, causal=False, sof
     query sees). The CPU backend (numpy arrays) implements them; torch tensors raise
     NotImplementedError naming the variant until the GPU kernels do.
 
+    k_tail / tail_slots: the 16-bit tail of a keys-per-channel cache ('int8_kc', 'int4_kc', 'k8v4_kc';
+    splitkv.quantize_kv_kc makes one) and each sequence's row of it (None: row b); numpy only so far.
+
     Returns out, or (out, lse).
     """
     variant = cm.variants_requested(window_size, softcap, sinks, tree_mask)
+    if variant is None and (k_tail is not None or tail_slots is not None):
+        variant = "k_tail"
     if isinstance(q, _Tensor) and variant is not None:
         raise cm.unsupported(variant, "the GPU kernels and the torch ops do not implement this attention variant "
                                       "yet (numpy arrays on the CPU backend do; docs/VARIANTS.md)")
@@ -65,7 +70,7 @@ def decode(q, k_cache, v_cache, seq_lens, block_table=None, *, causal=False, sof
                          num_splits=num_splits, max_splits=max_splits, split_tokens=split_tokens, out=out,
                          return_lse=return_lse, max_seqlen_k=max_seqlen_k, family=family, kv_format=kv_format,
                          k_scales=k_scales, v_scales=v_scales, window_size=window_size, softcap=softcap, sinks=sinks,
-                         tree_mask=tree_mask)
+                         tree_mask=tree_mask, k_tail=k_tail, tail_slots=tail_slots)
 
 
 def decode_shard(q, k_cache, v_cache, seq_lens, block_table=None, *, keys_after=None, causal=False,

@@ -163,3 +163,37 @@ def dequantize_kv(k_codes, v_codes, kv_format, k_scales, v_scales):
     fmt, (k_elem, v_elem, _) = _quantized_format(kv_format)
     return (_dequantize_side(k_codes, k_scales, k_elem, "k", "k_scales"),
             _dequantize_side(v_codes, v_scales, v_elem, "v", "v_scales"))
+
+
+def quantize_kv_kc(k, v, kv_format, *, seq_lens=None, tail_dtype=np.float16):
+    """A contiguous cache in a keys-per-channel format (kv_format 'int8_kc', 'int4_kc' or 'k8v4_kc',
+    docs/KV_FORMATS.md) from K and V [B, L, Hkv, D] (numpy; fp16, bf16 or fp32) with the host
+    definition: each sequence's first seq_lens[b] keys (all L without seq_lens) quantized per channel
+    over groups of 64 positions, the newest incomplete group (and the group before it) kept in a
+    tail of tail_dtype (the dtype of the queries: fp16, or bf16 through ml_dtypes); values per token.
+
+    Returns (k_codes, v_codes, k_scales, v_scales, k_tail): pass them to splitkv.decode with
+    kv_format and k_tail= (numpy arrays, the CPU backend).
+    """
+    fmt = cm.kv_format(kv_format)
+    elements = cm.kv_elements(fmt)
+    if elements is None or elements[2] != "group":
+        raise cm.invalid("kv_format", "int8_kc, int4_kc or k8v4_kc (keys per channel)", fmt.name)
+    if _is_torch(k) or _is_torch(v):
+        raise cm.unsupported("k", "quantize_kv_kc takes numpy arrays so far")
+    k = _numpy.as_array(k, "k")
+    _check_rank(k, "k")
+    batch, length, hkv, d = (int(n) for n in k.shape)
+    k_elem, v_elem = elements[0], elements[1]
+    if d % 2 and cm.I4 in (k_elem, v_elem):
+        raise cm.invalid("k.shape[3]", "an even head dim (INT4 packs two codes a byte)", str(d))
+    codes = np.zeros((batch, length, hkv, d // 2 if k_elem == cm.I4 else d), dtype=np.uint8)
+    groups = (length + 63) // 64
+    k_scales = np.full((batch, hkv, groups, 2 * d), np.nan, dtype=np.float16)
+    k_tail = np.full((batch, hkv, 128, d), np.nan, dtype=tail_dtype)
+    lens = None if seq_lens is None else _numpy.as_index_array(seq_lens, "seq_lens")
+    _C.quantize_keys_kc(_numpy.desc(k, "k"), _numpy.desc(lens, "seq_lens"),
+                        cm.code_desc(codes.__array_interface__["data"][0], k_elem, codes.shape, codes.strides),
+                        _numpy.desc(k_scales, "k_scales"), _numpy.desc(k_tail, "k_tail"))
+    v_codes, v_scales = _quantize_np(v, v_elem, "pair", None, "v", "v_scale")
+    return codes, v_codes, k_scales, v_scales, k_tail

@@ -35,6 +35,7 @@
 #include "cpu/cpu_backend.hpp"
 #include "plan/plan_options_table.hpp"
 #include "quant/kv_quant_host.hpp"
+#include "quant/kv_quant_kc.hpp"
 #include "quant/kv_rows.hpp"
 #include "reference/reference.hpp"
 #include "splitkv/splitkv.hpp"
@@ -803,11 +804,14 @@ NB_MODULE(_splitkv, m) {
       "cpu_run_decode",
       [](const Plan& plan, nb::handle q, nb::handle k, nb::handle v, nb::handle seq_lens, nb::handle block_table,
          nb::handle out, nb::handle lse, nb::handle k_scales, nb::handle v_scales, nb::handle keys_after,
-         nb::handle partial_o, nb::handle partial_lse, nb::handle sinks, nb::handle tree_mask) {
+         nb::handle partial_o, nb::handle partial_lse, nb::handle sinks, nb::handle tree_mask, nb::handle k_tail,
+         nb::handle tail_slots) {
         DecodeTensors t = decode_tensors(q, k, v, seq_lens, block_table, out, lse, k_scales, v_scales);
         add_shard_tensors(keys_after, partial_o, partial_lse, &t);
         t.sinks = tensor_ref(sinks, "sinks");
         t.tree_mask = tensor_ref(tree_mask, "tree_mask");
+        t.k_tail = tensor_ref(k_tail, "k_tail");
+        t.tail_slots = tensor_ref(tail_slots, "tail_slots");
         t.seq_lens_host = host_int32(t.seq_lens);
         t.block_table_host = host_int32(t.block_table);
         Status s;
@@ -820,7 +824,7 @@ NB_MODULE(_splitkv, m) {
       "plan"_a, "q"_a, "k"_a, "v"_a, "seq_lens"_a, "block_table"_a.none(), "out"_a.none(), "lse"_a.none(),
       "k_scales"_a.none() = nb::none(), "v_scales"_a.none() = nb::none(), "keys_after"_a.none() = nb::none(),
       "partial_o"_a.none() = nb::none(), "partial_lse"_a.none() = nb::none(), "sinks"_a.none() = nb::none(),
-      "tree_mask"_a.none() = nb::none(),
+      "tree_mask"_a.none() = nb::none(), "k_tail"_a.none() = nb::none(), "tail_slots"_a.none() = nb::none(),
       "Runs a decode plan on the CPU backend (host memory); lengths and page ids are checked first. "
       "Quantized caches (plan.decode.kv_format) take their scales in k_scales / v_scales; a shard of a "
       "longer context takes keys_after and writes its split partials to partial_o / partial_lse.");
@@ -869,6 +873,59 @@ NB_MODULE(_splitkv, m) {
       "Host quantizer (src/quant/kv_quant_host.*) over a cache [blocks, slots, Hkv, D] in host memory: writes "
       "the codes (fp8_e4m3 / int8 / int4 descriptor; int4 counts nibbles) and, for INT formats, the fp16 "
       "(scale, min) pairs [blocks, Hkv, slots, 2]; FP8 reads its fp32 scales [Hkv].");
+  m.def(
+      "quantize_keys_kc",
+      [](nb::handle keys, nb::handle seq_lens, nb::handle codes, nb::handle group_scales, nb::handle tail) {
+        const TensorRef x = tensor_ref(keys, "k");
+        const TensorRef lens = tensor_ref(seq_lens, "seq_lens");
+        const TensorRef c = tensor_ref(codes, "k_codes");
+        const TensorRef s = tensor_ref(group_scales, "k_scales");
+        const TensorRef t = tensor_ref(tail, "k_tail");
+        const quant::KcKeyCacheView view = quant::kc_key_view(c, s, t);
+        check(quant::check_kc_view(view, false));
+        if (x.rank != 4 || x.shape[0] != c.shape[0] || x.shape[1] > c.shape[1] || x.shape[2] != c.shape[2] ||
+            x.shape[3] != c.shape[3]) {
+          check(Status::invalid("k", "[B, L, Hkv, D] matching the codes' [B, capacity, Hkv, D]", "another shape"));
+        }
+        const int64_t B = x.shape[0], L = x.shape[1], Hkv = x.shape[2], D = x.shape[3];
+        const int64_t groups = (c.shape[1] + quant::kKeyGroup - 1) / quant::kKeyGroup;
+        if (s.rank != 4 || s.shape[0] != B || s.shape[1] != Hkv || s.shape[2] != groups || s.shape[3] != 2 * D ||
+            s.stride[3] != 1 || s.dtype != DType::kF16) {
+          check(Status::invalid("k_scales", "float16 [B, Hkv, ceil(capacity / 64), 2 * D], the last dim contiguous",
+                                "another tensor"));
+        }
+        if (t.rank != 4 || t.shape[0] < B || t.shape[1] != Hkv || t.shape[2] != quant::kKeyTailRows ||
+            t.shape[3] != D || t.stride[3] != 1) {
+          check(Status::invalid("k_tail", "fp16 or bf16 [B, Hkv, 128, D], the last dim contiguous", "another tensor"));
+        }
+        if (!lens.empty() && (lens.rank != 1 || lens.shape[0] != B)) {
+          check(Status::invalid("seq_lens", "int32 [B]", "another shape"));
+        }
+        const int32_t* host_lens = host_int32(lens);
+        nb::gil_scoped_release release;
+        // Every sequence's first lens[b] keys (all L without seq_lens), appended in one call.
+        std::vector<float> rows;
+        std::vector<quant::KcAppendToken> tokens;
+        for (int64_t b = 0; b < B; ++b) {
+          const int64_t n = host_lens ? std::min<int64_t>(std::max(host_lens[b], 0), L) : L;
+          for (int64_t p = 0; p < n; ++p) tokens.push_back({b * c.shape[1] + p, p, b, nullptr});
+        }
+        rows.resize(tokens.size() * size_t(Hkv * D));
+        for (size_t i = 0; i < tokens.size(); ++i) {
+          const int64_t b = tokens[i].slot / c.shape[1], p = tokens[i].position;
+          for (int64_t h = 0; h < Hkv; ++h) {
+            for (int64_t d = 0; d < D; ++d) {
+              rows[(i * Hkv + h) * D + d] = detail::load_float(x, detail::element_offset(x, b, p, h, d));
+            }
+          }
+          tokens[i].k = &rows[i * size_t(Hkv * D)];
+        }
+        quant::append_keys(view, tokens);
+      },
+      "k"_a, "seq_lens"_a.none(), "k_codes"_a, "k_scales"_a, "k_tail"_a,
+      "Host definition of channel-quantized keys (src/quant/kv_quant_kc.hpp) over a contiguous cache: each "
+      "sequence's first seq_lens[b] keys (all without seq_lens) of k [B, L, Hkv, D] appended into the codes "
+      "[B, capacity, Hkv, D], group scales [B, Hkv, groups, 2 * D] and tail [B, Hkv, 128, D] (tail slot b).");
   m.def(
       "dequantize_cache",
       [](nb::handle codes, nb::handle scales, nb::handle values, const std::string& codes_name,
