@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 #include <numeric>
+#include <random>
 
 #include "reference/reference.hpp"
 #include "testing/random_fill.hpp"
@@ -27,6 +28,7 @@ PrefillTensors PrefillCase::host_tensors() {
     t.cu_seqlens_q_host = cu_seqlens_q.data();
     t.cu_seqlens_k_host = cu_seqlens_k.data();
   }
+  if (problem.sinks) t.sinks = TensorRef::contiguous(sinks.data(), DType::kF32, {problem.num_q_heads});
   return t;
 }
 
@@ -103,6 +105,12 @@ PrefillCase make_prefill_case(const PrefillCaseSpec& spec) {
     }
   }
   poison_outputs(c);
+  if (p.sinks) {  // from their own stream: every other value is that of the plain case
+    std::mt19937_64 sink_rng(spec.seed ^ 0x9e3779b97f4a7c15ull);
+    std::uniform_real_distribution<float> logit(-3.f, 8.f);
+    c.sinks.resize(size_t(p.num_q_heads));
+    for (float& s : c.sinks) s = logit(sink_rng);
+  }
   return c;
 }
 

@@ -26,6 +26,7 @@ struct PrefillCase {
   ElementBuffer k, v;  // in the problem's KV format
   std::vector<float> lse;
   std::vector<int32_t> cu_seqlens_q, cu_seqlens_k;
+  std::vector<float> sinks;  // problem.sinks: a logit per query head (random in [-3, 8])
   TensorRef q_ref, k_ref, v_ref, out_ref, lse_ref;
 
   PrefillTensors host_tensors();

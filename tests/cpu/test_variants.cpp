@@ -13,6 +13,7 @@
 #include "reference/reference.hpp"
 #include "splitkv/splitkv.hpp"
 #include "testing/decode_check.hpp"
+#include "testing/prefill_case.hpp"
 
 namespace splitkv {
 namespace {
@@ -335,6 +336,70 @@ TEST(VariantGpu, RunDecodeRefusesEachVariantByName) {
     const Status s = run_decode(plan, c.host_tensors(), nullptr, 0, nullptr);
     EXPECT_EQ(s.code(), StatusCode::kUnsupported) << s.message();
     EXPECT_EQ(s.argument(), name) << s.message();
+  }
+}
+
+// Prefill (padded token tensors, square and chunk-shaped, causal or not): the reference against the
+// definitions, query i of Lq over Lk keys at position Lk - Lq + i.
+TEST(VariantReference, PrefillIsTheDefinition) {
+  struct Shape {
+    int lq, lk;
+    bool causal;
+    Variants v;
+  };
+  for (const Shape& sh : {Shape{40, 40, true, {8, -1, 0.f, true}}, Shape{16, 100, true, {30, 0, 3.f, true}},
+                          Shape{24, 50, false, {5, 7, 0.f, false}}, Shape{60, 30, true, {-1, -1, 10.f, true}}}) {
+    testing::PrefillCaseSpec spec;
+    PrefillProblem& p = spec.problem;
+    p.batch = 2, p.num_q_heads = 4, p.num_kv_heads = 2, p.head_dim = 64, p.max_q_len = sh.lq, p.max_kv_len = sh.lk;
+    p.causal = sh.causal, p.window_left = sh.v.left, p.window_right = sh.v.right, p.softcap = sh.v.softcap;
+    p.sinks = sh.v.sinks;
+    testing::PrefillCase c = testing::make_prefill_case(spec);
+    const PrefillTensors t = c.host_tensors();
+    const ref::Result r = ref::prefill(c.problem, t);
+    for (int b = 0; b < 2; ++b) {
+      for (int i = 0; i < sh.lq; ++i) {
+        for (int hq = 0; hq < 4; ++hq) {
+          const long long pos = (long long)sh.lk - sh.lq + i;
+          std::vector<double> s(size_t(sh.lk), -kInf), o(64, 0.0);
+          double m = -kInf;
+          for (int j = 0; j < sh.lk; ++j) {
+            if (sh.v.left >= 0 && j < pos - sh.v.left) continue;
+            if (sh.v.right >= 0 && j > pos + sh.v.right) continue;
+            if (sh.causal && j > pos) continue;
+            double dot = 0;
+            for (int d = 0; d < 64; ++d) {
+              dot += double(load_float(t.q, element_offset(t.q, b, i, hq, d))) *
+                     double(load_float(t.k, element_offset(t.k, b, j, hq / 2, d)));
+            }
+            double x = dot / 8.0;
+            if (sh.v.softcap > 0) x = sh.v.softcap * std::tanh(x / sh.v.softcap);
+            s[size_t(j)] = x;
+            m = std::max(m, x);
+          }
+          const double sink = sh.v.sinks ? double(c.sinks[size_t(hq)]) : -kInf;
+          const double top = std::max(m, sink);
+          double sum = sink == -kInf ? 0.0 : std::exp(sink - top);
+          for (int j = 0; j < sh.lk; ++j) {
+            if (s[size_t(j)] == -kInf) continue;
+            const double w = std::exp(s[size_t(j)] - top);
+            sum += w;
+            for (int d = 0; d < 64; ++d) o[size_t(d)] += w * double(load_float(t.v, element_offset(t.v, b, j, hq / 2, d)));
+          }
+          const double lse = top == -kInf ? -kInf : top + std::log(sum);
+          const double got_lse = r.lse[(size_t(b) * 4 + hq) * sh.lq + i];
+          if (std::isinf(lse)) {
+            EXPECT_EQ(got_lse, lse);
+          } else {
+            EXPECT_NEAR(got_lse, lse, 1e-9 * std::max(1.0, std::fabs(lse))) << "lq " << sh.lq << " b " << b << " i " << i;
+          }
+          for (int d = 0; d < 64; ++d) {
+            const double want = top == -kInf ? 0.0 : o[size_t(d)] / sum;
+            ASSERT_NEAR(r.out[((size_t(b) * sh.lq + i) * 4 + hq) * 64 + d], want, 1e-9) << "lq " << sh.lq << " i " << i;
+          }
+        }
+      }
+    }
   }
 }
 
