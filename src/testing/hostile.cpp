@@ -636,6 +636,19 @@ std::vector<PrefillAttack> prefill_attacks(uint64_t seed) {
   named("plan edited: block_m = 0", "plan").edit_plan = [](Plan& p) { p.block_m = 0; };
   named("plan edited: num_splits + 1", "plan").edit_plan = [](Plan& p) { p.num_splits += 1; };
   named("max_q_len past 2^30", "max_q_len").spec.problem.max_q_len = (1 << 30) + 1;
+  // The attention variants (docs/VARIANTS.md): bad values and tensors named before anything runs.
+  named("window_left -2", "window_left").spec.problem.window_left = -2;
+  named("softcap -1", "softcap").spec.problem.softcap = -1.f;
+  {
+    PrefillAttack& a = named("sinks asked for, no tensor", "sinks.data");
+    a.spec.problem.sinks = true;
+    a.edit_tensors = [](PrefillTensors& t) { t.sinks = TensorRef{}; };
+  }
+  {
+    PrefillAttack& a = named("sinks two short", "sinks.shape[0]");
+    a.spec.problem.sinks = true;
+    a.edit_tensors = [](PrefillTensors& t) { t.sinks.shape[0] -= 2; };
+  }
   // KV heads broadcast by a stride of 0: read as such by plain loads, refused by name by TMA.
   {
     PrefillAttack& a = attack("KV heads broadcast on prefill_mma", Promise::kMatchesReference);
