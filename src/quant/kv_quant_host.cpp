@@ -179,21 +179,23 @@ TokenHeadBytes token_head_bytes(KvFormat format, int d) {
 
 // ---- a strided cache of one INT row format ------------------------------------------------------
 
+Status check_code_strides(int bits, int64_t stride_block, int64_t stride_slot, int64_t stride_head) {
+  if (bits != 4) return Status::success();
+  const int64_t strides[3] = {stride_block, stride_slot, stride_head};
+  const char* names[3] = {"code_stride_block", "code_stride_slot", "code_stride_head"};
+  for (int i = 0; i < 3; ++i) {
+    if (strides[i] % 2 != 0) {
+      return Status::invalid(names[i], "an even stride in INT4 codes (rows start on a byte)", std::to_string(strides[i]));
+    }
+  }
+  return Status::success();
+}
+
 Status check_cache_view(const IntCacheView& v) {
   if (Status s = check_int_row(v.head_dim, v.bits); !s.ok()) return s;
   if (v.codes == nullptr) return Status::invalid("codes", "a pointer", "null");
   if (v.scales == nullptr) return Status::invalid("scales", "a pointer", "null");
-  if (v.bits == 4) {
-    const int64_t strides[3] = {v.code_stride_block, v.code_stride_slot, v.code_stride_head};
-    const char* names[3] = {"code_stride_block", "code_stride_slot", "code_stride_head"};
-    for (int i = 0; i < 3; ++i) {
-      if (strides[i] % 2 != 0) {
-        return Status::invalid(names[i], "an even stride in INT4 codes (rows start on a byte)",
-                               std::to_string(strides[i]));
-      }
-    }
-  }
-  return Status::success();
+  return check_code_strides(v.bits, v.code_stride_block, v.code_stride_slot, v.code_stride_head);
 }
 
 namespace {

@@ -113,6 +113,9 @@ struct IntCacheView {
 };
 
 Status check_cache_view(const IntCacheView& view);
+// INT4 codes' strides (block, slot, head; in nibbles) must be even: rows start on a byte. Other
+// widths: any. Names the offending stride (code_stride_block, _slot, _head).
+Status check_code_strides(int bits, int64_t stride_block, int64_t stride_slot, int64_t stride_head);
 // Appends (quantizes) the row x of token `slot` of KV head `head` in `block`: writes its codes and
 // its (scale, min) pair, nothing else. Returns the pair. Throws Error when the view is invalid.
 RowScale write_cache_row(const IntCacheView& view, int64_t block, int64_t slot, int64_t head,

@@ -51,17 +51,7 @@ Status check_kc_view(const KcKeyCacheView& v, bool paged) {
   if (v.tail_dtype != DType::kF16 && v.tail_dtype != DType::kBF16) {
     return Status::invalid("tail_dtype", "fp16 or bf16", to_string(v.tail_dtype));
   }
-  if (v.bits == 4) {
-    const int64_t strides[3] = {v.code_stride_block, v.code_stride_slot, v.code_stride_head};
-    const char* names[3] = {"code_stride_block", "code_stride_slot", "code_stride_head"};
-    for (int i = 0; i < 3; ++i) {
-      if (strides[i] % 2 != 0) {
-        return Status::invalid(names[i], "an even stride in INT4 codes (rows start on a byte)",
-                               std::to_string(strides[i]));
-      }
-    }
-  }
-  return Status::success();
+  return check_code_strides(v.bits, v.code_stride_block, v.code_stride_slot, v.code_stride_head);
 }
 
 void write_key_group(const KcKeyCacheView& v, int64_t block, int64_t group, int64_t head, const float* x) {
