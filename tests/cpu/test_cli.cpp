@@ -206,3 +206,36 @@ TEST(Cli, MergeNamesAndTuningSwitchesComeFromTheOptionsTable) {
 
 }  // namespace
 }  // namespace splitkv::cli
+
+namespace splitkv::cli {
+namespace {
+
+// The variant flags reach the problem, and describe() lists what the plan was asked for.
+TEST(Cli, VariantFlagsReachTheProblem) {
+  CliOptions o;
+  std::string error;
+  ASSERT_TRUE(parse({"plan", "--lq", "4", "--causal", "--window", "256,0", "--softcap", "30", "--sinks", "--tree"}, &o,
+                    &error))
+      << error;
+  const DecodeProblem p = to_decode_problem(o, Formats{});
+  EXPECT_EQ(p.window_left, 256);
+  EXPECT_EQ(p.window_right, 0);
+  EXPECT_EQ(p.softcap, 30.f);
+  EXPECT_TRUE(p.sinks);
+  EXPECT_TRUE(p.tree_mask);
+  Plan plan;
+  ASSERT_TRUE(plan_decode(p, DeviceInfo::h200(), {}, &plan).ok());
+  EXPECT_NE(describe(plan).find("variants: window 256,0 softcap 30"), std::string::npos) << describe(plan);
+  CliOptions left_only;
+  ASSERT_TRUE(parse({"plan", "--window", "128"}, &left_only, &error)) << error;
+  EXPECT_EQ(left_only.window_left, 128);
+  EXPECT_EQ(left_only.window_right, -1);
+  CliOptions bad;
+  EXPECT_FALSE(parse({"plan", "--window", "12,x"}, &bad, &error));
+  EXPECT_NE(error.find("--window"), std::string::npos) << error;
+  EXPECT_FALSE(parse({"plan", "--softcap", "big"}, &bad, &error));
+  EXPECT_NE(error.find("--softcap"), std::string::npos) << error;
+}
+
+}  // namespace
+}  // namespace splitkv::cli
