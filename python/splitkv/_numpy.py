@@ -157,7 +157,8 @@ def plan_decode(q, k_cache, seq_lens, block_table, *, causal, softmax_scale, num
 
 
 def prefill(q, k, v, *, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal, softmax_scale, out,
-            return_lse, num_splits=0, strategy=None, family=None, kv_format=None):
+            return_lse, num_splits=0, strategy=None, family=None, kv_format=None, window_size=cm.NO_WINDOW,
+            softcap=0.0, sinks=None):
     q = as_array(q, "q")
     k = as_array(k, "k")
     v = as_array(v, "v")
@@ -180,9 +181,11 @@ def prefill(q, k, v, *, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, 
         batch = q.shape[0] if q.ndim == 4 else 0
     problem = cm.prefill_problem(q.shape, k.shape, varlen, batch, code(q, "q"), causal, softmax_scale,
                                  max_seqlen_q, max_seqlen_k, cm.kv_format(kv_format))
+    cm.set_variants(problem, window_size, softcap, sinks, None)
+    sinks = None if sinks is None else np.ascontiguousarray(as_array(sinks, "sinks"), dtype=np.float32)
     # Planned like the GPU path (same checks and errors), then run on the fp64 reference.
     _C.plan_prefill(problem, cm.device_info("h200"), cm.plan_options(strategy, num_splits, 0, 0, family=family))
-    ref_out, ref_lse = reference_prefill(problem, q, k, v, cu_seqlens_q, cu_seqlens_k)
+    ref_out, ref_lse = reference_prefill(problem, q, k, v, cu_seqlens_q, cu_seqlens_k, sinks)
     if out is None:
         out = np.empty(q.shape, dtype=q.dtype)
     else:
@@ -209,9 +212,10 @@ def reference_decode(problem, q, k, v, seq_lens, block_table, k_scales=None, v_s
             np.frombuffer(lse, dtype=np.float64).reshape(b, hq, lq))
 
 
-def reference_prefill(problem, q, k, v, cu_seqlens_q, cu_seqlens_k):
+def reference_prefill(problem, q, k, v, cu_seqlens_q, cu_seqlens_k, sinks=None):
     out, lse = _C.reference_prefill(problem, desc(q, "q"), desc(k, "k"), desc(v, "v"),
-                                    desc(cu_seqlens_q, "cu_seqlens_q"), desc(cu_seqlens_k, "cu_seqlens_k"))
+                                    desc(cu_seqlens_q, "cu_seqlens_q"), desc(cu_seqlens_k, "cu_seqlens_k"),
+                                    sinks=desc(sinks, "sinks"))
     hq, d = problem.num_q_heads, problem.head_dim
     out = np.frombuffer(out, dtype=np.float64)
     lse = np.frombuffer(lse, dtype=np.float64)

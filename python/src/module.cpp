@@ -540,7 +540,11 @@ NB_MODULE(_splitkv, m) {
           .def_rw("causal", &PrefillProblem::causal)
           .def_rw("dtype", &PrefillProblem::dtype)
           .def_rw("softmax_scale", &PrefillProblem::softmax_scale)
-          .def_rw("kv_format", &PrefillProblem::kv_format);
+          .def_rw("kv_format", &PrefillProblem::kv_format)
+          .def_rw("window_left", &PrefillProblem::window_left, "sliding window: keys before the query (-1: all)")
+          .def_rw("window_right", &PrefillProblem::window_right, "sliding window: keys after the query (-1: all)")
+          .def_rw("softcap", &PrefillProblem::softcap, "logit softcap (0: off)")
+          .def_rw("sinks", &PrefillProblem::sinks, "a sink logit per query head (tensor `sinks`)");
 
   // PlanTuning: one attribute per switch of the options table (src/plan/plan_options_table.hpp).
   auto tuning = nb::class_<PlanTuning>(m, "PlanTuning", "The planner's rule switches, each on by default (docs/TUNING.md)")
@@ -943,8 +947,9 @@ NB_MODULE(_splitkv, m) {
   m.def(
       "reference_prefill",
       [](const PrefillProblem& problem, nb::handle q, nb::handle k, nb::handle v, nb::handle cu_seqlens_q,
-         nb::handle cu_seqlens_k) {
+         nb::handle cu_seqlens_k, nb::handle sinks) {
         PrefillTensors t = prefill_tensors(q, k, v, cu_seqlens_q, cu_seqlens_k, nb::none(), nb::none());
+        t.sinks = tensor_ref(sinks, "sinks");
         t.cu_seqlens_q_host = host_int32(t.cu_seqlens_q);
         t.cu_seqlens_k_host = host_int32(t.cu_seqlens_k);
         check(detail::validate_prefill_problem(problem));
@@ -962,6 +967,7 @@ NB_MODULE(_splitkv, m) {
         return nb::make_tuple(as_bytes(r.out), as_bytes(r.lse));
       },
       "problem"_a, "q"_a, "k"_a, "v"_a, "cu_seqlens_q"_a.none(), "cu_seqlens_k"_a.none(),
+      "sinks"_a.none() = nb::none(),
       "fp64 reference prefill over host memory; returns (out, lse) as float64 bytes in the dense layouts "
       "(padded [B, Lq, Hq, D] / [B, Hq, Lq]; varlen [total_q, Hq, D] / [Hq, total_q]).");
 

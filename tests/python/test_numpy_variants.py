@@ -132,3 +132,30 @@ def test_sinks_enter_once_when_shards_are_merged():
     # The sink matters here: the merge without it is visibly different.
     _, plain_lse = splitkv.combine(partial_o, partial_lse, seq_len=2, return_lse=True)
     assert np.abs(plain_lse - whole_lse).max() > 1e-3
+
+
+def test_prefill_variants_match_their_definition():
+    """Padded prefill on the numpy front (the fp64 reference) with a window, a softcap and sinks."""
+    rng = np.random.default_rng(2)
+    b, lq, lk, hq, hkv, d = 2, 24, 60, 4, 2, 64
+    q = rng.standard_normal((b, lq, hq, d)).astype(np.float16)
+    k = rng.standard_normal((b, lk, hkv, d)).astype(np.float16)
+    v = rng.standard_normal((b, lk, hkv, d)).astype(np.float16)
+    sinks = rng.uniform(-2, 5, size=hq).astype(np.float32)
+    out, lse = splitkv.prefill(q, k, v, causal=True, window_size=(10, 0), softcap=3.0, sinks=sinks, return_lse=True)
+    want_lse = np.zeros((b, hq, lq))
+    for bi in range(b):
+        for i in range(lq):
+            pos = lk - lq + i
+            j = np.arange(lk)
+            seen = (j <= pos) & (j >= pos - 10)
+            for h in range(hq):
+                s = k[bi, :, h // 2].astype(np.float64) @ q[bi, i, h].astype(np.float64) / 8.0
+                s = np.where(seen, 3.0 * np.tanh(s / 3.0), -np.inf)
+                top = max(s.max(), float(sinks[h]))
+                w = np.exp(s - top)
+                total = w.sum() + np.exp(float(sinks[h]) - top)
+                want = w @ v[bi, :, h // 2].astype(np.float64) / total
+                want_lse[bi, h, i] = top + np.log(total)
+                np.testing.assert_allclose(out[bi, i, h].astype(np.float64), want, atol=2e-3, rtol=2e-3)
+    np.testing.assert_allclose(lse, want_lse, atol=1e-5)
