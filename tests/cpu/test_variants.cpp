@@ -220,6 +220,22 @@ TEST(VariantEdges, SinksOfMinusInfinityChangeNothingAndHugeOnesTakeEverything) {
   EXPECT_EQ(sunk.lse[4 + 0], 1e4f);
 }
 
+// A NaN sink (device data) makes that head's rows NaN, and only those.
+TEST(VariantEdges, ANaNSinkIsNaNInItsHeadOnly) {
+  testing::DecodeCase c = testing::make_decode_case(
+      spec_with(testing::DecodeSpecBuilder(2, 4, 2, 300).head_dim(64).lens({300, 0}), Variants{-1, -1, 0.f, true}));
+  c.sinks[1] = std::numeric_limits<float>::quiet_NaN();
+  Plan plan;
+  ASSERT_TRUE(plan_decode(c.problem, DeviceInfo::h200(), PlanOptions{}, &plan).ok());
+  ASSERT_TRUE(cpu::run_decode(plan, c.host_tensors()).ok());
+  for (int b = 0; b < 2; ++b) {
+    for (int h = 0; h < 4; ++h) EXPECT_EQ(std::isnan(c.lse[size_t(b) * 4 + h]), h == 1) << "b " << b << " h " << h;
+  }
+  const ref::Result r = reference(c);
+  EXPECT_TRUE(std::isnan(r.lse[1]));
+  EXPECT_FALSE(std::isnan(r.lse[0]));
+}
+
 TEST(VariantEdges, TreeMaskHidingEveryDraftLeavesThePrefix) {
   testing::DecodeSpecBuilder b = testing::DecodeSpecBuilder(2, 4, 2, 40).head_dim(64).lens({40, 8});
   b.queries(8, true);
