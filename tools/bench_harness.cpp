@@ -19,7 +19,7 @@ int sets_for_cold_l2(double bytes_per_set, int max_sets) {
 
 Status time_rotating_calls(int sets, int min_calls, int replays, const Plan& plan,
                            const std::function<Status(int, void*, Stream)>& run, GraphTiming* timing) {
-  testing::DeviceBuffer workspace(plan.workspace_bytes);
+  testing::DeviceBuffer workspace(plan.workspace_bytes());
   Status status = prepare_workspace(plan, workspace.get(), workspace.bytes(), nullptr);
   if (!status.ok()) return status;
   auto enqueue = [&](int call, void* stream) {
@@ -58,9 +58,9 @@ JsonObject case_fields(const CaseShape& c, const Plan& plan) {
       .add("dtype", to_string(c.dtype))
       .add("causal", c.causal)
       .add("page_size", int64_t(c.page_size))
-      .add("family", plan.family)
-      .add("strategy", to_string(plan.strategy))
-      .add("splits", int64_t(plan.num_splits));
+      .add("family", plan.family())
+      .add("strategy", to_string(plan.strategy()))
+      .add("splits", int64_t(plan.num_splits()));
   return o;
 }
 

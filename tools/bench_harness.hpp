@@ -92,7 +92,7 @@ template <class DeviceCase, class Case, class Tensors, class Check>
 int run_and_report(const Plan& plan, Case& c,
                    Status (*run)(const Plan&, const Tensors&, void*, size_t, Stream), Check check, const char* what) {
   DeviceCase dev(c);
-  testing::DeviceBuffer workspace(plan.workspace_bytes);
+  testing::DeviceBuffer workspace(plan.workspace_bytes());
   if (int rc = print_if_error(prepare_workspace(plan, workspace.get(), workspace.bytes(), nullptr))) return rc;
   if (int rc = print_if_error(run(plan, dev.tensors, workspace.get(), workspace.bytes(), nullptr))) return rc;
   dev.download_outputs(c);

@@ -51,7 +51,7 @@ int run_cpu_decode(const CliOptions& o, int iterations) {
   const char* layout = o.kv_head_major ? "head-major" : "token-major";
   std::printf("cpu backend decode: B=%d Hq=%d Hkv=%d D=%d q_len=%d Lk=%d %s page_size=%d kv_layout=%s splits=%d\n",
               p.batch, p.num_q_heads, p.num_kv_heads, p.head_dim, p.q_len, p.max_kv_len, o.dtype.c_str(), p.page_size,
-              layout, plan.num_splits);
+              layout, plan.num_splits());
   std::printf("  median %.1f us over %zu runs; vs fp64 reference: %s\n", median_us, times_us.size(),
               cmp.summary().c_str());
   if (!o.json_path.empty()) {
@@ -59,7 +59,7 @@ int run_cpu_decode(const CliOptions& o, int iterations) {
     json << "{\"suite\": \"cpu-decode\", \"backend\": \"cpu\", \"rows\": [{\"case\": {\"B\": " << p.batch
          << ", \"Hq\": " << p.num_q_heads << ", \"Hkv\": " << p.num_kv_heads << ", \"Lq\": " << p.q_len
          << ", \"Lk\": " << p.max_kv_len << ", \"D\": " << p.head_dim << ", \"dtype\": \"" << o.dtype
-         << "\", \"page_size\": " << p.page_size << ", \"kv_layout\": \"" << layout << "\", \"splits\": " << plan.num_splits
+         << "\", \"page_size\": " << p.page_size << ", \"kv_layout\": \"" << layout << "\", \"splits\": " << plan.num_splits()
          << "}, \"us\": " << median_us
          << ", \"verified\": " << (cmp.passed ? "true" : "false") << "}]}\n";
   }

@@ -81,7 +81,7 @@ bool measure(const dist_tools::RankEnv& env, int batch, int context, Row* row) {
     Cache whole(batch, context);
     Plan plan;
     if (!plan_decode(problem(batch, context), device, {}, &plan).ok()) return false;
-    DeviceBuffer ws(plan.workspace_bytes);
+    DeviceBuffer ws(plan.workspace_bytes());
     row->one_gpu_us = cli::time_graph([&](int, void* s) {
                         return run_decode(plan, whole.t, ws.get(), ws.bytes(), static_cast<Stream>(s)).ok();
                       }, 1, 20).us_per_call;
@@ -97,7 +97,7 @@ bool measure(const dist_tools::RankEnv& env, int batch, int context, Row* row) {
                                                                static_cast<Stream>(s)));
                     }, 1, 20).us_per_call;
   // The local part alone: the shard's decode into this rank's slot of the workspace.
-  const int64_t S = plan.local.num_splits, rows = batch;
+  const int64_t S = plan.local.num_splits(), rows = batch;
   DecodeTensors local = mine.t;
   local.out = TensorRef{};
   local.partial_o = TensorRef::contiguous(ws.get(), DType::kF32, {S, rows, kHq, kD});
@@ -141,7 +141,7 @@ bool measure_exchange(const dist_tools::RankEnv& env, int batch, int context, Ex
       !dist::plan_sharded_decode(problem(batch, context / env.world), device, {}, env.world, &plan).ok()) {
     return false;
   }
-  const size_t rows = size_t(batch) * kHq, S = size_t(plan.local.num_splits), W = size_t(env.world);
+  const size_t rows = size_t(batch) * kHq, S = size_t(plan.local.num_splits()), W = size_t(env.world);
   const size_t o = S * rows * kD, lse = S * rows;  // floats per rank
   row->batch = batch, row->splits = int(S);
   DeviceBuffer plain(plan.workspace_bytes);

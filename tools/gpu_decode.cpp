@@ -98,7 +98,7 @@ Status measure_decode(const DecodeProblem& p, const PlanOptions& options, bool h
   const Plan& pl = *plan;
   if (Status s = time_rotating_calls(sets, 32, replays, pl,
                                      [&](int set, void* ws, Stream stream) {
-                                       return run_decode(pl, data[set].tensors, ws, pl.workspace_bytes, stream);
+                                       return run_decode(pl, data[set].tensors, ws, pl.workspace_bytes(), stream);
                                      },
                                      &row->timing);
       !s) {
@@ -133,7 +133,7 @@ int run_rows(const std::vector<DecodeProblem>& problems, const std::vector<PlanO
     const double gbps = row.bytes / (row.timing.us_per_call * 1e-6) / 1e9;
     std::printf("%4d %7d %3d/%-3d %3d%s %4d %5s %5d %8.2f %8.0f %6.1f%% %6.1f%%\n", p.batch, p.max_kv_len,
                 p.num_q_heads, p.num_kv_heads, p.q_len, p.causal ? "c" : " ", p.page_size,
-                to_string(detail::resolve_kv_format(p.kv_format, p.dtype)), plan.num_splits, row.timing.us_per_call,
+                to_string(detail::resolve_kv_format(p.kv_format, p.dtype)), plan.num_splits(), row.timing.us_per_call,
                 gbps, 100.0 * gbps / ceiling, 100.0 * row.timing.spread);
     std::fflush(stdout);
     results.add(row);

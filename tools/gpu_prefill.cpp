@@ -150,7 +150,7 @@ Status measure_prefill(const PrefillProblem& p, const PlanOptions& options, cons
   const Plan& pl = *plan;
   if (Status s = time_rotating_calls(sets, 8, replays, pl,
                                      [&](int set, void* ws, Stream stream) {
-                                       return run_prefill(pl, data[set].tensors, ws, pl.workspace_bytes, stream);
+                                       return run_prefill(pl, data[set].tensors, ws, pl.workspace_bytes(), stream);
                                      },
                                      &row->timing);
       !s) {
@@ -203,7 +203,7 @@ int run_rows(const std::vector<PrefillProblem>& problems, const std::vector<Vari
       }
       std::printf("%4d %3d/%-3d %6d %6d %4d %5s %7s %-12s %-15s %-20s %6d %9.1f %8.1f %6.1f%%\n", p.batch,
                   p.num_q_heads, p.num_kv_heads, p.max_q_len, p.max_kv_len, p.head_dim, to_string(p.dtype),
-                  p.causal ? "yes" : "no", kv_source(p).c_str(), v.name, plan.family.c_str(), plan.num_splits,
+                  p.causal ? "yes" : "no", kv_source(p).c_str(), v.name, plan.family().c_str(), plan.num_splits(),
                   row.timing.us_per_call, row.flops / (row.timing.us_per_call * 1e-6) / 1e12,
                   100 * row.timing.spread);
       std::fflush(stdout);

@@ -115,9 +115,17 @@ struct PlanOptions {
   PlanTuning tuning;
 };
 
-struct Plan {
-  enum class Kind { kDecode, kPrefill };
-  Kind kind = Kind::kDecode;
+enum class PlanKind { kDecode, kPrefill };
+
+class Plan;
+
+namespace detail {
+
+struct PlanEditor;
+
+// What a plan holds. The planner writes it; callers read it through Plan's accessors.
+struct PlanFields {
+  PlanKind kind = PlanKind::kDecode;
   DecodeProblem decode;    // valid when kind == kDecode
   PrefillProblem prefill;  // valid when kind == kPrefill
   DeviceInfo device;
@@ -183,6 +191,63 @@ struct Plan {
   // plan again instead of editing one.
   uint64_t seal = 0;
 };
+
+}  // namespace detail
+
+// A plan: what plan_decode / plan_prefill decided, read through its accessors (each one returns the
+// field of detail::PlanFields of that name, documented there). run_*() take it as planned (its seal).
+class Plan {
+ public:
+  using Kind = PlanKind;
+  Kind kind() const { return f_.kind; }
+  const DecodeProblem& decode() const { return f_.decode; }
+  const PrefillProblem& prefill() const { return f_.prefill; }
+  const DeviceInfo& device() const { return f_.device; }
+  Strategy strategy() const { return f_.strategy; }
+  const std::string& family() const { return f_.family; }
+  int num_splits() const { return f_.num_splits; }
+  int split_tokens() const { return f_.split_tokens; }
+  bool cluster_combine() const { return f_.cluster_combine; }
+  bool fused_combine() const { return f_.fused_combine; }
+  bool atomic_combine() const { return f_.atomic_combine; }
+  float atomic_reference_lse() const { return f_.atomic_reference_lse; }
+  bool l2_prefetch() const { return f_.l2_prefetch; }
+  int l2_prefetch_keys() const { return f_.l2_prefetch_keys; }
+  bool dequantized_cache() const { return f_.dequantized_cache; }
+  size_t staging_bytes() const { return f_.staging_bytes; }
+  int block_m() const { return f_.block_m; }
+  int block_n() const { return f_.block_n; }
+  int warps() const { return f_.warps; }
+  int stages() const { return f_.stages; }
+  int smem_bytes() const { return f_.smem_bytes; }
+  int blocks_per_sm() const { return f_.blocks_per_sm; }
+  int launch_smem_bytes() const { return f_.launch_smem_bytes; }
+  const int (&grid() const)[3] { return f_.grid; }
+  int persistent_blocks() const { return f_.persistent_blocks; }
+  bool dynamic_tiles() const { return f_.dynamic_tiles; }
+  bool stream_k() const { return f_.stream_k; }
+  int stream_k_first_tile() const { return f_.stream_k_first_tile; }
+  int stream_k_steps() const { return f_.stream_k_steps; }
+  size_t stream_k_workspace_offset() const { return f_.stream_k_workspace_offset; }
+  int packed_queries() const { return f_.packed_queries; }
+  bool decode_via_prefill() const { return f_.decode_via_prefill; }
+  size_t workspace_bytes() const { return f_.workspace_bytes; }
+  int64_t work_units() const { return f_.work_units; }
+  const std::string& note() const { return f_.note; }
+  uint64_t seal() const { return f_.seal; }
+
+ private:
+  friend struct detail::PlanEditor;
+  detail::PlanFields f_;
+};
+
+namespace detail {
+// The planner's (and the tests') access to a plan's fields; callers read Plan's accessors.
+struct PlanEditor {
+  static PlanFields& fields(Plan& plan) { return plan.f_; }
+  static const PlanFields& fields(const Plan& plan) { return plan.f_; }
+};
+}  // namespace detail
 
 Status plan_decode(const DecodeProblem& problem, const DeviceInfo& device,
                    const PlanOptions& options, Plan* plan);

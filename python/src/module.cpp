@@ -378,10 +378,10 @@ nb::bytes as_bytes(const std::vector<double>& v) {
 }
 
 std::string plan_repr(const Plan& p) {
-  std::string s = p.kind == Plan::Kind::kDecode ? "<splitkv.Plan decode" : "<splitkv.Plan prefill";
-  s += std::string(" strategy=") + to_string(p.strategy);
-  s += " family=" + p.family;
-  s += " splits=" + std::to_string(p.num_splits) + " workspace=" + std::to_string(p.workspace_bytes) + ">";
+  std::string s = p.kind() == Plan::Kind::kDecode ? "<splitkv.Plan decode" : "<splitkv.Plan prefill";
+  s += std::string(" strategy=") + to_string(p.strategy());
+  s += " family=" + p.family();
+  s += " splits=" + std::to_string(p.num_splits()) + " workspace=" + std::to_string(p.workspace_bytes()) + ">";
   return s;
 }
 
@@ -596,34 +596,34 @@ NB_MODULE(_splitkv, m) {
       .def_rw("family", &PlanOptions::family, "kernel family name ('': the planner chooses)");
 
   nb::class_<Plan>(m, "Plan", "A plan: printing it gives the CLI's `splitkv plan` description")
-          .def_prop_ro("kind", [](const Plan& p) { return p.kind == Plan::Kind::kDecode ? "decode" : "prefill"; })
-          .def_prop_ro("decode", [](const Plan& p) { return p.decode; })
-          .def_prop_ro("prefill", [](const Plan& p) { return p.prefill; })
-          .def_ro("device", &Plan::device)
-          .def_ro("strategy", &Plan::strategy)
-          .def_ro("family", &Plan::family)
-          .def_ro("num_splits", &Plan::num_splits)
-          .def_ro("split_tokens", &Plan::split_tokens)
-          .def_ro("cluster_combine", &Plan::cluster_combine)
-          .def_ro("fused_combine", &Plan::fused_combine)
-          .def_ro("atomic_combine", &Plan::atomic_combine)
-          .def_ro("l2_prefetch", &Plan::l2_prefetch)
-          .def_ro("l2_prefetch_keys", &Plan::l2_prefetch_keys)
-          .def_ro("dequantized_cache", &Plan::dequantized_cache)
-          .def_ro("staging_bytes", &Plan::staging_bytes)
-          .def_ro("block_m", &Plan::block_m)
-          .def_ro("block_n", &Plan::block_n)
-          .def_ro("warps", &Plan::warps)
-          .def_ro("stages", &Plan::stages)
-          .def_ro("smem_bytes", &Plan::smem_bytes)
-          .def_ro("blocks_per_sm", &Plan::blocks_per_sm)
-          .def_ro("launch_smem_bytes", &Plan::launch_smem_bytes)
-          .def_ro("work_units", &Plan::work_units)
-          .def_ro("packed_queries", &Plan::packed_queries)
-          .def_ro("decode_via_prefill", &Plan::decode_via_prefill)
-          .def_prop_ro("grid", [](const Plan& p) { return nb::make_tuple(p.grid[0], p.grid[1], p.grid[2]); })
-          .def_ro("workspace_bytes", &Plan::workspace_bytes)
-          .def_ro("note", &Plan::note)
+          .def_prop_ro("kind", [](const Plan& p) { return p.kind() == Plan::Kind::kDecode ? "decode" : "prefill"; })
+          .def_prop_ro("decode", [](const Plan& p) { return p.decode(); })
+          .def_prop_ro("prefill", [](const Plan& p) { return p.prefill(); })
+          .def_prop_ro("device", &Plan::device)
+          .def_prop_ro("strategy", &Plan::strategy)
+          .def_prop_ro("family", &Plan::family)
+          .def_prop_ro("num_splits", &Plan::num_splits)
+          .def_prop_ro("split_tokens", &Plan::split_tokens)
+          .def_prop_ro("cluster_combine", &Plan::cluster_combine)
+          .def_prop_ro("fused_combine", &Plan::fused_combine)
+          .def_prop_ro("atomic_combine", &Plan::atomic_combine)
+          .def_prop_ro("l2_prefetch", &Plan::l2_prefetch)
+          .def_prop_ro("l2_prefetch_keys", &Plan::l2_prefetch_keys)
+          .def_prop_ro("dequantized_cache", &Plan::dequantized_cache)
+          .def_prop_ro("staging_bytes", &Plan::staging_bytes)
+          .def_prop_ro("block_m", &Plan::block_m)
+          .def_prop_ro("block_n", &Plan::block_n)
+          .def_prop_ro("warps", &Plan::warps)
+          .def_prop_ro("stages", &Plan::stages)
+          .def_prop_ro("smem_bytes", &Plan::smem_bytes)
+          .def_prop_ro("blocks_per_sm", &Plan::blocks_per_sm)
+          .def_prop_ro("launch_smem_bytes", &Plan::launch_smem_bytes)
+          .def_prop_ro("work_units", &Plan::work_units)
+          .def_prop_ro("packed_queries", &Plan::packed_queries)
+          .def_prop_ro("decode_via_prefill", &Plan::decode_via_prefill)
+          .def_prop_ro("grid", [](const Plan& p) { return nb::make_tuple(p.grid()[0], p.grid()[1], p.grid()[2]); })
+          .def_prop_ro("workspace_bytes", &Plan::workspace_bytes)
+          .def_prop_ro("note", &Plan::note)
           .def("describe", [](const Plan& p) { return describe(p); })
           .def("__str__", [](const Plan& p) { return describe(p); })
           .def("__repr__", &plan_repr);

@@ -34,9 +34,9 @@ using detail::final_output;
 // there between calls (fused, atomic) needs it prepared for this plan with no other plan's call
 // since: refused by name otherwise, instead of reading stale counters.
 Status note_workspace_use(const Plan& plan, const void* workspace) {
-  if (plan.workspace_bytes == 0) return Status::success();
-  const bool ready = detail::note_workspace_use(workspace, plan.seal);
-  if (ready || !(plan.fused_combine || plan.atomic_combine)) return Status::success();
+  if (plan.workspace_bytes() == 0) return Status::success();
+  const bool ready = detail::note_workspace_use(workspace, plan.seal());
+  if (ready || !(plan.fused_combine() || plan.atomic_combine())) return Status::success();
   return Status::invalid("workspace",
                          "a workspace prepare_workspace(plan, ...) set up for this plan, with no other plan's call in "
                          "it since (the fused / atomic merge keeps counters there between calls)",
@@ -45,10 +45,10 @@ Status note_workspace_use(const Plan& plan, const void* workspace) {
 
 // The plan's family, which must be of the plan's kind.
 Status plan_family(const Plan& plan, registry::Kind kind, int* family) {
-  *family = registry::find_family(plan.family);
+  *family = registry::find_family(plan.family());
   if (*family < 0 || registry::families()[*family].kind != kind) {
     return Status::invalid("plan.family", std::string("a ") + registry::to_string(kind) + " kernel family",
-                           "'" + plan.family + "'");
+                           "'" + plan.family() + "'");
   }
   return Status::success();
 }
@@ -64,14 +64,14 @@ detail::LaunchConfig launch_config(Stream stream, const int (&grid)[3]) {
 // The decode kernel's launch: the plan's grid, and its shared memory per block where the plan holds
 // each SM to an even share of the grid (Plan::launch_smem_bytes).
 Status decode_launch_config(const Plan& plan, Stream stream, detail::LaunchConfig* config) {
-  if (plan.launch_smem_bytes < 0 || plan.launch_smem_bytes > plan.device.smem_per_block_bytes) {
+  if (plan.launch_smem_bytes() < 0 || plan.launch_smem_bytes() > plan.device().smem_per_block_bytes) {
     return Status::invalid("plan.launch_smem_bytes",
-                           "0 or at most the device's " + std::to_string(plan.device.smem_per_block_bytes) +
+                           "0 or at most the device's " + std::to_string(plan.device().smem_per_block_bytes) +
                                " bytes per block (as plan_decode sets it)",
-                           std::to_string(plan.launch_smem_bytes));
+                           std::to_string(plan.launch_smem_bytes()));
   }
-  *config = launch_config(stream, plan.grid);
-  config->min_smem_bytes = plan.launch_smem_bytes;
+  *config = launch_config(stream, plan.grid());
+  config->min_smem_bytes = plan.launch_smem_bytes();
   return Status::success();
 }
 
@@ -98,8 +98,8 @@ OutputParams partial_output(void* workspace, int num_splits, int64_t rows, int s
 // The fused combine's arrival counters in the workspace: one per (sequence, KV head, query tile),
 // i.e. one per work unit of the decode plan.
 int32_t* decode_tile_counters(const Plan& plan, void* workspace) {
-  const plan::DecodeGeometry g = plan::decode_geometry(plan.decode, plan.block_m);
-  const plan::SplitWorkspace ws = plan::split_workspace(plan.num_splits, g.out_rows, plan.decode.head_dim, g.work_units);
+  const plan::DecodeGeometry g = plan::decode_geometry(plan.decode(), plan.block_m());
+  const plan::SplitWorkspace ws = plan::split_workspace(plan.num_splits(), g.out_rows, plan.decode().head_dim, g.work_units);
   return reinterpret_cast<int32_t*>(static_cast<char*>(workspace) + ws.counters_offset);
 }
 
@@ -111,8 +111,8 @@ struct AtomicAccumulators {
   size_t bytes;
 };
 AtomicAccumulators decode_atomic_accumulators(const Plan& plan, void* workspace) {
-  const plan::DecodeGeometry g = plan::decode_geometry(plan.decode, plan.block_m);
-  const plan::AtomicCombineWorkspace ws = plan::atomic_combine_workspace(plan.num_splits, g.out_rows, plan.decode.head_dim);
+  const plan::DecodeGeometry g = plan::decode_geometry(plan.decode(), plan.block_m());
+  const plan::AtomicCombineWorkspace ws = plan::atomic_combine_workspace(plan.num_splits(), g.out_rows, plan.decode().head_dim);
   char* base = static_cast<char*>(workspace);
   return {reinterpret_cast<float*>(base + ws.o_offset), reinterpret_cast<float*>(base + ws.sum_offset),
           ws.total_bytes - ws.o_offset};
@@ -120,8 +120,8 @@ AtomicAccumulators decode_atomic_accumulators(const Plan& plan, void* workspace)
 
 // A prefill plan's stream-K workspace: a slot per block boundary, from where the planner put it.
 plan::StreamKWorkspace stream_k_workspace_of(const Plan& plan) {
-  return plan::stream_k_workspace(plan.stream_k_workspace_offset, plan.persistent_blocks - 1, plan.block_m,
-                                  plan.prefill.head_dim);
+  return plan::stream_k_workspace(plan.stream_k_workspace_offset(), plan.persistent_blocks() - 1, plan.block_m(),
+                                  plan.prefill().head_dim);
 }
 
 // The combine of the partials `from` into the final rows `to`.
@@ -161,7 +161,7 @@ Status launch_combine(const OutputParams& from, int num_splits, const OutputPara
 // padded chunked-prefill tensors of the same cache (q, out [B, q_len, Hq, D]; lse [B, Hq, q_len]).
 Status run_decode_via_prefill(const Plan& plan, const DecodeTensors& t, void* workspace, size_t workspace_bytes,
                               Stream stream) {
-  const std::string why = "empty: this plan serves decode by chunked prefill (" + plan.family +
+  const std::string why = "empty: this plan serves decode by chunked prefill (" + plan.family() +
                           "), which takes no context shard; plan with options.prefill_route = false and without a prefill "
                           "options.family";
   if (!t.keys_after.empty()) return Status::unsupported("keys_after", why);
@@ -175,9 +175,10 @@ Status run_decode_via_prefill(const Plan& plan, const DecodeTensors& t, void* wo
   p.seq_lens_host = nullptr;
   p.block_table_host = nullptr;
   Plan prefill = plan;
-  prefill.kind = Plan::Kind::kPrefill;
-  prefill.decode_via_prefill = false;
-  prefill.seal = detail::plan_seal(prefill);  // the same plan, seen as the prefill it is
+  detail::PlanFields& as_prefill = detail::PlanEditor::fields(prefill);
+  as_prefill.kind = PlanKind::kPrefill;
+  as_prefill.decode_via_prefill = false;
+  as_prefill.seal = detail::plan_seal(prefill);  // the same plan, seen as the prefill it is
   return run_prefill(prefill, p, workspace, workspace_bytes, stream);
 }
 
@@ -210,28 +211,28 @@ Status refuse_unserved_variants(int window_left, int window_right, float softcap
 }  // namespace
 
 Status run_decode(const Plan& plan, const DecodeTensors& t, void* workspace, size_t workspace_bytes, Stream stream) {
-  if (plan.kind != Plan::Kind::kDecode) return Status::invalid("plan", "a decode plan", "a prefill plan");
+  if (plan.kind() != Plan::Kind::kDecode) return Status::invalid("plan", "a decode plan", "a prefill plan");
   if (Status s = detail::check_plan_seal(plan); !s) return s;
-  const DecodeProblem& pr = plan.decode;
+  const DecodeProblem& pr = plan.decode();
   if (Status s = detail::validate_decode_problem(pr); !s) return s;
   if (Status s = detail::validate_decode_tensors(pr, t); !s) return s;
   if (Status s = refuse_unserved_variants(pr.window_left, pr.window_right, pr.softcap, pr.sinks, pr.tree_mask); !s) {
     return s;
   }
   if (Status s = refuse_unread_format(pr.kv_format, pr.dtype); !s) return s;
-  if (plan.decode_via_prefill) return run_decode_via_prefill(plan, t, workspace, workspace_bytes, stream);
-  if (Status s = detail::validate_decode_partials(pr, plan.num_splits, t); !s) return s;
+  if (plan.decode_via_prefill()) return run_decode_via_prefill(plan, t, workspace, workspace_bytes, stream);
+  if (Status s = detail::validate_decode_partials(pr, plan.num_splits(), t); !s) return s;
   // The caller's partial buffers replace the workspace's (and the combine).
   const bool caller_partials = !t.partial_o.empty();
   if (!caller_partials) {
-    if (Status s = detail::validate_workspace(plan.workspace_bytes, workspace, workspace_bytes); !s) return s;
+    if (Status s = detail::validate_workspace(plan.workspace_bytes(), workspace, workspace_bytes); !s) return s;
     if (Status s = note_workspace_use(plan, workspace); !s) return s;
   }
   int family = -1;
   if (Status s = plan_family(plan, registry::Kind::kDecode, &family); !s) return s;
   detail::Launcher launcher;
   if (Status s = detail::find_launcher(family, pr.dtype, pr.head_dim, pr.kv_format, &launcher); !s) return s;
-  const plan::DecodeGeometry g = plan::decode_geometry(pr, plan.block_m);
+  const plan::DecodeGeometry g = plan::decode_geometry(pr, plan.block_m());
 
   detail::DecodeParams p{};
   p.q = t.q.data;
@@ -282,13 +283,13 @@ Status run_decode(const Plan& plan, const DecodeTensors& t, void* workspace, siz
   p.group = detail::FastDivmod::make(g.group);
   p.rows_per_kv = g.rows_per_kv;
   p.m_tiles = detail::FastDivmod::make(g.m_tiles);
-  p.num_splits = detail::FastDivmod::make(plan.num_splits);
-  p.split_tokens = plan.split_tokens;
-  p.cluster_combine = plan.cluster_combine && !caller_partials;
+  p.num_splits = detail::FastDivmod::make(plan.num_splits());
+  p.split_tokens = plan.split_tokens();
+  p.cluster_combine = plan.cluster_combine() && !caller_partials;
   p.causal = pr.causal;
   p.scale_log2 = g.scale_log2;
-  p.l2_prefetch = plan.l2_prefetch;
-  p.l2_prefetch_keys = plan.l2_prefetch_keys;  // read only with l2_prefetch
+  p.l2_prefetch = plan.l2_prefetch();
+  p.l2_prefetch_keys = plan.l2_prefetch_keys();  // read only with l2_prefetch
 
   if (caller_partials) {
     p.output = partial_rows(static_cast<float*>(t.partial_o.data), static_cast<float*>(t.partial_lse.data),
@@ -298,57 +299,57 @@ Status run_decode(const Plan& plan, const DecodeTensors& t, void* workspace, siz
     return detail::launch(launcher, &p, config, "decode kernel launch");
   }
   const OutputParams final_rows = final_output(t.out, t.lse, false);
-  const bool merge_partials = plan.num_splits > 1 && !plan.cluster_combine;  // in the workspace
-  p.output = merge_partials ? partial_output(workspace, plan.num_splits, g.out_rows, pr.q_len, pr.num_q_heads,
+  const bool merge_partials = plan.num_splits() > 1 && !plan.cluster_combine();  // in the workspace
+  p.output = merge_partials ? partial_output(workspace, plan.num_splits(), g.out_rows, pr.q_len, pr.num_q_heads,
                                              pr.head_dim)
                             : final_rows;
-  if (merge_partials && plan.fused_combine) {  // each tile's last split block merges; no combine launch
+  if (merge_partials && plan.fused_combine()) {  // each tile's last split block merges; no combine launch
     p.tile_counters = decode_tile_counters(plan, workspace);
     p.combined = final_rows;
   }
   detail::AtomicNormalizeParams atomic{};
-  if (merge_partials && plan.atomic_combine) {  // adds into fp32 rows; the partials are the fallback
+  if (merge_partials && plan.atomic_combine()) {  // adds into fp32 rows; the partials are the fallback
     const AtomicAccumulators acc = decode_atomic_accumulators(plan, workspace);
     p.output.mode = OutputMode::kAtomic;
     p.output.atomic_o = acc.o;
     p.output.atomic_sum = acc.sum;
-    p.output.reference_lse = plan.atomic_reference_lse;
-    atomic.combine = combine_params(p.output, plan.num_splits, final_rows, nullptr);
+    p.output.reference_lse = plan.atomic_reference_lse();
+    atomic.combine = combine_params(p.output, plan.num_splits(), final_rows, nullptr);
     atomic.atomic_o = p.output.atomic_o;
     atomic.atomic_sum = p.output.atomic_sum;
-    atomic.reference_lse = plan.atomic_reference_lse;
+    atomic.reference_lse = plan.atomic_reference_lse();
   }
-  const bool combine_after = merge_partials && !plan.fused_combine && !plan.atomic_combine;
+  const bool combine_after = merge_partials && !plan.fused_combine() && !plan.atomic_combine();
   detail::LaunchConfig config;
   if (Status s = decode_launch_config(plan, stream, &config); !s) return s;
-  if (plan.cluster_combine) {
+  if (plan.cluster_combine()) {
     if (!config.use_pdl) {  // clusters exist from sm_90 on, like PDL
       return Status::unsupported("plan.cluster_combine", "needs an sm_90 device; plan with this device's DeviceInfo");
     }
-    config.cluster_blocks = plan.num_splits;
+    config.cluster_blocks = plan.num_splits();
   }
   if (Status s = detail::launch(launcher, &p, config, "decode kernel launch"); !s) return s;
-  if (merge_partials && plan.atomic_combine) {
+  if (merge_partials && plan.atomic_combine()) {
     const cudaError_t error =
-        detail::launch_atomic_normalize(atomic, pr.dtype, pr.head_dim, launch_config(stream, plan.grid));
+        detail::launch_atomic_normalize(atomic, pr.dtype, pr.head_dim, launch_config(stream, plan.grid()));
     if (error == cudaSuccess) return Status::success();
     return Status(StatusCode::kCudaError, "plan.atomic_combine",
                   std::string("atomic combine normalization launch: ") + cudaGetErrorString(error));
   }
   if (!combine_after) return Status::success();
-  return launch_combine(p.output, plan.num_splits, final_rows, nullptr, 0, pr.dtype, pr.head_dim, stream);
+  return launch_combine(p.output, plan.num_splits(), final_rows, nullptr, 0, pr.dtype, pr.head_dim, stream);
 }
 
 Status prepare_workspace(const Plan& plan, void* workspace, size_t workspace_bytes, Stream stream) {
-  const bool decode_splits = plan.kind == Plan::Kind::kDecode && plan.num_splits > 1;
+  const bool decode_splits = plan.kind() == Plan::Kind::kDecode && plan.num_splits() > 1;
   if (Status s = detail::check_plan_seal(plan); !s) return s;
-  if (!(decode_splits && (plan.fused_combine || plan.atomic_combine))) return Status::success();
-  if (Status s = detail::validate_workspace(plan.workspace_bytes, workspace, workspace_bytes); !s) return s;
+  if (!(decode_splits && (plan.fused_combine() || plan.atomic_combine()))) return Status::success();
+  if (Status s = detail::validate_workspace(plan.workspace_bytes(), workspace, workspace_bytes); !s) return s;
   void* start = nullptr;
   size_t bytes = 0;
-  if (plan.fused_combine) {  // the arrival counters
+  if (plan.fused_combine()) {  // the arrival counters
     start = decode_tile_counters(plan, workspace);
-    bytes = size_t(plan.work_units) * sizeof(int32_t);
+    bytes = size_t(plan.work_units()) * sizeof(int32_t);
   } else {  // the atomic combine's accumulators
     const AtomicAccumulators acc = decode_atomic_accumulators(plan, workspace);
     start = acc.o;
@@ -356,7 +357,7 @@ Status prepare_workspace(const Plan& plan, void* workspace, size_t workspace_byt
   }
   const cudaError_t error = cudaMemsetAsync(start, 0, bytes, stream);
   if (error == cudaSuccess) {
-    detail::note_workspace_prepared(workspace, plan.seal);
+    detail::note_workspace_prepared(workspace, plan.seal());
     return Status::success();
   }
   return Status(StatusCode::kCudaError, "workspace",
@@ -399,12 +400,12 @@ Status check_tma_views(const detail::PrefillParams& p, int head_dim, const std::
 
 // The prefill kernel (and the combine after split-KV) over validated tensors.
 Status launch_prefill(const Plan& plan, const PrefillTensors& t, void* workspace, Stream stream) {
-  const PrefillProblem& pr = plan.prefill;
+  const PrefillProblem& pr = plan.prefill();
   int family = -1;
   if (Status s = plan_family(plan, registry::Kind::kPrefill, &family); !s) return s;
   detail::Launcher launcher;
   if (Status s = detail::find_launcher(family, pr.dtype, pr.head_dim, pr.kv_format, &launcher); !s) return s;
-  const plan::PrefillGeometry g = plan::prefill_geometry(pr, plan.block_m, plan.packed_queries);
+  const plan::PrefillGeometry g = plan::prefill_geometry(pr, plan.block_m(), plan.packed_queries());
 
   // Padded tensors are [B, L, H, D]; varlen ones [total, H, D] with the batch folded into tokens.
   // A KV cache keeps its batch (or page) dimension whether the queries are varlen or not.
@@ -438,7 +439,7 @@ Status launch_prefill(const Plan& plan, const PrefillTensors& t, void* workspace
   p.max_kv_len = pr.max_kv_len;
   p.causal = pr.causal;
   p.scale_log2 = g.scale_log2;
-  p.num_splits = plan.num_splits;
+  p.num_splits = plan.num_splits();
   if (pr.kv_cache) {
     p.cache_seq_lens = static_cast<const int32_t*>(t.seq_lens.data);
     if (pr.page_size > 0) {
@@ -450,33 +451,33 @@ Status launch_prefill(const Plan& plan, const PrefillTensors& t, void* workspace
   }
 
   if (registry::families()[family].arch == registry::Arch::kSm90a) {
-    if (Status s = check_tma_views(p, pr.head_dim, plan.family, t); !s) return s;
+    if (Status s = check_tma_views(p, pr.head_dim, plan.family(), t); !s) return s;
   }
   const OutputParams final_rows = final_output(t.out, t.lse, pr.varlen);
   p.output = final_rows;
-  if (plan.strategy == Strategy::kTwoPass) {
+  if (plan.strategy() == Strategy::kTwoPass) {
     const plan::TwoPassWorkspace ws = plan::two_pass_workspace(g.out_rows);
     char* base = static_cast<char*>(workspace);
     p.row_max = reinterpret_cast<float*>(base + ws.max_offset);
     p.row_sum = reinterpret_cast<float*>(base + ws.sum_offset);
-  } else if (plan.num_splits > 1) {
-    p.output = partial_output(workspace, plan.num_splits, g.out_rows, pr.max_q_len, pr.num_q_heads, pr.head_dim);
+  } else if (plan.num_splits() > 1) {
+    p.output = partial_output(workspace, plan.num_splits(), g.out_rows, pr.max_q_len, pr.num_q_heads, pr.head_dim);
   }
-  detail::LaunchConfig config = launch_config(stream, plan.grid);
-  config.persistent_blocks = plan.persistent_blocks;
-  if (plan.dynamic_tiles) {
+  detail::LaunchConfig config = launch_config(stream, plan.grid());
+  config.persistent_blocks = plan.persistent_blocks();
+  if (plan.dynamic_tiles()) {
     p.tile_counter = reinterpret_cast<int32_t*>(static_cast<char*>(workspace) +
-                                                plan::tile_counter_offset(plan.workspace_bytes));
+                                                plan::tile_counter_offset(plan.workspace_bytes()));
     if (const cudaError_t e = cudaMemsetAsync(p.tile_counter, 0, sizeof(int32_t), stream); e != cudaSuccess) {
       return Status(StatusCode::kCudaError, "workspace",
                     std::string("zeroing the prefill's tile counter: ") + cudaGetErrorString(e));
     }
   }
-  if (plan.stream_k) {
+  if (plan.stream_k()) {
     const plan::StreamKWorkspace ws = stream_k_workspace_of(plan);
     char* base = static_cast<char*>(workspace);
-    p.stream_steps = plan.stream_k_steps;  // the launcher checks it against its kernel's K tile
-    p.stream_first_tile = plan.stream_k_first_tile;
+    p.stream_steps = plan.stream_k_steps();  // the launcher checks it against its kernel's K tile
+    p.stream_first_tile = plan.stream_k_first_tile();
     p.stream_o = reinterpret_cast<float*>(base + ws.o_offset);
     p.stream_lse = reinterpret_cast<float*>(base + ws.lse_offset);
     p.stream_counters = reinterpret_cast<int32_t*>(base + ws.counters_offset);
@@ -487,7 +488,7 @@ Status launch_prefill(const Plan& plan, const PrefillTensors& t, void* workspace
   }
   if (Status s = detail::launch(launcher, &p, config, "prefill kernel launch"); !s) return s;
   if (p.output.mode != OutputMode::kPartial) return Status::success();
-  return launch_combine(p.output, plan.num_splits, final_rows, p.cu_seqlens_q, p.total_q, pr.dtype, pr.head_dim, stream);
+  return launch_combine(p.output, plan.num_splits(), final_rows, p.cu_seqlens_q, p.total_q, pr.dtype, pr.head_dim, stream);
 }
 
 // One side of a quantized cache as the dequantization kernel reads it. Element strides become
@@ -518,7 +519,7 @@ detail::DequantSide dequant_side(const TensorRef& cache, const TensorRef& scales
 // the start of the workspace, then the plan's family reads the copy as a contiguous 16-bit cache
 // with the rest of the workspace as its own.
 Status prefill_over_staging(const Plan& plan, const PrefillTensors& t, void* workspace, Stream stream) {
-  const PrefillProblem& pr = plan.prefill;
+  const PrefillProblem& pr = plan.prefill();
   const plan::KvStaging st = plan::kv_staging(pr.batch, pr.max_kv_len, pr.num_kv_heads, pr.head_dim);
   char* base = static_cast<char*>(workspace);
   detail::DequantKvParams d;
@@ -540,18 +541,19 @@ Status prefill_over_staging(const Plan& plan, const PrefillTensors& t, void* wor
   d.v_out = base + st.v_offset;
   d.staging_tokens = st.tokens;
   d.lens_out = reinterpret_cast<int32_t*>(base + st.lens_offset);
-  const cudaError_t error = detail::launch_dequantize_kv(d, launch_config(stream, plan.grid));
+  const cudaError_t error = detail::launch_dequantize_kv(d, launch_config(stream, plan.grid()));
   if (error != cudaSuccess) {
     return Status(StatusCode::kCudaError, "kv_format",
                   std::string("dequantizing the KV cache: ") + cudaGetErrorString(error));
   }
 
   Plan inner = plan;
-  inner.dequantized_cache = false;
-  inner.staging_bytes = 0;
-  inner.workspace_bytes = plan.workspace_bytes - st.total_bytes;
-  inner.prefill.kv_format = KvFormat::kNative;
-  inner.prefill.page_size = 0;
+  detail::PlanFields& staged_plan = detail::PlanEditor::fields(inner);
+  staged_plan.dequantized_cache = false;
+  staged_plan.staging_bytes = 0;
+  staged_plan.workspace_bytes = plan.workspace_bytes() - st.total_bytes;
+  staged_plan.prefill.kv_format = KvFormat::kNative;
+  staged_plan.prefill.page_size = 0;
   const int64_t B = pr.batch, Hkv = pr.num_kv_heads, D = pr.head_dim;
   PrefillTensors staged = t;
   staged.k = TensorRef::contiguous(d.k_out, pr.dtype, {B, st.tokens, Hkv, D});
@@ -569,16 +571,16 @@ Status prefill_over_staging(const Plan& plan, const PrefillTensors& t, void* wor
 
 Status run_prefill(const Plan& plan, const PrefillTensors& t, void* workspace, size_t workspace_bytes,
                    Stream stream) {
-  if (plan.kind != Plan::Kind::kPrefill) return Status::invalid("plan", "a prefill plan", "a decode plan");
+  if (plan.kind() != Plan::Kind::kPrefill) return Status::invalid("plan", "a prefill plan", "a decode plan");
   if (Status s = detail::check_plan_seal(plan); !s) return s;
-  const PrefillProblem& pr = plan.prefill;
+  const PrefillProblem& pr = plan.prefill();
   if (Status s = detail::validate_prefill_problem(pr); !s) return s;
   if (Status s = detail::validate_prefill_tensors(pr, t); !s) return s;
   if (Status s = refuse_unserved_variants(pr.window_left, pr.window_right, pr.softcap, pr.sinks, false); !s) return s;
   if (Status s = refuse_unread_format(pr.kv_format, pr.dtype); !s) return s;
-  if (Status s = detail::validate_workspace(plan.workspace_bytes, workspace, workspace_bytes); !s) return s;
+  if (Status s = detail::validate_workspace(plan.workspace_bytes(), workspace, workspace_bytes); !s) return s;
   if (Status s = note_workspace_use(plan, workspace); !s) return s;
-  if (plan.dequantized_cache) return prefill_over_staging(plan, t, workspace, stream);
+  if (plan.dequantized_cache()) return prefill_over_staging(plan, t, workspace, stream);
   return launch_prefill(plan, t, workspace, stream);
 }
 

@@ -76,12 +76,12 @@ float fold_sink(float sink, float lse, float* o, int d) {
 }  // namespace
 
 Status run_decode(const Plan& plan, const DecodeTensors& t) {
-  if (plan.kind != Plan::Kind::kDecode) return Status::invalid("plan", "a decode plan", "a prefill plan");
+  if (plan.kind() != Plan::Kind::kDecode) return Status::invalid("plan", "a decode plan", "a prefill plan");
   if (Status s = detail::check_plan_seal(plan); !s) return s;
-  const DecodeProblem& p = plan.decode;
+  const DecodeProblem& p = plan.decode();
   if (Status s = detail::validate_decode_tensors(p, t); !s) return s;
-  if (Status s = detail::validate_decode_partials(p, plan.num_splits, t); !s) return s;
-  const int D = p.head_dim, Lq = p.q_len, Hq = p.num_q_heads, Hkv = p.num_kv_heads, S = plan.num_splits;
+  if (Status s = detail::validate_decode_partials(p, plan.num_splits(), t); !s) return s;
+  const int D = p.head_dim, Lq = p.q_len, Hq = p.num_q_heads, Hkv = p.num_kv_heads, S = plan.num_splits();
   const int group = Hq / Hkv;
   const float scale = plan::resolved_softmax_scale(p.softmax_scale, D);
   const int64_t rows = int64_t(p.batch) * Hq * Lq;  // row = (b * Hq + hq) * Lq + i
@@ -113,7 +113,7 @@ Status run_decode(const Plan& plan, const DecodeTensors& t) {
         len = 0, after = 0;
       }
     }
-    const detail::SplitSpan span = detail::split_span(len, split, S, plan.split_tokens, plan.block_n);
+    const detail::SplitSpan span = detail::split_span(len, split, S, plan.split_tokens(), plan.block_n());
     const int lo = span.lo, hi = span.end;
     std::vector<float> k(size_t(len) * D), v(size_t(len) * D), q(D);
     for (int tok = lo; tok < hi; ++tok) {

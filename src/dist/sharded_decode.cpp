@@ -33,9 +33,9 @@ struct RankPartials {
 };
 
 RankPartials rank_partials(const Plan& local) {
-  const DecodeProblem& p = local.decode;
+  const DecodeProblem& p = local.decode();
   RankPartials r;
-  r.splits = local.num_splits;
+  r.splits = local.num_splits();
   r.rows = int64_t(p.batch) * p.q_len;
   r.lse_elements = size_t(r.splits) * r.rows * p.num_q_heads;
   r.o_elements = r.lse_elements * p.head_dim;
@@ -57,8 +57,8 @@ constexpr const char* kDigestNames[kDigestFields] = {"world_size", "local.num_sp
                                                      "num_q_heads", "num_kv_heads",    "head_dim", "dtype",
                                                      "kv_format",   "causal"};
 void plan_digest(const ShardedDecodePlan& plan, int64_t (&d)[kDigestFields]) {
-  const DecodeProblem& p = plan.local.decode;
-  const int64_t values[kDigestFields] = {plan.world_size, plan.local.num_splits, p.batch,
+  const DecodeProblem& p = plan.local.decode();
+  const int64_t values[kDigestFields] = {plan.world_size, plan.local.num_splits(), p.batch,
                                          p.q_len,         p.num_q_heads,         p.num_kv_heads,
                                          p.head_dim,      int64_t(p.dtype),      int64_t(p.kv_format),
                                          p.causal ? 1 : 0};
@@ -75,7 +75,7 @@ std::set<std::tuple<ncclComm_t, uint64_t, int>>& checked_pairs() {
   return pairs;
 }
 std::tuple<ncclComm_t, uint64_t, int> checked_key(const ShardedDecodePlan& plan, ncclComm_t comm) {
-  return {comm, plan.local.seal, plan.world_size};
+  return {comm, plan.local.seal(), plan.world_size};
 }
 
 Status cuda_status(cudaError_t e, const char* what) {
@@ -116,7 +116,7 @@ Status check_call(const ShardedDecodePlan& plan, const DecodeTensors& tensors, n
   if (!tensors.partial_o.empty() || !tensors.partial_lse.empty()) {
     return Status::invalid("partial_o", "empty (run_sharded_decode writes the merged out and lse)", "a tensor");
   }
-  const DecodeProblem& p = plan.local.decode;
+  const DecodeProblem& p = plan.local.decode();
   // A shard followed by others sees only its own keys unless told how many come after it.
   if (p.causal && p.q_len > 1 && *rank != world - 1 && tensors.keys_after.empty()) {
     return Status::invalid("keys_after",
@@ -145,7 +145,7 @@ Status check_call(const ShardedDecodePlan& plan, const DecodeTensors& tensors, n
 
 // The shard's decode into the split partials at o / lse.
 Status decode_shard(const ShardedDecodePlan& plan, const DecodeTensors& tensors, float* o, float* lse, Stream stream) {
-  const DecodeProblem& p = plan.local.decode;
+  const DecodeProblem& p = plan.local.decode();
   const RankPartials r = rank_partials(plan.local);
   DecodeTensors local = tensors;
   local.out = local.lse = TensorRef{};
@@ -166,7 +166,7 @@ Status plan_sharded_decode(const DecodeProblem& shard_problem, const DeviceInfo&
   PlanOptions shard_options = options;
   shard_options.tuning.prefill_route = false;
   if (Status s = plan_decode(shard_problem, device, shard_options, &p.local); !s) return s;
-  if (p.local.decode_via_prefill) {
+  if (p.local.decode_via_prefill()) {
     return Status::unsupported("options.family", "a decode family for a context shard (" + options.family +
                                                      " serves decode by chunked prefill, which takes no shard)");
   }
@@ -250,7 +250,7 @@ Status alloc_symmetric_workspace(const ShardedDecodePlan& plan, ncclComm_t comm,
   SymmetricWorkspace w;
   w.lse_offset = window_lse_offset(r);
   w.bytes = w.lse_offset + plan::align_up(r.lse_elements * sizeof(float));
-  w.rows = static_cast<int>(r.rows * plan.local.decode.num_q_heads);
+  w.rows = static_cast<int>(r.rows * plan.local.decode().num_q_heads);
   if (Status s = nccl_status(ncclMemAlloc(&w.data, w.bytes), "ncclMemAlloc"); !s) return s;
   ncclWindow_t window = nullptr;
   Status made = nccl_status(ncclCommWindowRegister(comm, w.data, w.bytes, &window, NCCL_WIN_COLL_SYMMETRIC),
@@ -287,7 +287,7 @@ Status run_sharded_decode(const ShardedDecodePlan& plan, const DecodeTensors& te
   if (Status s = ensure_plan_checked(plan, comm, stream); !s) return s;
   const RankPartials r = rank_partials(plan.local);
   if (workspace.data == nullptr || workspace.device_comm == nullptr ||
-      workspace.rows != r.rows * plan.local.decode.num_q_heads ||
+      workspace.rows != r.rows * plan.local.decode().num_q_heads ||
       workspace.lse_offset != window_lse_offset(r)) {
     return Status::invalid("workspace", "a SymmetricWorkspace made by alloc_symmetric_workspace for this plan",
                            workspace.data == nullptr ? "an empty one" : "one of another plan");

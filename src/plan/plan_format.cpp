@@ -64,15 +64,15 @@ void describe_variants(Text& s, int left, int right, float softcap, bool sinks, 
 
 std::string describe(const Plan& p) {
   Text s;
-  if (p.kind == Plan::Kind::kDecode) {
-    const DecodeProblem& d = p.decode;
+  if (p.kind() == Plan::Kind::kDecode) {
+    const DecodeProblem& d = p.decode();
     s << "decode: batch=" << d.batch << " Hq=" << d.num_q_heads << " Hkv=" << d.num_kv_heads
       << " D=" << d.head_dim << " q_len=" << d.q_len << " max_kv_len=" << d.max_kv_len
       << " page_size=" << d.page_size << " causal=" << (d.causal ? 1 : 0) << " dtype=" << to_string(d.dtype)
       << " kv_format=" << to_string(d.kv_format) << "\n";
     describe_variants(s, d.window_left, d.window_right, d.softcap, d.sinks, d.tree_mask);
   } else {
-    const PrefillProblem& f = p.prefill;
+    const PrefillProblem& f = p.prefill();
     s << "prefill: batch=" << f.batch << " Hq=" << f.num_q_heads << " Hkv=" << f.num_kv_heads
       << " D=" << f.head_dim << " max_q_len=" << f.max_q_len << " max_kv_len=" << f.max_kv_len
       << " varlen=" << (f.varlen ? 1 : 0) << " causal=" << (f.causal ? 1 : 0)
@@ -80,27 +80,27 @@ std::string describe(const Plan& p) {
     if (f.kv_cache) s << " kv_cache=1 page_size=" << f.page_size;  // K/V token tensors: nothing to add
     s << "\n";
     describe_variants(s, f.window_left, f.window_right, f.softcap, f.sinks, false);
-    if (p.dequantized_cache) {
-      s << "cache: dequantized to " << to_string(f.dtype) << " first (" << p.staging_bytes
+    if (p.dequantized_cache()) {
+      s << "cache: dequantized to " << to_string(f.dtype) << " first (" << p.staging_bytes()
         << " bytes of the workspace), then read as a contiguous cache\n";
     }
   }
-  s << "device: " << p.device.sm_count << " SMs, " << p.device.smem_per_sm_bytes / 1024 << " KB smem/SM, "
-    << p.device.l2_bytes / (1024 * 1024) << " MB L2, sm_" << p.device.cc_major << p.device.cc_minor << "\n";
-  const int family = registry::find_family(p.family);
-  s << "family: " << p.family;
+  s << "device: " << p.device().sm_count << " SMs, " << p.device().smem_per_sm_bytes / 1024 << " KB smem/SM, "
+    << p.device().l2_bytes / (1024 * 1024) << " MB L2, sm_" << p.device().cc_major << p.device().cc_minor << "\n";
+  const int family = registry::find_family(p.family());
+  s << "family: " << p.family();
   if (family >= 0) s << " (" << registry::to_string(registry::families()[family].arch) << ")";
-  s << "\nstrategy: " << to_string(p.strategy) << "\n";
-  if (p.decode_via_prefill) {
-    const plan::PrefillGeometry g = plan::prefill_geometry(p.prefill, p.block_m, p.packed_queries);
-    s << "served as: chunked prefill over the cache, q_len " << p.decode.q_len << " queries per sequence; "
+  s << "\nstrategy: " << to_string(p.strategy()) << "\n";
+  if (p.decode_via_prefill()) {
+    const plan::PrefillGeometry g = plan::prefill_geometry(p.prefill(), p.block_m(), p.packed_queries());
+    s << "served as: chunked prefill over the cache, q_len " << p.decode().q_len << " queries per sequence; "
       << g.m_blocks << " tile(s) per " << (g.packed_queries > 0 ? "KV head" : "query head") << "\n";
-  } else if (p.kind == Plan::Kind::kDecode) {
-    const plan::DecodeGeometry g = plan::decode_geometry(p.decode, p.block_m);
-    s << "rows: " << g.rows_per_kv << " packed query rows per KV head (q_len " << p.decode.q_len << " x group "
+  } else if (p.kind() == Plan::Kind::kDecode) {
+    const plan::DecodeGeometry g = plan::decode_geometry(p.decode(), p.block_m());
+    s << "rows: " << g.rows_per_kv << " packed query rows per KV head (q_len " << p.decode().q_len << " x group "
       << g.group << ") in " << g.m_tiles << " tile(s) of " << g.block_m << "\n";
   } else {
-    const plan::PrefillGeometry g = plan::prefill_geometry(p.prefill, p.block_m, p.packed_queries);
+    const plan::PrefillGeometry g = plan::prefill_geometry(p.prefill(), p.block_m(), p.packed_queries());
     if (g.packed_queries > 0) {
       s << "rows: " << g.m_blocks << " tile(s) per KV head, each the GQA group's " << g.group << " query heads x "
         << g.packed_queries << " queries (GQA packing)\n";
@@ -108,31 +108,31 @@ std::string describe(const Plan& p) {
       s << "rows: " << g.m_blocks << " query block(s) of " << g.block_m << " per head; GQA group " << g.group << "\n";
     }
   }
-  s << "splits: " << p.num_splits;
-  if (p.split_tokens > 0) s << " (fixed " << p.split_tokens << " tokens each, batch-invariant)";
-  s << "  -- " << p.note << "\n";
-  if (p.kind == Plan::Kind::kDecode && p.num_splits > 1 && !p.decode_via_prefill) {
+  s << "splits: " << p.num_splits();
+  if (p.split_tokens() > 0) s << " (fixed " << p.split_tokens() << " tokens each, batch-invariant)";
+  s << "  -- " << p.note() << "\n";
+  if (p.kind() == Plan::Kind::kDecode && p.num_splits() > 1 && !p.decode_via_prefill()) {
     s << "combine: "
-      << (p.cluster_combine ? "in-kernel, across the thread-block cluster"
-          : p.fused_combine ? "in-kernel, by each tile's last split block (prepare_workspace once)"
-          : p.atomic_combine ? "atomic adds into fp32 rows around the reference LSE, then a normalization kernel "
+      << (p.cluster_combine() ? "in-kernel, across the thread-block cluster"
+          : p.fused_combine() ? "in-kernel, by each tile's last split block (prepare_workspace once)"
+          : p.atomic_combine() ? "atomic adds into fp32 rows around the reference LSE, then a normalization kernel "
                                "(nondeterministic; prepare_workspace once)"
                             : "combine kernel")
       << "\n";
   }
-  s << "tile: block_m=" << p.block_m << " block_n=" << p.block_n << " warps=" << p.warps
-    << " stages=" << p.stages << " smem=" << p.smem_bytes << " B, " << p.blocks_per_sm << " block(s)/SM";
-  if (p.launch_smem_bytes > 0) s << " (launched with " << p.launch_smem_bytes << " B: even placement)";
+  s << "tile: block_m=" << p.block_m() << " block_n=" << p.block_n() << " warps=" << p.warps()
+    << " stages=" << p.stages() << " smem=" << p.smem_bytes() << " B, " << p.blocks_per_sm() << " block(s)/SM";
+  if (p.launch_smem_bytes() > 0) s << " (launched with " << p.launch_smem_bytes() << " B: even placement)";
   s << "\n";
-  s << "grid: " << p.grid[0] << " x " << p.grid[1] << " x " << p.grid[2] << " (work units before splitting: "
-    << p.work_units << ")\n";
-  if (p.persistent_blocks > 0) {
-    s << "persistent: " << p.persistent_blocks << " blocks walk the grid's tiles, "
-      << (p.dynamic_tiles ? "claiming each next tile from a counter in the workspace" : "in a fixed stride");
-    if (p.stream_k) s << " up to tile " << p.stream_k_first_tile << ", then a stream-K tail of equal key-step ranges";
+  s << "grid: " << p.grid()[0] << " x " << p.grid()[1] << " x " << p.grid()[2] << " (work units before splitting: "
+    << p.work_units() << ")\n";
+  if (p.persistent_blocks() > 0) {
+    s << "persistent: " << p.persistent_blocks() << " blocks walk the grid's tiles, "
+      << (p.dynamic_tiles() ? "claiming each next tile from a counter in the workspace" : "in a fixed stride");
+    if (p.stream_k()) s << " up to tile " << p.stream_k_first_tile() << ", then a stream-K tail of equal key-step ranges";
     s << "\n";
   }
-  s << "workspace: " << p.workspace_bytes << " bytes\n";
+  s << "workspace: " << p.workspace_bytes() << " bytes\n";
   return s.str;
 }
 

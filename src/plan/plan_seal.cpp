@@ -58,7 +58,8 @@ void add(Hasher& h, const DeviceInfo& d) {
 
 }  // namespace
 
-uint64_t plan_seal(const Plan& p) {
+uint64_t plan_seal(const Plan& plan) {
+  const PlanFields& p = PlanEditor::fields(plan);
   Hasher h;
   h.add(p.kind);
   add(h, p.decode);
@@ -78,11 +79,11 @@ uint64_t plan_seal(const Plan& p) {
 }
 
 Status check_plan_seal(const Plan& plan) {
-  if (plan.seal == plan_seal(plan)) return Status::success();
+  if (plan.seal() == plan_seal(plan)) return Status::success();
   return Status::invalid("plan",
                          "a plan as plan_decode / plan_prefill returned it (plan again to change it; its fields "
                          "size the grid, the partials and the workspace)",
-                         plan.seal == 0 ? "a plan that was never planned" : "a plan whose fields changed after planning");
+                         plan.seal() == 0 ? "a plan that was never planned" : "a plan whose fields changed after planning");
 }
 
 }  // namespace splitkv::detail

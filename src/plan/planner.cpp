@@ -24,7 +24,7 @@ int ceil_div(int64_t a, int64_t b) { return static_cast<int>((a + b - 1) / b); }
 // Shared memory the runtime reserves per resident block on sm_80+.
 constexpr int kRuntimeSmemPerBlock = 1024;
 
-int64_t grid_blocks(const Plan& p) { return int64_t(p.grid[0]) * p.grid[1] * p.grid[2]; }
+int64_t grid_blocks(const detail::PlanFields& p) { return int64_t(p.grid[0]) * p.grid[1] * p.grid[2]; }
 
 int blocks_per_sm(const DeviceInfo& device, int smem_bytes, int threads) {
   const int by_smem = device.smem_per_sm_bytes / (smem_bytes + kRuntimeSmemPerBlock);
@@ -148,7 +148,7 @@ Status decide_splits(const PlanOptions& o, int64_t work_units, int max_kv_len, i
 
 // Chooses the family and fills the plan's tile fields from its summary.
 Status choose_family_and_tile(registry::Kind kind, Strategy strategy, int head_dim, DType dtype, KvFormat kv_format,
-                              const DeviceInfo& device, const PlanOptions& options, Plan* p,
+                              const DeviceInfo& device, const PlanOptions& options, detail::PlanFields* p,
                               tiles::TileSummary* tile, bool kv_cache = false, bool paged_cache = false,
                               int rows_per_kv = 1) {
   plan::FamilyRequest request{kind,           strategy,    head_dim,    dtype, detail::resolve_kv_format(kv_format, dtype),
@@ -176,7 +176,7 @@ Status choose_family_and_tile(registry::Kind kind, Strategy strategy, int head_d
 // PlanTuning::even_placement: the shared memory per block that lets an SM hold the even share of
 // a one-wave grid, ceil(blocks / SMs), but not one block more; 0 where the kernel's own size already does, the grid needs more than one wave, or the
 // splits merge in clusters.
-int even_placement_smem_bytes(const PlanOptions& options, const DeviceInfo& device, const Plan& p) {
+int even_placement_smem_bytes(const PlanOptions& options, const DeviceInfo& device, const detail::PlanFields& p) {
   if (!options.tuning.even_placement || p.cluster_combine) return 0;
   const int64_t blocks = grid_blocks(p);
   if (blocks > int64_t(device.sm_count) * p.blocks_per_sm) return 0;
@@ -208,10 +208,10 @@ int decode_slots_per_sm(const DecodeProblem& problem, int blocks_per_sm) {
 // tile and the page size may disagree, say); returns whether it did. The planner's own tile
 // choices are optimisations, not requests: one that cannot serve leaves the first choice in place.
 bool switch_prefill_family(const char* family, const PrefillProblem& problem, Strategy served, bool paged_read,
-                           const DeviceInfo& device, const PlanOptions& options, Plan* p, tiles::TileSummary* tile) {
+                           const DeviceInfo& device, const PlanOptions& options, detail::PlanFields* p, tiles::TileSummary* tile) {
   PlanOptions named = options;
   named.family = family;
-  Plan switched = *p;
+  detail::PlanFields switched = *p;
   tiles::TileSummary switched_tile = *tile;
   if (!choose_family_and_tile(registry::Kind::kPrefill, served, problem.head_dim, problem.dtype, KvFormat::kNative,
                               device, named, &switched, &switched_tile, problem.kv_cache, paged_read)) {
@@ -237,7 +237,7 @@ constexpr int kMinHalfWavesFor192Rows = 5;
 // On a switch, *why says so for the plan's note.
 // paged_read: whether the family reads K/V from pages (the first choice's request, kept).
 void prefer_sm90_tile_variant(const PrefillProblem& problem, Strategy served, bool paged_read,
-                              const DeviceInfo& device, const PlanOptions& options, Plan* p, tiles::TileSummary* tile,
+                              const DeviceInfo& device, const PlanOptions& options, detail::PlanFields* p, tiles::TileSummary* tile,
                               std::string* why) {
   if (!options.family.empty() || p->family != "prefill_sm90") return;
   if (problem.head_dim != 64 && problem.head_dim != 256) return;
@@ -271,7 +271,7 @@ void prefer_sm90_tile_variant(const PrefillProblem& problem, Strategy served, bo
 constexpr char kPrefillPackedGqa[] = "prefill_sm90_gqa";
 constexpr char kPrefillPackedGqa64[] = "prefill_sm90_gqa64";  // by name (prefill), or by the decode route
 Status plan_gqa_packing(const PrefillProblem& problem, Strategy served, bool paged_read, const DeviceInfo& device,
-                        const PlanOptions& options, Plan* p, tiles::TileSummary* tile, std::string* why) {
+                        const PlanOptions& options, detail::PlanFields* p, tiles::TileSummary* tile, std::string* why) {
   const int group = problem.num_q_heads / problem.num_kv_heads;
   if (options.family == kPrefillPackedGqa || options.family == kPrefillPackedGqa64) {
     p->packed_queries = tiles::packed_queries_per_head(tile->block_m, group);
@@ -376,7 +376,7 @@ bool two_splits_merge_in_cluster(const DecodeProblem& problem, const PlanOptions
 // resident from this one's start: what they prefetch survives only if this launch's reads fit in
 // L2. docs/TUNING.md, "L2 prefetch".
 int l2_prefetch_keys(const DecodeProblem& problem, const PlanOptions& options, const DeviceInfo& device,
-                     const Plan& p) {
+                     const detail::PlanFields& p) {
   if (!options.tuning.l2_prefetch || device.cc_major < 9) return 0;
   if (options.tuning.l2_prefetch_keys >= 0) return options.tuning.l2_prefetch_keys;
   if (2 * grid_blocks(p) > int64_t(device.sm_count) * p.blocks_per_sm) return 0;
@@ -390,7 +390,7 @@ int l2_prefetch_keys(const DecodeProblem& problem, const PlanOptions& options, c
 }
 
 // The argument names say which problem sizes make grid y and z.
-Status set_grid(const std::array<int64_t, 3>& grid, const char* y_argument, const char* z_argument, Plan* p) {
+Status set_grid(const std::array<int64_t, 3>& grid, const char* y_argument, const char* z_argument, detail::PlanFields* p) {
   for (int i = 1; i < 3; ++i) {
     if (grid[i] > plan::kMaxGridYZ) {
       return Status::invalid(i == 1 ? y_argument : z_argument,
@@ -412,7 +412,7 @@ Status set_grid(const std::array<int64_t, 3>& grid, const char* y_argument, cons
 // the blocks idle and the tiles have at least kStreamKMinSteps key steps (each block pays one
 // extra tile start and a merge). docs/TUNING.md, "Prefill".
 constexpr int64_t kStreamKMinSteps = 16;
-void plan_stream_k_tail(const PrefillProblem& problem, const PlanOptions& options, int64_t tiles, Plan* p) {
+void plan_stream_k_tail(const PrefillProblem& problem, const PlanOptions& options, int64_t tiles, detail::PlanFields* p) {
   const int blocks = p->persistent_blocks;
   const int64_t last_round = tiles % blocks;
   const int64_t steps = (int64_t(problem.max_kv_len) + p->block_n - 1) / p->block_n;
@@ -437,7 +437,7 @@ void plan_stream_k_tail(const PrefillProblem& problem, const PlanOptions& option
 // no more tiles than SMs keeps one block per tile: its blocks would each take one tile anyway, and
 // the counter's reset (a memset before every call) and claims would be all the persistent grid added.
 Status plan_persistent_grid(const PrefillProblem& problem, const DeviceInfo& device, const PlanOptions& options,
-                            Plan* p) {
+                            detail::PlanFields* p) {
   const int64_t tiles = grid_blocks(*p);
   if (tiles <= device.sm_count) return Status::success();
   if (tiles > int64_t(INT32_MAX)) {
@@ -469,13 +469,14 @@ Status plan_decode_via_prefill(const DecodeProblem& problem, const DeviceInfo& d
   if (options.split_tokens > 0) {
     return Status::invalid("options.split_tokens", "0 when " + served, std::to_string(options.split_tokens));
   }
-  Plan p;
-  if (Status s = plan_prefill(plan::as_chunked_prefill(problem), device, options, &p); !s) return s;
-  p.kind = Plan::Kind::kDecode;
+  Plan planned;
+  if (Status s = plan_prefill(plan::as_chunked_prefill(problem), device, options, &planned); !s) return s;
+  detail::PlanFields p = detail::PlanEditor::fields(planned);
+  p.kind = PlanKind::kDecode;
   p.decode = problem;
   p.decode_via_prefill = true;
   p.note = "decode served by chunked prefill over the cache (" + p.family + "); " + p.note;
-  *plan = p;
+  detail::PlanEditor::fields(*plan) = p;
   return Status::success();
 }
 
@@ -530,7 +531,7 @@ Status plan_decode_fields(const DecodeProblem& problem, const DeviceInfo& device
     // A problem the family cannot take (a group it cannot pack, say) tries the next, then the
     // decode kernels.
     if (compiled_for(family, problem) && plan_decode_via_prefill(problem, device, routed, plan).ok()) {
-      plan->note += "; the planner's route for " + std::to_string(rows_per_kv) +
+      detail::PlanEditor::fields(*plan).note += "; the planner's route for " + std::to_string(rows_per_kv) +
                     " packed rows per KV head (PlanTuning::prefill_route)";
       return Status::success();
     }
@@ -544,8 +545,8 @@ Status plan_decode_fields(const DecodeProblem& problem, const DeviceInfo& device
     return Status::unsupported("options.strategy", std::string(to_string(options.strategy)) +
                                                        " is a prefill strategy; decode offers auto, split-q and split-kv");
   }
-  Plan p;
-  p.kind = Plan::Kind::kDecode;
+  detail::PlanFields p;
+  p.kind = PlanKind::kDecode;
   p.decode = problem;
   p.device = device;
   tiles::TileSummary tile;
@@ -594,7 +595,7 @@ Status plan_decode_fields(const DecodeProblem& problem, const DeviceInfo& device
   }
   const int64_t larger_blocks = p.work_units * split.num_splits;
   if (options.family.empty() && min_rows > 1 && larger_blocks < device.sm_count) {
-    const Plan larger = p;
+    const detail::PlanFields larger = p;
     const tiles::TileSummary larger_tile = tile;
     const SplitDecision larger_split = split;
     if (choose(min_rows - 1) && p.work_units * split.num_splits > larger_blocks) {
@@ -651,7 +652,7 @@ Status plan_decode_fields(const DecodeProblem& problem, const DeviceInfo& device
     p.note += "; blocks prefetch their first " + std::to_string(p.l2_prefetch_keys) +
               " keys into L2 before the PDL wait";
   }
-  *plan = p;
+  detail::PlanEditor::fields(*plan) = p;
   return Status::success();
 }
 
@@ -675,8 +676,8 @@ Status plan_prefill_fields(const PrefillProblem& problem, const DeviceInfo& devi
     return Status::unsupported("options.split_tokens", "batch-invariant splits are a decode option");
   }
   const Strategy requested = options.strategy;
-  Plan p;
-  p.kind = Plan::Kind::kPrefill;
+  detail::PlanFields p;
+  p.kind = PlanKind::kPrefill;
   p.prefill = problem;
   p.device = device;
   tiles::TileSummary tile;
@@ -732,7 +733,7 @@ Status plan_prefill_fields(const PrefillProblem& problem, const DeviceInfo& devi
   if (tile.persistent && options.tuning.persistent_prefill) {
     if (Status s = plan_persistent_grid(problem, device, options, &p); !s) return s;
   }
-  *plan = p;
+  detail::PlanEditor::fields(*plan) = p;
   return Status::success();
 }
 
@@ -740,14 +741,14 @@ Status plan_prefill_fields(const PrefillProblem& problem, const DeviceInfo& devi
 
 Status plan_decode(const DecodeProblem& problem, const DeviceInfo& device, const PlanOptions& options, Plan* plan) {
   const Status s = plan_decode_fields(problem, device, options, plan);
-  if (s) plan->seal = detail::plan_seal(*plan);
+  if (s) detail::PlanEditor::fields(*plan).seal = detail::plan_seal(*plan);
   return s;
 }
 
 Status plan_prefill(const PrefillProblem& problem, const DeviceInfo& device, const PlanOptions& options,
                     Plan* plan) {
   const Status s = plan_prefill_fields(problem, device, options, plan);
-  if (s) plan->seal = detail::plan_seal(*plan);
+  if (s) detail::PlanEditor::fields(*plan).seal = detail::plan_seal(*plan);
   return s;
 }
 

@@ -412,10 +412,10 @@ std::vector<DecodeAttack> decode_attacks(uint64_t seed) {
   named("NaN softmax scale", "softmax_scale").spec.problem.softmax_scale = std::nanf("");
 
   // ---- plans edited after planning ---------------------------------------------------------------
-  named("plan edited: block_m = 0", "plan").edit_plan = [](Plan& p) { p.block_m = 0; };
-  named("plan edited: num_splits = 0", "plan").edit_plan = [](Plan& p) { p.num_splits = 0; };
-  named("plan edited: another batch", "plan").edit_plan = [](Plan& p) { p.decode.batch += 1; };
-  named("plan edited: another workspace size", "plan").edit_plan = [](Plan& p) { p.workspace_bytes += 16; };
+  named("plan edited: block_m = 0", "plan").edit_plan = [](Plan& p) { detail::PlanEditor::fields(p).block_m = 0; };
+  named("plan edited: num_splits = 0", "plan").edit_plan = [](Plan& p) { detail::PlanEditor::fields(p).num_splits = 0; };
+  named("plan edited: another batch", "plan").edit_plan = [](Plan& p) { detail::PlanEditor::fields(p).decode.batch += 1; };
+  named("plan edited: another workspace size", "plan").edit_plan = [](Plan& p) { detail::PlanEditor::fields(p).workspace_bytes += 16; };
 
   // ---- device descriptions -----------------------------------------------------------------------
   named("device with 0 SMs", "device.sm_count").device.sm_count = 0;
@@ -633,8 +633,8 @@ std::vector<PrefillAttack> prefill_attacks(uint64_t seed) {
     o.strategy = Strategy::kSplitV;
     o.num_splits = 2;
   });
-  named("plan edited: block_m = 0", "plan").edit_plan = [](Plan& p) { p.block_m = 0; };
-  named("plan edited: num_splits + 1", "plan").edit_plan = [](Plan& p) { p.num_splits += 1; };
+  named("plan edited: block_m = 0", "plan").edit_plan = [](Plan& p) { detail::PlanEditor::fields(p).block_m = 0; };
+  named("plan edited: num_splits + 1", "plan").edit_plan = [](Plan& p) { detail::PlanEditor::fields(p).num_splits += 1; };
   named("max_q_len past 2^30", "max_q_len").spec.problem.max_q_len = (1 << 30) + 1;
   // The attention variants (docs/VARIANTS.md): bad values and tensors named before anything runs.
   named("window_left -2", "window_left").spec.problem.window_left = -2;

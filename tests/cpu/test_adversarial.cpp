@@ -63,10 +63,10 @@ std::string run_on_host(const DecodeAttack& a) {
   Status ran;
   const bool workspace_attack = a.workspace_null || a.workspace_delta != 0 || a.workspace_offset != 0;
   if (workspace_attack) {
-    std::vector<unsigned char> workspace(plan.workspace_bytes + 64);
+    std::vector<unsigned char> workspace(plan.workspace_bytes() + 64);
     void* base = workspace.data() + (16 - reinterpret_cast<uintptr_t>(workspace.data()) % 16) % 16;
     void* ws = a.workspace_null ? nullptr : static_cast<char*>(base) + a.workspace_offset;
-    ran = run_decode(plan, t, ws, size_t(int64_t(plan.workspace_bytes) + a.workspace_delta), nullptr);
+    ran = run_decode(plan, t, ws, size_t(int64_t(plan.workspace_bytes()) + a.workspace_delta), nullptr);
   } else {
     ran = cpu::run_decode(plan, t);
   }
@@ -114,9 +114,9 @@ TEST(Adversarial, PrefillRefusesByNameOnTheHost) {
         if (a.edit_plan) a.edit_plan(plan);
         c = testing::hostile::attack_case(a);
         const PrefillTensors t = testing::hostile::attack_tensors(a, c);
-        std::vector<unsigned char> workspace(plan.workspace_bytes + 32);
+        std::vector<unsigned char> workspace(plan.workspace_bytes() + 32);
         void* ws = workspace.data() + (16 - reinterpret_cast<uintptr_t>(workspace.data()) % 16) % 16;
-        ran = run_prefill(plan, t, ws, plan.workspace_bytes, nullptr);
+        ran = run_prefill(plan, t, ws, plan.workspace_bytes(), nullptr);
       }
       const std::string why = testing::hostile::judge(a, planned, ran, c);
       if (!why.empty()) {

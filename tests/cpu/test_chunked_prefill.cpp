@@ -236,8 +236,8 @@ TEST(ChunkedPrefillPlan, QuantizedCachesAreDequantizedIntoTheWorkspaceFirst) {
   const PrefillProblem native = paged.problem;
   Plan plain;
   ASSERT_TRUE(plan_prefill(native, DeviceInfo::h200(), {}, &plain).ok());
-  EXPECT_FALSE(plain.dequantized_cache);
-  EXPECT_EQ(plain.staging_bytes, 0u);
+  EXPECT_FALSE(plain.dequantized_cache());
+  EXPECT_EQ(plain.staging_bytes(), 0u);
   for (KvFormat format : {KvFormat::kFP8E4M3, KvFormat::kInt8, KvFormat::kInt4, KvFormat::kK8V4}) {
     PrefillProblem quantized = native;
     quantized.kv_format = format;
@@ -247,17 +247,17 @@ TEST(ChunkedPrefillPlan, QuantizedCachesAreDequantizedIntoTheWorkspaceFirst) {
       Plan plan;
       const Status s = plan_prefill(quantized, DeviceInfo::h200(), options, &plan);
       ASSERT_TRUE(s.ok()) << to_string(format) << ": " << s.message();
-      EXPECT_TRUE(plan.dequantized_cache) << to_string(format);
-      EXPECT_EQ(plan.family, plain.family) << to_string(format);  // the 16-bit cache's family
+      EXPECT_TRUE(plan.dequantized_cache()) << to_string(format);
+      EXPECT_EQ(plan.family(), plain.family()) << to_string(format);  // the 16-bit cache's family
       // K and V of batch x max_kv_len x Hkv x D 16-bit values, and the lengths, then the partials.
       const size_t values = size_t(native.batch) * native.max_kv_len * native.num_kv_heads * native.head_dim;
-      EXPECT_GE(plan.staging_bytes, 2 * values * 2 + native.batch * sizeof(int32_t));
+      EXPECT_GE(plan.staging_bytes(), 2 * values * 2 + native.batch * sizeof(int32_t));
       Plan same_splits;
       PlanOptions forced = options;
       ASSERT_TRUE(plan_prefill(native, DeviceInfo::h200(), forced, &same_splits).ok());
-      EXPECT_EQ(plan.num_splits, same_splits.num_splits);
-      EXPECT_EQ(plan.workspace_bytes, plan.staging_bytes + same_splits.workspace_bytes) << to_string(format);
-      EXPECT_NE(plan.note.find("dequantized"), std::string::npos) << plan.note;
+      EXPECT_EQ(plan.num_splits(), same_splits.num_splits());
+      EXPECT_EQ(plan.workspace_bytes(), plan.staging_bytes() + same_splits.workspace_bytes()) << to_string(format);
+      EXPECT_NE(plan.note().find("dequantized"), std::string::npos) << plan.note();
       EXPECT_NE(describe(plan).find("cache: dequantized to bf16"), std::string::npos) << describe(plan);
     }
     // Any family that reads a contiguous 16-bit cache serves it (the sm80 one by name, or on sm_80).
@@ -265,7 +265,7 @@ TEST(ChunkedPrefillPlan, QuantizedCachesAreDequantizedIntoTheWorkspaceFirst) {
     mma.family = "prefill_mma";
     Plan plan;
     ASSERT_TRUE(plan_prefill(quantized, DeviceInfo::h200(), mma, &plan).ok());
-    EXPECT_TRUE(plan.dequantized_cache);
+    EXPECT_TRUE(plan.dequantized_cache());
   }
 }
 

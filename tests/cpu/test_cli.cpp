@@ -162,7 +162,7 @@ TEST(Cli, NoPrefillRouteKeepsTheDecodeKernels) {
     EXPECT_EQ(po.tuning.prefill_route, route);
     Plan plan;
     ASSERT_TRUE(plan_decode(to_decode_problem(o, Formats{}), DeviceInfo::h200(), po, &plan).ok());
-    EXPECT_EQ(plan.decode_via_prefill, route) << plan.note;
+    EXPECT_EQ(plan.decode_via_prefill(), route) << plan.note();
   }
 }
 

@@ -147,7 +147,7 @@ TEST(ContextShards, CpuBackendShardPartialsMatchTheReferenceShard) {
     o.num_splits = 3;
     Plan plan;
     ASSERT_TRUE(plan_decode(c.problem, DeviceInfo::h200(), o, &plan).ok());
-    const int S = plan.num_splits;
+    const int S = plan.num_splits();
     const int64_t rows = int64_t(B) * q_len;
     std::vector<float> po(size_t(S * rows * Hq * D), std::nanf("")), pl(size_t(S * rows * Hq), std::nanf(""));
     shard.keys_after = TensorRef::contiguous(after.data(), DType::kI32, {B});

@@ -77,7 +77,7 @@ TEST(CpuBackendPlans, DecodeServedByChunkedPrefillRunsOnTheCpu) {
   o.num_splits = 3;
   Plan plan;
   ASSERT_TRUE(plan_decode(spec.problem, DeviceInfo::h200(), o, &plan).ok());
-  ASSERT_TRUE(plan.decode_via_prefill);
+  ASSERT_TRUE(plan.decode_via_prefill());
   testing::DecodeCase c = testing::make_decode_case(spec);
   ASSERT_TRUE(cpu::run_decode(plan, c.host_tensors()).ok());
   const testing::Comparison cmp = testing::check_decode(c);

@@ -287,7 +287,7 @@ TEST(KcFormats, CpuBackendMatchesReference) {
         ASSERT_TRUE(cpu::run_decode(plan, c.host_tensors()).ok()) << to_string(f);
         const testing::Comparison cmp = testing::check_decode(c);
         EXPECT_TRUE(cmp.passed) << to_string(f) << " page " << b.spec.problem.page_size << " splits "
-                                << plan.num_splits << ": " << cmp.summary();
+                                << plan.num_splits() << ": " << cmp.summary();
       }
     }
   }
@@ -326,8 +326,8 @@ TEST(KcFormats, PlansLikeTheBaseFormatAndTheGpuRefusesByName) {
     Plan plan, base_plan;
     ASSERT_TRUE(plan_decode(p, DeviceInfo::h200(), {}, &plan).ok());
     ASSERT_TRUE(plan_decode(base, DeviceInfo::h200(), {}, &base_plan).ok());
-    EXPECT_EQ(plan.family, base_plan.family);
-    EXPECT_EQ(plan.num_splits, base_plan.num_splits);
+    EXPECT_EQ(plan.family(), base_plan.family());
+    EXPECT_EQ(plan.num_splits(), base_plan.num_splits());
     testing::DecodeCase c =
         testing::make_decode_case(testing::DecodeSpecBuilder(1, 4, 2, 100).head_dim(64).format(f).spec);
     Plan small;

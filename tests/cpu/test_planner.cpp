@@ -33,16 +33,16 @@ Plan plan_or_die(const DecodeProblem& p, const PlanOptions& o = {}, DeviceInfo d
 
 TEST(Planner, BatchTimesKvHeadsFillingTheSmsMeansNoSplit) {
   const Plan plan = plan_or_die(decode(128, 32, 8, 1024));  // 1024 work units >> 132 SMs
-  EXPECT_EQ(plan.num_splits, 1);
-  EXPECT_EQ(plan.strategy, Strategy::kSplitQ);
-  EXPECT_EQ(plan.workspace_bytes, 0u);  // no combine, no workspace traffic
+  EXPECT_EQ(plan.num_splits(), 1);
+  EXPECT_EQ(plan.strategy(), Strategy::kSplitQ);
+  EXPECT_EQ(plan.workspace_bytes(), 0u);  // no combine, no workspace traffic
 }
 
 TEST(Planner, SingleLongSequenceSplitsMany) {
   const Plan plan = plan_or_die(decode(1, 32, 8, 131072));
-  EXPECT_GE(plan.num_splits, 8);
-  EXPECT_EQ(plan.strategy, Strategy::kSplitKV);
-  EXPECT_GE(int64_t(plan.num_splits) * plan.work_units, 100);  // most SMs busy
+  EXPECT_GE(plan.num_splits(), 8);
+  EXPECT_EQ(plan.strategy(), Strategy::kSplitKV);
+  EXPECT_GE(int64_t(plan.num_splits()) * plan.work_units(), 100);  // most SMs busy
 }
 
 TEST(Planner, QuantizedCachesFillResidentBlocksEvenly) {
@@ -55,12 +55,12 @@ TEST(Planner, QuantizedCachesFillResidentBlocksEvenly) {
       const Plan bf16 = plan_or_die(q, split_rule_only);
       q.kv_format = f;
       const Plan quant = plan_or_die(q, split_rule_only);
-      EXPECT_GE(quant.num_splits, bf16.num_splits) << to_string(f) << " " << len;
-      if (quant.num_splits > bf16.num_splits) {  // only to fill one or two blocks per SM, evenly
-        const int64_t blocks = quant.work_units * quant.num_splits;
+      EXPECT_GE(quant.num_splits(), bf16.num_splits()) << to_string(f) << " " << len;
+      if (quant.num_splits() > bf16.num_splits()) {  // only to fill one or two blocks per SM, evenly
+        const int64_t blocks = quant.work_units() * quant.num_splits();
         EXPECT_LE(blocks, 2 * sms) << to_string(f) << " " << len;
-        EXPECT_GE(len / quant.num_splits, 512) << to_string(f) << " " << len;
-        EXPECT_NE(quant.note.find("even fill"), std::string::npos) << quant.note;
+        EXPECT_GE(len / quant.num_splits(), 512) << to_string(f) << " " << len;
+        EXPECT_NE(quant.note().find("even fill"), std::string::npos) << quant.note();
       }
     }
   }
@@ -70,7 +70,7 @@ TEST(Planner, QuantizedCachesFillResidentBlocksEvenly) {
   auto splits = [](int batch, int len, KvFormat f) {
     DecodeProblem q = decode(batch, 32, 8, len);
     q.kv_format = f;
-    return plan_or_die(q).num_splits;
+    return plan_or_die(q).num_splits();
   };
   EXPECT_EQ(splits(1, 8192, KvFormat::kInt8), 16);
   EXPECT_EQ(splits(1, 16384, KvFormat::kInt8), 32);
@@ -95,35 +95,35 @@ TEST(Planner, QuantizedCachesFillResidentBlocksEvenly) {
 TEST(Planner, OneWaveGridsAskForSharedMemoryThatHoldsEachSmToItsShare) {
   const DeviceInfo dev = DeviceInfo::h200();
   auto blocks_fit = [&](int smem) { return dev.smem_per_sm_bytes / (smem + 1024); };
-  auto blocks_of = [](const Plan& p) { return int64_t(p.grid[0]) * p.grid[1] * p.grid[2]; };
+  auto blocks_of = [](const Plan& p) { return int64_t(p.grid()[0]) * p.grid()[1] * p.grid()[2]; };
   DecodeProblem int4 = decode(8, 32, 8, 32768);  // 64 work units x 4 splits: 256 blocks, 3 fit
   int4.kv_format = KvFormat::kInt4;
   const Plan two = plan_or_die(int4);
   ASSERT_EQ(blocks_of(two), 256);
-  ASSERT_EQ(two.blocks_per_sm, 3);
-  EXPECT_GT(two.launch_smem_bytes, two.smem_bytes);
-  EXPECT_EQ(blocks_fit(two.launch_smem_bytes), 2);
+  ASSERT_EQ(two.blocks_per_sm(), 3);
+  EXPECT_GT(two.launch_smem_bytes(), two.smem_bytes());
+  EXPECT_EQ(blocks_fit(two.launch_smem_bytes()), 2);
   EXPECT_NE(describe(two).find("even placement"), std::string::npos) << describe(two);
   const Plan one = plan_or_die(decode(1, 32, 8, 16384));  // 16-bit cache: 112 blocks, 2 fit
   ASSERT_LE(blocks_of(one), dev.sm_count);
-  ASSERT_EQ(one.blocks_per_sm, 2);
-  EXPECT_EQ(blocks_fit(one.launch_smem_bytes), 1);
-  EXPECT_LE(one.launch_smem_bytes, dev.smem_per_block_bytes);
+  ASSERT_EQ(one.blocks_per_sm(), 2);
+  EXPECT_EQ(blocks_fit(one.launch_smem_bytes()), 1);
+  EXPECT_LE(one.launch_smem_bytes(), dev.smem_per_block_bytes);
   // Off: the kernel's own size.
   PlanOptions off;
   off.tuning.even_placement = false;
-  EXPECT_EQ(plan_or_die(int4, off).launch_smem_bytes, 0);
+  EXPECT_EQ(plan_or_die(int4, off).launch_smem_bytes(), 0);
   // A grid past one wave of resident blocks (B=128 1k, one split: 1024 blocks), a grid whose share
   // is already what fits (FP8 B=1 64k: 256 blocks, 2 fit), and splits merged in clusters keep it.
-  EXPECT_EQ(plan_or_die(decode(128, 32, 8, 1024)).launch_smem_bytes, 0);
+  EXPECT_EQ(plan_or_die(decode(128, 32, 8, 1024)).launch_smem_bytes(), 0);
   DecodeProblem fp8 = decode(1, 32, 8, 65536);
   fp8.kv_format = KvFormat::kFP8E4M3;
   const Plan full = plan_or_die(fp8);
-  EXPECT_EQ(full.launch_smem_bytes, 0) << describe(full);
-  EXPECT_EQ(plan_or_die(decode(1, 32, 8, 1024)).launch_smem_bytes, 0);  // 8 splits in a cluster
+  EXPECT_EQ(full.launch_smem_bytes(), 0) << describe(full);
+  EXPECT_EQ(plan_or_die(decode(1, 32, 8, 1024)).launch_smem_bytes(), 0);  // 8 splits in a cluster
   PlanOptions cluster;
   cluster.merge = Merge::kCluster;
-  EXPECT_EQ(plan_or_die(int4, cluster).launch_smem_bytes, 0);
+  EXPECT_EQ(plan_or_die(int4, cluster).launch_smem_bytes(), 0);
 }
 
 TEST(Planner, SpeculativeQueriesFillResidentBlockSlotsWithLongSplits) {
@@ -131,12 +131,12 @@ TEST(Planner, SpeculativeQueriesFillResidentBlockSlotsWithLongSplits) {
   // resident slots give 4 splits of 2048 keys (docs/TUNING.md).
   const Plan single = plan_or_die(decode(8, 32, 8, 8192));
   const Plan spec = plan_or_die(decode(8, 32, 8, 8192, 128, 4));
-  EXPECT_EQ(single.num_splits, 2);
-  ASSERT_GT(spec.blocks_per_sm, 1);
-  EXPECT_EQ(spec.num_splits, 4) << spec.note;
-  EXPECT_NE(spec.note.find("resident blocks per SM"), std::string::npos) << spec.note;
+  EXPECT_EQ(single.num_splits(), 2);
+  ASSERT_GT(spec.blocks_per_sm(), 1);
+  EXPECT_EQ(spec.num_splits(), 4) << spec.note();
+  EXPECT_NE(spec.note().find("resident blocks per SM"), std::string::npos) << spec.note();
   // Splits stay >= 2048 keys: a short cache gains no extra splits from the slots.
-  EXPECT_EQ(plan_or_die(decode(8, 32, 8, 2048, 128, 4)).num_splits, plan_or_die(decode(8, 32, 8, 2048)).num_splits);
+  EXPECT_EQ(plan_or_die(decode(8, 32, 8, 2048, 128, 4)).num_splits(), plan_or_die(decode(8, 32, 8, 2048)).num_splits());
 }
 
 TEST(Planner, ResidentBlockSlotsAreFilledByTheBestLongEnoughCount) {
@@ -149,25 +149,25 @@ TEST(Planner, ResidentBlockSlotsAreFilledByTheBestLongEnoughCount) {
     return plan_or_die(p);
   };
   const Plan p28 = spec(8, 28, 4, 32768);
-  ASSERT_EQ(p28.blocks_per_sm, 2);
-  EXPECT_EQ(p28.num_splits, 8) << p28.note;
-  EXPECT_EQ(spec(1, 32, 8, 131072).num_splits, 32);
-  EXPECT_EQ(spec(2, 32, 8, 32768).num_splits, 16);
+  ASSERT_EQ(p28.blocks_per_sm(), 2);
+  EXPECT_EQ(p28.num_splits(), 8) << p28.note();
+  EXPECT_EQ(spec(1, 32, 8, 131072).num_splits(), 32);
+  EXPECT_EQ(spec(2, 32, 8, 32768).num_splits(), 16);
   // Splits stay >= 2048 keys: at 8k the 32 work units keep 4 (1024-key splits measured slower).
-  EXPECT_EQ(spec(8, 28, 4, 8192).num_splits, 4);
+  EXPECT_EQ(spec(8, 28, 4, 8192).num_splits(), 4);
   // One block per SM (q_len 1, 16-bit): the slot rule does not apply.
-  EXPECT_EQ(plan_or_die(decode(1, 32, 8, 131072)).num_splits, 15);
+  EXPECT_EQ(plan_or_die(decode(1, 32, 8, 131072)).num_splits(), 15);
 }
 
 TEST(Planner, GqaIsCountedByKvHeads) {
   // The query heads of a group share one block: 32/8 and 8/8 give the same grid and splits.
   const Plan gqa = plan_or_die(decode(2, 32, 8, 16384));
   const Plan mha = plan_or_die(decode(2, 8, 8, 16384));
-  EXPECT_EQ(gqa.work_units, 16);
-  EXPECT_EQ(gqa.num_splits, mha.num_splits);
-  EXPECT_EQ(gqa.grid[1], mha.grid[1]);
+  EXPECT_EQ(gqa.work_units(), 16);
+  EXPECT_EQ(gqa.num_splits(), mha.num_splits());
+  EXPECT_EQ(gqa.grid()[1], mha.grid()[1]);
   // 32 query heads each with their own KV head are 4x the work units.
-  EXPECT_EQ(plan_or_die(decode(2, 32, 32, 16384)).work_units, 64);
+  EXPECT_EQ(plan_or_die(decode(2, 32, 32, 16384)).work_units(), 64);
 }
 
 TEST(Planner, SplitsNeverExceedKvBlocksAndWorkspaceFits) {
@@ -179,11 +179,11 @@ TEST(Planner, SplitsNeverExceedKvBlocksAndWorkspaceFits) {
         o.num_splits = forced;
         const Plan plan = plan_or_die(decode(batch, 16, 4, len), o);
         const int kv_blocks = std::max(1, (len + block_keys - 1) / block_keys);
-        EXPECT_LE(plan.num_splits, kv_blocks) << batch << " " << len << " " << forced;
-        EXPECT_GE(plan.num_splits, 1);
-        if (plan.num_splits > 1 && !plan.cluster_combine) {
+        EXPECT_LE(plan.num_splits(), kv_blocks) << batch << " " << len << " " << forced;
+        EXPECT_GE(plan.num_splits(), 1);
+        if (plan.num_splits() > 1 && !plan.cluster_combine()) {
           const size_t rows = size_t(batch) * 16;
-          EXPECT_GE(plan.workspace_bytes, plan.num_splits * rows * (128 + 1) * sizeof(float));
+          EXPECT_GE(plan.workspace_bytes(), plan.num_splits() * rows * (128 + 1) * sizeof(float));
         }
       }
     }
@@ -194,16 +194,16 @@ TEST(Planner, ForcedSplitsAreClampedAndSaySo) {
   PlanOptions o;
   o.num_splits = 1000;
   const Plan plan = plan_or_die(decode(1, 8, 8, 640), o);
-  EXPECT_EQ(plan.num_splits, 10);
-  EXPECT_NE(plan.note.find("clamped"), std::string::npos);
+  EXPECT_EQ(plan.num_splits(), 10);
+  EXPECT_NE(plan.note().find("clamped"), std::string::npos);
 }
 
 TEST(Planner, BatchInvariantModeFixesTheSplitSize) {
   PlanOptions o;
   o.split_tokens = 512;
   const Plan plan = plan_or_die(decode(3, 8, 2, 5000), o);
-  EXPECT_EQ(plan.split_tokens, 512);
-  EXPECT_EQ(plan.num_splits, 10);  // ceil(5000 / 512)
+  EXPECT_EQ(plan.split_tokens(), 512);
+  EXPECT_EQ(plan.num_splits(), 10);  // ceil(5000 / 512)
   o.split_tokens = 500;            // not a multiple of the KV block
   Plan bad;
   const Status s = plan_decode(decode(3, 8, 2, 5000), DeviceInfo::h200(), o, &bad);
@@ -214,7 +214,7 @@ TEST(Planner, BatchInvariantModeFixesTheSplitSize) {
 TEST(Planner, MaxSplitsCapsAutoAndRejectsContradictions) {
   PlanOptions o;
   o.max_splits = 4;
-  EXPECT_LE(plan_or_die(decode(1, 32, 8, 131072), o).num_splits, 4);
+  EXPECT_LE(plan_or_die(decode(1, 32, 8, 131072), o).num_splits(), 4);
   o.num_splits = 8;
   Plan plan;
   EXPECT_EQ(plan_decode(decode(1, 32, 8, 131072), DeviceInfo::h200(), o, &plan).argument(), "options.num_splits");
@@ -227,26 +227,26 @@ TEST(Planner, MaxSplitsCapsAutoAndRejectsContradictions) {
 TEST(Planner, FewerSmsMeanFewerSplits) {
   DeviceInfo small = DeviceInfo::h200();
   small.sm_count = 16;
-  EXPECT_LT(plan_or_die(decode(1, 32, 8, 131072), {}, small).num_splits,
-            plan_or_die(decode(1, 32, 8, 131072)).num_splits);
+  EXPECT_LT(plan_or_die(decode(1, 32, 8, 131072), {}, small).num_splits(),
+            plan_or_die(decode(1, 32, 8, 131072)).num_splits());
 }
 
 TEST(Planner, SpeculativeDecodingTilesTheQueryRows) {
   // 16 queries x 4 heads per group = 64 packed rows = 2 tiles of 32 (decode_mma_m32), or 4 of 16.
   const Plan plan = plan_or_die(decode(8, 32, 8, 4096, 128, 16));
-  EXPECT_EQ(plan.family, "decode_mma_m32");
-  EXPECT_EQ(plan.work_units, 8 * 8 * 2);
-  EXPECT_EQ(plan.grid[1], 8 * 2);
+  EXPECT_EQ(plan.family(), "decode_mma_m32");
+  EXPECT_EQ(plan.work_units(), 8 * 8 * 2);
+  EXPECT_EQ(plan.grid()[1], 8 * 2);
   PlanOptions sixteen;
   sixteen.family = "decode_mma";
   const Plan mma = plan_or_die(decode(8, 32, 8, 4096, 128, 16), sixteen);
-  EXPECT_EQ(mma.work_units, 8 * 8 * 4);
-  EXPECT_EQ(mma.grid[1], 8 * 4);
+  EXPECT_EQ(mma.work_units(), 8 * 8 * 4);
+  EXPECT_EQ(mma.grid()[1], 8 * 4);
   // One sequence: 16 work units of 32 rows leave SMs without a block at the splits its keys allow,
   // 32 units of 16 rows make a larger grid, so the planner takes the 16-row tiles.
   const Plan one = plan_or_die(decode(1, 32, 8, 4096, 128, 16));
-  EXPECT_EQ(one.family, "decode_mma") << one.note;
-  EXPECT_EQ(one.work_units, 8 * 4);
+  EXPECT_EQ(one.family(), "decode_mma") << one.note();
+  EXPECT_EQ(one.work_units(), 8 * 4);
 }
 
 TEST(Planner, DecodeRejectsPrefillStrategies) {
@@ -269,15 +269,15 @@ PrefillProblem prefill(int batch, int heads, int len, bool causal = false) {
 TEST(Planner, PrefillSplitsOnlyWhenTheGridIsSmall) {
   Plan plan;
   ASSERT_TRUE(plan_prefill(prefill(4, 16, 4096), DeviceInfo::h200(), {}, &plan).ok());
-  EXPECT_EQ(plan.num_splits, 1);
+  EXPECT_EQ(plan.num_splits(), 1);
   // Chunked prefill: a 128-token chunk of one head against 32k keys.
   PrefillProblem chunk = prefill(1, 2, 128);
   chunk.max_kv_len = 32768;
   chunk.causal = true;
   ASSERT_TRUE(plan_prefill(chunk, DeviceInfo::h200(), {}, &plan).ok());
-  EXPECT_GT(plan.num_splits, 1);
-  EXPECT_EQ(plan.strategy, Strategy::kSplitKV);
-  EXPECT_GT(plan.workspace_bytes, 0u);
+  EXPECT_GT(plan.num_splits(), 1);
+  EXPECT_EQ(plan.strategy(), Strategy::kSplitKV);
+  EXPECT_GT(plan.workspace_bytes(), 0u);
 }
 
 // Whether this build compiled `family` for (dtype, head_dim): the planner prefers compiled families.
@@ -297,7 +297,7 @@ void expect_named_family_kept(const PrefillProblem& problem) {
   named.family = "prefill_sm90";
   Plan plan;
   ASSERT_TRUE(plan_prefill(problem, DeviceInfo::h200(), named, &plan).ok());
-  EXPECT_EQ(plan.family, "prefill_sm90");
+  EXPECT_EQ(plan.family(), "prefill_sm90");
 }
 
 TEST(Planner, HeadDim64PrefillTakesThe192RowTileFromTwoAndAHalfWavesOn) {
@@ -309,15 +309,15 @@ TEST(Planner, HeadDim64PrefillTakesThe192RowTileFromTwoAndAHalfWavesOn) {
   Plan plan;
   ASSERT_TRUE(plan_prefill(long_rows, DeviceInfo::h200(), {}, &plan).ok());
   if (compiled("prefill_sm90_m192", DType::kF16, 64)) {
-    EXPECT_EQ(plan.family, "prefill_sm90_m192");
-    EXPECT_EQ(plan.block_m, 192);
-    EXPECT_EQ(plan.grid[0], 8);
-    EXPECT_NE(plan.note.find("384 blocks of 192 query rows"), std::string::npos) << plan.note;
+    EXPECT_EQ(plan.family(), "prefill_sm90_m192");
+    EXPECT_EQ(plan.block_m(), 192);
+    EXPECT_EQ(plan.grid()[0], 8);
+    EXPECT_NE(plan.note().find("384 blocks of 192 query rows"), std::string::npos) << plan.note();
   } else {
-    EXPECT_NE(plan.family, "prefill_sm90_m192");  // never chosen where this build lacks it
+    EXPECT_NE(plan.family(), "prefill_sm90_m192");  // never chosen where this build lacks it
   }
   ASSERT_TRUE(plan_prefill(short_rows, DeviceInfo::h200(), {}, &plan).ok());
-  EXPECT_NE(plan.family, "prefill_sm90_m192");
+  EXPECT_NE(plan.family(), "prefill_sm90_m192");
   expect_named_family_kept(long_rows);
 }
 
@@ -329,11 +329,11 @@ TEST(Planner, HeadDim256PrefillTakesThe80KeyTile) {
     Plan plan;
     ASSERT_TRUE(plan_prefill(problem, DeviceInfo::h200(), {}, &plan).ok());
     if (compiled("prefill_sm90_n80", problem.dtype, 256)) {
-      EXPECT_EQ(plan.family, "prefill_sm90_n80");
-      EXPECT_EQ(plan.block_n, 80);
-      EXPECT_NE(plan.note.find("prefill_sm90_n80: measured faster"), std::string::npos) << plan.note;
+      EXPECT_EQ(plan.family(), "prefill_sm90_n80");
+      EXPECT_EQ(plan.block_n(), 80);
+      EXPECT_NE(plan.note().find("prefill_sm90_n80: measured faster"), std::string::npos) << plan.note();
     } else {
-      EXPECT_NE(plan.family, "prefill_sm90_n80");
+      EXPECT_NE(plan.family(), "prefill_sm90_n80");
     }
     expect_named_family_kept(problem);
   }
@@ -348,34 +348,34 @@ TEST(Planner, ShortGqaChunksPackAKvHeadsQueryHeadsIntoOneTile) {
   Plan plan;
   ASSERT_TRUE(plan_prefill(chunk, DeviceInfo::h200(), {}, &plan).ok());
   if (compiled("prefill_sm90_gqa", DType::kBF16, 128)) {
-    EXPECT_EQ(plan.family, "prefill_sm90_gqa");
-    EXPECT_EQ(plan.packed_queries, 32);  // 128 rows / 4 heads
-    EXPECT_EQ(plan.grid[1], 8);          // KV heads
-    EXPECT_EQ(plan.work_units, 8 * 8);   // against 8 x 32 tiles of one head
-    EXPECT_NE(plan.note.find("4 query heads x 32 queries per tile, 64 tiles instead of 256"), std::string::npos)
-        << plan.note;
+    EXPECT_EQ(plan.family(), "prefill_sm90_gqa");
+    EXPECT_EQ(plan.packed_queries(), 32);  // 128 rows / 4 heads
+    EXPECT_EQ(plan.grid()[1], 8);          // KV heads
+    EXPECT_EQ(plan.work_units(), 8 * 8);   // against 8 x 32 tiles of one head
+    EXPECT_NE(plan.note().find("4 query heads x 32 queries per tile, 64 tiles instead of 256"), std::string::npos)
+        << plan.note();
     EXPECT_NE(describe(plan).find("GQA packing"), std::string::npos) << describe(plan);
   } else {
-    EXPECT_NE(plan.family, "prefill_sm90_gqa");
+    EXPECT_NE(plan.family(), "prefill_sm90_gqa");
   }
   // 256 queries: 8 x 8 tiles of 4 x 32 rows make no fewer tiles than 32 x 2 of one head.
   PrefillProblem longer = chunk;
   longer.max_q_len = 256;
   ASSERT_TRUE(plan_prefill(longer, DeviceInfo::h200(), {}, &plan).ok());
-  EXPECT_NE(plan.family, "prefill_sm90_gqa");
-  EXPECT_EQ(plan.packed_queries, 0);
+  EXPECT_NE(plan.family(), "prefill_sm90_gqa");
+  EXPECT_EQ(plan.packed_queries(), 0);
   // No group, no packing; named, it packs whatever the shape, up to 16 heads per KV head.
   ASSERT_TRUE(plan_prefill(prefill(8, 32, 32, true), DeviceInfo::h200(), {}, &plan).ok());
-  EXPECT_EQ(plan.packed_queries, 0);
+  EXPECT_EQ(plan.packed_queries(), 0);
   if (compiled("prefill_sm90_gqa", DType::kBF16, 128)) {
     PlanOptions named;
     named.family = "prefill_sm90_gqa";
     PrefillProblem seven = prefill(1, 28, 1000);  // 28/4: 7 heads of 16 queries (112 of 128 rows)
     seven.num_kv_heads = 4;
     ASSERT_TRUE(plan_prefill(seven, DeviceInfo::h200(), named, &plan).ok());
-    EXPECT_EQ(plan.packed_queries, 16);
-    EXPECT_EQ(plan.grid[0], 63);  // ceil(1000 / 16)
-    EXPECT_EQ(plan.grid[1], 4);
+    EXPECT_EQ(plan.packed_queries(), 16);
+    EXPECT_EQ(plan.grid()[0], 63);  // ceil(1000 / 16)
+    EXPECT_EQ(plan.grid()[1], 4);
     PrefillProblem wide = prefill(1, 32, 100);  // 32/1: more heads than 8-row atoms in a tile
     wide.num_kv_heads = 1;
     const Status s = plan_prefill(wide, DeviceInfo::h200(), named, &plan);
@@ -391,16 +391,16 @@ TEST(Planner, PrefillStrategiesArePlanned) {
     o.strategy = s;
     Plan plan;
     ASSERT_TRUE(plan_prefill(prefill(2, 8, 1000), DeviceInfo::h200(), o, &plan).ok());
-    EXPECT_EQ(plan.strategy, s);
-    EXPECT_EQ(plan.num_splits, 1);
+    EXPECT_EQ(plan.strategy(), s);
+    EXPECT_EQ(plan.num_splits(), 1);
   }
   // Independent K/V tiles are a family chosen by name; it serves split-q/split-kv, not split-V.
   PlanOptions k16v64;
   k16v64.family = "prefill_mma_k16v64";
   Plan plan;
   ASSERT_TRUE(plan_prefill(prefill(2, 8, 1000), DeviceInfo::h200(), k16v64, &plan).ok());
-  EXPECT_EQ(plan.family, "prefill_mma_k16v64");
-  EXPECT_EQ(plan.block_n, 64);
+  EXPECT_EQ(plan.family(), "prefill_mma_k16v64");
+  EXPECT_EQ(plan.block_n(), 64);
   k16v64.strategy = Strategy::kSplitV;
   const Status s = plan_prefill(prefill(2, 8, 1000), DeviceInfo::h200(), k16v64, &plan);
   EXPECT_EQ(s.code(), StatusCode::kUnsupported);
@@ -414,15 +414,15 @@ TEST(Planner, HopperIndependentKvTilesAreAFamilyByName) {
   o.family = "prefill_sm90_v64";
   Plan plan;
   ASSERT_TRUE(plan_prefill(prefill(4, 8, 1000), DeviceInfo::h200(), o, &plan).ok());
-  EXPECT_EQ(plan.family, "prefill_sm90_v64");
-  EXPECT_EQ(plan.block_n, 128);
-  EXPECT_GT(plan.persistent_blocks, 0);  // 256 tiles
+  EXPECT_EQ(plan.family(), "prefill_sm90_v64");
+  EXPECT_EQ(plan.block_n(), 128);
+  EXPECT_GT(plan.persistent_blocks(), 0);  // 256 tiles
   constexpr tiles::PrefillSm90Tile t = tiles::prefill_sm90_tile(128, tiles::PrefillSm90Variant::kV64);
   static_assert(t.v_keys() == 64 && t.v_tiles_per_step() == 2 && t.stage_elems() * 2 == 16 * 1024);
   static_assert(t.smem_bytes() == tiles::prefill_sm90_tile(128).smem_bytes(), "the default's ring memory");
   Plan auto_plan;
   ASSERT_TRUE(plan_prefill(prefill(2, 8, 1000), DeviceInfo::h200(), PlanOptions{}, &auto_plan).ok());
-  EXPECT_NE(auto_plan.family, "prefill_sm90_v64");
+  EXPECT_NE(auto_plan.family(), "prefill_sm90_v64");
   PrefillProblem d64 = prefill(2, 8, 1000);
   d64.head_dim = 64;
   const Status s = plan_prefill(d64, DeviceInfo::h200(), o, &plan);
@@ -443,20 +443,20 @@ TEST(Planner, SixtyFourRowPackedTilesAreAFamilyByName) {
   spec.page_size = 16;
   Plan plan;
   ASSERT_TRUE(plan_prefill(spec, DeviceInfo::h200(), o, &plan).ok());
-  EXPECT_EQ(plan.family, "prefill_sm90_gqa64");
-  EXPECT_EQ(plan.block_m, 64);
-  EXPECT_EQ(plan.block_n, 64);
-  EXPECT_EQ(plan.warps, 8);
-  EXPECT_EQ(plan.packed_queries, 8);
-  EXPECT_EQ(plan.blocks_per_sm, 2);
-  EXPECT_EQ(plan.grid[0], 1);
-  EXPECT_EQ(plan.grid[1], 4);
-  EXPECT_EQ(plan.persistent_blocks, 0);
+  EXPECT_EQ(plan.family(), "prefill_sm90_gqa64");
+  EXPECT_EQ(plan.block_m(), 64);
+  EXPECT_EQ(plan.block_n(), 64);
+  EXPECT_EQ(plan.warps(), 8);
+  EXPECT_EQ(plan.packed_queries(), 8);
+  EXPECT_EQ(plan.blocks_per_sm(), 2);
+  EXPECT_EQ(plan.grid()[0], 1);
+  EXPECT_EQ(plan.grid()[1], 4);
+  EXPECT_EQ(plan.persistent_blocks(), 0);
   constexpr tiles::PrefillSm90Tile t = tiles::prefill_sm90_tile(128, tiles::PrefillSm90Variant::kGqa64);
   static_assert(t.blocks_per_sm() == 2 && 2 * (t.smem_bytes() + 1024) <= 228 * 1024, "two blocks per SM");
   Plan auto_plan;
   ASSERT_TRUE(plan_prefill(spec, DeviceInfo::h200(), PlanOptions{}, &auto_plan).ok());
-  EXPECT_NE(auto_plan.family, "prefill_sm90_gqa64");
+  EXPECT_NE(auto_plan.family(), "prefill_sm90_gqa64");
   PrefillProblem wide = spec;  // 32/2: 16 heads per KV head, more than 64 rows' 8-row atoms
   wide.num_q_heads = 32;
   wide.num_kv_heads = 2;
@@ -481,20 +481,20 @@ TEST(Planner, NamingAPrefillFamilyServesDecodeByChunkedPrefill) {
   o.family = "prefill_sm90_gqa64";
   Plan plan;
   ASSERT_TRUE(plan_decode(spec, DeviceInfo::h200(), o, &plan).ok());
-  EXPECT_EQ(plan.kind, Plan::Kind::kDecode);
-  EXPECT_TRUE(plan.decode_via_prefill);
-  EXPECT_EQ(plan.family, "prefill_sm90_gqa64");
-  EXPECT_EQ(plan.packed_queries, 8);
-  EXPECT_TRUE(plan.prefill.kv_cache);
-  EXPECT_EQ(plan.prefill.max_q_len, 8);
-  EXPECT_EQ(plan.prefill.max_kv_len, 8192);
+  EXPECT_EQ(plan.kind(), Plan::Kind::kDecode);
+  EXPECT_TRUE(plan.decode_via_prefill());
+  EXPECT_EQ(plan.family(), "prefill_sm90_gqa64");
+  EXPECT_EQ(plan.packed_queries(), 8);
+  EXPECT_TRUE(plan.prefill().kv_cache);
+  EXPECT_EQ(plan.prefill().max_q_len, 8);
+  EXPECT_EQ(plan.prefill().max_kv_len, 8192);
   EXPECT_NE(describe(plan).find("served as: chunked prefill over the cache"), std::string::npos) << describe(plan);
   EXPECT_EQ(describe(plan).find("combine:"), std::string::npos) << describe(plan);
   PlanOptions decode_kernels;
   decode_kernels.tuning.prefill_route = false;
   Plan plain;
   ASSERT_TRUE(plan_decode(spec, DeviceInfo::h200(), decode_kernels, &plain).ok());
-  EXPECT_FALSE(plain.decode_via_prefill);
+  EXPECT_FALSE(plain.decode_via_prefill());
   for (int option = 0; option < 4; ++option) {
     PlanOptions bad = o;
     if (option < 3) bad.merge = option == 0 ? Merge::kCluster : option == 1 ? Merge::kFused : Merge::kAtomic;
@@ -522,18 +522,18 @@ TEST(Planner, SpeculativeRowsBeyondTheThirtyTwoRowTileTakeThePrefillRoute) {
     return p;
   };
   const Plan routed = plan_or_die(spec(8, 28, 4, 8192, 8));
-  EXPECT_TRUE(routed.decode_via_prefill);
-  EXPECT_EQ(routed.family, "prefill_sm90_gqa64");
-  EXPECT_EQ(routed.num_splits, 4) << routed.note;
-  EXPECT_NE(routed.note.find("PlanTuning::prefill_route"), std::string::npos) << routed.note;
+  EXPECT_TRUE(routed.decode_via_prefill());
+  EXPECT_EQ(routed.family(), "prefill_sm90_gqa64");
+  EXPECT_EQ(routed.num_splits(), 4) << routed.note();
+  EXPECT_NE(routed.note().find("PlanTuning::prefill_route"), std::string::npos) << routed.note();
   for (const DecodeProblem& p : {spec(8, 28, 4, 8192, 5), spec(8, 64, 8, 2048, 8), spec(1, 28, 4, 32768, 8),
                                  spec(8, 8, 1, 8192, 8), spec(4, 28, 4, 8192, 6), spec(8, 28, 4, 8192, 4),
                                  spec(8, 32, 8, 8192, 8), spec(8, 8, 1, 8192, 4)}) {
-    EXPECT_TRUE(plan_or_die(p).decode_via_prefill) << p.num_q_heads << "/" << p.num_kv_heads << " q_len " << p.q_len;
+    EXPECT_TRUE(plan_or_die(p).decode_via_prefill()) << p.num_q_heads << "/" << p.num_kv_heads << " q_len " << p.q_len;
   }
   PlanOptions forced;
   forced.num_splits = 8;
-  EXPECT_EQ(plan_or_die(spec(8, 28, 4, 8192, 8), forced).num_splits, 8);
+  EXPECT_EQ(plan_or_die(spec(8, 28, 4, 8192, 8), forced).num_splits(), 8);
   // Kept on the decode kernels: 24 rows or fewer, more than 64, non-causal, D != 128, a quantized
   // cache, fewer than 4 KV heads or 64Ki tokens in all, sm_80, and options only decode kernels honour.
   DecodeProblem noncausal = spec(8, 28, 4, 8192, 8);
@@ -545,7 +545,7 @@ TEST(Planner, SpeculativeRowsBeyondTheThirtyTwoRowTileTakeThePrefillRoute) {
   for (const DecodeProblem& p : {spec(8, 24, 4, 8192, 4), spec(8, 32, 8, 8192, 3), spec(8, 32, 2, 8192, 16), noncausal,
                                  hd64, int8, spec(1, 8, 1, 32768, 8), spec(1, 28, 4, 8192, 8), spec(8, 8, 1, 2048, 8),
                                  spec(1, 8, 1, 16384, 16)}) {
-    EXPECT_FALSE(plan_or_die(p).decode_via_prefill)
+    EXPECT_FALSE(plan_or_die(p).decode_via_prefill())
         << p.batch << " x " << p.num_q_heads << "/" << p.num_kv_heads << " q_len " << p.q_len << " len " << p.max_kv_len;
   }
   // 65..128 rows: the 128-row tile on >= 8 KV heads and 256Ki tokens, else the 64-row one (two per
@@ -557,12 +557,12 @@ TEST(Planner, SpeculativeRowsBeyondTheThirtyTwoRowTileTakeThePrefillRoute) {
       {spec(2, 64, 4, 8192, 8), "prefill_sm90_gqa"}};
   for (const auto& [p, family] : wide) {
     const Plan w = plan_or_die(p);
-    EXPECT_TRUE(w.decode_via_prefill) << p.batch << " x " << p.num_q_heads << "/" << p.num_kv_heads << " q_len " << p.q_len;
-    EXPECT_EQ(w.family, family) << p.batch << " x " << p.num_q_heads << "/" << p.num_kv_heads << " q_len " << p.q_len;
+    EXPECT_TRUE(w.decode_via_prefill()) << p.batch << " x " << p.num_q_heads << "/" << p.num_kv_heads << " q_len " << p.q_len;
+    EXPECT_EQ(w.family(), family) << p.batch << " x " << p.num_q_heads << "/" << p.num_kv_heads << " q_len " << p.q_len;
   }
   DeviceInfo ampere = DeviceInfo::h200();
   ampere.cc_major = 8;
-  EXPECT_FALSE(plan_or_die(spec(8, 28, 4, 8192, 8), {}, ampere).decode_via_prefill);
+  EXPECT_FALSE(plan_or_die(spec(8, 28, 4, 8192, 8), {}, ampere).decode_via_prefill());
   for (int option = 0; option < 6; ++option) {
     PlanOptions o;
     o.tuning.prefill_route = option != 0;
@@ -572,48 +572,48 @@ TEST(Planner, SpeculativeRowsBeyondTheThirtyTwoRowTileTakeThePrefillRoute) {
     o.split_tokens = option == 4 ? 512 : 0;
     if (option == 5) o.family = "decode_mma_m32";
     const Plan kept = plan_or_die(spec(8, 28, 4, 8192, 8), o);
-    EXPECT_FALSE(kept.decode_via_prefill) << "option " << option;
-    EXPECT_EQ(kept.family, "decode_mma_m32") << "option " << option;
+    EXPECT_FALSE(kept.decode_via_prefill()) << "option " << option;
+    EXPECT_EQ(kept.family(), "decode_mma_m32") << "option " << option;
   }
 }
 
 TEST(Planner, KvHeadsWithMoreThanSixteenPackedRowsTakeThirtyTwoRowTiles) {
   // 28/4 q_len 8: 56 packed rows per KV head -> two 32-row tiles instead of four 16-row ones.
   const Plan m32 = plan_or_die(decode(8, 28, 4, 8192, 128, 8));
-  EXPECT_EQ(m32.family, "decode_mma_m32");
-  EXPECT_EQ(m32.block_m, 32);
-  EXPECT_EQ(m32.work_units, 8 * 4 * 2);
-  EXPECT_EQ(plan_or_die(decode(128, 64, 2, 8192)).family, "decode_mma_m32");  // group 32, one query
+  EXPECT_EQ(m32.family(), "decode_mma_m32");
+  EXPECT_EQ(m32.block_m(), 32);
+  EXPECT_EQ(m32.work_units(), 8 * 4 * 2);
+  EXPECT_EQ(plan_or_die(decode(128, 64, 2, 8192)).family(), "decode_mma_m32");  // group 32, one query
   // 28 rows (q_len 4): one 32-row tile per KV head gives 32 work units, x 4 splits of 2048 keys
   // fewer blocks than SMs; the 32-row tile then splits finer, 8 splits of 1024 keys filling the 264
   // block slots (docs/TUNING.md).
   const Plan few_rows = plan_or_die(decode(8, 28, 4, 8192, 128, 4));
-  EXPECT_EQ(few_rows.family, "decode_mma_m32") << few_rows.note;
-  EXPECT_EQ(few_rows.work_units, 8 * 4);
-  EXPECT_EQ(few_rows.num_splits, 8) << few_rows.note;
+  EXPECT_EQ(few_rows.family(), "decode_mma_m32") << few_rows.note();
+  EXPECT_EQ(few_rows.work_units(), 8 * 4);
+  EXPECT_EQ(few_rows.num_splits(), 8) << few_rows.note();
   // At 64k the wave rule alone gives 7 splits (224 blocks on 264 slots); the 32-row tile fills
   // its slots with 8 (run 40: 259.3 vs 275.0 µs).
-  EXPECT_EQ(plan_or_die(decode(8, 28, 4, 65536, 128, 4)).num_splits, 8);
+  EXPECT_EQ(plan_or_die(decode(8, 28, 4, 65536, 128, 4)).num_splits(), 8);
   // Where even 1024-key splits leave SMs without a block (4 x 4 work units, 4k keys: 4 splits, 64
   // blocks) and two 16-row tiles make a larger grid, decode_mma serves (run 32).
   const Plan short_rows = plan_or_die(decode(4, 28, 4, 4096, 128, 4));
-  EXPECT_EQ(short_rows.family, "decode_mma") << short_rows.note;
-  EXPECT_EQ(short_rows.work_units, 4 * 4 * 2);
+  EXPECT_EQ(short_rows.family(), "decode_mma") << short_rows.note();
+  EXPECT_EQ(short_rows.work_units(), 4 * 4 * 2);
   // Forced splits are kept as given.
   PlanOptions forced;
   forced.num_splits = 4;
-  EXPECT_EQ(plan_or_die(decode(8, 28, 4, 8192, 128, 4), forced).num_splits, 4);
+  EXPECT_EQ(plan_or_die(decode(8, 28, 4, 8192, 128, 4), forced).num_splits(), 4);
   // 16 rows or fewer fill decode_mma's tile.
-  EXPECT_EQ(plan_or_die(decode(8, 32, 8, 8192, 128, 4)).family, "decode_mma");
+  EXPECT_EQ(plan_or_die(decode(8, 32, 8, 8192, 128, 4)).family(), "decode_mma");
   // Not served by the 32-row family: D=256 and quantized caches.
-  EXPECT_EQ(plan_or_die(decode(2, 32, 8, 1000, 256, 8)).family, "decode_mma");
+  EXPECT_EQ(plan_or_die(decode(2, 32, 8, 1000, 256, 8)).family(), "decode_mma");
   DecodeProblem int4 = decode(8, 28, 4, 8192, 128, 8);
   int4.kv_format = KvFormat::kInt4;
-  EXPECT_EQ(plan_or_die(int4).family, "decode_quant");
+  EXPECT_EQ(plan_or_die(int4).family(), "decode_quant");
   // By name: decode_mma still serves many rows; decode_mma_m32 refuses few, naming q_len.
   PlanOptions mma;
   mma.family = "decode_mma";
-  EXPECT_EQ(plan_or_die(decode(8, 28, 4, 8192, 128, 8), mma).block_m, 16);
+  EXPECT_EQ(plan_or_die(decode(8, 28, 4, 8192, 128, 8), mma).block_m(), 16);
   PlanOptions named;
   named.family = "decode_mma_m32";
   Plan plan;
@@ -630,51 +630,51 @@ TEST(Planner, HopperPrefillTilesRunOnAPersistentGrid) {
   sm90.family = "prefill_sm90";
   Plan plan;
   ASSERT_TRUE(plan_prefill(prefill(16, 16, 1024), DeviceInfo::h200(), sm90, &plan).ok());
-  EXPECT_EQ(plan.persistent_blocks, 132);  // 8 x 16 x 16 = 2048 tiles
-  EXPECT_FALSE(plan.dynamic_tiles);
-  EXPECT_EQ(plan.workspace_bytes, 0u);  // (whole tiles: 8 key steps each, see the stream-K test below)
+  EXPECT_EQ(plan.persistent_blocks(), 132);  // 8 x 16 x 16 = 2048 tiles
+  EXPECT_FALSE(plan.dynamic_tiles());
+  EXPECT_EQ(plan.workspace_bytes(), 0u);  // (whole tiles: 8 key steps each, see the stream-K test below)
   EXPECT_NE(describe(plan).find("persistent: 132 blocks"), std::string::npos) << describe(plan);
   ASSERT_TRUE(plan_prefill(prefill(16, 16, 1024, true), DeviceInfo::h200(), sm90, &plan).ok());
-  EXPECT_EQ(plan.persistent_blocks, 132);
-  EXPECT_TRUE(plan.dynamic_tiles);
-  EXPECT_FALSE(plan.stream_k);
-  EXPECT_EQ(plan.workspace_bytes, plan::kTileCounterBytes);
+  EXPECT_EQ(plan.persistent_blocks(), 132);
+  EXPECT_TRUE(plan.dynamic_tiles());
+  EXPECT_FALSE(plan.stream_k());
+  EXPECT_EQ(plan.workspace_bytes(), plan::kTileCounterBytes);
   PlanOptions unsplit = sm90;
   unsplit.strategy = Strategy::kSplitQ;
   ASSERT_TRUE(plan_prefill(prefill(1, 2, 300, true), DeviceInfo::h200(), unsplit, &plan).ok());
-  EXPECT_EQ(plan.persistent_blocks, 0);  // 6 tiles, fewer than SMs: a block per tile, no counter
-  EXPECT_FALSE(plan.dynamic_tiles);
-  EXPECT_EQ(plan.workspace_bytes, 0u);
+  EXPECT_EQ(plan.persistent_blocks(), 0);  // 6 tiles, fewer than SMs: a block per tile, no counter
+  EXPECT_FALSE(plan.dynamic_tiles());
+  EXPECT_EQ(plan.workspace_bytes(), 0u);
   DeviceInfo six = DeviceInfo::h200();
   six.sm_count = 6;
   ASSERT_TRUE(plan_prefill(prefill(1, 2, 300, true), six, unsplit, &plan).ok());
-  EXPECT_EQ(plan.persistent_blocks, 0);  // as many tiles as SMs
+  EXPECT_EQ(plan.persistent_blocks(), 0);  // as many tiles as SMs
   six.sm_count = 5;
   ASSERT_TRUE(plan_prefill(prefill(1, 2, 300, true), six, unsplit, &plan).ok());
-  EXPECT_EQ(plan.persistent_blocks, 5);  // one tile more than SMs
-  EXPECT_TRUE(plan.dynamic_tiles);
+  EXPECT_EQ(plan.persistent_blocks(), 5);  // one tile more than SMs
+  EXPECT_TRUE(plan.dynamic_tiles());
   PlanOptions splits = sm90;
   splits.strategy = Strategy::kSplitKV;
   splits.num_splits = 3;
   ASSERT_TRUE(plan_prefill(prefill(1, 2, 4096, true), DeviceInfo::h200(), splits, &plan).ok());
-  EXPECT_EQ(plan.persistent_blocks, 132);  // 32 x 2 x 3 tiles
-  EXPECT_FALSE(plan.stream_k);
-  EXPECT_EQ(plan.workspace_bytes, plan::split_workspace(3, 2 * 4096, 128).total_bytes + plan::kTileCounterBytes);
+  EXPECT_EQ(plan.persistent_blocks(), 132);  // 32 x 2 x 3 tiles
+  EXPECT_FALSE(plan.stream_k());
+  EXPECT_EQ(plan.workspace_bytes(), plan::split_workspace(3, 2 * 4096, 128).total_bytes + plan::kTileCounterBytes);
   PlanOptions one_tile_per_block = sm90;
   one_tile_per_block.tuning.persistent_prefill = false;
   ASSERT_TRUE(plan_prefill(prefill(16, 16, 1024, true), DeviceInfo::h200(), one_tile_per_block, &plan).ok());
-  EXPECT_EQ(plan.persistent_blocks, 0);
-  EXPECT_FALSE(plan.dynamic_tiles);
-  EXPECT_EQ(plan.workspace_bytes, 0u);
+  EXPECT_EQ(plan.persistent_blocks(), 0);
+  EXPECT_FALSE(plan.dynamic_tiles());
+  EXPECT_EQ(plan.workspace_bytes(), 0u);
   PrefillProblem d256 = prefill(2, 8, 1000);
   d256.head_dim = 256;
   ASSERT_TRUE(plan_prefill(d256, DeviceInfo::h200(), sm90, &plan).ok());
-  EXPECT_EQ(plan.persistent_blocks, 0);
+  EXPECT_EQ(plan.persistent_blocks(), 0);
   PlanOptions mma;
   mma.family = "prefill_mma";
   ASSERT_TRUE(plan_prefill(prefill(16, 16, 1024, true), DeviceInfo::h200(), mma, &plan).ok());
-  EXPECT_EQ(plan.persistent_blocks, 0);
-  EXPECT_FALSE(plan.dynamic_tiles);
+  EXPECT_EQ(plan.persistent_blocks(), 0);
+  EXPECT_FALSE(plan.dynamic_tiles());
 }
 
 // A static persistent grid whose last round of tiles would leave more than a fifth of the blocks idle
@@ -687,34 +687,34 @@ TEST(Planner, StreamKTailWhereTheLastRoundLeavesBlocksIdle) {
   sm90.family = "prefill_sm90";
   Plan plan;
   ASSERT_TRUE(plan_prefill(prefill(4, 16, 4096), DeviceInfo::h200(), sm90, &plan).ok());
-  EXPECT_TRUE(plan.stream_k);  // 2048 tiles: 15 rounds and 68 of 132 blocks
-  EXPECT_EQ(plan.stream_k_first_tile, 14 * 132);
-  EXPECT_EQ(plan.stream_k_steps, 32);  // 4096 keys in 128-key steps
-  EXPECT_EQ(plan.stream_k_workspace_offset, 0u);
-  EXPECT_EQ(plan.workspace_bytes, plan::stream_k_workspace(0, 131, 128, 128).total_bytes);
+  EXPECT_TRUE(plan.stream_k());  // 2048 tiles: 15 rounds and 68 of 132 blocks
+  EXPECT_EQ(plan.stream_k_first_tile(), 14 * 132);
+  EXPECT_EQ(plan.stream_k_steps(), 32);  // 4096 keys in 128-key steps
+  EXPECT_EQ(plan.stream_k_workspace_offset(), 0u);
+  EXPECT_EQ(plan.workspace_bytes(), plan::stream_k_workspace(0, 131, 128, 128).total_bytes);
   EXPECT_NE(describe(plan).find("stream-K tail"), std::string::npos) << describe(plan);
   PlanOptions off = sm90;
   off.tuning.stream_k_prefill = false;
   ASSERT_TRUE(plan_prefill(prefill(4, 16, 4096), DeviceInfo::h200(), off, &plan).ok());
-  EXPECT_FALSE(plan.stream_k);
-  EXPECT_EQ(plan.workspace_bytes, 0u);
+  EXPECT_FALSE(plan.stream_k());
+  EXPECT_EQ(plan.workspace_bytes(), 0u);
   ASSERT_TRUE(plan_prefill(prefill(16, 16, 1024), DeviceInfo::h200(), sm90, &plan).ok());
-  EXPECT_FALSE(plan.stream_k);  // 2048 tiles again, of 8 key steps
+  EXPECT_FALSE(plan.stream_k());  // 2048 tiles again, of 8 key steps
   // 11 x 6 heads x 32 tiles = 2112 = 16 x 132: whole rounds.
   PrefillProblem whole = prefill(11, 6, 4096);
   ASSERT_TRUE(plan_prefill(whole, DeviceInfo::h200(), sm90, &plan).ok());
-  EXPECT_FALSE(plan.stream_k);
+  EXPECT_FALSE(plan.stream_k());
   // 12 heads x 20 tiles = 240 = 132 + 108: the last round fills 108 of 132 blocks (> 4/5); on
   // 140 SMs 140 + 100 (< 4/5), every tile in the tail.
   PrefillProblem nearly = prefill(1, 12, 2560);
   ASSERT_TRUE(plan_prefill(nearly, DeviceInfo::h200(), sm90, &plan).ok());
-  EXPECT_EQ(plan.persistent_blocks, 132);
-  EXPECT_FALSE(plan.stream_k);
+  EXPECT_EQ(plan.persistent_blocks(), 132);
+  EXPECT_FALSE(plan.stream_k());
   DeviceInfo more = DeviceInfo::h200();
   more.sm_count = 140;
   ASSERT_TRUE(plan_prefill(nearly, more, sm90, &plan).ok());
-  EXPECT_TRUE(plan.stream_k);
-  EXPECT_EQ(plan.stream_k_first_tile, 0);
+  EXPECT_TRUE(plan.stream_k());
+  EXPECT_EQ(plan.stream_k_first_tile(), 0);
   // D=64's 192-row tile: three consumer warpgroups per slot.
   PrefillProblem d64 = prefill(4, 12, 8192);
   d64.head_dim = 64;
@@ -722,59 +722,59 @@ TEST(Planner, StreamKTailWhereTheLastRoundLeavesBlocksIdle) {
   PlanOptions m192;
   m192.family = "prefill_sm90_m192";
   ASSERT_TRUE(plan_prefill(d64, DeviceInfo::h200(), m192, &plan).ok());
-  EXPECT_TRUE(plan.stream_k);  // 43 x 48 = 2064 tiles: 15 rounds and 84 blocks
-  EXPECT_EQ(plan.stream_k_first_tile, 14 * 132);
-  EXPECT_EQ(plan.stream_k_steps, 64);
-  EXPECT_EQ(plan.workspace_bytes, plan::stream_k_workspace(0, 131, 192, 64).total_bytes);
+  EXPECT_TRUE(plan.stream_k());  // 43 x 48 = 2064 tiles: 15 rounds and 84 blocks
+  EXPECT_EQ(plan.stream_k_first_tile(), 14 * 132);
+  EXPECT_EQ(plan.stream_k_steps(), 64);
+  EXPECT_EQ(plan.workspace_bytes(), plan::stream_k_workspace(0, 131, 192, 64).total_bytes);
   // Unequal tiles, splits, two passes, packed heads: whole tiles.
   ASSERT_TRUE(plan_prefill(prefill(4, 16, 4096, true), DeviceInfo::h200(), sm90, &plan).ok());
-  EXPECT_FALSE(plan.stream_k);
+  EXPECT_FALSE(plan.stream_k());
   PlanOptions splits = sm90;
   splits.strategy = Strategy::kSplitKV;
   splits.num_splits = 3;
   ASSERT_TRUE(plan_prefill(prefill(1, 16, 4096), DeviceInfo::h200(), splits, &plan).ok());
-  EXPECT_GT(plan.persistent_blocks, 0);
-  EXPECT_FALSE(plan.stream_k);
+  EXPECT_GT(plan.persistent_blocks(), 0);
+  EXPECT_FALSE(plan.stream_k());
   PlanOptions two_pass;
   two_pass.strategy = Strategy::kTwoPass;
   two_pass.family = "prefill_sm90_twopass";
   ASSERT_TRUE(plan_prefill(prefill(4, 16, 4096), DeviceInfo::h200(), two_pass, &plan).ok());
-  EXPECT_FALSE(plan.stream_k);
+  EXPECT_FALSE(plan.stream_k());
   PlanOptions packed;
   packed.family = "prefill_sm90_gqa";
   PrefillProblem gqa = prefill(4, 32, 4096);
   gqa.num_kv_heads = 8;
   ASSERT_TRUE(plan_prefill(gqa, DeviceInfo::h200(), packed, &plan).ok());
-  EXPECT_FALSE(plan.stream_k);
+  EXPECT_FALSE(plan.stream_k());
 }
 
 TEST(Planner, TheFamilyServingTheStrategyIsChosenAndRecorded) {
   // At most 8 packed rows per KV head: the keys-as-rows tile; more: decode_mma's 16-row tile.
-  EXPECT_EQ(plan_or_die(decode(1, 32, 8, 4096)).family, "decode_mma_n8");
-  EXPECT_EQ(plan_or_die(decode(1, 64, 8, 4096)).family, "decode_mma_n8");
-  EXPECT_EQ(plan_or_die(decode(1, 72, 8, 4096)).family, "decode_mma");
+  EXPECT_EQ(plan_or_die(decode(1, 32, 8, 4096)).family(), "decode_mma_n8");
+  EXPECT_EQ(plan_or_die(decode(1, 64, 8, 4096)).family(), "decode_mma_n8");
+  EXPECT_EQ(plan_or_die(decode(1, 72, 8, 4096)).family(), "decode_mma");
   Plan plan;
   DeviceInfo ampere = DeviceInfo::h200();
   ampere.cc_major = 8;
   ASSERT_TRUE(plan_prefill(prefill(2, 8, 1000), ampere, {}, &plan).ok());
-  EXPECT_EQ(plan.family, "prefill_mma");  // never the by-name-only k16v64 family; sm90a needs sm_90
+  EXPECT_EQ(plan.family(), "prefill_mma");  // never the by-name-only k16v64 family; sm90a needs sm_90
   ASSERT_TRUE(plan_prefill(prefill(2, 8, 1000), DeviceInfo::h200(), {}, &plan).ok());
   // On sm_90 the Hopper family wins where this build compiled it (or where neither is compiled).
   const bool mma_only =
       compiled("prefill_mma", DType::kBF16, 128) && !compiled("prefill_sm90", DType::kBF16, 128);
-  EXPECT_EQ(plan.family, mma_only ? "prefill_mma" : "prefill_sm90");
+  EXPECT_EQ(plan.family(), mma_only ? "prefill_mma" : "prefill_sm90");
   PrefillProblem d256 = prefill(2, 8, 1000);
   d256.head_dim = 256;  // served by the Hopper family alone (its 80-key tile where compiled)
   ASSERT_TRUE(plan_prefill(d256, DeviceInfo::h200(), {}, &plan).ok());
-  EXPECT_EQ(plan.family, compiled("prefill_sm90_n80", DType::kBF16, 256) ? "prefill_sm90_n80" : "prefill_sm90");
+  EXPECT_EQ(plan.family(), compiled("prefill_sm90_n80", DType::kBF16, 256) ? "prefill_sm90_n80" : "prefill_sm90");
   EXPECT_EQ(plan_prefill(d256, ampere, {}, &plan).argument(), "device");
   PlanOptions o;
   o.strategy = Strategy::kSplitV;
   ASSERT_TRUE(plan_prefill(prefill(2, 8, 1000), DeviceInfo::h200(), o, &plan).ok());
-  EXPECT_EQ(plan.family, "prefill_mma_splitv");
+  EXPECT_EQ(plan.family(), "prefill_mma_splitv");
   o.strategy = Strategy::kTwoPass;
   ASSERT_TRUE(plan_prefill(prefill(2, 8, 1000), DeviceInfo::h200(), o, &plan).ok());
-  EXPECT_EQ(plan.family, "prefill_mma_twopass");
+  EXPECT_EQ(plan.family(), "prefill_mma_twopass");
   EXPECT_NE(describe(plan).find("family: prefill_mma_twopass"), std::string::npos);
 }
 
@@ -790,12 +790,12 @@ TEST(Planner, ForcedFamiliesAreCheckedAgainstKindProblemAndDevice) {
             std::make_pair(StatusCode::kInvalidArgument, std::string("options.family")));
   o.family = "prefill_mma";  // one that reads caches serves decode as chunked prefill
   ASSERT_TRUE(plan_decode(decode(1, 8, 8, 100), DeviceInfo::h200(), o, &plan).ok());
-  EXPECT_TRUE(plan.decode_via_prefill);
+  EXPECT_TRUE(plan.decode_via_prefill());
   o.family = "combine";
   EXPECT_EQ(plan_prefill(prefill(1, 2, 64), DeviceInfo::h200(), o, &plan).argument(), "options.family");
   o.family = "decode_mma";
   ASSERT_TRUE(plan_decode(decode(1, 8, 8, 100), DeviceInfo::h200(), o, &plan).ok());
-  EXPECT_EQ(plan.family, "decode_mma");
+  EXPECT_EQ(plan.family(), "decode_mma");
   PrefillProblem d256 = prefill(1, 2, 64);
   d256.head_dim = 256;  // no prefill_mma instantiation at 256
   o.family = "prefill_mma";
@@ -825,40 +825,40 @@ TEST(Planner, DescribeMentionsTheDecision) {
 
 TEST(Planner, FusedCombineIsOptInAndAddsItsCounters) {
   const Plan plain = plan_or_die(decode(2, 32, 8, 65536));
-  ASSERT_GT(plain.num_splits, 1);
-  EXPECT_FALSE(plain.fused_combine);  // default: the combine kernel
+  ASSERT_GT(plain.num_splits(), 1);
+  EXPECT_FALSE(plain.fused_combine());  // default: the combine kernel
   PlanOptions on;
   on.merge = Merge::kFused;
   const Plan fused = plan_or_die(decode(2, 32, 8, 65536), on);
-  EXPECT_TRUE(fused.fused_combine);
-  EXPECT_EQ(fused.num_splits, plain.num_splits);
-  EXPECT_GT(fused.workspace_bytes, plain.workspace_bytes);  // one counter per (sequence, KV head, query tile)
+  EXPECT_TRUE(fused.fused_combine());
+  EXPECT_EQ(fused.num_splits(), plain.num_splits());
+  EXPECT_GT(fused.workspace_bytes(), plain.workspace_bytes());  // one counter per (sequence, KV head, query tile)
   EXPECT_NE(describe(fused).find("last split block"), std::string::npos) << describe(fused);
   PlanOptions one = on;
   one.num_splits = 1;  // nothing to merge
-  EXPECT_FALSE(plan_or_die(decode(2, 32, 8, 65536), one).fused_combine);
+  EXPECT_FALSE(plan_or_die(decode(2, 32, 8, 65536), one).fused_combine());
   PlanOptions invariant = on;
   invariant.split_tokens = 8192;  // batch-invariant mode: the same merge code, so allowed
-  EXPECT_TRUE(plan_or_die(decode(2, 32, 8, 65536), invariant).fused_combine);
+  EXPECT_TRUE(plan_or_die(decode(2, 32, 8, 65536), invariant).fused_combine());
 }
 
 TEST(Planner, AtomicCombineIsOptInAndRefusedInBatchInvariantMode) {
   const Plan plain = plan_or_die(decode(2, 32, 8, 65536));
-  EXPECT_FALSE(plain.atomic_combine);  // default: the combine kernel
+  EXPECT_FALSE(plain.atomic_combine());  // default: the combine kernel
   PlanOptions on;
   on.merge = Merge::kAtomic;
   on.atomic_reference_lse = 7.5f;
   const Plan atomic = plan_or_die(decode(2, 32, 8, 65536), on);
-  EXPECT_TRUE(atomic.atomic_combine);
-  EXPECT_EQ(atomic.atomic_reference_lse, 7.5f);
-  EXPECT_EQ(atomic.num_splits, plain.num_splits);
+  EXPECT_TRUE(atomic.atomic_combine());
+  EXPECT_EQ(atomic.atomic_reference_lse(), 7.5f);
+  EXPECT_EQ(atomic.num_splits(), plain.num_splits());
   // The partials stay (the fallback), plus fp32 accumulators for every row: [rows, D] and [rows].
   const size_t rows = 2 * 32;
-  EXPECT_GE(atomic.workspace_bytes, plain.workspace_bytes + rows * (128 + 1) * sizeof(float));
+  EXPECT_GE(atomic.workspace_bytes(), plain.workspace_bytes() + rows * (128 + 1) * sizeof(float));
   EXPECT_NE(describe(atomic).find("nondeterministic"), std::string::npos) << describe(atomic);
   PlanOptions one = on;
   one.num_splits = 1;  // nothing to merge
-  EXPECT_FALSE(plan_or_die(decode(2, 32, 8, 65536), one).atomic_combine);
+  EXPECT_FALSE(plan_or_die(decode(2, 32, 8, 65536), one).atomic_combine());
   auto refused = [&](PlanOptions o, const char* argument) {
     Plan plan;
     const Status s = plan_decode(decode(2, 32, 8, 65536), DeviceInfo::h200(), o, &plan);
@@ -898,23 +898,23 @@ namespace splitkv {
 namespace {
 
 TEST(Planner, ClusterCombineIsOptInAndOnlyWhereItFits) {
-  EXPECT_FALSE(plan_or_die(decode(1, 32, 8, 65536)).cluster_combine);  // default: combine kernel
+  EXPECT_FALSE(plan_or_die(decode(1, 32, 8, 65536)).cluster_combine());  // default: combine kernel
   PlanOptions on;
   on.merge = Merge::kCluster;
   const Plan plan = plan_or_die(decode(1, 32, 8, 65536), on);
-  ASSERT_GT(plan.num_splits, 1);
-  ASSERT_LE(plan.num_splits, 16);
-  EXPECT_TRUE(plan.cluster_combine);
-  EXPECT_EQ(plan.workspace_bytes, 0u);  // no partials in global memory
+  ASSERT_GT(plan.num_splits(), 1);
+  ASSERT_LE(plan.num_splits(), 16);
+  EXPECT_TRUE(plan.cluster_combine());
+  EXPECT_EQ(plan.workspace_bytes(), 0u);  // no partials in global memory
   PlanOptions many = on;
   many.num_splits = 40;  // more splits than a cluster holds
-  EXPECT_FALSE(plan_or_die(decode(1, 32, 8, 65536), many).cluster_combine);
+  EXPECT_FALSE(plan_or_die(decode(1, 32, 8, 65536), many).cluster_combine());
   PlanOptions invariant = on;
   invariant.split_tokens = 8192;  // batch-invariant mode keeps the combine kernel
-  EXPECT_FALSE(plan_or_die(decode(1, 32, 8, 65536), invariant).cluster_combine);
+  EXPECT_FALSE(plan_or_die(decode(1, 32, 8, 65536), invariant).cluster_combine());
   DeviceInfo ampere = DeviceInfo::h200();
   ampere.cc_major = 8;
-  EXPECT_FALSE(plan_or_die(decode(1, 32, 8, 65536), on, ampere).cluster_combine);
+  EXPECT_FALSE(plan_or_die(decode(1, 32, 8, 65536), on, ampere).cluster_combine());
 }
 
 }  // namespace
@@ -930,27 +930,27 @@ void expect_callers_choices_keep_their_merge(const DecodeProblem& problem, int f
   PlanOptions off;
   off.merge = Merge::kCombineKernel;
   const Plan kept = plan_or_die(problem, off);
-  EXPECT_FALSE(kept.cluster_combine);
-  EXPECT_GT(kept.workspace_bytes, 0u);
+  EXPECT_FALSE(kept.cluster_combine());
+  EXPECT_GT(kept.workspace_bytes(), 0u);
   PlanOptions forced;
   forced.num_splits = forced_splits;
-  EXPECT_FALSE(plan_or_die(problem, forced).cluster_combine);
+  EXPECT_FALSE(plan_or_die(problem, forced).cluster_combine());
   PlanOptions invariant;
   invariant.split_tokens = 128;
-  EXPECT_FALSE(plan_or_die(problem, invariant).cluster_combine);
+  EXPECT_FALSE(plan_or_die(problem, invariant).cluster_combine());
   PlanOptions fused;
   fused.merge = Merge::kFused;
   const Plan fused_plan = plan_or_die(problem, fused);
-  EXPECT_FALSE(fused_plan.cluster_combine);
-  EXPECT_TRUE(fused_plan.fused_combine);
+  EXPECT_FALSE(fused_plan.cluster_combine());
+  EXPECT_TRUE(fused_plan.fused_combine());
   PlanOptions atomic;
   atomic.merge = Merge::kAtomic;
   const Plan atomic_plan = plan_or_die(problem, atomic);
-  EXPECT_FALSE(atomic_plan.cluster_combine);
-  EXPECT_TRUE(atomic_plan.atomic_combine);
+  EXPECT_FALSE(atomic_plan.cluster_combine());
+  EXPECT_TRUE(atomic_plan.atomic_combine());
   DeviceInfo ampere = DeviceInfo::h200();
   ampere.cc_major = 8;
-  EXPECT_FALSE(plan_or_die(problem, {}, ampere).cluster_combine);
+  EXPECT_FALSE(plan_or_die(problem, {}, ampere).cluster_combine());
 }
 
 TEST(Planner, TwoPlannedSplitsMergeInClustersOfTwo) {
@@ -958,23 +958,23 @@ TEST(Planner, TwoPlannedSplitsMergeInClustersOfTwo) {
   // clusters of 2 (run 54), with no partials in the workspace.
   for (int len : {8192, 32768, 131072}) {
     const Plan pair = plan_or_die(decode(8, 32, 8, len));
-    EXPECT_EQ(pair.num_splits, 2) << pair.note;
-    EXPECT_TRUE(pair.cluster_combine) << pair.note;
-    EXPECT_EQ(pair.workspace_bytes, 0u);
-    EXPECT_NE(pair.note.find("clusters of 2"), std::string::npos) << pair.note;
+    EXPECT_EQ(pair.num_splits(), 2) << pair.note();
+    EXPECT_TRUE(pair.cluster_combine()) << pair.note();
+    EXPECT_EQ(pair.workspace_bytes(), 0u);
+    EXPECT_NE(pair.note().find("clusters of 2"), std::string::npos) << pair.note();
   }
   DecodeProblem paged = decode(8, 32, 8, 32768);
   paged.page_size = 16;
-  EXPECT_TRUE(plan_or_die(paged).cluster_combine);
+  EXPECT_TRUE(plan_or_die(paged).cluster_combine());
   // Not where it was measured slower or not measured: 4 splits, quantized caches, several queries;
   // and the caller's own choices keep the combine kernel.
   const Plan four = plan_or_die(decode(4, 32, 8, 16384));
-  EXPECT_EQ(four.num_splits, 4);
-  EXPECT_FALSE(four.cluster_combine);
+  EXPECT_EQ(four.num_splits(), 4);
+  EXPECT_FALSE(four.cluster_combine());
   DecodeProblem quant = decode(8, 32, 8, 32768);
   quant.kv_format = KvFormat::kInt8;
-  EXPECT_FALSE(plan_or_die(quant).cluster_combine);
-  EXPECT_FALSE(plan_or_die(decode(8, 32, 8, 32768, 128, 2)).cluster_combine);
+  EXPECT_FALSE(plan_or_die(quant).cluster_combine());
+  EXPECT_FALSE(plan_or_die(decode(8, 32, 8, 32768, 128, 2)).cluster_combine());
   expect_callers_choices_keep_their_merge(decode(8, 32, 8, 32768), 2);
 }
 
@@ -983,37 +983,37 @@ TEST(Planner, L2PrefetchBeforeThePdlWait) {
   // (run 55): whole splits of <= 256 keys, else the first 32, but not where the next launch follows
   // with no combine kernel between (a cluster merge, one split) and this one reads more than L2.
   const Plan one_k = plan_or_die(decode(1, 32, 8, 1024));  // 8 splits of 128 keys, 64 blocks
-  EXPECT_TRUE(one_k.l2_prefetch);
-  EXPECT_EQ(one_k.l2_prefetch_keys, 128) << one_k.note;
-  EXPECT_NE(one_k.note.find("prefetch their first 128 keys"), std::string::npos) << one_k.note;
-  EXPECT_EQ(plan_or_die(decode(1, 32, 8, 2048)).l2_prefetch_keys, plan::kL2PrefetchWholeSplitMaxKeys);
-  EXPECT_EQ(plan_or_die(decode(1, 32, 8, 4096)).l2_prefetch_keys, plan::kL2PrefetchLeadKeys);
-  EXPECT_EQ(plan_or_die(decode(1, 32, 8, 65536)).l2_prefetch_keys, plan::kL2PrefetchLeadKeys);
-  EXPECT_EQ(plan_or_die(decode(4, 32, 8, 16384)).l2_prefetch_keys, plan::kL2PrefetchLeadKeys);  // combine kernel
+  EXPECT_TRUE(one_k.l2_prefetch());
+  EXPECT_EQ(one_k.l2_prefetch_keys(), 128) << one_k.note();
+  EXPECT_NE(one_k.note().find("prefetch their first 128 keys"), std::string::npos) << one_k.note();
+  EXPECT_EQ(plan_or_die(decode(1, 32, 8, 2048)).l2_prefetch_keys(), plan::kL2PrefetchWholeSplitMaxKeys);
+  EXPECT_EQ(plan_or_die(decode(1, 32, 8, 4096)).l2_prefetch_keys(), plan::kL2PrefetchLeadKeys);
+  EXPECT_EQ(plan_or_die(decode(1, 32, 8, 65536)).l2_prefetch_keys(), plan::kL2PrefetchLeadKeys);
+  EXPECT_EQ(plan_or_die(decode(4, 32, 8, 16384)).l2_prefetch_keys(), plan::kL2PrefetchLeadKeys);  // combine kernel
   const Plan pair = plan_or_die(decode(8, 32, 8, 8192));  // clusters of 2, 268 MB
-  ASSERT_TRUE(pair.cluster_combine);
-  EXPECT_TRUE(pair.l2_prefetch);
-  EXPECT_EQ(pair.l2_prefetch_keys, 0);
+  ASSERT_TRUE(pair.cluster_combine());
+  EXPECT_TRUE(pair.l2_prefetch());
+  EXPECT_EQ(pair.l2_prefetch_keys(), 0);
   PlanOptions combine_kernel;
   combine_kernel.merge = Merge::kCombineKernel;
-  EXPECT_EQ(plan_or_die(decode(8, 32, 8, 8192), combine_kernel).l2_prefetch_keys, plan::kL2PrefetchLeadKeys);
-  EXPECT_EQ(plan_or_die(decode(16, 32, 8, 4096)).l2_prefetch_keys, 0);   // one split, 268 MB
-  EXPECT_EQ(plan_or_die(decode(32, 32, 8, 4096)).l2_prefetch_keys, 0);   // 256 blocks: no room for the next launch
-  EXPECT_EQ(plan_or_die(decode(128, 32, 8, 1024)).l2_prefetch_keys, 0);
+  EXPECT_EQ(plan_or_die(decode(8, 32, 8, 8192), combine_kernel).l2_prefetch_keys(), plan::kL2PrefetchLeadKeys);
+  EXPECT_EQ(plan_or_die(decode(16, 32, 8, 4096)).l2_prefetch_keys(), 0);   // one split, 268 MB
+  EXPECT_EQ(plan_or_die(decode(32, 32, 8, 4096)).l2_prefetch_keys(), 0);   // 256 blocks: no room for the next launch
+  EXPECT_EQ(plan_or_die(decode(128, 32, 8, 1024)).l2_prefetch_keys(), 0);
   // The caller's choices, and sm_80 (no programmatic dependent launch): nothing there.
   PlanOptions forced;
   forced.tuning.l2_prefetch_keys = 48;
-  EXPECT_EQ(plan_or_die(decode(32, 32, 8, 4096), forced).l2_prefetch_keys, 48);
+  EXPECT_EQ(plan_or_die(decode(32, 32, 8, 4096), forced).l2_prefetch_keys(), 48);
   PlanOptions none;
   none.tuning.l2_prefetch = false;
   const Plan off = plan_or_die(decode(1, 32, 8, 1024), none);
-  EXPECT_FALSE(off.l2_prefetch);
-  EXPECT_EQ(off.l2_prefetch_keys, 0);
+  EXPECT_FALSE(off.l2_prefetch());
+  EXPECT_EQ(off.l2_prefetch_keys(), 0);
   DeviceInfo ampere = DeviceInfo::h200();
   ampere.cc_major = 8;
   const Plan sm80 = plan_or_die(decode(1, 32, 8, 1024), {}, ampere);
-  EXPECT_FALSE(sm80.l2_prefetch);
-  EXPECT_EQ(sm80.l2_prefetch_keys, 0);
+  EXPECT_FALSE(sm80.l2_prefetch());
+  EXPECT_EQ(sm80.l2_prefetch_keys(), 0);
   // A count the device cannot run is refused, not dropped.
   Plan refused;
   EXPECT_EQ(plan_decode(decode(1, 32, 8, 1024), ampere, forced, &refused).argument(), "options.tuning.l2_prefetch_keys");
@@ -1034,28 +1034,28 @@ TEST(Planner, L2PrefetchBeforeThePdlWait) {
 TEST(Planner, ShortRowsOnSmallGridsMergeInAClusterByDefault) {
   // B=1 32/8: 8 work units; 16-bit rows of <= 4096 keys take 8 splits merged in a cluster (run 44).
   const Plan short_row = plan_or_die(decode(1, 32, 8, 1024));
-  EXPECT_TRUE(short_row.cluster_combine) << short_row.note;
-  EXPECT_EQ(short_row.num_splits, 8);
-  EXPECT_EQ(short_row.workspace_bytes, 0u);
-  EXPECT_NE(short_row.note.find("Merge::kAuto"), std::string::npos) << short_row.note;
-  EXPECT_TRUE(plan_or_die(decode(1, 32, 8, 2048)).cluster_combine);
-  EXPECT_FALSE(plan_or_die(decode(2, 32, 8, 1024)).cluster_combine);  // 16 x 8 blocks > 132 / 2 (run 44: slower)
-  EXPECT_TRUE(plan_or_die(decode(1, 32, 8, 4096)).cluster_combine);   // 16-bit: faster up to 4k (run 44)
-  EXPECT_FALSE(plan_or_die(decode(1, 32, 8, 8192)).cluster_combine);  // measured slower at 8k
-  EXPECT_FALSE(plan_or_die(decode(4, 32, 8, 1024)).cluster_combine);  // 32 x 8 blocks > 132 SMs
+  EXPECT_TRUE(short_row.cluster_combine()) << short_row.note();
+  EXPECT_EQ(short_row.num_splits(), 8);
+  EXPECT_EQ(short_row.workspace_bytes(), 0u);
+  EXPECT_NE(short_row.note().find("Merge::kAuto"), std::string::npos) << short_row.note();
+  EXPECT_TRUE(plan_or_die(decode(1, 32, 8, 2048)).cluster_combine());
+  EXPECT_FALSE(plan_or_die(decode(2, 32, 8, 1024)).cluster_combine());  // 16 x 8 blocks > 132 / 2 (run 44: slower)
+  EXPECT_TRUE(plan_or_die(decode(1, 32, 8, 4096)).cluster_combine());   // 16-bit: faster up to 4k (run 44)
+  EXPECT_FALSE(plan_or_die(decode(1, 32, 8, 8192)).cluster_combine());  // measured slower at 8k
+  EXPECT_FALSE(plan_or_die(decode(4, 32, 8, 1024)).cluster_combine());  // 32 x 8 blocks > 132 SMs
   // Quantized caches too (run 44: 5-13% faster at 1-2k with the push merge), on their 8-row tile.
   for (KvFormat f : {KvFormat::kFP8E4M3, KvFormat::kInt8, KvFormat::kInt4, KvFormat::kK8V4}) {
     DecodeProblem quant = decode(1, 32, 8, 1024);
     quant.kv_format = f;
     const Plan q = plan_or_die(quant);
-    EXPECT_TRUE(q.cluster_combine) << q.note;
-    EXPECT_EQ(q.num_splits, 8) << q.note;
+    EXPECT_TRUE(q.cluster_combine()) << q.note();
+    EXPECT_EQ(q.num_splits(), 8) << q.note();
     quant.max_kv_len = 4096;
-    EXPECT_FALSE(plan_or_die(quant).cluster_combine);
+    EXPECT_FALSE(plan_or_die(quant).cluster_combine());
   }
   expect_callers_choices_keep_their_merge(decode(1, 32, 8, 1024), 16);
   // Not on 32-row tiles (not measured).
-  EXPECT_FALSE(plan_or_die(decode(1, 28, 4, 1024, 128, 8)).cluster_combine);
+  EXPECT_FALSE(plan_or_die(decode(1, 28, 4, 1024, 128, 8)).cluster_combine());
 }
 
 }  // namespace

@@ -113,7 +113,7 @@ TEST(Promises, IgnoredOptionsAreRefused) {
   expect_named(plan_decode(small_decode(), ampere, o, &plan), StatusCode::kUnsupported, "options.tuning.l2_prefetch_keys");
   o.tuning.l2_prefetch_keys = -1;  // the rule: off before sm_90, not an error
   EXPECT_TRUE(plan_decode(small_decode(), ampere, o, &plan).ok());
-  EXPECT_EQ(plan.l2_prefetch_keys, 0);
+  EXPECT_EQ(plan.l2_prefetch_keys(), 0);
 }
 
 // Item 7: lengths near INT_MAX neither overflow the page count nor read past a short host block
@@ -143,17 +143,17 @@ TEST(Promises, EditedPlansAreRefused) {
   o.num_splits = 3;
   Plan planned;
   ASSERT_TRUE(plan_decode(c.problem, DeviceInfo::h200(), o, &planned).ok());
-  ASSERT_NE(planned.seal, 0u);
+  ASSERT_NE(planned.seal(), 0u);
   EXPECT_TRUE(cpu::run_decode(planned, c.host_tensors()).ok());
   const std::vector<void (*)(Plan&)> edits = {
-      [](Plan& p) { p.block_m = 0; },
-      [](Plan& p) { p.num_splits = 0; },
-      [](Plan& p) { p.num_splits = 7; },
-      [](Plan& p) { p.decode.batch = 1; },
-      [](Plan& p) { p.workspace_bytes = 16; },
-      [](Plan& p) { p.grid[0] = 1; },
-      [](Plan& p) { p.family += "_edited"; },
-      [](Plan& p) { p.seal = 0; },
+      [](Plan& p) { detail::PlanEditor::fields(p).block_m = 0; },
+      [](Plan& p) { detail::PlanEditor::fields(p).num_splits = 0; },
+      [](Plan& p) { detail::PlanEditor::fields(p).num_splits = 7; },
+      [](Plan& p) { detail::PlanEditor::fields(p).decode.batch = 1; },
+      [](Plan& p) { detail::PlanEditor::fields(p).workspace_bytes = 16; },
+      [](Plan& p) { detail::PlanEditor::fields(p).grid[0] = 1; },
+      [](Plan& p) { detail::PlanEditor::fields(p).family += "_edited"; },
+      [](Plan& p) { detail::PlanEditor::fields(p).seal = 0; },
   };
   for (auto edit : edits) {
     Plan p = planned;
@@ -163,10 +163,10 @@ TEST(Promises, EditedPlansAreRefused) {
     expect_named(prepare_workspace(p, nullptr, 0, nullptr), StatusCode::kInvalidArgument, "plan");
   }
   Plan note_only = planned;
-  note_only.note = "edited for printing";  // the note is not part of the seal
+  detail::PlanEditor::fields(note_only).note = "edited for printing";  // the note is not part of the seal
   EXPECT_TRUE(cpu::run_decode(note_only, c.host_tensors()).ok());
   Plan never_planned;
-  never_planned.kind = Plan::Kind::kPrefill;
+  detail::PlanEditor::fields(never_planned).kind = PlanKind::kPrefill;
   const Status s = run_prefill(never_planned, PrefillTensors{}, nullptr, 0, nullptr);
   expect_named(s, StatusCode::kInvalidArgument, "plan");
   EXPECT_NE(s.message().find("never planned"), std::string::npos) << s.message();
@@ -181,10 +181,10 @@ TEST(Promises, FusedMergeRefusesAnUnpreparedWorkspace) {
   o.merge = Merge::kFused;
   Plan plan;
   ASSERT_TRUE(plan_decode(c.problem, DeviceInfo::h200(), o, &plan).ok());
-  ASSERT_TRUE(plan.fused_combine);
-  std::vector<float> workspace(plan.workspace_bytes / sizeof(float) + 4);
+  ASSERT_TRUE(plan.fused_combine());
+  std::vector<float> workspace(plan.workspace_bytes() / sizeof(float) + 4);
   void* ws = workspace.data() + (16 - reinterpret_cast<uintptr_t>(workspace.data()) % 16) % 16 / sizeof(float);
-  const Status s = run_decode(plan, c.host_tensors(), ws, plan.workspace_bytes, nullptr);
+  const Status s = run_decode(plan, c.host_tensors(), ws, plan.workspace_bytes(), nullptr);
   expect_named(s, StatusCode::kInvalidArgument, "workspace");
   EXPECT_NE(s.message().find("prepare_workspace"), std::string::npos) << s.message();
 }

@@ -68,7 +68,7 @@ TEST(QuantizedCpuBackend, SplitsAndCombinesOverAQuantizedCache) {
     o.num_splits = 3;
     Plan plan;
     ASSERT_TRUE(plan_decode(c.problem, DeviceInfo::h200(), o, &plan).ok());
-    EXPECT_EQ(plan.family, "decode_quant_n8");  // 8 packed rows: the keys-as-rows tile
+    EXPECT_EQ(plan.family(), "decode_quant_n8");  // 8 packed rows: the keys-as-rows tile
     const DecodeTensors t = c.host_tensors();
     ASSERT_TRUE(cpu::run_decode(plan, t).ok());
     const ref::Result want = ref::decode(c.problem, t);

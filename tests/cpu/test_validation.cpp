@@ -70,7 +70,7 @@ TEST(Validation, KvFormatIsSeparateFromTheQueryDtype) {
       q.dtype = t;
       Plan quantized;
       ASSERT_TRUE(plan_decode(q, DeviceInfo::h200(), {}, &quantized).ok()) << to_string(f);
-      EXPECT_EQ(quantized.family, "decode_quant_n8");
+      EXPECT_EQ(quantized.family(), "decode_quant_n8");
     }
   }
   expect_plan_error([](DecodeProblem& p) { p.kv_format = KvFormat::kF16; }, StatusCode::kUnsupported, "kv_format");
@@ -191,7 +191,7 @@ TEST_F(DecodeTensorValidation, WorkspaceTooSmall) {
   PlanOptions o;
   o.num_splits = 2;
   ASSERT_TRUE(plan_decode(c.problem, DeviceInfo::h200(), o, &plan).ok());
-  ASSERT_GT(plan.workspace_bytes, 0u);
+  ASSERT_GT(plan.workspace_bytes(), 0u);
   expect_error("workspace");
   alignas(16) static char small[64];
   const Status s = run_decode(plan, t, small, sizeof small, nullptr);
@@ -217,7 +217,7 @@ TEST(DecodeViaPrefillValidation, ContextShardTensorsAreRefused) {
   o.family = "prefill_sm90_gqa64";
   Plan plan;
   ASSERT_TRUE(plan_decode(c.problem, DeviceInfo::h200(), o, &plan).ok());
-  ASSERT_TRUE(plan.decode_via_prefill);
+  ASSERT_TRUE(plan.decode_via_prefill());
   DecodeTensors t = c.host_tensors();
   std::vector<int32_t> after = {0, 0};
   t.keys_after = TensorRef::contiguous(after.data(), DType::kI32, {2});
@@ -226,11 +226,11 @@ TEST(DecodeViaPrefillValidation, ContextShardTensorsAreRefused) {
   EXPECT_EQ(s.argument(), "keys_after") << s.message();
   EXPECT_NE(s.message().find("prefill_sm90_gqa64"), std::string::npos) << s.message();
   t = c.host_tensors();
-  std::vector<float> partials(size_t(plan.num_splits) * 2 * 8 * 28 * 129);
+  std::vector<float> partials(size_t(plan.num_splits()) * 2 * 8 * 28 * 129);
   t.out = TensorRef{};
   t.lse = TensorRef{};
-  t.partial_o = TensorRef::contiguous(partials.data(), DType::kF32, {plan.num_splits, 2 * 8, 28, 128});
-  t.partial_lse = TensorRef::contiguous(partials.data(), DType::kF32, {plan.num_splits, 2 * 8, 28});
+  t.partial_o = TensorRef::contiguous(partials.data(), DType::kF32, {plan.num_splits(), 2 * 8, 28, 128});
+  t.partial_lse = TensorRef::contiguous(partials.data(), DType::kF32, {plan.num_splits(), 2 * 8, 28});
   s = run_decode(plan, t, nullptr, 0, nullptr);
   EXPECT_EQ(s.code(), StatusCode::kUnsupported) << s.message();
   EXPECT_EQ(s.argument(), "partial_o") << s.message();

@@ -160,7 +160,7 @@ TEST(VariantCpuBackend, MatchesReference) {
       ASSERT_TRUE(cpu::run_decode(plan, c.host_tensors()).ok());
       const testing::Comparison cmp = testing::check_decode(c);
       EXPECT_TRUE(cmp.passed) << "window " << k.v.left << " softcap " << k.v.softcap << " sinks " << k.v.sinks
-                              << " tree " << k.v.tree << " splits " << plan.num_splits << ": " << cmp.summary();
+                              << " tree " << k.v.tree << " splits " << plan.num_splits() << ": " << cmp.summary();
     }
   }
 }
@@ -325,11 +325,11 @@ TEST(VariantValidation, SinksAreNotAddedToPartials) {
       spec_with(testing::DecodeSpecBuilder(1, 4, 2, 100).head_dim(64), Variants{-1, -1, 0.f, true}));
   Plan plan;
   ASSERT_TRUE(plan_decode(c.problem, DeviceInfo::h200(), {}, &plan).ok());
-  std::vector<float> po(size_t(plan.num_splits) * 4 * 64), pl(size_t(plan.num_splits) * 4);
+  std::vector<float> po(size_t(plan.num_splits()) * 4 * 64), pl(size_t(plan.num_splits()) * 4);
   DecodeTensors t = c.host_tensors();
   t.out = t.lse = TensorRef{};
-  t.partial_o = TensorRef::contiguous(po.data(), DType::kF32, {plan.num_splits, 1, 4, 64});
-  t.partial_lse = TensorRef::contiguous(pl.data(), DType::kF32, {plan.num_splits, 1, 4});
+  t.partial_o = TensorRef::contiguous(po.data(), DType::kF32, {plan.num_splits(), 1, 4, 64});
+  t.partial_lse = TensorRef::contiguous(pl.data(), DType::kF32, {plan.num_splits(), 1, 4});
   EXPECT_EQ(cpu::run_decode(plan, t).argument(), "sinks");
 }
 

@@ -116,7 +116,7 @@ TEST(ShardedDecodeArguments, AreCheckedBeforeAnyLaunch) {
   speculative.causal = true;
   speculative.max_kv_len = 8192;
   ASSERT_TRUE(dist::plan_sharded_decode(speculative, DeviceInfo::h200(), {}, 2, &plan).ok());
-  EXPECT_FALSE(plan.local.decode_via_prefill);
+  EXPECT_FALSE(plan.local.decode_via_prefill());
   PlanOptions prefill_family;
   prefill_family.family = "prefill_sm90_gqa64";
   s = dist::plan_sharded_decode(speculative, DeviceInfo::h200(), prefill_family, 2, &plan);
@@ -164,7 +164,7 @@ TEST(ShardedDecode, SplitAlignedShardsGiveTheBitsOfOneGpu) {
       DeviceInfo device;
       ASSERT_TRUE(query_device(the_rank().rank, &device).ok());
       ASSERT_TRUE(plan_decode(c.problem, device, o, &single).ok());
-      DeviceBuffer ws(single.workspace_bytes);
+      DeviceBuffer ws(single.workspace_bytes());
       ASSERT_TRUE(run_decode(single, dev.tensors, ws.get(), ws.bytes(), nullptr).ok());
       dev.download_outputs(c);
       const std::vector<uint16_t> one_gpu = c.out;

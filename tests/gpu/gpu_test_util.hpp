@@ -18,12 +18,12 @@ inline bool compiled(DType dtype, int head_dim) {
 // Whether this build holds the instance a plan runs (its family at the problem's dtype, head dim
 // and KV format: a 16-bit family's instances are keyed kNative, a quantized family's by format).
 inline bool plan_compiled(const Plan& plan) {
-  const bool decode = plan.kind == Plan::Kind::kDecode;
-  const DType dtype = decode ? plan.decode.dtype : plan.prefill.dtype;
-  const int head_dim = decode ? plan.decode.head_dim : plan.prefill.head_dim;
-  const KvFormat kv_format = decode ? plan.decode.kv_format : plan.prefill.kv_format;
+  const bool decode = plan.kind() == Plan::Kind::kDecode;
+  const DType dtype = decode ? plan.decode().dtype : plan.prefill().dtype;
+  const int head_dim = decode ? plan.decode().head_dim : plan.prefill().head_dim;
+  const KvFormat kv_format = decode ? plan.decode().kv_format : plan.prefill().kv_format;
   for (const KernelFamilyInfo& f : kernel_families()) {
-    if (f.name != plan.family) continue;
+    if (f.name != plan.family()) continue;
     for (const KernelFamilyInfo::Compiled& c : f.compiled) {
       if (c.dtype == dtype && c.head_dim == head_dim && (c.kv_format == KvFormat::kNative || c.kv_format == kv_format)) {
         return true;
@@ -52,7 +52,7 @@ inline testing::DeviceBuffer poisoned_workspace(size_t bytes) {
 #define SPLITKV_REQUIRE_PLAN_COMPILED(plan)                                                         \
   do {                                                                                              \
     if (!::splitkv::gpu_test::plan_compiled(plan))                                                  \
-      GTEST_SKIP() << "not compiled into this build: family " << (plan).family;                     \
+      GTEST_SKIP() << "not compiled into this build: family " << (plan).family();                     \
   } while (0)
 
 #define SPLITKV_REQUIRE_GPU(dtype, head_dim)                                                    \

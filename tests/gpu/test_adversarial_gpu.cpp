@@ -58,9 +58,9 @@ std::string run_on_gpu(const DecodeAttack& a, bool* skipped) {
   GuardedBuffer out(c.out.data(), c.out.size() * sizeof(uint16_t)), lse(c.lse.data(), c.lse.size() * sizeof(float));
   t.out = rebased(t.out, host.out.data, out.get());
   t.lse = rebased(t.lse, host.lse.data, lse.get());
-  DeviceBuffer workspace = gpu_test::poisoned_workspace(plan.workspace_bytes + 64);
+  DeviceBuffer workspace = gpu_test::poisoned_workspace(plan.workspace_bytes() + 64);
   void* ws = a.workspace_null ? nullptr : static_cast<char*>(workspace.get()) + a.workspace_offset;
-  const size_t ws_bytes = size_t(int64_t(plan.workspace_bytes) + a.workspace_delta);
+  const size_t ws_bytes = size_t(int64_t(plan.workspace_bytes()) + a.workspace_delta);
   Status ran = prepare_workspace(plan, ws, ws_bytes, nullptr);
   if (ran.ok()) ran = run_decode(plan, t, ws, ws_bytes, nullptr);
   const cudaError_t synced = cudaDeviceSynchronize();
@@ -96,8 +96,8 @@ std::string run_prefill_on_gpu(const testing::hostile::PrefillAttack& a, bool* s
   GuardedBuffer out(c.out.data(), c.out.size() * sizeof(uint16_t)), lse(c.lse.data(), c.lse.size() * sizeof(float));
   t.out = rebased(t.out, host.out.data, out.get());
   t.lse = rebased(t.lse, host.lse.data, lse.get());
-  DeviceBuffer workspace = gpu_test::poisoned_workspace(plan.workspace_bytes);
-  const Status ran = run_prefill(plan, t, workspace.get(), plan.workspace_bytes, nullptr);
+  DeviceBuffer workspace = gpu_test::poisoned_workspace(plan.workspace_bytes());
+  const Status ran = run_prefill(plan, t, workspace.get(), plan.workspace_bytes(), nullptr);
   const cudaError_t synced = cudaDeviceSynchronize();
   if (synced != cudaSuccess) return std::string("CUDA error after the call: ") + cudaGetErrorString(synced);
   if (!out.guards_intact()) return "wrote outside out";

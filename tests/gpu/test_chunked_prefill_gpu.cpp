@@ -66,7 +66,7 @@ Status plan_chunk(const ChunkCase& c, int num_splits, const char* family, Plan* 
 
 // Runs the plan on the device, leaving the outputs in c.
 Status run_chunk(const Plan& plan, ChunkCase& c, testing::DeviceChunkCase& dev) {
-  DeviceBuffer workspace = gpu_test::poisoned_workspace(plan.workspace_bytes);
+  DeviceBuffer workspace = gpu_test::poisoned_workspace(plan.workspace_bytes());
   if (Status s = run_prefill(plan, dev.tensors, workspace.get(), workspace.bytes(), nullptr); !s) return s;
   dev.download_outputs(c);
   return Status::success();
@@ -82,13 +82,13 @@ TEST_P(ChunkedPrefillVsReference, MatchesFp64Reference) {
   const Status planned = plan_chunk(c, s.num_splits, s.family, &plan, s.sms);
   ASSERT_TRUE(planned.ok()) << planned.message();
   SPLITKV_REQUIRE_PLAN_COMPILED(plan);
-  if (s.sms > 0) EXPECT_EQ(plan.persistent_blocks, s.sms) << s.name;
-  EXPECT_EQ(plan.dequantized_cache, s.kv_format != KvFormat::kNative) << s.name;
+  if (s.sms > 0) EXPECT_EQ(plan.persistent_blocks(), s.sms) << s.name;
+  EXPECT_EQ(plan.dequantized_cache(), s.kv_format != KvFormat::kNative) << s.name;
   testing::DeviceChunkCase dev(c);
   const Status ran = run_chunk(plan, c, dev);
   ASSERT_TRUE(ran.ok()) << ran.message();
   const testing::Comparison cmp = testing::check_chunk(c);
-  EXPECT_TRUE(cmp.passed) << s.name << " (" << plan.family << ", " << plan.num_splits << " splits): " << cmp.summary();
+  EXPECT_TRUE(cmp.passed) << s.name << " (" << plan.family() << ", " << plan.num_splits() << " splits): " << cmp.summary();
 
   // A second run gives the same bits.
   const std::vector<uint16_t> first = c.out;

@@ -49,7 +49,7 @@ void decode_shards_and_merge(testing::DecodeCase& c, testing::DeviceDecodeCase& 
     ASSERT_TRUE(plan_decode(problem, gpu_test::device(), shard_options, &plan).ok());
     DeviceBuffer d_lens = DeviceBuffer::from(lens), d_after = DeviceBuffer::from(shard.keys_after);
     DeviceBuffer d_table = DeviceBuffer::from(shard.block_table);
-    const int S = plan.num_splits;
+    const int S = plan.num_splits();
     partial_o.emplace_back(size_t(S) * rows * H * D * sizeof(float));
     partial_lse.emplace_back(size_t(S) * rows * H * sizeof(float));
     partial_o.back().fill_bytes(0xff);  // NaN: a partial the kernel did not write fails the test
@@ -134,7 +134,7 @@ TEST(ContextShardsGpu, SplitAlignedShardsGiveTheBitsOfBatchInvariantDecode) {
     testing::DeviceDecodeCase dev(c);
     Plan plan;
     ASSERT_TRUE(plan_decode(c.problem, gpu_test::device(), o, &plan).ok());
-    DeviceBuffer workspace = gpu_test::poisoned_workspace(plan.workspace_bytes);
+    DeviceBuffer workspace = gpu_test::poisoned_workspace(plan.workspace_bytes());
     ASSERT_TRUE(run_decode(plan, dev.tensors, workspace.get(), workspace.bytes(), nullptr).ok());
     dev.download_outputs(c);
     ASSERT_TRUE(testing::check_decode(c).passed);
@@ -161,7 +161,7 @@ TEST(ContextShardsGpu, NegativeKeysAfterGivesNaNForThatSequenceOnly) {
   t.keys_after = TensorRef::contiguous(after.get(), DType::kI32, {2});
   Plan plan;
   ASSERT_TRUE(plan_decode(c.problem, gpu_test::device(), {}, &plan).ok());
-  DeviceBuffer workspace = gpu_test::poisoned_workspace(plan.workspace_bytes);
+  DeviceBuffer workspace = gpu_test::poisoned_workspace(plan.workspace_bytes());
   ASSERT_TRUE(run_decode(plan, t, workspace.get(), workspace.bytes(), nullptr).ok());
   dev.download_outputs(c);
   const size_t per_sequence = size_t(c.problem.q_len) * c.problem.num_q_heads * c.problem.head_dim;

@@ -54,10 +54,10 @@ testing::Comparison run_case(const GpuCase& k, testing::DecodeCase* out_case = n
   Plan plan;
   Status s = plan_decode(c.problem, gpu_test::device(), o, &plan);
   EXPECT_TRUE(s.ok()) << s.message();
-  if (!k.family.empty()) EXPECT_EQ(plan.family, k.family) << k.name;
-  EXPECT_EQ(plan.fused_combine, k.fused_combine && plan.num_splits > 1) << k.name;
+  if (!k.family.empty()) EXPECT_EQ(plan.family(), k.family) << k.name;
+  EXPECT_EQ(plan.fused_combine(), k.fused_combine && plan.num_splits() > 1) << k.name;
   DeviceDecodeCase dev(c);
-  DeviceBuffer workspace = gpu_test::poisoned_workspace(plan.workspace_bytes);
+  DeviceBuffer workspace = gpu_test::poisoned_workspace(plan.workspace_bytes());
   s = prepare_workspace(plan, workspace.get(), workspace.bytes(), nullptr);
   EXPECT_TRUE(s.ok()) << s.message();
   s = run_decode(plan, dev.tensors, workspace.get(), workspace.bytes(), nullptr);
@@ -247,8 +247,8 @@ TEST(DecodeGpu, PlannerRouteForSpeculativeRowsMatchesReference) {
     PlanOptions o;
     o.num_splits = k.num_splits;
     ASSERT_TRUE(plan_decode(k.spec.problem, gpu_test::device(), o, &plan).ok());
-    EXPECT_TRUE(plan.decode_via_prefill) << k.name << ": " << plan.note;
-    EXPECT_EQ(plan.family, family) << k.name;
+    EXPECT_TRUE(plan.decode_via_prefill()) << k.name << ": " << plan.note();
+    EXPECT_EQ(plan.family(), family) << k.name;
     for (float q_scale : {1.f, 8.f}) {
       k.spec.q_scale = q_scale;
       const testing::Comparison cmp = run_case(k);
@@ -265,8 +265,8 @@ TEST(DecodeGpu, PlannedTwoSplitsMergeInClustersOfTwo) {
                     GpuCase{"paged16", DecodeSpecBuilder(8, 32, 8, 4096).paged(16).lens({4096, 3, 2000, 0, 4000, 16, 1000, 33}).spec}}) {
     Plan plan;
     ASSERT_TRUE(plan_decode(k.spec.problem, gpu_test::device(), {}, &plan).ok());
-    EXPECT_EQ(plan.num_splits, 2) << k.name << ": " << plan.note;
-    EXPECT_TRUE(plan.cluster_combine) << k.name << ": " << plan.note;
+    EXPECT_EQ(plan.num_splits(), 2) << k.name << ": " << plan.note();
+    EXPECT_TRUE(plan.cluster_combine()) << k.name << ": " << plan.note();
     for (float q_scale : {1.f, 8.f}) {
       k.spec.q_scale = q_scale;
       const testing::Comparison cmp = run_case(k);
@@ -361,7 +361,7 @@ TEST(DecodeGpu, EvenPlacementChangesNoBits) {
     if (k.fused_combine) o.merge = Merge::kFused;
     Plan plan;
     ASSERT_TRUE(plan_decode(probe.problem, gpu_test::device(), o, &plan).ok()) << k.name;
-    EXPECT_GT(plan.launch_smem_bytes, plan.smem_bytes) << k.name << ": the premise, a padded launch";
+    EXPECT_GT(plan.launch_smem_bytes(), plan.smem_bytes()) << k.name << ": the premise, a padded launch";
     testing::DecodeCase padded, own;
     EXPECT_TRUE(run_case(k, &padded).passed) << k.name;
     k.even_placement = false;
@@ -386,7 +386,7 @@ TEST(DecodeGpu, BatchInvariantModeGivesTheSameBitsWhateverTheBatch) {
     Plan plan;
     ASSERT_TRUE(plan_decode(c->problem, gpu_test::device(), o, &plan).ok());
     DeviceDecodeCase dev(*c);
-    DeviceBuffer workspace = gpu_test::poisoned_workspace(plan.workspace_bytes);
+    DeviceBuffer workspace = gpu_test::poisoned_workspace(plan.workspace_bytes());
     ASSERT_TRUE(run_decode(plan, dev.tensors, workspace.get(), workspace.bytes(), nullptr).ok());
     dev.download_outputs(*c);
     EXPECT_TRUE(testing::check_decode(*c).passed);
@@ -421,13 +421,13 @@ TEST_P(DecodeGraphReplay, ServesNewLengths) {
   if (GetParam() == ReplayMerge::kFused) o.merge = Merge::kFused;
   if (GetParam() == ReplayMerge::kAtomic) o.merge = Merge::kAtomic;
   ASSERT_TRUE(plan_decode(c.problem, gpu_test::device(), o, &plan).ok());
-  ASSERT_GT(plan.num_splits, 1);
-  ASSERT_EQ(plan.decode_via_prefill, routed) << plan.note;
-  if (GetParam() == ReplayMerge::kWidePrefillRoute) ASSERT_EQ(plan.family, "prefill_sm90_gqa") << plan.note;
-  ASSERT_EQ(plan.fused_combine, GetParam() == ReplayMerge::kFused);
-  ASSERT_EQ(plan.atomic_combine, GetParam() == ReplayMerge::kAtomic);
+  ASSERT_GT(plan.num_splits(), 1);
+  ASSERT_EQ(plan.decode_via_prefill(), routed) << plan.note();
+  if (GetParam() == ReplayMerge::kWidePrefillRoute) ASSERT_EQ(plan.family(), "prefill_sm90_gqa") << plan.note();
+  ASSERT_EQ(plan.fused_combine(), GetParam() == ReplayMerge::kFused);
+  ASSERT_EQ(plan.atomic_combine(), GetParam() == ReplayMerge::kAtomic);
   DeviceDecodeCase dev(c);
-  DeviceBuffer workspace = gpu_test::poisoned_workspace(plan.workspace_bytes);
+  DeviceBuffer workspace = gpu_test::poisoned_workspace(plan.workspace_bytes());
   ASSERT_TRUE(prepare_workspace(plan, workspace.get(), workspace.bytes(), nullptr).ok());
   cudaStream_t stream;
   ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
@@ -499,12 +499,12 @@ TEST(DecodeGpu, LengthsWrittenByTheKernelAheadAreTheOnesRead) {
     const Status planned = plan_decode(c.problem, gpu_test::device(), o, &plan);
     ASSERT_TRUE(planned.ok()) << k.name << ": " << planned.message();
     if (*k.family == '\0') {
-      EXPECT_TRUE(plan.family == "decode_mma_n8" || plan.family == "decode_quant_n8" || plan.family == "decode_quant")
-          << k.name << ": " << plan.family;
-      EXPECT_TRUE(plan.l2_prefetch) << k.name;
+      EXPECT_TRUE(plan.family() == "decode_mma_n8" || plan.family() == "decode_quant_n8" || plan.family() == "decode_quant")
+          << k.name << ": " << plan.family();
+      EXPECT_TRUE(plan.l2_prefetch()) << k.name;
     }
     DeviceDecodeCase dev(c);
-    DeviceBuffer workspace = gpu_test::poisoned_workspace(plan.workspace_bytes);
+    DeviceBuffer workspace = gpu_test::poisoned_workspace(plan.workspace_bytes());
     ASSERT_TRUE(prepare_workspace(plan, workspace.get(), workspace.bytes(), nullptr).ok());
     testing::poison_outputs(c);
     dev.upload_outputs(c);
@@ -564,7 +564,7 @@ TEST(DecodeGpu, BadDeviceLengthsAndPagesBecomeNaNNotOutOfBounds) {
       table[2 * c.max_pages + 1] = 1 << 20;  // sequence 2: a page id past the pool
       dev.block_table.upload(table.data(), table.size() * sizeof(int32_t));
     }
-    DeviceBuffer workspace = gpu_test::poisoned_workspace(plan.workspace_bytes);
+    DeviceBuffer workspace = gpu_test::poisoned_workspace(plan.workspace_bytes());
     ASSERT_TRUE(prepare_workspace(plan, workspace.get(), workspace.bytes(), nullptr).ok());
     ASSERT_TRUE(run_decode(plan, dev.tensors, workspace.get(), workspace.bytes(), nullptr).ok());
     dev.download_outputs(c);

@@ -49,10 +49,10 @@ bool run(const QuantCase& k, testing::DecodeCase* c) {
   const Status planned = plan_decode(c->problem, gpu_test::device(), o, &plan);
   EXPECT_TRUE(planned.ok()) << planned.message();
   const int rows = c->problem.q_len * (c->problem.num_q_heads / c->problem.num_kv_heads);
-  EXPECT_EQ(plan.family, !k.family.empty() ? k.family : rows <= 8 ? "decode_quant_n8" : "decode_quant") << k.name;
+  EXPECT_EQ(plan.family(), !k.family.empty() ? k.family : rows <= 8 ? "decode_quant_n8" : "decode_quant") << k.name;
   if (!gpu_test::plan_compiled(plan)) return false;
   DeviceDecodeCase dev(*c);
-  DeviceBuffer workspace = gpu_test::poisoned_workspace(plan.workspace_bytes);
+  DeviceBuffer workspace = gpu_test::poisoned_workspace(plan.workspace_bytes());
   const Status ran = run_decode(plan, dev.tensors, workspace.get(), workspace.bytes(), nullptr);
   EXPECT_TRUE(ran.ok()) << ran.message();
   dev.download_outputs(*c);
@@ -207,7 +207,7 @@ TEST(QuantDecodeGpu, BatchInvariantModeGivesTheSameBitsWhateverTheBatch) {
       ASSERT_TRUE(plan_decode(c->problem, gpu_test::device(), o, &plan).ok());
       if (!gpu_test::plan_compiled(plan)) GTEST_SKIP() << "not compiled into this build: " << to_string(f);
       DeviceDecodeCase dev(*c);
-      DeviceBuffer workspace = gpu_test::poisoned_workspace(plan.workspace_bytes);
+      DeviceBuffer workspace = gpu_test::poisoned_workspace(plan.workspace_bytes());
       ASSERT_TRUE(run_decode(plan, dev.tensors, workspace.get(), workspace.bytes(), nullptr).ok());
       dev.download_outputs(*c);
       EXPECT_TRUE(testing::check_decode(*c).passed) << to_string(f);
@@ -229,7 +229,7 @@ TEST(QuantDecodeGpu, CudaGraphReplayServesNewLengths) {
     ASSERT_TRUE(plan_decode(c.problem, gpu_test::device(), o, &plan).ok());
     if (!gpu_test::plan_compiled(plan)) GTEST_SKIP() << "not compiled into this build: " << to_string(f);
     DeviceDecodeCase dev(c);
-    DeviceBuffer workspace = gpu_test::poisoned_workspace(plan.workspace_bytes);
+    DeviceBuffer workspace = gpu_test::poisoned_workspace(plan.workspace_bytes());
     cudaStream_t stream;
     ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
     cudaGraph_t graph;

@@ -180,12 +180,12 @@ TEST_P(PrefillVsReference, MatchesFp64Reference) {
     ASSERT_TRUE(s.ok()) << s.message();
     SPLITKV_REQUIRE_PLAN_COMPILED(plan);
     testing::DevicePrefillCase dev(c);
-    DeviceBuffer workspace = gpu_test::poisoned_workspace(plan.workspace_bytes);
+    DeviceBuffer workspace = gpu_test::poisoned_workspace(plan.workspace_bytes());
     s = run_prefill(plan, dev.tensors, workspace.get(), workspace.bytes(), nullptr);
     ASSERT_TRUE(s.ok()) << s.message();
     dev.download_outputs(c);
     const testing::Comparison cmp = testing::check_prefill(c);
-    EXPECT_TRUE(cmp.passed) << "q_scale=" << q_scale << " splits=" << plan.num_splits << ": " << cmp.summary();
+    EXPECT_TRUE(cmp.passed) << "q_scale=" << q_scale << " splits=" << plan.num_splits() << ": " << cmp.summary();
   }
 }
 
@@ -209,13 +209,13 @@ TEST(PrefillGpu, ResultsAreBitwiseIdenticalRunToRun) {
     for (int run = 0; run < 2; ++run) {
       testing::poison_outputs(c);
       testing::DevicePrefillCase dev(c);
-      DeviceBuffer workspace = gpu_test::poisoned_workspace(plan.workspace_bytes);
+      DeviceBuffer workspace = gpu_test::poisoned_workspace(plan.workspace_bytes());
       ASSERT_TRUE(run_prefill(plan, dev.tensors, workspace.get(), workspace.bytes(), nullptr).ok());
       dev.download_outputs(c);
-      EXPECT_TRUE(testing::check_prefill(c).passed) << plan.family;
+      EXPECT_TRUE(testing::check_prefill(c).passed) << plan.family();
       if (run == 0) first = c.out;
     }
-    EXPECT_EQ(first, c.out) << plan.family << " splits " << splits;
+    EXPECT_EQ(first, c.out) << plan.family() << " splits " << splits;
   }
 }
 
@@ -256,11 +256,11 @@ TEST(PrefillGpu, PersistentGridOfFewBlocksWalksEveryTile) {
       const Status planned = plan_prefill(problem, few, o, &plan);
       ASSERT_TRUE(planned.ok()) << planned.message();
       if (!gpu_test::plan_compiled(plan)) continue;
-      EXPECT_EQ(plan.persistent_blocks, sms) << k.shape.name;
-      EXPECT_EQ(plan.dynamic_tiles, k.dynamic) << k.shape.name;
+      EXPECT_EQ(plan.persistent_blocks(), sms) << k.shape.name;
+      EXPECT_EQ(plan.dynamic_tiles(), k.dynamic) << k.shape.name;
       testing::PrefillCase c = testing::make_prefill_case(k.shape.spec);
       testing::DevicePrefillCase dev(c);
-      DeviceBuffer workspace = gpu_test::poisoned_workspace(plan.workspace_bytes);
+      DeviceBuffer workspace = gpu_test::poisoned_workspace(plan.workspace_bytes());
       std::vector<uint16_t> first;
       for (int run = 0; run < 2; ++run) {
         ASSERT_TRUE(run_poisoned(plan, c, dev, workspace));
@@ -274,8 +274,8 @@ TEST(PrefillGpu, PersistentGridOfFewBlocksWalksEveryTile) {
       one_tile_per_block.tuning.persistent_prefill = false;
       Plan plain;
       ASSERT_TRUE(plan_prefill(problem, few, one_tile_per_block, &plain).ok());
-      EXPECT_EQ(plain.persistent_blocks, 0);
-      DeviceBuffer plain_workspace = gpu_test::poisoned_workspace(plain.workspace_bytes);
+      EXPECT_EQ(plain.persistent_blocks(), 0);
+      DeviceBuffer plain_workspace = gpu_test::poisoned_workspace(plain.workspace_bytes());
       ASSERT_TRUE(run_poisoned(plain, c, dev, plain_workspace));
       EXPECT_EQ(first, c.out) << k.shape.name << ": one block per tile differs from the persistent grid";
     }
@@ -327,13 +327,13 @@ TEST_P(StreamKTail, MergesCutTilesAndRepeatsItsBits) {
   const Status planned = plan_prefill(problem, device, o, &plan);
   ASSERT_TRUE(planned.ok()) << planned.message();
   SPLITKV_REQUIRE_PLAN_COMPILED(plan);
-  if (k.sms == 0 && !plan.stream_k) GTEST_SKIP() << "no stream-K tail on this device's SM count: " << plan.note;
-  ASSERT_TRUE(plan.stream_k) << plan.note;
+  if (k.sms == 0 && !plan.stream_k()) GTEST_SKIP() << "no stream-K tail on this device's SM count: " << plan.note();
+  ASSERT_TRUE(plan.stream_k()) << plan.note();
   testing::PrefillCaseSpec spec = k.shape.spec;
   spec.q_scale = k.q_scale;
   testing::PrefillCase c = testing::make_prefill_case(spec);
   testing::DevicePrefillCase dev(c);
-  DeviceBuffer workspace = gpu_test::poisoned_workspace(plan.workspace_bytes);
+  DeviceBuffer workspace = gpu_test::poisoned_workspace(plan.workspace_bytes());
   std::vector<uint16_t> first;
   for (int run = 0; run < 2; ++run) {
     ASSERT_TRUE(run_poisoned(plan, c, dev, workspace));
@@ -381,10 +381,10 @@ TEST(PrefillGpu, ChunkedPrefillSplitsByItselfAndMatches) {
   testing::PrefillCase c = testing::make_prefill_case(s.spec);
   Plan plan;
   ASSERT_TRUE(plan_prefill(c.problem, gpu_test::device(), {}, &plan).ok());
-  EXPECT_EQ(plan.strategy, Strategy::kSplitKV);
-  EXPECT_GT(plan.num_splits, 1);
+  EXPECT_EQ(plan.strategy(), Strategy::kSplitKV);
+  EXPECT_GT(plan.num_splits(), 1);
   testing::DevicePrefillCase dev(c);
-  DeviceBuffer workspace = gpu_test::poisoned_workspace(plan.workspace_bytes);
+  DeviceBuffer workspace = gpu_test::poisoned_workspace(plan.workspace_bytes());
   ASSERT_TRUE(run_prefill(plan, dev.tensors, workspace.get(), workspace.bytes(), nullptr).ok());
   dev.download_outputs(c);
   const testing::Comparison cmp = testing::check_prefill(c);
@@ -401,7 +401,7 @@ TEST(PrefillGpu, BadDeviceCuSeqlensBecomeNaN) {
   dev.tensors.cu_seqlens_k_host = nullptr;  // the host cannot see what the device reads
   std::vector<int32_t> cu_k = {0, 50, 1 << 20};  // sequence 1 points far past the k tensor
   dev.cu_seqlens_k.upload(cu_k.data(), cu_k.size() * sizeof(int32_t));
-  DeviceBuffer workspace = gpu_test::poisoned_workspace(plan.workspace_bytes);
+  DeviceBuffer workspace = gpu_test::poisoned_workspace(plan.workspace_bytes());
   ASSERT_TRUE(run_prefill(plan, dev.tensors, workspace.get(), workspace.bytes(), nullptr).ok());
   dev.download_outputs(c);
   const std::vector<double> out = testing::dense_values(c.host_tensors().out);

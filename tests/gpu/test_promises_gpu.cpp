@@ -59,7 +59,7 @@ TEST(PromisesGpu, Fp8ScalesHonourTheirStride) {
       ASSERT_TRUE(plan_decode(c.problem, gpu_test::device(), {}, &plan).ok());
       SPLITKV_REQUIRE_PLAN_COMPILED(plan);
       DeviceDecodeCase dev(c);
-      DeviceBuffer workspace(plan.workspace_bytes);
+      DeviceBuffer workspace(plan.workspace_bytes());
       ASSERT_TRUE(run_decode(plan, dev.tensors, workspace.get(), workspace.bytes(), nullptr).ok());
       dev.download_outputs(c);
       const testing::Comparison cmp = testing::check_decode(c);
@@ -124,7 +124,7 @@ TEST(PromisesGpu, LengthsPastMaxKvLenGiveNanOnEveryRoute) {
       DeviceDecodeCase dev(*c);
       dev.tensors.seq_lens_host = nullptr;  // device data the host does not see
       dev.tensors.block_table_host = nullptr;
-      DeviceBuffer workspace = gpu_test::poisoned_workspace(plan.workspace_bytes);
+      DeviceBuffer workspace = gpu_test::poisoned_workspace(plan.workspace_bytes());
       ASSERT_TRUE(prepare_workspace(plan, workspace.get(), workspace.bytes(), nullptr).ok());
       const Status s = run_decode(plan, dev.tensors, workspace.get(), workspace.bytes(), nullptr);
       ASSERT_TRUE(s.ok()) << s.message();
@@ -168,7 +168,7 @@ TEST(PromisesGpu, BadCuSeqlensQBesideSplitsWritesNothingOutside) {
     testing::PrefillCase c = testing::make_prefill_case(spec);
     Plan plan;
     ASSERT_TRUE(plan_prefill(c.problem, gpu_test::device(), o, &plan).ok());
-    ASSERT_GT(plan.num_splits, 1) << plan.note;
+    ASSERT_GT(plan.num_splits(), 1) << plan.note();
     SPLITKV_REQUIRE_PLAN_COMPILED(plan);
     testing::DevicePrefillCase dev(c);
     const size_t out_bytes = c.out.size() * 2, lse_bytes = c.lse.size() * 4;
@@ -179,7 +179,7 @@ TEST(PromisesGpu, BadCuSeqlensQBesideSplitsWritesNothingOutside) {
     dev.tensors.lse.data = lse.get();
     dev.tensors.cu_seqlens_q_host = nullptr;
     dev.cu_seqlens_q.upload(bad_cu.data(), bad_cu.size() * sizeof(int32_t));
-    DeviceBuffer workspace = gpu_test::poisoned_workspace(plan.workspace_bytes);
+    DeviceBuffer workspace = gpu_test::poisoned_workspace(plan.workspace_bytes());
     ASSERT_TRUE(run_prefill(plan, dev.tensors, workspace.get(), workspace.bytes(), nullptr).ok());
     testing::check_cuda(cudaDeviceSynchronize(), "prefill");
     EXPECT_TRUE(out.guards_intact()) << "a write outside out, cu_seqlens_q[2] = " << bad_cu[2];
@@ -217,7 +217,7 @@ TEST(PromisesGpu, FusedMergeNeedsItsOwnPreparedWorkspace) {
   ASSERT_TRUE(plan_decode(c.problem, gpu_test::device(), o, &fused).ok());
   SPLITKV_REQUIRE_PLAN_COMPILED(fused);
   DeviceDecodeCase dev(c);
-  DeviceBuffer workspace = gpu_test::poisoned_workspace(std::max(plain.workspace_bytes, fused.workspace_bytes));
+  DeviceBuffer workspace = gpu_test::poisoned_workspace(std::max(plain.workspace_bytes(), fused.workspace_bytes()));
   EXPECT_EQ(run_decode(fused, dev.tensors, workspace.get(), workspace.bytes(), nullptr).argument(), "workspace");
   ASSERT_TRUE(prepare_workspace(fused, workspace.get(), workspace.bytes(), nullptr).ok());
   ASSERT_TRUE(run_decode(fused, dev.tensors, workspace.get(), workspace.bytes(), nullptr).ok());
@@ -244,7 +244,7 @@ TEST(PromisesGpu, ConcurrentLaunchesWithDifferentSharedMemorySizes) {
   ASSERT_TRUE(plan_decode(c.problem, gpu_test::device(), o, &plans[0]).ok());
   o.tuning.even_placement = false;
   ASSERT_TRUE(plan_decode(c.problem, gpu_test::device(), o, &plans[1]).ok());
-  if (plans[0].launch_smem_bytes == 0) GTEST_SKIP() << "no even-placement size on this device: " << plans[0].note;
+  if (plans[0].launch_smem_bytes() == 0) GTEST_SKIP() << "no even-placement size on this device: " << plans[0].note();
   SPLITKV_REQUIRE_PLAN_COMPILED(plans[0]);
   std::vector<std::thread> threads;
   int failures[2] = {0, 0};
@@ -252,7 +252,7 @@ TEST(PromisesGpu, ConcurrentLaunchesWithDifferentSharedMemorySizes) {
     threads.emplace_back([&, i] {
       testing::DecodeCase mine = c;
       DeviceDecodeCase dev(mine);
-      DeviceBuffer workspace(plans[i].workspace_bytes);
+      DeviceBuffer workspace(plans[i].workspace_bytes());
       cudaStream_t stream;
       cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
       for (int call = 0; call < 200; ++call) {
@@ -266,7 +266,7 @@ TEST(PromisesGpu, ConcurrentLaunchesWithDifferentSharedMemorySizes) {
   EXPECT_EQ(failures[0] + failures[1], 0);
   // Captured with the larger size, replayed after an eager call with the smaller one.
   DeviceDecodeCase dev(c);
-  DeviceBuffer ws0(plans[0].workspace_bytes), ws1(plans[1].workspace_bytes);
+  DeviceBuffer ws0(plans[0].workspace_bytes()), ws1(plans[1].workspace_bytes());
   cudaStream_t stream;
   cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
   cudaGraph_t graph;
@@ -313,7 +313,7 @@ TEST(PromisesGpu, StridesTmaCannotTakeAreRefusedByName) {
   SPLITKV_REQUIRE_PLAN_COMPILED(sm90);
   {
     testing::DevicePrefillCase dev(c);
-    DeviceBuffer workspace(sm90.workspace_bytes);
+    DeviceBuffer workspace(sm90.workspace_bytes());
     const Status s = run_prefill(sm90, dev.tensors, workspace.get(), workspace.bytes(), nullptr);
     ASSERT_TRUE(s.ok()) << s.message();
     dev.download_outputs(c);
@@ -323,14 +323,14 @@ TEST(PromisesGpu, StridesTmaCannotTakeAreRefusedByName) {
   c.k_ref.stride[2] = 0;  // both KV heads read the same rows
   c.v_ref.stride[2] = 0;
   testing::DevicePrefillCase dev(c);
-  DeviceBuffer workspace(sm90.workspace_bytes);
+  DeviceBuffer workspace(sm90.workspace_bytes());
   const Status refused = run_prefill(sm90, dev.tensors, workspace.get(), workspace.bytes(), nullptr);
   EXPECT_EQ(refused.code(), StatusCode::kUnsupported) << refused.message();
   EXPECT_EQ(refused.argument(), "k.stride[2]") << refused.message();
   Plan mma;
   o.family = "prefill_mma";
   ASSERT_TRUE(plan_prefill(c.problem, gpu_test::device(), o, &mma).ok());
-  DeviceBuffer mma_workspace(mma.workspace_bytes);
+  DeviceBuffer mma_workspace(mma.workspace_bytes());
   testing::poison_outputs(c);
   dev.upload_outputs(c);
   ASSERT_TRUE(run_prefill(mma, dev.tensors, mma_workspace.get(), mma_workspace.bytes(), nullptr).ok());
