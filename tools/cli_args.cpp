@@ -18,6 +18,12 @@ bool parse_int(const std::string& text, int* value) {
   return true;
 }
 
+bool parse_float(const std::string& text, float* value) {
+  char* end = nullptr;
+  *value = std::strtof(text.c_str(), &end);
+  return !text.empty() && *end == '\0';
+}
+
 }  // namespace
 
 void print_usage() {
@@ -82,6 +88,8 @@ bool parse_args(int argc, char** argv, CliOptions* o, std::string* error) {
       {"--lq", &o->q_len},        {"--lk", &o->kv_len},           {"--page-size", &o->page_size},
       {"--max-splits", &o->max_splits}, {"--split-tokens", &o->split_tokens}, {"--iters", &o->iters},
       {"--sms", &o->sm_count}, {plan::kL2PrefetchKeysFlag, &o->tuning.l2_prefetch_keys}};
+  const std::map<std::string, float*> floats = {{"--softcap", &o->softcap},
+                                                 {"--atomic-reference-lse", &o->atomic_reference_lse}};
   const std::map<std::string, std::string*> strings = {
       {"--mode", &o->mode},       {"--dtype", &o->dtype},   {"--kv-format", &o->kv_format},
       {"--strategy", &o->strategy}, {"--family", &o->family}, {"--json", &o->json_path},
@@ -120,9 +128,7 @@ bool parse_args(int argc, char** argv, CliOptions* o, std::string* error) {
     } else if (arg == "--merge") {
       const std::string v = argv[++i];
       if (!plan::merge_of(v, &o->merge)) {
-        std::string names;
-        for (const plan::MergeName& m : plan::kMergeNames) names += (names.empty() ? "" : ", ") + std::string(m.name);
-        *error = "--merge expects one of " + names + ", got " + v;
+        *error = "--merge expects one of " + plan::merge_names() + ", got " + v;
         return false;
       }
     } else if (arg == "--window") {
@@ -133,22 +139,12 @@ bool parse_args(int argc, char** argv, CliOptions* o, std::string* error) {
         *error = "--window expects LEFT or LEFT,RIGHT (keys; -1: unbounded), got " + v;
         return false;
       }
-    } else if (arg == "--softcap") {
-      const std::string v = argv[++i];
-      char* end = nullptr;
-      o->softcap = std::strtof(v.c_str(), &end);
-      if (v.empty() || *end != '\0') {
-        *error = "--softcap expects a number, got " + v;
-        return false;
-      }
     } else if (arg == "--seed") {
       o->seed = std::strtoull(argv[++i], nullptr, 10);
-    } else if (arg == "--atomic-reference-lse") {
+    } else if (auto f = floats.find(arg); f != floats.end()) {
       const std::string v = argv[++i];
-      char* end = nullptr;
-      o->atomic_reference_lse = std::strtof(v.c_str(), &end);
-      if (v.empty() || *end != '\0') {
-        *error = "--atomic-reference-lse expects a number, got " + v;
+      if (!parse_float(v, f->second)) {
+        *error = arg + " expects a number, got " + v;
         return false;
       }
     } else if (auto it = ints.find(arg); it != ints.end()) {

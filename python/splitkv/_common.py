@@ -311,13 +311,20 @@ def tuning_names():
 NO_WINDOW = (-1, -1)
 
 
+_WINDOW_EXPECTED = "a pair (left, right) of ints, -1 for unbounded"
+
+
+def _window_ints(window_size):
+    """window_size as a tuple of ints (named error when it is not a sequence of ints)."""
+    try:
+        return tuple(int(x) for x in window_size)
+    except (TypeError, ValueError) as e:
+        raise invalid("window_size", _WINDOW_EXPECTED, window_size) from e
+
+
 def variants_requested(window_size, softcap, sinks, tree_mask):
     """The first attention variant asked for (docs/VARIANTS.md), or None."""
-    try:
-        window = tuple(int(x) for x in window_size)
-    except (TypeError, ValueError) as e:
-        raise invalid("window_size", "a pair (left, right) of ints, -1 for unbounded", window_size) from e
-    if window != NO_WINDOW:
+    if _window_ints(window_size) != NO_WINDOW:
         return "window_size"
     if softcap:
         return "softcap"
@@ -331,11 +338,10 @@ def variants_requested(window_size, softcap, sinks, tree_mask):
 def set_variants(problem, window_size, softcap, sinks, tree_mask):
     """Writes the variants into a DecodeProblem (tree_mask) or PrefillProblem; the C++ checks name
     a bad value (window_left, window_right, softcap)."""
-    try:
-        left, right = (int(x) for x in window_size)
-    except (TypeError, ValueError) as e:
-        raise invalid("window_size", "a pair (left, right) of ints, -1 for unbounded", window_size) from e
-    problem.window_left, problem.window_right = left, right
+    window = _window_ints(window_size)
+    if len(window) != 2:
+        raise invalid("window_size", _WINDOW_EXPECTED, window_size)
+    problem.window_left, problem.window_right = window
     problem.softcap = float(softcap)
     problem.sinks = sinks is not None
     if tree_mask is not None:

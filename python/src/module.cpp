@@ -28,6 +28,7 @@
 #include <utility>
 #include <vector>
 
+#include "validate/tensor_checks.hpp"
 #include "validate/validate.hpp"
 #include "common/formats.hpp"
 #include "common/host_tensor.hpp"
@@ -562,9 +563,7 @@ NB_MODULE(_splitkv, m) {
   auto merge_of = [](const std::string& name) {
     Merge merge = Merge::kAuto;
     if (!plan::merge_of(name, &merge)) {
-      std::string names;
-      for (const plan::MergeName& n : plan::kMergeNames) names += (names.empty() ? "" : ", ") + std::string(n.name);
-      throw nb::value_error(("merge: expected one of " + names + ", got " + name).c_str());
+      throw nb::value_error(("merge: expected one of " + plan::merge_names() + ", got " + name).c_str());
     }
     return merge;
   };
@@ -892,16 +891,10 @@ NB_MODULE(_splitkv, m) {
           check(Status::invalid("k", "[B, L, Hkv, D] matching the codes' [B, capacity, Hkv, D]", "another shape"));
         }
         const int64_t B = x.shape[0], L = x.shape[1], Hkv = x.shape[2], D = x.shape[3];
-        const int64_t groups = (c.shape[1] + quant::kKeyGroup - 1) / quant::kKeyGroup;
-        if (s.rank != 4 || s.shape[0] != B || s.shape[1] != Hkv || s.shape[2] != groups || s.shape[3] != 2 * D ||
-            s.stride[3] != 1 || s.dtype != DType::kF16) {
-          check(Status::invalid("k_scales", "float16 [B, Hkv, ceil(capacity / 64), 2 * D], the last dim contiguous",
-                                "another tensor"));
-        }
-        if (t.rank != 4 || t.shape[0] < B || t.shape[1] != Hkv || t.shape[2] != quant::kKeyTailRows ||
-            t.shape[3] != D || t.stride[3] != 1) {
-          check(Status::invalid("k_tail", "fp16 or bf16 [B, Hkv, 128, D], the last dim contiguous", "another tensor"));
-        }
+        // The checks decode applies to these tensors (validate/tensor_checks.hpp); a tail row per sequence.
+        check(detail::check_kv_scale_tensor("k_scales", s, detail::KvScales::kPerChannelGroup, "keys-per-channel", c,
+                                            Hkv));
+        check(detail::check_tensor("k_tail", t, detail::Expect{t.dtype, {-B, Hkv, quant::kKeyTailRows, D}, false}));
         if (!lens.empty() && (lens.rank != 1 || lens.shape[0] != B)) {
           check(Status::invalid("seq_lens", "int32 [B]", "another shape"));
         }

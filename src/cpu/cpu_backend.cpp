@@ -61,16 +61,9 @@ void partial_row(const std::vector<float>& q, const std::vector<float>& k, const
 
 // A sink s joins a merged row's denominator once: LSE' = log(exp(LSE) + exp(s)), O' = O exp(LSE - LSE').
 float fold_sink(float sink, float lse, float* o, int d) {
-  if (std::isnan(lse) || sink == -std::numeric_limits<float>::infinity()) return lse;
-  if (std::isnan(sink)) {
-    for (int j = 0; j < d; ++j) o[j] = kNaN;
-    return sink;
-  }
-  const float hi = std::max(lse, sink);
-  const float total = std::isinf(hi) ? hi : hi + std::log(std::exp(lse - hi) + std::exp(sink - hi));
-  const float weight = lse == -std::numeric_limits<float>::infinity() ? 0.f : std::exp(lse - total);
+  const float weight = detail::fold_sink(sink, &lse);
   for (int j = 0; j < d; ++j) o[j] *= weight;
-  return total;
+  return lse;
 }
 
 }  // namespace

@@ -19,6 +19,13 @@ inline constexpr MergeName kMergeNames[] = {
     {Merge::kFused, "fused"},   {Merge::kAtomic, "atomic"},
 };
 
+// The merge names, comma-separated (for messages).
+inline std::string merge_names() {
+  std::string names;
+  for (const MergeName& m : kMergeNames) names += (names.empty() ? "" : ", ") + std::string(m.name);
+  return names;
+}
+
 // False (and *merge unchanged) when `name` is none of kMergeNames.
 inline bool merge_of(const std::string& name, Merge* merge) {
   for (const MergeName& m : kMergeNames) {

@@ -132,20 +132,9 @@ void attend_low_precision(const RowInput& row, double* o, double* lse) {
 
 // A sink s joins the denominator once: LSE' = log(exp(LSE) + exp(s)), O' = O exp(LSE - LSE').
 void fold_sink(const RowInput& row, double* o, double* lse) {
-  if (!row.has_sink || std::isnan(*lse)) return;
-  if (std::isnan(row.sink)) {
-    std::fill(o, o + row.d, std::numeric_limits<double>::quiet_NaN());
-    *lse = row.sink;
-    return;
-  }
-  if (row.sink == kNegInf) return;
-  const double hi = std::max(*lse, row.sink);
-  const double total = hi == std::numeric_limits<double>::infinity()
-                           ? hi
-                           : hi + std::log(std::exp(*lse - hi) + std::exp(row.sink - hi));
-  const double weight = *lse == kNegInf ? 0.0 : std::exp(*lse - total);
+  if (!row.has_sink) return;
+  const double weight = detail::fold_sink(row.sink, lse);
   for (int j = 0; j < row.d; ++j) o[j] *= weight;
-  *lse = total;
 }
 
 }  // namespace

@@ -25,6 +25,18 @@ int seeds() {
   return env != nullptr && std::atoi(env) > 0 ? std::atoi(env) : 12;
 }
 
+// After a call: a CUDA error or a write past out / lse breaks the promise (returned); otherwise the
+// outputs come back to the host for the judge and the result is empty.
+std::string after_the_call(GuardedBuffer& out, GuardedBuffer& lse, void* out_host, void* lse_host) {
+  const cudaError_t synced = cudaDeviceSynchronize();
+  if (synced != cudaSuccess) return std::string("CUDA error after the call: ") + cudaGetErrorString(synced);
+  if (!out.guards_intact()) return "wrote outside out";
+  if (!lse.guards_intact()) return "wrote outside lse";
+  out.download(out_host);
+  lse.download(lse_host);
+  return "";
+}
+
 std::string run_on_gpu(const DecodeAttack& a, bool* skipped) {
   Plan plan;
   const Status planned = plan_decode(testing::hostile::planned_problem(a), a.device, a.options, &plan);
@@ -63,12 +75,7 @@ std::string run_on_gpu(const DecodeAttack& a, bool* skipped) {
   const size_t ws_bytes = size_t(int64_t(plan.workspace_bytes()) + a.workspace_delta);
   Status ran = prepare_workspace(plan, ws, ws_bytes, nullptr);
   if (ran.ok()) ran = run_decode(plan, t, ws, ws_bytes, nullptr);
-  const cudaError_t synced = cudaDeviceSynchronize();
-  if (synced != cudaSuccess) return std::string("CUDA error after the call: ") + cudaGetErrorString(synced);
-  if (!out.guards_intact()) return "wrote outside out";
-  if (!lse.guards_intact()) return "wrote outside lse";
-  out.download(c.out.data());
-  lse.download(c.lse.data());
+  if (std::string why = after_the_call(out, lse, c.out.data(), c.lse.data()); !why.empty()) return why;
   return testing::hostile::judge(a, planned, ran, c);
 }
 
@@ -98,12 +105,7 @@ std::string run_prefill_on_gpu(const testing::hostile::PrefillAttack& a, bool* s
   t.lse = rebased(t.lse, host.lse.data, lse.get());
   DeviceBuffer workspace = gpu_test::poisoned_workspace(plan.workspace_bytes());
   const Status ran = run_prefill(plan, t, workspace.get(), plan.workspace_bytes(), nullptr);
-  const cudaError_t synced = cudaDeviceSynchronize();
-  if (synced != cudaSuccess) return std::string("CUDA error after the call: ") + cudaGetErrorString(synced);
-  if (!out.guards_intact()) return "wrote outside out";
-  if (!lse.guards_intact()) return "wrote outside lse";
-  out.download(c.out.data());
-  lse.download(c.lse.data());
+  if (std::string why = after_the_call(out, lse, c.out.data(), c.lse.data()); !why.empty()) return why;
   return testing::hostile::judge(a, planned, ran, c);
 }
 
@@ -142,14 +144,8 @@ TEST(AdversarialGpu, CombinePromisesHoldOnTheGpu) {
       t.lse.data = lse.get();
       if (a.edit_tensors) a.edit_tensors(t);
       const Status ran = run_combine(a.problem, t, nullptr);
-      const cudaError_t synced = cudaDeviceSynchronize();
-      std::string why = synced != cudaSuccess ? std::string("CUDA error: ") + cudaGetErrorString(synced) : "";
-      if (why.empty() && (!out.guards_intact() || !lse.guards_intact())) why = "wrote outside out or lse";
-      if (why.empty()) {
-        out.download(c.out.data());
-        lse.download(c.lse.data());
-        why = testing::hostile::judge(a, ran, c);
-      }
+      std::string why = after_the_call(out, lse, c.out.data(), c.lse.data());
+      if (why.empty()) why = testing::hostile::judge(a, ran, c);
       if (!why.empty()) {
         ++broken;
         ADD_FAILURE() << a.name << ": " << why;

@@ -37,6 +37,23 @@ SPLITKV_HD bool tree_mask_sees(const unsigned char* row_bits, int draft) {
   return (row_bits[draft >> 3] >> (draft & 7)) & 1;
 }
 
+// A sink logit folded once into a merged row whose keys' log-sum-exp is *lse: *lse becomes
+// log(exp(*lse) + exp(sink)) and the returned weight exp(old - new) is what the row's O keeps. A NaN
+// *lse stays (weight 1); a NaN sink makes the row NaN; -inf is no sink; +inf takes the whole row.
+template <class T>
+SPLITKV_HD T fold_sink(T sink, T* lse) {
+  if (isnan(*lse) || (isinf(sink) && sink < 0)) return T(1);
+  if (isnan(sink)) {
+    *lse = sink;
+    return sink;
+  }
+  const T hi = *lse > sink ? *lse : sink;
+  const T total = isinf(hi) ? hi : hi + log(exp(*lse - hi) + exp(sink - hi));
+  const T weight = isinf(*lse) && *lse < 0 ? T(0) : exp(*lse - total);
+  *lse = total;
+  return weight;
+}
+
 // Bytes of one query's row of a tree mask over q_len drafts.
 SPLITKV_HD int tree_mask_row_bytes(int q_len) { return (q_len + 7) / 8; }
 
