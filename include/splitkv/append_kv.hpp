@@ -37,8 +37,22 @@ struct AppendKvTensors {
   TensorRef k_cache, v_cache;
   // Exactly as DecodeTensors::k_scales / v_scales: empty for 16-bit caches; FP8: fp32 [Hkv] per KV
   // head, read, never written (a scale that is not positive and finite writes NaN codes 0x7f for
-  // that head's rows); INT8 / INT4 / K8V4: fp16 (scale, min) [blocks, Hkv, slots, 2], written.
+  // that head's rows); INT8 / INT4 / K8V4: fp16 (scale, min) [blocks, Hkv, slots, 2], written;
+  // *_kc: k_scales fp16 [blocks, Hkv, groups, 2 * D] per 64-position group (as DecodeTensors).
   TensorRef k_scales, v_scales;
+  // *_kc caches only (empty otherwise). Keys are quantized per channel once a group of 64 positions
+  // completes; until then they wait in a 16-bit tail ring (docs/KV_FORMATS.md, "Keys quantized per
+  // channel"), so each token also says where it is in its sequence:
+  //   positions  int64 (or int32) [num_tokens], device memory: the token's position in its sequence;
+  //              its slot's offset in its block must be position % slots per block (a page holds
+  //              positions page_index * page_size + [0, page_size)), else the token is skipped;
+  //   tail_slots int32 [num_tokens], device memory: the row of k_tail of the token's sequence (the
+  //              DecodeTensors::tail_slots entry of that sequence); outside k_tail: skipped;
+  //   k_tail     [tail slots, Hkv, 128, D] in `dtype`, the last dim contiguous: written and read.
+  // A sequence's tokens must be contiguous in the call and in position order (as engines batch
+  // them). A token that completes a group (position % 64 == 63) quantizes the group from this
+  // call's rows and the ring; a skipped token writes nothing, K or V.
+  TensorRef positions, tail_slots, k_tail;
 };
 
 // Writes the rows of every token whose slot is valid into the cache, K and V, with the row's

@@ -38,10 +38,6 @@ Status validate_problem(const AppendKvProblem& p) {
   // Every format is written here, including those no attention kernel reads yet.
   const KvFormat format = detail::resolve_kv_format(p.kv_format, p.dtype);
   const KvFormatTraits traits = detail::kv_format_traits(format);
-  if (traits.channel_keys) {
-    return Status::unsupported("kv_format", std::string(traits.name) + ": appending to a cache with channel-quantized "
-                                            "keys is not implemented on the GPU yet (its rule: docs/KV_FORMATS.md)");
-  }
   if (!traits.quantized && traits.k_element != p.dtype) {
     return Status::unsupported("kv_format", std::string("a 16-bit cache must hold the dtype of the new rows (") +
                                                 to_string(p.dtype) + "), got " + traits.name);
@@ -54,6 +50,15 @@ Status validate_problem(const AppendKvProblem& p) {
   if (p.page_size != 0 && (p.page_size < 16 || p.page_size % 16 != 0)) {
     return Status::invalid("page_size", "0 (contiguous cache) or a multiple of 16", str(p.page_size));
   }
+  if (traits.channel_keys && p.page_size % 64 != 0) {
+    return Status::invalid("page_size", std::string("0 or a multiple of 64 for a ") + traits.name +
+                                            " cache (a key group never spans pages)",
+                           str(p.page_size));
+  }
+  if (traits.channel_keys && int64_t(p.num_tokens) * p.num_kv_heads > std::numeric_limits<int32_t>::max()) {
+    return Status::invalid("num_tokens", "at most 2^31 - 1 (token, KV head) pairs in one launch for a *_kc cache",
+                           str(p.num_tokens));
+  }
   const int64_t blocks = (int64_t(p.num_tokens) * 2 * p.num_kv_heads + detail::kAppendWarpsPerBlock - 1) /
                          detail::kAppendWarpsPerBlock;
   if (blocks > std::numeric_limits<int32_t>::max()) {
@@ -61,6 +66,35 @@ Status validate_problem(const AppendKvProblem& p) {
                            str(p.num_tokens));
   }
   return Status::success();
+}
+
+// *_kc: the tail ring and where each token belongs; other formats: none of it.
+Status validate_key_tail(const AppendKvProblem& p, const KvFormatTraits& f, const AppendKvTensors& t) {
+  const std::pair<const char*, const TensorRef*> kc_only[] = {
+      {"positions", &t.positions}, {"tail_slots", &t.tail_slots}, {"k_tail", &t.k_tail}};
+  if (!f.channel_keys) {
+    for (const auto& [name, tensor] : kc_only) {
+      if (!tensor->empty()) {
+        return Status::invalid(name, std::string("empty for a ") + f.name + " cache (only *_kc caches have tails)",
+                               "a tensor");
+      }
+    }
+    return Status::success();
+  }
+  const int64_t N = p.num_tokens, Hkv = p.num_kv_heads, D = p.head_dim;
+  if (Status s = check_tensor("k_tail", t.k_tail, Expect{p.dtype, {kAnySize, Hkv, 128, D}}); !s) return s;
+  if (Status s = detail::check_no_aliasing("k_tail", t.k_tail); !s) return s;
+  for (const auto& [name, other] : {std::pair<const char*, const TensorRef*>{"k_cache", &t.k_cache},
+                                    {"v_cache", &t.v_cache}, {"k_scales", &t.k_scales}, {"v_scales", &t.v_scales}}) {
+    if (other->data == t.k_tail.data) {
+      return Status::invalid("k_tail", std::string("a tensor apart from ") + name + " (both are written)",
+                             std::string(name) + "'s memory");
+    }
+  }
+  if (N == 0) return Status::success();  // positions and tail slots are not read
+  const DType position_type = t.positions.dtype == DType::kI32 ? DType::kI32 : DType::kI64;
+  if (Status s = check_tensor("positions", t.positions, Expect{position_type, {N}, false, false}); !s) return s;
+  return check_tensor("tail_slots", t.tail_slots, Expect{DType::kI32, {N}, false, false});
 }
 
 Status validate_tensors(const AppendKvProblem& p, const AppendKvTensors& t) {
@@ -72,7 +106,9 @@ Status validate_tensors(const AppendKvProblem& p, const AppendKvTensors& t) {
   if (Status s = check_tensor("k_cache", t.k_cache, Expect{f.k_element, cache_shape}); !s) return s;
   const std::vector<int64_t> v_shape(t.k_cache.shape.begin(), t.k_cache.shape.begin() + 4);
   if (Status s = check_tensor("v_cache", t.v_cache, Expect{f.v_element, v_shape}); !s) return s;
-  if (Status s = detail::check_kv_scale_tensor("k_scales", t.k_scales, f.scales, f.name, t.k_cache, Hkv); !s) return s;
+  if (Status s = detail::check_kv_scale_tensor("k_scales", t.k_scales, f.k_scales(), f.name, t.k_cache, Hkv); !s) {
+    return s;
+  }
   if (Status s = detail::check_kv_scale_tensor("v_scales", t.v_scales, f.scales, f.name, t.k_cache, Hkv); !s) return s;
   // What the call writes: no element twice within a tensor, and K apart from V.
   if (Status s = detail::check_no_aliasing("k_cache", t.k_cache); !s) return s;
@@ -80,6 +116,7 @@ Status validate_tensors(const AppendKvProblem& p, const AppendKvTensors& t) {
   if (t.v_cache.data == t.k_cache.data) {
     return Status::invalid("v_cache", "a tensor apart from k_cache (both are written)", "k_cache's memory");
   }
+  if (Status s = validate_key_tail(p, f, t); !s) return s;
   if (f.scales == detail::KvScales::kPerTokenPair) {  // (scale, min) pairs, written with the codes
     if (Status s = detail::check_no_aliasing("k_scales", t.k_scales); !s) return s;
     if (Status s = detail::check_no_aliasing("v_scales", t.v_scales); !s) return s;
@@ -124,6 +161,32 @@ AppendSideParams side_params(const TensorRef& src, const TensorRef& cache, const
   return s;
 }
 
+// The *_kc keys: codes and group scales of k_cache / k_scales, the ring, each token's place.
+detail::AppendKcParams kc_params(const AppendKvTensors& t) {
+  detail::AppendKcParams kc;
+  kc.enabled = true;
+  kc.positions = t.positions.data;
+  kc.positions_64 = t.positions.dtype == DType::kI64;
+  kc.positions_stride = t.positions.stride[0];
+  kc.tail_slots = static_cast<const int32_t*>(t.tail_slots.data);
+  kc.tail_slots_stride = t.tail_slots.stride[0];
+  kc.num_tail_slots = t.k_tail.shape[0];
+  kc.tail = static_cast<char*>(t.k_tail.data);
+  kc.tail_slot_stride = 2 * t.k_tail.stride[0];
+  kc.tail_head_stride = 2 * t.k_tail.stride[1];
+  kc.tail_row_stride = 2 * t.k_tail.stride[2];
+  kc.bits = detail::element_traits(t.k_cache.dtype).bits;
+  kc.codes = static_cast<char*>(t.k_cache.data);
+  kc.code_block_stride = t.k_cache.stride[0] * kc.bits / 8;
+  kc.code_slot_stride = t.k_cache.stride[1] * kc.bits / 8;
+  kc.code_head_stride = t.k_cache.stride[2] * kc.bits / 8;
+  kc.group_pairs = static_cast<uint16_t*>(t.k_scales.data);
+  kc.pair_block_stride = t.k_scales.stride[0];
+  kc.pair_head_stride = t.k_scales.stride[1];
+  kc.pair_group_stride = t.k_scales.stride[2];
+  return kc;
+}
+
 }  // namespace
 
 Status run_append_kv(const AppendKvProblem& p, const AppendKvTensors& t, Stream stream) {
@@ -143,6 +206,9 @@ Status run_append_kv(const AppendKvProblem& p, const AppendKvTensors& t, Stream 
   params.num_slots = t.k_cache.shape[0] * t.k_cache.shape[1];
   params.dtype = p.dtype;
   params.head_dim = p.head_dim;
+  if (detail::kv_format_traits(detail::resolve_kv_format(p.kv_format, p.dtype)).channel_keys) {
+    params.kc = kc_params(t);
+  }
 
   detail::LaunchConfig config;
   const int64_t rows = int64_t(p.num_tokens) * 2 * p.num_kv_heads;

@@ -11,7 +11,8 @@
 
 namespace splitkv::detail {
 
-// One instance per (new-row dtype, head dim) (launch/append_kv.cu).
+// The row kernel, one instance per (new-row dtype, head dim); for *_kc caches the group kernel
+// before it (launch/append_kv.cu).
 cudaError_t launch_append_kv(const AppendKvParams& params, const LaunchConfig& config);
 
 // One instance per staging dtype (launch/dequant_kv.cu).

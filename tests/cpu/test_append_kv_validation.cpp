@@ -17,6 +17,7 @@ namespace {
 
 constexpr KvFormat kAllFormats[] = {KvFormat::kNative, KvFormat::kBF16, KvFormat::kFP8E4M3,
                                     KvFormat::kInt8,   KvFormat::kInt4, KvFormat::kK8V4};
+constexpr KvFormat kKcFormats[] = {KvFormat::kInt8Kc, KvFormat::kInt4Kc, KvFormat::kK8V4Kc};
 
 // 16-byte aligned host memory (aligned new for an over-aligned element type).
 struct alignas(16) Chunk {
@@ -62,6 +63,17 @@ class AppendKvValidation : public ::testing::Test {
       t.k_scales = TensorRef::contiguous(ks_mem.data(), DType::kF16, {blocks, 2, slots_per_block, 2});
       t.v_scales = TensorRef::contiguous(vs_mem.data(), DType::kF16, {blocks, 2, slots_per_block, 2});
     }
+    if (f.channel_keys) {  // group scales [blocks, Hkv, groups, 2 D], the tail ring, each token's place
+      const int64_t groups = (slots_per_block + 63) / 64;
+      ks_mem = host_memory(blocks * 2 * groups * 256 * 2);
+      t.k_scales = TensorRef::contiguous(ks_mem.data(), DType::kF16, {blocks, 2, groups, 256});
+      tail_mem = host_memory(4 * 2 * 128 * 128 * 2);
+      t.k_tail = TensorRef::contiguous(tail_mem.data(), DType::kBF16, {4, 2, 128, 128});
+      position_mem = host_memory(3 * 8);
+      tail_slot_mem = host_memory(3 * 4);
+      t.positions = TensorRef::contiguous(position_mem.data(), DType::kI64, {3});
+      t.tail_slots = TensorRef::contiguous(tail_slot_mem.data(), DType::kI32, {3});
+    }
   }
 
   void expect_error(const std::string& arg, StatusCode code = StatusCode::kInvalidArgument) {
@@ -89,7 +101,7 @@ class AppendKvValidation : public ::testing::Test {
 
   AppendKvProblem p;
   AppendKvTensors t;
-  HostMemory k_mem, v_mem, slot_mem, kc_mem, vc_mem, ks_mem, vs_mem;
+  HostMemory k_mem, v_mem, slot_mem, kc_mem, vc_mem, ks_mem, vs_mem, tail_mem, position_mem, tail_slot_mem;
 };
 
 TEST_F(AppendKvValidation, ValidCallsPassValidation) {
@@ -282,6 +294,75 @@ TEST_F(AppendKvValidation, Fp8AndNativeScales) {
   make(KvFormat::kNative);
   t.k_scales = TensorRef::contiguous(ks_mem.data(), DType::kF32, {2});
   expect_error("k_scales");
+}
+
+// *_kc caches: group scales, the tail ring and each token's position and tail slot, by name; other
+// formats take none of the tail tensors.
+TEST_F(AppendKvValidation, ChannelKeyTails) {
+  for (KvFormat format : kKcFormats) {
+    for (int page_size : {0, 64, 128}) {
+      make(format, page_size);
+      SCOPED_TRACE(std::string(to_string(format)) + " page_size " + std::to_string(page_size));
+      expect_valid();
+      p.num_tokens = 0;  // k, v, slots, positions and tail slots are not read
+      t.k = t.v = t.slots = t.positions = t.tail_slots = TensorRef{};
+      const Status s = run_append_kv(p, t, nullptr);
+      EXPECT_TRUE(s.ok()) << s.message();
+    }
+    make(format, 16);  // a group of 64 positions never spans pages
+    expect_error("page_size");
+    make(format, 64);
+    t.positions = TensorRef{};
+    expect_error("positions.data");
+    make(format, 64);
+    t.positions.dtype = DType::kF32;
+    expect_error("positions.dtype");
+    make(format, 64);
+    t.positions.shape[0] = 2;
+    expect_error("positions.shape[0]");
+    make(format, 64);
+    t.positions.dtype = DType::kI32;  // int32 positions are fine
+    expect_valid();
+    make(format, 64);
+    t.tail_slots.dtype = DType::kI64;
+    expect_error("tail_slots.dtype");
+    make(format, 64);
+    t.tail_slots = TensorRef{};
+    expect_error("tail_slots.data");
+    make(format, 64);
+    t.k_tail = TensorRef{};
+    expect_error("k_tail.data");
+    make(format, 64);
+    t.k_tail.dtype = DType::kF16;  // the new rows' dtype
+    expect_error("k_tail.dtype");
+    make(format, 64);
+    t.k_tail.shape[2] = 64;  // two groups of 64 rows
+    expect_error("k_tail.shape[2]");
+    make(format, 64);
+    t.k_tail.shape[1] = 1;
+    expect_error("k_tail.shape[1]");
+    make(format, 64);
+    t.k_tail.stride[0] = 0;  // written: two tail slots on one row
+    expect_error("k_tail.stride[0]");
+    make(format, 64);
+    t.k_tail.data = t.v_cache.data;
+    expect_error("k_tail");
+    make(format, 64);
+    t.k_scales.shape[3] = 2;  // per-token pairs: a *_kc cache's keys have group scales
+    expect_error("k_scales.shape[3]");
+    make(format, 64);
+    t.k_scales.shape[2] = 2;  // page 64: one group
+    expect_error("k_scales.shape[2]");
+  }
+  for (KvFormat format : kAllFormats) {
+    make(format);
+    HostMemory extra = host_memory(3 * 2 * 128 * 128 * 2);
+    t.positions = TensorRef::contiguous(extra.data(), DType::kI64, {3});
+    expect_error("positions");
+    make(format);
+    t.k_tail = TensorRef::contiguous(extra.data(), DType::kBF16, {3, 2, 128, 128});
+    expect_error("k_tail");
+  }
 }
 
 }  // namespace

@@ -23,8 +23,29 @@ struct AppendSideParams {
   int64_t pair_block_stride = 0, pair_head_stride = 0, pair_slot_stride = 0;  // fp16 elements
 };
 
+// The keys of a *_kc cache (docs/KV_FORMATS.md, "Keys quantized per channel"): each token's place
+// in its sequence, the sequence's row of the 16-bit tail ring, and the codes and per-group (scale,
+// min) the group kernel writes when a token completes a group of 64 positions.
+struct AppendKcParams {
+  bool enabled = false;             // a *_kc cache: p.k describes nothing, these do
+  const void* positions = nullptr;  // int64, or int32 when !positions_64 [num_tokens]
+  bool positions_64 = true;
+  int64_t positions_stride = 0;
+  const int32_t* tail_slots = nullptr;  // [num_tokens]
+  int64_t tail_slots_stride = 0;
+  int64_t num_tail_slots = 0;
+  char* tail = nullptr;  // [tail slots, Hkv, 128, D] in the new rows' dtype
+  int64_t tail_slot_stride = 0, tail_head_stride = 0, tail_row_stride = 0;  // bytes
+  int bits = 8;          // of the key codes
+  char* codes = nullptr;  // [blocks, slots, Hkv, D] key codes
+  int64_t code_block_stride = 0, code_slot_stride = 0, code_head_stride = 0;  // bytes (INT4: whole bytes)
+  uint16_t* group_pairs = nullptr;  // fp16 [blocks, Hkv, groups, 2 * D]: scale[D] then min[D]
+  int64_t pair_block_stride = 0, pair_head_stride = 0, pair_group_stride = 0;  // fp16 elements
+};
+
 struct AppendKvParams {
   AppendSideParams k, v;
+  AppendKcParams kc;
   const void* slots = nullptr;  // int64, or int32 when !slots_64
   bool slots_64 = true;
   int64_t slots_stride = 0;
@@ -38,5 +59,9 @@ struct AppendKvParams {
 
 // One warp per (token, K or V, KV head) row, this many rows a block.
 inline constexpr int kAppendWarpsPerBlock = 4;
+// *_kc: one block of this many threads per (token, KV head) quantizes the group the token completes.
+inline constexpr int kAppendKcThreads = 128;
+inline constexpr int kAppendKeyGroup = 64;      // quant::kKeyGroup
+inline constexpr int kAppendKeyTailRows = 128;  // quant::kKeyTailRows
 
 }  // namespace splitkv::detail
