@@ -188,10 +188,11 @@ namespace {
 
 // The attention variants the GPU kernels do not serve yet (docs/VARIANTS.md): refused by name, the
 // first one set, rather than run without it. The CPU backend and the fp64 reference implement them.
-// A cache format no GPU kernel reads yet (the *_kc formats), refused by name.
+// A cache format no decode kernel reads yet (the *_kc formats; chunked prefill reads them through
+// its dequantized copy), refused by name.
 Status refuse_unread_format(KvFormat format, DType dtype) {
   const detail::KvFormatTraits f = detail::kv_format_traits(detail::resolve_kv_format(format, dtype));
-  if (f.gpu_reads) return Status::success();
+  if (f.gpu_decodes) return Status::success();
   return Status::unsupported("kv_format", std::string(f.name) + ": the GPU kernels do not read channel-quantized keys "
                                                               "yet (the CPU backend and the reference do)");
 }
@@ -525,6 +526,23 @@ Status prefill_over_staging(const Plan& plan, const PrefillTensors& t, void* wor
   detail::DequantKvParams d;
   d.k = dequant_side(t.k, t.k_scales);
   d.v = dequant_side(t.v, t.v_scales);
+  if (detail::kv_format_traits(detail::resolve_kv_format(pr.kv_format, pr.dtype)).channel_keys) {
+    detail::DequantKeyChannels& kc = d.key_channels;  // k_scales are the keys' group scales
+    kc.enabled = true;
+    kc.group_pairs = static_cast<const uint16_t*>(t.k_scales.data);
+    kc.pair_block_stride = t.k_scales.stride[0];
+    kc.pair_head_stride = t.k_scales.stride[1];
+    kc.pair_group_stride = t.k_scales.stride[2];
+    kc.tail = static_cast<const uint16_t*>(t.k_tail.data);
+    kc.tail_slot_stride = t.k_tail.stride[0];
+    kc.tail_head_stride = t.k_tail.stride[1];
+    kc.tail_row_stride = t.k_tail.stride[2];
+    kc.num_tail_slots = t.k_tail.shape[0];
+    if (!t.tail_slots.empty()) {
+      kc.tail_slots = static_cast<const int32_t*>(t.tail_slots.data);
+      kc.tail_slots_stride = t.tail_slots.stride[0];
+    }
+  }
   d.seq_lens = static_cast<const int32_t*>(t.seq_lens.data);
   if (pr.page_size > 0) {
     d.block_table = static_cast<const int32_t*>(t.block_table.data);
@@ -577,7 +595,10 @@ Status run_prefill(const Plan& plan, const PrefillTensors& t, void* workspace, s
   if (Status s = detail::validate_prefill_problem(pr); !s) return s;
   if (Status s = detail::validate_prefill_tensors(pr, t); !s) return s;
   if (Status s = refuse_unserved_variants(pr.window_left, pr.window_right, pr.softcap, pr.sinks, false); !s) return s;
-  if (Status s = refuse_unread_format(pr.kv_format, pr.dtype); !s) return s;
+  // Chunked prefill reads any cache through its dequantized copy; *_kc caches only that way.
+  if (!plan.dequantized_cache()) {
+    if (Status s = refuse_unread_format(pr.kv_format, pr.dtype); !s) return s;
+  }
   if (Status s = detail::validate_workspace(plan.workspace_bytes(), workspace, workspace_bytes); !s) return s;
   if (Status s = note_workspace_use(plan, workspace); !s) return s;
   if (plan.dequantized_cache()) return prefill_over_staging(plan, t, workspace, stream);

@@ -13,6 +13,8 @@ inline void bind_decode_cache(const DecodeTensors& dt, PrefillTensors* t) {
   t->v = dt.v;
   t->k_scales = dt.k_scales;
   t->v_scales = dt.v_scales;
+  t->k_tail = dt.k_tail;
+  t->tail_slots = dt.tail_slots;
   t->seq_lens = dt.seq_lens;
   t->block_table = dt.block_table;
   t->seq_lens_host = dt.seq_lens_host;

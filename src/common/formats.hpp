@@ -44,10 +44,10 @@ struct KvFormatTraits {
   DType k_element;   // element type of the K tensor (kNative: resolved first)
   DType v_element;   // element type of the V tensor
   bool quantized;    // codes plus scales
-  bool implemented;  // the API takes it (the GPU kernels may not: gpu_reads)
+  bool implemented;  // the API takes it (the decode kernels may not: gpu_decodes)
   KvScales scales;   // of V, and of K unless channel_keys
   bool channel_keys = false;  // *_kc: keys per channel over groups (KvScales::kPerChannelGroup) plus a tail
-  bool gpu_reads = true;      // decode and chunked-prefill kernels read it
+  bool gpu_decodes = true;    // the decode kernels read it (chunked prefill reads every format dequantized)
 
   SPLITKV_HD constexpr KvScales k_scales() const { return channel_keys ? KvScales::kPerChannelGroup : scales; }
 };

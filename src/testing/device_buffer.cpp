@@ -64,7 +64,8 @@ DeviceDecodeCase::DeviceDecodeCase(DecodeCase& c)
       seq_lens(DeviceBuffer::from(c.seq_lens)),
       block_table(DeviceBuffer::from(c.block_table)),
       k_scales(DeviceBuffer::from(c.k_scales)),
-      v_scales(DeviceBuffer::from(c.v_scales)) {
+      v_scales(DeviceBuffer::from(c.v_scales)),
+      k_tail(DeviceBuffer::from(c.k_tail)) {
   tensors = c.host_tensors();  // shapes, strides and the host copies used for validation
   tensors.q.data = q.get();
   tensors.k.data = k.get();
@@ -77,6 +78,7 @@ DeviceDecodeCase::DeviceDecodeCase(DecodeCase& c)
     tensors.k_scales.data = k_scales.get();
     tensors.v_scales.data = v_scales.get();
   }
+  if (!tensors.k_tail.empty()) tensors.k_tail.data = k_tail.get();
 }
 
 namespace {

@@ -428,7 +428,7 @@ std::vector<DecodeAttack> decode_attacks(uint64_t seed) {
   named("device of compute capability 7.0 (no kernels)", "device").device.cc_major = 7;
 
   // ---- workspaces (a plan with splits; only formats the GPU kernels read take one) ---------------
-  if (detail::kv_format_traits(format).gpu_reads) {
+  if (detail::kv_format_traits(format).gpu_decodes) {
     auto split = [&](std::string what, std::string argument) -> DecodeAttack& {
       DecodeAttack& a = named(std::move(what), std::move(argument));
       a.options = PlanOptions{};

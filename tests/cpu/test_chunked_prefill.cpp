@@ -119,11 +119,13 @@ TEST(ChunkedPrefillReference, ReadsExactlyTheSequencesCacheTokens) {
 
 // Short chunks over every cache format: the same values as decode's reference, bit for bit.
 TEST(ChunkedPrefillReference, EqualsDecodeForShortChunksInEveryFormat) {
-  for (KvFormat format : {KvFormat::kNative, KvFormat::kFP8E4M3, KvFormat::kInt8, KvFormat::kInt4, KvFormat::kK8V4}) {
+  for (KvFormat format : {KvFormat::kNative, KvFormat::kFP8E4M3, KvFormat::kInt8, KvFormat::kInt4, KvFormat::kK8V4,
+                          KvFormat::kInt8Kc, KvFormat::kInt4Kc, KvFormat::kK8V4Kc}) {
+    const bool channel_keys = detail::kv_format_traits(format).channel_keys;  // pages of whole key groups
     const testing::DecodeCaseSpec spec = testing::DecodeSpecBuilder(3, 8, 2, 400)
                                              .head_dim(64)
                                              .queries(6, true)
-                                             .paged(16)
+                                             .paged(channel_keys ? 64 : 16)
                                              .dtype(DType::kBF16)
                                              .format(format)
                                              .lens({400, 0, 77})

@@ -3,7 +3,8 @@
 // reference, for paged (pages of 16, 128 and 256 tokens, shuffled tables) and
 // contiguous caches with NaN in every slot no sequence owns, ragged batches with empty members,
 // chunks from 1 to 1000 queries over prefixes up to 4097 tokens, GQA, causal and not, forced
-// splits, GQA packing, quantized caches (FP8, INT8, INT4, K8V4: dequantized into the workspace first);
+// splits, GQA packing, quantized caches (FP8, INT8, INT4, K8V4 and the keys-per-channel *_kc formats:
+// dequantized into the workspace first);
 // bitwise-identical reruns; an invalid page id gives NaN in its own sequence only.
 #include <gtest/gtest.h>
 
@@ -180,6 +181,14 @@ INSTANTIATE_TEST_SUITE_P(
                    KvFormat::kInt4},
         ChunkShape{"int8_contiguous_mma", 0, 32, 8, 128, DType::kBF16, true, kRagged, kRaggedChunks, 0,
                    "prefill_mma", KvFormat::kInt8},
+        // Keys per channel (*_kc): complete groups from codes and group scales, the rest from the
+        // 16-bit tail ring (every length here but 0 ends inside a group).
+        ChunkShape{"int4kc_page64_causal", 64, 32, 8, 128, DType::kBF16, true, kRagged, kRaggedChunks, 0, "",
+                   KvFormat::kInt4Kc},
+        ChunkShape{"int8kc_contiguous_splits", 0, 32, 8, 128, DType::kBF16, true, {4097, 700}, {256, 700}, 3, "",
+                   KvFormat::kInt8Kc},
+        ChunkShape{"k8v4kc_page128_fp16_d64", 128, 8, 1, 64, DType::kF16, true, kRagged, kRaggedChunks, 0, "",
+                   KvFormat::kK8V4Kc},
         // Head-major caches ([slabs, Hkv, tokens, D] by strides): TMA boxes over 16-token pages and
         // over a contiguous cache with splits, the mma.sync loader, an INT4 cache's dequantization.
         ChunkShape{"head_major_page16_causal", 16, 32, 8, 128, DType::kBF16, true, kRagged, kRaggedChunks, 0, "",

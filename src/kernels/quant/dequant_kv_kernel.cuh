@@ -64,6 +64,49 @@ __device__ __forceinline__ void read_values(const DequantSide& s, int64_t block,
   }
 }
 
+// *_kc keys, values [8c, 8c + 8) of KV head h at (block, slot) of a complete group: the codes with
+// each channel's (scale, min) of the slot's group, fma(scale[c], code, min[c]) in fp32.
+__device__ __forceinline__ void read_channel_key_values(const DequantSide& s, const DequantKeyChannels& kc, int head_dim,
+                                                        int64_t block, int64_t slot, int h, int c,
+                                                        float (&x)[kValuesPerThread]) {
+  const char* row = s.cache + block * s.block_stride + slot * s.slot_stride + h * s.head_stride;
+  const uint16_t* pairs = kc.group_pairs + block * kc.pair_block_stride + h * kc.pair_head_stride +
+                          (slot / 64) * kc.pair_group_stride + c * kValuesPerThread;
+  uint32_t code[kValuesPerThread];
+  if (s.codes == StoredCodes::kInt8) {
+    const uint2 codes = *reinterpret_cast<const uint2*>(row + c * 8);
+#pragma unroll
+    for (int i = 0; i < kValuesPerThread; ++i) code[i] = ((i < 4 ? codes.x : codes.y) >> (8 * (i % 4))) & 0xffu;
+  } else {  // INT4: element 2i in the low nibble of byte i
+    const uint32_t codes = *reinterpret_cast<const uint32_t*>(row + c * 4);
+#pragma unroll
+    for (int i = 0; i < kValuesPerThread; ++i) code[i] = (codes >> (4 * i)) & 0xfu;
+  }
+#pragma unroll
+  for (int i = 0; i < kValuesPerThread; ++i) {
+    x[i] = __fmaf_rn(fp16_value(pairs[i]), float(code[i]), fp16_value(pairs[head_dim + i]));
+  }
+}
+
+// *_kc keys of the incomplete groups: values [8c, 8c + 8) of the tail row of `position`.
+template <class Out>
+__device__ __forceinline__ void read_tail_values(const DequantKeyChannels& kc, int64_t tail_slot, int h,
+                                                 int64_t position, int c, float (&x)[kValuesPerThread]) {
+  const uint16_t* row = kc.tail + tail_slot * kc.tail_slot_stride + h * kc.tail_head_stride +
+                        (position % 128) * kc.tail_row_stride + c * kValuesPerThread;
+  const uint4 bits = *reinterpret_cast<const uint4*>(row);
+  const uint32_t w[4] = {bits.x, bits.y, bits.z, bits.w};
+#pragma unroll
+  for (int i = 0; i < kValuesPerThread; ++i) {
+    const uint16_t b = uint16_t(w[i / 2] >> (16 * (i % 2)));
+    if constexpr (std::is_same_v<Out, __half>) {
+      x[i] = __half2float(__ushort_as_half(b));
+    } else {
+      x[i] = __bfloat162float(__ushort_as_bfloat16(b));
+    }
+  }
+}
+
 template <class Out>
 __device__ __forceinline__ uint16_t to_bits(float f) {  // nearest even
   if constexpr (std::is_same_v<Out, __half>) {
@@ -100,13 +143,19 @@ __global__ void __launch_bounds__(kDequantThreads) dequantize_kv_kernel(const __
   const int32_t* pages = paged ? p.block_table + b * p.block_table_stride : nullptr;
   auto in_pool = [&](int32_t page) { return page >= 0 && page < p.num_pages; };
 
-  if (blockIdx.y == 0) {  // the length the prefill reads: -1 (NaN rows) for a bad length or page id
+  // *_kc: the sequence's tail row, and the first position the tail holds.
+  const DequantKeyChannels& kc = p.key_channels;
+  const int64_t tail_slot = !kc.enabled ? 0 : kc.tail_slots ? kc.tail_slots[b * kc.tail_slots_stride] : b;
+  const bool tail_ok = !kc.enabled || (tail_slot >= 0 && tail_slot < kc.num_tail_slots);
+  const int complete = n / 64 * 64;
+
+  if (blockIdx.y == 0) {  // the length the prefill reads: -1 (NaN rows) for a bad length, page id or tail slot
     bool bad_page = false;
     if (paged) {
       for (int i = threadIdx.x; i < (n + p.page_size - 1) / p.page_size; i += blockDim.x) bad_page |= !in_pool(pages[i]);
     }
     bad_page = __syncthreads_or(bad_page);
-    if (threadIdx.x == 0) p.lens_out[b] = len_ok && !bad_page ? len : -1;
+    if (threadIdx.x == 0) p.lens_out[b] = len_ok && !bad_page && tail_ok ? len : -1;
   }
 
   const int chunks = p.head_dim / kValuesPerThread;
@@ -124,7 +173,16 @@ __global__ void __launch_bounds__(kDequantThreads) dequantize_kv_kernel(const __
         block = page, slot = t % p.page_size;
       }
       float x[kValuesPerThread];
-      if (readable) {
+      if (side == 0 && kc.enabled && readable) {  // never read a tail row outside the ring
+        if (t < complete) {
+          read_channel_key_values(p.k, kc, p.head_dim, block, slot, h, c, x);
+        } else if (tail_ok) {
+          read_tail_values<Out>(kc, tail_slot, h, t, c, x);
+        } else {
+#pragma unroll
+          for (int i = 0; i < kValuesPerThread; ++i) x[i] = __int_as_float(0x7fc00000);
+        }
+      } else if (readable) {
         read_values(side == 0 ? p.k : p.v, block, slot, h, c, x);
       } else {
 #pragma unroll

@@ -23,8 +23,23 @@ struct DequantSide {
   int64_t pair_block_stride = 0, pair_head_stride = 0, pair_slot_stride = 0;  // fp16 elements
 };
 
+// The keys of a *_kc cache (docs/KV_FORMATS.md, "Keys quantized per channel"): key p of a sequence
+// of length L is read from its codes and its group's per-channel (scale, min) when p < 64 floor(L /
+// 64), else from the sequence's 16-bit tail ring (row p % 128, in the staging dtype).
+struct DequantKeyChannels {
+  bool enabled = false;             // k's codes are INT8 (bits 8) or INT4 with these scales
+  const uint16_t* group_pairs = nullptr;  // fp16 [blocks, Hkv, groups, 2 * D]: scale[D] then min[D]
+  int64_t pair_block_stride = 0, pair_head_stride = 0, pair_group_stride = 0;  // fp16 elements
+  const uint16_t* tail = nullptr;   // [tail slots, Hkv, 128, D], the staging dtype
+  int64_t tail_slot_stride = 0, tail_head_stride = 0, tail_row_stride = 0;  // elements
+  int64_t num_tail_slots = 0;
+  const int32_t* tail_slots = nullptr;  // [batch]: sequence b's tail row; nullptr: b
+  int64_t tail_slots_stride = 0;
+};
+
 struct DequantKvParams {
   DequantSide k, v;
+  DequantKeyChannels key_channels;
   const int32_t* seq_lens = nullptr;  // [batch]: tokens of each sequence in the cache
   const int32_t* block_table = nullptr;  // nullptr: contiguous cache (block = sequence)
   int64_t block_table_stride = 0;
@@ -35,7 +50,8 @@ struct DequantKvParams {
   DType dtype = DType::kBF16;  // of the staging copy (the problem's Q/O type)
   // Staging: K and V [batch, staging_tokens, Hkv, D] contiguous, and each sequence's length as the
   // prefill kernel will read it: seq_lens[b], or -1 (bad input: the kernel writes NaN rows) when the
-  // length is out of range or one of the sequence's page ids is outside the pool.
+  // length is out of range, one of the sequence's page ids is outside the pool, or (*_kc) its tail
+  // slot is outside the ring.
   void* k_out = nullptr;
   void* v_out = nullptr;
   int64_t staging_tokens = 0;
