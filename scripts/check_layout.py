@@ -24,20 +24,20 @@ LAYERS = {
     "common": 1,           # element formats, host/device qualifiers, host element access, status, utilities
     "kernels/common": 2,   # device-agnostic helpers shared with the host (causal rule, split rule)
     "kernels/tile_table.hpp": 2,  # the tile summary the planner reads (a seam: plain constexpr data)
-    "kernels": 3,          # device code of every family
+    "kernels/launch": 2,   # how any kernel is launched: launch config (a seam), launch_kernel, attributes
+    "kernels": 3,          # one folder per family: kernel parts, params, launcher, instance template
     "quant": 4,            # host quantizer and row readers (the formats' definitions)
     "reference": 4,        # the fp64 reference
     "registry": 5,         # the kernel-family registry
     "validate": 5,         # argument validation
     "plan": 6,             # the planner
-    "launch": 7,           # launchers and dispatch
-    "instantiations": 8,   # generated per-instance translation units
+    "launch": 7,           # dispatch (registry instance -> launcher) and the aux launchers' declarations
     "cpu": 8,              # the CPU backend
     "api": 9,              # entry points
     "dist": 10,            # context-parallel decode over NCCL
     "testing": 11,         # test support
 }
-DEVICE_FOLDERS = {"kernels", "kernels/common", "kernels/tile_table.hpp", "launch", "instantiations"}
+DEVICE_FOLDERS = {"kernels", "kernels/common", "kernels/tile_table.hpp", "kernels/launch", "launch"}
 
 INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^">]+)[">]')
 LAB_CITATION = re.compile(r"(\blab/|bench/NOTES\.md|results/runs/)")

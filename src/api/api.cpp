@@ -15,9 +15,10 @@
 #include "kernels/decode/decode_params.hpp"
 #include "kernels/prefill/prefill_params.hpp"
 #include "kernels/tile_table.hpp"
-#include "launch/aux_launchers.hpp"
+#include "kernels/combine/atomic_normalize_params.hpp"
+#include "kernels/quant/dequant_kv_params.hpp"
 #include "launch/dispatch.hpp"
-#include "launch/tma_operands.hpp"
+#include "kernels/prefill_sm90/tma_operands.hpp"
 #include "plan/geometry.hpp"
 #include "plan/plan_seal.hpp"
 #include "plan/workspace_layout.hpp"
@@ -368,7 +369,7 @@ Status prepare_workspace(const Plan& plan, void* workspace, size_t workspace_byt
 namespace {
 
 // The sm_90a prefill families load Q, K and V by TMA, whose descriptors take strides > 0, multiples
-// of 16 bytes and below 2^40 bytes on every dimension longer than 1 (launch/tma_operands.hpp).
+// of 16 bytes and below 2^40 bytes on every dimension longer than 1 (kernels/prefill_sm90/tma_operands.hpp).
 // Validation accepts any non-negative stride (the mma.sync families read through plain pointers),
 // so a stride TMA cannot take is refused here by name, before anything is encoded or launched.
 Status check_tma_views(const detail::PrefillParams& p, int head_dim, const std::string& family,

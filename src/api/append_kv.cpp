@@ -10,7 +10,7 @@
 #include "api/device_arch.hpp"
 #include "validate/tensor_checks.hpp"
 #include "common/formats.hpp"
-#include "launch/aux_launchers.hpp"
+#include "kernels/quant/append_kv_params.hpp"
 #include "quant/kv_quant_host.hpp"
 #include "splitkv/append_kv.hpp"
 

@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "launch/launch_config.hpp"
+#include "kernels/launch/launch_config.hpp"
 #include "registry/registry.hpp"
 #include "splitkv/status.hpp"
 

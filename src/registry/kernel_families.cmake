@@ -5,7 +5,7 @@
 #   - generated/registry_launchers.cpp: (family, dtype, head dim, KV format) -> launcher, read by
 #     dispatch.
 # Adding a family is one row here plus its kernel files (kernel, traits, launcher template under
-# src/instantiations/, and the tile summary the row names).
+# the family folder src/kernels/<family>/, and the tile summary the row names).
 #
 #   NAME        the family's name: Plan::family, `splitkv plan`, `--family NAME`
 #   KIND        decode | prefill | combine
@@ -17,7 +17,7 @@
 #   HEAD_DIMS, DTYPES (of Q and O), KV_FORMATS (native: K/V stored in the Q/O dtype; fp8, int8, int4,
 #               k8v4: quantized caches, docs/KV_FORMATS.md); builds select formats with SPLITKV_KV_FORMATS
 #   TILE        tile summary for the planner: a constexpr function in src/kernels/tile_table.hpp
-#   TEMPLATE    src/instantiations/<TEMPLATE>.cu.in; VARIANT is substituted into it
+#   TEMPLATE    src/kernels/<TEMPLATE>.cu.in (the family folder's instance template); VARIANT is substituted
 #   KV_CACHES   (prefill) the decode-cache layouts its kernel reads K/V from for chunked prefill
 #               (PrefillProblem::kv_cache): contiguous, paged; none: K/V token tensors only
 #   MIN_ROWS    (decode) the fewest packed query rows per KV head (q_len x Hq/Hkv) it serves
@@ -28,27 +28,27 @@
 #               refused at run time as not compiled
 splitkv_family(NAME decode_mma KIND decode ARCH sm80 STRATEGIES split-q split-kv PRIORITY 0
   HEAD_DIMS 64 128 256 DTYPES fp16 bf16 KV_FORMATS native
-  TILE decode_mma_summary TEMPLATE decode_mma VARIANT 16)
+  TILE decode_mma_summary TEMPLATE decode/decode_mma VARIANT 16)
 
 # decode_mma with 32-row tiles, for KV heads with more than 16 packed query rows (speculative
 # queries times the GQA group): each KV head is read by half as many tiles. The planner takes it
 # where its grid gives every SM a block (docs/TUNING.md, "Decode tiles").
 splitkv_family(NAME decode_mma_m32 KIND decode ARCH sm80 STRATEGIES split-q split-kv PRIORITY 1 MIN_ROWS 17
   HEAD_DIMS 64 128 DTYPES fp16 bf16 KV_FORMATS native
-  TILE decode_mma_m32_summary TEMPLATE decode_mma VARIANT 32)
+  TILE decode_mma_m32_summary TEMPLATE decode/decode_mma VARIANT 32)
 
 # decode_mma's block over a quantized KV cache: codes (and per-token scales) streamed as stored,
 # dequantized in registers, fp16 MMAs.
 splitkv_family(NAME decode_quant KIND decode ARCH sm80 STRATEGIES split-q split-kv PRIORITY 0
   HEAD_DIMS 64 128 256 DTYPES fp16 bf16 KV_FORMATS fp8 int8 int4 k8v4
-  TILE decode_quant_summary TEMPLATE decode_quant)
+  TILE decode_quant_summary TEMPLATE decode_quant/decode_quant)
 
 # decode_quant with the keys as the MMA's rows (S^T = K Q^T, O^T = V^T P^T), for KV heads with at most
 # 8 packed query rows: half the MMAs, exponentials and O registers of a 16-row tile there
 # (src/kernels/decode_quant/quant_keys_as_rows.cuh).
 splitkv_family(NAME decode_quant_n8 KIND decode ARCH sm80 STRATEGIES split-q split-kv PRIORITY 1 MAX_ROWS 8
   HEAD_DIMS 64 128 256 DTYPES fp16 bf16 KV_FORMATS fp8 int8 int4 k8v4
-  TILE decode_quant_n8_summary TEMPLATE decode_quant_keys_as_rows)
+  TILE decode_quant_n8_summary TEMPLATE decode_quant/decode_quant_keys_as_rows)
 
 # The keys-as-rows kernel of decode_quant_n8 over a 16-bit cache (K and V in the Q/O dtype, its MMA,
 # no conversion), for KV heads with at most 8 packed query rows (q_len 1 with GQA 4 or 8, q_len 2
@@ -56,31 +56,31 @@ splitkv_family(NAME decode_quant_n8 KIND decode ARCH sm80 STRATEGIES split-q spl
 # measured faster than decode_mma on every such decode-suite row (docs/TUNING.md, "Kernels").
 splitkv_family(NAME decode_mma_n8 KIND decode ARCH sm80 STRATEGIES split-q split-kv PRIORITY 1 MAX_ROWS 8
   HEAD_DIMS 64 128 256 DTYPES fp16 bf16 KV_FORMATS native
-  TILE decode_quant_n8_summary TEMPLATE decode_quant_keys_as_rows)
+  TILE decode_quant_n8_summary TEMPLATE decode_quant/decode_quant_keys_as_rows)
 
 splitkv_family(NAME prefill_mma KIND prefill ARCH sm80 STRATEGIES split-q split-kv PRIORITY 0
   HEAD_DIMS 64 128 DTYPES fp16 bf16 KV_FORMATS native
-  TILE prefill_mma_summary TEMPLATE prefill_mma VARIANT kDefault KV_CACHES contiguous paged)
+  TILE prefill_mma_summary TEMPLATE prefill/prefill_mma VARIANT kDefault KV_CACHES contiguous paged)
 
 # Hopper (sm_90a): TMA loads into swizzled shared memory, wgmma for Q K^T and P V, a producer
 # warpgroup and two consumer warpgroups with register reallocation.
 splitkv_family(NAME prefill_sm90 KIND prefill ARCH sm90a STRATEGIES split-q split-kv PRIORITY 1
   HEAD_DIMS 64 128 256 DTYPES fp16 bf16 KV_FORMATS native KV_CACHES contiguous paged
-  TILE prefill_sm90_summary TEMPLATE prefill_sm90 VARIANT kDefault)
+  TILE prefill_sm90_summary TEMPLATE prefill_sm90/prefill_sm90 VARIANT kDefault)
 
 # prefill_sm90 with three consumer warpgroups (192 query rows) at D=64, FlashAttention-3's D=64
 # tile. Priority -1: the planner picks it itself where its grid makes at least 2.5 waves (faster
 # from 1.5k queries, slower at 1k: docs/TUNING.md), see prefer_sm90_tile_variant in src/plan/planner.cpp.
 splitkv_family(NAME prefill_sm90_m192 KIND prefill ARCH sm90a STRATEGIES split-q split-kv PRIORITY -1
   HEAD_DIMS 64 DTYPES fp16 bf16 KV_FORMATS native KV_CACHES contiguous paged
-  TILE prefill_sm90_m192_summary TEMPLATE prefill_sm90 VARIANT kM192)
+  TILE prefill_sm90_m192_summary TEMPLATE prefill_sm90/prefill_sm90 VARIANT kM192)
 
 # prefill_sm90 with FlashAttention-3's D=256 tile, 128 x 80 (4 stages of 40 KB). Priority -1: the
 # planner picks it itself at D=256 (faster than the 64-key tile: docs/TUNING.md, "Kernels"), see
 # prefer_sm90_tile_variant in src/plan/planner.cpp. wgmma N=80 needs CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED.
 splitkv_family(NAME prefill_sm90_n80 KIND prefill ARCH sm90a STRATEGIES split-q split-kv PRIORITY -1
   HEAD_DIMS 256 DTYPES fp16 bf16 KV_FORMATS native KV_CACHES contiguous paged
-  TILE prefill_sm90_n80_summary TEMPLATE prefill_sm90 VARIANT kN80)
+  TILE prefill_sm90_n80_summary TEMPLATE prefill_sm90/prefill_sm90 VARIANT kN80)
 
 # prefill_sm90's tile holding the query heads of one KV head (GQA packing): row r of a tile is query
 # q0 + r % m of the KV head's query head r / m, with m = 128 / group in whole 8-row atoms (groups of
@@ -88,7 +88,7 @@ splitkv_family(NAME prefill_sm90_n80 KIND prefill ARCH sm90a STRATEGIES split-q 
 # tile (queries per sequence fewer than a tile's rows), see plan_gqa_packing in src/plan/planner.cpp.
 splitkv_family(NAME prefill_sm90_gqa KIND prefill ARCH sm90a STRATEGIES split-q split-kv PRIORITY -1
   HEAD_DIMS 64 128 256 DTYPES fp16 bf16 KV_FORMATS native KV_CACHES contiguous paged
-  TILE prefill_sm90_gqa_summary TEMPLATE prefill_sm90 VARIANT kPackGqa)
+  TILE prefill_sm90_gqa_summary TEMPLATE prefill_sm90/prefill_sm90 VARIANT kPackGqa)
 
 # GQA packing in a 64-row tile (D=128): a producer and one consumer warpgroup, 64-key K/V tiles, two
 # blocks per SM. For decode-shaped rows (speculative queries, short chunks: q_len x group <= 64 per
@@ -97,7 +97,7 @@ splitkv_family(NAME prefill_sm90_gqa KIND prefill ARCH sm90a STRATEGIES split-q 
 # query heads.
 splitkv_family(NAME prefill_sm90_gqa64 KIND prefill ARCH sm90a STRATEGIES split-q split-kv PRIORITY -1
   HEAD_DIMS 128 DTYPES fp16 bf16 KV_FORMATS native KV_CACHES contiguous paged
-  TILE prefill_sm90_gqa64_summary TEMPLATE prefill_sm90 VARIANT kGqa64)
+  TILE prefill_sm90_gqa64_summary TEMPLATE prefill_sm90/prefill_sm90 VARIANT kGqa64)
 
 # The original design's two-pass strategy on the wgmma kernel: a statistics pass (Q K^T and each
 # row's max and sum, K alone streamed) and an output pass (scores again, the final softmax applied,
@@ -105,30 +105,30 @@ splitkv_family(NAME prefill_sm90_gqa64 KIND prefill ARCH sm90a STRATEGIES split-
 # strategies suite against the one-pass kernel).
 splitkv_family(NAME prefill_sm90_twopass STUDY KIND prefill ARCH sm90a STRATEGIES two-pass PRIORITY -1
   HEAD_DIMS 64 128 DTYPES fp16 bf16 KV_FORMATS native
-  TILE prefill_sm90_twopass_summary TEMPLATE prefill_sm90 VARIANT kTwoPass)
+  TILE prefill_sm90_twopass_summary TEMPLATE prefill_sm90/prefill_sm90 VARIANT kTwoPass)
 
 # The original design's independent K and V tiles: K consumed in 16-key sub-tiles, V in 64-column
 # slices. Measured slower than prefill_mma, so only chosen by name.
 splitkv_family(NAME prefill_mma_k16v64 STUDY KIND prefill ARCH sm80 STRATEGIES split-q split-kv PRIORITY -1
   HEAD_DIMS 64 128 DTYPES fp16 bf16 KV_FORMATS native
-  TILE prefill_mma_k16v64_summary TEMPLATE prefill_mma VARIANT kK16V64)
+  TILE prefill_mma_k16v64_summary TEMPLATE prefill/prefill_mma VARIANT kK16V64)
 
 splitkv_family(NAME prefill_mma_splitv STUDY KIND prefill ARCH sm80 STRATEGIES split-v PRIORITY 0
   HEAD_DIMS 64 128 DTYPES fp16 bf16 KV_FORMATS native
-  TILE prefill_mma_splitv_summary TEMPLATE prefill_mma VARIANT kSplitV)
+  TILE prefill_mma_splitv_summary TEMPLATE prefill/prefill_mma VARIANT kSplitV)
 
 splitkv_family(NAME prefill_mma_twopass STUDY KIND prefill ARCH sm80 STRATEGIES two-pass PRIORITY 0
   HEAD_DIMS 64 128 DTYPES fp16 bf16 KV_FORMATS native
-  TILE prefill_mma_twopass_summary TEMPLATE prefill_mma VARIANT kTwoPass)
+  TILE prefill_mma_twopass_summary TEMPLATE prefill/prefill_mma VARIANT kTwoPass)
 
 # Merges split partials (O_i, LSE_i); used after split-KV decode and prefill, and by run_combine.
 splitkv_family(NAME combine KIND combine ARCH sm80 STRATEGIES PRIORITY 0
   HEAD_DIMS 64 128 256 DTYPES fp16 bf16 KV_FORMATS native
-  TILE combine_summary TEMPLATE combine)
+  TILE combine_summary TEMPLATE combine/combine)
 
 # prefill_sm90 with the original design's independent K and V tile shapes (D=128): 128-key K tiles (in
 # two 64-column slices) and 64-key V tiles, one ring of ten 16 KB stages (the default's memory), P V
 # issued per V tile. Priority -1: chosen by name only; measured in the strategies suite.
 splitkv_family(NAME prefill_sm90_v64 STUDY KIND prefill ARCH sm90a STRATEGIES split-q split-kv PRIORITY -1
   HEAD_DIMS 128 DTYPES fp16 bf16 KV_FORMATS native KV_CACHES contiguous paged
-  TILE prefill_sm90_v64_summary TEMPLATE prefill_sm90 VARIANT kV64)
+  TILE prefill_sm90_v64_summary TEMPLATE prefill_sm90/prefill_sm90 VARIANT kV64)

@@ -7,8 +7,8 @@
 #include <algorithm>
 
 #include "kernels/prefill_sm90/prefill_sm90_kernel.cuh"
-#include "launch/launch_kernel.cuh"
-#include "launch/tma_operands.hpp"
+#include "kernels/launch/launch_kernel.cuh"
+#include "kernels/prefill_sm90/tma_operands.hpp"
 
 namespace splitkv::detail {
 

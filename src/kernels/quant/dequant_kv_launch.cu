@@ -6,8 +6,8 @@
 #include <algorithm>
 
 #include "kernels/quant/dequant_kv_kernel.cuh"
-#include "launch/aux_launchers.hpp"
-#include "launch/launch_kernel.cuh"
+#include "kernels/quant/dequant_kv_params.hpp"
+#include "kernels/launch/launch_kernel.cuh"
 
 namespace splitkv::detail {
 

@@ -3,7 +3,7 @@
 
 #include "kernels/prefill/prefill_kernel.cuh"
 #include "kernels/prefill/prefill_splitv_kernel.cuh"
-#include "launch/launch_kernel.cuh"
+#include "kernels/launch/launch_kernel.cuh"
 
 namespace splitkv::detail {
 

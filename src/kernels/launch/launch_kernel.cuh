@@ -4,8 +4,8 @@
 
 #include <cuda_runtime.h>
 
-#include "launch/kernel_attributes.hpp"
-#include "launch/launch_config.hpp"
+#include "kernels/launch/kernel_attributes.hpp"
+#include "kernels/launch/launch_config.hpp"
 
 namespace splitkv::detail {
 

@@ -2,7 +2,7 @@
 #pragma once
 
 #include "kernels/decode/decode_kernel.cuh"
-#include "launch/launch_kernel.cuh"
+#include "kernels/launch/launch_kernel.cuh"
 
 namespace splitkv::detail {
 

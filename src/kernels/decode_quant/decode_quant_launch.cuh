@@ -3,7 +3,7 @@
 
 #include "kernels/decode_quant/quant_decode_keys_as_rows_kernel.cuh"
 #include "kernels/decode_quant/quant_decode_kernel.cuh"
-#include "launch/launch_kernel.cuh"
+#include "kernels/launch/launch_kernel.cuh"
 
 namespace splitkv::detail {
 

@@ -1,4 +1,4 @@
-#include "launch/kernel_attributes.hpp"
+#include "kernels/launch/kernel_attributes.hpp"
 
 #include <map>
 #include <mutex>

@@ -8,8 +8,8 @@
 
 #include "kernels/quant/append_kc_groups_kernel.cuh"
 #include "kernels/quant/append_kv_kernel.cuh"
-#include "launch/aux_launchers.hpp"
-#include "launch/launch_kernel.cuh"
+#include "kernels/quant/append_kv_params.hpp"
+#include "kernels/launch/launch_kernel.cuh"
 
 namespace splitkv::detail {
 namespace {

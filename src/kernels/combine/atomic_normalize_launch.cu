@@ -3,8 +3,8 @@
 #include <cutlass/numeric_types.h>
 
 #include "kernels/combine/atomic_normalize_kernel.cuh"
-#include "launch/aux_launchers.hpp"
-#include "launch/launch_kernel.cuh"
+#include "kernels/combine/atomic_normalize_params.hpp"
+#include "kernels/launch/launch_kernel.cuh"
 
 namespace splitkv::detail {
 namespace {
