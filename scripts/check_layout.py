@@ -23,9 +23,9 @@ LAYERS = {
     "splitkv": 0,          # include/splitkv: the public API
     "common": 1,           # element formats, host/device qualifiers, host element access, status, utilities
     "kernels/common": 2,   # device-agnostic helpers shared with the host (causal rule, split rule)
-    "kernels/tile_table.hpp": 2,  # the tile summary the planner reads (a seam: plain constexpr data)
     "kernels/launch": 2,   # how any kernel is launched: launch config (a seam), launch_kernel, attributes
-    "kernels": 3,          # one folder per family: kernel parts, params, launcher, instance template
+    "kernels": 3,          # one folder per family: tile, kernel parts, params, launcher, instance template;
+                           # tile_table.hpp: every family's tile summaries, for the planner
     "quant": 4,            # host quantizer and row readers (the formats' definitions)
     "reference": 4,        # the fp64 reference
     "registry": 5,         # the kernel-family registry
@@ -37,7 +37,7 @@ LAYERS = {
     "dist": 10,            # context-parallel decode over NCCL
     "testing": 11,         # test support
 }
-DEVICE_FOLDERS = {"kernels", "kernels/common", "kernels/tile_table.hpp", "kernels/launch", "launch"}
+DEVICE_FOLDERS = {"kernels", "kernels/common", "kernels/launch", "launch"}
 
 INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^">]+)[">]')
 LAB_CITATION = re.compile(r"(\blab/|bench/NOTES\.md|results/runs/)")

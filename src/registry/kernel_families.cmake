@@ -4,8 +4,9 @@
 #     by the planner (which family serves a problem) and by compiled_*() (host code, no CUDA),
 #   - generated/registry_launchers.cpp: (family, dtype, head dim, KV format) -> launcher, read by
 #     dispatch.
-# Adding a family is one row here plus its kernel files (kernel, traits, launcher template under
-# the family folder src/kernels/<family>/, and the tile summary the row names).
+# Adding a family is one row here plus its folder src/kernels/<family>/ (kernel, traits, tile
+# shapes and the summary the row names, listed in src/kernels/tile_table.hpp, launcher, instance
+# template).
 #
 #   NAME        the family's name: Plan::family, `splitkv plan`, `--family NAME`
 #   KIND        decode | prefill | combine
@@ -16,7 +17,7 @@
 #               with a negative priority is never chosen automatically (only with --family)
 #   HEAD_DIMS, DTYPES (of Q and O), KV_FORMATS (native: K/V stored in the Q/O dtype; fp8, int8, int4,
 #               k8v4: quantized caches, docs/KV_FORMATS.md); builds select formats with SPLITKV_KV_FORMATS
-#   TILE        tile summary for the planner: a constexpr function in src/kernels/tile_table.hpp
+#   TILE        tile summary for the planner: a constexpr function of the family's *_tile.hpp
 #   TEMPLATE    src/kernels/<TEMPLATE>.cu.in (the family folder's instance template); VARIANT is substituted
 #   KV_CACHES   (prefill) the decode-cache layouts its kernel reads K/V from for chunked prefill
 #               (PrefillProblem::kv_cache): contiguous, paged; none: K/V token tensors only

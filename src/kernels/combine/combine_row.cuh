@@ -16,7 +16,7 @@
 #include "kernels/common/combine_state.cuh"
 #include "kernels/common/epilogue.cuh"
 #include "kernels/common/varlen_rows.hpp"
-#include "kernels/tile_table.hpp"
+#include "kernels/combine/combine_tile.hpp"
 
 namespace splitkv::detail {
 

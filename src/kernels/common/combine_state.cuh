@@ -6,7 +6,7 @@
 #pragma once
 
 #include "kernels/common/online_softmax.cuh"
-#include "kernels/tile_table.hpp"
+#include "kernels/common/merge_chunks.hpp"
 
 namespace splitkv::detail {
 

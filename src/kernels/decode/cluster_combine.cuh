@@ -23,7 +23,7 @@
 #include "kernels/common/combine_state.cuh"
 #include "kernels/common/epilogue.cuh"
 #include "kernels/decode/decode_params.hpp"
-#include "kernels/tile_table.hpp"
+#include "kernels/decode/decode_tile.hpp"
 
 namespace splitkv::detail {
 

@@ -7,7 +7,7 @@
 #include <cute/tensor.hpp>
 #include <cutlass/numeric_types.h>
 
-#include "kernels/tile_table.hpp"
+#include "kernels/decode/decode_tile.hpp"
 
 namespace splitkv::detail {
 

@@ -13,7 +13,7 @@
 #include <cutlass/numeric_types.h>
 
 #include "kernels/decode_quant/kv_codes.cuh"
-#include "kernels/tile_table.hpp"
+#include "kernels/decode_quant/decode_quant_tile.hpp"
 #include "splitkv/types.hpp"
 
 namespace splitkv::detail {

@@ -6,7 +6,7 @@
 #include <cute/tensor.hpp>
 #include <cutlass/numeric_types.h>
 
-#include "kernels/tile_table.hpp"
+#include "kernels/prefill/prefill_tile.hpp"
 
 namespace splitkv::detail {
 

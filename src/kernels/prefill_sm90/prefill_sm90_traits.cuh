@@ -11,7 +11,7 @@
 #include <cute/tensor.hpp>
 #include <cutlass/pipeline/sm90_pipeline.hpp>
 
-#include "kernels/tile_table.hpp"
+#include "kernels/prefill_sm90/prefill_sm90_tile.hpp"
 
 namespace splitkv::detail {
 

@@ -1,0 +1,27 @@
+// What the planner needs to know about a family's tile (plain constexpr data, host and device):
+// each family's tile header (kernels/<family>/*_tile.hpp) describes its shapes and summarizes them.
+#pragma once
+
+#include "common/formats.hpp"
+#include "common/host_device.hpp"
+#include "splitkv/types.hpp"
+
+namespace splitkv::tiles {
+
+// What the planner needs to know about a family's tile at one head dim and KV format.
+struct TileSummary {
+  int block_m;     // query rows per thread block
+  int block_n;     // keys per main-loop step of a block (the granularity of KV splits)
+  int warps;
+  int stages;      // pipeline depth (0: no pipeline)
+  int smem_bytes;  // dynamic shared memory per block
+  // One block per SM walks the grid's tiles (prefill_sm90 with two Q buffers: the next tile's Q and
+  // first K/V tiles load while the current tile finishes); the grid is then a tile list.
+  bool persistent = false;
+  constexpr int threads() const { return warps * 32; }
+};
+
+// Every family so far computes on 16-bit Q, K, V and O.
+constexpr int k16BitBytes = 2;
+
+}  // namespace splitkv::tiles

@@ -1,0 +1,59 @@
+// decode_mma's tile shapes (read by its traits and, through its summaries, by the planner).
+#pragma once
+
+#include "kernels/common/tile_summary.hpp"
+
+namespace splitkv::tiles {
+
+// ---- decode (family decode_mma) ----------------------------------------------------------------
+// The most splits a cluster plan merges (one rank per split), and the shared memory each rank's
+// inbox of the cluster merge takes (kernels/decode/cluster_combine.cuh): every rank's partial of
+// the 4-column chunks it owns, ceil(chunks / ranks) of them, plus every rank's row LSEs.
+constexpr int kMaxClusterRanks = 16;
+constexpr int cluster_inbox_bytes(int block_m, int head_dim) {
+  return block_m * (head_dim / 4 + kMaxClusterRanks - 1) * 16 + kMaxClusterRanks * block_m * 4;
+}
+
+// One thread block serves one (sequence, KV head, 16-row query tile, KV split). Its rows are the
+// q_len x (Hq/Hkv) query rows sharing the KV head (GQA packing). Each warp streams its own
+// 16-key sub-tiles through a private cp.async pipeline; warps take sub-tiles round-robin and
+// merge their softmax states once at the end.
+struct DecodeTile {
+  int head_dim;
+  int block_m;    // query rows per block (one MMA M)
+  int warp_keys;  // keys per warp sub-tile
+  int warps;
+  int stages;     // sub-tiles in flight per warp
+  int kv_bytes;   // bytes per K/V element
+
+  constexpr int threads() const { return warps * 32; }
+  constexpr int block_keys() const { return warp_keys * warps; }
+  constexpr int q_smem_bytes() const { return block_m * head_dim * k16BitBytes; }
+  constexpr int pipeline_smem_bytes() const {
+    return warps * stages * 2 * warp_keys * head_dim * kv_bytes;  // K and V
+  }
+  // Epilogue: each warp's fp32 accumulator plus its row max and row sum, then the inbox of the
+  // cluster merge.
+  constexpr int merge_smem_bytes() const {
+    return warps * block_m * head_dim * 4 + 2 * warps * block_m * 4 + cluster_inbox_bytes(block_m, head_dim);
+  }
+  constexpr int smem_bytes() const {
+    return q_smem_bytes() + (pipeline_smem_bytes() > merge_smem_bytes() ? pipeline_smem_bytes()
+                                                                        : merge_smem_bytes());
+  }
+};
+
+// block_m 16 (decode_mma) or 32 (decode_mma_m32: a KV head with more than 16 packed rows, e.g.
+// speculative queries x a large GQA group, is read by half as many tiles).
+constexpr DecodeTile decode_tile(int head_dim, int block_m = 16) {
+  // Stages: enough bytes in flight per SM to cover HBM latency, few enough that two blocks fit.
+  return DecodeTile{head_dim, block_m, 16, 4, head_dim <= 64 ? 4 : 3, k16BitBytes};
+}
+
+constexpr TileSummary decode_summary(const DecodeTile& t) {
+  return TileSummary{t.block_m, t.block_keys(), t.warps, t.stages, t.smem_bytes()};
+}
+constexpr TileSummary decode_mma_summary(int head_dim, KvFormat) { return decode_summary(decode_tile(head_dim)); }
+constexpr TileSummary decode_mma_m32_summary(int head_dim, KvFormat) { return decode_summary(decode_tile(head_dim, 32)); }
+
+}  // namespace splitkv::tiles

@@ -1,0 +1,89 @@
+// decode_quant's tile shapes: decode_mma's block over codes (read by its traits and, through its
+// summaries, by the planner).
+#pragma once
+
+#include "kernels/common/tile_summary.hpp"
+#include "kernels/decode/decode_tile.hpp"
+
+namespace splitkv::tiles {
+
+// ---- decode over a quantized KV cache (family decode_quant) ----------------------------------------
+// The decode_mma block (16 packed rows, 4 warps, 16-key sub-tiles per warp) reading K and V as
+// codes: each sub-tile lands in shared memory as it is stored (codes plus, for INT8/INT4, the
+// per-token (scale, min) pairs) and is dequantized in registers. The pipeline depth counts bytes: a
+// warp keeps about as many bytes in flight as decode_mma does, so an INT4 sub-tile, a quarter of
+// the bytes of a bf16 one, gets about four times the stages. Dequantizing makes blocks latency
+// bound long before the memory is; INT4 (the most instructions per byte) at D <= 128 is sized for
+// three resident blocks per SM instead (a 16 KB ring per warp, registers capped for three blocks),
+// which measured faster for INT4 and slower for the 8-bit formats. Too many bytes in flight cost
+// bandwidth too: the 8-bit formats at D=128 keep the two resident blocks their byte-counted ring
+// sets, but only three of its stages in flight (docs/TUNING.md, "Kernels").
+struct KvCodeBits {
+  int k_bits;           // 8 (fp8, int8) or 4 (int4)
+  int v_bits;
+  bool token_scales;    // fp16 (scale, min) per token (int8, int4, k8v4); fp8 has one scale per head
+};
+
+constexpr KvCodeBits kv_code_bits(KvFormat format) {
+  switch (detail::base_kv_format(format)) {  // a *_kc format's codes are its base's
+    case KvFormat::kFP8E4M3: return {8, 8, false};
+    case KvFormat::kInt8: return {8, 8, true};
+    case KvFormat::kInt4: return {4, 4, true};
+    case KvFormat::kK8V4: return {8, 4, true};
+    default: return {16, 16, false};
+  }
+}
+
+struct DecodeQuantTile {
+  DecodeTile base;  // rows, keys per warp sub-tile, warps (shared with decode_mma)
+  KvCodeBits bits;
+  int stages;             // sub-tiles in flight per warp: the ring's depth
+  int min_blocks_per_sm;  // the kernel's register bound (__launch_bounds__)
+  int reserved_stages;    // shared memory per warp, in stages (>= stages): sets the resident blocks per SM
+
+  constexpr int k_row_bytes() const { return base.head_dim * bits.k_bits / 8; }
+  constexpr int v_row_bytes() const { return base.head_dim * bits.v_bits / 8; }
+  // One warp sub-tile: K codes, V codes, then 4-byte (scale, min) pairs of its keys for K and V.
+  constexpr int scale_bytes() const { return bits.token_scales ? base.warp_keys * 4 : 0; }
+  constexpr int stage_bytes() const {
+    return base.warp_keys * (k_row_bytes() + v_row_bytes()) + 2 * scale_bytes();
+  }
+  constexpr int pipeline_smem_bytes() const { return base.warps * reserved_stages * stage_bytes(); }
+  constexpr int smem_bytes() const {
+    return base.q_smem_bytes() + (pipeline_smem_bytes() > base.merge_smem_bytes() ? pipeline_smem_bytes()
+                                                                                  : base.merge_smem_bytes());
+  }
+};
+
+constexpr DecodeQuantTile decode_quant_tile(int head_dim, KvFormat format) {
+  const DecodeTile base = decode_tile(head_dim);
+  const KvCodeBits bits = kv_code_bits(format);
+  const bool three_blocks = head_dim <= 128 && bits.k_bits == 4 && bits.v_bits == 4;
+  DecodeQuantTile t{base, bits, 2, three_blocks ? 3 : 1, 2};
+  const int ring_bytes = three_blocks ? 16 * 1024 : base.stages * 2 * base.warp_keys * head_dim * k16BitBytes;
+  const int stages = (ring_bytes + (three_blocks ? 0 : t.stage_bytes() / 2)) / t.stage_bytes();
+  t.stages = stages < 2 ? 2 : (stages > 12 ? 12 : stages);
+  t.reserved_stages = t.stages;
+  // FP8, INT8 and K8V4 at D=128: two resident blocks (a ring of 6-7 stages' memory) with 3 stages in
+  // flight, ~100 KB per SM; fewer stages and more resident blocks measured slower (docs/TUNING.md, "Kernels").
+  if (head_dim == 128 && bits.k_bits == 8) t.stages = 3;
+  // INT4 at D=128: 5 of the 7 reserved stages in flight (three resident blocks unchanged)
+  // (docs/TUNING.md, "Kernels").
+  if (head_dim == 128 && three_blocks) t.stages = 5;
+  return t;
+}
+
+constexpr TileSummary decode_quant_summary(int head_dim, KvFormat format) {
+  const DecodeQuantTile t = decode_quant_tile(head_dim, format);
+  return TileSummary{t.base.block_m, t.base.block_keys(), t.base.warps, t.stages, t.smem_bytes()};
+}
+// decode_quant_n8: the same block and ring with 8 packed rows (keys as the MMA's rows). Also
+// decode_mma_n8's (the same kernel over a 16-bit cache): KvFormat::kNative has 16-bit rows, whose
+// byte-counted ring comes out at decode_mma's depth (4 stages at D=64, 3 at D=128 and 256).
+constexpr TileSummary decode_quant_n8_summary(int head_dim, KvFormat format) {
+  TileSummary s = decode_quant_summary(head_dim, format);
+  s.block_m = 8;
+  return s;
+}
+
+}  // namespace splitkv::tiles
