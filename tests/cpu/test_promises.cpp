@@ -12,7 +12,7 @@
 #include "cpu/cpu_backend.hpp"
 #include "kernels/common/lse_combine.hpp"
 #include "kernels/common/varlen_rows.hpp"
-#include "launch/tma_operands.hpp"
+#include "kernels/prefill_sm90/tma_operands.hpp"
 #include "reference/reference.hpp"
 #include "splitkv/append_kv.hpp"
 #include "splitkv/splitkv.hpp"
