@@ -63,15 +63,25 @@ function(_splitkv_cpp_list out prefix)  # fp16;bf16 -> "prefix(fp16) | prefix(bf
 endfunction()
 
 function(splitkv_family)
-  cmake_parse_arguments(F "STUDY" "NAME;KIND;ARCH;PRIORITY;TILE;TEMPLATE;VARIANT;MIN_ROWS;MAX_ROWS" "STRATEGIES;HEAD_DIMS;DTYPES;KV_FORMATS;KV_CACHES"
-                        ${ARGN})
-  foreach(required NAME KIND ARCH PRIORITY TILE TEMPLATE HEAD_DIMS DTYPES KV_FORMATS)
+  cmake_parse_arguments(F "STUDY;EVERY_BUILD" "NAME;KIND;ARCH;PRIORITY;TILE;TEMPLATE;VARIANT;MIN_ROWS;MAX_ROWS"
+                        "STRATEGIES;HEAD_DIMS;DTYPES;KV_FORMATS;KV_CACHES" ${ARGN})
+  foreach(required NAME KIND ARCH PRIORITY TEMPLATE HEAD_DIMS DTYPES KV_FORMATS)
     if(NOT DEFINED F_${required})
       message(FATAL_ERROR "kernel family '${F_NAME}': ${required} is missing")
     endif()
   endforeach()
-  if(NOT F_KIND MATCHES "^(decode|prefill|combine)$")
-    message(FATAL_ERROR "kernel family '${F_NAME}': KIND ${F_KIND} is not decode, prefill or combine")
+  if(NOT F_KIND MATCHES "^(decode|prefill|combine|append|dequant|normalize)$")
+    message(FATAL_ERROR "kernel family '${F_NAME}': KIND ${F_KIND} is not decode, prefill, combine, append, dequant "
+                        "or normalize")
+  endif()
+  # The planner sizes attention work from the tile summary; the cache kernels have none.
+  if(F_KIND MATCHES "^(decode|prefill|combine)$" AND NOT DEFINED F_TILE)
+    message(FATAL_ERROR "kernel family '${F_NAME}': TILE is missing")
+  endif()
+  if(DEFINED F_TILE)
+    set(tile "&tiles::${F_TILE}")
+  else()
+    set(tile "nullptr")
   endif()
   if(NOT F_ARCH MATCHES "^(sm80|sm90a)$")
     message(FATAL_ERROR "kernel family '${F_NAME}': ARCH ${F_ARCH} is not sm80 or sm90a")
@@ -126,7 +136,7 @@ function(splitkv_family)
     set(study false)
   endif()
   set_property(GLOBAL APPEND_STRING PROPERTY SPLITKV_FAMILY_ROWS
-    "    {\"${F_NAME}\", ${kind}, ${arch}, ${strategies}, ${F_PRIORITY}, {${dims}}, ${num_dims}, ${dtypes}, ${kv_formats}, &tiles::${F_TILE}, ${kv_caches}, ${F_MIN_ROWS}, ${F_MAX_ROWS}, ${study}},\n")
+    "    {\"${F_NAME}\", ${kind}, ${arch}, ${strategies}, ${F_PRIORITY}, {${dims}}, ${num_dims}, ${dtypes}, ${kv_formats}, ${tile}, ${kv_caches}, ${F_MIN_ROWS}, ${F_MAX_ROWS}, ${study}},\n")
 
   # Instances this build compiles: the family's dims/dtypes selected by the build, on its arch; a
   # study family only with SPLITKV_STUDY_FAMILIES.
@@ -140,8 +150,10 @@ function(splitkv_family)
   if(NOT EXISTS "${template}")
     message(FATAL_ERROR "kernel family '${F_NAME}': ${template} does not exist")
   endif()
+  # EVERY_BUILD (the cache kernels): every dtype and head dim listed, whatever the build selects, so
+  # that a cache can be written and staged at every head dim decode can be built for.
   foreach(dtype IN LISTS F_DTYPES)
-    if(NOT dtype IN_LIST SPLITKV_DTYPES)
+    if(NOT dtype IN_LIST SPLITKV_DTYPES AND NOT F_EVERY_BUILD)
       continue()
     endif()
     if(dtype STREQUAL "fp16")
@@ -150,7 +162,7 @@ function(splitkv_family)
       set(SPLITKV_ELEMENT "cutlass::bfloat16_t")
     endif()
     foreach(dim IN LISTS F_HEAD_DIMS)
-      if(NOT dim IN_LIST SPLITKV_HEAD_DIMS)
+      if(NOT dim IN_LIST SPLITKV_HEAD_DIMS AND NOT F_EVERY_BUILD)
         continue()
       endif()
       foreach(kv IN LISTS F_KV_FORMATS)

@@ -46,7 +46,7 @@ Status run_combine(const CombineProblem& problem, const CombineTensors& tensors,
 // The kernel-family registry: every registered family and what this build compiled of it.
 struct KernelFamilyInfo {
   std::string name;
-  std::string kind;                     // decode | prefill | combine
+  std::string kind;                     // decode | prefill | combine | append | dequant | normalize
   std::string arch;                     // sm80 (sm_80 and later) | sm90a (sm_90 only)
   std::vector<Strategy> strategies;     // served
   std::vector<int> head_dims;           // supported

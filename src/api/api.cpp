@@ -8,21 +8,21 @@
 #include "api/chunked_tensors.hpp"
 #include "api/device_arch.hpp"
 #include "api/output_rows.hpp"
-#include "validate/validate.hpp"
 #include "api/workspace_registry.hpp"
 #include "common/formats.hpp"
+#include "kernels/combine/atomic_normalize_params.hpp"
 #include "kernels/combine/combine_params.hpp"
 #include "kernels/decode/decode_params.hpp"
 #include "kernels/prefill/prefill_params.hpp"
-#include "kernels/tile_table.hpp"
-#include "kernels/combine/atomic_normalize_params.hpp"
-#include "kernels/quant/dequant_kv_params.hpp"
-#include "launch/dispatch.hpp"
 #include "kernels/prefill_sm90/tma_operands.hpp"
+#include "kernels/quant/dequant_kv_params.hpp"
+#include "kernels/tile_table.hpp"
+#include "launch/dispatch.hpp"
 #include "plan/geometry.hpp"
 #include "plan/plan_seal.hpp"
 #include "plan/workspace_layout.hpp"
 #include "splitkv/splitkv.hpp"
+#include "validate/validate.hpp"
 
 namespace splitkv {
 namespace {
@@ -332,8 +332,13 @@ Status run_decode(const Plan& plan, const DecodeTensors& t, void* workspace, siz
   }
   if (Status s = detail::launch(launcher, &p, config, "decode kernel launch"); !s) return s;
   if (merge_partials && plan.atomic_combine()) {
-    const cudaError_t error =
-        detail::launch_atomic_normalize(atomic, pr.dtype, pr.head_dim, launch_config(stream, plan.grid()));
+    static const int normalize = registry::find_family("atomic_normalize");
+    detail::Launcher normalize_launcher;
+    if (Status s = detail::find_launcher(normalize, pr.dtype, pr.head_dim, KvFormat::kNative, &normalize_launcher);
+        !s) {
+      return s;
+    }
+    const cudaError_t error = normalize_launcher(&atomic, launch_config(stream, plan.grid()));
     if (error == cudaSuccess) return Status::success();
     return Status(StatusCode::kCudaError, "plan.atomic_combine",
                   std::string("atomic combine normalization launch: ") + cudaGetErrorString(error));
@@ -560,7 +565,12 @@ Status prefill_over_staging(const Plan& plan, const PrefillTensors& t, void* wor
   d.v_out = base + st.v_offset;
   d.staging_tokens = st.tokens;
   d.lens_out = reinterpret_cast<int32_t*>(base + st.lens_offset);
-  const cudaError_t error = detail::launch_dequantize_kv(d, launch_config(stream, plan.grid()));
+  static const int dequant = registry::find_family("dequant_kv");
+  detail::Launcher dequant_launcher;
+  if (Status s = detail::find_launcher(dequant, pr.dtype, pr.head_dim, KvFormat::kNative, &dequant_launcher); !s) {
+    return s;
+  }
+  const cudaError_t error = dequant_launcher(&d, launch_config(stream, plan.grid()));
   if (error != cudaSuccess) {
     return Status(StatusCode::kCudaError, "kv_format",
                   std::string("dequantizing the KV cache: ") + cudaGetErrorString(error));

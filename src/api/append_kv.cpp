@@ -11,6 +11,7 @@
 #include "validate/tensor_checks.hpp"
 #include "common/formats.hpp"
 #include "kernels/quant/append_kv_params.hpp"
+#include "launch/dispatch.hpp"
 #include "quant/kv_quant_host.hpp"
 #include "splitkv/append_kv.hpp"
 
@@ -215,7 +216,10 @@ Status run_append_kv(const AppendKvProblem& p, const AppendKvTensors& t, Stream 
   config.grid[0] = static_cast<unsigned>((rows + detail::kAppendWarpsPerBlock - 1) / detail::kAppendWarpsPerBlock);
   config.stream = stream;
   config.use_pdl = detail::current_device_supports_pdl();
-  const cudaError_t error = detail::launch_append_kv(params, config);
+  static const int family = registry::find_family("append_kv");
+  detail::Launcher launcher;
+  if (Status s = detail::find_launcher(family, p.dtype, p.head_dim, KvFormat::kNative, &launcher); !s) return s;
+  const cudaError_t error = launcher(&params, config);
   if (error == cudaSuccess) return Status::success();
   if (error == cudaErrorNoDevice || error == cudaErrorInsufficientDriver) {
     return Status(StatusCode::kNoDevice, "", "no CUDA device is available");

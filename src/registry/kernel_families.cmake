@@ -9,15 +9,17 @@
 # template).
 #
 #   NAME        the family's name: Plan::family, `splitkv plan`, `--family NAME`
-#   KIND        decode | prefill | combine
+#   KIND        decode | prefill | combine; append | dequant | normalize: the cache kernels (run_append_kv,
+#               chunked prefill's staging copy, the atomic merge's normalization), launched by name
 #   ARCH        sm80: runs on sm_80 and later, compiled for every target architecture;
 #               sm90a: uses wgmma/TMA/setmaxnreg, compiled only when 90a is a target, runs on sm_90
-#   STRATEGIES  the Strategy values it serves (split-q, split-kv, split-v, two-pass; none for combine)
+#   STRATEGIES  the Strategy values it serves (split-q, split-kv, split-v, two-pass; none for the others)
 #   PRIORITY    among the families that serve a request the planner takes the highest; a family
 #               with a negative priority is never chosen automatically (only with --family)
 #   HEAD_DIMS, DTYPES (of Q and O), KV_FORMATS (native: K/V stored in the Q/O dtype; fp8, int8, int4,
 #               k8v4: quantized caches, docs/KV_FORMATS.md); builds select formats with SPLITKV_KV_FORMATS
-#   TILE        tile summary for the planner: a constexpr function of the family's *_tile.hpp
+#   EVERY_BUILD compiled for every DTYPES x HEAD_DIMS listed, whatever SPLITKV_DTYPES / SPLITKV_HEAD_DIMS select
+#   TILE        (decode, prefill, combine) tile summary for the planner: a constexpr function of the family's *_tile.hpp
 #   TEMPLATE    src/kernels/<TEMPLATE>.cu.in (the family folder's instance template); VARIANT is substituted
 #   KV_CACHES   (prefill) the decode-cache layouts its kernel reads K/V from for chunked prefill
 #               (PrefillProblem::kv_cache): contiguous, paged; none: K/V token tensors only
@@ -133,3 +135,16 @@ splitkv_family(NAME combine KIND combine ARCH sm80 STRATEGIES PRIORITY 0
 splitkv_family(NAME prefill_sm90_v64 STUDY KIND prefill ARCH sm90a STRATEGIES split-q split-kv PRIORITY -1
   HEAD_DIMS 128 DTYPES fp16 bf16 KV_FORMATS native KV_CACHES contiguous paged
   TILE prefill_sm90_v64_summary TEMPLATE prefill_sm90/prefill_sm90 VARIANT kV64)
+
+# The cache kernels: launched by name by host code, never chosen by the planner, compiled at every
+# dtype and head dim (a cache must be writable and stageable at every head dim decode can be built
+# for; the kernels are small).
+# Writes new K/V rows into a cache of any format (quantizing on the way; *_kc: the group kernel first).
+splitkv_family(NAME append_kv KIND append ARCH sm80 STRATEGIES PRIORITY -1 EVERY_BUILD
+  HEAD_DIMS 64 128 256 DTYPES fp16 bf16 KV_FORMATS native TEMPLATE quant/append_kv)
+# Dequantizes a quantized cache into chunked prefill's 16-bit staging copy (DTYPES: of the copy).
+splitkv_family(NAME dequant_kv KIND dequant ARCH sm80 STRATEGIES PRIORITY -1 EVERY_BUILD
+  HEAD_DIMS 64 128 256 DTYPES fp16 bf16 KV_FORMATS native TEMPLATE quant/dequant_kv)
+# Normalizes the atomic merge's accumulated rows into the output (PlanOptions::merge = kAtomic).
+splitkv_family(NAME atomic_normalize KIND normalize ARCH sm80 STRATEGIES PRIORITY -1 EVERY_BUILD
+  HEAD_DIMS 64 128 256 DTYPES fp16 bf16 KV_FORMATS native TEMPLATE combine/atomic_normalize)

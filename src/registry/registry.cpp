@@ -45,6 +45,9 @@ const char* to_string(Kind kind) {
     case Kind::kDecode: return "decode";
     case Kind::kPrefill: return "prefill";
     case Kind::kCombine: return "combine";
+    case Kind::kAppend: return "append";
+    case Kind::kDequant: return "dequant";
+    case Kind::kNormalize: return "normalize";
   }
   return "unknown";
 }

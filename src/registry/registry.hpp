@@ -15,7 +15,9 @@
 
 namespace splitkv::registry {
 
-enum class Kind { kDecode, kPrefill, kCombine };
+// Attention work the planner chooses among (decode, prefill) or runs after it (combine), and the
+// cache kernels host code launches by name (append, dequant, normalize: no tile summary).
+enum class Kind { kDecode, kPrefill, kCombine, kAppend, kDequant, kNormalize };
 enum class Arch {
   kSm80,   // mma.sync/cp.async: compiled for every target, runs on sm_80 and later
   kSm90a,  // wgmma/TMA/setmaxnreg: compiled only for sm_90a, runs only on compute capability 9.0
@@ -31,7 +33,8 @@ struct Family {
   int num_head_dims;
   uint32_t dtypes;      // bit (1 << DType) per Q/O element type
   uint32_t kv_formats;  // bit (1 << KvFormat) per KV cache format (kNative: the Q/O dtype)
-  tiles::TileSummary (*tile)(int head_dim, KvFormat kv_format);  // kv_format resolved (never kNative)
+  tiles::TileSummary (*tile)(int head_dim, KvFormat kv_format);  // kv_format resolved (never kNative);
+                                                                 // nullptr for the cache kernels
   uint32_t kv_caches;   // prefill: KV cache layouts it reads K/V from (kv_cache_bit; chunked prefill)
   int min_rows;         // decode: the fewest packed query rows per KV head (q_len x Hq/Hkv) it serves
   int max_rows;         // decode: the most packed query rows per KV head it serves (0: no limit)

@@ -17,6 +17,14 @@ TEST(Registry, FamiliesAreUniqueAndDescribeTheirTiles) {
     EXPECT_TRUE(names.insert(f.name).second) << "duplicate family " << f.name;
     ASSERT_GT(f.num_head_dims, 0) << f.name;
     EXPECT_NE(f.dtypes, 0u) << f.name;
+    // The cache kernels (append, dequant, normalize) have no tile summary; attention families must.
+    const bool cache_kernel = f.kind == registry::Kind::kAppend || f.kind == registry::Kind::kDequant ||
+                              f.kind == registry::Kind::kNormalize;
+    EXPECT_EQ(f.tile == nullptr, cache_kernel) << f.name;
+    if (cache_kernel) {
+      EXPECT_LT(f.priority, 0) << f.name << ": never chosen by the planner";
+      continue;
+    }
     for (int i = 0; i < f.num_head_dims; ++i) {
       for (KvFormat kv : {KvFormat::kBF16, KvFormat::kFP8E4M3, KvFormat::kInt8, KvFormat::kInt4, KvFormat::kK8V4}) {
         if (kv != KvFormat::kBF16 && !f.has_kv_format(kv)) continue;
@@ -51,6 +59,18 @@ TEST(Registry, CompiledInstancesBelongToTheirFamilies) {
     if (all[in.family].kind != registry::Kind::kDecode) continue;
     // The combine merges fp32 partials: it is keyed by the 16-bit format whatever the cache.
     EXPECT_GE(registry::find_instance(registry::find_family("combine"), in.dtype, in.head_dim, KvFormat::kNative), 0);
+  }
+  // The cache kernels exist at every dtype and head dim, whatever the build selects: a cache must be
+  // writable and stageable wherever decode can be built.
+  for (const char* name : {"append_kv", "dequant_kv", "atomic_normalize"}) {
+    const int family = registry::find_family(name);
+    ASSERT_GE(family, 0) << name;
+    for (DType dtype : {DType::kF16, DType::kBF16}) {
+      for (int head_dim : {64, 128, 256}) {
+        EXPECT_GE(registry::find_instance(family, dtype, head_dim, KvFormat::kNative), 0)
+            << name << " " << to_string(dtype) << " D=" << head_dim;
+      }
+    }
   }
 }
 

@@ -1,10 +1,9 @@
-// Parameters of the append kernels (plain host/device structs) and their launcher, which host code
-// (run_append_kv) calls.
+// Parameters of the append kernels (plain host/device structs, no CUDA types); run_append_kv
+// launches them through the registry's append_kv family.
 #pragma once
 
 #include <cstdint>
 
-#include "kernels/launch/launch_config.hpp"
 #include "splitkv/types.hpp"
 
 namespace splitkv::detail {
@@ -64,9 +63,5 @@ inline constexpr int kAppendWarpsPerBlock = 4;
 inline constexpr int kAppendKcThreads = 128;
 inline constexpr int kAppendKeyGroup = 64;      // quant::kKeyGroup
 inline constexpr int kAppendKeyTailRows = 128;  // quant::kKeyTailRows
-
-// The row kernel, one instance per (new-row dtype, head dim); for *_kc caches the group kernel
-// before it (append_kv_launch.cu). Host code (run_append_kv) calls it.
-cudaError_t launch_append_kv(const AppendKvParams& params, const LaunchConfig& config);
 
 }  // namespace splitkv::detail

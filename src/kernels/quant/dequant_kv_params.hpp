@@ -1,12 +1,11 @@
 // Parameters of the kernel that dequantizes a quantized KV cache into a 16-bit staging copy (plain
-// host/device struct, no CUDA types; its launcher is declared at the end). Chunked prefill over a
-// quantized cache runs it first and then reads the copy as a contiguous cache
+// host/device struct, no CUDA types; launched through the registry's dequant_kv family). Chunked
+// prefill over a quantized cache runs it first and then reads the copy as a contiguous cache
 // (docs/ARCHITECTURE.md, "Chunked prefill over a quantized cache").
 #pragma once
 
 #include <cstdint>
 
-#include "kernels/launch/launch_config.hpp"
 #include "splitkv/types.hpp"
 
 namespace splitkv::detail {
@@ -62,8 +61,5 @@ struct DequantKvParams {
 // Tokens of one sequence one block dequantizes (both sides, every KV head).
 inline constexpr int kDequantTokensPerBlock = 16;
 inline constexpr int kDequantThreads = 256;
-
-// One instance per staging dtype (dequant_kv_launch.cu). Host code (chunked prefill) calls it.
-cudaError_t launch_dequantize_kv(const DequantKvParams& params, const LaunchConfig& config);
 
 }  // namespace splitkv::detail

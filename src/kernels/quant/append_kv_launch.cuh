@@ -1,0 +1,35 @@
+// Launcher of the append kernels at one (dtype of the new rows, head dim): the row kernel, and for
+// *_kc caches the group kernel before it. The registry's append_kv family instantiates it
+// (append_kv.cu.in); run_append_kv finds it by name.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <type_traits>
+
+#include <cutlass/numeric_types.h>
+
+#include "kernels/launch/launch_kernel.cuh"
+#include "kernels/quant/append_kc_groups_kernel.cuh"
+#include "kernels/quant/append_kv_kernel.cuh"
+#include "kernels/quant/append_kv_params.hpp"
+
+namespace splitkv::detail {
+
+// config.grid[0]: the row kernel's blocks (kAppendWarpsPerBlock rows each).
+template <class Element, int kHeadDim>
+cudaError_t launch_append_kv(const AppendKvParams& p, const LaunchConfig& config) {
+  using In = std::conditional_t<std::is_same_v<Element, cutlass::half_t>, __half, __nv_bfloat16>;
+  if (p.kc.enabled) {  // phase 1 (complete groups) before phase 2 (the ring), in stream order
+    LaunchConfig groups = config;
+    groups.grid[0] = static_cast<unsigned>(p.num_tokens * p.num_kv_heads);
+    const dim3 block(kAppendKcThreads);
+    const cudaError_t e = p.kc.bits == 8 ? launch_kernel(append_kc_groups_kernel<In, kHeadDim, 8>, block, 0, p, groups)
+                                         : launch_kernel(append_kc_groups_kernel<In, kHeadDim, 4>, block, 0, p, groups);
+    if (e != cudaSuccess) return e;
+  }
+  return launch_kernel(append_kv_kernel<In, kHeadDim>, dim3(kAppendWarpsPerBlock * 32), 0, p, config);
+}
+
+}  // namespace splitkv::detail

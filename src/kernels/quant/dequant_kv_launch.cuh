@@ -1,0 +1,32 @@
+// Launcher of the KV-cache dequantization kernel at one staging dtype (head dim and format are
+// runtime arguments; the registry's dequant_kv family keys its instances by head dim too, so chunked
+// prefill finds one as it finds any family's). Instantiated from dequant_kv.cu.in.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <type_traits>
+
+#include <cutlass/numeric_types.h>
+
+#include "kernels/launch/launch_kernel.cuh"
+#include "kernels/quant/dequant_kv_kernel.cuh"
+#include "kernels/quant/dequant_kv_params.hpp"
+
+namespace splitkv::detail {
+
+// The grid is the kernel's own: (batch, token chunks).
+template <class Element>
+cudaError_t launch_dequantize_kv(const DequantKvParams& params, const LaunchConfig& config) {
+  using Out = std::conditional_t<std::is_same_v<Element, cutlass::half_t>, __half, __nv_bfloat16>;
+  LaunchConfig c = config;
+  const int64_t chunks = (std::max(params.max_kv_len, 1) + kDequantTokensPerBlock - 1) / kDequantTokensPerBlock;
+  c.grid[0] = static_cast<unsigned>(params.batch);
+  c.grid[1] = static_cast<unsigned>(std::min<int64_t>(chunks, 65535));  // blocks stride over longer caches
+  c.grid[2] = 1;
+  return launch_kernel(dequantize_kv_kernel<Out>, dim3(kDequantThreads), 0, params, c);
+}
+
+}  // namespace splitkv::detail
