@@ -221,8 +221,9 @@ Status run_decode(const Plan& plan, const DecodeTensors& t, void* workspace, siz
   if (Status s = refuse_unserved_variants(pr.window_left, pr.window_right, pr.softcap, pr.sinks, pr.tree_mask); !s) {
     return s;
   }
-  if (Status s = refuse_unread_format(pr.kv_format, pr.dtype); !s) return s;
+  // Served by chunked prefill, any cache format is read through its dequantized copy.
   if (plan.decode_via_prefill()) return run_decode_via_prefill(plan, t, workspace, workspace_bytes, stream);
+  if (Status s = refuse_unread_format(pr.kv_format, pr.dtype); !s) return s;
   if (Status s = detail::validate_decode_partials(pr, plan.num_splits(), t); !s) return s;
   // The caller's partial buffers replace the workspace's (and the combine).
   const bool caller_partials = !t.partial_o.empty();

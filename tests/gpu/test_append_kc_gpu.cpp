@@ -4,7 +4,7 @@
 // pairs, and a guard block past each. A sequence of calls walks each sequence through prefill
 // chunks, decode steps, a chunk longer than the ring (a row taken by a later token of the call),
 // a rollback of rejected drafts, and invalid tokens (slot -1, a tail slot outside the ring, a
-// negative position, a position its page does not hold) mixed into the runs.
+// negative position, a position its page does not hold) between the runs.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -266,19 +266,22 @@ struct Call {
   bool invalid_tokens = false;
 };
 
+// Skipped tokens go between the sequences' runs (a run is contiguous in the call: the API's rule),
+// one of each kind, each a copy of a real token of the call with one field broken.
 std::vector<Token> tokens_of(const KcSetup& s, const Call& call) {
   std::vector<Token> tokens;
   for (int seq = 0; seq < s.num_seqs; ++seq) {
     const auto [from, to] = call.runs[size_t(seq)];
-    for (int64_t pos = from; pos < std::min(to, s.capacity()); ++pos) {
-      tokens.push_back(s.token(seq, pos));
-      if (call.invalid_tokens && pos % 41 == 7) {  // inside a run: shifts the call's later tokens
-        Token bad = s.token(seq, pos);
-        switch (pos % 4) {
+    const int64_t end = std::min(to, s.capacity());
+    for (int64_t pos = from; pos < end; ++pos) tokens.push_back(s.token(seq, pos));
+    if (call.invalid_tokens && end > from) {
+      for (int kind = 0; kind < 4; ++kind) {
+        Token bad = s.token(seq, from + (end - from) * kind / 4);
+        switch (kind) {
           case 0: bad.slot = -1; break;
           case 1: bad.tail_slot = s.num_tail_slots; break;
           case 2: bad.position = -1; break;
-          default: bad.position = pos + 1; break;  // its page does not hold that position
+          default: bad.position += 1; break;  // its page does not hold that position
         }
         tokens.push_back(bad);
       }

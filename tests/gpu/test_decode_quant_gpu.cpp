@@ -179,7 +179,7 @@ TEST(QuantDecodeGpu, L2PrefetchBeforeTheWaitChangesNoBits) {
       SPLITKV_RUN_OR_SKIP(k, &without);
       EXPECT_TRUE(testing::check_decode(without).passed) << to_string(f) << " " << k.name;
       k.l2_prefetch = true;
-      for (int keys : {0, -1, 1 << 20}) {
+      for (int keys : {0, -1, k.spec.problem.max_kv_len}) {  // off, the planner's rule, every key
         k.l2_prefetch_keys = keys;
         testing::DecodeCase with;
         SPLITKV_RUN_OR_SKIP(k, &with);
