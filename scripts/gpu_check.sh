@@ -17,6 +17,7 @@
 #   SPLITKV_PREBUILT  a build directory made elsewhere (splitkv, tests/splitkv_gpu_tests): no build
 #   SPLITKV_CMAKE_ARGS  extra configure arguments, e.g. "-DSPLITKV_HEAD_DIMS=128 -DSPLITKV_DTYPES=bf16"
 #   SPLITKV_TEST_FILTER  gtest filter for test/sanitize (default: all)
+#   SPLITKV_TEST_SHARDS  gtest shards the test step runs at once (default 4)
 #   SPLITKV_EXPECT_TESTS gtest filter that must match at least one test of the binary, e.g. the cases
 #                   of the change under test: a test binary linked before they were written (a stale
 #                   prebuilt one) fails here instead of passing without them
@@ -75,11 +76,27 @@ if has test || has sanitize; then
 fi
 
 if has test; then
-  # Line-buffered and not brief: when the timeout kills a hung test, the log still ends at its RUN line.
-  guard stdbuf -oL -eL "$BIN/tests/splitkv_gpu_tests" --gtest_filter="$FILTER" >"$OUT/gpu_tests.log" 2>&1
-  rc=$?
-  summary+=("gpu tests: rc=$rc $(grep -E '^\[  (PASSED|FAILED|SKIPPED)' "$OUT/gpu_tests.log" | tr '\n' ' ')")
-  [[ $rc -eq 124 ]] && summary+=("gpu tests: timed out in $(grep -E '^\[ RUN' "$OUT/gpu_tests.log" | tail -1)")
+  # SPLITKV_TEST_SHARDS gtest shards at once (default 4): the fp64 references run on the host's cores,
+  # so the whole suite takes ~3 minutes instead of ~7. Line-buffered and not brief: when the timeout
+  # kills a hung test, each shard's log still ends at its RUN line.
+  shards=${SPLITKV_TEST_SHARDS:-4}
+  rm -f "$WORK"/gpu_tests.*.log
+  pids=()
+  for ((i = 0; i < shards; ++i)); do
+    GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i guard stdbuf -oL -eL "$BIN/tests/splitkv_gpu_tests" \
+      --gtest_filter="$FILTER" >"$WORK/gpu_tests.$i.log" 2>&1 &
+    pids+=($!)
+  done
+  rc=0
+  for ((i = 0; i < shards; ++i)); do
+    wait "${pids[$i]}" || rc=$?
+    summary+=("gpu tests, shard $i of $shards: $(grep -E '^\[  (PASSED|FAILED)  \] [0-9]+ test' "$WORK/gpu_tests.$i.log" |
+      tr '\n' ' ')skipped $(grep -cE '^\[  SKIPPED \] .* \([0-9]+ ms\)' "$WORK/gpu_tests.$i.log")")
+    grep -q '^\[  PASSED' "$WORK/gpu_tests.$i.log" ||
+      summary+=("gpu tests, shard $i: stopped in $(grep -E '^\[ RUN' "$WORK/gpu_tests.$i.log" | tail -1)")
+  done
+  cat "$WORK"/gpu_tests.*.log >"$OUT/gpu_tests.log"
+  summary+=("gpu tests: rc=$rc")
 fi
 
 if has sanitize; then
