@@ -49,9 +49,11 @@ struct AppendKvTensors {
   //   tail_slots int32 [num_tokens], device memory: the row of k_tail of the token's sequence (the
   //              DecodeTensors::tail_slots entry of that sequence); outside k_tail: skipped;
   //   k_tail     [tail slots, Hkv, 128, D] in `dtype`, the last dim contiguous: written and read.
-  // A sequence's tokens must be contiguous in the call and in position order (as engines batch
-  // them). A token that completes a group (position % 64 == 63) quantizes the group from this
-  // call's rows and the ring; a skipped token writes nothing, K or V.
+  // A sequence's tokens must be contiguous in the call and in position order, no other token
+  // (skipped ones included) between them, as engines batch them; otherwise that sequence's tail and
+  // key groups are unspecified (other sequences are not affected). A token that completes a group
+  // (position % 64 == 63) quantizes the group from this call's rows and the ring; a skipped token
+  // writes nothing, K or V.
   TensorRef positions, tail_slots, k_tail;
 };
 
