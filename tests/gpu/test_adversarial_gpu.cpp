@@ -61,6 +61,8 @@ std::string run_on_gpu(const DecodeAttack& a, bool* skipped) {
     t.k_scales = rebased(t.k_scales, host.k_scales.data, dev.k_scales.get());
     t.v_scales = rebased(t.v_scales, host.v_scales.data, dev.v_scales.get());
   }
+  // *_kc: the tail ring (the attacks give no tail_slots: sequence b's tail is row b).
+  if (!t.k_tail.empty()) t.k_tail = rebased(t.k_tail, host.k_tail.data, dev.k_tail.get());
   DeviceBuffer keys_after;
   if (!t.keys_after.empty()) {
     keys_after = DeviceBuffer(size_t(c.problem.batch) * sizeof(int32_t));
