@@ -145,10 +145,7 @@ detail::CombineParams combine_params(const OutputParams& from, int num_splits, c
 Status launch_combine(const OutputParams& from, int num_splits, const OutputParams& to, const int32_t* cu_seqlens_q,
                       int64_t total_q, DType dtype, int head_dim, Stream stream, bool caller_partials = false) {
   detail::Launcher launcher;
-  if (Status s = detail::find_launcher(registry::find_family("combine"), dtype, head_dim, KvFormat::kNative, &launcher);
-      !s) {
-    return s;
-  }
+  if (Status s = detail::find_launcher("combine", dtype, head_dim, &launcher); !s) return s;
   detail::CombineParams c = combine_params(from, num_splits, to, cu_seqlens_q, total_q);
   c.caller_partials = caller_partials;
   c.split_groups = tiles::combine_split_groups(num_splits, head_dim);
@@ -333,12 +330,8 @@ Status run_decode(const Plan& plan, const DecodeTensors& t, void* workspace, siz
   }
   if (Status s = detail::launch(launcher, &p, config, "decode kernel launch"); !s) return s;
   if (merge_partials && plan.atomic_combine()) {
-    static const int normalize = registry::find_family("atomic_normalize");
     detail::Launcher normalize_launcher;
-    if (Status s = detail::find_launcher(normalize, pr.dtype, pr.head_dim, KvFormat::kNative, &normalize_launcher);
-        !s) {
-      return s;
-    }
+    if (Status s = detail::find_launcher("atomic_normalize", pr.dtype, pr.head_dim, &normalize_launcher); !s) return s;
     const cudaError_t error = normalize_launcher(&atomic, launch_config(stream, plan.grid()));
     if (error == cudaSuccess) return Status::success();
     return Status(StatusCode::kCudaError, "plan.atomic_combine",
@@ -534,12 +527,8 @@ Status prefill_over_staging(const Plan& plan, const PrefillTensors& t, void* wor
   d.k = dequant_side(t.k, t.k_scales);
   d.v = dequant_side(t.v, t.v_scales);
   if (detail::kv_format_traits(detail::resolve_kv_format(pr.kv_format, pr.dtype)).channel_keys) {
-    detail::DequantKeyChannels& kc = d.key_channels;  // k_scales are the keys' group scales
+    detail::DequantKeyChannels& kc = d.key_channels;  // d.k's pairs are the keys' group scales
     kc.enabled = true;
-    kc.group_pairs = static_cast<const uint16_t*>(t.k_scales.data);
-    kc.pair_block_stride = t.k_scales.stride[0];
-    kc.pair_head_stride = t.k_scales.stride[1];
-    kc.pair_group_stride = t.k_scales.stride[2];
     kc.tail = static_cast<const uint16_t*>(t.k_tail.data);
     kc.tail_slot_stride = t.k_tail.stride[0];
     kc.tail_head_stride = t.k_tail.stride[1];
@@ -566,11 +555,8 @@ Status prefill_over_staging(const Plan& plan, const PrefillTensors& t, void* wor
   d.v_out = base + st.v_offset;
   d.staging_tokens = st.tokens;
   d.lens_out = reinterpret_cast<int32_t*>(base + st.lens_offset);
-  static const int dequant = registry::find_family("dequant_kv");
   detail::Launcher dequant_launcher;
-  if (Status s = detail::find_launcher(dequant, pr.dtype, pr.head_dim, KvFormat::kNative, &dequant_launcher); !s) {
-    return s;
-  }
+  if (Status s = detail::find_launcher("dequant_kv", pr.dtype, pr.head_dim, &dequant_launcher); !s) return s;
   const cudaError_t error = dequant_launcher(&d, launch_config(stream, plan.grid()));
   if (error != cudaSuccess) {
     return Status(StatusCode::kCudaError, "kv_format",

@@ -162,7 +162,7 @@ AppendSideParams side_params(const TensorRef& src, const TensorRef& cache, const
   return s;
 }
 
-// The *_kc keys: codes and group scales of k_cache / k_scales, the ring, each token's place.
+// The *_kc keys' ring and each token's place (their codes and group scales are params.k's).
 detail::AppendKcParams kc_params(const AppendKvTensors& t) {
   detail::AppendKcParams kc;
   kc.enabled = true;
@@ -176,15 +176,6 @@ detail::AppendKcParams kc_params(const AppendKvTensors& t) {
   kc.tail_slot_stride = 2 * t.k_tail.stride[0];
   kc.tail_head_stride = 2 * t.k_tail.stride[1];
   kc.tail_row_stride = 2 * t.k_tail.stride[2];
-  kc.bits = detail::element_traits(t.k_cache.dtype).bits;
-  kc.codes = static_cast<char*>(t.k_cache.data);
-  kc.code_block_stride = t.k_cache.stride[0] * kc.bits / 8;
-  kc.code_slot_stride = t.k_cache.stride[1] * kc.bits / 8;
-  kc.code_head_stride = t.k_cache.stride[2] * kc.bits / 8;
-  kc.group_pairs = static_cast<uint16_t*>(t.k_scales.data);
-  kc.pair_block_stride = t.k_scales.stride[0];
-  kc.pair_head_stride = t.k_scales.stride[1];
-  kc.pair_group_stride = t.k_scales.stride[2];
   return kc;
 }
 
@@ -216,9 +207,8 @@ Status run_append_kv(const AppendKvProblem& p, const AppendKvTensors& t, Stream 
   config.grid[0] = static_cast<unsigned>((rows + detail::kAppendWarpsPerBlock - 1) / detail::kAppendWarpsPerBlock);
   config.stream = stream;
   config.use_pdl = detail::current_device_supports_pdl();
-  static const int family = registry::find_family("append_kv");
   detail::Launcher launcher;
-  if (Status s = detail::find_launcher(family, p.dtype, p.head_dim, KvFormat::kNative, &launcher); !s) return s;
+  if (Status s = detail::find_launcher("append_kv", p.dtype, p.head_dim, &launcher); !s) return s;
   const cudaError_t error = launcher(&params, config);
   if (error == cudaSuccess) return Status::success();
   if (error == cudaErrorNoDevice || error == cudaErrorInsufficientDriver) {

@@ -21,6 +21,9 @@ extern const Launcher kInstanceLaunchers[];
 // The launcher of family `family` for (dtype, head_dim, kv_format), or an kUnsupported status
 // saying the build lacks it.
 Status find_launcher(int family, DType dtype, int head_dim, KvFormat kv_format, Launcher* launcher);
+// The same for the family registered as `family_name` whose instances are keyed by the Q/O dtype
+// alone (KvFormat::kNative): the combine and the cache kernels, which host code runs by name.
+Status find_launcher(const char* family_name, DType dtype, int head_dim, Launcher* launcher);
 
 // Launches and turns a CUDA error into a status naming `what`.
 Status launch(Launcher launcher, const void* params, const LaunchConfig& config, const char* what);

@@ -21,6 +21,7 @@
 #include "gpu_test_util.hpp"
 #include "quant/kv_quant_host.hpp"
 #include "quant/kv_quant_kc.hpp"
+#include "quant/kv_rows.hpp"
 #include "splitkv/append_kv.hpp"
 
 namespace splitkv {
@@ -142,23 +143,8 @@ bool token_valid(const KcSetup& s, const Token& t) {
 void append_on_host(const KcSetup& s, Caches& c, const std::vector<Token>& tokens, const std::vector<uint16_t>& k,
                     const std::vector<uint16_t>& v) {
   const int64_t H = s.layout.num_kv_heads, D = s.head_dim;
-  quant::KcKeyCacheView kv;
-  kv.bits = bit_width(c.k_codes.dtype);
-  kv.head_dim = int(D);
-  kv.slots = s.layout.slots;
-  kv.num_blocks = s.layout.blocks;
-  kv.num_kv_heads = int(H);
-  kv.codes = c.k_codes.bytes.data();
-  kv.code_stride_block = c.k_codes.stride[0], kv.code_stride_slot = c.k_codes.stride[1];
-  kv.code_stride_head = c.k_codes.stride[2];
-  kv.group_scales = reinterpret_cast<uint16_t*>(c.k_groups.bytes.data());
-  kv.scale_stride_block = c.k_groups.stride[0], kv.scale_stride_head = c.k_groups.stride[1];
-  kv.scale_stride_group = c.k_groups.stride[2];
-  kv.tail = reinterpret_cast<uint16_t*>(c.k_tail.bytes.data());
-  kv.tail_dtype = s.dtype;
-  kv.num_tail_slots = s.num_tail_slots;
-  kv.tail_stride_slot = c.k_tail.stride[0], kv.tail_stride_head = c.k_tail.stride[1];
-  kv.tail_stride_row = c.k_tail.stride[2];
+  const quant::KcKeyCacheView kv = quant::kc_key_view(
+      c.k_codes.ref(c.k_codes.bytes.data()), c.k_groups.ref(c.k_groups.bytes.data()), c.k_tail.ref(c.k_tail.bytes.data()));
   std::vector<float> keys(tokens.size() * size_t(H * D));
   for (size_t i = 0; i < keys.size(); ++i) keys[i] = detail::half_bits_to_float(k[i], s.dtype);
   std::vector<quant::KcAppendToken> kc;
@@ -167,15 +153,8 @@ void append_on_host(const KcSetup& s, Caches& c, const std::vector<Token>& token
   }
   quant::append_keys(kv, kc);
 
-  quant::IntCacheView vv;
-  vv.bits = bit_width(c.v_codes.dtype);
-  vv.head_dim = int(D);
-  vv.codes = c.v_codes.bytes.data();
-  vv.code_stride_block = c.v_codes.stride[0], vv.code_stride_slot = c.v_codes.stride[1];
-  vv.code_stride_head = c.v_codes.stride[2];
-  vv.scales = reinterpret_cast<uint16_t*>(c.v_pairs.bytes.data());
-  vv.scale_stride_block = c.v_pairs.stride[0], vv.scale_stride_head = c.v_pairs.stride[1];
-  vv.scale_stride_slot = c.v_pairs.stride[2];
+  const quant::IntCacheView vv = quant::int_cache_view(c.v_codes.ref(c.v_codes.bytes.data()),
+                                                       c.v_pairs.ref(c.v_pairs.bytes.data()));
   std::vector<float> x(static_cast<size_t>(D));
   for (size_t i = 0; i < tokens.size(); ++i) {
     if (!token_valid(s, tokens[i])) continue;

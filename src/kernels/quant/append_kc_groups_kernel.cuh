@@ -42,6 +42,7 @@ __global__ void __launch_bounds__(kAppendKcThreads) append_kc_groups_kernel(cons
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int64_t first = t.position - (G - 1);
   const AppendKcParams& kc = p.kc;
+  const AppendSideParams& keys = p.k;  // the codes and their group scales (pair_slot_stride: a group)
 
   if (tid < G) from_call[tid] = kc_token_holds(p, token - (G - 1 - tid), t.tail_slot, first + tid);
   __syncthreads();
@@ -52,8 +53,8 @@ __global__ void __launch_bounds__(kAppendKcThreads) append_kc_groups_kernel(cons
     const int q = i / kChunksPerRow, chunk = i % kChunksPerRow;
     const char* row;
     if (from_call[q]) {
-      row = static_cast<const char*>(p.k.src) +
-            2 * ((token - (G - 1 - q)) * p.k.src_token_stride + head * p.k.src_head_stride);
+      row = static_cast<const char*>(keys.src) +
+            2 * ((token - (G - 1 - q)) * keys.src_token_stride + head * keys.src_head_stride);
     } else {
       row = kc.tail + t.tail_slot * kc.tail_slot_stride + head * kc.tail_head_stride +
             ((first + q) % kAppendKeyTailRows) * kc.tail_row_stride;
@@ -65,8 +66,8 @@ __global__ void __launch_bounds__(kAppendKcThreads) append_kc_groups_kernel(cons
   // ---- quantize each channel's column; its codes replace its values --------------------------------
   const int64_t block = t.slot / p.slots_per_block;
   const int64_t first_slot = t.slot % p.slots_per_block - (G - 1);
-  uint16_t* const pairs = kc.group_pairs + block * kc.pair_block_stride + head * kc.pair_head_stride +
-                          (first_slot / G) * kc.pair_group_stride;
+  uint16_t* const pairs = keys.pairs + block * keys.pair_block_stride + head * keys.pair_head_stride +
+                          (first_slot / G) * keys.pair_slot_stride;
   for (int c = warp; c < D; c += kWarps) {
     uint16_t* const x0 = &sX[(2 * lane) * kRowPitch + c];
     uint16_t* const x1 = &sX[(2 * lane + 1) * kRowPitch + c];
@@ -86,14 +87,14 @@ __global__ void __launch_bounds__(kAppendKcThreads) append_kc_groups_kernel(cons
   // ---- the code rows, one 32-bit word (4 INT8 or 8 INT4 codes) a step -------------------------------
   constexpr int kCodesPerWord = 32 / kBits;
   constexpr int kWordsPerRow = D / kCodesPerWord;
-  char* const codes = kc.codes + block * kc.code_block_stride + head * kc.code_head_stride;
+  char* const codes = keys.cache + block * keys.cache_block_stride + head * keys.cache_head_stride;
   for (int i = tid; i < G * kWordsPerRow; i += kAppendKcThreads) {
     const int q = i / kWordsPerRow, w = i % kWordsPerRow;
     const uint16_t* x = &sX[q * kRowPitch + w * kCodesPerWord];
     uint32_t word = 0;
 #pragma unroll
     for (int j = 0; j < kCodesPerWord; ++j) word |= uint32_t(x[j]) << (kBits * j);  // element 2i: low nibble
-    *reinterpret_cast<uint32_t*>(codes + (first_slot + q) * kc.code_slot_stride + 4 * w) = word;
+    *reinterpret_cast<uint32_t*>(codes + (first_slot + q) * keys.cache_slot_stride + 4 * w) = word;
   }
 }
 

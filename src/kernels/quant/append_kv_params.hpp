@@ -19,15 +19,18 @@ struct AppendSideParams {
   int64_t cache_block_stride = 0, cache_slot_stride = 0, cache_head_stride = 0;  // bytes (INT4: whole bytes)
   const float* fp8_scales = nullptr;  // FP8: [Hkv]
   int64_t fp8_scale_stride = 0;
-  uint16_t* pairs = nullptr;  // INT: fp16 (scale, min) [blocks, Hkv, slots, 2]
+  // INT: fp16 (scale, min) [blocks, Hkv, slots, 2]; the keys of *_kc: [blocks, Hkv, groups, 2 * D]
+  // (scale[D] then min[D]), pair_slot_stride then steps one group.
+  uint16_t* pairs = nullptr;
   int64_t pair_block_stride = 0, pair_head_stride = 0, pair_slot_stride = 0;  // fp16 elements
 };
 
 // The keys of a *_kc cache (docs/KV_FORMATS.md, "Keys quantized per channel"): each token's place
-// in its sequence, the sequence's row of the 16-bit tail ring, and the codes and per-group (scale,
-// min) the group kernel writes when a token completes a group of 64 positions.
+// in its sequence and the sequence's row of the 16-bit tail ring. The codes and per-group (scale,
+// min) the group kernel writes when a token completes a group of 64 positions are p.k's cache and
+// pairs (INT8 or INT4).
 struct AppendKcParams {
-  bool enabled = false;             // a *_kc cache: p.k describes nothing, these do
+  bool enabled = false;             // a *_kc cache
   const void* positions = nullptr;  // int64, or int32 when !positions_64 [num_tokens]
   bool positions_64 = true;
   int64_t positions_stride = 0;
@@ -36,11 +39,6 @@ struct AppendKcParams {
   int64_t num_tail_slots = 0;
   char* tail = nullptr;  // [tail slots, Hkv, 128, D] in the new rows' dtype
   int64_t tail_slot_stride = 0, tail_head_stride = 0, tail_row_stride = 0;  // bytes
-  int bits = 8;          // of the key codes
-  char* codes = nullptr;  // [blocks, slots, Hkv, D] key codes
-  int64_t code_block_stride = 0, code_slot_stride = 0, code_head_stride = 0;  // bytes (INT4: whole bytes)
-  uint16_t* group_pairs = nullptr;  // fp16 [blocks, Hkv, groups, 2 * D]: scale[D] then min[D]
-  int64_t pair_block_stride = 0, pair_head_stride = 0, pair_group_stride = 0;  // fp16 elements
 };
 
 struct AppendKvParams {

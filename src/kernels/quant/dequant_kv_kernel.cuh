@@ -66,12 +66,11 @@ __device__ __forceinline__ void read_values(const DequantSide& s, int64_t block,
 
 // *_kc keys, values [8c, 8c + 8) of KV head h at (block, slot) of a complete group: the codes with
 // each channel's (scale, min) of the slot's group, fma(scale[c], code, min[c]) in fp32.
-__device__ __forceinline__ void read_channel_key_values(const DequantSide& s, const DequantKeyChannels& kc, int head_dim,
-                                                        int64_t block, int64_t slot, int h, int c,
-                                                        float (&x)[kValuesPerThread]) {
+__device__ __forceinline__ void read_channel_key_values(const DequantSide& s, int head_dim, int64_t block,
+                                                        int64_t slot, int h, int c, float (&x)[kValuesPerThread]) {
   const char* row = s.cache + block * s.block_stride + slot * s.slot_stride + h * s.head_stride;
-  const uint16_t* pairs = kc.group_pairs + block * kc.pair_block_stride + h * kc.pair_head_stride +
-                          (slot / 64) * kc.pair_group_stride + c * kValuesPerThread;
+  const uint16_t* pairs = s.pairs + block * s.pair_block_stride + h * s.pair_head_stride +
+                          (slot / 64) * s.pair_slot_stride + c * kValuesPerThread;
   uint32_t code[kValuesPerThread];
   if (s.codes == StoredCodes::kInt8) {
     const uint2 codes = *reinterpret_cast<const uint2*>(row + c * 8);
@@ -175,7 +174,7 @@ __global__ void __launch_bounds__(kDequantThreads) dequantize_kv_kernel(const __
       float x[kValuesPerThread];
       if (side == 0 && kc.enabled && readable) {  // never read a tail row outside the ring
         if (t < complete) {
-          read_channel_key_values(p.k, kc, p.head_dim, block, slot, h, c, x);
+          read_channel_key_values(p.k, p.head_dim, block, slot, h, c, x);
         } else if (tail_ok) {
           read_tail_values<Out>(kc, tail_slot, h, t, c, x);
         } else {

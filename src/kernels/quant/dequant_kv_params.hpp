@@ -19,17 +19,18 @@ struct DequantSide {
   int64_t block_stride = 0, slot_stride = 0, head_stride = 0;  // bytes (INT4: whole bytes)
   const float* fp8_scales = nullptr;  // FP8: [Hkv]
   int64_t fp8_scale_stride = 0;
-  const uint16_t* pairs = nullptr;  // INT8/INT4: fp16 (scale, min) [blocks, Hkv, slots, 2]
+  // INT8/INT4: fp16 (scale, min) [blocks, Hkv, slots, 2]; the keys of *_kc: [blocks, Hkv, groups,
+  // 2 * D] (scale[D] then min[D]), pair_slot_stride then steps one group.
+  const uint16_t* pairs = nullptr;
   int64_t pair_block_stride = 0, pair_head_stride = 0, pair_slot_stride = 0;  // fp16 elements
 };
 
 // The keys of a *_kc cache (docs/KV_FORMATS.md, "Keys quantized per channel"): key p of a sequence
 // of length L is read from its codes and its group's per-channel (scale, min) when p < 64 floor(L /
-// 64), else from the sequence's 16-bit tail ring (row p % 128, in the staging dtype).
+// 64) (DequantKvParams::k: INT8 or INT4 codes, pairs per group), else from the sequence's 16-bit
+// tail ring (row p % 128, in the staging dtype).
 struct DequantKeyChannels {
-  bool enabled = false;             // k's codes are INT8 (bits 8) or INT4 with these scales
-  const uint16_t* group_pairs = nullptr;  // fp16 [blocks, Hkv, groups, 2 * D]: scale[D] then min[D]
-  int64_t pair_block_stride = 0, pair_head_stride = 0, pair_group_stride = 0;  // fp16 elements
+  bool enabled = false;
   const uint16_t* tail = nullptr;   // [tail slots, Hkv, 128, D], the staging dtype
   int64_t tail_slot_stride = 0, tail_head_stride = 0, tail_row_stride = 0;  // elements
   int64_t num_tail_slots = 0;
