@@ -184,16 +184,17 @@ Status run_decode_via_prefill(const Plan& plan, const DecodeTensors& t, void* wo
 
 namespace {
 
-// The attention variants the GPU kernels do not serve yet (docs/VARIANTS.md): refused by name, the
-// first one set, rather than run without it. The CPU backend and the fp64 reference implement them.
-// A cache format no decode kernel reads yet (the *_kc formats; chunked prefill reads them through
-// its dequantized copy), refused by name.
+// A cache format no decode kernel reads yet (the *_kc formats): the planner serves such problems by
+// chunked prefill over the dequantized copy; a decode-kernel plan for one is refused by name.
 Status refuse_unread_format(KvFormat format, DType dtype) {
   const detail::KvFormatTraits f = detail::kv_format_traits(detail::resolve_kv_format(format, dtype));
   if (f.gpu_decodes) return Status::success();
-  return Status::unsupported("kv_format", std::string(f.name) + ": the GPU kernels do not read channel-quantized keys "
-                                                              "yet (the CPU backend and the reference do)");
+  return Status::unsupported("kv_format", std::string(f.name) + ": no decode kernel reads channel-quantized keys yet; "
+                                                              "plan_decode serves them by chunked prefill");
 }
+
+// The attention variants the GPU kernels do not serve yet (docs/VARIANTS.md): refused by name, the
+// first one set, rather than run without it. The CPU backend and the fp64 reference implement them.
 
 Status refuse_unserved_variants(int window_left, int window_right, float softcap, bool sinks, bool tree_mask) {
   const char* argument = window_left >= 0    ? "window_left"

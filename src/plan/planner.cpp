@@ -508,6 +508,34 @@ std::vector<const char*> prefill_route_families(const DecodeProblem& problem, in
   return {plan::kPrefillRoute64RowFamily, plan::kPrefillRoute128RowFamily};
 }
 
+// A cache format no decode kernel reads (the *_kc formats: docs/KV_FORMATS.md) is served by chunked
+// prefill over its dequantized copy, which reads every format, whatever the rows. Options only the
+// decode kernels take are refused by name rather than dropped.
+Status plan_unread_format_via_prefill(const DecodeProblem& problem, const detail::KvFormatTraits& format,
+                                      const DeviceInfo& device, const PlanOptions& options, Plan* plan) {
+  const std::string why = std::string(format.name) +
+                          ": no decode kernel reads channel-quantized keys yet; chunked prefill over the dequantized "
+                          "cache serves it";
+  if (!options.family.empty()) {
+    return Status::unsupported("options.family", why + " (leave the family empty or name a prefill family)");
+  }
+  if (options.strategy != Strategy::kAuto && options.strategy != Strategy::kSplitKV) {
+    return Status::unsupported("options.strategy", why + " (auto or split-kv)");
+  }
+  if (options.merge != Merge::kAuto && options.merge != Merge::kCombineKernel) {
+    return Status::unsupported("options.merge", why + " (kAuto or kCombineKernel)");
+  }
+  if (options.split_tokens > 0) return Status::unsupported("options.split_tokens", why + " (0)");
+  if (options.tuning.l2_prefetch_keys > 0) {
+    return Status::unsupported("options.tuning.l2_prefetch_keys", why + " (-1 or 0)");
+  }
+  PlanOptions routed = options;
+  routed.tuning.l2_prefetch_keys = 0;  // a decode option; the prefill planner refuses it
+  if (Status s = plan_decode_via_prefill(problem, device, routed, plan); !s) return s;
+  detail::PlanEditor::fields(*plan).note += std::string("; ") + format.name + " has no decode kernel yet";
+  return Status::success();
+}
+
 bool compiled_for(const char* family, const DecodeProblem& problem) {
   return registry::find_instance(registry::find_family(family), problem.dtype, problem.head_dim,
                                  detail::registry_kv_format(KvFormat::kNative, problem.dtype)) >= 0;
@@ -540,6 +568,10 @@ Status plan_decode_fields(const DecodeProblem& problem, const DeviceInfo& device
       named >= 0 && registry::families()[named].kind == registry::Kind::kPrefill &&
       registry::families()[named].kv_caches != 0) {  // a family that reads KV caches (chunked prefill)
     return plan_decode_via_prefill(problem, device, options, plan);
+  }
+  if (const detail::KvFormatTraits format = detail::kv_format_traits(detail::resolve_kv_format(problem.kv_format, problem.dtype));
+      !format.gpu_decodes) {
+    return plan_unread_format_via_prefill(problem, format, device, options, plan);
   }
   if (options.strategy == Strategy::kSplitV || options.strategy == Strategy::kTwoPass) {
     return Status::unsupported("options.strategy", std::string(to_string(options.strategy)) +

@@ -427,8 +427,8 @@ std::vector<DecodeAttack> decode_attacks(uint64_t seed) {
   named("device of compute capability 0.0", "device.cc_major").device.cc_major = 0;
   named("device of compute capability 7.0 (no kernels)", "device").device.cc_major = 7;
 
-  // ---- workspaces (a plan with splits; only formats the GPU kernels read take one) ---------------
-  if (detail::kv_format_traits(format).gpu_decodes) {
+  // ---- workspaces (a plan with splits; the *_kc formats' plans stage the cache in theirs) ----------
+  {
     auto split = [&](std::string what, std::string argument) -> DecodeAttack& {
       DecodeAttack& a = named(std::move(what), std::move(argument));
       a.options = PlanOptions{};

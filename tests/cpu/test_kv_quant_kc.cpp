@@ -318,23 +318,43 @@ TEST(KcFormats, ATailSlotOutsideTheTailIsNaNInItsSequenceOnly) {
   EXPECT_TRUE(testing::check_decode(c).passed);
 }
 
-TEST(KcFormats, PlansLikeTheBaseFormatAndGpuDecodeRefusesByName) {
+// No decode kernel reads channel-quantized keys yet: every *_kc decode plan is chunked prefill over
+// the dequantized cache (which reads them), at any q_len; options only the decode kernels take are
+// refused by name.
+TEST(KcFormats, DecodePlansAreChunkedPrefillAndDecodeOnlyOptionsAreRefused) {
   for (KvFormat f : kKcFormats) {
-    DecodeProblem p = testing::DecodeSpecBuilder(8, 32, 8, 32768).format(f).spec.problem;
-    DecodeProblem base = p;
-    base.kv_format = detail::base_kv_format(f);
-    Plan plan, base_plan;
-    ASSERT_TRUE(plan_decode(p, DeviceInfo::h200(), {}, &plan).ok());
-    ASSERT_TRUE(plan_decode(base, DeviceInfo::h200(), {}, &base_plan).ok());
-    EXPECT_EQ(plan.family(), base_plan.family());
-    EXPECT_EQ(plan.num_splits(), base_plan.num_splits());
-    testing::DecodeCase c =
-        testing::make_decode_case(testing::DecodeSpecBuilder(1, 4, 2, 100).head_dim(64).format(f).spec);
-    Plan small;
-    ASSERT_TRUE(plan_decode(c.problem, DeviceInfo::h200(), {}, &small).ok());
-    const Status s = run_decode(small, c.host_tensors(), nullptr, 0, nullptr);
-    EXPECT_EQ(s.code(), StatusCode::kUnsupported) << s.message();
-    EXPECT_EQ(s.argument(), "kv_format") << s.message();
+    for (int q_len : {1, 4}) {
+      DecodeProblem p = testing::DecodeSpecBuilder(8, 32, 8, 32768).format(f).queries(q_len, true).spec.problem;
+      Plan plan;
+      const Status planned = plan_decode(p, DeviceInfo::h200(), {}, &plan);
+      ASSERT_TRUE(planned.ok()) << planned.message();
+      EXPECT_TRUE(plan.decode_via_prefill()) << describe(plan);
+      EXPECT_GT(plan.workspace_bytes(), 0u) << "the staging copy";
+      EXPECT_NE(describe(plan).find("no decode kernel"), std::string::npos) << describe(plan);
+      DeviceInfo ampere = DeviceInfo::h200();
+      ampere.cc_major = 8;
+      EXPECT_TRUE(plan_decode(p, ampere, {}, &plan).ok()) << "sm_80: the mma.sync prefill family";
+      EXPECT_TRUE(plan.decode_via_prefill());
+    }
+    DecodeProblem p = testing::DecodeSpecBuilder(8, 32, 8, 4096).format(f).spec.problem;
+    auto refused = [&](PlanOptions o) {
+      Plan plan;
+      const Status s = plan_decode(p, DeviceInfo::h200(), o, &plan);
+      EXPECT_EQ(s.code(), StatusCode::kUnsupported) << s.message();
+      return s.argument();
+    };
+    PlanOptions o;
+    o.family = "decode_quant";
+    EXPECT_EQ(refused(o), "options.family");
+    o = PlanOptions{};
+    o.merge = Merge::kFused;
+    EXPECT_EQ(refused(o), "options.merge");
+    o = PlanOptions{};
+    o.split_tokens = 256;
+    EXPECT_EQ(refused(o), "options.split_tokens");
+    o = PlanOptions{};
+    o.strategy = Strategy::kSplitQ;
+    EXPECT_EQ(refused(o), "options.strategy");
   }
 }
 

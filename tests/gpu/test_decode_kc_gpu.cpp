@@ -1,0 +1,127 @@
+// Decode over the keys-per-channel caches (int8_kc, int4_kc, k8v4_kc) through run_decode: no decode
+// kernel reads them yet, so the planner serves every such problem by chunked prefill over the
+// dequantized cache (complete 64-position groups from codes and group scales, the rest of each
+// sequence from the 16-bit tail ring). Checked against the fp64 reference over the host definition
+// of the cache, outputs and workspace poisoned with NaN: q_len 1 with GQA, MQA and MHA, lengths on
+// and beside group edges (0, 1, 63, 64, 65), paged and contiguous, q_len 4 causal, fp16 at D = 64;
+// a tail slot outside the ring gives NaN in that sequence only; the same bits twice.
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "gpu_test_util.hpp"
+#include "testing/decode_check.hpp"
+
+namespace splitkv {
+namespace {
+
+using testing::DeviceBuffer;
+using testing::DeviceDecodeCase;
+
+constexpr KvFormat kKcFormats[] = {KvFormat::kInt8Kc, KvFormat::kInt4Kc, KvFormat::kK8V4Kc};
+
+struct KcCase {
+  std::string name;
+  testing::DecodeCaseSpec spec;
+  int num_splits = 0;  // 0: planner
+};
+
+// Plans (expecting chunked prefill) and runs one case; false when this build lacks the family.
+bool run(const KcCase& k, testing::DecodeCase* c, const std::vector<int32_t>* tail_slots = nullptr) {
+  *c = testing::make_decode_case(k.spec);
+  PlanOptions o;
+  o.num_splits = k.num_splits;
+  Plan plan;
+  const Status planned = plan_decode(c->problem, gpu_test::device(), o, &plan);
+  EXPECT_TRUE(planned.ok()) << k.name << ": " << planned.message();
+  if (!planned.ok()) return true;
+  EXPECT_TRUE(plan.decode_via_prefill()) << k.name << ": " << describe(plan);
+  if (!gpu_test::plan_compiled(plan)) return false;
+  DeviceDecodeCase dev(*c);
+  DeviceBuffer slots;
+  if (tail_slots != nullptr) {
+    slots = DeviceBuffer::from(*tail_slots);
+    dev.tensors.tail_slots = TensorRef::contiguous(slots.get(), DType::kI32, {int64_t(tail_slots->size())});
+  }
+  DeviceBuffer workspace = gpu_test::poisoned_workspace(plan.workspace_bytes());
+  const Status ran = run_decode(plan, dev.tensors, workspace.get(), workspace.bytes(), nullptr);
+  EXPECT_TRUE(ran.ok()) << k.name << ": " << ran.message();
+  dev.download_outputs(*c);
+  return true;
+}
+
+testing::DecodeSpecBuilder shape(KvFormat f, int batch, int hq, int hkv, int max_len) {
+  return testing::DecodeSpecBuilder(batch, hq, hkv, max_len).format(f);
+}
+
+std::vector<KcCase> kc_cases() {
+  std::vector<KcCase> cases;
+  for (KvFormat f : kKcFormats) {
+    const std::string fmt = to_string(f);
+    auto add = [&](std::string name, testing::DecodeCaseSpec s, int splits = 0) {
+      cases.push_back(KcCase{fmt + "_" + name, std::move(s), splits});
+    };
+    add("group_edges_gqa", shape(f, 6, 32, 8, 700).lens({0, 1, 63, 64, 65, 700}).spec);
+    add("paged16_shuffled", shape(f, 3, 32, 8, 3000).paged(16).lens({3000, 17, 0}).spec);
+    add("paged64_mqa", shape(f, 3, 8, 1, 2000).paged(64).lens({2000, 5, 1234}).spec);
+    add("mha_contiguous", shape(f, 1, 16, 16, 700).spec);
+    add("q4_causal_paged256", shape(f, 2, 32, 8, 5000).paged(256).queries(4, true).lens({4097, 5000}).spec);
+    add("forced_splits", shape(f, 2, 32, 8, 4097).lens({4097, 100}).spec, 6);
+    add("fp16_d64_paged16", shape(f, 2, 16, 4, 1500).dtype(DType::kF16).head_dim(64).paged(16).lens({1500, 31}).spec);
+  }
+  return cases;
+}
+
+class KcDecodeVsReference : public ::testing::TestWithParam<KcCase> {};
+
+TEST_P(KcDecodeVsReference, MatchesFp64ReferenceOverTheHostDefinition) {
+  const KcCase& k = GetParam();
+  SPLITKV_REQUIRE_GPU(k.spec.problem.dtype, k.spec.problem.head_dim);
+  for (float q_scale : {1.f, 8.f}) {  // flat and peaked softmax
+    KcCase scaled = k;
+    scaled.spec.q_scale = q_scale;
+    testing::DecodeCase c;
+    if (!run(scaled, &c)) GTEST_SKIP() << "not compiled into this build";
+    const testing::Comparison cmp = testing::check_decode(c);
+    EXPECT_TRUE(cmp.passed) << k.name << " q_scale=" << q_scale << ": " << cmp.summary();
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, KcDecodeVsReference, ::testing::ValuesIn(kc_cases()),
+                         [](const ::testing::TestParamInfo<KcCase>& info) { return info.param.name; });
+
+// Device data the host cannot check: a tail slot outside the ring poisons its sequence only.
+TEST(KcDecodeGpu, ATailSlotOutsideTheRingIsNaNInItsSequenceOnly) {
+  SPLITKV_REQUIRE_GPU(DType::kBF16, 128);
+  for (KvFormat f : kKcFormats) {
+    const KcCase k{"bad_tail_slot", shape(f, 3, 32, 8, 300).lens({300, 200, 100}).spec};
+    for (int32_t bad : {-1, 3, 1 << 30}) {
+      const std::vector<int32_t> slots = {0, bad, 2};
+      testing::DecodeCase c;
+      if (!run(k, &c, &slots)) GTEST_SKIP() << "not compiled into this build";
+      const int hq = c.problem.num_q_heads, d = c.problem.head_dim;
+      for (int b = 0; b < 3; ++b) {
+        const float lse = c.lse[size_t(b) * hq];
+        EXPECT_EQ(std::isnan(lse), b == 1) << to_string(f) << " tail slot " << bad << " sequence " << b;
+        int nan_outputs = 0;  // bf16 NaN: exponent all ones, mantissa not zero
+        for (int i = 0; i < hq * d; ++i) nan_outputs += (c.out[size_t(b) * hq * d + i] & 0x7fff) > 0x7f80;
+        EXPECT_EQ(nan_outputs, b == 1 ? hq * d : 0) << to_string(f) << " tail slot " << bad << " sequence " << b;
+      }
+    }
+  }
+}
+
+TEST(KcDecodeGpu, TheSameInputGivesTheSameBits) {
+  SPLITKV_REQUIRE_GPU(DType::kBF16, 128);
+  for (KvFormat f : kKcFormats) {
+    const KcCase k{"twice", shape(f, 2, 32, 8, 8000).lens({8000, 130}).spec, 5};
+    testing::DecodeCase first, second;
+    if (!run(k, &first) || !run(k, &second)) GTEST_SKIP() << "not compiled into this build";
+    EXPECT_EQ(first.out, second.out) << to_string(f);
+    EXPECT_EQ(std::memcmp(first.lse.data(), second.lse.data(), first.lse.size() * sizeof(float)), 0) << to_string(f);
+  }
+}
+
+}  // namespace
+}  // namespace splitkv
