@@ -667,12 +667,12 @@ NB_MODULE(_splitkv, m) {
                                : t.scales == detail::KvScales::kPerTokenPair ? "pair"
                                                                             : "none";
           rows.append(nb::make_tuple(KvFormat(f), t.name, int(t.k_element), int(t.v_element), t.quantized, scales,
-                                     t.channel_keys, t.gpu_decodes));
+                                     t.channel_keys, t.decode_kernels_by_default));
         }
         return rows;
       },
       "Every KvFormat: (format, name, k element, v element, quantized, scale kind of V (and of K unless "
-      "channel keys): none/head/pair, channel_keys, read by the decode kernels)");
+      "channel keys): none/head/pair, channel_keys, decode kernels chosen by default)");
   m.def("compiled_head_dims", &compiled_head_dims);
   m.def("dtype_compiled", &dtype_compiled, "dtype"_a);
 

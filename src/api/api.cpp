@@ -184,13 +184,29 @@ Status run_decode_via_prefill(const Plan& plan, const DecodeTensors& t, void* wo
 
 namespace {
 
-// A cache format no decode kernel reads yet (the *_kc formats): the planner serves such problems by
-// chunked prefill over the dequantized copy; a decode-kernel plan for one is refused by name.
-Status refuse_unread_format(KvFormat format, DType dtype) {
-  const detail::KvFormatTraits f = detail::kv_format_traits(detail::resolve_kv_format(format, dtype));
-  if (f.gpu_decodes) return Status::success();
-  return Status::unsupported("kv_format", std::string(f.name) + ": no decode kernel reads channel-quantized keys yet; "
-                                                              "plan_decode serves them by chunked prefill");
+// The decode kernel over keys per channel (*_kc) copies each group's (scale, min) row with
+// cp.async (D / 8 bytes per lane: 16-byte aligned rows, 8 at D = 64) and reads the tail ring in
+// 4-byte pairs; it serves no context shard (the groups are a whole sequence's).
+Status check_channel_keys_decode(const DecodeProblem& pr, const DecodeTensors& t) {
+  if (!t.keys_after.empty()) {
+    return Status::unsupported("keys_after", "the decode kernel over keys per channel serves no context shard");
+  }
+  const int64_t align = pr.head_dim == 64 ? 8 : 16;
+  const auto aligned = [](const void* data, int64_t bytes) { return reinterpret_cast<uintptr_t>(data) % bytes == 0; };
+  const int64_t element = 2;  // fp16 scales, 16-bit tail
+  bool scales_ok = aligned(t.k_scales.data, align);
+  for (int d = 0; d < 3; ++d) scales_ok = scales_ok && (t.k_scales.stride[d] * element) % align == 0;
+  if (!scales_ok) {
+    return Status::invalid("k_scales", "group rows aligned to " + std::to_string(align) +
+                                           " bytes (data pointer and strides) for the decode kernel", "a misaligned tensor");
+  }
+  bool tail_ok = aligned(t.k_tail.data, 4);
+  for (int d = 0; d < 3; ++d) tail_ok = tail_ok && t.k_tail.stride[d] % 2 == 0;
+  if (!tail_ok) {
+    return Status::invalid("k_tail", "4-byte aligned rows (data pointer, even strides) for the decode kernel",
+                           "a misaligned tensor");
+  }
+  return Status::success();
 }
 
 // The attention variants the GPU kernels do not serve yet (docs/VARIANTS.md): refused by name, the
@@ -221,7 +237,10 @@ Status run_decode(const Plan& plan, const DecodeTensors& t, void* workspace, siz
   }
   // Served by chunked prefill, any cache format is read through its dequantized copy.
   if (plan.decode_via_prefill()) return run_decode_via_prefill(plan, t, workspace, workspace_bytes, stream);
-  if (Status s = refuse_unread_format(pr.kv_format, pr.dtype); !s) return s;
+  const detail::KvFormatTraits format = detail::kv_format_traits(detail::resolve_kv_format(pr.kv_format, pr.dtype));
+  if (format.channel_keys) {
+    if (Status s = check_channel_keys_decode(pr, t); !s) return s;
+  }
   if (Status s = detail::validate_decode_partials(pr, plan.num_splits(), t); !s) return s;
   // The caller's partial buffers replace the workspace's (and the combine).
   const bool caller_partials = !t.partial_o.empty();
@@ -243,7 +262,7 @@ Status run_decode(const Plan& plan, const DecodeTensors& t, void* workspace, siz
   p.k = t.k.data;
   p.v = t.v.data;
   // A quantized cache's kernel addresses bytes; validation made INT4 strides (in nibbles) even.
-  const bool quantized = detail::kv_format_traits(detail::resolve_kv_format(pr.kv_format, pr.dtype)).quantized;
+  const bool quantized = format.quantized;
   const int k_bits = quantized ? detail::element_traits(t.k.dtype).bits : 8;
   const int v_bits = quantized ? detail::element_traits(t.v.dtype).bits : 8;
   p.k_page_stride = t.k.stride[0] * k_bits / 8;
@@ -258,7 +277,7 @@ Status run_decode(const Plan& plan, const DecodeTensors& t, void* workspace, siz
     p.k_scale_head_stride = t.k_scales.stride[0];
     p.v_scale_head_stride = t.v_scales.stride[0];
   }
-  if (t.k_scales.rank == 4) {  // (scale, min) pairs [blocks, Hkv, slots, 2]
+  if (t.k_scales.rank == 4) {  // (scale, min) pairs [blocks, Hkv, slots, 2] (*_kc keys: [blocks, Hkv, groups, 2D])
     p.k_scale_page_stride = t.k_scales.stride[0];
     p.k_scale_head_stride = t.k_scales.stride[1];
     p.k_scale_token_stride = t.k_scales.stride[2];
@@ -271,6 +290,17 @@ Status run_decode(const Plan& plan, const DecodeTensors& t, void* workspace, siz
     p.block_table_batch_stride = t.block_table.stride[0];
     p.page_size = detail::FastDivmod::make(pr.page_size);
     p.num_pages = static_cast<int>(t.k.shape[0]);
+  }
+  if (format.channel_keys) {
+    p.k_tail = t.k_tail.data;
+    p.tail_slot_stride = t.k_tail.stride[0];
+    p.tail_head_stride = t.k_tail.stride[1];
+    p.tail_row_stride = t.k_tail.stride[2];
+    p.num_tail_slots = t.k_tail.shape[0];
+    if (!t.tail_slots.empty()) {
+      p.tail_slots = static_cast<const int32_t*>(t.tail_slots.data);
+      p.tail_slots_stride = t.tail_slots.stride[0];
+    }
   }
   p.seq_lens = static_cast<const int32_t*>(t.seq_lens.data);
   p.keys_after = static_cast<const int32_t*>(t.keys_after.data);
@@ -595,8 +625,10 @@ Status run_prefill(const Plan& plan, const PrefillTensors& t, void* workspace, s
   if (Status s = detail::validate_prefill_tensors(pr, t); !s) return s;
   if (Status s = refuse_unserved_variants(pr.window_left, pr.window_right, pr.softcap, pr.sinks, false); !s) return s;
   // Chunked prefill reads any cache through its dequantized copy; *_kc caches only that way.
-  if (!plan.dequantized_cache()) {
-    if (Status s = refuse_unread_format(pr.kv_format, pr.dtype); !s) return s;
+  if (!plan.dequantized_cache() &&
+      detail::kv_format_traits(detail::resolve_kv_format(pr.kv_format, pr.dtype)).channel_keys) {
+    return Status::unsupported("kv_format", "the prefill kernels read keys per channel only through the dequantized "
+                                            "copy of a cache");
   }
   if (Status s = detail::validate_workspace(plan.workspace_bytes(), workspace, workspace_bytes); !s) return s;
   if (Status s = note_workspace_use(plan, workspace); !s) return s;

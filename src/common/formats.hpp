@@ -44,10 +44,13 @@ struct KvFormatTraits {
   DType k_element;   // element type of the K tensor (kNative: resolved first)
   DType v_element;   // element type of the V tensor
   bool quantized;    // codes plus scales
-  bool implemented;  // the API takes it (the decode kernels may not: gpu_decodes)
+  bool implemented;  // the API takes it
   KvScales scales;   // of V, and of K unless channel_keys
   bool channel_keys = false;  // *_kc: keys per channel over groups (KvScales::kPerChannelGroup) plus a tail
-  bool gpu_decodes = true;    // the decode kernels read it (chunked prefill reads every format dequantized)
+  // The planner serves its decode problems by the decode kernels on its own; if not (the *_kc
+  // formats, whose decode kernel is opt-in until measured), by chunked prefill over the dequantized
+  // copy, unless options.family names a decode family that reads it.
+  bool decode_kernels_by_default = true;
 
   SPLITKV_HD constexpr KvScales k_scales() const { return channel_keys ? KvScales::kPerChannelGroup : scales; }
 };
@@ -85,11 +88,10 @@ SPLITKV_HD constexpr KvFormat base_kv_format(KvFormat format) {
 }
 
 // How the registry keys a KV format: 16-bit caches in the Q/O dtype are every family's "native"
-// format; a quantized format is its own key, a *_kc format its base's (the planner sizes its tiles
-// like the base's; the run refuses it while no kernel reads channel-quantized keys).
+// format; a quantized format (a *_kc one too) is its own key.
 SPLITKV_HD constexpr KvFormat registry_kv_format(KvFormat format, DType dtype) {
   const KvFormat resolved = resolve_kv_format(format, dtype);
-  return kv_format_traits(resolved).quantized ? base_kv_format(resolved) : KvFormat::kNative;
+  return kv_format_traits(resolved).quantized ? resolved : KvFormat::kNative;
 }
 
 }  // namespace splitkv::detail

@@ -508,16 +508,25 @@ std::vector<const char*> prefill_route_families(const DecodeProblem& problem, in
   return {plan::kPrefillRoute64RowFamily, plan::kPrefillRoute128RowFamily};
 }
 
-// A cache format no decode kernel reads (the *_kc formats: docs/KV_FORMATS.md) is served by chunked
-// prefill over its dequantized copy, which reads every format, whatever the rows. Options only the
-// decode kernels take are refused by name rather than dropped.
+// options.family names a decode family whose kernels read the problem's KV format.
+bool names_decode_family_reading(const PlanOptions& options, const DecodeProblem& problem) {
+  const int named = options.family.empty() ? -1 : registry::find_family(options.family);
+  if (named < 0) return false;
+  const registry::Family& f = registry::families()[named];
+  return f.kind == registry::Kind::kDecode && f.has_kv_format(detail::registry_kv_format(problem.kv_format, problem.dtype));
+}
+
+// A cache format whose decode kernels the planner does not choose on its own
+// (KvFormatTraits::decode_kernels_by_default: the *_kc formats, docs/KV_FORMATS.md) is served by
+// chunked prefill over its dequantized copy, which reads every format, whatever the rows. Options
+// only the decode kernels take are refused by name rather than dropped.
 Status plan_unread_format_via_prefill(const DecodeProblem& problem, const detail::KvFormatTraits& format,
                                       const DeviceInfo& device, const PlanOptions& options, Plan* plan) {
   const std::string why = std::string(format.name) +
-                          ": no decode kernel reads channel-quantized keys yet; chunked prefill over the dequantized "
-                          "cache serves it";
+                          ": the planner serves it by chunked prefill over the dequantized cache unless "
+                          "options.family names a decode family that reads it";
   if (!options.family.empty()) {
-    return Status::unsupported("options.family", why + " (leave the family empty or name a prefill family)");
+    return Status::unsupported("options.family", why + " (" + options.family + " does not)");
   }
   if (options.strategy != Strategy::kAuto && options.strategy != Strategy::kSplitKV) {
     return Status::unsupported("options.strategy", why + " (auto or split-kv)");
@@ -532,7 +541,7 @@ Status plan_unread_format_via_prefill(const DecodeProblem& problem, const detail
   PlanOptions routed = options;
   routed.tuning.l2_prefetch_keys = 0;  // a decode option; the prefill planner refuses it
   if (Status s = plan_decode_via_prefill(problem, device, routed, plan); !s) return s;
-  detail::PlanEditor::fields(*plan).note += std::string("; ") + format.name + " has no decode kernel yet";
+  detail::PlanEditor::fields(*plan).note += std::string("; ") + format.name + ": decode kernels only by options.family";
   return Status::success();
 }
 
@@ -570,7 +579,7 @@ Status plan_decode_fields(const DecodeProblem& problem, const DeviceInfo& device
     return plan_decode_via_prefill(problem, device, options, plan);
   }
   if (const detail::KvFormatTraits format = detail::kv_format_traits(detail::resolve_kv_format(problem.kv_format, problem.dtype));
-      !format.gpu_decodes) {
+      !format.decode_kernels_by_default && !names_decode_family_reading(options, problem)) {
     return plan_unread_format_via_prefill(problem, format, device, options, plan);
   }
   if (options.strategy == Strategy::kSplitV || options.strategy == Strategy::kTwoPass) {

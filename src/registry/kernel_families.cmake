@@ -17,7 +17,7 @@
 #   PRIORITY    among the families that serve a request the planner takes the highest; a family
 #               with a negative priority is never chosen automatically (only with --family)
 #   HEAD_DIMS, DTYPES (of Q and O), KV_FORMATS (native: K/V stored in the Q/O dtype; fp8, int8, int4,
-#               k8v4: quantized caches, docs/KV_FORMATS.md); builds select formats with SPLITKV_KV_FORMATS
+#               k8v4, int8_kc, int4_kc, k8v4_kc: quantized caches, docs/KV_FORMATS.md); builds select formats with SPLITKV_KV_FORMATS
 #   EVERY_BUILD compiled for every DTYPES x HEAD_DIMS listed, whatever SPLITKV_DTYPES / SPLITKV_HEAD_DIMS select
 #   TILE        (decode, prefill, combine) tile summary for the planner: a constexpr function of the family's *_tile.hpp
 #   TEMPLATE    src/kernels/<TEMPLATE>.cu.in (the family folder's instance template); VARIANT is substituted
@@ -51,6 +51,14 @@ splitkv_family(NAME decode_quant KIND decode ARCH sm80 STRATEGIES split-q split-
 # (src/kernels/decode_quant/quant_keys_as_rows.cuh).
 splitkv_family(NAME decode_quant_n8 KIND decode ARCH sm80 STRATEGIES split-q split-kv PRIORITY 1 MAX_ROWS 8
   HEAD_DIMS 64 128 256 DTYPES fp16 bf16 KV_FORMATS fp8 int8 int4 k8v4
+  TILE decode_quant_n8_summary TEMPLATE decode_quant/decode_quant_keys_as_rows)
+
+# decode_quant_n8's kernel over keys quantized per channel (*_kc): each 64-key group's scales folded
+# into Q once per group, the tail's 16-bit keys multiplied as stored (quant_keys_as_rows_kc.cuh).
+# The planner takes it only when options.family names it (KvFormatTraits::decode_kernels_by_default).
+# Not at D = 256, where the per-group Q fragment spills at 255 registers.
+splitkv_family(NAME decode_kc_n8 KIND decode ARCH sm80 STRATEGIES split-q split-kv PRIORITY 1 MAX_ROWS 8
+  HEAD_DIMS 64 128 DTYPES fp16 bf16 KV_FORMATS int8_kc int4_kc k8v4_kc
   TILE decode_quant_n8_summary TEMPLATE decode_quant/decode_quant_keys_as_rows)
 
 # The keys-as-rows kernel of decode_quant_n8 over a 16-bit cache (K and V in the Q/O dtype, its MMA,

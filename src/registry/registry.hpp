@@ -92,6 +92,9 @@ constexpr KvFormat kv_format_of(const char* name) {
   if (same(name, "int8")) return KvFormat::kInt8;
   if (same(name, "int4")) return KvFormat::kInt4;
   if (same(name, "k8v4")) return KvFormat::kK8V4;
+  if (same(name, "int8_kc")) return KvFormat::kInt8Kc;
+  if (same(name, "int4_kc")) return KvFormat::kInt4Kc;
+  if (same(name, "k8v4_kc")) return KvFormat::kK8V4Kc;
   throw "unknown KV format in the kernel registry";
 }
 constexpr uint32_t dtype_bit(const char* name) { return 1u << int(dtype_of(name)); }

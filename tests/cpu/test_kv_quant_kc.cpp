@@ -330,7 +330,7 @@ TEST(KcFormats, DecodePlansAreChunkedPrefillAndDecodeOnlyOptionsAreRefused) {
       ASSERT_TRUE(planned.ok()) << planned.message();
       EXPECT_TRUE(plan.decode_via_prefill()) << describe(plan);
       EXPECT_GT(plan.workspace_bytes(), 0u) << "the staging copy";
-      EXPECT_NE(describe(plan).find("no decode kernel"), std::string::npos) << describe(plan);
+      EXPECT_NE(describe(plan).find("decode kernels only by options.family"), std::string::npos) << describe(plan);
       DeviceInfo ampere = DeviceInfo::h200();
       ampere.cc_major = 8;
       EXPECT_TRUE(plan_decode(p, ampere, {}, &plan).ok()) << "sm_80: the mma.sync prefill family";
@@ -355,6 +355,19 @@ TEST(KcFormats, DecodePlansAreChunkedPrefillAndDecodeOnlyOptionsAreRefused) {
     o = PlanOptions{};
     o.strategy = Strategy::kSplitQ;
     EXPECT_EQ(refused(o), "options.strategy");
+    // The decode kernel that reads them, by name (<= 8 packed rows per KV head), with its options.
+    o = PlanOptions{};
+    o.family = "decode_kc_n8";
+    Plan plan;
+    ASSERT_TRUE(plan_decode(p, DeviceInfo::h200(), o, &plan).ok());
+    EXPECT_FALSE(plan.decode_via_prefill());
+    EXPECT_EQ(plan.family(), "decode_kc_n8");
+    o.split_tokens = 512;
+    ASSERT_TRUE(plan_decode(p, DeviceInfo::h200(), o, &plan).ok());
+    EXPECT_EQ(plan.split_tokens(), 512);
+    DecodeProblem wide = p;
+    wide.q_len = 4;  // 16 packed rows
+    EXPECT_EQ(plan_decode(wide, DeviceInfo::h200(), o, &plan).argument(), "q_len");
   }
 }
 

@@ -37,7 +37,8 @@ __device__ __forceinline__ void prefetch_lines_to_l2(const void* row, int bytes)
 // What the prefetch needs to know of a kernel's cache (the quantized-cache traits have these names;
 // NativeCacheRows gives them for decode_mma's): kHeadDim, kBlockKeys, kThreads; a key's K and V
 // rows (kKRowBytes, kVRowBytes); bytes per unit of DecodeParams' K/V strides (kStrideBytes); and
-// whether (scale, min) pairs come with each key (kTokenScales).
+// whether (scale, min) pairs come with each key (kTokenScales; of V only with kChannelKeys, whose
+// keys have a (scale[D], min[D]) row per 64-key group).
 template <class Traits>
 struct NativeCacheRows {
   static constexpr int kHeadDim = Traits::kHeadDim;
@@ -47,6 +48,7 @@ struct NativeCacheRows {
   static constexpr int kVRowBytes = 2 * kHeadDim;
   static constexpr int kStrideBytes = 2;
   static constexpr bool kTokenScales = false;
+  static constexpr bool kChannelKeys = false;
 };
 
 // Called by every thread of the block before wait_for_prior_grids. With DecodeParams::l2_prefetch:
@@ -91,11 +93,20 @@ __device__ __forceinline__ void prefetch_block_start_to_l2(const DecodeParams& p
     }
     prefetch_lines_to_l2(k + (page * p.k_page_stride + slot * p.k_token_stride) * kUnit, Rows::kKRowBytes);
     prefetch_lines_to_l2(v + (page * p.v_page_stride + slot * p.v_token_stride) * kUnit, Rows::kVRowBytes);
-    if constexpr (Rows::kTokenScales) {
+    if constexpr (Rows::kChannelKeys) {
+      if (slot % 64 == 0) {  // the group's row (its scales are read only once the group is complete)
+        prefetch_lines_to_l2(static_cast<const uint16_t*>(p.k_scales) + page * p.k_scale_page_stride +
+                                 kv_head * p.k_scale_head_stride + (slot / 64) * p.k_scale_token_stride,
+                             4 * Rows::kHeadDim);
+      }
+    } else if constexpr (Rows::kTokenScales) {
       constexpr int kPairBytes = 4;  // fp16 (scale, min)
       prefetch_lines_to_l2(static_cast<const uint16_t*>(p.k_scales) + page * p.k_scale_page_stride +
                                kv_head * p.k_scale_head_stride + slot * p.k_scale_token_stride,
                            kPairBytes);
+    }
+    if constexpr (Rows::kTokenScales) {
+      constexpr int kPairBytes = 4;  // fp16 (scale, min)
       prefetch_lines_to_l2(static_cast<const uint16_t*>(p.v_scales) + page * p.v_scale_page_stride +
                                kv_head * p.v_scale_head_stride + slot * p.v_scale_token_stride,
                            kPairBytes);

@@ -40,6 +40,10 @@ struct DecodeQuantTile {
   int stages;             // sub-tiles in flight per warp: the ring's depth
   int min_blocks_per_sm;  // the kernel's register bound (__launch_bounds__)
   int reserved_stages;    // shared memory per warp, in stages (>= stages): sets the resident blocks per SM
+  // Keys per channel (*_kc): each warp's slots for the fp16 (scale[D], min[D]) of the key groups its
+  // sub-tiles in flight cover (a warp takes its sub-tiles in runs of one 64-key group).
+  int group_bytes = 0;  // per slot: 4 * head_dim
+  int group_slots = 0;
 
   constexpr int k_row_bytes() const { return base.head_dim * bits.k_bits / 8; }
   constexpr int v_row_bytes() const { return base.head_dim * bits.v_bits / 8; }
@@ -48,7 +52,9 @@ struct DecodeQuantTile {
   constexpr int stage_bytes() const {
     return base.warp_keys * (k_row_bytes() + v_row_bytes()) + 2 * scale_bytes();
   }
-  constexpr int pipeline_smem_bytes() const { return base.warps * reserved_stages * stage_bytes(); }
+  constexpr int pipeline_smem_bytes() const {
+    return base.warps * (reserved_stages * stage_bytes() + group_slots * group_bytes);
+  }
   constexpr int smem_bytes() const {
     return base.q_smem_bytes() + (pipeline_smem_bytes() > base.merge_smem_bytes() ? pipeline_smem_bytes()
                                                                                   : base.merge_smem_bytes());
@@ -70,6 +76,12 @@ constexpr DecodeQuantTile decode_quant_tile(int head_dim, KvFormat format) {
   // INT4 at D=128: 5 of the 7 reserved stages in flight (three resident blocks unchanged)
   // (docs/TUNING.md, "Kernels").
   if (head_dim == 128 && three_blocks) t.stages = 5;
+  if (detail::kv_format_traits(format).channel_keys) {
+    t.group_bytes = 4 * head_dim;
+    // A run's slot is refilled when the run kGroupSlots later is issued, kStages - 1 sub-tiles
+    // ahead of the reads: after the run's first sub-tile has been read (its Q fragment built).
+    t.group_slots = (t.stages - 1) / 4 + 1;
+  }
   return t;
 }
 

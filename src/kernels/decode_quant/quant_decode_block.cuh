@@ -59,11 +59,22 @@ __device__ __forceinline__ QuantKvLoader<Traits> start_quant_block(const DecodeP
 
   keys = decode_key_range<Traits::kBlockKeys>(p, at.b, at.split, at.row0, at.rows_here);
   const int n_subtiles = keys.hi > keys.lo ? (keys.hi - keys.lo + kN - 1) / kN : 0;
-  my_subtiles = n_subtiles > warp ? (n_subtiles - warp + kWarps - 1) / kWarps : 0;
+  if constexpr (Traits::kRunSubtiles == 1) {
+    my_subtiles = n_subtiles > warp ? (n_subtiles - warp + kWarps - 1) / kWarps : 0;
+  } else {  // runs of kRunSubtiles (QuantKvLoader): only the range's last run may be shorter
+    constexpr int kRun = Traits::kRunSubtiles;
+    const int runs = (n_subtiles + kRun - 1) / kRun;
+    const int my_runs = runs > warp ? (runs - warp + kWarps - 1) / kWarps : 0;
+    const int last_run = warp + (my_runs - 1) * kWarps;
+    my_subtiles = my_runs > 0 ? (my_runs - 1) * kRun + min(kRun, n_subtiles - last_run * kRun) : 0;
+  }
 
   char* smem_kv = smem + Traits::kQSmemBytes;
+  // Keys per channel: keys before groups_end are read from codes and group scales, the rest (the
+  // sequence's newest, incomplete group) from its 16-bit tail.
+  const int groups_end = keys.len / Traits::kKeyGroup * Traits::kKeyGroup;
   QuantKvLoader<Traits> kv(p, smem_kv + warp * Traits::kStages * Traits::kStageBytes, at.b, at.kv_head, keys.lo,
-                           keys.hi, warp, lane);
+                           keys.hi, warp, lane, groups_end);
   CUTE_UNROLL
   for (int s = 0; s < Traits::kStages - 1; ++s) {
     if (s < my_subtiles) kv.issue_next();

@@ -22,6 +22,7 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm) qua
   constexpr int D = Traits::kHeadDim;
   constexpr int kM = Traits::kBlockM;
   constexpr int kN = Traits::kWarpKeys;
+  static_assert(!Traits::kChannelKeys, "keys per channel: the keys-as-rows kernel only");
 
   // Shared memory: the Q tile (row-major), then per-warp rings of codes (reused by the merge).
   extern __shared__ __align__(128) char smem[];

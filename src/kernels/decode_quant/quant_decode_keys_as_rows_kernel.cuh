@@ -10,6 +10,7 @@
 #include "kernels/decode_quant/quant_decode_block.cuh"
 #include "kernels/decode_quant/quant_decode_traits.cuh"
 #include "kernels/decode_quant/quant_keys_as_rows.cuh"
+#include "kernels/decode_quant/quant_keys_as_rows_kc.cuh"
 
 namespace splitkv::detail {
 
@@ -36,8 +37,17 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm)
   int my_subtiles;
   QuantKvLoader<Traits> kv = start_quant_block<Traits>(p, at, smem, tid, block_saw_bad_input, keys, my_subtiles);
 
+  using Element = typename Traits::Element;
+  const Element* sQ = reinterpret_cast<const Element*>(smem);
   KeysAsRowsQ<Traits> q;
-  q.load(reinterpret_cast<const typename Traits::Element*>(smem), lane);
+  // Keys per channel: Q's fragment is built per group (build_kc_group_q); here only its shift.
+  // (The tail ring's view is worked out where it is used: kept across the loop, its registers
+  // made the INT4 kernel spill at three blocks per SM.)
+  if constexpr (Traits::kChannelKeys) {
+    kc_q_shift(q, sQ, lane);
+  } else {
+    q.load(sQ, lane);
+  }
   float k_scale, v_scale;
   fp8_head_scales<Traits>(p, at.kv_head, k_scale, v_scale);
   const float scale_log2 = p.scale_log2 * q.unshift * k_scale;
@@ -54,10 +64,23 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm)
   }
   const QuantLaneReads<Traits> reads(lane);
 
+  KcGroupFold group_fold{};  // keys per channel: the fold of the warp's current run
   // Sub-tile n's scores (s: keys g, g + 8 of rows 2c, 2c + 1), masked past each row's end.
   auto scores_of = [&](const char* stage, int n, float (&s)[4]) {
-    keys_as_rows_scores<Traits>(q, stage, reads, s);
-    if constexpr (Traits::kTokenScales) keys_as_rows_fold_k_scales<Traits>(q, stage + Traits::kKScaleOffset, lane, s);
+    if constexpr (Traits::kChannelKeys) {
+      const float q_scale = 1.f / q.unshift;  // 2^shift, exact
+      if (kv.subtile_start(n) >= kv.groups_end) {  // the newest group: 16-bit keys from the tail
+        const KcTail<Element> tail = kc_tail_of<Element>(p, at.b, at.kv_head);
+        kc_tail_scores<Traits>(sQ, tail.rows, tail.row_stride, kv.subtile_start(n), keys.hi, q_scale, lane, s);
+      } else {
+        if (n % Traits::kRunSubtiles == 0) group_fold = build_kc_group_q(q, q_scale, sQ, kv.group_scales(n), lane);
+        keys_as_rows_scores<Traits>(q, stage, reads, s);
+        apply_kc_group_fold(group_fold, s);
+      }
+    } else {
+      keys_as_rows_scores<Traits>(q, stage, reads, s);
+      if constexpr (Traits::kTokenScales) keys_as_rows_fold_k_scales<Traits>(q, stage + Traits::kKScaleOffset, lane, s);
+    }
     const int t0 = kv.subtile_start(n);
     if (t0 + kN > min(row_end[0], row_end[1])) {
       CUTE_UNROLL
@@ -82,7 +105,7 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm)
   // (scores, softmax, P V) interleave and one reduction and rescale serve both. Faster for 4-bit
   // values, slower for bf16, so the other formats keep one at a time (docs/TUNING.md, "Kernels").
   bool in_pairs = false;
-  if constexpr (Traits::kVCode == CodeKind::kInt4) in_pairs = my_subtiles <= Traits::kStages - 1;
+  if constexpr (Traits::kVCode == CodeKind::kInt4 && !Traits::kChannelKeys) in_pairs = my_subtiles <= Traits::kStages - 1;
   if (in_pairs) {
     cp_async_wait<0>();
     __syncwarp();  // every lane's copies of the whole share are visible
@@ -112,7 +135,9 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm)
   softmax.reduce_sums();
 
   // O^T's columns are the query rows: each thread holds rows 2c, 2c + 1 of its head-dim columns.
-  finish_quant_block<Traits>(p, at, smem, tid, keys.bad_input || kv.bad_input, block_saw_bad_input, scale_log2,
+  bool tail_bad = false;  // keys per channel: a tail slot outside the ring is bad input
+  if constexpr (Traits::kChannelKeys) tail_bad = kc_tail_of<Element>(p, at.b, at.kv_head).bad;
+  finish_quant_block<Traits>(p, at, smem, tid, keys.bad_input || kv.bad_input || tail_bad, block_saw_bad_input, scale_log2,
                              v_scale, [&](const auto& merge, int warp) {
                                float* sO = merge.o + warp * Traits::kBlockM * D;  // [M][D] fp32
                                CUTE_UNROLL

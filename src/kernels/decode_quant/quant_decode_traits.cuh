@@ -18,8 +18,9 @@
 
 namespace splitkv::detail {
 
+// A *_kc format's codes are its base format's (its keys' scales differ: kChannelKeys).
 constexpr CodeKind k_code_kind(KvFormat f) {
-  switch (f) {
+  switch (base_kv_format(f)) {
     case KvFormat::kFP8E4M3: return CodeKind::kFp8;
     case KvFormat::kInt8:
     case KvFormat::kK8V4: return CodeKind::kInt8;
@@ -28,7 +29,7 @@ constexpr CodeKind k_code_kind(KvFormat f) {
   }
 }
 constexpr CodeKind v_code_kind(KvFormat f) {
-  return f == KvFormat::kK8V4 ? CodeKind::kInt4 : k_code_kind(f);
+  return base_kv_format(f) == KvFormat::kK8V4 ? CodeKind::kInt4 : k_code_kind(f);
 }
 
 template <class Element_, int kHeadDim_, KvFormat kFormat_>
@@ -60,7 +61,18 @@ struct DecodeQuantTraits {
   static constexpr int kKScaleOffset = kVOffset + kWarpKeys * kVRowBytes;
   static constexpr int kVScaleOffset = kKScaleOffset + kTile.scale_bytes();
   static constexpr int kStageBytes = kTile.stage_bytes();
-  static constexpr bool kTokenScales = kTile.bits.token_scales;
+  static constexpr bool kTokenScales = kTile.bits.token_scales;  // of V, and of K unless kChannelKeys
+  // Keys per channel over 64-key groups (*_kc): a warp takes its sub-tiles in runs of one group
+  // (kRunSubtiles), and each run's fp16 (scale[D], min[D]) lands in one of the warp's kGroupSlots
+  // slots of kGroupBytes, after every warp's ring (kGroupOffset from the first ring).
+  static constexpr bool kChannelKeys = kv_format_traits(kFormat_).channel_keys;
+  static constexpr int kKeyGroup = 64;
+  static constexpr int kRunSubtiles = kChannelKeys ? kKeyGroup / kTile.base.warp_keys : 1;
+  static constexpr int kGroupBytes = kTile.group_bytes;
+  static constexpr int kGroupSlots = kTile.group_slots;
+  static constexpr int kGroupOffset = kWarps * kStages * kStageBytes;
+  static_assert(!kChannelKeys || (kBlockKeys % kKeyGroup == 0 && kGroupSlots >= 1),
+                "splits start on group edges; a run's scales need a slot");
   // The tile table (host) and the code kinds (device) describe the format alike.
   static_assert(KCode::kBits == kTile.bits.k_bits && VCode::kBits == kTile.bits.v_bits);
   static_assert(kTokenScales == (kKCode == CodeKind::kInt8 || kKCode == CodeKind::kInt4));

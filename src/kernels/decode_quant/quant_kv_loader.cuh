@@ -63,6 +63,10 @@ struct RowCopies {
 // Issues a warp's sub-tiles in order (sub-tile n into ring stage n % kStages). The lane's source
 // addresses are worked out once: a contiguous cache advances them by the warp's stride of
 // kWarps * kN keys per sub-tile; a paged one adds each sub-tile's page and slot offsets to them.
+// Keys per channel (Traits::kChannelKeys): the warp takes its sub-tiles in runs of one 64-key group
+// (run r of warp w is group w + r * kWarps of the block's range), the first sub-tile of a run also
+// brings the group's (scale[D], min[D]) into a group slot when the group is complete, and the K
+// lanes copy no per-token pairs (the keys have none).
 template <class Traits>
 struct QuantKvLoader {
   static constexpr int kN = Traits::kWarpKeys;
@@ -91,11 +95,20 @@ struct QuantKvLoader {
   RowCopies<kN, Traits::kVRowBytes> v_copies;
   PageIdCache page_ids;
   bool bad_input = false;
+  // Keys per channel only: the group scales of the KV head (and, contiguous, of the sequence), and
+  // the end of the sequence's complete groups.
+  const uint16_t* group_src = nullptr;
+  int groups_end = 0;
 
   __device__ __forceinline__ QuantKvLoader(const DecodeParams& params, char* warp_ring, int b, int kv_head, int lo_,
-                                           int hi_, int warp_, int lane_)
+                                           int hi_, int warp_, int lane_, int groups_end_ = 0)
       : p(params), ring(static_cast<uint32_t>(__cvta_generic_to_shared(warp_ring))), lo(lo_), hi(hi_), warp(warp_),
         lane(lane_), k_copies(lane_, bytes(params.k_token_stride)), v_copies(lane_, bytes(params.v_token_stride)) {
+    if constexpr (Traits::kChannelKeys) {
+      group_src = static_cast<const uint16_t*>(p.k_scales) + kv_head * p.k_scale_head_stride;
+      if (p.block_table == nullptr) group_src += b * p.k_scale_page_stride;
+      groups_end = groups_end_;
+    }
     const bool is_v = lane >= kN;
     scale_page_stride = is_v ? p.v_scale_page_stride : p.k_scale_page_stride;
     scale_token_stride = is_v ? p.v_scale_token_stride : p.k_scale_token_stride;
@@ -115,7 +128,25 @@ struct QuantKvLoader {
 
   // A K/V stride of DecodeParams in bytes (Traits::kStrideBytes).
   __device__ __forceinline__ static int64_t bytes(int64_t stride) { return stride * Traits::kStrideBytes; }
-  __device__ __forceinline__ int subtile_start(int n) const { return lo + (warp + n * Traits::kWarps) * kN; }
+  __device__ __forceinline__ int subtile_start(int n) const {
+    if constexpr (Traits::kRunSubtiles == 1) {
+      return lo + (warp + n * Traits::kWarps) * kN;
+    } else {
+      const int run = n / Traits::kRunSubtiles;
+      return lo + ((warp + run * Traits::kWarps) * Traits::kRunSubtiles + n % Traits::kRunSubtiles) * kN;
+    }
+  }
+  // Keys per channel: the (scale[D], min[D]) fp16 of sub-tile n's group, valid from the key loop's
+  // step n on where n starts a run of a complete group.
+  // This warp's group slots, after every warp's ring (a shared address; worked out where used, as a
+  // register kept across the key loop made the INT4 kernel spill).
+  __device__ __forceinline__ uint32_t group_slots() const {
+    return ring + Traits::kGroupOffset + warp * (Traits::kGroupSlots * Traits::kGroupBytes - kStages * Traits::kStageBytes);
+  }
+  __device__ __forceinline__ const uint16_t* group_scales(int n) const {
+    const int slot = (n / Traits::kRunSubtiles) % Traits::kGroupSlots;
+    return static_cast<const uint16_t*>(__cvta_shared_to_generic(group_slots() + slot * Traits::kGroupBytes));
+  }
   __device__ __forceinline__ char* stage(int s) const {
     return static_cast<char*>(__cvta_shared_to_generic(ring + s * Traits::kStageBytes));
   }
@@ -139,6 +170,7 @@ struct QuantKvLoader {
     const char* v = v_src;
     const uint16_t* scales = scale_src;
     bool page_ok = true;
+    const uint16_t* group = group_src;  // keys per channel: the group's (scale, min) row
     if (table_row != nullptr) {  // a 16-key sub-tile never straddles pages
       const PageSlot at =
           page_ids.get(next, lane, [&](int m) { return page_slot_of(table_row, p.page_size, subtile_start(m), hi); });
@@ -148,17 +180,31 @@ struct QuantKvLoader {
       k += page * bytes(p.k_page_stride) + at.slot * bytes(p.k_token_stride);
       v += page * bytes(p.v_page_stride) + at.slot * bytes(p.v_token_stride);
       scales += page * scale_page_stride + at.slot * scale_token_stride;
-    } else {
+      if constexpr (Traits::kChannelKeys) {
+        group += page * p.k_scale_page_stride + (at.slot / Traits::kKeyGroup) * p.k_scale_token_stride;
+      }
+    } else if constexpr (Traits::kRunSubtiles == 1) {
       k_src += kWarpStride * bytes(p.k_token_stride);
       v_src += kWarpStride * bytes(p.v_token_stride);
       scale_src += kWarpStride * scale_token_stride;
+    } else {
+      const int step = subtile_start(next + 1) - t0;  // kN within a run, to the next run after it
+      k_src += step * bytes(p.k_token_stride);
+      v_src += step * bytes(p.v_token_stride);
+      scale_src += step * scale_token_stride;
+      group += (t0 / Traits::kKeyGroup) * p.k_scale_token_stride;
     }
     const int keys_valid = page_ok ? hi - t0 : 0;
     char* dst = stage(next_stage);
     k_copies.issue(k, dst, keys_valid, p.k);
     v_copies.issue(v, dst + Traits::kVOffset, keys_valid, p.v);
+    if constexpr (Traits::kChannelKeys) {
+      if (next % Traits::kRunSubtiles == 0 && page_ok && t0 + Traits::kKeyGroup <= groups_end) {
+        issue_group_scales(group, next);
+      }
+    }
     if constexpr (Traits::kTokenScales) {
-      const bool valid = lane % kN < keys_valid;
+      const bool valid = lane % kN < keys_valid && !(Traits::kChannelKeys && lane < kN);
       const void* anywhere = lane >= kN ? p.v_scales : p.k_scales;
       cute::SM80_CP_ASYNC_CACHEALWAYS_ZFILL<uint32_t>::copy(
           *reinterpret_cast<const uint32_t*>(valid ? static_cast<const void*>(scales) : anywhere),
@@ -166,6 +212,26 @@ struct QuantKvLoader {
     }
     ++next;
     next_stage = next_stage == kStages - 1 ? 0 : next_stage + 1;
+  }
+
+  // Keys per channel: the group's 4 D bytes of (scale, min), D / 8 bytes per lane, into run n's slot.
+  __device__ __forceinline__ void issue_group_scales(const uint16_t* group, int n) {
+    constexpr int kLaneBytes = Traits::kGroupBytes / 32;
+    static_assert(kLaneBytes == 8 || kLaneBytes % 16 == 0);
+    const char* from = reinterpret_cast<const char*>(group) + lane * kLaneBytes;
+    const uint32_t to = group_slots() + ((n / Traits::kRunSubtiles) % Traits::kGroupSlots) * Traits::kGroupBytes +
+                        lane * kLaneBytes;
+    char* to_ptr = static_cast<char*>(__cvta_shared_to_generic(to));
+    if constexpr (kLaneBytes == 8) {
+      cute::SM80_CP_ASYNC_CACHEALWAYS<uint64_t>::copy(*reinterpret_cast<const uint64_t*>(from),
+                                                      *reinterpret_cast<uint64_t*>(to_ptr));
+    } else {
+      CUTE_UNROLL
+      for (int i = 0; i < kLaneBytes / 16; ++i) {
+        cute::SM80_CP_ASYNC_CACHEGLOBAL<cute::uint128_t>::copy(
+            *reinterpret_cast<const cute::uint128_t*>(from + 16 * i), *reinterpret_cast<cute::uint128_t*>(to_ptr + 16 * i));
+      }
+    }
   }
 };
 
