@@ -288,14 +288,28 @@ void copy_sequence(const DecodeCase& from, int from_b, DecodeCase& to, int to_b)
     to.v.copy_from(d, from.v, s, n);
   });
   if (from.k_scales_ref.rank == 4) {  // per-token (scale, min) pairs [B, Hkv, capacity, 2]
-    auto copy_pairs = [&](const TensorRef& sref, const ElementBuffer& src, const TensorRef& dref, ElementBuffer& dst) {
+    // rows of `width` elements: per-token pairs (2) or, for *_kc keys, group rows (2 D) per 64 keys.
+    auto copy_rows = [&](const TensorRef& sref, const ElementBuffer& src, const TensorRef& dref, ElementBuffer& dst,
+                         int64_t rows, int64_t width) {
       for (int64_t h = 0; h < p.num_kv_heads; ++h)
-        for (int64_t r = 0; r < len; ++r)
+        for (int64_t r = 0; r < rows; ++r)
           dst.copy_from(size_t(to_b * dref.stride[0] + h * dref.stride[1] + r * dref.stride[2]), src,
-                        size_t(from_b * sref.stride[0] + h * sref.stride[1] + r * sref.stride[2]), 2);
+                        size_t(from_b * sref.stride[0] + h * sref.stride[1] + r * sref.stride[2]), size_t(width));
     };
-    copy_pairs(from.k_scales_ref, from.k_scales, to.k_scales_ref, to.k_scales);
-    copy_pairs(from.v_scales_ref, from.v_scales, to.v_scales_ref, to.v_scales);
+    const bool channel_keys = from.k_tail_ref.rank == 4;
+    if (channel_keys) {
+      copy_rows(from.k_scales_ref, from.k_scales, to.k_scales_ref, to.k_scales, (len + 63) / 64, 2 * p.head_dim);
+      // The sequence's tail ring (row b of k_tail): [Hkv, 128, D].
+      const TensorRef& st = from.k_tail_ref;
+      const TensorRef& dt = to.k_tail_ref;
+      for (int64_t h = 0; h < p.num_kv_heads; ++h)
+        for (int64_t r = 0; r < st.shape[2]; ++r)
+          to.k_tail.copy_from(size_t(to_b * dt.stride[0] + h * dt.stride[1] + r * dt.stride[2]), from.k_tail,
+                              size_t(from_b * st.stride[0] + h * st.stride[1] + r * st.stride[2]), size_t(p.head_dim));
+    } else {
+      copy_rows(from.k_scales_ref, from.k_scales, to.k_scales_ref, to.k_scales, len, 2);
+    }
+    copy_rows(from.v_scales_ref, from.v_scales, to.v_scales_ref, to.v_scales, len, 2);
   }
 }
 

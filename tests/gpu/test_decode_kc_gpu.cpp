@@ -6,11 +6,14 @@
 // definition of the cache, outputs and workspace poisoned with NaN: q_len 1 with GQA, MQA and MHA,
 // lengths on and beside group edges (0, 1, 63, 64, 65), paged and contiguous, speculative rows,
 // splits (planned, forced, batch-invariant), fp16 at D = 64, D = 256 (chunked prefill only), a
-// 65k-key row; a tail slot outside
-// the ring gives NaN in that sequence only; the same bits twice.
+// 65k-key row; a tail slot outside the ring gives NaN in that sequence only; the same bits twice;
+// batch-invariant bits (the kernel); a captured graph replayed with new lengths (both routes).
+#include <cuda_runtime_api.h>
+
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gpu_test_util.hpp"
@@ -161,6 +164,86 @@ TEST(KcDecodeGpu, TheSameInputGivesTheSameBits) {
     if (!run(k, &first) || !run(k, &second)) GTEST_SKIP() << "not compiled into this build";
     EXPECT_EQ(first.out, second.out) << what;
     EXPECT_EQ(std::memcmp(first.lse.data(), second.lse.data(), first.lse.size() * sizeof(float)), 0) << what;
+  }
+}
+
+// Batch-invariant mode (split_tokens) on the decode kernel: a sequence's bits do not depend on the
+// batch around it.
+TEST(KcDecodeGpu, BatchInvariantModeGivesTheSameBitsWhateverTheBatch) {
+  SPLITKV_REQUIRE_GPU(DType::kBF16, 128);
+  for (KvFormat f : kKcFormats) {
+    testing::DecodeCase alone = testing::make_decode_case(shape(f, 1, 32, 8, 3000).spec);
+    testing::DecodeCase paired = testing::make_decode_case(shape(f, 3, 32, 8, 20000).lens({20000, 3000, 7}).spec);
+    testing::copy_sequence(alone, 0, paired, 1);
+    std::vector<uint16_t> bits[2];
+    int i = 0;
+    for (auto [c, b] : {std::pair{&alone, 0}, std::pair{&paired, 1}}) {
+      PlanOptions o;
+      o.split_tokens = 1024;
+      o.family = kDecodeFamily;
+      Plan plan;
+      ASSERT_TRUE(plan_decode(c->problem, gpu_test::device(), o, &plan).ok());
+      if (!gpu_test::plan_compiled(plan)) GTEST_SKIP() << "not compiled into this build: " << to_string(f);
+      DeviceDecodeCase dev(*c);
+      DeviceBuffer workspace = gpu_test::poisoned_workspace(plan.workspace_bytes());
+      ASSERT_TRUE(run_decode(plan, dev.tensors, workspace.get(), workspace.bytes(), nullptr).ok());
+      dev.download_outputs(*c);
+      EXPECT_TRUE(testing::check_decode(*c).passed) << to_string(f);
+      bits[i++] = testing::sequence_output_bits(*c, b);
+    }
+    EXPECT_EQ(bits[0], bits[1]) << to_string(f);
+  }
+}
+
+// One captured call serves new lengths on both routes. A *_kc cache's content depends on each
+// sequence's length (which groups are complete, what the tail holds), so each replay uploads the
+// cache of a case made for its lengths into the captured buffers.
+TEST(KcDecodeGpu, CudaGraphReplayServesNewLengths) {
+  SPLITKV_REQUIRE_GPU(DType::kBF16, 128);
+  for (const Route& route : routes()) {
+    const std::string what = std::string(to_string(route.format)) + " " + route.family;
+    auto make = [&](std::vector<int> lens) {
+      return testing::make_decode_case(shape(route.format, 3, 32, 8, 8192).lens(std::move(lens)).spec);
+    };
+    testing::DecodeCase c = make({8192, 8192, 8192});
+    Plan plan;
+    PlanOptions o;
+    o.max_splits = 16;
+    o.family = route.family;
+    ASSERT_TRUE(plan_decode(c.problem, gpu_test::device(), o, &plan).ok());
+    if (!gpu_test::plan_compiled(plan)) GTEST_SKIP() << "not compiled into this build: " << what;
+    DeviceDecodeCase dev(c);
+    DeviceBuffer workspace = gpu_test::poisoned_workspace(plan.workspace_bytes());
+    cudaStream_t stream;
+    ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+    cudaGraph_t graph;
+    ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+    const Status captured = run_decode(plan, dev.tensors, workspace.get(), workspace.bytes(), stream);
+    ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+    ASSERT_TRUE(captured.ok()) << what << ": " << captured.message();
+    cudaGraphExec_t exec;
+    ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+    for (const std::vector<int>& lens : {std::vector<int>{8192, 100, 5000}, {1, 8191, 0}}) {
+      testing::DecodeCase next = make(lens);
+      dev.q.upload(next.q.data(), next.q.size() * sizeof(uint16_t));
+      dev.k.upload(next.k.data(), next.k.byte_size());
+      dev.v.upload(next.v.data(), next.v.byte_size());
+      dev.k_scales.upload(next.k_scales.data(), next.k_scales.byte_size());
+      dev.v_scales.upload(next.v_scales.data(), next.v_scales.byte_size());
+      dev.k_tail.upload(next.k_tail.data(), next.k_tail.byte_size());
+      dev.upload_seq_lens(next.seq_lens);
+      testing::poison_outputs(next);
+      dev.upload_outputs(next);
+      ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+      ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+      dev.download_outputs(next);
+      const testing::Comparison cmp = testing::check_decode(next);
+      EXPECT_TRUE(cmp.passed) << what << " lengths " << lens[0] << "," << lens[1] << "," << lens[2] << ": "
+                              << cmp.summary();
+    }
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+    cudaStreamDestroy(stream);
   }
 }
 
