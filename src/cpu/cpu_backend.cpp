@@ -106,7 +106,9 @@ Status run_decode(const Plan& plan, const DecodeTensors& t) {
         len = 0, after = 0;
       }
     }
-    const detail::SplitSpan span = detail::split_span(len, split, S, plan.split_tokens(), plan.block_n());
+    // With a window the splits cut only the keys some query sees (split_span_from).
+    const int base = detail::split_base(detail::first_visible_key(len, after, Lq, p.window_left), plan.block_n());
+    const detail::SplitSpan span = detail::split_span_from(base, len, split, S, plan.split_tokens(), plan.block_n());
     const int lo = span.lo, hi = span.end;
     std::vector<float> k(size_t(len) * D), v(size_t(len) * D), q(D);
     for (int tok = lo; tok < hi; ++tok) {

@@ -1,5 +1,7 @@
 #include "plan/geometry.hpp"
 
+#include <algorithm>
+#include <cstdint>
 #include <cmath>
 
 namespace splitkv::plan {
@@ -38,6 +40,12 @@ PrefillGeometry prefill_geometry(const PrefillProblem& p, int block_m, int packe
   g.num_q_heads = p.num_q_heads;
   g.batch = p.batch;
   return g;
+}
+
+int decode_split_keys(const DecodeProblem& problem, int block_keys) {
+  if (problem.window_left < 0) return problem.max_kv_len;
+  const int64_t window = int64_t(problem.window_left) + problem.q_len + block_keys - 1;
+  return int(std::min<int64_t>(problem.max_kv_len, window));
 }
 
 PrefillProblem as_chunked_prefill(const DecodeProblem& d) {

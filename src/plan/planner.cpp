@@ -385,7 +385,8 @@ int l2_prefetch_keys(const DecodeProblem& problem, const PlanOptions& options, c
   const int64_t cache_bytes =
       int64_t(problem.batch) * problem.max_kv_len * problem.num_kv_heads * problem.head_dim * key_bits / 8;
   if ((p.cluster_combine || p.num_splits == 1) && cache_bytes > device.l2_bytes) return 0;
-  const int chunk = detail::split_chunk_keys(problem.max_kv_len, p.num_splits, p.split_tokens, p.block_n);
+  const int chunk = detail::split_chunk_keys(plan::decode_split_keys(problem, p.block_n), p.num_splits, p.split_tokens,
+                                             p.block_n);
   return chunk <= plan::kL2PrefetchWholeSplitMaxKeys ? chunk : plan::kL2PrefetchLeadKeys;
 }
 
@@ -609,7 +610,7 @@ Status plan_decode_fields(const DecodeProblem& problem, const DeviceInfo& device
       split.note = "split-q requested: one split";
       return Status::success();
     }
-    return decide_splits(options, p.work_units, problem.max_kv_len, p.block_n, device,
+    return decide_splits(options, p.work_units, plan::decode_split_keys(problem, p.block_n), p.block_n, device,
                          decode_slots_per_sm(problem, p.blocks_per_sm), quantized_value_bits(problem), &split);
   };
   if (Status s = choose(rows_per_kv); !s) return s;
@@ -624,7 +625,7 @@ Status plan_decode_fields(const DecodeProblem& problem, const DeviceInfo& device
     // 16-row block's work per key, so splits of half the keys amortise its fixed cost as well. It
     // takes as many splits as fit its resident block slots in one wave: these blocks are bound by
     // their own work, not by the memory, so an SM holding one block more than another sets the time.
-    const int keys_allow = ceil_div(problem.max_kv_len, kMinKeysPerExtraSplit / 2);
+    const int keys_allow = ceil_div(plan::decode_split_keys(problem, p.block_n), kMinKeysPerExtraSplit / 2);
     const int cap = options.max_splits > 0 ? options.max_splits : plan::kMaxAutoSplits;
     const int finer = std::min({int(slots / p.work_units), keys_allow, cap});
     if (finer > split.num_splits && p.work_units * finer >= device.sm_count) {

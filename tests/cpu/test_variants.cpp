@@ -4,11 +4,15 @@
 // API's checks by name; the GPU entry points refuse the variants by name until kernels serve them.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
 
 #include "common/host_tensor.hpp"
+#include "kernels/common/attention_variants.hpp"
+#include "kernels/common/split_rule.hpp"
+#include "plan/geometry.hpp"
 #include "cpu/cpu_backend.hpp"
 #include "reference/reference.hpp"
 #include "splitkv/splitkv.hpp"
@@ -163,6 +167,58 @@ TEST(VariantCpuBackend, MatchesReference) {
                               << " tree " << k.v.tree << " splits " << plan.num_splits() << ": " << cmp.summary();
     }
   }
+}
+
+// With a left window a sequence's splits cut only [base, len): base is the first query's first
+// visible key rounded down to a whole block, and the spans tile that range in order.
+TEST(VariantSplits, SplitsCutOnlyTheKeysSomeQuerySees) {
+  for (int len : {0, 1, 63, 64, 65, 1000, 4097, 131072}) {
+    for (int left : {-1, 0, 1, 127, 128, 4096}) {
+      for (int q_len : {1, 4, 16}) {
+        for (int after : {0, 100}) {
+          for (int block : {64, 128}) {
+            for (int splits : {1, 3, 8}) {
+              const int first = detail::first_visible_key(len, after, q_len, left);
+              const int base = detail::split_base(first, block);
+              ASSERT_TRUE(base % block == 0 && base <= first && first <= std::max(len, 0)) << len << " " << left;
+              if (left < 0) EXPECT_EQ(base, 0);
+              int next = base;
+              for (int s = 0; s < splits; ++s) {
+                const detail::SplitSpan span = detail::split_span_from(base, len, s, splits, 0, block);
+                EXPECT_EQ(span.lo, next) << "len " << len << " left " << left << " split " << s;
+                EXPECT_TRUE(span.lo == len || (span.lo - base) % block == 0);
+                next = span.end;
+              }
+              EXPECT_EQ(next, len) << "len " << len << " left " << left << " q_len " << q_len;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// The planner splits the window, not the context: a 128k decode with a 4096-key window gets the
+// splits of a decode over the window's keys, each a share of the window.
+TEST(VariantSplits, ThePlannerSplitsTheWindowNotTheContext) {
+  DecodeProblem wide = testing::DecodeSpecBuilder(1, 32, 8, 131072).spec.problem;
+  wide.window_left = 4096;
+  Plan windowed, short_context, whole;
+  ASSERT_TRUE(plan_decode(wide, DeviceInfo::h200(), {}, &windowed).ok());
+  DecodeProblem window_keys = wide;
+  window_keys.window_left = -1;
+  window_keys.max_kv_len = plan::decode_split_keys(wide, windowed.block_n());
+  ASSERT_TRUE(plan_decode(window_keys, DeviceInfo::h200(), {}, &short_context).ok());
+  EXPECT_EQ(windowed.num_splits(), short_context.num_splits());
+  DecodeProblem no_window = wide;
+  no_window.window_left = -1;
+  ASSERT_TRUE(plan_decode(no_window, DeviceInfo::h200(), {}, &whole).ok());
+  // Each split of the windowed plan holds a share of the window, not of the context.
+  const int window_chunk = detail::split_chunk_keys(plan::decode_split_keys(wide, windowed.block_n()),
+                                                    windowed.num_splits(), 0, windowed.block_n());
+  const int whole_chunk = detail::split_chunk_keys(no_window.max_kv_len, whole.num_splits(), 0, whole.block_n());
+  EXPECT_LT(window_chunk * 8, whole_chunk);
+  EXPECT_GE(int64_t(window_chunk) * windowed.num_splits(), wide.window_left + wide.q_len);
 }
 
 ref::Result reference(testing::DecodeCase& c) { return ref::decode(c.problem, c.host_tensors()); }

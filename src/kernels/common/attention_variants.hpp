@@ -20,6 +20,13 @@ SPLITKV_HD long long window_first_key(long long position, int left) {
   return first < 0 ? 0 : first;
 }
 
+// The first key any of a call's q_len queries sees under a left window: the first query's, at local
+// position len + keys_after - q_len (a context shard's keys are [0, len)), clamped to [0, len].
+SPLITKV_HD int first_visible_key(int len, int keys_after, int q_len, int left) {
+  const long long first = window_first_key((long long)len + keys_after - q_len, left);
+  return first > len ? len : int(first);
+}
+
 SPLITKV_HD long long window_key_end(long long position, int right, long long n_keys) {
   if (right < 0) return n_keys;
   const long long end = position + right + 1;

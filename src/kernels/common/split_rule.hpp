@@ -36,4 +36,17 @@ SPLITKV_HD SplitSpan split_span(int len, int split, const Splits& num_splits, in
   return SplitSpan{lo, lo + chunk < len ? lo + chunk : len};
 }
 
+// With a sliding window (docs/VARIANTS.md) no query of a call sees the keys before the first query's
+// window, so a sequence's splits cut only [split_base, len): the first query's first visible key
+// (first_key, 0 without a window) rounded down to a whole KV block, which keeps every split on block
+// (and 64-key group) edges. Without a window split_span_from(0, ...) is split_span.
+SPLITKV_HD int split_base(int first_key, int block_keys) { return first_key / block_keys * block_keys; }
+
+template <class Splits>
+SPLITKV_HD SplitSpan split_span_from(int base, int len, int split, const Splits& num_splits, int split_tokens,
+                                     int block_keys) {
+  const SplitSpan s = split_span(len - base, split, num_splits, split_tokens, block_keys);
+  return SplitSpan{base + s.lo, base + s.end};
+}
+
 }  // namespace splitkv::detail
