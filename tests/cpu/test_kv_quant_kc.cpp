@@ -371,6 +371,32 @@ TEST(KcFormats, DecodePlansAreChunkedPrefillAndDecodeOnlyOptionsAreRefused) {
   }
 }
 
+// The decode kernel over *_kc copies group-scale rows in 16-byte pieces and reads the tail in 4-byte
+// pairs, and serves no context shard: run_decode refuses what it cannot read by name, before any
+// device work (host pointers here, never dereferenced).
+TEST(KcFormats, TheDecodeKernelRefusesWhatItCannotReadByName) {
+  testing::DecodeCase c =
+      testing::make_decode_case(testing::DecodeSpecBuilder(2, 32, 8, 300).format(KvFormat::kInt4Kc).spec);
+  PlanOptions o;
+  o.family = "decode_kc_n8";
+  Plan plan;
+  ASSERT_TRUE(plan_decode(c.problem, DeviceInfo::h200(), o, &plan).ok());
+  std::vector<char> workspace(plan.workspace_bytes() + 256);
+  auto argument = [&](const DecodeTensors& t) {
+    return testing::argument_root(run_decode(plan, t, workspace.data(), workspace.size(), nullptr));
+  };
+  DecodeTensors t = c.host_tensors();
+  t.k_scales.data = static_cast<char*>(t.k_scales.data) + 2;
+  EXPECT_EQ(argument(t), "k_scales");
+  t = c.host_tensors();
+  t.k_tail.data = static_cast<char*>(t.k_tail.data) + 2;
+  EXPECT_EQ(argument(t), "k_tail");
+  t = c.host_tensors();
+  std::vector<int32_t> after = {0, 0};
+  t.keys_after = TensorRef::contiguous(after.data(), DType::kI32, {2});
+  EXPECT_EQ(argument(t), "keys_after");
+}
+
 TEST(KcFormats, CacheTensorsAreCheckedByName) {
   testing::DecodeCase c =
       testing::make_decode_case(testing::DecodeSpecBuilder(2, 4, 2, 200).head_dim(64).format(KvFormat::kK8V4Kc).spec);
