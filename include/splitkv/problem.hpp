@@ -36,8 +36,9 @@ struct DecodeProblem {
   //    denominator once and has no value (see there).
   //  tree_mask: DecodeTensors::tree_mask says which of its sequence's last q_len keys (the draft
   //    tokens of speculative decoding) each query sees, in place of the causal rule among them.
-  // Not yet served by the GPU kernels (run_decode refuses them by name); the CPU backend and the
-  // fp64 reference implement them.
+  // On the GPU only sinks are served so far (folded by the combine kernel's merge, so a plan with
+  // sinks takes Merge::kAuto or kCombineKernel); run_decode refuses the others by name. The CPU
+  // backend and the fp64 reference implement all four.
   int window_left = -1;
   int window_right = -1;
   float softcap = 0.f;

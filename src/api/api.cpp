@@ -89,8 +89,9 @@ OutputParams partial_rows(float* partial_o, float* partial_lse, int64_t rows, in
 }
 
 // Split partials in the workspace (plan/workspace_layout.hpp).
-OutputParams partial_output(void* workspace, int num_splits, int64_t rows, int seq_rows, int heads, int head_dim) {
-  const plan::SplitWorkspace ws = plan::split_workspace(num_splits, rows, head_dim);
+OutputParams partial_output(void* workspace, int num_splits, int64_t rows, int seq_rows, int heads, int head_dim,
+                            bool one_split_partials = false) {
+  const plan::SplitWorkspace ws = plan::split_workspace(num_splits, rows, head_dim, 0, one_split_partials);
   char* base = static_cast<char*>(workspace);
   return partial_rows(reinterpret_cast<float*>(base + ws.o_offset), reinterpret_cast<float*>(base + ws.lse_offset),
                       rows, seq_rows, heads);
@@ -142,12 +143,18 @@ detail::CombineParams combine_params(const OutputParams& from, int num_splits, c
 }
 
 // Merges the partials `from` into the final rows `to` with the combine family's kernel.
+// sinks: the per-head sink logits folded into every merged row (empty: none).
 Status launch_combine(const OutputParams& from, int num_splits, const OutputParams& to, const int32_t* cu_seqlens_q,
-                      int64_t total_q, DType dtype, int head_dim, Stream stream, bool caller_partials = false) {
+                      int64_t total_q, DType dtype, int head_dim, Stream stream, bool caller_partials = false,
+                      const TensorRef& sinks = TensorRef{}) {
   detail::Launcher launcher;
   if (Status s = detail::find_launcher("combine", dtype, head_dim, &launcher); !s) return s;
   detail::CombineParams c = combine_params(from, num_splits, to, cu_seqlens_q, total_q);
   c.caller_partials = caller_partials;
+  if (!sinks.empty()) {
+    c.sinks = static_cast<const float*>(sinks.data);
+    c.sinks_stride = sinks.stride[0];
+  }
   c.split_groups = tiles::combine_split_groups(num_splits, head_dim);
   // Teams: a block per row (combine_teams_kernel).
   const int64_t rows_per_block = c.split_groups > 1 ? 1 : tiles::combine_rows_per_block(head_dim);
@@ -232,7 +239,8 @@ Status run_decode(const Plan& plan, const DecodeTensors& t, void* workspace, siz
   const DecodeProblem& pr = plan.decode();
   if (Status s = detail::validate_decode_problem(pr); !s) return s;
   if (Status s = detail::validate_decode_tensors(pr, t); !s) return s;
-  if (Status s = refuse_unserved_variants(pr.window_left, pr.window_right, pr.softcap, pr.sinks, pr.tree_mask); !s) {
+  // Sinks: served through the combine kernel's merge (the planner keeps it for every such plan).
+  if (Status s = refuse_unserved_variants(pr.window_left, pr.window_right, pr.softcap, false, pr.tree_mask); !s) {
     return s;
   }
   // Served by chunked prefill, any cache format is read through its dequantized copy.
@@ -330,9 +338,13 @@ Status run_decode(const Plan& plan, const DecodeTensors& t, void* workspace, siz
     return detail::launch(launcher, &p, config, "decode kernel launch");
   }
   const OutputParams final_rows = final_output(t.out, t.lse, false);
-  const bool merge_partials = plan.num_splits() > 1 && !plan.cluster_combine();  // in the workspace
+  // In the workspace; with sinks always (the combine kernel folds them), one split included.
+  const bool merge_partials = (plan.num_splits() > 1 && !plan.cluster_combine()) || pr.sinks;
+  if (pr.sinks && (plan.cluster_combine() || plan.fused_combine() || plan.atomic_combine())) {
+    return Status::invalid("plan", "a plan whose splits the combine kernel merges (sinks)", "another merge");
+  }
   p.output = merge_partials ? partial_output(workspace, plan.num_splits(), g.out_rows, pr.q_len, pr.num_q_heads,
-                                             pr.head_dim)
+                                             pr.head_dim, pr.sinks)
                             : final_rows;
   if (merge_partials && plan.fused_combine()) {  // each tile's last split block merges; no combine launch
     p.tile_counters = decode_tile_counters(plan, workspace);
@@ -369,7 +381,8 @@ Status run_decode(const Plan& plan, const DecodeTensors& t, void* workspace, siz
                   std::string("atomic combine normalization launch: ") + cudaGetErrorString(error));
   }
   if (!combine_after) return Status::success();
-  return launch_combine(p.output, plan.num_splits(), final_rows, nullptr, 0, pr.dtype, pr.head_dim, stream);
+  return launch_combine(p.output, plan.num_splits(), final_rows, nullptr, 0, pr.dtype, pr.head_dim, stream, false,
+                        pr.sinks ? t.sinks : TensorRef{});
 }
 
 Status prepare_workspace(const Plan& plan, void* workspace, size_t workspace_bytes, Stream stream) {
@@ -638,7 +651,6 @@ Status run_prefill(const Plan& plan, const PrefillTensors& t, void* workspace, s
 
 Status run_combine(const CombineProblem& pr, const CombineTensors& t, Stream stream) {
   if (Status s = detail::validate_combine(pr, t); !s) return s;
-  if (Status s = refuse_unserved_variants(-1, -1, 0.f, pr.sinks, false); !s) return s;
   OutputParams partials{};
   partials.mode = OutputMode::kPartial;
   partials.partial_o = static_cast<float*>(t.partial_o.data);
@@ -647,7 +659,7 @@ Status run_combine(const CombineProblem& pr, const CombineTensors& t, Stream str
   partials.seq_rows = pr.seq_len;
   partials.num_heads = pr.num_heads;
   return launch_combine(partials, pr.num_splits, final_output(t.out, t.lse, false), nullptr, 0, pr.dtype,
-                        pr.head_dim, stream, /*caller_partials=*/true);
+                        pr.head_dim, stream, /*caller_partials=*/true, pr.sinks ? t.sinks : TensorRef{});
 }
 
 }  // namespace splitkv

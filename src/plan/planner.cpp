@@ -354,7 +354,7 @@ bool auto_cluster_may_merge(const PlanOptions& options, const DeviceInfo& device
 bool short_rows_merge_in_cluster(const DecodeProblem& problem, const PlanOptions& options, const DeviceInfo& device,
                                  int block_m, int64_t work_units, bool auto_splits, int planned_splits) {
   const int max_keys = reads_quantized_cache(problem) ? plan::kAutoClusterMaxKeysQuantized : plan::kAutoClusterMaxKeys16Bit;
-  return auto_cluster_may_merge(options, device, block_m, auto_splits) && problem.max_kv_len <= max_keys &&
+  return auto_cluster_may_merge(options, device, block_m, auto_splits) && !problem.sinks && problem.max_kv_len <= max_keys &&
          planned_splits >= plan::kAutoClusterSplits && 2 * work_units * plan::kAutoClusterSplits <= device.sm_count;
 }
 
@@ -364,7 +364,7 @@ bool short_rows_merge_in_cluster(const DecodeProblem& problem, const PlanOptions
 // 2. docs/TUNING.md, "Cluster merges".
 bool two_splits_merge_in_cluster(const DecodeProblem& problem, const PlanOptions& options, const DeviceInfo& device,
                                  int block_m, bool auto_splits, int planned_splits) {
-  return auto_cluster_may_merge(options, device, block_m, auto_splits) && problem.q_len == 1 &&
+  return auto_cluster_may_merge(options, device, block_m, auto_splits) && !problem.sinks && problem.q_len == 1 &&
          !reads_quantized_cache(problem) && planned_splits == 2;
 }
 
@@ -492,7 +492,7 @@ std::vector<const char*> prefill_route_families(const DecodeProblem& problem, in
                                    (options.merge != Merge::kAuto && options.merge != Merge::kCombineKernel) ||
                                    options.split_tokens > 0 ||
                                    (options.strategy != Strategy::kAuto && options.strategy != Strategy::kSplitKV);
-  if (!options.tuning.prefill_route || decode_only_options || device.cc_major < 9 || !problem.causal ||
+  if (!options.tuning.prefill_route || decode_only_options || problem.sinks || device.cc_major < 9 || !problem.causal ||
       problem.head_dim != 128 || reads_quantized_cache(problem) || rows < plan::kPrefillRouteMinRows ||
       rows > plan::kPrefillRouteMaxRows) {
     return {};
@@ -587,6 +587,11 @@ Status plan_decode_fields(const DecodeProblem& problem, const DeviceInfo& device
     return Status::unsupported("options.strategy", std::string(to_string(options.strategy)) +
                                                        " is a prefill strategy; decode offers auto, split-q and split-kv");
   }
+  // Sinks enter once, where a row's partials are merged: by the combine kernel (docs/VARIANTS.md).
+  if (problem.sinks && options.merge != Merge::kAuto && options.merge != Merge::kCombineKernel) {
+    return Status::unsupported("options.merge", "kAuto or kCombineKernel with sinks (the combine kernel folds them), not " +
+                                                    std::string(to_string(options.merge)));
+  }
   detail::PlanFields p;
   p.kind = PlanKind::kDecode;
   p.decode = problem;
@@ -674,9 +679,11 @@ Status plan_decode_fields(const DecodeProblem& problem, const DeviceInfo& device
   p.fused_combine = options.merge == Merge::kFused && p.num_splits > 1;
   if (p.fused_combine) p.note += "; splits merged by each tile's last split block (fused combine)";
   const int64_t tile_counters = p.fused_combine ? g.work_units : 0;  // one per (sequence, KV head, query tile)
-  p.workspace_bytes =
-      p.cluster_combine ? 0
-                        : plan::split_workspace(p.num_splits, g.out_rows, problem.head_dim, tile_counters).total_bytes;
+  p.workspace_bytes = p.cluster_combine ? 0
+                                        : plan::split_workspace(p.num_splits, g.out_rows, problem.head_dim, tile_counters,
+                                                                problem.sinks)
+                                              .total_bytes;
+  if (problem.sinks) p.note += "; sinks folded once by the combine kernel's merge";
   if (options.merge == Merge::kAtomic) {
     if (Status s = check_atomic_combine(options); !s) return s;
     p.atomic_combine = p.num_splits > 1;

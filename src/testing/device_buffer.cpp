@@ -65,7 +65,9 @@ DeviceDecodeCase::DeviceDecodeCase(DecodeCase& c)
       block_table(DeviceBuffer::from(c.block_table)),
       k_scales(DeviceBuffer::from(c.k_scales)),
       v_scales(DeviceBuffer::from(c.v_scales)),
-      k_tail(DeviceBuffer::from(c.k_tail)) {
+      k_tail(DeviceBuffer::from(c.k_tail)),
+      sinks(DeviceBuffer::from(c.sinks)),
+      tree_mask(DeviceBuffer::from(c.tree_mask)) {
   tensors = c.host_tensors();  // shapes, strides and the host copies used for validation
   tensors.q.data = q.get();
   tensors.k.data = k.get();
@@ -79,6 +81,8 @@ DeviceDecodeCase::DeviceDecodeCase(DecodeCase& c)
     tensors.v_scales.data = v_scales.get();
   }
   if (!tensors.k_tail.empty()) tensors.k_tail.data = k_tail.get();
+  if (!tensors.sinks.empty()) tensors.sinks.data = sinks.get();
+  if (!tensors.tree_mask.empty()) tensors.tree_mask.data = tree_mask.get();
 }
 
 namespace {

@@ -46,7 +46,7 @@ class DeviceBuffer {
 
 // A DecodeCase copied to the device, with tensors pointing at the device copies.
 struct DeviceDecodeCase {
-  DeviceBuffer q, k, v, out, lse, seq_lens, block_table, k_scales, v_scales, k_tail;
+  DeviceBuffer q, k, v, out, lse, seq_lens, block_table, k_scales, v_scales, k_tail, sinks, tree_mask;
   DecodeTensors tensors;
 
   explicit DeviceDecodeCase(DecodeCase& c);

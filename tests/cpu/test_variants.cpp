@@ -394,7 +394,6 @@ TEST(VariantValidation, SinksAreNotAddedToPartials) {
 TEST(VariantGpu, RunDecodeRefusesEachVariantByName) {
   for (const auto& [v, name] : {std::pair<Variants, const char*>{Variants{64, -1}, "window_left"},
                                 {Variants{-1, -1, 30.f}, "softcap"},
-                                {Variants{-1, -1, 0.f, true}, "sinks"},
                                 {Variants{-1, -1, 0.f, false, true}, "tree_mask"}}) {
     testing::DecodeSpecBuilder b = testing::DecodeSpecBuilder(1, 4, 2, 100).head_dim(64);
     b.queries(2, true);
@@ -471,7 +470,27 @@ TEST(VariantReference, PrefillIsTheDefinition) {
   }
 }
 
-TEST(VariantGpu, RunCombineChecksAndRefusesSinks) {
+// Sinks are served on the GPU through the combine kernel's merge: every decode plan with sinks
+// merges its partials there (one split included), and merges that would skip it are refused by name.
+TEST(VariantGpu, SinksPlansMergeThroughTheCombineKernel) {
+  for (int max_len : {100, 300, 5000, 100000}) {
+    testing::DecodeSpecBuilder b = testing::DecodeSpecBuilder(1, 8, 2, max_len).head_dim(64);
+    DecodeProblem p = spec_with(b, Variants{-1, -1, 0.f, true}).problem;
+    Plan plan;
+    ASSERT_TRUE(plan_decode(p, DeviceInfo::h200(), {}, &plan).ok());
+    EXPECT_FALSE(plan.cluster_combine() || plan.fused_combine() || plan.atomic_combine()) << describe(plan);
+    EXPECT_FALSE(plan.decode_via_prefill());
+    EXPECT_GT(plan.workspace_bytes(), 0u) << "partials even for one split: " << describe(plan);
+    for (Merge m : {Merge::kCluster, Merge::kFused, Merge::kAtomic}) {
+      PlanOptions o;
+      o.merge = m;
+      o.num_splits = 4;
+      EXPECT_EQ(plan_decode(p, DeviceInfo::h200(), o, &plan).argument(), "options.merge") << to_string(m);
+    }
+  }
+}
+
+TEST(VariantGpu, RunCombineChecksSinks) {
   std::vector<float> po(2 * 3 * 4 * 64, 0.f), pl(2 * 3 * 4, 0.f), sinks(4, 1.f);
   std::vector<uint16_t> out(3 * 4 * 64);
   CombineProblem p;
@@ -482,10 +501,8 @@ TEST(VariantGpu, RunCombineChecksAndRefusesSinks) {
   t.partial_lse = TensorRef::contiguous(pl.data(), DType::kF32, {2, 3, 4});
   t.out = TensorRef::contiguous(out.data(), DType::kBF16, {3, 1, 4, 64});
   EXPECT_EQ(run_combine(p, t, nullptr).argument().substr(0, 5), "sinks");  // missing tensor
-  t.sinks = TensorRef::contiguous(sinks.data(), DType::kF32, {4});
-  const Status s = run_combine(p, t, nullptr);
-  EXPECT_EQ(s.code(), StatusCode::kUnsupported) << s.message();
-  EXPECT_EQ(s.argument(), "sinks");
+  t.sinks = TensorRef::contiguous(sinks.data(), DType::kF32, {3});          // one per head
+  EXPECT_EQ(run_combine(p, t, nullptr).argument().substr(0, 5), "sinks");
 }
 
 }  // namespace

@@ -6,17 +6,29 @@
 
 namespace splitkv::detail {
 
+// The kernels for one (caller partials, sinks) choice: the teams kernel for rows of more than one
+// chunk of splits, the row kernel otherwise.
+template <class Element, int kHeadDim, bool kCallerPartials, bool kSinks>
+cudaError_t launch_combine_kernels(const CombineParams& params, const LaunchConfig& config) {
+  const dim3 teams(kHeadDim / 4 * params.split_groups), rows(tiles::kCombineThreads);
+  if (params.split_groups > 1) {
+    return launch_kernel(combine_teams_kernel<Element, kHeadDim, kCallerPartials, kSinks>, teams, 0, params, config);
+  }
+  return launch_kernel(combine_kernel<Element, kHeadDim, kCallerPartials, kSinks>, rows, 0, params, config);
+}
+
 template <class Element, int kHeadDim>
 cudaError_t launch_combine(const CombineParams& params, const LaunchConfig& config) {
   // split_groups == 1 must mean one chunk of splits (combine_kernel folds only the first).
   static_assert(tiles::combine_max_split_groups(kHeadDim) >= 2);
-  const dim3 teams(kHeadDim / 4 * params.split_groups), rows(tiles::kCombineThreads);
-  if (params.caller_partials) {  // run_combine: the caller's empty partials may hold anything in O
-    if (params.split_groups > 1) return launch_kernel(combine_teams_kernel<Element, kHeadDim, true>, teams, 0, params, config);
-    return launch_kernel(combine_kernel<Element, kHeadDim, true>, rows, 0, params, config);
+  // run_combine: the caller's empty partials may hold anything in O.
+  const bool sinks = params.sinks != nullptr;
+  if (params.caller_partials) {
+    return sinks ? launch_combine_kernels<Element, kHeadDim, true, true>(params, config)
+                 : launch_combine_kernels<Element, kHeadDim, true, false>(params, config);
   }
-  if (params.split_groups > 1) return launch_kernel(combine_teams_kernel<Element, kHeadDim>, teams, 0, params, config);
-  return launch_kernel(combine_kernel<Element, kHeadDim>, rows, 0, params, config);
+  return sinks ? launch_combine_kernels<Element, kHeadDim, false, true>(params, config)
+               : launch_combine_kernels<Element, kHeadDim, false, false>(params, config);
 }
 
 }  // namespace splitkv::detail

@@ -29,6 +29,11 @@ struct CombineParams {
   // run_combine: the partials are the caller's, whose empty ones (LSE = -inf) may hold NaN or Inf
   // in O (read as zeros); false for splitkv's own partials, whose empty ones hold zeros.
   bool caller_partials = false;
+
+  // Per-head sink logits (docs/VARIANTS.md), fp32 [num_q_heads] at sinks + hq * sinks_stride, folded
+  // into each merged row once; nullptr: none (the instances without them, unchanged).
+  const float* sinks = nullptr;
+  int64_t sinks_stride = 0;
 };
 
 }  // namespace splitkv::detail

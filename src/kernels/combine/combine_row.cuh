@@ -13,6 +13,7 @@
 #pragma once
 
 #include "kernels/combine/combine_params.hpp"
+#include "kernels/common/attention_variants.hpp"
 #include "kernels/common/combine_state.cuh"
 #include "kernels/common/epilogue.cuh"
 #include "kernels/common/varlen_rows.hpp"
@@ -70,20 +71,33 @@ __device__ __forceinline__ bool combine_destination(const CombineParams& p, int6
   return true;
 }
 
+// kSinks: the row's head's sink logit joins the merged row once (fold_sink: LSE' = log(exp(LSE) +
+// exp(sink)), O' = O exp(LSE - LSE')).
+template <bool kSinks>
+__device__ __forceinline__ void fold_row_sink(const CombineParams& p, const OutputRow& where, float& lse,
+                                              float (&out)[4]) {
+  if constexpr (kSinks) {
+    const float weight = fold_sink(p.sinks[where.head * p.sinks_stride], &lse);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) out[j] *= weight;
+  }
+}
+
 // Merges the p.num_splits partials of `row`, columns [4 * lane, 4 * lane + 4), in split order
 // (merge_partials_in_order), and writes them through p.output (the thread of lane 0 also writes the
 // LSE). Each of the row's head_dim / 4 threads calls it with its own lane; threads of other rows
 // may call it at the same time. kOneChunk: p.num_splits <= kMergeChunk.
-template <class Element, int kHeadDim, bool kOneChunk = false, class Partials>
+template <class Element, int kHeadDim, bool kOneChunk = false, bool kSinks = false, class Partials>
 __device__ __forceinline__ void combine_row(const CombineParams& p, int64_t row, int lane, const Partials& partials) {
   OutputRow where;
   if (!combine_destination(p, row, where)) return;
   bool nan_seen = false;
   float out[4];
-  const float lse = merge_partials_in_order<kOneChunk>(
+  float lse = merge_partials_in_order<kOneChunk>(
       p.num_splits,
       [&](int s, float& lse_s, float4& o_s) { load_partial(partials, s, row, lane, lse_s, o_s); },
       out, nan_seen);
+  fold_row_sink<kSinks>(p, where, lse, out);
   write_output<Element, kHeadDim>(p.output, where, lane * 4, out, lse, lane == 0, nan_seen);
 }
 
@@ -97,7 +111,7 @@ struct ChunkSlot {
 // c0 + g (fold_chunk) and team 0 merges the round's chunk states in chunk order, so the bits are
 // merge_partials_in_order's. Has barriers: every thread of the block calls it, those of padding
 // rows included. exchange: the row's slots, [split_groups][head_dim / 4].
-template <class Element, int kHeadDim, class Partials>
+template <class Element, int kHeadDim, bool kSinks = false, class Partials>
 __device__ __forceinline__ void combine_row_in_groups(const CombineParams& p, int64_t row, int lane, int group,
                                                       ChunkSlot* exchange, const Partials& partials) {
   constexpr int kPerRow = CombineLanes<kHeadDim>::kPerRow;
@@ -122,7 +136,8 @@ __device__ __forceinline__ void combine_row_in_groups(const CombineParams& p, in
   }
   if (!live || group != 0) return;
   float out[4];
-  const float lse = total.finish(out);
+  float lse = total.finish(out);
+  fold_row_sink<kSinks>(p, where, lse, out);
   write_output<Element, kHeadDim>(p.output, where, lane * 4, out, lse, lane == 0, nan_seen);
 }
 
