@@ -120,6 +120,22 @@ AtomicAccumulators decode_atomic_accumulators(const Plan& plan, void* workspace)
           ws.total_bytes - ws.o_offset};
 }
 
+// The keys' tail ring of a *_kc cache as every kernel reads it (k_tail [slots, Hkv, 128, D],
+// tail_slots [batch] or empty).
+detail::KeyTailView key_tail_view(const TensorRef& k_tail, const TensorRef& tail_slots) {
+  detail::KeyTailView v;
+  v.rows = k_tail.data;
+  v.slot_stride = k_tail.stride[0];
+  v.head_stride = k_tail.stride[1];
+  v.row_stride = k_tail.stride[2];
+  v.num_slots = k_tail.shape[0];
+  if (!tail_slots.empty()) {
+    v.seq_slots = static_cast<const int32_t*>(tail_slots.data);
+    v.seq_slots_stride = tail_slots.stride[0];
+  }
+  return v;
+}
+
 // A prefill plan's stream-K workspace: a slot per block boundary, from where the planner put it.
 plan::StreamKWorkspace stream_k_workspace_of(const Plan& plan) {
   return plan::stream_k_workspace(plan.stream_k_workspace_offset(), plan.persistent_blocks() - 1, plan.block_m(),
@@ -299,17 +315,7 @@ Status run_decode(const Plan& plan, const DecodeTensors& t, void* workspace, siz
     p.page_size = detail::FastDivmod::make(pr.page_size);
     p.num_pages = static_cast<int>(t.k.shape[0]);
   }
-  if (format.channel_keys) {
-    p.k_tail = t.k_tail.data;
-    p.tail_slot_stride = t.k_tail.stride[0];
-    p.tail_head_stride = t.k_tail.stride[1];
-    p.tail_row_stride = t.k_tail.stride[2];
-    p.num_tail_slots = t.k_tail.shape[0];
-    if (!t.tail_slots.empty()) {
-      p.tail_slots = static_cast<const int32_t*>(t.tail_slots.data);
-      p.tail_slots_stride = t.tail_slots.stride[0];
-    }
-  }
+  if (format.channel_keys) p.k_tail = key_tail_view(t.k_tail, t.tail_slots);
   p.seq_lens = static_cast<const int32_t*>(t.seq_lens.data);
   p.keys_after = static_cast<const int32_t*>(t.keys_after.data);
   // Lengths past max_kv_len are invalid input on every route (NaN in that sequence): the plan's
@@ -571,17 +577,8 @@ Status prefill_over_staging(const Plan& plan, const PrefillTensors& t, void* wor
   d.k = dequant_side(t.k, t.k_scales);
   d.v = dequant_side(t.v, t.v_scales);
   if (detail::kv_format_traits(detail::resolve_kv_format(pr.kv_format, pr.dtype)).channel_keys) {
-    detail::DequantKeyChannels& kc = d.key_channels;  // d.k's pairs are the keys' group scales
-    kc.enabled = true;
-    kc.tail = static_cast<const uint16_t*>(t.k_tail.data);
-    kc.tail_slot_stride = t.k_tail.stride[0];
-    kc.tail_head_stride = t.k_tail.stride[1];
-    kc.tail_row_stride = t.k_tail.stride[2];
-    kc.num_tail_slots = t.k_tail.shape[0];
-    if (!t.tail_slots.empty()) {
-      kc.tail_slots = static_cast<const int32_t*>(t.tail_slots.data);
-      kc.tail_slots_stride = t.tail_slots.stride[0];
-    }
+    d.key_channels.enabled = true;  // d.k's pairs are the keys' group scales
+    d.key_channels.tail = key_tail_view(t.k_tail, t.tail_slots);
   }
   d.seq_lens = static_cast<const int32_t*>(t.seq_lens.data);
   if (pr.page_size > 0) {

@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "kernels/common/fast_divmod.hpp"
+#include "kernels/common/key_tail_view.hpp"
 #include "kernels/common/output_params.hpp"
 
 namespace splitkv::detail {
@@ -67,13 +68,9 @@ struct DecodeParams {
 
   // The keys of a *_kc cache (docs/KV_FORMATS.md, "Keys quantized per channel"): k holds complete
   // groups' codes, k_scales each group's fp16 (scale[D], min[D]) (k_scale_token_stride steps one
-  // group); key p of a sequence of length L at or past 64 floor(L / 64) is row p % 128 of the
-  // sequence's 16-bit tail ring. Last in the struct: the other kernels' parameters keep their offsets.
-  const void* k_tail;  // [tail slots, Hkv, 128, D] in the Q/O dtype; nullptr unless *_kc
-  int64_t tail_slot_stride, tail_head_stride, tail_row_stride;  // elements
-  int64_t num_tail_slots;
-  const int32_t* tail_slots;  // [batch]: sequence b's tail slot; nullptr: b
-  int64_t tail_slots_stride;
+  // group), k_tail the newest keys. Last in the struct: the other kernels' parameters keep their
+  // offsets.
+  KeyTailView k_tail;
 };
 
 // A KV head's packed tile row -> its query (index in the sequence) and query head: row = i * group + h.

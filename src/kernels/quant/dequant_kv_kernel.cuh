@@ -91,8 +91,8 @@ __device__ __forceinline__ void read_channel_key_values(const DequantSide& s, in
 template <class Out>
 __device__ __forceinline__ void read_tail_values(const DequantKeyChannels& kc, int64_t tail_slot, int h,
                                                  int64_t position, int c, float (&x)[kValuesPerThread]) {
-  const uint16_t* row = kc.tail + tail_slot * kc.tail_slot_stride + h * kc.tail_head_stride +
-                        (position % 128) * kc.tail_row_stride + c * kValuesPerThread;
+  const uint16_t* row = static_cast<const uint16_t*>(kc.tail.rows) + tail_slot * kc.tail.slot_stride +
+                        h * kc.tail.head_stride + (position % 128) * kc.tail.row_stride + c * kValuesPerThread;
   const uint4 bits = *reinterpret_cast<const uint4*>(row);
   const uint32_t w[4] = {bits.x, bits.y, bits.z, bits.w};
 #pragma unroll
@@ -142,10 +142,11 @@ __global__ void __launch_bounds__(kDequantThreads) dequantize_kv_kernel(const __
   const int32_t* pages = paged ? p.block_table + b * p.block_table_stride : nullptr;
   auto in_pool = [&](int32_t page) { return page >= 0 && page < p.num_pages; };
 
-  // *_kc: the sequence's tail row, and the first position the tail holds.
+  // *_kc: the sequence's tail row, and the first position the tail holds (tail_slot_of and
+  // tail_slot_in_ring, spelled out: through the helpers this kernel compiled to 8 more instructions).
   const DequantKeyChannels& kc = p.key_channels;
-  const int64_t tail_slot = !kc.enabled ? 0 : kc.tail_slots ? kc.tail_slots[b * kc.tail_slots_stride] : b;
-  const bool tail_ok = !kc.enabled || (tail_slot >= 0 && tail_slot < kc.num_tail_slots);
+  const int64_t tail_slot = !kc.enabled ? 0 : kc.tail.seq_slots ? kc.tail.seq_slots[b * kc.tail.seq_slots_stride] : b;
+  const bool tail_ok = !kc.enabled || (tail_slot >= 0 && tail_slot < kc.tail.num_slots);
   const int complete = n / 64 * 64;
 
   if (blockIdx.y == 0) {  // the length the prefill reads: -1 (NaN rows) for a bad length, page id or tail slot

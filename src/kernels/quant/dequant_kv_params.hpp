@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "kernels/common/key_tail_view.hpp"
 #include "splitkv/types.hpp"
 
 namespace splitkv::detail {
@@ -31,11 +32,7 @@ struct DequantSide {
 // tail ring (row p % 128, in the staging dtype).
 struct DequantKeyChannels {
   bool enabled = false;
-  const uint16_t* tail = nullptr;   // [tail slots, Hkv, 128, D], the staging dtype
-  int64_t tail_slot_stride = 0, tail_head_stride = 0, tail_row_stride = 0;  // elements
-  int64_t num_tail_slots = 0;
-  const int32_t* tail_slots = nullptr;  // [batch]: sequence b's tail row; nullptr: b
-  int64_t tail_slots_stride = 0;
+  KeyTailView tail;
 };
 
 struct DequantKvParams {
