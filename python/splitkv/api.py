@@ -59,8 +59,8 @@ def decode(q, k_cache, v_cache, seq_lens, block_table=None, *, causal=False, sof
     if variant is None and (k_tail is not None or tail_slots is not None):
         variant = "k_tail"
     if isinstance(q, _Tensor) and variant is not None:
-        raise cm.unsupported(variant, "the GPU kernels and the torch ops do not implement this attention variant "
-                                      "yet (numpy arrays on the CPU backend do; docs/VARIANTS.md)")
+        raise cm.unsupported(variant, "the torch ops do not take this attention variant yet (numpy arrays on the "
+                                      "CPU backend do; the C++ API serves sinks on the GPU; docs/VARIANTS.md)")
     if isinstance(q, _Tensor):
         # Positional on purpose: passing these 13 by keyword measured slower per call.
         return _torch_ops.decode(q, k_cache, v_cache, seq_lens, block_table, causal, softmax_scale, num_splits,

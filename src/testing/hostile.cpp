@@ -287,6 +287,13 @@ std::vector<DecodeAttack> decode_attacks(uint64_t seed) {
     a.edit_tensors = [](DecodeTensors& t) { t.sinks = TensorRef{}; };
   }
   {
+    DecodeAttack& a = named("sinks with a cluster merge (the combine kernel folds them)", "options.merge");
+    a.spec.problem.sinks = true;
+    a.options = PlanOptions{};
+    a.options.merge = Merge::kCluster;
+    a.options.num_splits = 4;
+  }
+  {
     DecodeAttack& a = named("sinks one short", "sinks.shape[0]");
     a.spec.problem.sinks = true;
     a.edit_tensors = [](DecodeTensors& t) { t.sinks.shape[0] -= 1; };
