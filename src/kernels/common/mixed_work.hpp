@@ -105,12 +105,10 @@ SPLITKV_HD MixedUnit mixed_unit(const MixedShape& s, const MixedSequence& m, int
     u.kind = MixedUnitKind::kDecodeSplit;
     u.row0 = 0;
     u.rows = m.rows;
+    // The last query (bottom-right) sees every key, causal or not: the splits cut all n_b keys.
     const SplitSpan span = split_span(m.n_keys, j, m.units_per_head, 0, s.block_keys);
-    // Causal: no row sees past its own position; the last row's end bounds the block's keys.
-    const int last_query = m.q_len - 1;
-    const int end = visible_shard_key_end(s.causal, m.q_len, m.n_keys, 0, last_query);
     u.key_lo = span.lo;
-    u.key_hi = span.end < end ? span.end : end;
+    u.key_hi = span.end;
     u.split = j;
     u.num_splits = m.units_per_head;
   } else {

@@ -68,12 +68,15 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm)
   // Sub-tile n's scores (s: keys g, g + 8 of rows 2c, 2c + 1), masked past each row's end.
   auto scores_of = [&](const char* stage, int n, float (&s)[4]) {
     if constexpr (Traits::kChannelKeys) {
-      const float q_scale = 1.f / q.unshift;  // 2^shift, exact
+      // q_scale (2^shift, exact) is worked out where it is used: the tail's sub-tiles and a run's
+      // first, not every sub-tile.
       if (kv.subtile_start(n) >= kv.groups_end) {  // the newest group: 16-bit keys from the tail
         const KcTail<Element> tail = kc_tail_of<Element>(p, at.b, at.kv_head);
-        kc_tail_scores<Traits>(sQ, tail.rows, tail.row_stride, kv.subtile_start(n), keys.hi, q_scale, lane, s);
+        kc_tail_scores<Traits>(sQ, tail.rows, tail.row_stride, kv.subtile_start(n), keys.hi, 1.f / q.unshift, lane, s);
       } else {
-        if (n % Traits::kRunSubtiles == 0) group_fold = build_kc_group_q(q, q_scale, sQ, kv.group_scales(n), lane);
+        if (n % Traits::kRunSubtiles == 0) {
+          group_fold = build_kc_group_q(q, 1.f / q.unshift, sQ, kv.group_scales(n), lane);
+        }
         keys_as_rows_scores<Traits>(q, stage, reads, s);
         apply_kc_group_fold(group_fold, s);
       }
