@@ -31,6 +31,9 @@ KV_FORMAT_NAMES = ", ".join(row[1] for row in _FORMAT_TABLE[:-1]) + " or " + _FO
 # (the keys of a *_kc format) fp16 [blocks, Hkv, groups, 2 * D], with a 16-bit tail.
 KV_ELEMENTS = {row[0]: (row[2], row[3], "group" if row[6] else row[5]) for row in _FORMAT_TABLE if row[4]}
 ELEMENT_NAMES = {FP8: "fp8", I8: "int8", I4: "int4"}
+# A *_kc format's key groups (positions per channel (scale, min)) and the rows of its tail ring.
+KEY_GROUP = _C.KEY_GROUP
+KEY_TAIL_ROWS = _C.KEY_TAIL_ROWS
 
 # What each argument's dtype must be, for messages about dtypes splitkv has no code for.
 EXPECTED_DTYPE = {

@@ -188,9 +188,9 @@ def quantize_kv_kc(k, v, kv_format, *, seq_lens=None, tail_dtype=np.float16):
     if d % 2 and cm.I4 in (k_elem, v_elem):
         raise cm.invalid("k.shape[3]", "an even head dim (INT4 packs two codes a byte)", str(d))
     codes = np.zeros((batch, length, hkv, d // 2 if k_elem == cm.I4 else d), dtype=np.uint8)
-    groups = (length + 63) // 64
+    groups = (length + cm.KEY_GROUP - 1) // cm.KEY_GROUP
     k_scales = np.full((batch, hkv, groups, 2 * d), np.nan, dtype=np.float16)
-    k_tail = np.full((batch, hkv, 128, d), np.nan, dtype=tail_dtype)
+    k_tail = np.full((batch, hkv, cm.KEY_TAIL_ROWS, d), np.nan, dtype=tail_dtype)
     lens = None if seq_lens is None else _numpy.as_index_array(seq_lens, "seq_lens")
     _C.quantize_keys_kc(_numpy.desc(k, "k"), _numpy.desc(lens, "seq_lens"),
                         cm.code_desc(codes.__array_interface__["data"][0], k_elem, codes.shape, codes.strides),

@@ -673,6 +673,9 @@ NB_MODULE(_splitkv, m) {
       },
       "Every KvFormat: (format, name, k element, v element, quantized, scale kind of V (and of K unless "
       "channel keys): none/head/pair, channel_keys, decode kernels chosen by default)");
+  // The keys of a *_kc format: positions per (scale, min) group and rows of the 16-bit tail ring.
+  m.attr("KEY_GROUP") = detail::kKeyGroup;
+  m.attr("KEY_TAIL_ROWS") = detail::kKeyTailRows;
   m.def("compiled_head_dims", &compiled_head_dims);
   m.def("dtype_compiled", &dtype_compiled, "dtype"_a);
 

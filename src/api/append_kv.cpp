@@ -24,6 +24,8 @@ using detail::KvFormatTraits;
 using detail::Expect;
 using detail::check_tensor;
 using detail::kAnySize;
+using detail::kKeyGroup;
+using detail::kKeyTailRows;
 using detail::known;
 using detail::name_of;
 using detail::str;
@@ -51,8 +53,8 @@ Status validate_problem(const AppendKvProblem& p) {
   if (p.page_size != 0 && (p.page_size < 16 || p.page_size % 16 != 0)) {
     return Status::invalid("page_size", "0 (contiguous cache) or a multiple of 16", str(p.page_size));
   }
-  if (traits.channel_keys && p.page_size % 64 != 0) {
-    return Status::invalid("page_size", std::string("0 or a multiple of 64 for a ") + traits.name +
+  if (traits.channel_keys && p.page_size % kKeyGroup != 0) {
+    return Status::invalid("page_size", "0 or a multiple of " + str(kKeyGroup) + " for a " + traits.name +
                                             " cache (a key group never spans pages)",
                            str(p.page_size));
   }
@@ -83,7 +85,7 @@ Status validate_key_tail(const AppendKvProblem& p, const KvFormatTraits& f, cons
     return Status::success();
   }
   const int64_t N = p.num_tokens, Hkv = p.num_kv_heads, D = p.head_dim;
-  if (Status s = check_tensor("k_tail", t.k_tail, Expect{p.dtype, {kAnySize, Hkv, 128, D}}); !s) return s;
+  if (Status s = check_tensor("k_tail", t.k_tail, Expect{p.dtype, {kAnySize, Hkv, kKeyTailRows, D}}); !s) return s;
   if (Status s = detail::check_no_aliasing("k_tail", t.k_tail); !s) return s;
   for (const auto& [name, other] : {std::pair<const char*, const TensorRef*>{"k_cache", &t.k_cache},
                                     {"v_cache", &t.v_cache}, {"k_scales", &t.k_scales}, {"v_scales", &t.v_scales}}) {

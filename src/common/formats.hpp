@@ -31,12 +31,18 @@ SPLITKV_HD constexpr ElementTraits element_traits(DType dtype) {
 // Elements of `dtype` in 16 bytes (the vector width of every global load and store).
 SPLITKV_HD constexpr int elements_per_16_bytes(DType dtype) { return 128 / element_traits(dtype).bits; }
 
+// The keys of a *_kc format (docs/KV_FORMATS.md, "Keys quantized per channel"): one (scale[D],
+// min[D]) per kKeyGroup positions of a KV head, and the keys of the incomplete groups kept in the
+// Q/O dtype in a ring of kKeyTailRows rows per sequence (position p in row p % kKeyTailRows).
+inline constexpr int kKeyGroup = 64;
+inline constexpr int kKeyTailRows = 2 * kKeyGroup;
+
 // What the scale tensors of a KV format hold (docs/KV_FORMATS.md).
 enum class KvScales {
   kNone,          // 16-bit values
   kPerHead,       // fp32 [Hkv], K and V each their own (fp8)
   kPerTokenPair,  // fp16 (scale, min) per token and KV head (int8, int4)
-  kPerChannelGroup,  // fp16 (scale[D], min[D]) per 64-position group and KV head (the keys of *_kc)
+  kPerChannelGroup,  // fp16 (scale[D], min[D]) per kKeyGroup positions and KV head (the keys of *_kc)
 };
 
 struct KvFormatTraits {

@@ -23,14 +23,15 @@
 #include <cstdint>
 #include <vector>
 
+#include "common/formats.hpp"
 #include "quant/kv_quant_host.hpp"
 #include "splitkv/status.hpp"
 #include "splitkv/types.hpp"
 
 namespace splitkv::quant {
 
-inline constexpr int kKeyGroup = 64;           // positions per channel (scale, min)
-inline constexpr int kKeyTailRows = 2 * kKeyGroup;  // the tail ring: the newest two groups
+using detail::kKeyGroup;      // positions per channel (scale, min)
+using detail::kKeyTailRows;   // the tail ring: the newest two groups
 
 struct KcKeyCacheView {
   int bits = 8;       // 8 or 4

@@ -40,7 +40,7 @@ Base random_base(uint64_t seed) {
   const int max_len = 1 + pick(2500);
   const KvFormat format = formats[pick(8)];
   int page_size = pages[pick(4)];
-  if (detail::kv_format_traits(format).channel_keys && page_size % 64 != 0) page_size = 64;  // whole key groups
+  if (detail::kv_format_traits(format).channel_keys && page_size % detail::kKeyGroup != 0) page_size = detail::kKeyGroup;  // whole key groups
   b.spec = DecodeSpecBuilder(batch, h[0], h[1], max_len)
                .format(format)
                .paged(page_size)

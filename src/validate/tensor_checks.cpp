@@ -106,8 +106,8 @@ Status check_kv_scale_tensor(const std::string& name, const TensorRef& s, KvScal
       }
       return Status::success();
     case KvScales::kPerChannelGroup: {
-      // [blocks, Hkv, groups of 64 slots, 2 * D]: scale[D] then min[D] per group, D contiguous.
-      const int64_t groups = (cache.shape[1] + 63) / 64;
+      // [blocks, Hkv, groups of kKeyGroup slots, 2 * D]: scale[D] then min[D] per group, D contiguous.
+      const int64_t groups = (cache.shape[1] + kKeyGroup - 1) / kKeyGroup;
       return check_tensor(name, s, Expect{DType::kF16, {cache.shape[0], num_kv_heads, groups, 2 * cache.shape[3]},
                                           false, true});
     }

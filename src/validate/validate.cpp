@@ -188,8 +188,8 @@ Status check_kv_cache(const CacheBinding& c) {
   if (Status s = check_tensor("v", c.v, Expect{v_element(c.kv_format, c.dtype), v_shape}); !s) return s;
   // Scales of a quantized cache (docs/KV_FORMATS.md); none for a 16-bit one.
   const KvFormatTraits f = kv_format_traits(resolve_kv_format(c.kv_format, c.dtype));
-  if (f.channel_keys && paged && c.page_size % 64 != 0) {
-    return Status::invalid("page_size", std::string("a multiple of 64 for a ") + f.name +
+  if (f.channel_keys && paged && c.page_size % kKeyGroup != 0) {
+    return Status::invalid("page_size", "a multiple of " + str(kKeyGroup) + " for a " + f.name +
                                             " cache (a key group never spans pages)",
                            str(c.page_size));
   }
@@ -205,8 +205,8 @@ Status check_kv_cache(const CacheBinding& c) {
       }
     }
   } else {
-    // The tail: the newest two key groups of each sequence, 16-bit, [tail slots, Hkv, 128, D].
-    if (Status s = check_tensor("k_tail", c.k_tail, Expect{c.dtype, {kAnySize, Hkv, 128, D}}); !s) return s;
+    // The tail: the newest two key groups of each sequence, 16-bit, [tail slots, Hkv, kKeyTailRows, D].
+    if (Status s = check_tensor("k_tail", c.k_tail, Expect{c.dtype, {kAnySize, Hkv, kKeyTailRows, D}}); !s) return s;
     if (c.tail_slots.empty()) {
       if (c.k_tail.shape[0] < B) {
         return Status::invalid("k_tail.shape[0]", ">= batch (" + str(B) + ": sequence b's tail is row b without "

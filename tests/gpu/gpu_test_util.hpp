@@ -1,9 +1,12 @@
-// Shared pieces of the GPU tests: skipping without a GPU or without an instantiation.
+// Shared pieces of the GPU tests: skipping without a GPU or without an instantiation, poisoned
+// workspaces, one call captured in a CUDA graph.
 #pragma once
 
+#include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <string>
 
 #include "splitkv/splitkv.hpp"
 #include "testing/device_buffer.hpp"
@@ -45,6 +48,57 @@ inline testing::DeviceBuffer poisoned_workspace(size_t bytes) {
   b.fill_bytes(0xff);
   return b;
 }
+
+// One call captured on its own non-blocking stream into an instantiated graph; replay() launches it
+// and waits. ok() is false (error() says why) when the stream, the capture, the call or the
+// instantiation failed. Destroys what it made.
+class CapturedCall {
+ public:
+  // `call(stream)` returns the Status of the library call it makes on `stream`.
+  template <class Call>
+  explicit CapturedCall(Call&& call) {
+    if (cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking) != cudaSuccess) {
+      error_ = "cudaStreamCreateWithFlags failed";
+      return;
+    }
+    if (cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
+      error_ = "cudaStreamBeginCapture failed";
+      return;
+    }
+    const Status captured = call(stream_);
+    const cudaError_t ended = cudaStreamEndCapture(stream_, &graph_);
+    if (!captured.ok()) {
+      error_ = "the captured call failed: " + captured.message();
+    } else if (ended != cudaSuccess) {
+      error_ = std::string("cudaStreamEndCapture: ") + cudaGetErrorString(ended);
+    } else if (cudaGraphInstantiate(&exec_, graph_, 0) != cudaSuccess) {
+      error_ = "cudaGraphInstantiate failed";
+      exec_ = nullptr;
+    }
+  }
+  CapturedCall(const CapturedCall&) = delete;
+  CapturedCall& operator=(const CapturedCall&) = delete;
+  ~CapturedCall() {
+    if (exec_ != nullptr) cudaGraphExecDestroy(exec_);
+    if (graph_ != nullptr) cudaGraphDestroy(graph_);
+    if (stream_ != nullptr) cudaStreamDestroy(stream_);
+  }
+
+  bool ok() const { return error_.empty(); }
+  const std::string& error() const { return error_; }
+  cudaStream_t stream() const { return stream_; }
+  // Launches the graph and waits for it: cudaSuccess or the first error.
+  cudaError_t replay() const {
+    const cudaError_t launched = cudaGraphLaunch(exec_, stream_);
+    return launched != cudaSuccess ? launched : cudaStreamSynchronize(stream_);
+  }
+
+ private:
+  cudaStream_t stream_ = nullptr;
+  cudaGraph_t graph_ = nullptr;
+  cudaGraphExec_t exec_ = nullptr;
+  std::string error_;
+};
 
 }  // namespace splitkv::gpu_test
 

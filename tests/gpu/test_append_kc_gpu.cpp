@@ -384,15 +384,8 @@ TEST(AppendKcGpuSingle, CudaGraphReplayWithNewTokens) {
   t.k_scales = want.k_groups.ref(dev.k_groups.get());
   t.v_scales = want.v_pairs.ref(dev.v_pairs.get());
   t.k_tail = want.k_tail.ref(dev.k_tail.get());
-  cudaStream_t stream;
-  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
-  cudaGraph_t graph;
-  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
-  const Status captured = run_append_kv(p, t, stream);
-  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
-  ASSERT_TRUE(captured.ok()) << captured.message();
-  cudaGraphExec_t exec;
-  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  const gpu_test::CapturedCall graph([&](cudaStream_t stream) { return run_append_kv(p, t, stream); });
+  ASSERT_TRUE(graph.ok()) << graph.error();
   for (int step = 0; step < 6; ++step) {
     std::vector<Token> tokens;
     for (int seq = 0; seq < 2; ++seq) {
@@ -408,15 +401,11 @@ TEST(AppendKcGpuSingle, CudaGraphReplayWithNewTokens) {
     dpos.upload(positions.data(), positions.size() * 8);
     dtails.upload(tails.data(), tails.size() * 4);
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
-    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    ASSERT_EQ(graph.replay(), cudaSuccess);
     append_on_host(s, want, tokens, k, v);
     const std::string diff = compare(want, dev);
     ASSERT_TRUE(diff.empty()) << "replay " << step << ":\n" << diff;
   }
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
-  cudaStreamDestroy(stream);
 }
 
 }  // namespace

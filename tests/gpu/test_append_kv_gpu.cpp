@@ -626,30 +626,20 @@ TEST(AppendKvGpuSingle, CudaGraphReplayWithNewSlots) {
     NewRows rows = make_rows(c, rng, all_row_kinds());
     HostCache want = make_cache(c);
     DeviceState dev(rows, first, want);
-    cudaStream_t stream;
-    ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
-    cudaGraph_t graph;
-    ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
-    const Status captured = run_append_kv(c.problem, dev.tensors, stream);
-    ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
-    ASSERT_TRUE(captured.ok()) << captured.message();
-    cudaGraphExec_t exec;
-    ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+    const gpu_test::CapturedCall graph(
+        [&](cudaStream_t stream) { return run_append_kv(c.problem, dev.tensors, stream); });
+    ASSERT_TRUE(graph.ok()) << graph.error();
     EXPECT_TRUE(dev.download(want) == want) << "capture must not run the kernel";
     for (const std::vector<int32_t>* slots : {&first, &second}) {
       if (slots == &second) rows = make_rows(c, rng, all_row_kinds());
       dev.upload(rows, *slots);
       ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);  // the uploads ran on the legacy stream
-      ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
-      ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+      ASSERT_EQ(graph.replay(), cudaSuccess);
       append_on_host(c, rows, *slots, &want);
       const HostCache got = dev.download(want);
       EXPECT_TRUE(got == want) << to_string(format) << " replay " << (slots == &first ? 1 : 2) << ":\n"
                                << describe_differences(want, got, c, rows, *slots);
     }
-    cudaGraphExecDestroy(exec);
-    cudaGraphDestroy(graph);
-    cudaStreamDestroy(stream);
   }
 }
 

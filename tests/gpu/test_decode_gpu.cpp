@@ -430,30 +430,20 @@ TEST_P(DecodeGraphReplay, ServesNewLengths) {
   DeviceDecodeCase dev(c);
   DeviceBuffer workspace = gpu_test::poisoned_workspace(plan.workspace_bytes());
   ASSERT_TRUE(prepare_workspace(plan, workspace.get(), workspace.bytes(), nullptr).ok());
-  cudaStream_t stream;
-  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
-  cudaGraph_t graph;
-  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
-  const Status captured = run_decode(plan, dev.tensors, workspace.get(), workspace.bytes(), stream);
-  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
-  ASSERT_TRUE(captured.ok()) << captured.message();
-  cudaGraphExec_t exec;
-  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  const gpu_test::CapturedCall graph(
+      [&](cudaStream_t stream) { return run_decode(plan, dev.tensors, workspace.get(), workspace.bytes(), stream); });
+  ASSERT_TRUE(graph.ok()) << graph.error();
   for (const std::vector<int32_t>& lens :
        {std::vector<int32_t>{8192, 100, 5000}, {1, 8192, 0}, {4097, 3, 8000}}) {
     c.seq_lens = lens;
     dev.upload_seq_lens(lens);
     testing::poison_outputs(c);
     dev.upload_outputs(c);
-    ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
-    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    ASSERT_EQ(graph.replay(), cudaSuccess);
     dev.download_outputs(c);
     const testing::Comparison cmp = testing::check_decode(c);
     EXPECT_TRUE(cmp.passed) << "lengths " << lens[0] << "," << lens[1] << "," << lens[2] << ": " << cmp.summary();
   }
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
-  cudaStreamDestroy(stream);
 }
 
 INSTANTIATE_TEST_SUITE_P(Combine, DecodeGraphReplay,

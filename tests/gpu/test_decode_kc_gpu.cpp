@@ -214,15 +214,9 @@ TEST(KcDecodeGpu, CudaGraphReplayServesNewLengths) {
     if (!gpu_test::plan_compiled(plan)) GTEST_SKIP() << "not compiled into this build: " << what;
     DeviceDecodeCase dev(c);
     DeviceBuffer workspace = gpu_test::poisoned_workspace(plan.workspace_bytes());
-    cudaStream_t stream;
-    ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
-    cudaGraph_t graph;
-    ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
-    const Status captured = run_decode(plan, dev.tensors, workspace.get(), workspace.bytes(), stream);
-    ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
-    ASSERT_TRUE(captured.ok()) << what << ": " << captured.message();
-    cudaGraphExec_t exec;
-    ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+    const gpu_test::CapturedCall graph(
+        [&](cudaStream_t stream) { return run_decode(plan, dev.tensors, workspace.get(), workspace.bytes(), stream); });
+    ASSERT_TRUE(graph.ok()) << what << ": " << graph.error();
     for (const std::vector<int>& lens : {std::vector<int>{8192, 100, 5000}, {1, 8191, 0}}) {
       testing::DecodeCase next = make(lens);
       dev.q.upload(next.q.data(), next.q.size() * sizeof(uint16_t));
@@ -234,16 +228,12 @@ TEST(KcDecodeGpu, CudaGraphReplayServesNewLengths) {
       dev.upload_seq_lens(next.seq_lens);
       testing::poison_outputs(next);
       dev.upload_outputs(next);
-      ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
-      ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+      ASSERT_EQ(graph.replay(), cudaSuccess);
       dev.download_outputs(next);
       const testing::Comparison cmp = testing::check_decode(next);
       EXPECT_TRUE(cmp.passed) << what << " lengths " << lens[0] << "," << lens[1] << "," << lens[2] << ": "
                               << cmp.summary();
     }
-    cudaGraphExecDestroy(exec);
-    cudaGraphDestroy(graph);
-    cudaStreamDestroy(stream);
   }
 }
 

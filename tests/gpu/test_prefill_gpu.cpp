@@ -345,26 +345,16 @@ TEST_P(StreamKTail, MergesCutTilesAndRepeatsItsBits) {
   }
   EXPECT_EQ(first, c.out) << "the second call differs";
 
-  cudaStream_t stream;
-  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
-  cudaGraph_t graph;
-  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
-  const Status captured = run_prefill(plan, dev.tensors, workspace.get(), workspace.bytes(), stream);
-  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
-  ASSERT_TRUE(captured.ok()) << captured.message();
-  cudaGraphExec_t exec;
-  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  const gpu_test::CapturedCall graph(
+      [&](cudaStream_t stream) { return run_prefill(plan, dev.tensors, workspace.get(), workspace.bytes(), stream); });
+  ASSERT_TRUE(graph.ok()) << graph.error();
   for (int replay = 0; replay < 2; ++replay) {
     testing::poison_outputs(c);
     dev.upload_outputs(c);
-    ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
-    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    ASSERT_EQ(graph.replay(), cudaSuccess);
     dev.download_outputs(c);
     EXPECT_EQ(first, c.out) << "graph replay " << replay << " differs";
   }
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
-  cudaStreamDestroy(stream);
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, StreamKTail, ::testing::ValuesIn(stream_k_cases()),

@@ -267,26 +267,16 @@ TEST(PromisesGpu, ConcurrentLaunchesWithDifferentSharedMemorySizes) {
   // Captured with the larger size, replayed after an eager call with the smaller one.
   DeviceDecodeCase dev(c);
   DeviceBuffer ws0(plans[0].workspace_bytes()), ws1(plans[1].workspace_bytes());
-  cudaStream_t stream;
-  cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
-  cudaGraph_t graph;
-  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
-  const Status captured = run_decode(plans[0], dev.tensors, ws0.get(), ws0.bytes(), stream);
-  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
-  ASSERT_TRUE(captured.ok()) << captured.message();
-  cudaGraphExec_t exec;
-  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
-  ASSERT_TRUE(run_decode(plans[1], dev.tensors, ws1.get(), ws1.bytes(), stream).ok());
+  const gpu_test::CapturedCall graph(
+      [&](cudaStream_t stream) { return run_decode(plans[0], dev.tensors, ws0.get(), ws0.bytes(), stream); });
+  ASSERT_TRUE(graph.ok()) << graph.error();
+  ASSERT_TRUE(run_decode(plans[1], dev.tensors, ws1.get(), ws1.bytes(), graph.stream()).ok());
   testing::poison_outputs(c);
   dev.upload_outputs(c);
-  ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
-  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  ASSERT_EQ(graph.replay(), cudaSuccess);
   dev.download_outputs(c);
   const testing::Comparison cmp = testing::check_decode(c);
   EXPECT_TRUE(cmp.passed) << cmp.summary();
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
-  cudaStreamDestroy(stream);
 }
 
 // Item 8: strides the TMA loads cannot take (K heads broadcast from one, stride 0) are refused by

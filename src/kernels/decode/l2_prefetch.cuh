@@ -94,9 +94,9 @@ __device__ __forceinline__ void prefetch_block_start_to_l2(const DecodeParams& p
     prefetch_lines_to_l2(k + (page * p.k_page_stride + slot * p.k_token_stride) * kUnit, Rows::kKRowBytes);
     prefetch_lines_to_l2(v + (page * p.v_page_stride + slot * p.v_token_stride) * kUnit, Rows::kVRowBytes);
     if constexpr (Rows::kChannelKeys) {
-      if (slot % 64 == 0) {  // the group's row (its scales are read only once the group is complete)
+      if (slot % kKeyGroup == 0) {  // the group's row (its scales are read only once the group is complete)
         prefetch_lines_to_l2(static_cast<const uint16_t*>(p.k_scales) + page * p.k_scale_page_stride +
-                                 kv_head * p.k_scale_head_stride + (slot / 64) * p.k_scale_token_stride,
+                                 kv_head * p.k_scale_head_stride + (slot / kKeyGroup) * p.k_scale_token_stride,
                              4 * Rows::kHeadDim);
       }
     } else if constexpr (Rows::kTokenScales) {

@@ -13,6 +13,7 @@
 #include <cutlass/numeric_types.h>
 
 #include "kernels/decode_quant/kv_codes.cuh"
+#include "common/formats.hpp"
 #include "kernels/decode_quant/decode_quant_tile.hpp"
 #include "splitkv/types.hpp"
 
@@ -66,7 +67,7 @@ struct DecodeQuantTraits {
   // (kRunSubtiles), and each run's fp16 (scale[D], min[D]) lands in one of the warp's kGroupSlots
   // slots of kGroupBytes, after every warp's ring (kGroupOffset from the first ring).
   static constexpr bool kChannelKeys = kv_format_traits(kFormat_).channel_keys;
-  static constexpr int kKeyGroup = 64;
+  static constexpr int kKeyGroup = detail::kKeyGroup;
   static constexpr int kRunSubtiles = kChannelKeys ? kKeyGroup / kTile.base.warp_keys : 1;
   static constexpr int kGroupBytes = kTile.group_bytes;
   static constexpr int kGroupSlots = kTile.group_slots;

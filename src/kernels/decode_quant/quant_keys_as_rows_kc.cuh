@@ -130,7 +130,6 @@ template <class Traits, class Element>
 __device__ __forceinline__ void kc_tail_scores(const Element* sQ, const Element* tail, int64_t row_stride, int t0,
                                                int end, float q_scale, int lane, float (&s)[4]) {
   constexpr int D = Traits::kHeadDim;
-  constexpr int kKeyTailRows = 128;
   using TailMma = std::conditional_t<std::is_same_v<Element, cutlass::bfloat16_t>,
                                      cute::SM80_16x8x16_F32BF16BF16F32_TN, cute::SM80_16x8x16_F32F16F16F32_TN>;
   const int g = lane / 4, c = lane % 4;

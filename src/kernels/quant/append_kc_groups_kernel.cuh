@@ -23,7 +23,7 @@ namespace splitkv::detail {
 
 template <class In, int kHeadDim, int kBits>
 __global__ void __launch_bounds__(kAppendKcThreads) append_kc_groups_kernel(const __grid_constant__ AppendKvParams p) {
-  constexpr int G = kAppendKeyGroup;
+  constexpr int G = kKeyGroup;
   constexpr int D = kHeadDim;
   constexpr int kRowPitch = D + 8;  // 16-bit elements: rows stay 16-byte aligned, columns spread over banks
   constexpr int kWarps = kAppendKcThreads / 32;
@@ -57,7 +57,7 @@ __global__ void __launch_bounds__(kAppendKcThreads) append_kc_groups_kernel(cons
             2 * ((token - (G - 1 - q)) * keys.src_token_stride + head * keys.src_head_stride);
     } else {
       row = kc.tail + t.tail_slot * kc.tail_slot_stride + head * kc.tail_head_stride +
-            ((first + q) % kAppendKeyTailRows) * kc.tail_row_stride;
+            ((first + q) % kKeyTailRows) * kc.tail_row_stride;
     }
     append::copy_vec<16>(&sX[q * kRowPitch + chunk * 8], row + chunk * 16);
   }

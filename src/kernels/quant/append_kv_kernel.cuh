@@ -46,10 +46,10 @@ __global__ void __launch_bounds__(kAppendWarpsPerBlock * 32) append_kv_kernel(co
     const KcToken t = kc_token(p, token);
     if (!t.valid) return;
     if (!v_side) {
-      if (kc_token_holds(p, token + kAppendKeyTailRows, t.tail_slot, t.position + kAppendKeyTailRows)) return;
+      if (kc_token_holds(p, token + kKeyTailRows, t.tail_slot, t.position + kKeyTailRows)) return;
       append::copy_vec<2 * kPerLane>(bits, src + lane * kPerLane);
       char* const tail_row = p.kc.tail + t.tail_slot * p.kc.tail_slot_stride + head * p.kc.tail_head_stride +
-                             (t.position % kAppendKeyTailRows) * p.kc.tail_row_stride;
+                             (t.position % kKeyTailRows) * p.kc.tail_row_stride;
       append::copy_vec<2 * kPerLane>(tail_row + lane * 2 * kPerLane, bits);
       return;
     }

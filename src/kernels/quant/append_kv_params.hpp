@@ -4,6 +4,7 @@
 
 #include <cstdint>
 
+#include "common/formats.hpp"
 #include "splitkv/types.hpp"
 
 namespace splitkv::detail {
@@ -59,7 +60,5 @@ struct AppendKvParams {
 inline constexpr int kAppendWarpsPerBlock = 4;
 // *_kc: one block of this many threads per (token, KV head) quantizes the group the token completes.
 inline constexpr int kAppendKcThreads = 128;
-inline constexpr int kAppendKeyGroup = 64;      // quant::kKeyGroup
-inline constexpr int kAppendKeyTailRows = 128;  // quant::kKeyTailRows
 
 }  // namespace splitkv::detail

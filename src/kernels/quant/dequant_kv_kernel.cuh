@@ -70,7 +70,7 @@ __device__ __forceinline__ void read_channel_key_values(const DequantSide& s, in
                                                         int64_t slot, int h, int c, float (&x)[kValuesPerThread]) {
   const char* row = s.cache + block * s.block_stride + slot * s.slot_stride + h * s.head_stride;
   const uint16_t* pairs = s.pairs + block * s.pair_block_stride + h * s.pair_head_stride +
-                          (slot / 64) * s.pair_slot_stride + c * kValuesPerThread;
+                          (slot / kKeyGroup) * s.pair_slot_stride + c * kValuesPerThread;
   uint32_t code[kValuesPerThread];
   if (s.codes == StoredCodes::kInt8) {
     const uint2 codes = *reinterpret_cast<const uint2*>(row + c * 8);
@@ -92,7 +92,7 @@ template <class Out>
 __device__ __forceinline__ void read_tail_values(const DequantKeyChannels& kc, int64_t tail_slot, int h,
                                                  int64_t position, int c, float (&x)[kValuesPerThread]) {
   const uint16_t* row = static_cast<const uint16_t*>(kc.tail.rows) + tail_slot * kc.tail.slot_stride +
-                        h * kc.tail.head_stride + (position % 128) * kc.tail.row_stride + c * kValuesPerThread;
+                        h * kc.tail.head_stride + (position % kKeyTailRows) * kc.tail.row_stride + c * kValuesPerThread;
   const uint4 bits = *reinterpret_cast<const uint4*>(row);
   const uint32_t w[4] = {bits.x, bits.y, bits.z, bits.w};
 #pragma unroll
@@ -147,7 +147,7 @@ __global__ void __launch_bounds__(kDequantThreads) dequantize_kv_kernel(const __
   const DequantKeyChannels& kc = p.key_channels;
   const int64_t tail_slot = !kc.enabled ? 0 : kc.tail.seq_slots ? kc.tail.seq_slots[b * kc.tail.seq_slots_stride] : b;
   const bool tail_ok = !kc.enabled || (tail_slot >= 0 && tail_slot < kc.tail.num_slots);
-  const int complete = n / 64 * 64;
+  const int complete = n / kKeyGroup * kKeyGroup;
 
   if (blockIdx.y == 0) {  // the length the prefill reads: -1 (NaN rows) for a bad length, page id or tail slot
     bool bad_page = false;
