@@ -251,8 +251,13 @@ Status run_decode(const Plan& plan, const DecodeTensors& t, void* workspace, siz
   if (Status s = detail::validate_decode_problem(pr); !s) return s;
   if (Status s = detail::validate_decode_tensors(pr, t); !s) return s;
   // Sinks: served through the combine kernel's merge (the planner keeps it for every such plan).
-  if (Status s = refuse_unserved_variants(pr.window_left, pr.window_right, pr.softcap, false, pr.tree_mask); !s) {
-    return s;
+  // Softcap: by the decode kernels' softcap instances, not yet by chunked prefill.
+  if (Status s = refuse_unserved_variants(pr.window_left, pr.window_right, 0.f, false, pr.tree_mask); !s) return s;
+  if (pr.softcap > 0.f && plan.decode_via_prefill()) {
+    return Status::unsupported("softcap", "served by the decode kernels; this plan runs chunked prefill (" +
+                                              plan.family() +
+                                              "), which does not implement it yet (name a decode family in "
+                                              "options.family)");
   }
   // Served by chunked prefill, any cache format is read through its dequantized copy.
   if (plan.decode_via_prefill()) return run_decode_via_prefill(plan, t, workspace, workspace_bytes, stream);
@@ -328,6 +333,7 @@ Status run_decode(const Plan& plan, const DecodeTensors& t, void* workspace, siz
   p.cluster_combine = plan.cluster_combine() && !caller_partials;
   p.causal = pr.causal;
   p.scale_log2 = g.scale_log2;
+  p.softcap = pr.softcap;
   p.l2_prefetch = plan.l2_prefetch();
   p.l2_prefetch_keys = plan.l2_prefetch_keys();  // read only with l2_prefetch
 

@@ -16,6 +16,7 @@
 #include "kernels/common/mma_layouts.cuh"
 #include "kernels/common/online_softmax.cuh"
 #include "kernels/common/pdl.cuh"
+#include "kernels/common/score_softcap.cuh"
 #include "kernels/decode/decode_block.cuh"
 #include "kernels/decode/decode_params.hpp"
 #include "kernels/decode/decode_traits.cuh"
@@ -25,7 +26,8 @@
 
 namespace splitkv::detail {
 
-template <class Traits>
+// kSoftcap: the logit softcap p.softcap (score_softcap.cuh).
+template <class Traits, bool kSoftcap = false>
 __global__ void __launch_bounds__(Traits::kThreads) decode_kernel(const __grid_constant__ DecodeParams p) {
   using namespace cute;
   using Element = typename Traits::Element;
@@ -119,6 +121,7 @@ __global__ void __launch_bounds__(Traits::kThreads) decode_kernel(const __grid_c
   Tensor tScS_rc = make_tensor(tScS.data(), acc_as_rows_cols(tScS.layout()));
   int row_end[kRows];
   visible_row_ends(p, keys, row0, tScS_rc, row_end);
+  const ScoreSoftcap<kSoftcap> softcap(p.softcap, p.scale_log2);
 
   // ---- Main loop over this warp's sub-tiles --------------------------------------------------------
   for (int n = 0; n < my_subtiles; ++n) {
@@ -137,6 +140,7 @@ __global__ void __launch_bounds__(Traits::kThreads) decode_kernel(const __grid_c
       copy(smem_copy_k, tSsK(_, _, k, stage), tSrK_view(_, _, k));
       gemm(tiled_mma, tSrQ(_, _, k), tSrK(_, _, k), acc_s);
     }
+    softcap.apply(acc_s);
     Tensor scores = make_tensor(acc_s.data(), acc_as_rows_cols(acc_s.layout()));  // (2, 4)
     mask_past_row_ends(scores, tScS_rc, t0, kN, row_end);
     softmax.update(scores, acc_o_rc, p.scale_log2);

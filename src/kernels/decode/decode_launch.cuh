@@ -9,7 +9,8 @@ namespace splitkv::detail {
 template <class Element, int kHeadDim, int kBlockM>
 cudaError_t launch_decode_mma(const DecodeParams& params, const LaunchConfig& config) {
   using Traits = DecodeTraits<Element, kHeadDim, kBlockM>;
-  return launch_kernel(decode_kernel<Traits>, dim3(Traits::kThreads), Traits::kSmemBytes, params, config);
+  auto* kernel = params.softcap > 0.f ? decode_kernel<Traits, true> : decode_kernel<Traits, false>;
+  return launch_kernel(kernel, dim3(Traits::kThreads), Traits::kSmemBytes, params, config);
 }
 
 }  // namespace splitkv::detail

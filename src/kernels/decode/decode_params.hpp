@@ -68,9 +68,11 @@ struct DecodeParams {
 
   // The keys of a *_kc cache (docs/KV_FORMATS.md, "Keys quantized per channel"): k holds complete
   // groups' codes, k_scales each group's fp16 (scale[D], min[D]) (k_scale_token_stride steps one
-  // group), k_tail the newest keys. Last in the struct: the other kernels' parameters keep their
-  // offsets.
+  // group), k_tail the newest keys. After the fields every instance reads: their offsets stay.
   KeyTailView k_tail;
+  // The logit softcap (docs/VARIANTS.md): > 0 launches the kernels' softcap instances
+  // (kernels/common/score_softcap.cuh); 0: off.
+  float softcap;
 };
 
 // A KV head's packed tile row -> its query (index in the sequence) and query head: row = i * group + h.

@@ -10,14 +10,17 @@
 
 #include "kernels/common/mma_layouts.cuh"
 #include "kernels/common/online_softmax.cuh"
+#include "kernels/common/score_softcap.cuh"
 #include "kernels/decode_quant/quant_decode_block.cuh"
 #include "kernels/decode_quant/quant_decode_traits.cuh"
 #include "kernels/decode_quant/quant_operands.cuh"
 
 namespace splitkv::detail {
 
-template <class Traits>
-__global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm) quant_decode_kernel(const __grid_constant__ DecodeParams p) {
+// kSoftcap: the logit softcap p.softcap (score_softcap.cuh).
+template <class Traits, bool kSoftcap = false>
+__global__ void __launch_bounds__(Traits::kThreads, kSoftcap ? Traits::kSoftcapMinBlocksPerSm : Traits::kMinBlocksPerSm)
+    quant_decode_kernel(const __grid_constant__ DecodeParams p) {
   using namespace cute;
   constexpr int D = Traits::kHeadDim;
   constexpr int kM = Traits::kBlockM;
@@ -41,6 +44,7 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm) qua
   float k_scale, v_scale;
   fp8_head_scales<Traits>(p, at.kv_head, k_scale, v_scale);
   const float scale_log2 = p.scale_log2 * q.unshift * k_scale;
+  const ScoreSoftcap<kSoftcap> softcap(p.softcap, scale_log2);
 
   typename Traits::TiledMma tiled_mma;
   auto thr_mma = tiled_mma.get_thread_slice(lane);
@@ -63,6 +67,7 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm) qua
     clear(acc_s);
     quant_scores<Traits>(q, stage, reads, acc_s);
     if constexpr (Traits::kTokenScales) fold_k_scales<Traits>(q, stage + Traits::kKScaleOffset, lane, acc_s);
+    softcap.apply(acc_s);
     Tensor scores = make_tensor(acc_s.data(), acc_as_rows_cols(acc_s.layout()));  // (2, 4)
     mask_past_row_ends(scores, tScS_rc, kv.subtile_start(n), kN, row_end);
     float rescale[2];

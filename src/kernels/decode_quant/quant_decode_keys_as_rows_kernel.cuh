@@ -7,6 +7,7 @@
 
 #include <cute/tensor.hpp>
 
+#include "kernels/common/score_softcap.cuh"
 #include "kernels/decode_quant/quant_decode_block.cuh"
 #include "kernels/decode_quant/quant_decode_traits.cuh"
 #include "kernels/decode_quant/quant_keys_as_rows.cuh"
@@ -20,8 +21,9 @@ struct KeysAsRowsTraits : Base {
   static constexpr int kBlockM = kKeysAsRowsQueries;
 };
 
-template <class Traits>
-__global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm)
+// kSoftcap: the logit softcap p.softcap (score_softcap.cuh).
+template <class Traits, bool kSoftcap = false>
+__global__ void __launch_bounds__(Traits::kThreads, kSoftcap ? Traits::kSoftcapMinBlocksPerSm : Traits::kMinBlocksPerSm)
     quant_decode_keys_as_rows_kernel(const __grid_constant__ DecodeParams p) {
   using namespace cute;
   constexpr int D = Traits::kHeadDim;
@@ -51,6 +53,7 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm)
   float k_scale, v_scale;
   fp8_head_scales<Traits>(p, at.kv_head, k_scale, v_scale);
   const float scale_log2 = p.scale_log2 * q.unshift * k_scale;
+  const ScoreSoftcap<kSoftcap> softcap(p.softcap, scale_log2);
 
   KeysAsRowsO<Traits> o;
   o.clear();
@@ -84,6 +87,7 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm)
       keys_as_rows_scores<Traits>(q, stage, reads, s);
       if constexpr (Traits::kTokenScales) keys_as_rows_fold_k_scales<Traits>(q, stage + Traits::kKScaleOffset, lane, s);
     }
+    softcap.apply(s);
     const int t0 = kv.subtile_start(n);
     if (t0 + kN > min(row_end[0], row_end[1])) {
       CUTE_UNROLL
