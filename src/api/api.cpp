@@ -251,13 +251,19 @@ Status run_decode(const Plan& plan, const DecodeTensors& t, void* workspace, siz
   if (Status s = detail::validate_decode_problem(pr); !s) return s;
   if (Status s = detail::validate_decode_tensors(pr, t); !s) return s;
   // Sinks: served through the combine kernel's merge (the planner keeps it for every such plan).
-  // Softcap: by the decode kernels' softcap instances, not yet by chunked prefill.
-  if (Status s = refuse_unserved_variants(pr.window_left, pr.window_right, 0.f, false, pr.tree_mask); !s) return s;
-  if (pr.softcap > 0.f && plan.decode_via_prefill()) {
-    return Status::unsupported("softcap", "served by the decode kernels; this plan runs chunked prefill (" +
+  // The softcap and the window: by the decode kernels' variants instances, not yet by chunked prefill.
+  if (Status s = refuse_unserved_variants(-1, -1, 0.f, false, pr.tree_mask); !s) return s;
+  if (plan.decode_via_prefill()) {
+    const char* variant = pr.window_left >= 0    ? "window_left"
+                          : pr.window_right >= 0 ? "window_right"
+                          : pr.softcap > 0.f     ? "softcap"
+                                                 : nullptr;
+    if (variant != nullptr) {
+      return Status::unsupported(variant, "served by the decode kernels; this plan runs chunked prefill (" +
                                               plan.family() +
                                               "), which does not implement it yet (name a decode family in "
                                               "options.family)");
+    }
   }
   // Served by chunked prefill, any cache format is read through its dequantized copy.
   if (plan.decode_via_prefill()) return run_decode_via_prefill(plan, t, workspace, workspace_bytes, stream);
@@ -334,6 +340,8 @@ Status run_decode(const Plan& plan, const DecodeTensors& t, void* workspace, siz
   p.causal = pr.causal;
   p.scale_log2 = g.scale_log2;
   p.softcap = pr.softcap;
+  p.window_left = pr.window_left;
+  p.window_right = pr.window_right;
   p.l2_prefetch = plan.l2_prefetch();
   p.l2_prefetch_keys = plan.l2_prefetch_keys();  // read only with l2_prefetch
 

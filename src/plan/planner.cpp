@@ -493,6 +493,7 @@ std::vector<const char*> prefill_route_families(const DecodeProblem& problem, in
                                    options.split_tokens > 0 ||
                                    (options.strategy != Strategy::kAuto && options.strategy != Strategy::kSplitKV);
   if (!options.tuning.prefill_route || decode_only_options || problem.sinks || problem.softcap > 0.f ||
+      problem.window_left >= 0 || problem.window_right >= 0 ||
       device.cc_major < 9 || !problem.causal ||
       problem.head_dim != 128 || reads_quantized_cache(problem) || rows < plan::kPrefillRouteMinRows ||
       rows > plan::kPrefillRouteMaxRows) {

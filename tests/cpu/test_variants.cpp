@@ -390,11 +390,10 @@ TEST(VariantValidation, SinksAreNotAddedToPartials) {
 }
 
 // Until a kernel family serves them, the GPU entry points refuse each variant by name (before any
-// device work), rather than run without it. The softcap: the decode kernels serve it, chunked
-// prefill (a *_kc cache's default route) not yet.
+// device work), rather than run without it. The softcap and the window: the decode kernels serve
+// them, chunked prefill (a *_kc cache's default route) not yet.
 TEST(VariantGpu, RunDecodeRefusesEachVariantByName) {
-  for (const auto& [v, name] : {std::pair<Variants, const char*>{Variants{64, -1}, "window_left"},
-                                {Variants{-1, -1, 0.f, false, true}, "tree_mask"}}) {
+  for (const auto& [v, name] : {std::pair<Variants, const char*>{Variants{-1, -1, 0.f, false, true}, "tree_mask"}}) {
     testing::DecodeSpecBuilder b = testing::DecodeSpecBuilder(1, 4, 2, 100).head_dim(64);
     b.queries(2, true);
     testing::DecodeCase c = testing::make_decode_case(spec_with(b, v));
@@ -404,21 +403,24 @@ TEST(VariantGpu, RunDecodeRefusesEachVariantByName) {
     EXPECT_EQ(s.code(), StatusCode::kUnsupported) << s.message();
     EXPECT_EQ(s.argument(), name) << s.message();
   }
-  testing::DecodeSpecBuilder b = testing::DecodeSpecBuilder(1, 4, 2, 100).head_dim(64).format(KvFormat::kInt4Kc);
-  b.queries(2, true);
-  testing::DecodeCase c = testing::make_decode_case(spec_with(b, Variants{-1, -1, 30.f}));
-  Plan plan;
-  ASSERT_TRUE(plan_decode(c.problem, DeviceInfo::h200(), {}, &plan).ok());
-  ASSERT_TRUE(plan.decode_via_prefill()) << describe(plan);
-  const Status s = run_decode(plan, c.host_tensors(), nullptr, 0, nullptr);
-  EXPECT_EQ(s.code(), StatusCode::kUnsupported) << s.message();
-  EXPECT_EQ(s.argument(), "softcap") << s.message();
-  EXPECT_NE(s.message().find("chunked prefill"), std::string::npos) << s.message();
+  for (const auto& [v, name] : {std::pair<Variants, const char*>{Variants{-1, -1, 30.f}, "softcap"},
+                                {Variants{64, -1}, "window_left"}, {Variants{-1, 0}, "window_right"}}) {
+    testing::DecodeSpecBuilder b = testing::DecodeSpecBuilder(1, 4, 2, 100).head_dim(64).format(KvFormat::kInt4Kc);
+    b.queries(2, true);
+    testing::DecodeCase c = testing::make_decode_case(spec_with(b, v));
+    Plan plan;
+    ASSERT_TRUE(plan_decode(c.problem, DeviceInfo::h200(), {}, &plan).ok());
+    ASSERT_TRUE(plan.decode_via_prefill()) << describe(plan);
+    const Status s = run_decode(plan, c.host_tensors(), nullptr, 0, nullptr);
+    EXPECT_EQ(s.code(), StatusCode::kUnsupported) << s.message();
+    EXPECT_EQ(s.argument(), name) << s.message();
+    EXPECT_NE(s.message().find("chunked prefill"), std::string::npos) << s.message();
+  }
 }
 
-// The planner's prefill route for wide speculative rows has no softcap yet: such rows stay on the
-// decode kernels, which serve it.
-TEST(VariantGpu, TheSoftcapKeepsSpeculativeRowsOnTheDecodeKernels) {
+// The planner's prefill route for wide speculative rows has no softcap or window yet: such rows
+// stay on the decode kernels, which serve them.
+TEST(VariantGpu, TheSoftcapAndWindowKeepSpeculativeRowsOnTheDecodeKernels) {
   DecodeProblem p;
   p.batch = 8, p.num_q_heads = 28, p.num_kv_heads = 4, p.head_dim = 128, p.max_kv_len = 8192;
   p.q_len = 8, p.causal = true;
@@ -428,6 +430,11 @@ TEST(VariantGpu, TheSoftcapKeepsSpeculativeRowsOnTheDecodeKernels) {
   p.softcap = 30.f;
   ASSERT_TRUE(plan_decode(p, DeviceInfo::h200(), {}, &capped).ok());
   EXPECT_FALSE(capped.decode_via_prefill()) << describe(capped);
+  p.softcap = 0.f;
+  p.window_left = 4096;
+  Plan windowed;
+  ASSERT_TRUE(plan_decode(p, DeviceInfo::h200(), {}, &windowed).ok());
+  EXPECT_FALSE(windowed.decode_via_prefill()) << describe(windowed);
 }
 
 // Prefill (padded token tensors, square and chunk-shaped, causal or not): the reference against the

@@ -1,5 +1,6 @@
-// The logit softcap inside a key loop (docs/VARIANTS.md), a compile-time policy: the instances
-// without it (kOn = false) keep their code. A kernel keeps raw scores s whose logit is s * scale
+// The logit softcap inside a key loop (docs/VARIANTS.md). A compile-time policy: the plain
+// instances (kOn = false) keep their code; a variants instance (kOn = true) caps when cap > 0 (a
+// warp-uniform branch: the same instance serves the window without a cap). A kernel keeps raw scores s whose logit is s * scale
 // (scale: softmax_scale times whatever the kernel folded into Q or the keys, e.g. Q's power-of-two
 // shift or an FP8 cache's key scale), so the capped logit cap * tanh(s * scale / cap) is again a raw
 // score, out * tanh(in * s) with in = scale / cap and out = cap / scale, and the online softmax,
@@ -41,12 +42,14 @@ struct ScoreSoftcap {
 template <>
 struct ScoreSoftcap<true> {
   static constexpr bool kActive = true;
+  bool on;        // cap > 0
   float in, out;  // s -> out * tanh(in * s)
 
-  // cap > 0; scale_log2: the kernel's raw-score-to-log2-logit factor (scale * log2(e)). A zero
-  // factor (an FP8 cache's key scale of 0) makes every logit 0, capped or not.
+  // cap: 0 (off) or > 0; scale_log2: the kernel's raw-score-to-log2-logit factor (scale * log2(e)).
+  // A zero factor (an FP8 cache's key scale of 0) makes every logit 0, capped or not.
   __device__ __forceinline__ ScoreSoftcap(float cap, float scale_log2)
-      : in(scale_log2 / (cap * 1.4426950408889634f)),
+      : on(cap > 0.f),
+        in(scale_log2 / (cap * 1.4426950408889634f)),
         out(scale_log2 == 0.f ? 0.f : cap * 1.4426950408889634f / scale_log2) {}
 
   __device__ __forceinline__ float operator()(float s) const { return out * softcap_tanh(in * s); }
@@ -54,6 +57,7 @@ struct ScoreSoftcap<true> {
   // Every element of a fragment (a CuTe register tensor or a plain array).
   template <class Fragment>
   __device__ __forceinline__ void apply(Fragment& s) const {
+    if (!on) return;
     constexpr int kSize = fragment_size<Fragment>();
 #pragma unroll
     for (int i = 0; i < kSize; ++i) s[i] = (*this)(s[i]);

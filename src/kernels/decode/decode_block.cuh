@@ -6,6 +6,7 @@
 
 #include <cute/tensor.hpp>
 
+#include "kernels/common/attention_variants.hpp"
 #include "kernels/common/causal_mask.hpp"
 #include "kernels/common/epilogue.cuh"
 #include "kernels/common/online_softmax.cuh"
@@ -26,7 +27,31 @@ struct DecodeKeyRange {
   bool bad_input;  // the length (or keys_after) was out of range: reported as NaN, never read past
 };
 
-template <int kBlockKeys>
+// The keys [query_key_start, query_key_end) query i of the sequence sees (of the shard's [0, len)):
+// the causal end and, in a variants instance (kVariants), the sliding window's two sides
+// (attention_variants.hpp), the query at local position len + after - q_len + i.
+template <bool kVariants>
+__device__ __forceinline__ int query_key_end(const DecodeParams& p, int len, int after, int i) {
+  const int end = visible_shard_key_end(p.causal, p.q_len, len, after, i);
+  if constexpr (!kVariants) {
+    return end;
+  } else {
+    const long long position = (long long)len + after - p.q_len + i;
+    const long long window_end = window_key_end(position, p.window_right, (long long)len + after);
+    return window_end < end ? int(window_end < 0 ? 0 : window_end) : end;
+  }
+}
+template <bool kVariants>
+__device__ __forceinline__ int query_key_start(const DecodeParams& p, int len, int after, int i) {
+  if constexpr (!kVariants) {
+    return 0;
+  } else {
+    const long long first = window_first_key((long long)len + after - p.q_len + i, p.window_left);
+    return first < len ? int(first) : len;
+  }
+}
+
+template <int kBlockKeys, bool kVariants = false>
 __device__ __forceinline__ DecodeKeyRange decode_key_range(const DecodeParams& p, int b, int split, int row0,
                                                            int rows_here) {
   DecodeKeyRange r;
@@ -34,22 +59,31 @@ __device__ __forceinline__ DecodeKeyRange decode_key_range(const DecodeParams& p
   r.after = p.keys_after != nullptr ? p.keys_after[b] : 0;
   r.bad_input = r.len < 0 || r.len > p.max_kv_len || r.after < 0;
   if (r.bad_input) r.len = 0, r.after = 0;
-  const SplitSpan span = split_span(r.len, split, p.num_splits, p.split_tokens, kBlockKeys);
+  SplitSpan span;
+  if constexpr (kVariants) {  // the splits cut only the keys from the first query's window on
+    const int base = split_base(first_visible_key(r.len, r.after, p.q_len, p.window_left), kBlockKeys);
+    span = split_span_from(base, r.len, split, p.num_splits, p.split_tokens, kBlockKeys);
+  } else {
+    span = split_span(r.len, split, p.num_splits, p.split_tokens, kBlockKeys);
+  }
   r.lo = span.lo;
   const int last_query = p.group.div(row0 + rows_here - 1);
-  r.hi = min(span.end, visible_shard_key_end(p.causal, p.q_len, r.len, r.after, last_query));
+  r.hi = min(span.end, query_key_end<kVariants>(p, r.len, r.after, last_query));
   return r;
 }
 
-// Per thread row (2 per 16 rows of the tile): the end of the keys it sees. tScS_rc maps (row, col)
-// of the thread's score fragment to (tile row, key offset).
-template <int kRows, class RowCoords>
+// Per thread row (2 per 16 rows of the tile): the end of the keys it sees and (kVariants) their
+// start. tScS_rc maps (row, col) of the thread's score fragment to (tile row, key offset).
+template <bool kVariants = false, int kRows, class RowCoords>
 __device__ __forceinline__ void visible_row_ends(const DecodeParams& p, const DecodeKeyRange& keys, int row0,
-                                                 const RowCoords& tScS_rc, int (&row_end)[kRows]) {
+                                                 const RowCoords& tScS_rc, int (&row_end)[kRows],
+                                                 int (*row_start)[kRows] = nullptr) {
   CUTE_UNROLL
   for (int r = 0; r < kRows; ++r) {
     const int row = min(row0 + cute::get<0>(tScS_rc(r, 0)), p.rows_per_kv - 1);
-    row_end[r] = min(keys.hi, visible_shard_key_end(p.causal, p.q_len, keys.len, keys.after, p.group.div(row)));
+    const int query = p.group.div(row);
+    row_end[r] = min(keys.hi, query_key_end<kVariants>(p, keys.len, keys.after, query));
+    if constexpr (kVariants) (*row_start)[r] = query_key_start<kVariants>(p, keys.len, keys.after, query);
   }
 }
 
@@ -66,6 +100,25 @@ __device__ __forceinline__ void mask_past_row_ends(Scores& scores, const RowCoor
     CUTE_UNROLL
     for (int c = 0; c < cute::size<1>(scores); ++c) {
       if (t0 + cute::get<1>(tScS_rc(r, c)) >= row_end[r]) scores(r, c) = kNegInf;
+    }
+  }
+}
+
+// A variants instance's mask: keys before a row's window start become -inf too (only sub-tiles that
+// cross some row's start or end pay).
+template <int kRows, class Scores, class RowCoords>
+__device__ __forceinline__ void mask_outside_rows(Scores& scores, const RowCoords& tScS_rc, int t0, int n_keys,
+                                                  const int (&row_start)[kRows], const int (&row_end)[kRows]) {
+  int first_end = row_end[0], last_start = row_start[0];
+  CUTE_UNROLL
+  for (int r = 1; r < kRows; ++r) first_end = min(first_end, row_end[r]), last_start = max(last_start, row_start[r]);
+  if (t0 + n_keys <= first_end && t0 >= last_start) return;
+  CUTE_UNROLL
+  for (int r = 0; r < cute::size<0>(scores); ++r) {
+    CUTE_UNROLL
+    for (int c = 0; c < cute::size<1>(scores); ++c) {
+      const int key = t0 + cute::get<1>(tScS_rc(r, c));
+      if (key >= row_end[r] || key < row_start[r]) scores(r, c) = kNegInf;
     }
   }
 }

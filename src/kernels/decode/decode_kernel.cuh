@@ -26,8 +26,8 @@
 
 namespace splitkv::detail {
 
-// kSoftcap: the logit softcap p.softcap (score_softcap.cuh).
-template <class Traits, bool kSoftcap = false>
+// kVariants: the variants instance (DecodeParams' softcap and sliding window, docs/VARIANTS.md).
+template <class Traits, bool kVariants = false>
 __global__ void __launch_bounds__(Traits::kThreads) decode_kernel(const __grid_constant__ DecodeParams p) {
   using namespace cute;
   using Element = typename Traits::Element;
@@ -53,7 +53,7 @@ __global__ void __launch_bounds__(Traits::kThreads) decode_kernel(const __grid_c
   // Everything this kernel reads may come from the kernel before it in the stream; until that one
   // is done the block only warms L2. Our own dependents (the combine) may launch right away: they
   // wait for our completion themselves (not with a fused combine: allow_dependents_at_start).
-  prefetch_block_start_to_l2<NativeCacheRows<Traits>>(p, b, kv_head, split, row0, rows_here, tid);
+  prefetch_block_start_to_l2<NativeCacheRows<Traits>, kVariants>(p, b, kv_head, split, row0, rows_here, tid);
   wait_for_prior_grids();
   allow_dependents_at_start(p);
 
@@ -71,7 +71,7 @@ __global__ void __launch_bounds__(Traits::kThreads) decode_kernel(const __grid_c
   cp_async_fence();
 
   // ---- Which keys this block reads ---------------------------------------------------------------
-  const DecodeKeyRange keys = decode_key_range<Traits::kBlockKeys>(p, b, split, row0, rows_here);
+  const DecodeKeyRange keys = decode_key_range<Traits::kBlockKeys, kVariants>(p, b, split, row0, rows_here);
   const int n_subtiles = keys.hi > keys.lo ? (keys.hi - keys.lo + kN - 1) / kN : 0;
   const int my_subtiles = n_subtiles > warp ? (n_subtiles - warp + kWarps - 1) / kWarps : 0;
 
@@ -119,9 +119,9 @@ __global__ void __launch_bounds__(Traits::kThreads) decode_kernel(const __grid_c
   // (row, key) coordinates of this thread's score elements, and each row's visible-key end.
   Tensor tScS = thr_mma.partition_C(make_identity_tensor(Shape<Int<kM>, Int<kN>>{}));
   Tensor tScS_rc = make_tensor(tScS.data(), acc_as_rows_cols(tScS.layout()));
-  int row_end[kRows];
-  visible_row_ends(p, keys, row0, tScS_rc, row_end);
-  const ScoreSoftcap<kSoftcap> softcap(p.softcap, p.scale_log2);
+  int row_end[kRows], row_start[kRows];
+  visible_row_ends<kVariants>(p, keys, row0, tScS_rc, row_end, &row_start);
+  const ScoreSoftcap<kVariants> softcap(p.softcap, p.scale_log2);
 
   // ---- Main loop over this warp's sub-tiles --------------------------------------------------------
   for (int n = 0; n < my_subtiles; ++n) {
@@ -142,7 +142,11 @@ __global__ void __launch_bounds__(Traits::kThreads) decode_kernel(const __grid_c
     }
     softcap.apply(acc_s);
     Tensor scores = make_tensor(acc_s.data(), acc_as_rows_cols(acc_s.layout()));  // (2, 4)
-    mask_past_row_ends(scores, tScS_rc, t0, kN, row_end);
+    if constexpr (kVariants) {
+      mask_outside_rows(scores, tScS_rc, t0, kN, row_start, row_end);
+    } else {
+      mask_past_row_ends(scores, tScS_rc, t0, kN, row_end);
+    }
     softmax.update(scores, acc_o_rc, p.scale_log2);
 
     Tensor probs = convert_fragment<Element>(acc_s);

@@ -9,7 +9,7 @@ namespace splitkv::detail {
 template <class Element, int kHeadDim, int kBlockM>
 cudaError_t launch_decode_mma(const DecodeParams& params, const LaunchConfig& config) {
   using Traits = DecodeTraits<Element, kHeadDim, kBlockM>;
-  auto* kernel = params.softcap > 0.f ? decode_kernel<Traits, true> : decode_kernel<Traits, false>;
+  auto* kernel = decode_variants(params) ? decode_kernel<Traits, true> : decode_kernel<Traits, false>;
   return launch_kernel(kernel, dim3(Traits::kThreads), Traits::kSmemBytes, params, config);
 }
 

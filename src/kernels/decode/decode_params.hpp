@@ -3,6 +3,7 @@
 
 #include <cstdint>
 
+#include "common/host_device.hpp"
 #include "kernels/common/fast_divmod.hpp"
 #include "kernels/common/key_tail_view.hpp"
 #include "kernels/common/output_params.hpp"
@@ -70,10 +71,16 @@ struct DecodeParams {
   // groups' codes, k_scales each group's fp16 (scale[D], min[D]) (k_scale_token_stride steps one
   // group), k_tail the newest keys. After the fields every instance reads: their offsets stay.
   KeyTailView k_tail;
-  // The logit softcap (docs/VARIANTS.md): > 0 launches the kernels' softcap instances
-  // (kernels/common/score_softcap.cuh); 0: off.
-  float softcap;
+  // The attention variants the decode kernels serve (docs/VARIANTS.md): the logit softcap (> 0; 0:
+  // off; kernels/common/score_softcap.cuh) and the sliding window (-1: that side unbounded). With
+  // any of them set the launchers pick the kernels' variants instances (decode_variants).
+  float softcap = 0.f;
+  int window_left = -1, window_right = -1;
 };
+
+SPLITKV_HD bool decode_variants(const DecodeParams& p) {
+  return p.softcap > 0.f || p.window_left >= 0 || p.window_right >= 0;
+}
 
 // A KV head's packed tile row -> its query (index in the sequence) and query head: row = i * group + h.
 struct PackedRow {

@@ -20,6 +20,7 @@
 
 #include <cstdint>
 
+#include "kernels/common/attention_variants.hpp"
 #include "kernels/common/split_rule.hpp"
 #include "kernels/decode/decode_params.hpp"
 
@@ -56,7 +57,7 @@ struct NativeCacheRows {
 // keys_after), no load needed; with l2_prefetch_keys > 0 also the length itself (read early) and
 // the split's first l2_prefetch_keys keys. A no-op before sm_90 (decode kernels launch without
 // programmatic dependent launch there).
-template <class Rows>
+template <class Rows, bool kVariants = false>
 __device__ __forceinline__ void prefetch_block_start_to_l2(const DecodeParams& p, int b, int kv_head, int split,
                                                            int row0, int rows_here, int tid) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -76,7 +77,15 @@ __device__ __forceinline__ void prefetch_block_start_to_l2(const DecodeParams& p
   if (p.l2_prefetch_keys <= 0) return;
   const int len = __ldcg(p.seq_lens + b);  // ld.global.cg: L2 only, no L1 copy
   if (len <= 0 || len > p.max_kv_len) return;
-  const SplitSpan span = split_span(len, split, p.num_splits, p.split_tokens, Rows::kBlockKeys);
+  SplitSpan span;
+  if constexpr (kVariants) {  // a window's splits start at its first visible key (decode_key_range)
+    const int after = p.keys_after != nullptr ? __ldcg(p.keys_after + b) : 0;
+    if (after < 0) return;
+    const int base = split_base(first_visible_key(len, after, p.q_len, p.window_left), Rows::kBlockKeys);
+    span = split_span_from(base, len, split, p.num_splits, p.split_tokens, Rows::kBlockKeys);
+  } else {
+    span = split_span(len, split, p.num_splits, p.split_tokens, Rows::kBlockKeys);
+  }
   const int hi = min(span.end, span.lo + p.l2_prefetch_keys);
   constexpr int64_t kUnit = Rows::kStrideBytes;
   const char* k = static_cast<const char*>(p.k) + kv_head * p.k_head_stride * kUnit;

@@ -38,13 +38,13 @@ struct QuantBlockCoords {
 // (row-major (M, D) at the start of shared memory) and each warp's first kStages - 1 sub-tiles go
 // out as cp.async groups (Q first). Returns, once every thread sees the Q tile, the warp's loader;
 // keys: the block's key range; my_subtiles: the warp's share of its 16-key sub-tiles.
-template <class Traits>
+template <class Traits, bool kVariants = false>
 __device__ __forceinline__ QuantKvLoader<Traits> start_quant_block(const DecodeParams& p, const QuantBlockCoords& at,
                                                                    char* smem, int tid, int& block_saw_bad_input,
                                                                    DecodeKeyRange& keys, int& my_subtiles) {
   using namespace cute;
   if (tid == 0) block_saw_bad_input = 0;
-  prefetch_block_start_to_l2<Traits>(p, at.b, at.kv_head, at.split, at.row0, at.rows_here, tid);
+  prefetch_block_start_to_l2<Traits, kVariants>(p, at.b, at.kv_head, at.split, at.row0, at.rows_here, tid);
   wait_for_prior_grids();
   allow_dependents_at_start(p);
 
@@ -57,7 +57,7 @@ __device__ __forceinline__ QuantKvLoader<Traits> start_quant_block(const DecodeP
   load_q_tile<Traits>(p, sQ, at.b, at.kv_head, at.row0, at.rows_here, tid);
   cp_async_fence();
 
-  keys = decode_key_range<Traits::kBlockKeys>(p, at.b, at.split, at.row0, at.rows_here);
+  keys = decode_key_range<Traits::kBlockKeys, kVariants>(p, at.b, at.split, at.row0, at.rows_here);
   const int n_subtiles = keys.hi > keys.lo ? (keys.hi - keys.lo + kN - 1) / kN : 0;
   if constexpr (Traits::kRunSubtiles == 1) {
     my_subtiles = n_subtiles > warp ? (n_subtiles - warp + kWarps - 1) / kWarps : 0;

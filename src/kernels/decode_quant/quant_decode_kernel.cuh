@@ -17,9 +17,9 @@
 
 namespace splitkv::detail {
 
-// kSoftcap: the logit softcap p.softcap (score_softcap.cuh).
-template <class Traits, bool kSoftcap = false>
-__global__ void __launch_bounds__(Traits::kThreads, kSoftcap ? Traits::kSoftcapMinBlocksPerSm : Traits::kMinBlocksPerSm)
+// kVariants: the variants instance (DecodeParams' softcap and sliding window, docs/VARIANTS.md).
+template <class Traits, bool kVariants = false>
+__global__ void __launch_bounds__(Traits::kThreads, kVariants ? Traits::kVariantsMinBlocksPerSm : Traits::kMinBlocksPerSm)
     quant_decode_kernel(const __grid_constant__ DecodeParams p) {
   using namespace cute;
   constexpr int D = Traits::kHeadDim;
@@ -35,7 +35,7 @@ __global__ void __launch_bounds__(Traits::kThreads, kSoftcap ? Traits::kSoftcapM
   const int tid = threadIdx.x, lane = tid % 32;
   DecodeKeyRange keys;
   int my_subtiles;
-  QuantKvLoader<Traits> kv = start_quant_block<Traits>(p, at, smem, tid, block_saw_bad_input, keys, my_subtiles);
+  QuantKvLoader<Traits> kv = start_quant_block<Traits, kVariants>(p, at, smem, tid, block_saw_bad_input, keys, my_subtiles);
 
   // ---- Q to registers -------------------------------------------------------------------------------
   QuantQFragment<Traits> q;
@@ -44,7 +44,7 @@ __global__ void __launch_bounds__(Traits::kThreads, kSoftcap ? Traits::kSoftcapM
   float k_scale, v_scale;
   fp8_head_scales<Traits>(p, at.kv_head, k_scale, v_scale);
   const float scale_log2 = p.scale_log2 * q.unshift * k_scale;
-  const ScoreSoftcap<kSoftcap> softcap(p.softcap, scale_log2);
+  const ScoreSoftcap<kVariants> softcap(p.softcap, scale_log2);
 
   typename Traits::TiledMma tiled_mma;
   auto thr_mma = tiled_mma.get_thread_slice(lane);
@@ -56,8 +56,8 @@ __global__ void __launch_bounds__(Traits::kThreads, kSoftcap ? Traits::kSoftcapM
 
   Tensor tScS = thr_mma.partition_C(make_identity_tensor(Shape<Int<kM>, Int<kN>>{}));
   Tensor tScS_rc = make_tensor(tScS.data(), acc_as_rows_cols(tScS.layout()));
-  int row_end[2];
-  visible_row_ends(p, keys, at.row0, tScS_rc, row_end);
+  int row_end[2], row_start[2];
+  visible_row_ends<kVariants>(p, keys, at.row0, tScS_rc, row_end, &row_start);
   const QuantLaneReads<Traits> reads(lane);
 
   // ---- Main loop over this warp's sub-tiles ----------------------------------------------------------
@@ -69,7 +69,11 @@ __global__ void __launch_bounds__(Traits::kThreads, kSoftcap ? Traits::kSoftcapM
     if constexpr (Traits::kTokenScales) fold_k_scales<Traits>(q, stage + Traits::kKScaleOffset, lane, acc_s);
     softcap.apply(acc_s);
     Tensor scores = make_tensor(acc_s.data(), acc_as_rows_cols(acc_s.layout()));  // (2, 4)
-    mask_past_row_ends(scores, tScS_rc, kv.subtile_start(n), kN, row_end);
+    if constexpr (kVariants) {
+      mask_outside_rows(scores, tScS_rc, kv.subtile_start(n), kN, row_start, row_end);
+    } else {
+      mask_past_row_ends(scores, tScS_rc, kv.subtile_start(n), kN, row_end);
+    }
     float rescale[2];
     softmax.fold(scores, scale_log2, rescale);
     // Once a block's row maxima settle they rarely move: O is not multiplied by 1 (same bits). The

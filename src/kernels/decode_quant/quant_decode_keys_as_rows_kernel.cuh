@@ -21,9 +21,9 @@ struct KeysAsRowsTraits : Base {
   static constexpr int kBlockM = kKeysAsRowsQueries;
 };
 
-// kSoftcap: the logit softcap p.softcap (score_softcap.cuh).
-template <class Traits, bool kSoftcap = false>
-__global__ void __launch_bounds__(Traits::kThreads, kSoftcap ? Traits::kSoftcapMinBlocksPerSm : Traits::kMinBlocksPerSm)
+// kVariants: the variants instance (DecodeParams' softcap and sliding window, docs/VARIANTS.md).
+template <class Traits, bool kVariants = false>
+__global__ void __launch_bounds__(Traits::kThreads, kVariants ? Traits::kVariantsMinBlocksPerSm : Traits::kMinBlocksPerSm)
     quant_decode_keys_as_rows_kernel(const __grid_constant__ DecodeParams p) {
   using namespace cute;
   constexpr int D = Traits::kHeadDim;
@@ -37,7 +37,7 @@ __global__ void __launch_bounds__(Traits::kThreads, kSoftcap ? Traits::kSoftcapM
   const int g = lane / 4, c = lane % 4;
   DecodeKeyRange keys;
   int my_subtiles;
-  QuantKvLoader<Traits> kv = start_quant_block<Traits>(p, at, smem, tid, block_saw_bad_input, keys, my_subtiles);
+  QuantKvLoader<Traits> kv = start_quant_block<Traits, kVariants>(p, at, smem, tid, block_saw_bad_input, keys, my_subtiles);
 
   using Element = typename Traits::Element;
   const Element* sQ = reinterpret_cast<const Element*>(smem);
@@ -53,17 +53,19 @@ __global__ void __launch_bounds__(Traits::kThreads, kSoftcap ? Traits::kSoftcapM
   float k_scale, v_scale;
   fp8_head_scales<Traits>(p, at.kv_head, k_scale, v_scale);
   const float scale_log2 = p.scale_log2 * q.unshift * k_scale;
-  const ScoreSoftcap<kSoftcap> softcap(p.softcap, scale_log2);
+  const ScoreSoftcap<kVariants> softcap(p.softcap, scale_log2);
 
   KeysAsRowsO<Traits> o;
   o.clear();
   KeysAsRowsSoftmax softmax;
   softmax.reset();
-  int row_end[2];  // rows 2c, 2c + 1: the end of the keys each sees
+  int row_end[2], row_start[2];  // rows 2c, 2c + 1: the keys each sees (start: kVariants)
   CUTE_UNROLL
   for (int r = 0; r < 2; ++r) {
     const int row = min(at.row0 + 2 * c + r, p.rows_per_kv - 1);
-    row_end[r] = min(keys.hi, visible_shard_key_end(p.causal, p.q_len, keys.len, keys.after, p.group.div(row)));
+    const int query = p.group.div(row);
+    row_end[r] = min(keys.hi, query_key_end<kVariants>(p, keys.len, keys.after, query));
+    row_start[r] = query_key_start<kVariants>(p, keys.len, keys.after, query);
   }
   const QuantLaneReads<Traits> reads(lane);
 
@@ -89,7 +91,15 @@ __global__ void __launch_bounds__(Traits::kThreads, kSoftcap ? Traits::kSoftcapM
     }
     softcap.apply(s);
     const int t0 = kv.subtile_start(n);
-    if (t0 + kN > min(row_end[0], row_end[1])) {
+    if constexpr (kVariants) {
+      if (t0 + kN > min(row_end[0], row_end[1]) || t0 < max(row_start[0], row_start[1])) {
+        CUTE_UNROLL
+        for (int i = 0; i < 4; ++i) {
+          const int key = t0 + g + 8 * (i / 2);
+          if (key >= row_end[i % 2] || key < row_start[i % 2]) s[i] = kNegInf;
+        }
+      }
+    } else if (t0 + kN > min(row_end[0], row_end[1])) {
       CUTE_UNROLL
       for (int i = 0; i < 4; ++i) {
         if (t0 + g + 8 * (i / 2) >= row_end[i % 2]) s[i] = kNegInf;

@@ -51,9 +51,9 @@ struct DecodeQuantTraits {
   static constexpr int kBlockKeys = kTile.base.block_keys();
   static constexpr int kStages = kTile.stages;
   static constexpr int kMinBlocksPerSm = kTile.min_blocks_per_sm;
-  // The register bound of an instance with the softcap (score_softcap.cuh): its tanh made the
+  // The register bound of a variants instance (softcap, window): the softcap's tanh made the
   // keys-per-channel INT4 loop spill at three blocks' 168 registers, so such instances keep two.
-  static constexpr int kSoftcapMinBlocksPerSm = kMinBlocksPerSm > 2 ? 2 : kMinBlocksPerSm;
+  static constexpr int kVariantsMinBlocksPerSm = kMinBlocksPerSm > 2 ? 2 : kMinBlocksPerSm;
   static constexpr int kSmemBytes = kTile.smem_bytes();
   static constexpr int kQSmemBytes = kTile.base.q_smem_bytes();
 

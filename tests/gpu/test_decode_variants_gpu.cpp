@@ -1,0 +1,259 @@
+// The logit softcap and the sliding window on the GPU (docs/VARIANTS.md): every decode family's
+// variants instance (kernels/common/score_softcap.cuh; the window's rows and split rule in
+// decode/decode_block.cuh) against the fp64 reference, outputs and workspace poisoned: the 16-bit
+// families of 8, 16 and 32 packed rows, the quantized families of each format, the *_kc decode
+// kernel, D 64 / 128 / 256, paged caches, forced and batch-invariant splits, the cluster, fused and
+// combine-kernel merges; caps that bind hard (1) and Gemma's 50; windows of 0, of one block's
+// width, smaller than a split, larger than the context, with a right side, on speculative rows
+// (each row's window starts elsewhere), and with sinks and an FP8 cache as gpt-oss runs. Each case
+// also checks that its variants changed the answer where they should: the same output against
+// the reference without them must fail (a test that cannot fail is a defect). A plan that runs
+// chunked prefill refuses each by name; a captured graph replays with new lengths.
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "gpu_test_util.hpp"
+#include "testing/decode_check.hpp"
+
+namespace splitkv {
+namespace {
+
+using testing::DeviceBuffer;
+using testing::DeviceDecodeCase;
+
+struct VariantCase {
+  std::string name;
+  testing::DecodeCaseSpec spec;
+  std::string family;  // empty: the planner's
+  int num_splits = 0;
+  int split_tokens = 0;
+  Merge merge = Merge::kAuto;
+  bool binds = true;  // the variants change the answer (false: a window wider than the context)
+};
+
+struct Variants {
+  float cap = 0.f;
+  int left = -1, right = -1;
+  bool sinks = false;
+};
+
+testing::DecodeCaseSpec with(testing::DecodeSpecBuilder b, Variants v, float q_scale = 8.f) {
+  b.spec.problem.softcap = v.cap;
+  b.spec.problem.window_left = v.left;
+  b.spec.problem.window_right = v.right;
+  b.spec.problem.sinks = v.sinks;
+  b.spec.q_scale = q_scale;
+  return b.spec;
+}
+
+std::vector<VariantCase> variant_cases() {
+  using B = testing::DecodeSpecBuilder;
+  const Variants cap1{1.f}, cap2{2.f};
+  std::vector<VariantCase> c;
+  // The softcap. 16-bit caches: decode_mma_n8 (<= 8 rows), decode_mma (16), decode_mma_m32 (32).
+  c.push_back({"cap_n8", with(B(2, 32, 8, 3000).lens({3000, 17}), cap1), "decode_mma_n8", 5});
+  c.push_back({"cap50_n8_peaked", with(B(2, 32, 8, 3000).lens({3000, 0}), Variants{50.f}, 40.f), "decode_mma_n8"});
+  c.push_back({"cap_m16_q4_causal_paged16", with(B(2, 32, 8, 2000).queries(4, true).paged(16).lens({2000, 9}), cap1),
+               "decode_mma"});
+  c.push_back({"cap_m32_q8_causal", with(B(2, 32, 8, 3000).queries(8, true).lens({3000, 100}), cap2), "decode_mma_m32", 3});
+  c.push_back({"cap_mha_d256", with(B(1, 8, 8, 1500).head_dim(256), cap1), "", 4});
+  c.push_back({"cap_fp16_d64_gqa8", with(B(3, 64, 8, 4096).head_dim(64).dtype(DType::kF16).lens({4096, 128, 1}), cap1)});
+  c.push_back({"cap_batch_invariant", with(B(3, 32, 8, 5000).lens({5000, 64, 0}), cap1), "", 0, 512});
+  c.push_back({"cap_cluster_merge", with(B(1, 32, 8, 8000), cap1), "", 8, 0, Merge::kCluster});
+  c.push_back({"cap_fused_merge", with(B(2, 32, 8, 8000).lens({8000, 300}), cap1), "", 6, 0, Merge::kFused});
+  // Quantized caches: decode_quant (16 rows) and decode_quant_n8 per format, the *_kc kernel.
+  c.push_back({"cap_fp8_q4_causal",
+               with(B(2, 32, 8, 3000).format(KvFormat::kFP8E4M3).queries(4, true).lens({3000, 70}), cap1),
+               "decode_quant"});
+  c.push_back({"cap_fp8_n8", with(B(2, 32, 8, 3000).format(KvFormat::kFP8E4M3).lens({3000, 70}), cap1),
+               "decode_quant_n8", 3});
+  c.push_back({"cap_int8_n8_paged64", with(B(2, 32, 8, 3000).format(KvFormat::kInt8).paged(64).lens({3000, 70}), cap1),
+               "decode_quant_n8"});
+  c.push_back({"cap_int4_n8_splits", with(B(2, 32, 8, 5000).format(KvFormat::kInt4).lens({5000, 33}), cap1),
+               "decode_quant_n8", 7});
+  c.push_back({"cap_int4_q4_causal",
+               with(B(2, 32, 8, 3000).format(KvFormat::kInt4).queries(4, true).lens({3000, 5}), cap1), "decode_quant"});
+  c.push_back({"cap_k8v4_n8", with(B(2, 32, 8, 3000).format(KvFormat::kK8V4).lens({3000, 200}), cap2),
+               "decode_quant_n8"});
+  c.push_back({"cap_int4_kc_kernel", with(B(3, 32, 8, 2000).format(KvFormat::kInt4Kc).lens({2000, 65, 63}), cap1),
+               "decode_kc_n8"});
+  c.push_back({"cap_int8_kc_kernel_splits", with(B(2, 32, 8, 3000).format(KvFormat::kInt8Kc).lens({3000, 700}), cap1),
+               "decode_kc_n8", 6});
+
+  // The sliding window (left, right). 16-bit caches first.
+  c.push_back({"win128_n8", with(B(2, 32, 8, 3000).lens({3000, 100}), Variants{0.f, 128}), "decode_mma_n8"});
+  c.push_back({"win0_n8", with(B(2, 32, 8, 3000).lens({3000, 1}), Variants{0.f, 0}), "decode_mma_n8"});
+  c.push_back({"win64_q4_causal_paged16", with(B(2, 32, 8, 2000).queries(4, true).paged(16).lens({2000, 9}),
+                                                Variants{0.f, 64}),
+               "decode_mma"});
+  c.push_back({"win100_q8_causal_m32", with(B(2, 32, 8, 3000).queries(8, true).lens({3000, 100}), Variants{0.f, 100}),
+               "decode_mma_m32", 3});
+  c.push_back({"win1000_forced_splits", with(B(2, 32, 8, 20000).lens({20000, 1500}), Variants{0.f, 1000}), "", 8});
+  c.push_back({"win700_batch_invariant", with(B(3, 32, 8, 5000).lens({5000, 64, 0}), Variants{0.f, 700}), "", 0, 512});
+  c.push_back({"win300_cluster_merge", with(B(1, 32, 8, 8000), Variants{0.f, 300}), "", 4, 0, Merge::kCluster});
+  c.push_back({"win300_fused_merge", with(B(2, 32, 8, 8000).lens({8000, 300}), Variants{0.f, 300}), "", 4, 0,
+               Merge::kFused});
+  c.push_back({"win_wider_than_context", with(B(2, 32, 8, 700).lens({700, 5}), Variants{0.f, 5000}), "", 0, 0,
+               Merge::kAuto, false});
+  c.push_back({"win_both_sides_q4_noncausal", with(B(2, 32, 8, 900).queries(4, false).lens({900, 40}), Variants{0.f, 16, 1}),
+               "decode_mma"});
+  c.push_back({"win_d256_mha", with(B(1, 8, 8, 1500).head_dim(256), Variants{0.f, 200}), "", 3});
+  // Quantized caches.
+  c.push_back({"win256_int4_n8", with(B(2, 32, 8, 5000).format(KvFormat::kInt4).lens({5000, 33}), Variants{0.f, 256}),
+               "decode_quant_n8", 4});
+  c.push_back({"win64_int8_q4_causal", with(B(2, 32, 8, 3000).format(KvFormat::kInt8).queries(4, true).lens({3000, 70}),
+                                             Variants{0.f, 64}),
+               "decode_quant"});
+  c.push_back({"win200_k8v4_paged64", with(B(2, 32, 8, 3000).format(KvFormat::kK8V4).paged(64).lens({3000, 250}),
+                                            Variants{0.f, 200}),
+               "decode_quant_n8"});
+  c.push_back({"win100_int4_kc_kernel", with(B(3, 32, 8, 2000).format(KvFormat::kInt4Kc).lens({2000, 130, 65}),
+                                              Variants{0.f, 100}),
+               "decode_kc_n8", 3});
+  c.push_back({"win0_int8_kc_kernel", with(B(2, 32, 8, 1000).format(KvFormat::kInt8Kc).lens({1000, 64}), Variants{0.f, 0}),
+               "decode_kc_n8"});
+  // Together: window + sinks + FP8 + speculative rows (gpt-oss: 64/8 heads, D=64, window 128), and
+  // window + softcap.
+  c.push_back({"gpt_oss_fp8_q4_window_sinks",
+               with(B(4, 64, 8, 4096).head_dim(64).format(KvFormat::kFP8E4M3).queries(4, true).lens({4096, 128, 3, 0}),
+                    Variants{0.f, 128, -1, true}, 2.f)});
+  c.push_back({"gpt_oss_bf16_q1_window_sinks", with(B(4, 64, 8, 4096).head_dim(64).lens({4096, 129, 1, 0}),
+                                                    Variants{0.f, 128, -1, true}, 2.f)});
+  c.push_back({"window_and_cap_int4", with(B(2, 32, 8, 4000).format(KvFormat::kInt4).lens({4000, 77}), Variants{1.f, 500}),
+               "", 5});
+  return c;
+}
+
+Status plan_case(const VariantCase& k, const DecodeProblem& problem, Plan* plan) {
+  PlanOptions o;
+  o.family = k.family;
+  o.num_splits = k.num_splits;
+  o.split_tokens = k.split_tokens;
+  o.merge = k.merge;
+  return plan_decode(problem, gpu_test::device(), o, plan);
+}
+
+class DecodeVariantsVsReference : public ::testing::TestWithParam<VariantCase> {};
+
+TEST_P(DecodeVariantsVsReference, MatchesFp64ReferenceAndTheVariantsBind) {
+  const VariantCase& k = GetParam();
+  SPLITKV_REQUIRE_GPU(k.spec.problem.dtype, k.spec.problem.head_dim);
+  testing::DecodeCase c = testing::make_decode_case(k.spec);
+  Plan plan;
+  const Status planned = plan_case(k, c.problem, &plan);
+  ASSERT_TRUE(planned.ok()) << k.name << ": " << planned.message();
+  ASSERT_FALSE(plan.decode_via_prefill()) << k.name << ": " << describe(plan);
+  if (!gpu_test::plan_compiled(plan)) GTEST_SKIP() << "not compiled into this build: " << plan.family();
+  DeviceDecodeCase dev(c);
+  DeviceBuffer workspace = gpu_test::poisoned_workspace(plan.workspace_bytes());
+  if (k.merge == Merge::kFused) ASSERT_TRUE(prepare_workspace(plan, workspace.get(), workspace.bytes(), nullptr).ok());
+  const Status ran = run_decode(plan, dev.tensors, workspace.get(), workspace.bytes(), nullptr);
+  ASSERT_TRUE(ran.ok()) << k.name << ": " << ran.message();
+  dev.download_outputs(c);
+  const std::string what = k.name + " (" + plan.family() + ", " + std::to_string(plan.num_splits()) + " splits)";
+  const testing::Comparison cmp = testing::check_decode(c);
+  EXPECT_TRUE(cmp.passed) << what << ": " << cmp.summary();
+  testing::DecodeCase plain = c;
+  plain.problem.softcap = 0.f;
+  plain.problem.window_left = plain.problem.window_right = -1;
+  EXPECT_EQ(testing::check_decode(plain).passed, !k.binds) << what << ": the variants "
+                                                          << (k.binds ? "did not change" : "changed") << " the answer";
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, DecodeVariantsVsReference, ::testing::ValuesIn(variant_cases()),
+                         [](const ::testing::TestParamInfo<VariantCase>& info) { return info.param.name; });
+
+// A cap large enough to leave every score as it is gives the uncapped answer (the tanh keeps its
+// relative accuracy for tiny arguments).
+TEST(DecodeVariantsGpu, AHugeCapIsTheUncappedAnswer) {
+  SPLITKV_REQUIRE_GPU(DType::kBF16, 128);
+  testing::DecodeCase c = testing::make_decode_case(with(testing::DecodeSpecBuilder(2, 32, 8, 3000), Variants{1e30f}));
+  Plan plan;
+  ASSERT_TRUE(plan_decode(c.problem, gpu_test::device(), PlanOptions{}, &plan).ok());
+  if (!gpu_test::plan_compiled(plan)) GTEST_SKIP() << "not compiled into this build: " << plan.family();
+  DeviceDecodeCase dev(c);
+  DeviceBuffer workspace = gpu_test::poisoned_workspace(plan.workspace_bytes());
+  ASSERT_TRUE(run_decode(plan, dev.tensors, workspace.get(), workspace.bytes(), nullptr).ok());
+  dev.download_outputs(c);
+  testing::DecodeCase uncapped = c;
+  uncapped.problem.softcap = 0.f;
+  const testing::Comparison cmp = testing::check_decode(uncapped);
+  EXPECT_TRUE(cmp.passed) << cmp.summary();
+}
+
+// A *_kc cache's default route (chunked prefill over the dequantized copy) has neither variant
+// yet: run_decode names each; the decode kernel (options.family) serves them (above).
+TEST(DecodeVariantsGpu, TheChunkedPrefillRouteRefusesThemByName) {
+  SPLITKV_REQUIRE_GPU(DType::kBF16, 128);
+  for (const auto& [v, name] : {std::pair<Variants, const char*>{Variants{30.f}, "softcap"},
+                                {Variants{0.f, 64}, "window_left"}}) {
+    testing::DecodeCase c =
+        testing::make_decode_case(with(testing::DecodeSpecBuilder(2, 32, 8, 1000).format(KvFormat::kInt4Kc), v, 1.f));
+    Plan plan;
+    ASSERT_TRUE(plan_decode(c.problem, gpu_test::device(), PlanOptions{}, &plan).ok());
+    ASSERT_TRUE(plan.decode_via_prefill()) << describe(plan);
+    DeviceDecodeCase dev(c);
+    DeviceBuffer workspace = gpu_test::poisoned_workspace(plan.workspace_bytes());
+    const Status s = run_decode(plan, dev.tensors, workspace.get(), workspace.bytes(), nullptr);
+    EXPECT_EQ(s.argument(), name) << s.message();
+  }
+}
+
+// Windows move with each sequence's length: one captured call serves new lengths, and a sequence's
+// bits do not depend on the batch around it in batch-invariant mode.
+TEST(DecodeVariantsGpu, AWindowedGraphReplaysWithNewLengths) {
+  SPLITKV_REQUIRE_GPU(DType::kBF16, 128);
+  testing::DecodeCase c =
+      testing::make_decode_case(with(testing::DecodeSpecBuilder(3, 32, 8, 8192), Variants{1.f, 1000}));
+  PlanOptions o;
+  o.max_splits = 16;
+  Plan plan;
+  ASSERT_TRUE(plan_decode(c.problem, gpu_test::device(), o, &plan).ok());
+  if (!gpu_test::plan_compiled(plan)) GTEST_SKIP() << "not compiled into this build: " << plan.family();
+  DeviceDecodeCase dev(c);
+  DeviceBuffer workspace = gpu_test::poisoned_workspace(plan.workspace_bytes());
+  const gpu_test::CapturedCall graph(
+      [&](cudaStream_t stream) { return run_decode(plan, dev.tensors, workspace.get(), workspace.bytes(), stream); });
+  ASSERT_TRUE(graph.ok()) << graph.error();
+  for (const std::vector<int32_t>& lens : {std::vector<int32_t>{8192, 100, 5000}, {1, 8191, 0}, {1001, 999, 1000}}) {
+    c.seq_lens = lens;
+    dev.upload_seq_lens(lens);
+    testing::poison_outputs(c);
+    dev.upload_outputs(c);
+    ASSERT_EQ(graph.replay(), cudaSuccess);
+    dev.download_outputs(c);
+    const testing::Comparison cmp = testing::check_decode(c);
+    EXPECT_TRUE(cmp.passed) << "lengths " << lens[0] << "," << lens[1] << "," << lens[2] << ": " << cmp.summary();
+  }
+}
+
+TEST(DecodeVariantsGpu, AWindowKeepsBatchInvariantBits) {
+  SPLITKV_REQUIRE_GPU(DType::kBF16, 128);
+  for (KvFormat f : {KvFormat::kNative, KvFormat::kInt4}) {
+    using B = testing::DecodeSpecBuilder;
+    testing::DecodeCase alone = testing::make_decode_case(with(B(1, 32, 8, 3000).format(f), Variants{0.f, 900}));
+    testing::DecodeCase paired =
+        testing::make_decode_case(with(B(3, 32, 8, 20000).format(f).lens({20000, 3000, 7}), Variants{0.f, 900}));
+    testing::copy_sequence(alone, 0, paired, 1);
+    std::vector<uint16_t> bits[2];
+    int i = 0;
+    for (auto [c, b] : {std::pair{&alone, 0}, std::pair{&paired, 1}}) {
+      PlanOptions o;
+      o.split_tokens = 256;
+      Plan plan;
+      ASSERT_TRUE(plan_decode(c->problem, gpu_test::device(), o, &plan).ok());
+      if (!gpu_test::plan_compiled(plan)) GTEST_SKIP() << "not compiled into this build: " << to_string(f);
+      DeviceDecodeCase dev(*c);
+      DeviceBuffer workspace = gpu_test::poisoned_workspace(plan.workspace_bytes());
+      ASSERT_TRUE(run_decode(plan, dev.tensors, workspace.get(), workspace.bytes(), nullptr).ok());
+      dev.download_outputs(*c);
+      EXPECT_TRUE(testing::check_decode(*c).passed) << to_string(f);
+      bits[i++] = testing::sequence_output_bits(*c, b);
+    }
+    EXPECT_EQ(bits[0], bits[1]) << to_string(f);
+  }
+}
+
+}  // namespace
+}  // namespace splitkv
