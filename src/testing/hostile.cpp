@@ -149,6 +149,11 @@ DecodeTensors attack_tensors(const DecodeAttack& attack, DecodeCase& c) {
   return t;
 }
 
+std::string judge_on_gpu(const DecodeAttack& a, const Status& planned, const Status& ran, DecodeCase& c) {
+  if (!a.gpu_refuses.empty()) return judge_named_error(planned, ran, a.gpu_refuses);
+  return judge(a, planned, ran, c);
+}
+
 std::string judge(const DecodeAttack& a, const Status& planned, const Status& ran, DecodeCase& c) {
   if (a.promise == Promise::kNamedError) return judge_named_error(planned, ran, a.argument);
   if (!planned.ok()) return "planning failed: " + planned.message();
@@ -261,6 +266,8 @@ std::vector<DecodeAttack> decode_attacks(uint64_t seed) {
     DecodeAttack& a = nan_in("keys_after -7", nullptr);
     a.options.tuning.prefill_route = false;  // shards take the decode kernels
     a.options.family.clear();
+    // Neither GPU route over a *_kc cache (chunked prefill, decode_kc_n8) takes a context shard.
+    if (detail::kv_format_traits(detail::resolve_kv_format(bp.kv_format, bp.dtype)).channel_keys) a.gpu_refuses = "keys_after";
     a.edit_tensors = [after](DecodeTensors& t) {
       t.keys_after = TensorRef::contiguous(after->data(), DType::kI32, {int64_t(after->size())});
     };
@@ -364,6 +371,11 @@ std::vector<DecodeAttack> decode_attacks(uint64_t seed) {
   for (size_t i = first_broadcast; i < attacks.size(); ++i) {
     attacks[i].options.tuning.prefill_route = false;
     if (attacks[i].options.family.rfind("prefill_sm90", 0) == 0) attacks[i].options.family.clear();
+    // A *_kc cache's decode runs as chunked prefill, whose Hopper families' TMA refuses a stride of
+    // 0 by name: the plain-load family takes it.
+    if (detail::kv_format_traits(detail::resolve_kv_format(bp.kv_format, bp.dtype)).channel_keys) {
+      attacks[i].options.family = "prefill_mma";
+    }
   }
 
   // ---- strides the kernels cannot take, and outputs that overlap: named errors --------------------

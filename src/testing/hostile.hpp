@@ -49,6 +49,9 @@ struct DecodeAttack {
   bool hide_host_copies = false;  // lengths and page ids as device data only
   Promise promise = Promise::kMatchesReference;
   std::string argument;            // kNamedError
+  // A valid input the GPU kernels refuse by name (a documented limit, e.g. no context shard over a
+  // *_kc cache): the argument the GPU's error must name. The CPU backend serves it.
+  std::string gpu_refuses;
   std::vector<int> nan_sequences;  // kNanIn
 };
 
@@ -59,6 +62,8 @@ std::vector<DecodeAttack> decode_attacks(uint64_t seed);
 // What a run must leave: `planned` (plan_decode's status), `ran` (the call's, when planned ok), and
 // the case with the run's outputs in c.out / c.lse. Empty when the promise was kept, else why not.
 std::string judge(const DecodeAttack& attack, const Status& planned, const Status& ran, DecodeCase& c);
+// The same for a run on the GPU (attack.gpu_refuses: a named error there).
+std::string judge_on_gpu(const DecodeAttack& attack, const Status& planned, const Status& ran, DecodeCase& c);
 
 // The case's tensors as the attack hands them to the call (edit_case applied to c beforehand).
 DecodeTensors attack_tensors(const DecodeAttack& attack, DecodeCase& c);

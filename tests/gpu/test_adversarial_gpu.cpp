@@ -41,7 +41,7 @@ std::string run_on_gpu(const DecodeAttack& a, bool* skipped) {
   Plan plan;
   const Status planned = plan_decode(testing::hostile::planned_problem(a), a.device, a.options, &plan);
   testing::DecodeCase c;
-  if (!planned.ok()) return testing::hostile::judge(a, planned, Status::success(), c);
+  if (!planned.ok()) return testing::hostile::judge_on_gpu(a, planned, Status::success(), c);
   if (!gpu_test::plan_compiled(plan)) {
     *skipped = true;
     return "";
@@ -78,7 +78,7 @@ std::string run_on_gpu(const DecodeAttack& a, bool* skipped) {
   Status ran = prepare_workspace(plan, ws, ws_bytes, nullptr);
   if (ran.ok()) ran = run_decode(plan, t, ws, ws_bytes, nullptr);
   if (std::string why = after_the_call(out, lse, c.out.data(), c.lse.data()); !why.empty()) return why;
-  return testing::hostile::judge(a, planned, ran, c);
+  return testing::hostile::judge_on_gpu(a, planned, ran, c);
 }
 
 std::string run_prefill_on_gpu(const testing::hostile::PrefillAttack& a, bool* skipped) {

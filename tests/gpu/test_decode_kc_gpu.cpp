@@ -4,7 +4,7 @@
 // decode kernel decode_kc_n8 named by options.family (the group scale folded into Q per group,
 // the tail's keys multiplied as stored). Checked against the fp64 reference over the host
 // definition of the cache, outputs and workspace poisoned with NaN: q_len 1 with GQA, MQA and MHA,
-// lengths on and beside group edges (0, 1, 63, 64, 65), paged and contiguous, speculative rows,
+// lengths on and beside group edges (0, 1, 63, 64, 65), paged (64, 128, 256: whole groups) and contiguous, speculative rows,
 // splits (planned, forced, batch-invariant), fp16 at D = 64, D = 256 (chunked prefill only), a
 // 65k-key row; a tail slot outside the ring gives NaN in that sequence only; the same bits twice;
 // batch-invariant bits (the kernel); a captured graph replayed with new lengths (both routes).
@@ -76,19 +76,19 @@ std::vector<KcCase> kc_cases() {
       cases.push_back(KcCase{fmt + "_" + name, std::move(s), splits});
     };
     add("group_edges_gqa", shape(f, 6, 32, 8, 700).lens({0, 1, 63, 64, 65, 700}).spec);
-    add("paged16_shuffled", shape(f, 3, 32, 8, 3000).paged(16).lens({3000, 17, 0}).spec);
+    add("paged128_shuffled", shape(f, 3, 32, 8, 3000).paged(128).lens({3000, 17, 0}).spec);
     add("paged64_mqa", shape(f, 3, 8, 1, 2000).paged(64).lens({2000, 5, 1234}).spec);
     add("mha_contiguous", shape(f, 1, 16, 16, 700).spec);
     add("q4_causal_paged256", shape(f, 2, 32, 8, 5000).paged(256).queries(4, true).lens({4097, 5000}).spec);
     add("forced_splits", shape(f, 2, 32, 8, 4097).lens({4097, 100}).spec, 6);
-    add("fp16_d64_paged16", shape(f, 2, 16, 4, 1500).dtype(DType::kF16).head_dim(64).paged(16).lens({1500, 31}).spec);
+    add("fp16_d64_paged64", shape(f, 2, 16, 4, 1500).dtype(DType::kF16).head_dim(64).paged(64).lens({1500, 31}).spec);
     add("hd256", shape(f, 2, 16, 4, 1500).head_dim(256).lens({1500, 127}).spec);
     // The decode kernel (<= 8 packed rows per KV head).
     auto kernel = [&](std::string name, testing::DecodeCaseSpec s, int splits = 0, int split_tokens = 0) {
       cases.push_back(KcCase{fmt + "_n8_" + name, std::move(s), splits, kDecodeFamily, split_tokens});
     };
     kernel("group_edges_gqa", shape(f, 6, 32, 8, 700).lens({0, 1, 63, 64, 65, 700}).spec);
-    kernel("paged16_shuffled", shape(f, 3, 32, 8, 3000).paged(16).lens({3000, 17, 0}).spec);
+    kernel("paged128_shuffled", shape(f, 3, 32, 8, 3000).paged(128).lens({3000, 17, 0}).spec);
     kernel("paged64_mqa", shape(f, 3, 8, 1, 2000).paged(64).lens({2000, 5, 1234}).spec);
     kernel("paged256", shape(f, 2, 32, 8, 5000).paged(256).lens({4097, 5000}).spec);
     kernel("mha_contiguous", shape(f, 1, 16, 16, 700).spec);
