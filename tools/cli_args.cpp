@@ -59,7 +59,7 @@ void print_usage() {
       "  --window L[,R]            sliding window: a query at position p sees keys p-L..p+R (-1: unbounded;\n"
       "                            default -1,-1); --softcap X: scores X*tanh(s/X); --sinks: a random sink\n"
       "                            logit per query head; --tree (decode): a random draft tree over the\n"
-      "                            q_len queries (docs/VARIANTS.md; on the GPU: window and softcap in decode, sinks in decode)\n"
+      "                            q_len queries (docs/VARIANTS.md; GPU: window, softcap, sinks in decode)\n"
       "  --l2-prefetch-keys N      decode (sm_90): keys of its split each block prefetches into L2 before\n"
       "                            its PDL wait (-1: the planner's rule, the default; 0: none)\n"
       "  --strategy S              auto|split-q|split-kv|split-v|two-pass\n"
