@@ -7,8 +7,11 @@
 
 #include <algorithm>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "splitkv/splitkv.hpp"
+#include "testing/decode_check.hpp"
 #include "testing/device_buffer.hpp"
 
 namespace splitkv::gpu_test {
@@ -47,6 +50,33 @@ inline testing::DeviceBuffer poisoned_workspace(size_t bytes) {
   testing::DeviceBuffer b(bytes);
   b.fill_bytes(0xff);
   return b;
+}
+
+// Batch invariance (options.split_tokens): sequence 0 of `alone` is copied into sequence `b` of
+// `batch`; each case is planned with `options` and run once (outputs and workspace poisoned); both
+// runs must pass the fp64 reference and the sequence's output bits must agree. False when this
+// build lacks the plan's family (the caller skips).
+inline bool check_batch_invariant_bits(testing::DecodeCase alone, testing::DecodeCase batch, int b,
+                                       const PlanOptions& options, const std::string& what) {
+  testing::copy_sequence(alone, 0, batch, b);
+  std::vector<uint16_t> bits[2];
+  int i = 0;
+  for (auto [c, seq] : {std::pair{&alone, 0}, std::pair{&batch, b}}) {
+    Plan plan;
+    const Status planned = plan_decode(c->problem, device(), options, &plan);
+    EXPECT_TRUE(planned.ok()) << what << ": " << planned.message();
+    if (!planned.ok()) return true;
+    if (!plan_compiled(plan)) return false;
+    testing::DeviceDecodeCase dev(*c);
+    testing::DeviceBuffer workspace = poisoned_workspace(plan.workspace_bytes());
+    const Status ran = run_decode(plan, dev.tensors, workspace.get(), workspace.bytes(), nullptr);
+    EXPECT_TRUE(ran.ok()) << what << ": " << ran.message();
+    dev.download_outputs(*c);
+    EXPECT_TRUE(testing::check_decode(*c).passed) << what << (seq == 0 ? " alone" : " in the batch");
+    bits[i++] = testing::sequence_output_bits(*c, seq);
+  }
+  EXPECT_EQ(bits[0], bits[1]) << what;
+  return true;
 }
 
 // One call captured on its own non-blocking stream into an instantiated graph; replay() launches it

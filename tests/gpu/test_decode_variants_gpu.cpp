@@ -232,26 +232,14 @@ TEST(DecodeVariantsGpu, AWindowKeepsBatchInvariantBits) {
   SPLITKV_REQUIRE_GPU(DType::kBF16, 128);
   for (KvFormat f : {KvFormat::kNative, KvFormat::kInt4}) {
     using B = testing::DecodeSpecBuilder;
-    testing::DecodeCase alone = testing::make_decode_case(with(B(1, 32, 8, 3000).format(f), Variants{0.f, 900}));
-    testing::DecodeCase paired =
-        testing::make_decode_case(with(B(3, 32, 8, 20000).format(f).lens({20000, 3000, 7}), Variants{0.f, 900}));
-    testing::copy_sequence(alone, 0, paired, 1);
-    std::vector<uint16_t> bits[2];
-    int i = 0;
-    for (auto [c, b] : {std::pair{&alone, 0}, std::pair{&paired, 1}}) {
-      PlanOptions o;
-      o.split_tokens = 256;
-      Plan plan;
-      ASSERT_TRUE(plan_decode(c->problem, gpu_test::device(), o, &plan).ok());
-      if (!gpu_test::plan_compiled(plan)) GTEST_SKIP() << "not compiled into this build: " << to_string(f);
-      DeviceDecodeCase dev(*c);
-      DeviceBuffer workspace = gpu_test::poisoned_workspace(plan.workspace_bytes());
-      ASSERT_TRUE(run_decode(plan, dev.tensors, workspace.get(), workspace.bytes(), nullptr).ok());
-      dev.download_outputs(*c);
-      EXPECT_TRUE(testing::check_decode(*c).passed) << to_string(f);
-      bits[i++] = testing::sequence_output_bits(*c, b);
+    PlanOptions o;
+    o.split_tokens = 256;
+    if (!gpu_test::check_batch_invariant_bits(
+            testing::make_decode_case(with(B(1, 32, 8, 3000).format(f), Variants{0.f, 900})),
+            testing::make_decode_case(with(B(3, 32, 8, 20000).format(f).lens({20000, 3000, 7}), Variants{0.f, 900})), 1,
+            o, to_string(f))) {
+      GTEST_SKIP() << "not compiled into this build: " << to_string(f);
     }
-    EXPECT_EQ(bits[0], bits[1]) << to_string(f);
   }
 }
 
