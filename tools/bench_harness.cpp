@@ -122,15 +122,22 @@ testing::DeviceBuffer shuffled_block_table(int64_t batch, int64_t pages_per_seq,
 }
 
 TimingScales timing_scales(KvFormat format, int64_t num_kv_heads, int64_t slabs, int64_t slab_tokens,
-                           TensorRef* k_scales, TensorRef* v_scales) {
+                           int64_t head_dim, TensorRef* k_scales, TensorRef* v_scales) {
   const detail::KvFormatTraits kv = detail::kv_format_traits(format);
   const int64_t Hkv = num_kv_heads;
   TimingScales s;
   for (auto [buffer, ref] : {std::pair{&s.k, k_scales}, {&s.v, v_scales}}) {
-    if (kv.scales == detail::KvScales::kPerHead) {
+    const detail::KvScales kind = ref == k_scales ? kv.k_scales() : kv.scales;
+    if (kind == detail::KvScales::kPerChannelGroup) {  // scale[D] then min[D] per 64-slot group
+      const int64_t D = head_dim, groups = (slab_tokens + detail::kKeyGroup - 1) / detail::kKeyGroup;
+      std::vector<uint16_t> rows(size_t(slabs * Hkv * groups * 2 * D));
+      for (size_t i = 0; i < rows.size(); ++i) rows[i] = (i / size_t(D)) % 2 == 0 ? 0x2400 : 0xc000;  // 1/64, -2
+      *buffer = testing::DeviceBuffer::from(rows);
+      *ref = TensorRef::contiguous(buffer->get(), DType::kF16, {slabs, Hkv, groups, 2 * D});
+    } else if (kind == detail::KvScales::kPerHead) {
       *buffer = testing::DeviceBuffer::from(std::vector<float>(size_t(Hkv), 1.f));
       *ref = TensorRef::contiguous(buffer->get(), DType::kF32, {Hkv});
-    } else if (kv.scales == detail::KvScales::kPerTokenPair) {
+    } else if (kind == detail::KvScales::kPerTokenPair) {
       std::vector<uint16_t> pairs(size_t(slabs * Hkv * slab_tokens * 2));
       for (size_t i = 0; i < pairs.size(); i += 2) pairs[i] = 0x2400, pairs[i + 1] = 0xc000;  // 1/64, -2
       *buffer = testing::DeviceBuffer::from(pairs);

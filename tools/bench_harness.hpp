@@ -109,7 +109,8 @@ testing::DeviceBuffer shuffled_block_table(int64_t batch, int64_t pages_per_seq,
 struct TimingScales {
   testing::DeviceBuffer k, v;
 };
+// head_dim: the row length of a *_kc cache's key group scales (fp16 [slabs, Hkv, groups, 2 D]).
 TimingScales timing_scales(KvFormat format, int64_t num_kv_heads, int64_t slabs, int64_t slab_tokens,
-                           TensorRef* k_scales, TensorRef* v_scales);
+                           int64_t head_dim, TensorRef* k_scales, TensorRef* v_scales);
 
 }  // namespace splitkv::cli

@@ -37,6 +37,7 @@ constexpr int kSweepRows = 12;  // the sweep covers the contiguous single-query 
 // One set of inputs and outputs on the device; benchmarks rotate over several (cold L2).
 struct DecodeSet {
   DeviceBuffer q, k, v, out, seq_lens, block_table, k_scales, v_scales;
+  DeviceBuffer k_tail, sinks;  // a *_kc cache's 16-bit tail ring; problem.sinks: a logit per query head
   DecodeTensors tensors;
 };
 
@@ -60,10 +61,20 @@ DecodeSet make_set(const DecodeProblem& p, bool head_major, uint64_t seed) {
   fill_random_device(s.q.get(), q_elems, p.dtype, seed);
   fill_random_device(s.k.get(), k_bytes / 2, kv.quantized ? DType::kBF16 : kv.k_element, seed + 1);
   fill_random_device(s.v.get(), v_bytes / 2, kv.quantized ? DType::kBF16 : kv.v_element, seed + 2);
-  TimingScales scales = timing_scales(detail::resolve_kv_format(p.kv_format, p.dtype), Hkv, slabs, slab_tokens,
+  TimingScales scales = timing_scales(detail::resolve_kv_format(p.kv_format, p.dtype), Hkv, slabs, slab_tokens, D,
                                       &s.tensors.k_scales, &s.tensors.v_scales);
   s.k_scales = std::move(scales.k);
   s.v_scales = std::move(scales.v);
+  if (kv.channel_keys) {  // sequence b's tail is row b of the ring
+    const size_t tail_elems = size_t(B * Hkv * detail::kKeyTailRows * D);
+    s.k_tail = DeviceBuffer(tail_elems * size_t(detail::element_traits(p.dtype).bits / 8));
+    fill_random_device(s.k_tail.get(), tail_elems, p.dtype, seed + 3);
+    s.tensors.k_tail = TensorRef::contiguous(s.k_tail.get(), p.dtype, {B, Hkv, detail::kKeyTailRows, D});
+  }
+  if (p.sinks) {
+    s.sinks = DeviceBuffer::from(std::vector<float>(size_t(Hq), 0.5f));
+    s.tensors.sinks = TensorRef::contiguous(s.sinks.get(), DType::kF32, {Hq});
+  }
   s.seq_lens = DeviceBuffer::from(std::vector<int32_t>(size_t(B), p.max_kv_len));
   s.tensors.q = TensorRef::contiguous(s.q.get(), p.dtype, {B, Lq, Hq, D});
   s.tensors.out = TensorRef::contiguous(s.out.get(), p.dtype, {B, Lq, Hq, D});
@@ -80,7 +91,10 @@ double decode_bytes(const DecodeProblem& p) {
   const double kv_elems = double(p.batch) * p.max_kv_len * p.num_kv_heads * p.head_dim;
   const double kv_tokens = double(p.batch) * p.max_kv_len * p.num_kv_heads;
   const double qo_elems = 2.0 * p.batch * p.q_len * p.num_q_heads * p.head_dim;
-  const double scale_bytes = kv.scales == detail::KvScales::kPerTokenPair ? 2 * 4 * kv_tokens : 0.0;
+  // (scale, min) fp16 pairs per token, or per 64-position group and channel for *_kc keys.
+  const double pair_bytes = kv.scales == detail::KvScales::kPerTokenPair ? 4 * kv_tokens : 0.0;
+  const double k_scale_bytes = kv.channel_keys ? 4.0 * p.head_dim * kv_tokens / detail::kKeyGroup : pair_bytes;
+  const double scale_bytes = k_scale_bytes + pair_bytes;
   return kv_elems * (detail::element_traits(kv.k_element).bits + detail::element_traits(kv.v_element).bits) / 8 +
          scale_bytes + qo_elems * detail::element_traits(p.dtype).bits / 8;
 }

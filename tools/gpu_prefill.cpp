@@ -112,7 +112,7 @@ PrefillSet make_set(const PrefillProblem& p, uint64_t seed) {
   s.tensors.k = TensorRef::contiguous(s.k.get(), kv.k_element, {slabs, slab_tokens, Hkv, D});
   s.tensors.v = TensorRef::contiguous(s.v.get(), kv.v_element, {slabs, slab_tokens, Hkv, D});
   if (!p.kv_cache) return s;
-  s.scales = timing_scales(detail::resolve_kv_format(p.kv_format, p.dtype), Hkv, slabs, slab_tokens,
+  s.scales = timing_scales(detail::resolve_kv_format(p.kv_format, p.dtype), Hkv, slabs, slab_tokens, D,
                            &s.tensors.k_scales, &s.tensors.v_scales);
   s.seq_lens = DeviceBuffer::from(std::vector<int32_t>(size_t(B), p.max_kv_len));
   s.tensors.seq_lens = TensorRef::contiguous(s.seq_lens.get(), DType::kI32, {B});
