@@ -82,6 +82,7 @@ const Variant kStrategyVariants[] = {kDefaultVariant,
 
 struct PrefillSet {
   DeviceBuffer q, k, v, out, seq_lens, block_table;
+  DeviceBuffer k_tail;  // a *_kc cache's 16-bit tail ring (sequence b's: row b)
   TimingScales scales;
   PrefillTensors tensors;
 };
@@ -114,6 +115,12 @@ PrefillSet make_set(const PrefillProblem& p, uint64_t seed) {
   if (!p.kv_cache) return s;
   s.scales = timing_scales(detail::resolve_kv_format(p.kv_format, p.dtype), Hkv, slabs, slab_tokens, D,
                            &s.tensors.k_scales, &s.tensors.v_scales);
+  if (kv.channel_keys) {
+    const size_t tail_elems = size_t(B * Hkv * detail::kKeyTailRows * D);
+    s.k_tail = DeviceBuffer(tail_elems * size_t(detail::element_traits(p.dtype).bits / 8));
+    fill_random_device(s.k_tail.get(), tail_elems, p.dtype, seed + 3);
+    s.tensors.k_tail = TensorRef::contiguous(s.k_tail.get(), p.dtype, {B, Hkv, detail::kKeyTailRows, D});
+  }
   s.seq_lens = DeviceBuffer::from(std::vector<int32_t>(size_t(B), p.max_kv_len));
   s.tensors.seq_lens = TensorRef::contiguous(s.seq_lens.get(), DType::kI32, {B});
   if (p.page_size) s.block_table = shuffled_block_table(B, pages_per_seq, seed, &s.tensors.block_table);
