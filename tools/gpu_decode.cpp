@@ -185,7 +185,8 @@ int gpu_decode_bench(const CliOptions& o) {
   if (o.suite == "quant") {
     // Every KV format on the decode suite's long, short, batched, paged and speculative rows, next
     // to the 16-bit cache of the same shape (same run); on the long rows INT4 and K8V4 also over a
-    // head-major cache, whose 64-byte INT4 rows then fill whole lines (docs/KV_FORMATS.md).
+    // head-major cache, whose 64-byte INT4 rows then fill whole lines (docs/KV_FORMATS.md); the
+    // keys-per-channel formats where their decode kernel serves the row.
     std::vector<bool> head_major;
     for (int i : {0, 1, 2, 3, 4, 5, 6, 7, 9, 12, 14, 16}) {
       for (KvFormat f : {KvFormat::kNative, KvFormat::kFP8E4M3, KvFormat::kInt8, KvFormat::kInt4, KvFormat::kK8V4}) {
@@ -199,6 +200,19 @@ int gpu_decode_bench(const CliOptions& o) {
           plan_options.push_back(options);
           head_major.push_back(hm || o.kv_head_major);
         }
+      }
+      // Keys per channel (*_kc) through their decode kernel, decode_kc_n8 (<= 8 packed rows, D <= 128,
+      // whole 64-key groups per page), on the rows it serves.
+      DecodeProblem p = suite_problem(o, formats, kDecodeSuite[i]);
+      const int packed_rows = p.q_len * (p.num_q_heads / p.num_kv_heads);
+      if (packed_rows > 8 || p.head_dim > 128 || p.page_size % detail::kKeyGroup != 0) continue;
+      for (KvFormat f : {KvFormat::kInt8Kc, KvFormat::kInt4Kc, KvFormat::kK8V4Kc}) {
+        p.kv_format = f;
+        problems.push_back(p);
+        PlanOptions kc = options;
+        if (kc.family.empty()) kc.family = "decode_kc_n8";
+        plan_options.push_back(kc);
+        head_major.push_back(o.kv_head_major);
       }
     }
     return run_rows(problems, plan_options, o, "quant", head_major);
