@@ -120,8 +120,8 @@ AtomicAccumulators decode_atomic_accumulators(const Plan& plan, void* workspace)
           ws.total_bytes - ws.o_offset};
 }
 
-// The keys' tail ring of a *_kc cache as every kernel reads it (k_tail [slots, Hkv, 128, D],
-// tail_slots [batch] or empty).
+// The keys' tail ring of a *_kc cache as every kernel reads it (k_tail [slots, Hkv, kKeyTailRows,
+// D], tail_slots [batch] or empty).
 detail::KeyTailView key_tail_view(const TensorRef& k_tail, const TensorRef& tail_slots) {
   detail::KeyTailView v;
   v.rows = k_tail.data;
@@ -180,8 +180,20 @@ Status launch_combine(const OutputParams& from, int num_splits, const OutputPara
 
 // A decode plan served by chunked prefill (Plan::decode_via_prefill): the decode tensors are the
 // padded chunked-prefill tensors of the same cache (q, out [B, q_len, Hq, D]; lse [B, Hq, q_len]).
+// The prefill kernels take no window, softcap or context shard yet: refused by name.
 Status run_decode_via_prefill(const Plan& plan, const DecodeTensors& t, void* workspace, size_t workspace_bytes,
                               Stream stream) {
+  const DecodeProblem& pr = plan.decode();
+  const char* variant = pr.window_left >= 0    ? "window_left"
+                        : pr.window_right >= 0 ? "window_right"
+                        : pr.softcap > 0.f     ? "softcap"
+                                               : nullptr;
+  if (variant != nullptr) {
+    return Status::unsupported(variant, "served by the decode kernels; this plan runs chunked prefill (" +
+                                            plan.family() +
+                                            "), which does not implement it yet (name a decode family in "
+                                            "options.family)");
+  }
   const std::string why = "empty: this plan serves decode by chunked prefill (" + plan.family() +
                           "), which takes no context shard; plan with options.prefill_route = false and without a prefill "
                           "options.family";
@@ -251,20 +263,9 @@ Status run_decode(const Plan& plan, const DecodeTensors& t, void* workspace, siz
   if (Status s = detail::validate_decode_problem(pr); !s) return s;
   if (Status s = detail::validate_decode_tensors(pr, t); !s) return s;
   // Sinks: served through the combine kernel's merge (the planner keeps it for every such plan).
-  // The softcap and the window: by the decode kernels' variants instances, not yet by chunked prefill.
+  // The softcap and the window: by the decode kernels' variants instances (chunked prefill refuses
+  // them: run_decode_via_prefill).
   if (Status s = refuse_unserved_variants(-1, -1, 0.f, false, pr.tree_mask); !s) return s;
-  if (plan.decode_via_prefill()) {
-    const char* variant = pr.window_left >= 0    ? "window_left"
-                          : pr.window_right >= 0 ? "window_right"
-                          : pr.softcap > 0.f     ? "softcap"
-                                                 : nullptr;
-    if (variant != nullptr) {
-      return Status::unsupported(variant, "served by the decode kernels; this plan runs chunked prefill (" +
-                                              plan.family() +
-                                              "), which does not implement it yet (name a decode family in "
-                                              "options.family)");
-    }
-  }
   // Served by chunked prefill, any cache format is read through its dequantized copy.
   if (plan.decode_via_prefill()) return run_decode_via_prefill(plan, t, workspace, workspace_bytes, stream);
   const detail::KvFormatTraits format = detail::kv_format_traits(detail::resolve_kv_format(pr.kv_format, pr.dtype));

@@ -198,6 +198,7 @@ std::vector<DecodeAttack> decode_attacks(uint64_t seed) {
   const bool paged = bp.page_size > 0;
   const KvFormat format = detail::resolve_kv_format(bp.kv_format, bp.dtype);
   const detail::KvScales scales = detail::kv_format_traits(format).scales;
+  const bool channel_keys = detail::kv_format_traits(format).channel_keys;  // *_kc
   AttackList<DecodeAttack> list;
   list.prototype.spec = base.spec;
   list.prototype.options = base.options;
@@ -267,7 +268,7 @@ std::vector<DecodeAttack> decode_attacks(uint64_t seed) {
     a.options.tuning.prefill_route = false;  // shards take the decode kernels
     a.options.family.clear();
     // Neither GPU route over a *_kc cache (chunked prefill, decode_kc_n8) takes a context shard.
-    if (detail::kv_format_traits(detail::resolve_kv_format(bp.kv_format, bp.dtype)).channel_keys) a.gpu_refuses = "keys_after";
+    if (channel_keys) a.gpu_refuses = "keys_after";
     a.edit_tensors = [after](DecodeTensors& t) {
       t.keys_after = TensorRef::contiguous(after->data(), DType::kI32, {int64_t(after->size())});
     };
@@ -373,9 +374,7 @@ std::vector<DecodeAttack> decode_attacks(uint64_t seed) {
     if (attacks[i].options.family.rfind("prefill_sm90", 0) == 0) attacks[i].options.family.clear();
     // A *_kc cache's decode runs as chunked prefill, whose Hopper families' TMA refuses a stride of
     // 0 by name: the plain-load family takes it.
-    if (detail::kv_format_traits(detail::resolve_kv_format(bp.kv_format, bp.dtype)).channel_keys) {
-      attacks[i].options.family = "prefill_mma";
-    }
+    if (channel_keys) attacks[i].options.family = "prefill_mma";
   }
 
   // ---- strides the kernels cannot take, and outputs that overlap: named errors --------------------

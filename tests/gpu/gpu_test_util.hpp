@@ -130,6 +130,26 @@ class CapturedCall {
   std::string error_;
 };
 
+// Replays `graph` (a captured run_decode over dev's buffers) with new lengths: c.seq_lens and its
+// device copy take `lens`, the outputs are poisoned first, and what the replay writes must pass the
+// fp64 reference. `what` names the case in failures.
+inline void expect_replay_with_lengths(const CapturedCall& graph, testing::DeviceDecodeCase& dev,
+                                       testing::DecodeCase& c, const std::vector<int32_t>& lens,
+                                       const std::string& what = "") {
+  std::string named = what + (what.empty() ? "" : " ") + "lengths";
+  for (size_t i = 0; i < lens.size(); ++i) named += (i == 0 ? " " : ",") + std::to_string(lens[i]);
+  c.seq_lens = lens;
+  dev.upload_seq_lens(lens);
+  testing::poison_outputs(c);
+  dev.upload_outputs(c);
+  const cudaError_t replayed = graph.replay();
+  EXPECT_EQ(replayed, cudaSuccess) << named;
+  if (replayed != cudaSuccess) return;
+  dev.download_outputs(c);
+  const testing::Comparison cmp = testing::check_decode(c);
+  EXPECT_TRUE(cmp.passed) << named << ": " << cmp.summary();
+}
+
 }  // namespace splitkv::gpu_test
 
 // Skips the test when there is no GPU (CI) or the build lacks the instantiation.

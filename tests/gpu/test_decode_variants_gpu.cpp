@@ -217,14 +217,7 @@ TEST(DecodeVariantsGpu, AWindowedGraphReplaysWithNewLengths) {
       [&](cudaStream_t stream) { return run_decode(plan, dev.tensors, workspace.get(), workspace.bytes(), stream); });
   ASSERT_TRUE(graph.ok()) << graph.error();
   for (const std::vector<int32_t>& lens : {std::vector<int32_t>{8192, 100, 5000}, {1, 8191, 0}, {1001, 999, 1000}}) {
-    c.seq_lens = lens;
-    dev.upload_seq_lens(lens);
-    testing::poison_outputs(c);
-    dev.upload_outputs(c);
-    ASSERT_EQ(graph.replay(), cudaSuccess);
-    dev.download_outputs(c);
-    const testing::Comparison cmp = testing::check_decode(c);
-    EXPECT_TRUE(cmp.passed) << "lengths " << lens[0] << "," << lens[1] << "," << lens[2] << ": " << cmp.summary();
+    gpu_test::expect_replay_with_lengths(graph, dev, c, lens);
   }
 }
 

@@ -1,7 +1,8 @@
 // The 16-bit tail ring of a *_kc cache's keys (docs/KV_FORMATS.md, "Keys quantized per channel"):
 // key p of a sequence of length L at or past kKeyGroup floor(L / kKeyGroup) is row p % kKeyTailRows
-// of the sequence's tail slot (common/formats.hpp). One plain view for every kernel that reads it (decode, chunked prefill's dequantization),
-// filled once on the host from DecodeTensors::k_tail and tail_slots.
+// of the sequence's tail slot (common/formats.hpp). One plain view for every kernel that reads it
+// (decode, chunked prefill's dequantization), filled once on the host from DecodeTensors::k_tail and
+// tail_slots.
 #pragma once
 
 #include <cstdint>

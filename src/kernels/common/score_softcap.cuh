@@ -1,7 +1,7 @@
 // The logit softcap inside a key loop (docs/VARIANTS.md). A compile-time policy: the plain
 // instances (kOn = false) keep their code; a variants instance (kOn = true) caps when cap > 0 (a
-// warp-uniform branch: the same instance serves the window without a cap). A kernel keeps raw scores s whose logit is s * scale
-// (scale: softmax_scale times whatever the kernel folded into Q or the keys, e.g. Q's power-of-two
+// warp-uniform branch: the same instance serves the window without a cap). A kernel keeps raw
+// scores s whose logit is s * scale (scale: softmax_scale times whatever the kernel folded into Q or the keys, e.g. Q's power-of-two
 // shift or an FP8 cache's key scale), so the capped logit cap * tanh(s * scale / cap) is again a raw
 // score, out * tanh(in * s) with in = scale / cap and out = cap / scale, and the online softmax,
 // the merges and the LSE run unchanged. Applied before the masks (a masked -inf stays -inf).
@@ -32,16 +32,13 @@ __device__ __forceinline__ float softcap_tanh(float x) {
 
 template <bool kOn>
 struct ScoreSoftcap {
-  static constexpr bool kActive = false;
   __device__ __forceinline__ ScoreSoftcap(float /*cap*/, float /*scale_log2*/) {}
-  __device__ __forceinline__ float operator()(float s) const { return s; }
   template <class Fragment>
   __device__ __forceinline__ void apply(Fragment&) const {}
 };
 
 template <>
 struct ScoreSoftcap<true> {
-  static constexpr bool kActive = true;
   bool on;        // cap > 0
   float in, out;  // s -> out * tanh(in * s)
 

@@ -123,6 +123,18 @@ __device__ __forceinline__ void mask_outside_rows(Scores& scores, const RowCoord
   }
 }
 
+// The keys a row does not see become -inf: past its end, and in a variants instance before its
+// window start too.
+template <bool kVariants, int kRows, class Scores, class RowCoords>
+__device__ __forceinline__ void mask_row_keys(Scores& scores, const RowCoords& tScS_rc, int t0, int n_keys,
+                                              const int (&row_start)[kRows], const int (&row_end)[kRows]) {
+  if constexpr (kVariants) {
+    mask_outside_rows(scores, tScS_rc, t0, n_keys, row_start, row_end);
+  } else {
+    mask_past_row_ends(scores, tScS_rc, t0, n_keys, row_end);
+  }
+}
+
 // Lets the next kernel in the stream launch (programmatic dependent launch) right away, except with
 // a fused combine. Behind a combine kernel an early launch is harmless: the combine lets its own
 // dependents launch only once this kernel is done, so the next call's blocks are placed on an

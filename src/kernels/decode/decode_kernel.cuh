@@ -142,11 +142,7 @@ __global__ void __launch_bounds__(Traits::kThreads) decode_kernel(const __grid_c
     }
     softcap.apply(acc_s);
     Tensor scores = make_tensor(acc_s.data(), acc_as_rows_cols(acc_s.layout()));  // (2, 4)
-    if constexpr (kVariants) {
-      mask_outside_rows(scores, tScS_rc, t0, kN, row_start, row_end);
-    } else {
-      mask_past_row_ends(scores, tScS_rc, t0, kN, row_end);
-    }
+    mask_row_keys<kVariants>(scores, tScS_rc, t0, kN, row_start, row_end);
     softmax.update(scores, acc_o_rc, p.scale_log2);
 
     Tensor probs = convert_fragment<Element>(acc_s);

@@ -69,11 +69,7 @@ __global__ void __launch_bounds__(Traits::kThreads, kVariants ? Traits::kVariant
     if constexpr (Traits::kTokenScales) fold_k_scales<Traits>(q, stage + Traits::kKScaleOffset, lane, acc_s);
     softcap.apply(acc_s);
     Tensor scores = make_tensor(acc_s.data(), acc_as_rows_cols(acc_s.layout()));  // (2, 4)
-    if constexpr (kVariants) {
-      mask_outside_rows(scores, tScS_rc, kv.subtile_start(n), kN, row_start, row_end);
-    } else {
-      mask_past_row_ends(scores, tScS_rc, kv.subtile_start(n), kN, row_end);
-    }
+    mask_row_keys<kVariants>(scores, tScS_rc, kv.subtile_start(n), kN, row_start, row_end);
     float rescale[2];
     softmax.fold(scores, scale_log2, rescale);
     // Once a block's row maxima settle they rarely move: O is not multiplied by 1 (same bits). The
