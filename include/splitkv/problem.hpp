@@ -179,7 +179,7 @@ struct CombineProblem {
   int head_dim = 0;
   DType dtype = DType::kBF16;  // of out
   // A sink logit per head joins each merged row once (docs/VARIANTS.md): the way to add sinks to
-  // partials computed without them (context shards). Not yet served by the GPU combine kernel.
+  // partials computed without them (context shards).
   bool sinks = false;
 };
 

@@ -55,6 +55,9 @@ EXPECTED_DTYPE = {
     "keys_after": "int32",
     "partial_o": "fp32",
     "partial_lse": "fp32",
+    "sinks": "fp32 (a logit per query head)",
+    "k_tail": "the dtype of q",
+    "tail_slots": "int32",
 }
 
 _DTYPE_NAMES = {

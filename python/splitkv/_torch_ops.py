@@ -113,16 +113,30 @@ def _cache_put(cache, key, entry):
 # ---- decode --------------------------------------------------------------------------------------
 
 
+def _variants_key(window_size, softcap, sinks, tree_mask):
+    """What a decode plan takes of the attention variants: None without any (the common case),
+    else (window_left, window_right, softcap, has sinks, has a tree mask)."""
+    window = cm.NO_WINDOW if window_size is None else cm._window_ints(window_size)
+    if window == cm.NO_WINDOW and not softcap and sinks is None and tree_mask is None:
+        return None
+    if len(window) != 2:
+        raise cm.invalid("window_size", cm._WINDOW_EXPECTED, window_size)
+    return window[0], window[1], float(softcap), sinks is not None, tree_mask is not None
+
+
 def _new_decode_plan(key, q, k_cache, block_table):
-    """prefill_route (the key's last field): PlanTuning.prefill_route; off for a context shard's
-    plan (keys_after and caller partials need the decode kernels)."""
+    """prefill_route: PlanTuning.prefill_route; off for a context shard's plan (keys_after and
+    caller partials need the decode kernels). variants (the key's last field): _variants_key."""
     (_, _, bt_shape, _, causal, softmax_scale, num_splits, max_splits, split_tokens, max_seqlen_k, dev, family,
-     kv_format, prefill_route) = key
+     kv_format, prefill_route, variants) = key
     code = _CODES.get(q.dtype)
     if code is None:
         _check_dtypes([("q", q)])
     fmt = cm.kv_format(kv_format)
     problem = cm.decode_problem(q.shape, k_cache.shape, bt_shape, code, causal, softmax_scale, max_seqlen_k, fmt)
+    if variants is not None:
+        left, right, softcap, has_sinks, has_tree = variants
+        cm.set_variants(problem, (left, right), softcap, True if has_sinks else None, True if has_tree else None)
     options = cm.plan_options(None, num_splits, max_splits, split_tokens, family=family,
                               tuning={"prefill_route": bool(prefill_route)})
     plan = _C.plan_decode(problem, cm.device_info(dev if dev >= 0 else "h200"), options)
@@ -131,8 +145,25 @@ def _new_decode_plan(key, q, k_cache, block_table):
     return _cache_put(_decode_plans, key, (plan, plan.workspace_bytes, quant))
 
 
+def _variant_descs(dev, sinks, tree_mask, k_tail, tail_slots):
+    """Descriptors of the variants' and the keys-per-channel tail's tensors (None when absent)."""
+    named = [("sinks", sinks), ("tree_mask", tree_mask), ("k_tail", k_tail), ("tail_slots", tail_slots)]
+    _check_devices(dev, named)
+    if tree_mask is not None and tree_mask.dtype != torch.uint8:
+        raise cm.invalid("tree_mask.dtype", "uint8 (the mask's bits packed little-endian along the last dim)",
+                         str(tree_mask.dtype).replace("torch.", ""))
+    try:
+        return {"sinks": _desc(sinks),
+                "tree_mask": None if tree_mask is None else cm.code_desc(tree_mask.data_ptr(), cm.I8,
+                                                                          tree_mask.shape, tree_mask.stride()),
+                "k_tail": _desc(k_tail), "tail_slots": _desc(tail_slots)}
+    except KeyError:
+        _check_dtypes([(n, t) for n, t in named if n != "tree_mask"])
+
+
 def decode_out(q, k_cache, v_cache, seq_lens, block_table, out, lse, workspace, causal, softmax_scale, num_splits,
-               max_splits, split_tokens, max_seqlen_k, family=None, k_scales=None, v_scales=None, kv_format=None):
+               max_splits, split_tokens, max_seqlen_k, family=None, k_scales=None, v_scales=None, kv_format=None,
+               window_size=None, softcap=0.0, sinks=None, tree_mask=None, k_tail=None, tail_slots=None):
     """Implementation of splitkv::decode_out (CUDA and CPU)."""
     dev = q.get_device()
     if (k_cache.get_device() != dev or v_cache.get_device() != dev or seq_lens.get_device() != dev
@@ -142,8 +173,10 @@ def decode_out(q, k_cache, v_cache, seq_lens, block_table, out, lse, workspace, 
                              ("out", out), ("lse", lse)])
     q_shape, k_shape, q_dtype = q.shape, k_cache.shape, q.dtype
     bt_shape = None if block_table is None else block_table.shape
+    variants = (None if window_size is None and not softcap and sinks is None and tree_mask is None
+                else _variants_key(window_size, softcap, sinks, tree_mask))
     key = (q_shape, k_shape, bt_shape, q_dtype, causal, softmax_scale, num_splits, max_splits, split_tokens,
-           max_seqlen_k, dev, family, kv_format, True)
+           max_seqlen_k, dev, family, kv_format, True, variants)
     entry = _decode_plans.get(key)
     if entry is None:
         entry = _new_decode_plan(key, q, k_cache, block_table)
@@ -173,14 +206,16 @@ def decode_out(q, k_cache, v_cache, seq_lens, block_table, out, lse, workspace, 
         ksd = vsd = None
     else:
         ksd, vsd = _scale_descs(cm.kv_format(kv_format) if quant is None else quant[2], k_scales, v_scales, dev)
+    extra = ({} if sinks is None and tree_mask is None and k_tail is None and tail_slots is None
+             else _variant_descs(dev, sinks, tree_mask, k_tail, tail_slots))
     if dev < 0:
-        _C.cpu_run_decode(plan, qd, kd, vd, sd, bd, od, ld, ksd, vsd)
+        _C.cpu_run_decode(plan, qd, kd, vd, sd, bd, od, ld, ksd, vsd, **extra)
         return
     if ws_bytes:
         ws_ptr, ws_n = _workspace(workspace, ws_bytes, dev)
     else:
         ws_ptr = ws_n = 0
-    _C.run_decode(plan, qd, kd, vd, sd, bd, od, ld, ws_ptr, ws_n, _raw_stream(dev), dev, ksd, vsd)
+    _C.run_decode(plan, qd, kd, vd, sd, bd, od, ld, ws_ptr, ws_n, _raw_stream(dev), dev, ksd, vsd, **extra)
 
 
 def _lse_buffer(q, varlen):
@@ -205,7 +240,7 @@ def _format_arg(kv_format):
 
 def decode(q, k_cache, v_cache, seq_lens, block_table, causal, softmax_scale, num_splits, max_splits,
            split_tokens, out, return_lse, workspace, max_seqlen_k, family, kv_format=None, k_scales=None,
-           v_scales=None):
+           v_scales=None, window_size=None, softcap=0.0, sinks=None, tree_mask=None, k_tail=None, tail_slots=None):
     if not isinstance(seq_lens, _Tensor):  # a list would need a host-to-device copy: the caller's call
         raise cm.invalid("seq_lens", "an int32 tensor on the device of q", type(seq_lens).__name__)
     if out is None:
@@ -214,20 +249,24 @@ def decode(q, k_cache, v_cache, seq_lens, block_table, causal, softmax_scale, nu
     kv_format = _format_arg(kv_format)
     if type(q) is _Tensor and _eager():
         decode_out(q, k_cache, v_cache, seq_lens, block_table, out, lse, workspace, causal, softmax_scale, num_splits,
-                   max_splits, split_tokens, max_seqlen_k, family, k_scales, v_scales, kv_format)
+                   max_splits, split_tokens, max_seqlen_k, family, k_scales, v_scales, kv_format, window_size,
+                   softcap, sinks, tree_mask, k_tail, tail_slots)
     else:
+        window = None if window_size is None else list(cm._window_ints(window_size))
         torch.ops.splitkv.decode_out(q, k_cache, v_cache, seq_lens, block_table, out, lse, workspace, causal,
                                      softmax_scale, num_splits, max_splits, split_tokens, max_seqlen_k, family,
-                                     k_scales, v_scales, kv_format)
+                                     k_scales, v_scales, kv_format, window, float(softcap), sinks, tree_mask,
+                                     k_tail, tail_slots)
     return (out, lse) if return_lse else out
 
 
 def _decode_plan_entry(q, k_cache, block_table, causal, softmax_scale, num_splits, max_splits, split_tokens,
-                       max_seqlen_k, family, kv_format, prefill_route=True):
-    """(plan, workspace bytes, quantized-format info) for these tensors, from the plan cache."""
+                       max_seqlen_k, family, kv_format, prefill_route=True, variants=None):
+    """(plan, workspace bytes, quantized-format info) for these tensors, from the plan cache;
+    variants: _variants_key's."""
     bt_shape = None if block_table is None else block_table.shape
     key = (q.shape, k_cache.shape, bt_shape, q.dtype, causal, softmax_scale, num_splits, max_splits, split_tokens,
-           max_seqlen_k, q.get_device(), family, _format_arg(kv_format), prefill_route)
+           max_seqlen_k, q.get_device(), family, _format_arg(kv_format), prefill_route, variants)
     entry = _decode_plans.get(key)
     if entry is None:
         entry = _new_decode_plan(key, q, k_cache, block_table)
@@ -401,14 +440,14 @@ def plan_prefill(q, k, cu_seqlens_q, cu_seqlens_k, *, max_seqlen_q, max_seqlen_k
 _combine_problems = {}
 
 
-def combine_out(partial_o, partial_lse, out, lse):
+def combine_out(partial_o, partial_lse, out, lse, sinks=None):
     """Implementation of splitkv::combine_out (CUDA: the combine kernel; CPU: an fp64 merge)."""
     dev = partial_o.get_device()
     if (partial_lse.get_device() != dev or out.get_device() != dev
-            or (lse is not None and lse.get_device() != dev)):
-        _check_devices(dev, [("partial_lse", partial_lse), ("out", out), ("lse", lse)])
+            or (lse is not None and lse.get_device() != dev) or (sinks is not None and sinks.get_device() != dev)):
+        _check_devices(dev, [("partial_lse", partial_lse), ("out", out), ("lse", lse), ("sinks", sinks)])
     po_shape, out_shape, out_dtype = partial_o.shape, out.shape, out.dtype
-    key = (po_shape, out_shape, out_dtype)
+    key = (po_shape, out_shape, out_dtype, sinks is not None)
     problem = _combine_problems.get(key)
     if problem is None:
         cm.check_rank("partial_o", po_shape, 4)
@@ -419,8 +458,9 @@ def combine_out(partial_o, partial_lse, out, lse):
         problem = _cache_put(_combine_problems, key, _C.CombineProblem(
             num_splits=int(po_shape[0]), batch=int(out_shape[0]), seq_len=int(out_shape[1]),
             num_heads=int(out_shape[2]), head_dim=int(out_shape[3]), dtype=cm.DTYPE_BY_CODE[code]))
+        problem.sinks = sinks is not None
     if dev < 0:
-        _cpu_combine(partial_o, partial_lse, out, lse)
+        _cpu_combine(partial_o, partial_lse, out, lse, sinks)
         return
     codes = _CODES
     try:
@@ -428,12 +468,17 @@ def combine_out(partial_o, partial_lse, out, lse):
         pld = (partial_lse.data_ptr(), codes[partial_lse.dtype], partial_lse.shape, partial_lse.stride())
         od = (out.data_ptr(), codes[out_dtype], out_shape, out.stride())
         ld = None if lse is None else (lse.data_ptr(), codes[lse.dtype], lse.shape, lse.stride())
+        sd = _desc(sinks)
     except KeyError:
-        _check_dtypes([("partial_o", partial_o), ("partial_lse", partial_lse), ("out", out), ("lse", lse)])
-    _C.run_combine(problem, pod, pld, od, ld, _raw_stream(dev), dev)
+        _check_dtypes([("partial_o", partial_o), ("partial_lse", partial_lse), ("out", out), ("lse", lse),
+                       ("sinks", sinks)])
+    if sd is None:
+        _C.run_combine(problem, pod, pld, od, ld, _raw_stream(dev), dev)
+    else:
+        _C.run_combine(problem, pod, pld, od, ld, _raw_stream(dev), dev, sd)
 
 
-def _cpu_combine(partial_o, partial_lse, out, lse):
+def _cpu_combine(partial_o, partial_lse, out, lse, sinks=None):
     if partial_o.dtype != torch.float32 or partial_lse.dtype != torch.float32:
         name = "partial_o" if partial_o.dtype != torch.float32 else "partial_lse"
         raise cm.invalid(f"{name}.dtype", "fp32", str(getattr(partial_o if name == "partial_o" else partial_lse,
@@ -448,12 +493,20 @@ def _cpu_combine(partial_o, partial_lse, out, lse):
     total = torch.logsumexp(part_lse, 0)  # [rows, H]; all -inf -> -inf
     weights = torch.where(torch.isneginf(total), 0.0, torch.exp(part_lse - total)).unsqueeze(-1)
     merged = torch.where(weights == 0, 0.0, weights * partial_o.double()).sum(0)
+    if sinks is not None:  # the sink joins the denominator once (the combine kernel's rule)
+        if sinks.dtype != torch.float32 or tuple(sinks.shape) != (heads,):
+            raise cm.invalid("sinks", f"float32 [{heads}] (one logit per head)",
+                             f"{str(sinks.dtype).replace('torch.', '')} {list(sinks.shape)}")
+        with_sink = torch.logaddexp(total, sinks.double().unsqueeze(0))
+        keep = torch.where(torch.isneginf(total), 0.0, torch.exp(total - with_sink))
+        merged = merged * keep.unsqueeze(-1)
+        total = with_sink
     out.copy_(merged.view(batch, seq_len, heads, d))
     if lse is not None:
         lse.copy_(total.view(batch, seq_len, heads).permute(0, 2, 1))
 
 
-def combine(partial_o, partial_lse, *, out, seq_len, dtype, return_lse):
+def combine(partial_o, partial_lse, *, out, seq_len, dtype, return_lse, sinks=None):
     if out is None:
         if partial_o.dim() != 4:
             raise cm.invalid("partial_o.rank", "4", str(partial_o.dim()))
@@ -464,9 +517,9 @@ def combine(partial_o, partial_lse, *, out, seq_len, dtype, return_lse):
     if return_lse:
         lse = torch.empty((out.shape[0], out.shape[2], out.shape[1]), dtype=torch.float32, device=out.device)
     if type(partial_o) is _Tensor and _eager():
-        combine_out(partial_o, partial_lse, out, lse)
+        combine_out(partial_o, partial_lse, out, lse, sinks)
     else:
-        torch.ops.splitkv.combine_out(partial_o, partial_lse, out, lse)
+        torch.ops.splitkv.combine_out(partial_o, partial_lse, out, lse, sinks)
     return (out, lse) if return_lse else out
 
 
@@ -600,7 +653,9 @@ DECODE_SCHEMA = (
     "decode_out(Tensor q, Tensor k_cache, Tensor v_cache, Tensor seq_lens, Tensor? block_table, "
     "Tensor(a!) out, Tensor(b!)? lse, Tensor(c!)? workspace, bool causal, float? softmax_scale, "
     "int num_splits, int max_splits, int split_tokens, int? max_seqlen_k, str? family=None, "
-    "Tensor? k_scales=None, Tensor? v_scales=None, str? kv_format=None) -> ()")
+    "Tensor? k_scales=None, Tensor? v_scales=None, str? kv_format=None, int[]? window_size=None, "
+    "float softcap=0.0, Tensor? sinks=None, Tensor? tree_mask=None, Tensor? k_tail=None, "
+    "Tensor? tail_slots=None) -> ()")
 PREFILL_SCHEMA = (
     "prefill_out(Tensor q, Tensor k, Tensor v, Tensor? cu_seqlens_q, Tensor? cu_seqlens_k, "
     "Tensor(a!) out, Tensor(b!)? lse, Tensor(c!)? workspace, int? max_seqlen_q, int? max_seqlen_k, "
@@ -612,7 +667,8 @@ DECODE_SHARD_SCHEMA = (
     "Tensor? keys_after, Tensor(a!) partial_o, Tensor(b!) partial_lse, bool causal, float? softmax_scale, "
     "int num_splits, int max_splits, int split_tokens, int? max_seqlen_k, str? family=None, "
     "Tensor? k_scales=None, Tensor? v_scales=None, str? kv_format=None) -> ()")
-COMBINE_SCHEMA = "combine_out(Tensor partial_o, Tensor partial_lse, Tensor(a!) out, Tensor(b!)? lse) -> ()"
+COMBINE_SCHEMA = ("combine_out(Tensor partial_o, Tensor partial_lse, Tensor(a!) out, Tensor(b!)? lse, "
+                  "Tensor? sinks=None) -> ()")
 # The caches are written; so are the (scale, min) pairs of INT formats (FP8 scales are only read,
 # declared mutable all the same: the schema cannot depend on kv_format).
 APPEND_KV_SCHEMA = (
@@ -635,7 +691,8 @@ for _key in ("CUDA", "CPU"):
 
 def _decode_out_fake(q, k_cache, v_cache, seq_lens, block_table, out, lse, workspace, causal, softmax_scale,
                      num_splits, max_splits, split_tokens, max_seqlen_k, family=None, k_scales=None, v_scales=None,
-                     kv_format=None):
+                     kv_format=None, window_size=None, softcap=0.0, sinks=None, tree_mask=None, k_tail=None,
+                     tail_slots=None):
     return None
 
 
@@ -650,7 +707,7 @@ def _prefill_out_fake(q, k, v, cu_seqlens_q, cu_seqlens_k, out, lse, workspace, 
     return None
 
 
-def _combine_out_fake(partial_o, partial_lse, out, lse):
+def _combine_out_fake(partial_o, partial_lse, out, lse, sinks=None):
     return None
 
 

@@ -20,9 +20,12 @@ else:
     _Tensor = _torch.Tensor
 
 
+_NO_WINDOW = cm.NO_WINDOW
+
+
 def decode(q, k_cache, v_cache, seq_lens, block_table=None, *, causal=False, softmax_scale=None, num_splits=0,
            max_splits=0, split_tokens=0, out=None, return_lse=False, workspace=None, max_seqlen_k=None,
-           family=None, kv_format=None, k_scales=None, v_scales=None, window_size=(-1, -1), softcap=0.0,
+           family=None, kv_format=None, k_scales=None, v_scales=None, window_size=_NO_WINDOW, softcap=0.0,
            sinks=None, tree_mask=None, k_tail=None, tail_slots=None):
     """Attention of 1..16 new queries per sequence against a KV cache.
 
@@ -47,25 +50,26 @@ def decode(q, k_cache, v_cache, seq_lens, block_table=None, *, causal=False, sof
     unbounded; causal takes right -1 or 0), softcap (0: off), sinks (float32 [Hq]: a logit per query
     head in every row's denominator; the LSE returned includes it), tree_mask (uint8 [B, q_len,
     ceil(q_len / 8)], numpy.packbits(mask, axis=-1, bitorder='little') of which draft token each
-    query sees). The CPU backend (numpy arrays) implements them; torch tensors raise
-    NotImplementedError naming the variant until the GPU kernels do.
+    query sees). The CPU backend (numpy arrays, CPU tensors) implements them all; on the GPU the
+    decode kernels serve the window, softcap and sinks, and a tree mask raises NotImplementedError
+    naming tree_mask (the C++ message) until they serve it.
 
     k_tail / tail_slots: the 16-bit tail of a keys-per-channel cache ('int8_kc', 'int4_kc', 'k8v4_kc';
-    splitkv.quantize_kv_kc makes one) and each sequence's row of it (None: row b); numpy only so far.
+    splitkv.quantize_kv_kc makes one) and each sequence's row of it (None: row b).
 
     Returns out, or (out, lse).
     """
-    variant = cm.variants_requested(window_size, softcap, sinks, tree_mask)
-    if variant is None and (k_tail is not None or tail_slots is not None):
-        variant = "k_tail"
-    if isinstance(q, _Tensor) and variant is not None:
-        raise cm.unsupported(variant, "the torch ops do not take this attention variant yet (numpy arrays on the "
-                                      "CPU backend do; the C++ API serves sinks on the GPU; docs/VARIANTS.md)")
     if isinstance(q, _Tensor):
         # Positional on purpose: passing these 13 by keyword measured slower per call.
+        if (sinks is None and tree_mask is None and k_tail is None and tail_slots is None and not softcap
+                and (window_size is _NO_WINDOW or cm.variants_requested(window_size, 0.0, None, None) is None)):
+            return _torch_ops.decode(q, k_cache, v_cache, seq_lens, block_table, causal, softmax_scale, num_splits,
+                                     max_splits, split_tokens, out, return_lse, workspace, max_seqlen_k, family,
+                                     kv_format, k_scales, v_scales)
         return _torch_ops.decode(q, k_cache, v_cache, seq_lens, block_table, causal, softmax_scale, num_splits,
                                  max_splits, split_tokens, out, return_lse, workspace, max_seqlen_k, family,
-                                 kv_format, k_scales, v_scales)
+                                 kv_format, k_scales, v_scales, window_size, softcap, sinks, tree_mask, k_tail,
+                                 tail_slots)
     return _numpy.decode(q, k_cache, v_cache, seq_lens, block_table, causal=causal, softmax_scale=softmax_scale,
                          num_splits=num_splits, max_splits=max_splits, split_tokens=split_tokens, out=out,
                          return_lse=return_lse, max_seqlen_k=max_seqlen_k, family=family, kv_format=kv_format,
@@ -139,13 +143,11 @@ def combine(partial_o, partial_lse, *, out=None, seq_len=1, dtype=None, return_l
     order (deterministic); empty partials (LSE = -inf) weigh 0; rows with no keys give 0, -inf.
     CUDA tensors run the combine kernel; host arrays and CPU tensors an fp64 host merge.
     sinks: float32 [H], a sink logit per head folded once into every merged row (docs/VARIANTS.md):
-    how shards computed without sinks get them; host arrays only so far.
+    how shards computed without sinks get them (a tensor on the device of partial_o for tensors).
     """
-    if isinstance(partial_o, _Tensor) and sinks is not None:
-        raise cm.unsupported("sinks", "the combine kernel does not fold sinks yet (host arrays do; docs/VARIANTS.md)")
     if isinstance(partial_o, _Tensor):
         return _torch_ops.combine(partial_o, partial_lse, out=out, seq_len=seq_len, dtype=dtype,
-                                  return_lse=return_lse)
+                                  return_lse=return_lse, sinks=sinks)
     return _numpy.combine(partial_o, partial_lse, out=out, seq_len=seq_len, dtype=dtype, return_lse=return_lse,
                           sinks=sinks)
 

@@ -686,16 +686,21 @@ NB_MODULE(_splitkv, m) {
       [](const Plan& plan, nb::handle q, nb::handle k, nb::handle v, nb::handle seq_lens, nb::handle block_table,
          nb::handle out, nb::handle lse, uintptr_t workspace, size_t workspace_bytes, uintptr_t stream, int device,
          nb::handle k_scales, nb::handle v_scales, nb::handle keys_after, nb::handle partial_o,
-         nb::handle partial_lse) {
+         nb::handle partial_lse, nb::handle sinks, nb::handle tree_mask, nb::handle k_tail, nb::handle tail_slots) {
         DecodeTensors t = decode_tensors(q, k, v, seq_lens, block_table, out, lse, k_scales, v_scales);
         add_shard_tensors(keys_after, partial_o, partial_lse, &t);
+        t.sinks = tensor_ref(sinks, "sinks");
+        t.tree_mask = tensor_ref(tree_mask, "tree_mask");
+        t.k_tail = tensor_ref(k_tail, "k_tail");
+        t.tail_slots = tensor_ref(tail_slots, "tail_slots");
         DeviceGuard guard(device);
         check(run_decode(plan, t, reinterpret_cast<void*>(workspace), workspace_bytes, as_stream(stream)));
       },
       "plan"_a, "q"_a, "k"_a, "v"_a, "seq_lens"_a, "block_table"_a.none(), "out"_a.none(), "lse"_a.none(),
       "workspace"_a, "workspace_bytes"_a, "stream"_a, "device"_a = -1, "k_scales"_a.none() = nb::none(),
       "v_scales"_a.none() = nb::none(), "keys_after"_a.none() = nb::none(), "partial_o"_a.none() = nb::none(),
-      "partial_lse"_a.none() = nb::none());
+      "partial_lse"_a.none() = nb::none(), "sinks"_a.none() = nb::none(), "tree_mask"_a.none() = nb::none(),
+      "k_tail"_a.none() = nb::none(), "tail_slots"_a.none() = nb::none());
   m.def(
       "run_prefill",
       [](const Plan& plan, nb::handle q, nb::handle k, nb::handle v, nb::handle cu_seqlens_q,
@@ -727,22 +732,25 @@ NB_MODULE(_splitkv, m) {
       .def_rw("seq_len", &CombineProblem::seq_len)
       .def_rw("num_heads", &CombineProblem::num_heads)
       .def_rw("head_dim", &CombineProblem::head_dim)
-      .def_rw("dtype", &CombineProblem::dtype);
+      .def_rw("dtype", &CombineProblem::dtype)
+      .def_rw("sinks", &CombineProblem::sinks, "a sink logit per head (tensor `sinks`) joins each merged row");
 
   // partial_o [S, B * seq_len, H, D] fp32, partial_lse [S, B * seq_len, H] fp32 -> out, lse.
   m.def(
       "run_combine",
       [](const CombineProblem& problem, nb::handle partial_o, nb::handle partial_lse, nb::handle out,
-         nb::handle lse, uintptr_t stream, int device) {
+         nb::handle lse, uintptr_t stream, int device, nb::handle sinks) {
         CombineTensors t;
         t.partial_o = tensor_ref(partial_o, "partial_o");
         t.partial_lse = tensor_ref(partial_lse, "partial_lse");
         t.out = tensor_ref(out, "out");
         t.lse = tensor_ref(lse, "lse");
+        t.sinks = tensor_ref(sinks, "sinks");
         DeviceGuard guard(device);
         check(run_combine(problem, t, as_stream(stream)));
       },
-      "problem"_a, "partial_o"_a, "partial_lse"_a, "out"_a, "lse"_a.none(), "stream"_a, "device"_a = -1);
+      "problem"_a, "partial_o"_a, "partial_lse"_a, "out"_a, "lse"_a.none(), "stream"_a, "device"_a = -1,
+      "sinks"_a.none() = nb::none());
 
   nb::class_<AppendKvProblem>(m, "AppendKvProblem", "Appending new k / v rows to a KV cache (any KvFormat)")
       .def(

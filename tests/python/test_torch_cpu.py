@@ -193,8 +193,6 @@ def test_varlen_compat_is_bitwise_native():
     (dict(cache_batch_idx=1), "cache_batch_idx"),
     (dict(cache_leftpad=1), "cache_leftpad"),
     (dict(alibi_slopes=1), "alibi_slopes"),
-    (dict(window_size=(128, 0)), "window_size"),
-    (dict(softcap=30.0), "softcap"),
 ])
 def test_kvcache_compat_unsupported_arguments(kwargs, argument):
     q, k, v, lens, _ = decode_inputs()
@@ -222,6 +220,7 @@ def test_kvcache_compat_other_limits():
     (dict(alibi_slopes=1), "alibi_slopes"),
     (dict(window_size=(-1, 64)), "window_size"),
     (dict(softcap=1.0), "softcap"),
+    (dict(s_aux=torch.zeros(2)), "s_aux"),
     (dict(block_table=1), "block_table"),
 ])
 def test_varlen_compat_unsupported_arguments(kwargs, argument):

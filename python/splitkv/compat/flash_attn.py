@@ -13,12 +13,15 @@ and return values, for the subset splitkv supports:
   Returns out, or (out, softmax_lse [H, total_q], None) with return_attn_probs.
 
 Causal masks are aligned bottom-right, as in flash-attn >= 2.1. Forward only (no autograd).
+flash_attn_with_kvcache takes the attention variants the decode kernels serve, with flash-attn's
+semantics (docs/VARIANTS.md): window_size=(left, right) (-1: unbounded), softcap (0: off), and
+vLLM's s_aux (a float32 sink logit per query head, in every row's denominator).
+
 Anything splitkv does not do raises NotImplementedError (splitkv.UnsupportedError) naming the
 argument: rotary_cos/rotary_sin, cache_batch_idx, cache_leftpad, alibi_slopes, window_size other
-than (-1, -1), softcap != 0, s_aux (vLLM's attention sinks), dropout_p != 0, block_table in varlen,
-gradients, Sq > 16 in flash_attn_with_kvcache, and head dims or dtypes this build lacks. The
-window, softcap and sinks have splitkv's semantics already (docs/VARIANTS.md; the CPU backend runs
-them on numpy arrays); these fronts take them once the GPU kernels do.
+than (-1, -1) / softcap != 0 / s_aux in flash_attn_varlen_func (prefill does not serve them yet),
+dropout_p != 0, block_table in varlen, gradients, Sq > 16 in flash_attn_with_kvcache, and head dims
+or dtypes this build lacks.
 
 The outputs are those of splitkv.decode / splitkv.prefill with the same arguments, bit for bit.
 """
@@ -41,10 +44,10 @@ def _unsupported(argument, what):
     return cm.unsupported(argument, what)
 
 
-def _check_window(window_size):
+def _check_prefill_window(window_size):
     if window_size is not _NO_WINDOW and tuple(window_size) != _NO_WINDOW:
-        raise _unsupported("window_size", "sliding-window attention is not served by the GPU kernels yet "
-                                          f"(docs/VARIANTS.md), got {tuple(window_size)}")
+        raise _unsupported("window_size", "sliding-window attention is not served in prefill yet "
+                                          f"(decode serves it; docs/VARIANTS.md), got {tuple(window_size)}")
 
 
 def _check_no_grad(*tensors):
@@ -128,11 +131,6 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
         raise _unsupported("cache_leftpad", "left-padded caches are not supported")
     if alibi_slopes is not None:
         raise _unsupported("alibi_slopes", "ALiBi is not supported")
-    if softcap != 0.0:
-        raise _unsupported("softcap", f"score soft-capping is not served by the GPU kernels yet, got {softcap}")
-    if s_aux is not None:
-        raise _unsupported("s_aux", "attention sinks are not served by the GPU kernels yet (docs/VARIANTS.md)")
-    _check_window(window_size)
     if q.dim() == 4 and q.shape[1] > _MAX_DECODE_Q:
         raise _unsupported("q.shape[1]", f"decode takes 1..{_MAX_DECODE_Q} queries per sequence, got {q.shape[1]}")
     _check_no_grad(("q", q), ("k_cache", k_cache), ("v_cache", v_cache), ("k", k), ("v", v))
@@ -149,16 +147,17 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
         # tensors here, the decode's shapes by its plan (cached: decode() then finds it).
         _check_append_inputs(q, k_cache, k, v, cache_seqlens, block_table)
         _torch_ops._decode_plan_entry(q, k_cache, block_table, causal, softmax_scale, num_splits, 0, 0, None, None,
-                                      None)
+                                      None, variants=_torch_ops._variants_key(window_size, softcap, s_aux, None))
         _append_kv(q, k_cache, v_cache, k, v, cache_seqlens, block_table)
         cache_seqlens = cache_seqlens + k.shape[1]
     return _decode(q, k_cache, v_cache, cache_seqlens, block_table, causal=causal, softmax_scale=softmax_scale,
-                   num_splits=num_splits, return_lse=return_softmax_lse)
+                   num_splits=num_splits, return_lse=return_softmax_lse, window_size=window_size, softcap=softcap,
+                   sinks=s_aux)
 
 
 def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p=0.0,
                            softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0, alibi_slopes=None,
-                           deterministic=False, return_attn_probs=False, block_table=None):
+                           deterministic=False, return_attn_probs=False, block_table=None, s_aux=None):
     """flash_attn.flash_attn_varlen_func on splitkv (see the module docstring for the subset).
     `deterministic` concerns flash-attn's backward; splitkv's forward is always deterministic."""
     if dropout_p != 0.0:
@@ -166,10 +165,14 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
     if alibi_slopes is not None:
         raise _unsupported("alibi_slopes", "ALiBi is not supported")
     if softcap != 0.0:
-        raise _unsupported("softcap", f"score soft-capping is not served by the GPU kernels yet, got {softcap}")
+        raise _unsupported("softcap", f"score soft-capping is not served in prefill yet (decode serves it), "
+                                      f"got {softcap}")
+    if s_aux is not None:
+        raise _unsupported("s_aux", "attention sinks are not served in prefill yet (decode serves them; "
+                                    "docs/VARIANTS.md)")
     if block_table is not None:
         raise _unsupported("block_table", "paged KV is not supported in prefill; use flash_attn_with_kvcache")
-    _check_window(window_size)
+    _check_prefill_window(window_size)
     _check_no_grad(("q", q), ("k", k), ("v", v))
     result = _prefill(q, k, v, cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k, max_seqlen_q=max_seqlen_q,
                       max_seqlen_k=max_seqlen_k, causal=causal, softmax_scale=softmax_scale,

@@ -15,10 +15,14 @@
 
 namespace splitkv::detail {
 
-// The quantized-cache traits with 8 packed rows per block.
+// The quantized-cache traits with 8 packed rows per block. With 8 rows the variants instance
+// (softcap, window) of a per-token format fits the plain instance's register bound without a
+// spill; the keys-per-channel loop does not (docs/TUNING.md), so only *_kc keeps the lower one.
 template <class Base>
 struct KeysAsRowsTraits : Base {
   static constexpr int kBlockM = kKeysAsRowsQueries;
+  static constexpr int kVariantsMinBlocksPerSm =
+      Base::kChannelKeys ? Base::kVariantsMinBlocksPerSm : Base::kMinBlocksPerSm;
 };
 
 // kVariants: the variants instance (DecodeParams' softcap and sliding window, docs/VARIANTS.md).
