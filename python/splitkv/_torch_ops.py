@@ -332,7 +332,7 @@ def decode_shard(q, k_cache, v_cache, seq_lens, block_table, keys_after, *, caus
 
 def _new_prefill_plan(key, q, k, cu_seqlens_q):
     (_, _, varlen, _, _, max_seqlen_q, max_seqlen_k, causal, softmax_scale, num_splits, strategy, dev, family,
-     kv_format) = key
+     kv_format, variants) = key
     code = _CODES.get(q.dtype)
     if code is None:
         _check_dtypes([("q", q)])
@@ -342,24 +342,30 @@ def _new_prefill_plan(key, q, k, cu_seqlens_q):
         batch = cu_seqlens_q.shape[0] - 1
     problem = cm.prefill_problem(q.shape, k.shape, varlen, batch, code, causal, softmax_scale, max_seqlen_q,
                                  max_seqlen_k, cm.kv_format(kv_format))
+    if variants is not None:
+        cm.set_variants(problem, variants[:2], variants[2], None, None)
     options = cm.plan_options(strategy, num_splits, 0, 0, family=family)
     plan = _C.plan_prefill(problem, cm.device_info(dev if dev >= 0 else "h200"), options)
     return _cache_put(_prefill_plans, key, (plan, plan.workspace_bytes))
 
 
 def _prefill_key(q, k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal, softmax_scale, num_splits,
-                 strategy, dev, family, kv_format=None):
+                 strategy, dev, family, kv_format=None, window_size=None, softcap=0.0):
     varlen = cu_seqlens_q is not None or cu_seqlens_k is not None
     if varlen and (cu_seqlens_q is None or cu_seqlens_k is None):
         missing = "cu_seqlens_q" if cu_seqlens_q is None else "cu_seqlens_k"
         raise cm.invalid(missing, "both cu_seqlens_q and cu_seqlens_k for varlen batches", "None")
     cu_shape = cu_seqlens_q.shape if varlen else None
+    variants = None
+    if window_size is not None or softcap:
+        key = _variants_key(window_size, softcap, None, None)
+        variants = None if key is None else key[:3]
     return (q.shape, k.shape, varlen, cu_shape, q.dtype, max_seqlen_q, max_seqlen_k, causal, softmax_scale,
-            num_splits, strategy, dev, family, _format_arg(kv_format))
+            num_splits, strategy, dev, family, _format_arg(kv_format), variants)
 
 
 def prefill_out(q, k, v, cu_seqlens_q, cu_seqlens_k, out, lse, workspace, max_seqlen_q, max_seqlen_k, causal,
-                softmax_scale, num_splits, strategy=None, family=None, kv_format=None):
+                softmax_scale, num_splits, strategy=None, family=None, kv_format=None, window_size=None, softcap=0.0):
     """Implementation of splitkv::prefill_out (CUDA: the kernels; CPU: the fp64 reference)."""
     dev = q.get_device()
     if (k.get_device() != dev or v.get_device() != dev or out.get_device() != dev
@@ -369,7 +375,7 @@ def prefill_out(q, k, v, cu_seqlens_q, cu_seqlens_k, out, lse, workspace, max_se
         _check_devices(dev, [("k", k), ("v", v), ("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k),
                              ("out", out), ("lse", lse)])
     key = _prefill_key(q, k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal, softmax_scale,
-                       num_splits, strategy, dev, family, kv_format)
+                       num_splits, strategy, dev, family, kv_format, window_size, softcap)
     entry = _prefill_plans.get(key)
     if entry is None:
         entry = _new_prefill_plan(key, q, k, cu_seqlens_q)
@@ -411,17 +417,19 @@ def _cpu_prefill(plan, qd, kd, vd, cqd, ckd, od, out, lse):
 
 
 def prefill(q, k, v, *, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal, softmax_scale, num_splits,
-            strategy, out, return_lse, workspace, family, kv_format=None):
+            strategy, out, return_lse, workspace, family, kv_format=None, window_size=None, softcap=0.0):
     if out is None:
         out = torch.empty_like(q, memory_format=torch.contiguous_format)
     lse = _lse_buffer(q, varlen=cu_seqlens_q is not None) if return_lse else None
     kv_format = _format_arg(kv_format)
     if type(q) is _Tensor and _eager():
         prefill_out(q, k, v, cu_seqlens_q, cu_seqlens_k, out, lse, workspace, max_seqlen_q, max_seqlen_k, causal,
-                    softmax_scale, num_splits, strategy, family, kv_format)
+                    softmax_scale, num_splits, strategy, family, kv_format, window_size, softcap)
     else:
+        window = None if window_size is None else list(cm._window_ints(window_size))
         torch.ops.splitkv.prefill_out(q, k, v, cu_seqlens_q, cu_seqlens_k, out, lse, workspace, max_seqlen_q,
-                                      max_seqlen_k, causal, softmax_scale, num_splits, strategy, family, kv_format)
+                                      max_seqlen_k, causal, softmax_scale, num_splits, strategy, family, kv_format,
+                                      window, float(softcap))
     return (out, lse) if return_lse else out
 
 
@@ -660,7 +668,7 @@ PREFILL_SCHEMA = (
     "prefill_out(Tensor q, Tensor k, Tensor v, Tensor? cu_seqlens_q, Tensor? cu_seqlens_k, "
     "Tensor(a!) out, Tensor(b!)? lse, Tensor(c!)? workspace, int? max_seqlen_q, int? max_seqlen_k, "
     "bool causal, float? softmax_scale, int num_splits, str? strategy=None, str? family=None, "
-    "str? kv_format=None) -> ()")
+    "str? kv_format=None, int[]? window_size=None, float softcap=0.0) -> ()")
 
 DECODE_SHARD_SCHEMA = (
     "decode_shard_out(Tensor q, Tensor k_cache, Tensor v_cache, Tensor seq_lens, Tensor? block_table, "
@@ -703,7 +711,8 @@ def _decode_shard_out_fake(q, k_cache, v_cache, seq_lens, block_table, keys_afte
 
 
 def _prefill_out_fake(q, k, v, cu_seqlens_q, cu_seqlens_k, out, lse, workspace, max_seqlen_q, max_seqlen_k, causal,
-                      softmax_scale, num_splits, strategy=None, family=None, kv_format=None):
+                      softmax_scale, num_splits, strategy=None, family=None, kv_format=None, window_size=None,
+                      softcap=0.0):
     return None
 
 

@@ -102,7 +102,7 @@ def decode_shard(q, k_cache, v_cache, seq_lens, block_table=None, *, keys_after=
 
 def prefill(q, k, v, *, cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=None, max_seqlen_k=None, causal=False,
             softmax_scale=None, num_splits=0, strategy=None, out=None, return_lse=False, workspace=None, family=None,
-            kv_format=None, window_size=(-1, -1), softcap=0.0, sinks=None):
+            kv_format=None, window_size=_NO_WINDOW, softcap=0.0, sinks=None):
     """Attention of many queries per sequence (prompt processing, chunked prefill).
 
     Padded: q [B, Lq, Hq, D], k, v [B, Lk, Hkv, D]. Varlen (cu_seqlens_q/k int32 [B + 1] given):
@@ -114,19 +114,22 @@ def prefill(q, k, v, *, cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=None,
     kv_format: the problem's KV format ('native', 'fp16', 'bf16'; the quantized formats raise
     NotImplementedError naming kv_format until prefill reads them).
 
-    window_size, softcap, sinks: as in decode() (docs/VARIANTS.md); numpy arrays only so far.
+    window_size, softcap, sinks: as in decode() (docs/VARIANTS.md). Torch tensors take the window and
+    the softcap (the one-pass kernels' variants instances; strategy 'two-pass' / 'split-v' refuse
+    them by name); sinks only on numpy arrays so far.
 
     Returns out, or (out, lse). numpy arrays (and CPU tensors) run on the fp64 reference.
     """
-    variant = cm.variants_requested(window_size, softcap, sinks, None)
-    if isinstance(q, _Tensor) and variant is not None:
-        raise cm.unsupported(variant, "the GPU kernels and the torch ops do not implement this attention variant "
-                                      "yet (numpy arrays do; docs/VARIANTS.md)")
     if isinstance(q, _Tensor):
+        if sinks is not None:
+            raise cm.unsupported("sinks", "prefill on torch tensors does not fold sinks yet (numpy arrays do; "
+                                          "decode does; docs/VARIANTS.md)")
+        variant = window_size is not _NO_WINDOW or softcap
         return _torch_ops.prefill(q, k, v, cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k,
                                   max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k, causal=causal,
                                   softmax_scale=softmax_scale, num_splits=num_splits, strategy=strategy, out=out,
-                                  return_lse=return_lse, workspace=workspace, family=family, kv_format=kv_format)
+                                  return_lse=return_lse, workspace=workspace, family=family, kv_format=kv_format,
+                                  window_size=window_size if variant else None, softcap=softcap)
     return _numpy.prefill(q, k, v, cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k, max_seqlen_q=max_seqlen_q,
                           max_seqlen_k=max_seqlen_k, causal=causal, softmax_scale=softmax_scale, out=out,
                           return_lse=return_lse, num_splits=num_splits, strategy=strategy, family=family,

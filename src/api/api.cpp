@@ -180,18 +180,15 @@ Status launch_combine(const OutputParams& from, int num_splits, const OutputPara
 
 // A decode plan served by chunked prefill (Plan::decode_via_prefill): the decode tensors are the
 // padded chunked-prefill tensors of the same cache (q, out [B, q_len, Hq, D]; lse [B, Hq, q_len]).
-// The prefill kernels take no window, softcap or context shard yet: refused by name.
+// The window and the softcap go with the problem (the prefill kernels' variants instances); sinks
+// and context shards the prefill kernels do not take: refused by name.
 Status run_decode_via_prefill(const Plan& plan, const DecodeTensors& t, void* workspace, size_t workspace_bytes,
                               Stream stream) {
   const DecodeProblem& pr = plan.decode();
-  const char* variant = pr.window_left >= 0    ? "window_left"
-                        : pr.window_right >= 0 ? "window_right"
-                        : pr.softcap > 0.f     ? "softcap"
-                                               : nullptr;
-  if (variant != nullptr) {
-    return Status::unsupported(variant, "served by the decode kernels; this plan runs chunked prefill (" +
+  if (pr.sinks) {
+    return Status::unsupported("sinks", "served by the decode kernels; this plan runs chunked prefill (" +
                                             plan.family() +
-                                            "), which does not implement it yet (name a decode family in "
+                                            "), which does not fold sinks yet (name a decode family in "
                                             "options.family)");
   }
   const std::string why = "empty: this plan serves decode by chunked prefill (" + plan.family() +
@@ -242,13 +239,8 @@ Status check_channel_keys_decode(const DecodeProblem& pr, const DecodeTensors& t
 // The attention variants the GPU kernels do not serve yet (docs/VARIANTS.md): refused by name, the
 // first one set, rather than run without it. The CPU backend and the fp64 reference implement them.
 
-Status refuse_unserved_variants(int window_left, int window_right, float softcap, bool sinks, bool tree_mask) {
-  const char* argument = window_left >= 0    ? "window_left"
-                         : window_right >= 0 ? "window_right"
-                         : softcap > 0.f     ? "softcap"
-                         : sinks             ? "sinks"
-                         : tree_mask         ? "tree_mask"
-                                             : nullptr;
+Status refuse_unserved_variants(bool sinks, bool tree_mask) {
+  const char* argument = sinks ? "sinks" : tree_mask ? "tree_mask" : nullptr;
   if (argument == nullptr) return Status::success();
   return Status::unsupported(argument, "the GPU kernels do not implement this attention variant yet (the CPU "
                                        "backend and the fp64 reference do; docs/VARIANTS.md)");
@@ -265,7 +257,7 @@ Status run_decode(const Plan& plan, const DecodeTensors& t, void* workspace, siz
   // Sinks: served through the combine kernel's merge (the planner keeps it for every such plan).
   // The softcap and the window: by the decode kernels' variants instances (chunked prefill refuses
   // them: run_decode_via_prefill).
-  if (Status s = refuse_unserved_variants(-1, -1, 0.f, false, pr.tree_mask); !s) return s;
+  if (Status s = refuse_unserved_variants(false, pr.tree_mask); !s) return s;
   // Served by chunked prefill, any cache format is read through its dequantized copy.
   if (plan.decode_via_prefill()) return run_decode_via_prefill(plan, t, workspace, workspace_bytes, stream);
   const detail::KvFormatTraits format = detail::kv_format_traits(detail::resolve_kv_format(pr.kv_format, pr.dtype));
@@ -500,6 +492,9 @@ Status launch_prefill(const Plan& plan, const PrefillTensors& t, void* workspace
   p.max_kv_len = pr.max_kv_len;
   p.causal = pr.causal;
   p.scale_log2 = g.scale_log2;
+  p.softcap = pr.softcap;
+  p.window_left = pr.window_left;
+  p.window_right = pr.window_right;
   p.num_splits = plan.num_splits();
   if (pr.kv_cache) {
     p.cache_seq_lens = static_cast<const int32_t*>(t.seq_lens.data);
@@ -643,7 +638,8 @@ Status run_prefill(const Plan& plan, const PrefillTensors& t, void* workspace, s
   const PrefillProblem& pr = plan.prefill();
   if (Status s = detail::validate_prefill_problem(pr); !s) return s;
   if (Status s = detail::validate_prefill_tensors(pr, t); !s) return s;
-  if (Status s = refuse_unserved_variants(pr.window_left, pr.window_right, pr.softcap, pr.sinks, false); !s) return s;
+  // The softcap and the window: the prefill kernels' variants instances.
+  if (Status s = refuse_unserved_variants(pr.sinks, false); !s) return s;
   // Chunked prefill reads any cache through its dequantized copy; *_kc caches only that way.
   if (!plan.dequantized_cache() &&
       detail::kv_format_traits(detail::resolve_kv_format(pr.kv_format, pr.dtype)).channel_keys) {

@@ -62,6 +62,10 @@ PrefillProblem as_chunked_prefill(const DecodeProblem& d) {
   p.softmax_scale = d.softmax_scale;
   p.kv_cache = true;
   p.page_size = d.page_size;
+  p.window_left = d.window_left;
+  p.window_right = d.window_right;
+  p.softcap = d.softcap;
+  p.sinks = d.sinks;  // not served by prefill: run_decode_via_prefill refuses it by name
   return p;
 }
 

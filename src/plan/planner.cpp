@@ -417,8 +417,9 @@ void plan_stream_k_tail(const PrefillProblem& problem, const PlanOptions& option
   const int blocks = p->persistent_blocks;
   const int64_t last_round = tiles % blocks;
   const int64_t steps = (int64_t(problem.max_kv_len) + p->block_n - 1) / p->block_n;
+  const bool variants = problem.softcap > 0.f || problem.window_left >= 0 || problem.window_right >= 0;
   const bool uniform = !p->dynamic_tiles && p->num_splits == 1 && p->strategy != Strategy::kTwoPass &&
-                       p->packed_queries == 0;
+                       p->packed_queries == 0 && !variants;
   if (!options.tuning.stream_k_prefill || !uniform || steps < kStreamKMinSteps || last_round == 0 ||
       5 * last_round > 4 * int64_t(blocks)) {
     return;
@@ -752,8 +753,19 @@ Status plan_prefill_fields(const PrefillProblem& problem, const DeviceInfo& devi
   const plan::PrefillGeometry g = plan::prefill_geometry(problem, tile.block_m, p.packed_queries);
   p.work_units = g.work_units;
 
+  // The softcap and the window run in the one-pass kernels' variants instances (no two-pass, no
+  // split-V); a left window reads a band of keys, so KV splits of the whole length would be
+  // mostly empty: one split unless asked for.
+  const bool variants = problem.softcap > 0.f || problem.window_left >= 0 || problem.window_right >= 0;
+  if (variants && (requested == Strategy::kSplitV || requested == Strategy::kTwoPass)) {
+    return Status::unsupported(problem.softcap > 0.f ? "softcap" : (problem.window_left >= 0 ? "window_left" : "window_right"),
+                               "served by the one-pass prefill kernels only, not with strategy " +
+                                   std::string(to_string(requested)));
+  }
   SplitDecision split;
-  if (requested == Strategy::kSplitV || requested == Strategy::kTwoPass || requested == Strategy::kSplitQ) {
+  if (variants && problem.window_left >= 0 && requested == Strategy::kAuto && options.num_splits == 0) {
+    split.note = "a sliding window: one KV split";
+  } else if (requested == Strategy::kSplitV || requested == Strategy::kTwoPass || requested == Strategy::kSplitQ) {
     if (options.num_splits > 1) {
       return Status::invalid("options.num_splits", "0 or 1 with strategy " + std::string(to_string(requested)),
                              std::to_string(options.num_splits));

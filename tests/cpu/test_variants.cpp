@@ -403,8 +403,9 @@ TEST(VariantGpu, RunDecodeRefusesEachVariantByName) {
     EXPECT_EQ(s.code(), StatusCode::kUnsupported) << s.message();
     EXPECT_EQ(s.argument(), name) << s.message();
   }
-  for (const auto& [v, name] : {std::pair<Variants, const char*>{Variants{-1, -1, 30.f}, "softcap"},
-                                {Variants{64, -1}, "window_left"}, {Variants{-1, 0}, "window_right"}}) {
+  // The chunked-prefill route (a *_kc cache's default) takes the window and the softcap to the
+  // prefill kernels; sinks it does not fold: refused by name before any device work.
+  for (const auto& [v, name] : {std::pair<Variants, const char*>{Variants{-1, -1, 0.f, true}, "sinks"}}) {
     testing::DecodeSpecBuilder b = testing::DecodeSpecBuilder(1, 4, 2, 100).head_dim(64).format(KvFormat::kInt4Kc);
     b.queries(2, true);
     testing::DecodeCase c = testing::make_decode_case(spec_with(b, v));
@@ -435,6 +436,51 @@ TEST(VariantGpu, TheSoftcapAndWindowKeepSpeculativeRowsOnTheDecodeKernels) {
   Plan windowed;
   ASSERT_TRUE(plan_decode(p, DeviceInfo::h200(), {}, &windowed).ok());
   EXPECT_FALSE(windowed.decode_via_prefill()) << describe(windowed);
+}
+
+// Prefill plans with the softcap or the window: the one-pass kernels (two-pass and split-V refuse
+// them by name), one KV split under a left window unless asked for more, no stream-K tail; a decode
+// plan served by chunked prefill carries them to its prefill problem.
+TEST(VariantPlans, PrefillPlansKeepTheVariantsOnTheOnePassKernels) {
+  PrefillProblem f;
+  f.batch = 1, f.num_q_heads = 16, f.num_kv_heads = 16, f.head_dim = 128, f.max_q_len = 16384, f.max_kv_len = 16384;
+  f.causal = true;
+  f.window_left = 4096;
+  for (Strategy strategy : {Strategy::kTwoPass, Strategy::kSplitV}) {
+    PlanOptions o;
+    o.strategy = strategy;
+    Plan plan;
+    Status s = plan_prefill(f, DeviceInfo::h200(), o, &plan);
+    EXPECT_EQ(s.code(), StatusCode::kUnsupported) << s.message();
+    EXPECT_EQ(s.argument(), "window_left") << s.message();
+    PrefillProblem capped = f;
+    capped.window_left = -1;
+    capped.softcap = 30.f;
+    s = plan_prefill(capped, DeviceInfo::h200(), o, &plan);
+    EXPECT_EQ(s.argument(), "softcap") << s.message();
+  }
+  Plan plan;
+  ASSERT_TRUE(plan_prefill(f, DeviceInfo::h200(), {}, &plan).ok());
+  EXPECT_EQ(plan.num_splits(), 1) << describe(plan);
+  EXPECT_FALSE(plan.stream_k()) << describe(plan);
+  PrefillProblem dense = f;  // non-causal, uniform tiles: a stream-K tail would be planned without the cap
+  dense.causal = false;
+  dense.window_left = -1;
+  dense.max_q_len = dense.max_kv_len = 8192;
+  dense.batch = 3;
+  dense.softcap = 50.f;
+  ASSERT_TRUE(plan_prefill(dense, DeviceInfo::h200(), {}, &plan).ok());
+  EXPECT_FALSE(plan.stream_k()) << describe(plan);
+
+  DecodeProblem d;
+  d.batch = 2, d.num_q_heads = 32, d.num_kv_heads = 8, d.head_dim = 128, d.max_kv_len = 1000;
+  d.kv_format = KvFormat::kInt4Kc;
+  d.window_left = 64;
+  d.softcap = 2.f;
+  ASSERT_TRUE(plan_decode(d, DeviceInfo::h200(), {}, &plan).ok());
+  ASSERT_TRUE(plan.decode_via_prefill()) << describe(plan);
+  EXPECT_EQ(plan.prefill().window_left, 64);
+  EXPECT_EQ(plan.prefill().softcap, 2.f);
 }
 
 // Prefill (padded token tensors, square and chunk-shaped, causal or not): the reference against the

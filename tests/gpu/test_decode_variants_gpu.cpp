@@ -8,7 +8,8 @@
 // (each row's window starts elsewhere), and with sinks and an FP8 cache as gpt-oss runs. Each case
 // also checks that its variants changed the answer where they should: the same output against
 // the reference without them must fail (a test that cannot fail is a defect). A plan that runs
-// chunked prefill refuses each by name; a captured graph replays with new lengths.
+// chunked prefill (a *_kc cache's default) serves both through the prefill kernels; a captured
+// graph replays with new lengths.
 #include <cmath>
 #include <string>
 #include <vector>
@@ -182,21 +183,34 @@ TEST(DecodeVariantsGpu, AHugeCapIsTheUncappedAnswer) {
   EXPECT_TRUE(cmp.passed) << cmp.summary();
 }
 
-// A *_kc cache's default route (chunked prefill over the dequantized copy) has neither variant
-// yet: run_decode names each; the decode kernel (options.family) serves them (above).
-TEST(DecodeVariantsGpu, TheChunkedPrefillRouteRefusesThemByName) {
+// A *_kc cache's default route (chunked prefill over the dequantized copy) takes the window and
+// the softcap to the prefill kernels' variants instances: against the reference, and binding.
+TEST(DecodeVariantsGpu, TheChunkedPrefillRouteServesThem) {
   SPLITKV_REQUIRE_GPU(DType::kBF16, 128);
-  for (const auto& [v, name] : {std::pair<Variants, const char*>{Variants{30.f}, "softcap"},
-                                {Variants{0.f, 64}, "window_left"}}) {
-    testing::DecodeCase c =
-        testing::make_decode_case(with(testing::DecodeSpecBuilder(2, 32, 8, 1000).format(KvFormat::kInt4Kc), v, 1.f));
+  using B = testing::DecodeSpecBuilder;
+  for (const auto& [spec, what] :
+       {std::pair<testing::DecodeCaseSpec, const char*>{
+            with(B(2, 32, 8, 1000).format(KvFormat::kInt4Kc).lens({1000, 70}), Variants{2.f}), "int4_kc softcap 2"},
+        {with(B(2, 32, 8, 1000).format(KvFormat::kInt8Kc).lens({1000, 130}), Variants{0.f, 64}), "int8_kc window 64"},
+        {with(B(2, 32, 8, 2000).format(KvFormat::kK8V4Kc).queries(4, true).paged(64).lens({2000, 300}),
+              Variants{1.f, 100}),
+         "k8v4_kc q_len 4 window 100 softcap 1"}}) {
+    testing::DecodeCase c = testing::make_decode_case(spec);
     Plan plan;
     ASSERT_TRUE(plan_decode(c.problem, gpu_test::device(), PlanOptions{}, &plan).ok());
-    ASSERT_TRUE(plan.decode_via_prefill()) << describe(plan);
+    ASSERT_TRUE(plan.decode_via_prefill()) << what << ": " << describe(plan);
+    if (!gpu_test::plan_compiled(plan)) GTEST_SKIP() << "not compiled into this build: " << plan.family();
     DeviceDecodeCase dev(c);
     DeviceBuffer workspace = gpu_test::poisoned_workspace(plan.workspace_bytes());
     const Status s = run_decode(plan, dev.tensors, workspace.get(), workspace.bytes(), nullptr);
-    EXPECT_EQ(s.argument(), name) << s.message();
+    ASSERT_TRUE(s.ok()) << what << ": " << s.message();
+    dev.download_outputs(c);
+    const testing::Comparison cmp = testing::check_decode(c);
+    EXPECT_TRUE(cmp.passed) << what << " (" << plan.family() << "): " << cmp.summary();
+    testing::DecodeCase plain = c;
+    plain.problem.softcap = 0.f;
+    plain.problem.window_left = plain.problem.window_right = -1;
+    EXPECT_FALSE(testing::check_decode(plain).passed) << what << ": the variants did not change the answer";
   }
 }
 

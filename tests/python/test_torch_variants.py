@@ -11,7 +11,7 @@ torch = pytest.importorskip("torch")
 
 import splitkv  # noqa: E402
 from splitkv import _splitkv as C  # noqa: E402
-from splitkv.compat.flash_attn import flash_attn_with_kvcache  # noqa: E402
+from splitkv.compat.flash_attn import flash_attn_varlen_func, flash_attn_with_kvcache  # noqa: E402
 
 CUDA = torch.cuda.is_available()
 needs_cuda = pytest.mark.skipif(not CUDA, reason="needs a CUDA device")
@@ -221,6 +221,47 @@ def test_combine_sinks_on_cpu_tensors_equal_the_host_merge():
                           (po, pl, torch.empty(2, 2, 2, 64, dtype=torch.bfloat16), torch.empty(2, 2, 2), sinks))
 
 
+def prefill_reference(q, k, v, causal, window=(-1, -1), softcap=0.0):
+    """Padded prefill [B, L, H, D] in fp64 through variants_reference (every key of k is in range)."""
+    batch, lk = k.shape[0], k.shape[1]
+    lens = torch.full((batch,), lk, dtype=torch.int32)
+    return variants_reference(q, k, v, lens, None, causal, window, softcap)
+
+
+PREFILL_VARIANTS = [dict(window_size=(32, 0)), dict(window_size=(16, 8)), dict(softcap=2.0),
+                    dict(window_size=(20, 0), softcap=4.0)]
+
+
+@pytest.mark.parametrize("variant", PREFILL_VARIANTS)
+def test_cpu_prefill_variants_match_the_numpy_front(variant):
+    q, k, v, _, _, _ = inputs(batch=2, q_len=40, lens=(60, 60), seed=30)
+    k, v = k[:, :60].contiguous(), v[:, :60].contiguous()
+    causal = variant.get("window_size", (0, 0))[1] == 0
+    out, lse = splitkv.prefill(q, k, v, causal=causal, return_lse=True, **variant)
+    np_out, np_lse = splitkv.prefill(q.numpy(), k.numpy(), v.numpy(), causal=causal, return_lse=True, **variant)
+    ref_out, ref_lse = prefill_reference(q, k, v, causal, variant.get("window_size", (-1, -1)),
+                                         variant.get("softcap", 0.0))
+    # Both round the same fp64 reference (torch's float64 -> float16 copy rounds through float32).
+    assert_close(out, lse, ref_out, ref_lse)
+    assert_close(torch.from_numpy(np_out), torch.from_numpy(np_lse), ref_out, ref_lse)
+
+
+def test_prefill_sinks_on_tensors_are_refused_by_name():
+    q, k, v, _, _, sinks = inputs(batch=1, q_len=4, lens=(8,))
+    with pytest.raises(NotImplementedError, match="'sinks'"):
+        splitkv.prefill(q, k, v, sinks=sinks)
+
+
+def test_compat_varlen_takes_window_and_softcap():
+    q, k, v, _, _, _ = inputs(batch=1, q_len=50, lens=(50,), seed=31)
+    q3, k3, v3 = q[0], k[0, :50].contiguous(), v[0, :50].contiguous()
+    cu = torch.tensor([0, 50], dtype=torch.int32)
+    ref = splitkv.prefill(q3, k3, v3, cu_seqlens_q=cu, cu_seqlens_k=cu, max_seqlen_q=50, max_seqlen_k=50,
+                          causal=True, window_size=(10, 0), softcap=3.0)
+    out = flash_attn_varlen_func(q3, k3, v3, cu, cu, 50, 50, causal=True, window_size=(10, 0), softcap=3.0)
+    assert torch.equal(bits(out), bits(ref))
+
+
 # ---- CUDA tensors: the decode kernels' variants instances ---------------------------------------------
 
 GPU_DTYPE = torch.bfloat16 if C.dtype_compiled(C.DType.bf16) else torch.float16
@@ -314,3 +355,16 @@ def test_cuda_keys_per_channel_decode_with_its_tail(fmt, family):
                          v_scales=cuda(vs), k_tail=cuda(tail).to(GPU_DTYPE), family=family)
     err = np.abs(out.float().cpu().numpy().astype(np.float64) - ref.astype(np.float64))
     assert err.max() <= 1e-2, err.max()
+
+
+@needs_cuda
+@pytest.mark.parametrize("variant", PREFILL_VARIANTS + [dict(window_size=(100, 0)), dict(softcap=30.0)])
+@pytest.mark.parametrize("lq,lk", [(300, 300), (129, 700)])
+def test_cuda_prefill_variants_match_the_fp64_transcription(variant, lq, lk):
+    q, k, v, _, _, _ = inputs("cuda", GPU_DTYPE, batch=2, q_len=lq, hq=8, hkv=2, d=GPU_D, lens=(lk, lk), seed=lq)
+    k, v = k[:, :lk].contiguous(), v[:, :lk].contiguous()
+    causal = variant.get("window_size", (0, 0))[1] == 0
+    out, lse = splitkv.prefill(q, k, v, causal=causal, return_lse=True, **variant)
+    ref_out, ref_lse = prefill_reference(q.cpu(), k.cpu(), v.cpu(), causal, variant.get("window_size", (-1, -1)),
+                                         variant.get("softcap", 0.0))
+    assert_close(out, lse, ref_out, ref_lse)

@@ -13,13 +13,13 @@ and return values, for the subset splitkv supports:
   Returns out, or (out, softmax_lse [H, total_q], None) with return_attn_probs.
 
 Causal masks are aligned bottom-right, as in flash-attn >= 2.1. Forward only (no autograd).
-flash_attn_with_kvcache takes the attention variants the decode kernels serve, with flash-attn's
-semantics (docs/VARIANTS.md): window_size=(left, right) (-1: unbounded), softcap (0: off), and
+Both take the sliding window and the softcap with flash-attn's semantics (docs/VARIANTS.md):
+window_size=(left, right) (-1: unbounded), softcap (0: off); flash_attn_with_kvcache also takes
 vLLM's s_aux (a float32 sink logit per query head, in every row's denominator).
 
 Anything splitkv does not do raises NotImplementedError (splitkv.UnsupportedError) naming the
 argument: rotary_cos/rotary_sin, cache_batch_idx, cache_leftpad, alibi_slopes, window_size other
-than (-1, -1) / softcap != 0 / s_aux in flash_attn_varlen_func (prefill does not serve them yet),
+than s_aux in flash_attn_varlen_func (prefill does not fold sinks yet),
 dropout_p != 0, block_table in varlen, gradients, Sq > 16 in flash_attn_with_kvcache, and head dims
 or dtypes this build lacks.
 
@@ -36,18 +36,11 @@ from ..api import prefill as _prefill
 
 __all__ = ["flash_attn_with_kvcache", "flash_attn_varlen_func"]
 
-_NO_WINDOW = (-1, -1)
 _MAX_DECODE_Q = 16
 
 
 def _unsupported(argument, what):
     return cm.unsupported(argument, what)
-
-
-def _check_prefill_window(window_size):
-    if window_size is not _NO_WINDOW and tuple(window_size) != _NO_WINDOW:
-        raise _unsupported("window_size", "sliding-window attention is not served in prefill yet "
-                                          f"(decode serves it; docs/VARIANTS.md), got {tuple(window_size)}")
 
 
 def _check_no_grad(*tensors):
@@ -164,19 +157,15 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
         raise _unsupported("dropout_p", f"dropout is not supported (inference only), got {dropout_p}")
     if alibi_slopes is not None:
         raise _unsupported("alibi_slopes", "ALiBi is not supported")
-    if softcap != 0.0:
-        raise _unsupported("softcap", f"score soft-capping is not served in prefill yet (decode serves it), "
-                                      f"got {softcap}")
     if s_aux is not None:
         raise _unsupported("s_aux", "attention sinks are not served in prefill yet (decode serves them; "
                                     "docs/VARIANTS.md)")
     if block_table is not None:
         raise _unsupported("block_table", "paged KV is not supported in prefill; use flash_attn_with_kvcache")
-    _check_prefill_window(window_size)
     _check_no_grad(("q", q), ("k", k), ("v", v))
     result = _prefill(q, k, v, cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k, max_seqlen_q=max_seqlen_q,
                       max_seqlen_k=max_seqlen_k, causal=causal, softmax_scale=softmax_scale,
-                      return_lse=return_attn_probs)
+                      return_lse=return_attn_probs, window_size=window_size, softcap=softcap)
     if return_attn_probs:
         out, lse = result
         return out, lse, None  # flash-attn's S_dmask exists only with dropout

@@ -5,6 +5,7 @@
 #include <cute/tensor.hpp>
 #include <cutlass/array.h>
 
+#include "kernels/common/attention_variants.hpp"
 #include "kernels/common/causal_mask.hpp"
 #include "kernels/common/epilogue.cuh"
 #include "kernels/common/mma_layouts.cuh"
@@ -63,11 +64,15 @@ __device__ __forceinline__ bool pages_in_pool(const PrefillParams& p, int b, int
 }
 
 // Keys [lo, hi) that query rows [row0, row0 + rows) read in KV split `split`; mask_from: the
-// first key some row of the block must not see (blocks ending past it need masking).
+// first key some row of the block must not see (blocks ending past it need masking). With a
+// sliding window (kVariants), mask_until: the last row's first key (blocks starting before it need
+// the window's left mask), and lo starts at the first row's window, on a block_n edge.
 struct KeyRange {
   int lo = 0, hi = 0, mask_from = 0;
+  int mask_until = 0;  // kVariants only
 };
 
+template <bool kVariants = false>
 __device__ __forceinline__ KeyRange key_range(const PrefillParams& p, const PrefillSequence& s, int split,
                                               int row0, int rows, int block_n) {
   KeyRange r;
@@ -75,6 +80,17 @@ __device__ __forceinline__ KeyRange key_range(const PrefillParams& p, const Pref
   r.lo = span.lo;
   r.hi = min(span.end, visible_key_end(p.causal, s.q_len, s.k_len, row0 + rows - 1));
   r.mask_from = min(r.hi, visible_key_end(p.causal, s.q_len, s.k_len, row0));
+  if constexpr (kVariants) {
+    // Query i sits at key position k_len - q_len + i (bottom-right, as the causal rule).
+    const long long first_pos = (long long)s.k_len - s.q_len + row0;
+    const long long last_pos = first_pos + rows - 1;
+    const int first_lo = int(min(window_first_key(first_pos, p.window_left), (long long)s.k_len));
+    r.lo = max(r.lo, first_lo / block_n * block_n);
+    r.hi = min(r.hi, int(window_key_end(last_pos, p.window_right, s.k_len)));
+    r.mask_from = min(r.mask_from, int(window_key_end(first_pos, p.window_right, s.k_len)));
+    r.mask_from = min(r.mask_from, r.hi);
+    r.mask_until = int(min(window_first_key(last_pos, p.window_left), (long long)s.k_len));
+  }
   return r;
 }
 
@@ -93,8 +109,9 @@ struct PrefillBlock {
 
   // The block's own tile (blockIdx); false when the sequence has no rows for this block (the block
   // has nothing to do). Block-wide: every thread must call it (the page check is a block barrier).
+  template <bool kVariants = false>
   __device__ __forceinline__ bool init(const PrefillParams& p, int block_m, int block_n) {
-    if (!init_tile(p, block_m, block_n, blockIdx.x, gridDim.x, blockIdx.y, blockIdx.z)) return false;
+    if (!init_tile<kVariants>(p, block_m, block_n, blockIdx.x, gridDim.x, blockIdx.y, blockIdx.z)) return false;
     // Paged cache: the tiles read keys [lo, lo + n_blocks * block_n) up to the sequence's end.
     if (p.block_table != nullptr && !pages_in_pool(p, b, keys.lo, min(seq.k_len, keys.lo + n_blocks * block_n))) {
       seq.bad = true;
@@ -106,7 +123,8 @@ struct PrefillBlock {
   }
 
   // The tile at (x, hq, z) of a grid (tiles_m, Hq, batch x splits), without init()'s page check;
-  // false when its sequence has no rows there.
+  // false when its sequence has no rows there. kVariants: the sliding window cuts the keys.
+  template <bool kVariants = false>
   __device__ __forceinline__ bool init_tile(const PrefillParams& p, int block_m, int block_n, int x, int tiles_m,
                                             int hq_, int z) {
     // Causal: the last query blocks see the most keys; launching them first shortens the tail.
@@ -119,7 +137,7 @@ struct PrefillBlock {
     row0 = m_block * block_m;
     if (row0 >= seq.q_len) return false;
     rows_here = min(block_m, seq.q_len - row0);
-    keys = key_range(p, seq, split, row0, rows_here, block_n);
+    keys = key_range<kVariants>(p, seq, split, row0, rows_here, block_n);
     n_blocks = keys.hi > keys.lo ? (keys.hi - keys.lo + block_n - 1) / block_n : 0;
     q_base = static_cast<const Element*>(p.q) + b * p.q_batch_stride + (seq.q_begin + row0) * p.q_token_stride +
              hq * p.q_head_stride;
@@ -163,24 +181,39 @@ struct TileRows {
 };
 
 // Sets scores(r, c) = -inf where key n0 + col is at or past `hi` or, causally, after the row's
-// diagonal. scores and coords are (rows, cols) views; coords give tile-local (row, col).
-template <class Scores, class Coords, bool kPacked>
+// diagonal; kVariants: also outside the row's sliding window. scores and coords are (rows, cols)
+// views; coords give tile-local (row, col).
+template <bool kVariants = false, class Scores, class Coords, bool kPacked>
 __device__ __forceinline__ void mask_scores(Scores& scores, const Coords& coords, const PrefillParams& p,
                                             const PrefillSequence& s, const TileRows<kPacked>& rows, int n0, int hi) {
   CUTE_UNROLL
   for (int r = 0; r < cute::size<0>(scores); ++r) {
     const int i = rows.query(cute::get<0>(coords(r, 0)));
-    const int end = min(hi, visible_key_end(p.causal, s.q_len, s.k_len, i));
+    int end = min(hi, visible_key_end(p.causal, s.q_len, s.k_len, i));
+    int start = 0;
+    if constexpr (kVariants) {
+      const long long pos = (long long)s.k_len - s.q_len + i;
+      start = int(min(window_first_key(pos, p.window_left), (long long)s.k_len));
+      end = min(end, int(window_key_end(pos, p.window_right, s.k_len)));
+    }
     CUTE_UNROLL
     for (int c = 0; c < cute::size<1>(scores); ++c) {
-      if (n0 + cute::get<1>(coords(r, c)) >= end) scores(r, c) = kNegInf;
+      const int key = n0 + cute::get<1>(coords(r, c));
+      if (key >= end || (kVariants && key < start)) scores(r, c) = kNegInf;
     }
   }
 }
-template <class Scores, class Coords>
+template <bool kVariants = false, class Scores, class Coords>
 __device__ __forceinline__ void mask_scores(Scores& scores, const Coords& coords, const PrefillParams& p,
                                             const PrefillSequence& s, int row0, int n0, int hi) {
-  mask_scores(scores, coords, p, s, TileRows<false>{0, row0}, n0, hi);
+  mask_scores<kVariants>(scores, coords, p, s, TileRows<false>{0, row0}, n0, hi);
+}
+
+// Whether a block of keys from n0 needs mask_scores: it ends past keys.mask_from, or (kVariants)
+// starts before the last row's window.
+template <bool kVariants = false>
+__device__ __forceinline__ bool needs_mask(const KeyRange& keys, int n0, int block_n) {
+  return n0 + block_n > keys.mask_from || (kVariants && n0 < keys.mask_until);
 }
 
 // Copies rows [0, valid) of a (rows, cols) global tile into shared memory with cp.async, zero-

@@ -9,18 +9,22 @@
 //
 // The same body runs the two-pass strategy: kStats computes only each row's max and sum of exp
 // over all keys; kFromStats recomputes the scores and applies the final softmax directly.
+//
+// kVariants: the one-pass kernel's variants instance (PrefillParams' softcap and sliding window,
+// docs/VARIANTS.md): scores capped before the masks, keys outside every row's window never read.
 #pragma once
 
 #include <cute/tensor.hpp>
 
 #include "kernels/common/cp_async_wait.cuh"
 #include "kernels/common/pdl.cuh"
+#include "kernels/common/score_softcap.cuh"
 #include "kernels/prefill/prefill_common.cuh"
 #include "kernels/prefill/prefill_traits.cuh"
 
 namespace splitkv::detail {
 
-template <class Traits, PrefillPass kPass>
+template <class Traits, PrefillPass kPass, bool kVariants = false>
 __global__ void __launch_bounds__(Traits::kThreads) prefill_kernel(const __grid_constant__ PrefillParams p) {
   using namespace cute;
   using Element = typename Traits::Element;
@@ -33,12 +37,13 @@ __global__ void __launch_bounds__(Traits::kThreads) prefill_kernel(const __grid_
   constexpr int kVSlices = Traits::kVSlices;
   constexpr bool kUsesV = kPass != PrefillPass::kStats;
   static_assert(kKSubTiles + kVSlices <= 8, "cp_async_wait_pending handles up to 7 pending groups");
+  static_assert(!kVariants || kPass == PrefillPass::kFused, "the variants run in the one-pass kernel");
 
   extern __shared__ __align__(128) char smem[];
   wait_for_prior_grids();
   allow_dependent_launch();
   PrefillBlock<Element> blk;
-  if (!blk.init(p, kM, kN)) return;  // no such rows in this sequence
+  if (!blk.template init<kVariants>(p, kM, kN)) return;  // no such rows in this sequence
   const int tid = threadIdx.x;
   const PrefillSequence& seq = blk.seq;
   const KeyRange& keys = blk.keys;
@@ -131,6 +136,7 @@ __global__ void __launch_bounds__(Traits::kThreads) prefill_kernel(const __grid_
   constexpr int kRows = decltype(size<0>(scores))::value;
   OnlineSoftmax<kRows> softmax;
   softmax.reset();
+  const ScoreSoftcap<kVariants> softcap(p.softcap, p.scale_log2);
 
   // Two-pass, second pass: the rows' final max and 1/sum come from the statistics pass.
   TwoPassRowStats<kRows> fixed;
@@ -153,7 +159,8 @@ __global__ void __launch_bounds__(Traits::kThreads) prefill_kernel(const __grid_
       Tensor acc_sub = acc_s_by_sub(_, _, make_coord(_, j));
       gemm_smem_smem(tiled_mma, acc_sub, tSrQ, tSrK, tSsQ, tSsK, tSrQ_view, tSrK_view, smem_copy_q, smem_copy_k);
     }
-    if (n0 + kN > keys.mask_from) mask_scores(scores, coords_s_rc, p, seq, row0, n0, keys.hi);
+    softcap.apply(acc_s);
+    if (needs_mask<kVariants>(keys, n0, kN)) mask_scores<kVariants>(scores, coords_s_rc, p, seq, row0, n0, keys.hi);
 
     if constexpr (kPass == PrefillPass::kFromStats) {
       fixed.probabilities(scores, p.scale_log2);

@@ -28,6 +28,11 @@ struct PrefillParams {
   int max_q_len, max_kv_len;  // padded: the lengths; varlen: their bounds
   bool causal;
   float scale_log2;  // softmax_scale * log2(e)
+  // Attention variants (docs/VARIANTS.md), read only by the kernels' variants instances
+  // (prefill_variants): the logit softcap (0: off) and the sliding window of each query (keys
+  // before / after its position; -1: unbounded), positions aligned bottom-right as the causal mask.
+  float softcap = 0.f;
+  int window_left = -1, window_right = -1;
 
   int num_splits;  // KV splits (blockIdx.z = b * num_splits + split)
 
@@ -72,5 +77,10 @@ struct PrefillParams {
   // splits). 0: a tile holds one query head's queries, the grid (tiles_m, Hq, batch x splits).
   int pack_queries;
 };
+
+// Whether a launch needs the variants instance of its kernel.
+inline bool prefill_variants(const PrefillParams& p) {
+  return p.softcap > 0.f || p.window_left >= 0 || p.window_right >= 0;
+}
 
 }  // namespace splitkv::detail

@@ -39,6 +39,7 @@
 
 #include "kernels/common/online_softmax.cuh"
 #include "kernels/common/pdl.cuh"
+#include "kernels/common/score_softcap.cuh"
 #include "kernels/common/wgmma.cuh"
 #include "kernels/prefill/prefill_common.cuh"
 #include "kernels/prefill_sm90/prefill_sm90_traits.cuh"
@@ -360,8 +361,8 @@ __device__ __forceinline__ PipelineState advanced(PipelineState s) {
 // epilogue of a tile without keys); it hands the previous tile's Q buffer back (see the caller).
 // cut_slot: >= 0 when the tile is a stream-K tail tile cut between two blocks and this is one part
 // (blk.keys its keys): the parts meet in that workspace slot (stream_k_merge.cuh).
-template <class Traits, PrefillPass kPass, bool kStreamK, class Pipeline, class PipelineState, class SmemQ, class SmemK,
-          class SmemV, class SmemVt, class ReleaseQ>
+template <class Traits, PrefillPass kPass, bool kStreamK, bool kVariants, class Pipeline, class PipelineState,
+          class SmemQ, class SmemK, class SmemV, class SmemVt, class ReleaseQ>
 __device__ __forceinline__ void consume_tile(const PrefillParams& p, const TmaStoreO<Traits>& store_o,
                                              const PrefillBlock<typename Traits::Element>& blk, int cut_slot,
                                              const int& pages_bad, typename Traits::SharedStorage& smem, Pipeline& pipeline,
@@ -403,6 +404,7 @@ __device__ __forceinline__ void consume_tile(const PrefillParams& p, const TmaSt
   constexpr int kRows = decltype(size<0>(acc_o_rc))::value;
   OnlineSoftmax<kRows> softmax;
   softmax.reset();
+  const ScoreSoftcap<kVariants> softcap(p.softcap, p.scale_log2);
 
   const int n_blocks = blk.n_blocks;
 
@@ -478,7 +480,8 @@ __device__ __forceinline__ void consume_tile(const PrefillParams& p, const TmaSt
     release_items<kKSlices>(pipeline, read_k);
 
     Tensor scores = make_tensor(acc_s.data(), wgmma_acc_as_rows_cols(acc_s.layout()));  // (rows, keys)
-    if (n0 + kN > keys.mask_from) mask_scores(scores, tScS_rc, p, seq, rows, n0, keys.hi);
+    softcap.apply(acc_s);
+    if (needs_mask<kVariants>(keys, n0, kN)) mask_scores<kVariants>(scores, tScS_rc, p, seq, rows, n0, keys.hi);
     [[maybe_unused]] float rescale[kRows];  // the fused pass's O rescale
     float depends_on_every_exp;
     if constexpr (kPass == PrefillPass::kFromStats) {
@@ -541,7 +544,10 @@ __device__ __forceinline__ void consume_tile(const PrefillParams& p, const TmaSt
 }
 
 // kStreamK: the instantiation for plans with a stream-K tail (PrefillParams::stream_steps > 0).
-template <class Traits, PrefillPass kPass, bool kStreamK = false>
+// kVariants: the one-pass kernel's variants instance (PrefillParams' softcap and sliding window,
+// docs/VARIANTS.md): scores capped before the masks, the key range of each tile cut to its rows'
+// windows (producer and consumers locate tiles alike, so keys outside them are never loaded).
+template <class Traits, PrefillPass kPass, bool kStreamK = false, bool kVariants = false>
 __global__ void __launch_bounds__(Traits::kThreads, Traits::kBlocksPerSm)
     prefill_sm90_kernel(const __grid_constant__ PrefillSm90Params<Traits> params) {
   using namespace cute;
@@ -554,6 +560,7 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kBlocksPerSm)
   constexpr int kQBuffers = Traits::kQBuffers;
   constexpr bool kUsesV = kPass != PrefillPass::kStats;  // the ring holds K_0, V_0, K_1, ... or K_0, K_1, ...
   const PrefillParams& p = params.p;
+  static_assert(!kVariants || (kPass == PrefillPass::kFused && !kStreamK), "variants: one pass, no stream-K tail");
 
   extern __shared__ char smem_raw[];
   // 128-byte swizzled tiles need 1024-byte alignment.
@@ -562,7 +569,7 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kBlocksPerSm)
 
   // Until wait_for_prior_grids, only what reads no global memory: the barriers and the prefetch of
   // the TMA descriptors (kernel parameters), overlapping the previous kernel's tail.
-  const TileSchedule<Traits::kPackGqa, kStreamK> schedule(p);
+  const TileSchedule<Traits::kPackGqa, kStreamK, kVariants> schedule(p);
   const int warpgroup = cutlass::canonical_warp_group_idx();
   if (threadIdx.x == 0) prefetch_tma_descriptors(params);
 
@@ -676,7 +683,7 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kBlocksPerSm)
     if (tile < 0) break;
     PrefillBlock<Element> blk;
     schedule.locate(blk, p, tile, kM, kN);  // true: the producer skipped tiles without rows
-    consume_tile<Traits, kPass, kStreamK>(p, params.store_o, blk, schedule.cut_slot(p, tile), smem.tile_pages_bad[buf], smem, pipeline, read_k,
+    consume_tile<Traits, kPass, kStreamK, kVariants>(p, params.store_o, blk, schedule.cut_slot(p, tile), smem.tile_pages_bad[buf], smem, pipeline, read_k,
                                 q_buffer(buf), sK, sV, sVt, consumer, consumer_tid, release_pending_q);
     if (schedule.is_last(p, tile)) break;
     pending_q_buffer = buf;

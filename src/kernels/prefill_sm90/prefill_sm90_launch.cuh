@@ -103,11 +103,20 @@ cudaError_t launch_prefill_sm90(const PrefillParams& p, const LaunchConfig& conf
     params.store_o.shape = mO.shape();
   }
   const dim3 block(Traits::kThreads);
+  // The variants instance: one pass, no stream-K tail (the planner keeps both off with variants).
+  const bool variants = prefill_variants(p);
+  if (variants && (p.stream_steps > 0 || kVariant == tiles::PrefillSm90Variant::kTwoPass)) {
+    return cudaErrorInvalidValue;
+  }
   if constexpr (kVariant == tiles::PrefillSm90Variant::kTwoPass) {
     return launch_two_pass(prefill_sm90_kernel<Traits, PrefillPass::kStats>,
                            prefill_sm90_kernel<Traits, PrefillPass::kFromStats>, block, Traits::kSmemBytes, params,
                            config);
   } else {
+    if (variants) {
+      return launch_kernel(prefill_sm90_kernel<Traits, PrefillPass::kFused, false, true>, block, Traits::kSmemBytes,
+                           params, config);
+    }
     if constexpr (!Traits::kPackGqa) {
       if (p.stream_steps > 0) {
         return launch_kernel(prefill_sm90_kernel<Traits, PrefillPass::kFused, true>, block, Traits::kSmemBytes, params,

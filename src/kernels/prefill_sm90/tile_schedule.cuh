@@ -18,7 +18,8 @@
 namespace splitkv::detail {
 
 // kStreamK: the kernel instantiation that runs stream-K tails (the plain one keeps none of its code).
-template <bool kPacked, bool kStreamK = false>
+// kVariants: its variants instance (a sliding window cuts each tile's keys, key_range).
+template <bool kPacked, bool kStreamK = false, bool kVariants = false>
 struct TileSchedule {
   int grid_blocks;  // blocks in the launch
   int total_tiles;  // tiles_m * heads of the grid * batch * splits (the planner keeps it below 2^31)
@@ -94,9 +95,10 @@ struct TileSchedule {
     const int heads_and_z = tile / p.tiles_m;
     const int head = heads_and_z % grid_heads(p);
     if constexpr (kPacked) {
-      return blk.init_tile(p, p.pack_queries, block_n, x, p.tiles_m, head * p.group, heads_and_z / grid_heads(p));
+      return blk.template init_tile<kVariants>(p, p.pack_queries, block_n, x, p.tiles_m, head * p.group,
+                                               heads_and_z / grid_heads(p));
     }
-    if (!blk.init_tile(p, block_m, block_n, x, p.tiles_m, head, heads_and_z / grid_heads(p))) return false;
+    if (!blk.template init_tile<kVariants>(p, block_m, block_n, x, p.tiles_m, head, heads_and_z / grid_heads(p))) return false;
     if (kStreamK && tile >= p.stream_first_tile) {
       // Uniform tiles (the planner's condition): keys [0, k_len) in stream_steps steps, no split.
       const int64_t begin = int64_t(tile) * p.stream_steps;
