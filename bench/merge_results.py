@@ -322,7 +322,8 @@ def merge_quant(ours):
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--suite", choices=["decode", "prefill", "strategies", "quant"], required=True)
+    parser.add_argument("--suite", choices=["decode", "prefill", "strategies", "quant", "variants", "variants-prefill"],
+                        required=True)
     parser.add_argument("--ours", required=True)
     parser.add_argument("--peers")
     parser.add_argument("--cutlass", help="prefill: splitkv_cutlass_peer's JSON, joined into the peers' rows")
@@ -348,6 +349,9 @@ def main():
         rows, header, lines, note = merge_prefill(ours, peers)
     elif args.suite == "quant":
         rows, header, lines, note = merge_quant(ours)
+    elif args.suite.startswith("variants"):
+        from variants_table import merge_variants
+        rows, header, lines, note = merge_variants(ours, peers, prefill=args.suite == "variants-prefill")
     else:
         rows, header, lines, note = merge_strategies(ours)
     result = {k: v for k, v in ours.items() if k != "rows"}

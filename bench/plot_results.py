@@ -146,7 +146,31 @@ def plot_quant(result, plt):
     return fig
 
 
-PLOTTERS = {"decode": plot_decode, "prefill": plot_prefill, "quant": plot_quant}
+def plot_variants(result, plt):
+    """Each variant row's time over its baseline's and over FlexAttention's (bars: x slower than the
+    baseline, markers: x faster than FlexAttention)."""
+    from variants_table import label, plain
+    rows = [r for r in result["rows"] if not plain(r["case"])]
+    fig, ax = plt.subplots(figsize=(12, 5))
+    xs = range(len(rows))
+    base = [r["us"] / r["baseline_us"] if r.get("baseline_us") else 0.0 for r in rows]
+    flex = [r["flex_us"] / r["us"] if r.get("flex_us") else float("nan") for r in rows]
+    ax.bar(xs, base, width=0.6, label="our time / our baseline's")
+    ax.plot(xs, flex, "o", color="tab:red", label="FlexAttention's time / ours")
+    ax.axhline(1.0, color="black", linewidth=1)
+    ax.set_xticks(list(xs))
+    ax.set_xticklabels([label(r["case"]).replace(" Lk", "\nLk").replace(" window", "\nwindow") for r in rows],
+                       fontsize=5, rotation=60, ha="right")
+    ax.set_ylabel("ratio")
+    ax.set_title(f"Attention variants ({result.get('suite')})")
+    ax.legend(fontsize=8)
+    ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+PLOTTERS = {"decode": plot_decode, "prefill": plot_prefill, "quant": plot_quant, "variants": plot_variants,
+            "variants-prefill": plot_variants}
 
 
 def render(json_path, out_path=None):

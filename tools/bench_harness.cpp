@@ -64,6 +64,14 @@ JsonObject case_fields(const CaseShape& c, const Plan& plan) {
   return o;
 }
 
+void add_variant_fields(int window_left, int window_right, float softcap, bool sinks, JsonObject* fields) {
+  if (window_left < 0 && window_right < 0 && softcap <= 0.f && !sinks) return;
+  fields->add("window_left", int64_t(window_left))
+      .add("window_right", int64_t(window_right))
+      .add("softcap", double(softcap))
+      .add("sinks", sinks);
+}
+
 void Results::add(const ResultRow& row) {
   const double seconds = row.timing.us_per_call * 1e-6;
   std::ostringstream s;

@@ -50,6 +50,8 @@ struct CaseShape {
   int page_size;
 };
 JsonObject case_fields(const CaseShape& shape, const Plan& plan);
+// The attention variants of a row (docs/VARIANTS.md), added only when some is on.
+void add_variant_fields(int window_left, int window_right, float softcap, bool sinks, JsonObject* fields);
 
 struct ResultRow {
   JsonObject case_fields;

@@ -17,7 +17,7 @@ int gpu_prefill_bench(const CliOptions& o);
 int gpu_prefill_verify(const CliOptions& o);
 
 inline bool is_prefill(const CliOptions& o) {
-  return o.mode == "prefill" || o.suite == "prefill" || o.suite == "strategies";
+  return o.mode == "prefill" || o.suite == "prefill" || o.suite == "strategies" || o.suite == "variants-prefill";
 }
 inline int gpu_bench(const CliOptions& o) { return is_prefill(o) ? gpu_prefill_bench(o) : gpu_decode_bench(o); }
 inline int gpu_verify(const CliOptions& o) { return is_prefill(o) ? gpu_prefill_verify(o) : gpu_decode_verify(o); }

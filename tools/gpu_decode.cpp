@@ -85,11 +85,18 @@ DecodeSet make_set(const DecodeProblem& p, bool head_major, uint64_t seed) {
   return s;
 }
 
-// Bytes a call must move: K and V as stored (codes and per-token scales), plus Q and O.
+// Keys a call must read per sequence: all of them, or with a left window those some query sees.
+int64_t visible_keys(const DecodeProblem& p) {
+  if (p.window_left < 0) return p.max_kv_len;
+  return std::min<int64_t>(p.max_kv_len, int64_t(p.window_left) + p.q_len);
+}
+
+// Bytes a call must move: K and V as stored (codes and per-token scales) of the keys some query
+// sees, plus Q and O.
 double decode_bytes(const DecodeProblem& p) {
   const detail::KvFormatTraits kv = detail::kv_format_traits(detail::resolve_kv_format(p.kv_format, p.dtype));
-  const double kv_elems = double(p.batch) * p.max_kv_len * p.num_kv_heads * p.head_dim;
-  const double kv_tokens = double(p.batch) * p.max_kv_len * p.num_kv_heads;
+  const double kv_elems = double(p.batch) * visible_keys(p) * p.num_kv_heads * p.head_dim;
+  const double kv_tokens = double(p.batch) * visible_keys(p) * p.num_kv_heads;
   const double qo_elems = 2.0 * p.batch * p.q_len * p.num_q_heads * p.head_dim;
   // (scale, min) fp16 pairs per token, or per 64-position group and channel for *_kc keys.
   const double pair_bytes = kv.scales == detail::KvScales::kPerTokenPair ? 4 * kv_tokens : 0.0;
@@ -105,7 +112,7 @@ Status measure_decode(const DecodeProblem& p, const PlanOptions& options, bool h
   if (Status s = query_device(0, &device); !s) return s;
   if (Status s = plan_decode(p, device, options, plan); !s) return s;
   row->bytes = decode_bytes(p);
-  row->flops = 4.0 * p.batch * p.num_q_heads * p.q_len * double(p.max_kv_len) * p.head_dim;
+  row->flops = 4.0 * p.batch * p.num_q_heads * p.q_len * double(visible_keys(p)) * p.head_dim;
   const int sets = sets_for_cold_l2(row->bytes, 64);
   std::vector<DecodeSet> data;
   for (int i = 0; i < sets; ++i) data.push_back(make_set(p, head_major, 100 + 3 * i));
@@ -122,6 +129,7 @@ Status measure_decode(const DecodeProblem& p, const PlanOptions& options, bool h
       {p.batch, p.num_q_heads, p.num_kv_heads, p.q_len, p.max_kv_len, p.head_dim, p.dtype, p.causal, p.page_size}, pl);
   row->case_fields.add("kv_format", to_string(detail::resolve_kv_format(p.kv_format, p.dtype)));
   row->case_fields.add("kv_layout", head_major ? "head-major" : "token-major");
+  add_variant_fields(p.window_left, p.window_right, p.softcap, p.sinks, &row->case_fields);
   return Status::success();
 }
 
@@ -160,6 +168,45 @@ DecodeProblem suite_problem(const CliOptions& o, const Formats& formats, const S
   row.batch = r.batch, row.kv_len = r.kv_len, row.num_q_heads = r.num_q_heads, row.num_kv_heads = r.num_kv_heads;
   row.q_len = r.q_len, row.causal = r.causal, row.page_size = r.page_size;
   return to_decode_problem(row, formats);
+}
+
+// The decode half of the variants suite (docs/BENCHMARKING.md; issue 53's rows), each variant row
+// next to the row it is judged against: windows 128 and 4096 over 32k and 128k contexts (B 1, 8,
+// 64) beside the same batch over a context of the window's width; softcap 50 at B=8 32k beside the
+// plain row; gpt-oss-shaped rows (64/8 heads, D=64, window 128 and sinks, q_len 1 and 4, bf16 and
+// FP8 caches, B 1..256 over 8k) beside the same rows without their variants.
+std::vector<DecodeProblem> variants_suite(const CliOptions& o, const Formats& formats) {
+  std::vector<DecodeProblem> rows;
+  auto row = [&](int batch, int kv_len, int hq, int hkv, int q_len, int d, KvFormat format, int window, float cap,
+                 bool sinks) {
+    DecodeProblem p = suite_problem(o, formats, SuiteRow{batch, kv_len, hq, hkv, q_len, q_len > 1, 0});
+    p.head_dim = d;
+    p.kv_format = format;
+    p.window_left = window;
+    p.softcap = cap;
+    p.sinks = sinks;
+    rows.push_back(p);
+  };
+  for (int batch : {1, 8, 64}) {
+    for (int window : {128, 4096}) {
+      row(batch, window, 32, 8, 1, 128, KvFormat::kNative, -1, 0.f, false);  // the context of the window's width
+      for (int kv_len : {32768, 131072}) {
+        if (batch == 64 && kv_len > 32768) continue;  // (34 GB of cache to read 4k of it)
+        row(batch, kv_len, 32, 8, 1, 128, KvFormat::kNative, window, 0.f, false);
+      }
+    }
+  }
+  row(8, 32768, 32, 8, 1, 128, KvFormat::kNative, -1, 0.f, false);
+  row(8, 32768, 32, 8, 1, 128, KvFormat::kNative, -1, 50.f, false);
+  for (KvFormat format : {KvFormat::kNative, KvFormat::kFP8E4M3}) {
+    for (int q_len : {1, 4}) {
+      for (int batch : {1, 16, 64, 256}) {
+        row(batch, 8192, 64, 8, q_len, 64, format, -1, 0.f, false);
+        row(batch, 8192, 64, 8, q_len, 64, format, 128, 0.f, true);
+      }
+    }
+  }
+  return rows;
 }
 
 }  // namespace
@@ -216,6 +263,13 @@ int gpu_decode_bench(const CliOptions& o) {
       }
     }
     return run_rows(problems, plan_options, o, "quant", head_major);
+  }
+  if (o.suite == "variants") {
+    for (const DecodeProblem& p : variants_suite(o, formats)) {
+      problems.push_back(p);
+      plan_options.push_back(options);
+    }
+    return run_rows(problems, plan_options, o, "variants");
   }
   if (o.shape_given) {
     problems.push_back(to_decode_problem(o, formats));

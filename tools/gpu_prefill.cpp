@@ -140,7 +140,17 @@ std::string kv_source(const PrefillProblem& p) {
 // pairs (half the square when Lq == Lk, as is customary).
 double prefill_flops(const PrefillProblem& p) {
   const double lq = p.max_q_len, lk = p.max_kv_len;
-  const double pairs = p.causal ? std::max(0.0, lq * lk - lq * lq / 2) : lq * lk;
+  double pairs = p.causal ? std::max(0.0, lq * lk - lq * lq / 2) : lq * lk;
+  if (p.window_left >= 0 || p.window_right >= 0) {  // the (query, key) pairs some window shows, exactly
+    pairs = 0;
+    for (int64_t i = 0; i < p.max_q_len; ++i) {
+      const int64_t pos = int64_t(p.max_kv_len) - p.max_q_len + i;
+      const int64_t first = p.window_left < 0 ? 0 : std::max<int64_t>(0, pos - p.window_left);
+      int64_t end = p.window_right < 0 ? p.max_kv_len : std::min<int64_t>(p.max_kv_len, pos + p.window_right + 1);
+      if (p.causal) end = std::min<int64_t>(end, pos + 1);
+      pairs += double(std::max<int64_t>(0, end - first));
+    }
+  }
   return 4.0 * p.batch * p.num_q_heads * p.head_dim * pairs;
 }
 
@@ -168,6 +178,7 @@ Status measure_prefill(const PrefillProblem& p, const PlanOptions& options, cons
       pl);
   row->case_fields.add("variant", variant).add("kv_cache", p.kv_cache);
   row->case_fields.add("kv_format", to_string(detail::resolve_kv_format(p.kv_format, p.dtype)));
+  add_variant_fields(p.window_left, p.window_right, p.softcap, p.sinks, &row->case_fields);
   return Status::success();
 }
 
@@ -275,6 +286,23 @@ int gpu_prefill_bench(const CliOptions& o) {
     PlanOptions unused;
     if (!parse_formats_and_options(o, &formats, &unused)) return 1;
     problems.push_back(to_prefill_problem(o, formats));
+  } else if (o.suite == "variants-prefill") {
+    // The prefill half of the variants suite (issue 53's rows), each beside the row it is judged
+    // against: causal 16k with a 4k window beside dense causal 16k; softcap 50 over D=128 16k,
+    // causal and not, beside the plain rows; GQA 32/8 causal 4k with a 1k window.
+    auto add = [&](int batch, int hq, int hkv, int len, bool causal, int window, float cap) {
+      PrefillProblem p = row_problem(SuiteRow{batch, hq, hkv, len, len, 128, DType::kBF16, causal});
+      p.window_left = window;
+      p.softcap = cap;
+      problems.push_back(p);
+    };
+    add(1, 16, 16, 16384, true, -1, 0.f);
+    add(1, 16, 16, 16384, true, 4096, 0.f);
+    add(1, 16, 16, 16384, true, -1, 50.f);
+    add(1, 16, 16, 16384, false, -1, 0.f);
+    add(1, 16, 16, 16384, false, -1, 50.f);
+    add(4, 32, 8, 4096, true, -1, 0.f);
+    add(4, 32, 8, 4096, true, 1024, 0.f);
   } else {
     const int rows = o.suite == "strategies" ? kStrategyRows : int(std::size(kPrefillSuite));
     for (int i = 0; i < rows; ++i) problems.push_back(row_problem(kPrefillSuite[i]));
@@ -283,7 +311,8 @@ int gpu_prefill_bench(const CliOptions& o) {
     return run_rows(problems, std::vector<Variant>(std::begin(kStrategyVariants), std::end(kStrategyVariants)), o,
                     "strategies");
   }
-  return run_rows(problems, {kDefaultVariant}, o, o.shape_given ? "prefill-single" : "prefill");
+  const char* suite = o.shape_given ? "prefill-single" : (o.suite == "variants-prefill" ? "variants-prefill" : "prefill");
+  return run_rows(problems, {kDefaultVariant}, o, suite);
 }
 
 int gpu_prefill_verify(const CliOptions& o) {

@@ -26,3 +26,27 @@ def test_cudnn_takes_the_faster_of_its_masked_and_dense_times():
     assert rows[1]["peers"]["cudnn_us"] == 60.0 and "cudnn_masked_us" not in rows[1]["peers"]
     assert "dense time" not in lines[1]
     assert "bottom-right mask" in note
+
+
+def test_variants_rows_meet_their_baselines_and_flex():
+    from variants_table import merge_variants
+
+    def case(lk, window=-1, cap=0.0, sinks=False, **kw):
+        c = dict(_case(1, lk, False), page_size=0, splits=1, kv_format="bf16")
+        c.update(kw)
+        if window >= 0 or cap or sinks:
+            c.update(window_left=window, window_right=-1, softcap=cap, sinks=sinks)
+        return c
+
+    ours = {"ceiling_read_gbps": 4400.0, "rows": [
+        {"case": case(4096), "us": 10.0, "gbps": 4000.0},
+        {"case": case(131072, window=4096), "us": 10.4, "gbps": 3900.0},   # 1.04x: met
+        {"case": case(32768), "us": 100.0, "gbps": 4000.0},
+        {"case": case(32768, cap=50.0), "us": 103.0, "gbps": 3900.0}]}      # 1.03x: missed
+    peers = {"rows": [{"case": case(131072, window=4096), "flex": {"us": 20.8}},
+                      {"case": case(32768, cap=50.0), "flex": {"us": None, "error": "no triton"}}]}
+    rows, _, lines, note = merge_variants(ours, peers, prefill=False)
+    assert rows[1]["baseline_us"] == 10.0 and "1.05x own W-key decode: met" in rows[1]["targets"]
+    assert ">= 1.3x FlexAttention: met" in rows[1]["targets"]
+    assert "without the cap: MISSED" in rows[3]["targets"] and rows[3]["flex_us"] is None
+    assert "no triton" in note and len(lines) == 4
