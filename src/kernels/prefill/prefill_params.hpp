@@ -28,11 +28,6 @@ struct PrefillParams {
   int max_q_len, max_kv_len;  // padded: the lengths; varlen: their bounds
   bool causal;
   float scale_log2;  // softmax_scale * log2(e)
-  // Attention variants (docs/VARIANTS.md), read only by the kernels' variants instances
-  // (prefill_variants): the logit softcap (0: off) and the sliding window of each query (keys
-  // before / after its position; -1: unbounded), positions aligned bottom-right as the causal mask.
-  float softcap = 0.f;
-  int window_left = -1, window_right = -1;
 
   int num_splits;  // KV splits (blockIdx.z = b * num_splits + split)
 
@@ -76,6 +71,12 @@ struct PrefillParams {
   // heads of one KV head with pack_queries queries each, and the grid is (tiles_m, Hkv, batch x
   // splits). 0: a tile holds one query head's queries, the grid (tiles_m, Hq, batch x splits).
   int pack_queries;
+
+  // Attention variants (docs/VARIANTS.md), read only by the kernels' variants instances
+  // (prefill_variants): the logit softcap (0: off) and the sliding window of each query (keys
+  // before / after its position; -1: unbounded), positions aligned bottom-right as the causal mask.
+  float softcap = 0.f;
+  int window_left = -1, window_right = -1;
 };
 
 // Whether a launch needs the variants instance of its kernel.
