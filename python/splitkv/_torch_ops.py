@@ -551,18 +551,24 @@ def _append_problem(k, fmt):
     return problem
 
 
-def append_kv_out(k, v, k_cache, v_cache, slots, k_scales=None, v_scales=None, kv_format=None):
+def append_kv_out(k, v, k_cache, v_cache, slots, k_scales=None, v_scales=None, kv_format=None, positions=None,
+                  tail_slots=None, k_tail=None):
     """Implementation of splitkv::append_kv (CUDA: run_append_kv; CPU: the host quantizer)."""
     dev = k_cache.get_device()
     named = [("k", k), ("v", v), ("v_cache", v_cache), ("slots", slots), ("k_scales", k_scales),
-             ("v_scales", v_scales)]
+             ("v_scales", v_scales), ("positions", positions), ("tail_slots", tail_slots), ("k_tail", k_tail)]
     if any(t is not None and t.get_device() != dev for _, t in named):
         _check_devices(dev, named, "k_cache")
     fmt = cm.kv_format(kv_format)
     elements = cm.kv_elements(fmt)
-    if elements is not None and elements[2] == "group":
-        raise cm.unsupported("kv_format", f"{fmt.name}: appending to channel-quantized keys is not implemented "
-                                          "yet (docs/KV_FORMATS.md)")
+    channel_keys = elements is not None and elements[2] == "group"
+    if channel_keys and dev < 0:
+        raise cm.unsupported("kv_format", f"{fmt.name}: appending to channel-quantized keys on CPU tensors is not "
+                                          "implemented (CUDA tensors append; splitkv.quantize_kv_kc builds a cache "
+                                          "on the host)")
+    if not channel_keys and (positions is not None or tail_slots is not None or k_tail is not None):
+        name = "positions" if positions is not None else ("tail_slots" if tail_slots is not None else "k_tail")
+        raise cm.invalid(name, f"None for kv_format {fmt.name} (keys per channel only)", "a tensor")
     if dev < 0:
         _append_cpu(k, v, k_cache, v_cache, slots, k_scales, v_scales, fmt)
         return
@@ -586,7 +592,14 @@ def append_kv_out(k, v, k_cache, v_cache, slots, k_scales=None, v_scales=None, k
         ksd = vsd = None
     else:
         ksd, vsd = _scale_descs(fmt, k_scales, v_scales, dev, "k_cache")
-    _C.run_append_kv(problem, kd, vd, sd, kcd, vcd, ksd, vsd, _raw_stream(dev), dev)
+    if not channel_keys:
+        _C.run_append_kv(problem, kd, vd, sd, kcd, vcd, ksd, vsd, _raw_stream(dev), dev)
+        return
+    try:
+        kc = [_desc(t) for t in (positions, tail_slots, k_tail)]
+    except KeyError:
+        _check_dtypes([("positions", positions), ("tail_slots", tail_slots), ("k_tail", k_tail)])
+    _C.run_append_kv(problem, kd, vd, sd, kcd, vcd, ksd, vsd, _raw_stream(dev), dev, *kc)
 
 
 def _append_cpu(k, v, k_cache, v_cache, slots, k_scales, v_scales, fmt):
@@ -647,12 +660,14 @@ def _append_cpu(k, v, k_cache, v_cache, slots, k_scales, v_scales, fmt):
             scales[block, :, pos] = pairs[0].permute(1, 0, 2)
 
 
-def append_kv(k, v, k_cache, v_cache, slots, *, k_scales=None, v_scales=None, kv_format=None):
+def append_kv(k, v, k_cache, v_cache, slots, *, k_scales=None, v_scales=None, kv_format=None, positions=None,
+              tail_slots=None, k_tail=None):
     kv_format = _format_arg(kv_format)
     if type(k) is _Tensor and _eager():
-        append_kv_out(k, v, k_cache, v_cache, slots, k_scales, v_scales, kv_format)
+        append_kv_out(k, v, k_cache, v_cache, slots, k_scales, v_scales, kv_format, positions, tail_slots, k_tail)
     else:
-        torch.ops.splitkv.append_kv(k, v, k_cache, v_cache, slots, k_scales, v_scales, kv_format)
+        torch.ops.splitkv.append_kv(k, v, k_cache, v_cache, slots, k_scales, v_scales, kv_format, positions,
+                                    tail_slots, k_tail)
 
 
 # ---- operator registration -----------------------------------------------------------------------
@@ -681,7 +696,8 @@ COMBINE_SCHEMA = ("combine_out(Tensor partial_o, Tensor partial_lse, Tensor(a!) 
 # declared mutable all the same: the schema cannot depend on kv_format).
 APPEND_KV_SCHEMA = (
     "append_kv(Tensor k, Tensor v, Tensor(a!) k_cache, Tensor(b!) v_cache, Tensor slots, "
-    "Tensor(c!)? k_scales=None, Tensor(d!)? v_scales=None, str? kv_format=None) -> ()")
+    "Tensor(c!)? k_scales=None, Tensor(d!)? v_scales=None, str? kv_format=None, Tensor? positions=None, "
+    "Tensor? tail_slots=None, Tensor(e!)? k_tail=None) -> ()")
 
 _lib = torch.library.Library("splitkv", "DEF")
 _lib.define(DECODE_SCHEMA)
@@ -720,7 +736,8 @@ def _combine_out_fake(partial_o, partial_lse, out, lse, sinks=None):
     return None
 
 
-def _append_kv_fake(k, v, k_cache, v_cache, slots, k_scales=None, v_scales=None, kv_format=None):
+def _append_kv_fake(k, v, k_cache, v_cache, slots, k_scales=None, v_scales=None, kv_format=None, positions=None,
+                    tail_slots=None, k_tail=None):
     return None
 
 

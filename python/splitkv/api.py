@@ -155,7 +155,8 @@ def combine(partial_o, partial_lse, *, out=None, seq_len=1, dtype=None, return_l
                           sinks=sinks)
 
 
-def append_kv(k, v, k_cache, v_cache, slots, *, k_scales=None, v_scales=None, kv_format=None):
+def append_kv(k, v, k_cache, v_cache, slots, *, k_scales=None, v_scales=None, kv_format=None, positions=None,
+              tail_slots=None, k_tail=None):
     """Writes new tokens' keys and values into a KV cache, in place (torch tensors).
 
     k, v: [tokens, Hkv, D] fp16/bf16 (last dim contiguous; e.g. slices of a fused QKV tensor).
@@ -167,10 +168,17 @@ def append_kv(k, v, k_cache, v_cache, slots, *, k_scales=None, v_scales=None, kv
     writing each row's (scale, min) pair into k_scales / v_scales, FP8 reading its per-head scales.
     Never reads device memory on the host and never allocates: capturable in a CUDA graph. CPU
     tensors are written by the host quantizer. Returns None.
+
+    Keys per channel ('int8_kc', 'int4_kc', 'k8v4_kc'; CUDA tensors): each token also gives its
+    position in its sequence (positions, int64 or int32 [tokens]) and its sequence's row of the
+    16-bit tail ring (tail_slots, int32 [tokens]; k_tail [rows, Hkv, 128, D] in k's dtype, written):
+    a group of 64 positions is quantized per channel when its last token arrives (docs/KV_FORMATS.md).
+    A sequence's tokens must be contiguous in the call and in position order.
     """
     if not isinstance(k_cache, _Tensor):
         raise cm.invalid("k_cache", "a torch tensor (append_kv writes a torch KV cache)", type(k_cache).__name__)
-    _torch_ops.append_kv(k, v, k_cache, v_cache, slots, k_scales=k_scales, v_scales=v_scales, kv_format=kv_format)
+    _torch_ops.append_kv(k, v, k_cache, v_cache, slots, k_scales=k_scales, v_scales=v_scales, kv_format=kv_format,
+                         positions=positions, tail_slots=tail_slots, k_tail=k_tail)
 
 
 def kernel_families():

@@ -778,7 +778,8 @@ NB_MODULE(_splitkv, m) {
   m.def(
       "run_append_kv",
       [](const AppendKvProblem& problem, nb::handle k, nb::handle v, nb::handle slots, nb::handle k_cache,
-         nb::handle v_cache, nb::handle k_scales, nb::handle v_scales, uintptr_t stream, int device) {
+         nb::handle v_cache, nb::handle k_scales, nb::handle v_scales, uintptr_t stream, int device,
+         nb::handle positions, nb::handle tail_slots, nb::handle k_tail) {
         AppendKvTensors t;
         t.k = tensor_ref(k, "k");
         t.v = tensor_ref(v, "v");
@@ -787,11 +788,15 @@ NB_MODULE(_splitkv, m) {
         t.v_cache = tensor_ref(v_cache, "v_cache");
         t.k_scales = tensor_ref(k_scales, "k_scales");
         t.v_scales = tensor_ref(v_scales, "v_scales");
+        t.positions = tensor_ref(positions, "positions");
+        t.tail_slots = tensor_ref(tail_slots, "tail_slots");
+        t.k_tail = tensor_ref(k_tail, "k_tail");
         DeviceGuard guard(device);
         check(run_append_kv(problem, t, as_stream(stream)));
       },
       "problem"_a, "k"_a.none(), "v"_a.none(), "slots"_a.none(), "k_cache"_a, "v_cache"_a, "k_scales"_a.none(),
-      "v_scales"_a.none(), "stream"_a, "device"_a = -1,
+      "v_scales"_a.none(), "stream"_a, "device"_a = -1, "positions"_a.none() = nb::none(),
+      "tail_slots"_a.none() = nb::none(), "k_tail"_a.none() = nb::none(),
       "Writes new rows into a KV cache on the GPU (16-bit copy, or quantized to the host quantizer's bytes).");
 
   auto family_info = nb::class_<KernelFamilyInfo>(m, "KernelFamilyInfo", "A registered kernel family");

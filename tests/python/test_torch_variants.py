@@ -368,3 +368,58 @@ def test_cuda_prefill_variants_match_the_fp64_transcription(variant, lq, lk):
     ref_out, ref_lse = prefill_reference(q.cpu(), k.cpu(), v.cpu(), causal, variant.get("window_size", (-1, -1)),
                                          variant.get("softcap", 0.0))
     assert_close(out, lse, ref_out, ref_lse)
+
+
+@needs_cuda
+@pytest.mark.parametrize("fmt", ["int8_kc", "int4_kc"])
+def test_cuda_keys_per_channel_append_builds_the_host_definitions_cache(fmt):
+    """Tokens appended on the GPU in ragged chunks (positions, tail ring) give the cache the host
+    definition builds at once: equal group scales, and the same decode."""
+    from splitkv.quant import quantize_kv_kc
+
+    g = np.random.default_rng(11)
+    lens = [300, 64, 129]
+    batch, capacity, hkv, d = 3, 320, 4, GPU_D
+    k = _exact_in_both_16_bit_types(g.standard_normal((batch, capacity, hkv, d)).astype(np.float32))
+    v = _exact_in_both_16_bit_types(g.standard_normal((batch, capacity, hkv, d)).astype(np.float32))
+    q = _exact_in_both_16_bit_types(g.standard_normal((batch, 1, 16, d)).astype(np.float32))
+    lens_np = np.array(lens, dtype=np.int32)
+    kc, vc, ks, vs, tail = quantize_kv_kc(k, v, fmt, seq_lens=lens_np)
+    cuda = (lambda x: torch.from_numpy(x).cuda())
+    k_codes, v_codes = torch.zeros_like(cuda(kc)), torch.zeros_like(cuda(vc))
+    k_scales, v_scales = torch.zeros_like(cuda(ks)), torch.zeros_like(cuda(vs))
+    k_tail = torch.zeros(tail.shape, dtype=GPU_DTYPE, device="cuda")
+    kt, vt = cuda(k).to(GPU_DTYPE), cuda(v).to(GPU_DTYPE)
+    done = [0] * batch
+    while any(done[b] < lens[b] for b in range(batch)):  # each call: a ragged chunk of every unfinished sequence
+        rows, slots, positions, seqs = [], [], [], []
+        for b in range(batch):
+            n = min(lens[b] - done[b], int(g.integers(1, 90)))
+            for p in range(done[b], done[b] + n):
+                rows.append((b, p))
+            done[b] += n
+        idx_b = torch.tensor([r[0] for r in rows], device="cuda")
+        idx_p = torch.tensor([r[1] for r in rows], device="cuda")
+        splitkv.append_kv(kt[idx_b, idx_p], vt[idx_b, idx_p], k_codes, v_codes, idx_b * capacity + idx_p,
+                          k_scales=k_scales, v_scales=v_scales, kv_format=fmt, positions=idx_p,
+                          tail_slots=idx_b.to(torch.int32), k_tail=k_tail)
+    torch.cuda.synchronize()
+    for b in range(batch):
+        whole = lens[b] // 64
+        assert torch.equal(k_scales[b, :, :whole].cpu(), torch.from_numpy(ks[b, :, :whole])), f"sequence {b}"
+    ref = splitkv.decode(q.astype(np.float16), kc, vc, lens_np, kv_format=fmt, k_scales=ks, v_scales=vs, k_tail=tail)
+    out = splitkv.decode(cuda(q).to(GPU_DTYPE), k_codes, v_codes, cuda(lens_np), kv_format=fmt, k_scales=k_scales,
+                         v_scales=v_scales, k_tail=k_tail)
+    err = np.abs(out.float().cpu().numpy().astype(np.float64) - ref.astype(np.float64))
+    assert err.max() <= 1e-2, err.max()
+
+
+def test_keys_per_channel_append_on_cpu_tensors_is_refused_by_name():
+    k = torch.zeros(2, 2, 64, dtype=torch.float16)
+    cache = torch.zeros(1, 128, 2, 64, dtype=torch.uint8)
+    with pytest.raises(NotImplementedError, match="'kv_format'"):
+        splitkv.append_kv(k, k, cache, cache, torch.tensor([0, 1]), kv_format="int8_kc")
+    with pytest.raises(ValueError, match="'positions'"):
+        splitkv.append_kv(k, k, torch.zeros(1, 128, 2, 64, dtype=torch.float16),
+                          torch.zeros(1, 128, 2, 64, dtype=torch.float16), torch.tensor([0, 1]),
+                          positions=torch.tensor([0, 1]))
