@@ -194,10 +194,14 @@ TEST(DecodeVariantsGpu, TheChunkedPrefillRouteServesThem) {
         {with(B(2, 32, 8, 1000).format(KvFormat::kInt8Kc).lens({1000, 130}), Variants{0.f, 64}), "int8_kc window 64"},
         {with(B(2, 32, 8, 2000).format(KvFormat::kK8V4Kc).queries(4, true).paged(64).lens({2000, 300}),
               Variants{1.f, 100}),
-         "k8v4_kc q_len 4 window 100 softcap 1"}}) {
+         "k8v4_kc q_len 4 window 100 softcap 1"},
+        {with(B(3, 32, 8, 3000).queries(8, true).paged(16).lens({3000, 500, 9}), Variants{2.f, 200}),
+         "bf16 paged 16 q_len 8 window 200 softcap 2 on prefill_sm90"}}) {
     testing::DecodeCase c = testing::make_decode_case(spec);
+    PlanOptions o;  // a 16-bit cache goes to chunked prefill when a prefill family is named
+    if (c.problem.kv_format == KvFormat::kNative) o.family = "prefill_sm90";
     Plan plan;
-    ASSERT_TRUE(plan_decode(c.problem, gpu_test::device(), PlanOptions{}, &plan).ok());
+    ASSERT_TRUE(plan_decode(c.problem, gpu_test::device(), o, &plan).ok());
     ASSERT_TRUE(plan.decode_via_prefill()) << what << ": " << describe(plan);
     if (!gpu_test::plan_compiled(plan)) GTEST_SKIP() << "not compiled into this build: " << plan.family();
     DeviceDecodeCase dev(c);
