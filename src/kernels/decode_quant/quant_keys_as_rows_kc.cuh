@@ -6,11 +6,12 @@
 // come in runs of one group, QuantKvLoader), so the key loop multiplies raw codes exactly as for
 // per-token scales (quant_keys_as_rows.cuh), and the minima become one dot product per row and
 // group. In the units of the shifted Q (q~ = q 2^shift, as the per-token path):
-//   a_c = q~_c scale_c 2^(14-e) / w_c (rounded to fp16; e: max |q~_c scale_c| < 2^e over the
-//         tile's rows and the group's channels puts the largest a_c just under 2^14, so channels
-//         with small scales stay clear of fp16's subnormals; w_c: the pair's code weight, 1 or 16),
+//   a_c = q~_c scale_c 2^-e / w_c (rounded to fp16; e: max_c scale_c < 2^e, and max |q~| in
+//         [2^13, 2^14) (kc_q_shift), put every a_c under 2^14 on fp16's top exponents, so a channel
+//         whose scale is small next to the group's outlier stays clear of fp16's subnormals; w_c:
+//         the code weight of the pair, 1 or 16),
 //   raw = sum_c a_c (1024 + w_c code_tc) (the MMA over the biased codes),
-//   score = 2^(e-14) raw + (sum_c q~_c min_c - 1024 2^(e-14) sum_c a_c)   (one fma per score).
+//   score = 2^e raw + (sum_c q~_c min_c - 1024 2^e sum_c a_c)   (one fma per score).
 // The keys of the sequence's newest, incomplete group live in its 16-bit tail ring: the run that
 // holds them (a warp's last) multiplies them as stored, in the Q/O dtype, with Q as stored, read
 // straight from global memory (at most 63 keys per sequence).
@@ -35,10 +36,19 @@ struct KcGroupFold {
   float bias[2];
 };
 
-// Q's power-of-two shift for the whole tile (as KeysAsRowsQ::load_codes): sets q.unshift (2^-shift).
+// Q's power-of-two shift for the whole tile: sets q.unshift (2^-shift). Unlike the per-token path
+// (q_tile_shift, which shifts only a tile outside fp16's comfortable range), max |q~| always lands
+// in [2^13, 2^14): the folded operands a_c then use fp16's top exponents (build_kc_group_q).
 template <class Traits, class Element>
 __device__ __forceinline__ void kc_q_shift(KeysAsRowsQ<Traits>& q, const Element* sQ, int lane) {
-  q.unshift = ldexpf(1.f, -q_tile_shift<kKeysAsRowsQueries * Traits::kHeadDim>(sQ, lane));
+  const float max_abs = q_tile_max_abs<kKeysAsRowsQueries * Traits::kHeadDim>(sQ, lane);
+  int shift = 0;
+  if (max_abs > 0.f && max_abs <= 3.0e38f) {
+    int exponent;
+    frexpf(max_abs, &exponent);  // max_abs < 2^exponent
+    shift = 14 - exponent;
+  }
+  q.unshift = ldexpf(1.f, -shift);
 }
 
 // Rebuilds q.b for one group from the tile's Q (sQ, row-major [8][D]) and the group's (scale[D],
@@ -58,25 +68,24 @@ __device__ __forceinline__ KcGroupFold build_kc_group_q(KeysAsRowsQ<Traits>& q, 
   const __half* scales = reinterpret_cast<const __half*>(group);
   const __half* mins = scales + D;
 
-  // e: the exponent of the largest product |q s| of the group (over this thread's run of every row
-  // g, then the warp), so the largest fp16 operand lands just under 2^14 and a channel whose scale
-  // is small next to the group's outlier keeps its bits (normalizing by the largest scale alone put
-  // such channels' products among fp16's subnormals).
-  float max_product = 0.f;
+  // e: the largest scale of the group (over all D channels: the run's, then the row's four lanes).
+  // With max |q~| in [2^13, 2^14) (kc_q_shift), every a_c is under 2^14.
+  float max_scale = 0.f;
   CUTE_UNROLL
   for (int v = 0; v < kChunks; ++v) {
-    const uint4 q8 = *reinterpret_cast<const uint4*>(sQ + g * D + col0 + 8 * v);
     const uint4 s8 = *reinterpret_cast<const uint4*>(scales + col0 + 8 * v);
-    const Element* qv = reinterpret_cast<const Element*>(&q8);
-    const __half* sv = reinterpret_cast<const __half*>(&s8);
+    const __half2* s2 = reinterpret_cast<const __half2*>(&s8);
     CUTE_UNROLL
-    for (int i = 0; i < 8; ++i) max_product = fmaxf(max_product, fabsf(float(qv[i]) * __half2float(sv[i])));
+    for (int i = 0; i < 4; ++i) {
+      const float2 f = __half22float2(__habs2(s2[i]));
+      max_scale = fmaxf(max_scale, fmaxf(f.x, f.y));
+    }
   }
-  CUTE_UNROLL
-  for (int m = 1; m <= 16; m *= 2) max_product = fmaxf(max_product, __shfl_xor_sync(0xffffffffu, max_product, m));
+  max_scale = fmaxf(max_scale, __shfl_xor_sync(0xffffffffu, max_scale, 1));
+  max_scale = fmaxf(max_scale, __shfl_xor_sync(0xffffffffu, max_scale, 2));
   int e = 0;
-  if (max_product > 0.f && max_product <= 3.0e38f) frexpf(max_product * q_scale, &e);  // |q s| q_scale < 2^e
-  const float a_scale = ldexpf(q_scale, 14 - e);  // q 2^shift 2^(14 - e)
+  if (max_scale > 0.f && max_scale <= 65504.f) frexpf(max_scale, &e);  // max_scale < 2^e
+  const float a_scale = ldexpf(q_scale, -e);                            // q 2^shift 2^-e
 
   float a_sum = 0.f, min_dot = 0.f;  // row g over this thread's run
   CUTE_UNROLL
@@ -108,7 +117,7 @@ __device__ __forceinline__ KcGroupFold build_kc_group_q(KeysAsRowsQ<Traits>& q, 
     min_dot += __shfl_xor_sync(0xffffffffu, min_dot, m);
   }
   KcGroupFold fold;
-  fold.unscale = ldexpf(1.f, e - 14);
+  fold.unscale = ldexpf(1.f, e);
   // Row g's sums live in lanes 4g .. 4g + 3; this thread's score rows are 2c and 2c + 1.
   CUTE_UNROLL
   for (int r = 0; r < 2; ++r) {

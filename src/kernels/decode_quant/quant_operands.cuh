@@ -34,7 +34,11 @@ namespace splitkv::detail {
 // row that are tiny next to its largest lose bits they could not have contributed anyway. Every
 // warp computes it alike, so no block barrier is needed.
 template <int kElements, class Element>
-__device__ __forceinline__ int q_tile_shift(const Element* sQ, int lane) {
+__device__ __forceinline__ int q_tile_shift(const Element* sQ, int lane);
+
+// max |q| over the tile (every lane gets it).
+template <int kElements, class Element>
+__device__ __forceinline__ float q_tile_max_abs(const Element* sQ, int lane) {
   float max_abs = 0.f;
   for (int i = lane * 8; i < kElements; i += 32 * 8) {
     const uint4 chunk = *reinterpret_cast<const uint4*>(sQ + i);
@@ -44,6 +48,11 @@ __device__ __forceinline__ int q_tile_shift(const Element* sQ, int lane) {
   }
 #pragma unroll
   for (int m = 16; m >= 1; m /= 2) max_abs = fmaxf(max_abs, __shfl_xor_sync(0xffffffffu, max_abs, m));
+  return max_abs;
+}
+
+// The shift of a tile whose max |q| is max_abs (q_tile_shift).
+__device__ __forceinline__ int q_shift_of(float max_abs) {
   int shift = 0;
   if (max_abs > 0.f && max_abs <= 3.0e38f && (max_abs > 16384.f || max_abs < 1.f / 1024.f)) {
     int exponent;
@@ -51,6 +60,11 @@ __device__ __forceinline__ int q_tile_shift(const Element* sQ, int lane) {
     shift = 14 - exponent;
   }
   return shift;
+}
+
+template <int kElements, class Element>
+__device__ __forceinline__ int q_tile_shift(const Element* sQ, int lane) {
+  return q_shift_of(q_tile_max_abs<kElements>(sQ, lane));
 }
 
 template <class Traits>
