@@ -113,7 +113,12 @@ Status measure_decode(const DecodeProblem& p, const PlanOptions& options, bool h
   if (Status s = plan_decode(p, device, options, plan); !s) return s;
   row->bytes = decode_bytes(p);
   row->flops = 4.0 * p.batch * p.num_q_heads * p.q_len * double(visible_keys(p)) * p.head_dim;
-  const int sets = sets_for_cold_l2(row->bytes, 64);
+  // Sets of inputs to rotate over: enough that the bytes read exceed L2 (>= 1 GiB), but with a
+  // window the bytes read are a sliver of each set's cache, so the sets' whole footprint is capped
+  // at 16 GiB (a window over a long context is then timed with its keys partly in L2).
+  DecodeProblem whole = p;
+  whole.window_left = -1;
+  const int sets = std::max(1, std::min(sets_for_cold_l2(row->bytes, 64), int(double(16ll << 30) / decode_bytes(whole))));
   std::vector<DecodeSet> data;
   for (int i = 0; i < sets; ++i) data.push_back(make_set(p, head_major, 100 + 3 * i));
   const Plan& pl = *plan;

@@ -88,12 +88,12 @@ def variants_reference(q, k, v, lens, bt, causal, window=(-1, -1), softcap=0.0, 
     return out, lse
 
 
-def assert_close(out, lse, ref_out, ref_lse):
+def assert_close(out, lse, ref_out, ref_lse, atol=2e-3):
     ulp = 2.0 ** -10 if out.dtype == torch.float16 else 2.0 ** -7
     out, lse = out.cpu().double(), lse.cpu().double()
     assert not torch.isnan(out).any(), "NaN in the output"
     err = (out - ref_out).abs()
-    bound = ref_out.abs() * ulp + 2e-3
+    bound = ref_out.abs() * ulp + atol
     assert (err <= bound).all(), f"max error {err.max():.3g} (worst excess {(err - bound).max():.3g})"
     empty = torch.isneginf(ref_lse)
     assert torch.equal(torch.isneginf(lse), empty)
@@ -367,7 +367,8 @@ def test_cuda_prefill_variants_match_the_fp64_transcription(variant, lq, lk):
     out, lse = splitkv.prefill(q, k, v, causal=causal, return_lse=True, **variant)
     ref_out, ref_lse = prefill_reference(q.cpu(), k.cpu(), v.cpu(), causal, variant.get("window_size", (-1, -1)),
                                          variant.get("softcap", 0.0))
-    assert_close(out, lse, ref_out, ref_lse)
+    # P enters P V in the 16-bit type (as in every prefill kernel): test_torch_gpu.py's tolerance.
+    assert_close(out, lse, ref_out, ref_lse, atol=1e-2 if GPU_DTYPE == torch.bfloat16 else 4e-3)
 
 
 @needs_cuda
