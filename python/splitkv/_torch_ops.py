@@ -480,10 +480,7 @@ def combine_out(partial_o, partial_lse, out, lse, sinks=None):
     except KeyError:
         _check_dtypes([("partial_o", partial_o), ("partial_lse", partial_lse), ("out", out), ("lse", lse),
                        ("sinks", sinks)])
-    if sd is None:
-        _C.run_combine(problem, pod, pld, od, ld, _raw_stream(dev), dev)
-    else:
-        _C.run_combine(problem, pod, pld, od, ld, _raw_stream(dev), dev, sd)
+    _C.run_combine(problem, pod, pld, od, ld, _raw_stream(dev), dev, sd)
 
 
 def _cpu_combine(partial_o, partial_lse, out, lse, sinks=None):

@@ -60,16 +60,12 @@ def decode(q, k_cache, v_cache, seq_lens, block_table=None, *, causal=False, sof
     Returns out, or (out, lse).
     """
     if isinstance(q, _Tensor):
-        # Positional on purpose: passing these 13 by keyword measured slower per call.
-        if (sinks is None and tree_mask is None and k_tail is None and tail_slots is None and not softcap
-                and (window_size is _NO_WINDOW or cm.variants_requested(window_size, 0.0, None, None) is None)):
-            return _torch_ops.decode(q, k_cache, v_cache, seq_lens, block_table, causal, softmax_scale, num_splits,
-                                     max_splits, split_tokens, out, return_lse, workspace, max_seqlen_k, family,
-                                     kv_format, k_scales, v_scales)
+        # Positional on purpose: passing these by keyword measured slower per call. No window is
+        # None there (decode_out plans without variants when none is set).
         return _torch_ops.decode(q, k_cache, v_cache, seq_lens, block_table, causal, softmax_scale, num_splits,
                                  max_splits, split_tokens, out, return_lse, workspace, max_seqlen_k, family,
-                                 kv_format, k_scales, v_scales, window_size, softcap, sinks, tree_mask, k_tail,
-                                 tail_slots)
+                                 kv_format, k_scales, v_scales, None if window_size is _NO_WINDOW else window_size,
+                                 softcap, sinks, tree_mask, k_tail, tail_slots)
     return _numpy.decode(q, k_cache, v_cache, seq_lens, block_table, causal=causal, softmax_scale=softmax_scale,
                          num_splits=num_splits, max_splits=max_splits, split_tokens=split_tokens, out=out,
                          return_lse=return_lse, max_seqlen_k=max_seqlen_k, family=family, kv_format=kv_format,
