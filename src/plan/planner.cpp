@@ -350,11 +350,13 @@ bool auto_cluster_may_merge(const PlanOptions& options, const DeviceInfo& device
 
 // Merge::kAuto: short rows on a grid that 8 splits of every work unit leave
 // at half the SMs or fewer, where the combine kernel's launch is a large share of the call. Every
-// KV format; not the 32-row tile. docs/TUNING.md, "Cluster merges".
+// KV format; not the 32-row tile. A row is short by the keys its splits span: its length, or a
+// window's band (which starts mid-block, hence one KV block of slack). docs/TUNING.md, "Cluster merges".
 bool short_rows_merge_in_cluster(const DecodeProblem& problem, const PlanOptions& options, const DeviceInfo& device,
-                                 int block_m, int64_t work_units, bool auto_splits, int planned_splits) {
+                                 int block_m, int block_n, int64_t work_units, bool auto_splits, int planned_splits) {
   const int max_keys = reads_quantized_cache(problem) ? plan::kAutoClusterMaxKeysQuantized : plan::kAutoClusterMaxKeys16Bit;
-  return auto_cluster_may_merge(options, device, block_m, auto_splits) && !problem.sinks && problem.max_kv_len <= max_keys &&
+  return auto_cluster_may_merge(options, device, block_m, auto_splits) && !problem.sinks &&
+         plan::decode_split_keys(problem, block_n) <= max_keys + block_n &&
          planned_splits >= plan::kAutoClusterSplits && 2 * work_units * plan::kAutoClusterSplits <= device.sm_count;
 }
 
@@ -382,8 +384,8 @@ int l2_prefetch_keys(const DecodeProblem& problem, const PlanOptions& options, c
   if (2 * grid_blocks(p) > int64_t(device.sm_count) * p.blocks_per_sm) return 0;
   const detail::KvFormatTraits format = detail::kv_format_traits(detail::resolve_kv_format(problem.kv_format, problem.dtype));
   const int64_t key_bits = detail::element_traits(format.k_element).bits + detail::element_traits(format.v_element).bits;
-  const int64_t cache_bytes =
-      int64_t(problem.batch) * problem.max_kv_len * problem.num_kv_heads * problem.head_dim * key_bits / 8;
+  const int64_t cache_bytes = int64_t(problem.batch) * plan::decode_split_keys(problem, p.block_n) *
+                              problem.num_kv_heads * problem.head_dim * key_bits / 8;  // the keys the rows read
   if ((p.cluster_combine || p.num_splits == 1) && cache_bytes > device.l2_bytes) return 0;
   const int chunk = detail::split_chunk_keys(plan::decode_split_keys(problem, p.block_n), p.num_splits, p.split_tokens,
                                              p.block_n);
@@ -658,7 +660,8 @@ Status plan_decode_fields(const DecodeProblem& problem, const DeviceInfo& device
   }
   // Short rows on a small grid: 8 splits merged in a cluster, decided before the grid is set.
   const bool auto_cluster =
-      short_rows_merge_in_cluster(problem, options, device, tile.block_m, p.work_units, auto_splits, split.num_splits);
+      short_rows_merge_in_cluster(problem, options, device, tile.block_m, p.block_n, p.work_units, auto_splits,
+                                  split.num_splits);
   if (auto_cluster) {
     split.num_splits = plan::kAutoClusterSplits;
     split.note += "; short rows: " + std::to_string(plan::kAutoClusterSplits) +

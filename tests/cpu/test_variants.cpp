@@ -210,6 +210,10 @@ TEST(VariantSplits, ThePlannerSplitsTheWindowNotTheContext) {
   window_keys.max_kv_len = plan::decode_split_keys(wide, windowed.block_n());
   ASSERT_TRUE(plan_decode(window_keys, DeviceInfo::h200(), {}, &short_context).ok());
   EXPECT_EQ(windowed.num_splits(), short_context.num_splits());
+  // ... and its merge: the short-rows cluster rule sees the window's keys, not the context's.
+  EXPECT_EQ(windowed.cluster_combine(), short_context.cluster_combine());
+  EXPECT_TRUE(windowed.cluster_combine()) << describe(windowed);
+  EXPECT_EQ(windowed.workspace_bytes(), short_context.workspace_bytes());
   DecodeProblem no_window = wide;
   no_window.window_left = -1;
   ASSERT_TRUE(plan_decode(no_window, DeviceInfo::h200(), {}, &whole).ok());

@@ -93,6 +93,9 @@ std::vector<VariantCase> variant_cases() {
   c.push_back({"win1000_forced_splits", with(B(2, 32, 8, 20000).lens({20000, 1500}), Variants{0.f, 1000}), "", 8});
   c.push_back({"win700_batch_invariant", with(B(3, 32, 8, 5000).lens({5000, 64, 0}), Variants{0.f, 700}), "", 0, 512});
   c.push_back({"win300_cluster_merge", with(B(1, 32, 8, 8000), Variants{0.f, 300}), "", 4, 0, Merge::kCluster});
+  // The planner's own merge for a short window over a long context: 8 splits of the window's band
+  // merged in a thread-block cluster (sm_90; the combine kernel elsewhere).
+  c.push_back({"win1000_auto_plan_long_context", with(B(1, 32, 8, 20000), Variants{0.f, 1000})});
   c.push_back({"win300_fused_merge", with(B(2, 32, 8, 8000).lens({8000, 300}), Variants{0.f, 300}), "", 4, 0,
                Merge::kFused});
   c.push_back({"win_wider_than_context", with(B(2, 32, 8, 700).lens({700, 5}), Variants{0.f, 5000}), "", 0, 0,
