@@ -1,14 +1,21 @@
-// The logit softcap inside a key loop (docs/VARIANTS.md). A compile-time policy: the plain
+// The logit softcap inside a key loop (docs/VARIANTS.md), as compile-time policies: the plain
 // instances (kOn = false) keep their code; a variants instance (kOn = true) caps when cap > 0 (a
-// warp-uniform branch: the same instance serves the window without a cap). A kernel keeps raw
-// scores s whose logit is s * scale (scale: softmax_scale times whatever the kernel folded into Q or the keys, e.g. Q's power-of-two
-// shift or an FP8 cache's key scale), so the capped logit cap * tanh(s * scale / cap) is again a raw
-// score, out * tanh(in * s) with in = scale / cap and out = cap / scale, and the online softmax,
-// the merges and the LSE run unchanged. Applied before the masks (a masked -inf stays -inf).
+// warp-uniform branch: the same instance serves the window without a cap). Applied before the masks
+// (a masked -inf stays -inf). Two policies, for two kinds of kernel:
 //
-// tanh here (softcap_tanh) holds a relative error of ~1e-6 at every magnitude with two MUFU
-// instructions and a few FMAs: tanh.approx's relative error of 2^-11 would move a logit near a cap of
-// 50 by 0.02, and tanhf's longer code spilled the 32-row 16-bit kernel at its register bound.
+// ScoreSoftcap (decode: memory-bound, the extra instructions are free). A kernel keeps raw scores s
+// whose logit is s * scale (scale: softmax_scale times whatever the kernel folded into Q or the keys,
+// e.g. Q's power-of-two shift or an FP8 cache's key scale); the capped logit cap * tanh(s * scale / cap)
+// is again a raw score, out * tanh(in * s) with in = scale / cap and out = cap / scale, so the online
+// softmax, the merges and the LSE run unchanged. tanh is softcap_tanh: a relative error of ~1e-6 with
+// two MUFU instructions and a few FMAs (tanhf's longer code spilled the 32-row 16-bit kernel).
+//
+// ScoreSoftcapFast (prefill: compute-bound, where every score already costs one MUFU exp2 and the
+// MUFU pipe is a quarter of the tensor cores' rate per score at D = 128). A score becomes
+// t = tanh.approx(in * s): one FMUL and one MUFU; the kernel's softmax then runs with the logit
+// scale cap * log2(e) (logit_scale_log2) instead of scale * log2(e). tanh.approx's error (about
+// 2^-11 of |tanh|) moves a logit by at most cap * 2^-11 (0.024 at a cap of 50, near the cap), the
+// approximation FlashAttention and FlashInfer make.
 #pragma once
 
 #include <type_traits>
@@ -28,6 +35,16 @@ __device__ __forceinline__ float softcap_tanh(float x) {
   const float a2 = a * a;
   const float small = a * fmaf(a2, fmaf(a2, 0.13333333333f, -0.33333333333f), 1.f);
   return copysignf(a < 0.1f ? small : large, x);
+}
+
+// The elements of a fragment: a CuTe register tensor or a plain array.
+template <class Fragment>
+__device__ constexpr int softcap_fragment_size() {
+  if constexpr (std::is_array_v<Fragment>) {
+    return int(std::extent_v<Fragment>);
+  } else {
+    return int(decltype(std::declval<Fragment&>().size())::value);
+  }
 }
 
 template <bool kOn>
@@ -55,18 +72,42 @@ struct ScoreSoftcap<true> {
   template <class Fragment>
   __device__ __forceinline__ void apply(Fragment& s) const {
     if (!on) return;
-    constexpr int kSize = fragment_size<Fragment>();
+    constexpr int kSize = softcap_fragment_size<Fragment>();
 #pragma unroll
     for (int i = 0; i < kSize; ++i) s[i] = (*this)(s[i]);
   }
+};
 
- private:
+template <bool kOn>
+struct ScoreSoftcapFast {
+  __device__ __forceinline__ ScoreSoftcapFast(float /*cap*/, float /*scale_log2*/) {}
+  __device__ __forceinline__ float logit_scale_log2(float scale_log2) const { return scale_log2; }
   template <class Fragment>
-  __device__ static constexpr int fragment_size() {
-    if constexpr (std::is_array_v<Fragment>) {
-      return int(std::extent_v<Fragment>);
-    } else {
-      return int(decltype(std::declval<Fragment&>().size())::value);
+  __device__ __forceinline__ void apply(Fragment&) const {}
+};
+
+template <>
+struct ScoreSoftcapFast<true> {
+  bool on;         // cap > 0
+  float in;        // s -> tanh(in * s)
+  float cap_log2;  // the capped scores' logit scale: cap * log2(e)
+
+  // cap: 0 (off) or > 0; scale_log2: the kernel's raw-score-to-log2-logit factor (scale * log2(e)).
+  __device__ __forceinline__ ScoreSoftcapFast(float cap, float scale_log2)
+      : on(cap > 0.f), in(scale_log2 / (cap * 1.4426950408889634f)), cap_log2(cap * 1.4426950408889634f) {}
+
+  // The factor the softmax and the LSE take in place of scale_log2.
+  __device__ __forceinline__ float logit_scale_log2(float scale_log2) const { return on ? cap_log2 : scale_log2; }
+
+  template <class Fragment>
+  __device__ __forceinline__ void apply(Fragment& s) const {
+    if (!on) return;
+    constexpr int kSize = softcap_fragment_size<Fragment>();
+#pragma unroll
+    for (int i = 0; i < kSize; ++i) {
+      float t;
+      asm("tanh.approx.f32 %0, %1;" : "=f"(t) : "f"(in * s[i]));
+      s[i] = t;
     }
   }
 };

@@ -136,7 +136,8 @@ __global__ void __launch_bounds__(Traits::kThreads) prefill_kernel(const __grid_
   constexpr int kRows = decltype(size<0>(scores))::value;
   OnlineSoftmax<kRows> softmax;
   softmax.reset();
-  const ScoreSoftcap<kVariants> softcap(p.softcap, p.scale_log2);
+  // The softmax and the LSE take softcap.logit_scale_log2(p.scale_log2): the capped scores' scale.
+  const ScoreSoftcapFast<kVariants> softcap(p.softcap, p.scale_log2);
 
   // Two-pass, second pass: the rows' final max and 1/sum come from the statistics pass.
   TwoPassRowStats<kRows> fixed;
@@ -163,9 +164,9 @@ __global__ void __launch_bounds__(Traits::kThreads) prefill_kernel(const __grid_
     if (needs_mask<kVariants>(keys, n0, kN)) mask_scores<kVariants>(scores, coords_s_rc, p, seq, row0, n0, keys.hi);
 
     if constexpr (kPass == PrefillPass::kFromStats) {
-      fixed.probabilities(scores, p.scale_log2);
+      fixed.probabilities(scores, softcap.logit_scale_log2(p.scale_log2));
     } else {
-      softmax.update(scores, out_rc, p.scale_log2);
+      softmax.update(scores, out_rc, softcap.logit_scale_log2(p.scale_log2));
     }
 
     const bool more = nb + 1 < blk.n_blocks;
@@ -210,7 +211,7 @@ __global__ void __launch_bounds__(Traits::kThreads) prefill_kernel(const __grid_
     float lse[kRows], inv[kRows];
     CUTE_UNROLL
     for (int r = 0; r < kRows; ++r) {
-      lse[r] = softmax.lse(r, p.scale_log2);
+      lse[r] = softmax.lse(r, softcap.logit_scale_log2(p.scale_log2));
       // The second pass applied 1/sum already; the fused pass normalizes here.
       inv[r] = kPass == PrefillPass::kFromStats ? 1.f : (softmax.row_sum[r] > 0.f ? 1.f / softmax.row_sum[r] : 0.f);
     }

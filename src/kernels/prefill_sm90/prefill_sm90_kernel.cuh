@@ -404,7 +404,8 @@ __device__ __forceinline__ void consume_tile(const PrefillParams& p, const TmaSt
   constexpr int kRows = decltype(size<0>(acc_o_rc))::value;
   OnlineSoftmax<kRows> softmax;
   softmax.reset();
-  const ScoreSoftcap<kVariants> softcap(p.softcap, p.scale_log2);
+  const ScoreSoftcapFast<kVariants> softcap(p.softcap, p.scale_log2);
+  const float scale_log2 = softcap.logit_scale_log2(p.scale_log2);  // of the (capped) scores
 
   const int n_blocks = blk.n_blocks;
 
@@ -485,9 +486,9 @@ __device__ __forceinline__ void consume_tile(const PrefillParams& p, const TmaSt
     [[maybe_unused]] float rescale[kRows];  // the fused pass's O rescale
     float depends_on_every_exp;
     if constexpr (kPass == PrefillPass::kFromStats) {
-      depends_on_every_exp = fixed.probabilities(scores, p.scale_log2);
+      depends_on_every_exp = fixed.probabilities(scores, scale_log2);
     } else {
-      softmax.fold(scores, p.scale_log2, rescale);
+      softmax.fold(scores, scale_log2, rescale);
       depends_on_every_exp = softmax.row_sum[0] + softmax.row_sum[kRows - 1];
     }
     if constexpr (!kFirst) {
@@ -520,7 +521,7 @@ __device__ __forceinline__ void consume_tile(const PrefillParams& p, const TmaSt
   float lse[kRows], inv[kRows];
   CUTE_UNROLL
   for (int r = 0; r < kRows; ++r) {
-    lse[r] = softmax.lse(r, p.scale_log2);
+    lse[r] = softmax.lse(r, scale_log2);
     // The output pass applied 1 / sum to P already.
     inv[r] = kPass == PrefillPass::kFromStats ? 1.f : (softmax.row_sum[r] > 0.f ? 1.f / softmax.row_sum[r] : 0.f);
   }
