@@ -17,6 +17,7 @@ import argparse
 import datetime
 import json
 import math
+import os
 import sys
 import time
 import warnings
@@ -60,6 +61,12 @@ def flex():
     global _compiled
     if _compiled is None:
         from torch.nn.attention.flex_attention import flex_attention
+        # Every row is its own static shape (and score_mod / mask_mod): one compile each, beyond
+        # Dynamo's default of 8 recompiles of a function (past it, rows would fail, not be timed).
+        for limit in ("recompile_limit", "cache_size_limit", "accumulated_recompile_limit",
+                      "accumulated_cache_size_limit"):
+            if hasattr(torch._dynamo.config, limit):
+                setattr(torch._dynamo.config, limit, 1024)
         _compiled = torch.compile(flex_attention, dynamic=False)
     return _compiled
 
@@ -140,25 +147,51 @@ def main():
     parser.add_argument("--suite", choices=["variants", "variants-prefill"], required=True)
     parser.add_argument("--json", required=True)
     parser.add_argument("--filter", default="")
+    parser.add_argument("--resume", action="store_true",
+                        help="keep the rows already in --json and time only the others; a row whose process died "
+                             "(an illegal memory access poisons the CUDA context) is recorded as failed")
     parser.add_argument("--max-seconds", type=float, default=0,
                         help="stop starting rows after this long (each shape compiles once); the rest are recorded "
                              "as not timed")
     args = parser.parse_args()
     start = time.perf_counter()
     rows = []
+    inflight = args.json + ".inflight"  # the label of the row being timed, while it runs
+    if args.resume and os.path.exists(args.json):
+        with open(args.json) as f:
+            rows = json.load(f)["rows"]
+    died = None
+    if args.resume and os.path.exists(inflight):
+        with open(inflight) as f:
+            died = f.read().strip()
+    done = {r["label"] for r in rows}
+
+    def save():
+        with open(args.json, "w") as f:
+            json.dump({"suite": args.suite, "peer": "flex_attention", "date": datetime.date.today().isoformat(),
+                       "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+                       "torch": torch.__version__, "rows": rows}, f, indent=1)
 
     def run_or_skip(label, case, call_args):
+        if label == died:
+            print(f"{label}: flex failed (the process died)", flush=True)
+            return {"case": case, "label": label,
+                    "flex": {"us": None, "error": "FlexAttention's process died on this row (CUDA error)"}}
         if args.max_seconds and time.perf_counter() - start > args.max_seconds:
             print(f"{label}: not timed (--max-seconds)", flush=True)
             return {"case": case, "label": label, "flex": {"us": None, "error": "not timed: out of the call's time"}}
-        return run(label, case, call_args)
+        with open(inflight, "w") as f:
+            f.write(label)
+        entry = run(label, case, call_args)
+        os.remove(inflight)
+        return entry
     if args.suite == "variants":
         # The variant rows first (they are what the suite compares), then their baselines.
         ordered = sorted(decode_rows(), key=lambda r: (r[7] < 0 and r[8] == 0 and not r[9]))
         for b, lk, hq, hkv, q_len, d, fmt, w, cap, sinks in ordered:
             label = (f"decode B={b} Lk={lk} {hq}/{hkv} q_len={q_len} D={d} {fmt} window={w} softcap={cap:g}"
                      f"{' sinks' if sinks else ''}")
-            if args.filter not in label:
+            if args.filter not in label or label in done:
                 continue
             case = {"B": b, "Hq": hq, "Hkv": hkv, "Lq": q_len, "Lk": lk, "D": d, "dtype": "bf16", "causal": q_len > 1,
                     "page_size": 0, "kv_format": fmt, "window_left": w, "softcap": cap, "sinks": sinks}
@@ -166,18 +199,17 @@ def main():
             if fmt != "bf16":
                 entry["flex"]["note"] = "bf16 K/V: FlexAttention reads no FP8 cache"
             rows.append(entry)
+            save()
     else:
         for b, hq, hkv, length, causal, w, cap in PREFILL:
             label = f"prefill B={b} {hq}/{hkv} L={length} D=128 bf16 causal={causal} window={w} softcap={cap:g}"
-            if args.filter not in label:
+            if args.filter not in label or label in done:
                 continue
             case = {"B": b, "Hq": hq, "Hkv": hkv, "Lq": length, "Lk": length, "D": 128, "dtype": "bf16",
                     "causal": causal, "page_size": 0, "window_left": w, "softcap": cap, "sinks": False}
             rows.append(run_or_skip(label, case, (b, hq, hkv, length, length, 128, causal, w, cap, False)))
-    with open(args.json, "w") as f:
-        json.dump({"suite": args.suite, "peer": "flex_attention", "date": datetime.date.today().isoformat(),
-                   "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
-                   "torch": torch.__version__, "rows": rows}, f, indent=1)
+            save()
+    save()
     return 0
 
 

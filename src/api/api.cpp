@@ -89,9 +89,8 @@ OutputParams partial_rows(float* partial_o, float* partial_lse, int64_t rows, in
 }
 
 // Split partials in the workspace (plan/workspace_layout.hpp).
-OutputParams partial_output(void* workspace, int num_splits, int64_t rows, int seq_rows, int heads, int head_dim,
-                            bool one_split_partials = false) {
-  const plan::SplitWorkspace ws = plan::split_workspace(num_splits, rows, head_dim, 0, one_split_partials);
+OutputParams partial_output(void* workspace, int num_splits, int64_t rows, int seq_rows, int heads, int head_dim) {
+  const plan::SplitWorkspace ws = plan::split_workspace(num_splits, rows, head_dim);
   char* base = static_cast<char*>(workspace);
   return partial_rows(reinterpret_cast<float*>(base + ws.o_offset), reinterpret_cast<float*>(base + ws.lse_offset),
                       rows, seq_rows, heads);
@@ -346,13 +345,18 @@ Status run_decode(const Plan& plan, const DecodeTensors& t, void* workspace, siz
     return detail::launch(launcher, &p, config, "decode kernel launch");
   }
   const OutputParams final_rows = final_output(t.out, t.lse, false);
-  // In the workspace; with sinks always (the combine kernel folds them), one split included.
-  const bool merge_partials = (plan.num_splits() > 1 && !plan.cluster_combine()) || pr.sinks;
+  // In the workspace. Sinks: the combine kernel folds them after merging several splits; a single
+  // split's kernel folds them into its final rows.
+  const bool merge_partials = plan.num_splits() > 1 && !plan.cluster_combine();
   if (pr.sinks && (plan.cluster_combine() || plan.fused_combine() || plan.atomic_combine())) {
     return Status::invalid("plan", "a plan whose splits the combine kernel merges (sinks)", "another merge");
   }
+  if (pr.sinks && !merge_partials) {
+    p.sinks = static_cast<const float*>(t.sinks.data);
+    p.sinks_stride = t.sinks.stride[0];
+  }
   p.output = merge_partials ? partial_output(workspace, plan.num_splits(), g.out_rows, pr.q_len, pr.num_q_heads,
-                                             pr.head_dim, pr.sinks)
+                                             pr.head_dim)
                             : final_rows;
   if (merge_partials && plan.fused_combine()) {  // each tile's last split block merges; no combine launch
     p.tile_counters = decode_tile_counters(plan, workspace);

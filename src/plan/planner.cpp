@@ -685,11 +685,12 @@ Status plan_decode_fields(const DecodeProblem& problem, const DeviceInfo& device
   p.fused_combine = options.merge == Merge::kFused && p.num_splits > 1;
   if (p.fused_combine) p.note += "; splits merged by each tile's last split block (fused combine)";
   const int64_t tile_counters = p.fused_combine ? g.work_units : 0;  // one per (sequence, KV head, query tile)
-  p.workspace_bytes = p.cluster_combine ? 0
-                                        : plan::split_workspace(p.num_splits, g.out_rows, problem.head_dim, tile_counters,
-                                                                problem.sinks)
-                                              .total_bytes;
-  if (problem.sinks) p.note += "; sinks folded once by the combine kernel's merge";
+  p.workspace_bytes =
+      p.cluster_combine ? 0 : plan::split_workspace(p.num_splits, g.out_rows, problem.head_dim, tile_counters).total_bytes;
+  if (problem.sinks) {
+    p.note += p.num_splits > 1 ? "; sinks folded once by the combine kernel's merge"
+                               : "; sinks folded into the final rows by the decode kernel";
+  }
   if (options.merge == Merge::kAtomic) {
     if (Status s = check_atomic_combine(options); !s) return s;
     p.atomic_combine = p.num_splits > 1;

@@ -24,12 +24,10 @@ struct SplitWorkspace {
   size_t total_bytes = 0;
 };
 
-// one_split_partials: partials even for a single split (a decode with sinks merges through the
-// combine kernel, which folds them, whatever the split count).
-inline SplitWorkspace split_workspace(int num_splits, int64_t rows, int head_dim, int64_t tile_counters = 0,
-                                      bool one_split_partials = false) {
+// A single split writes final rows: no workspace.
+inline SplitWorkspace split_workspace(int num_splits, int64_t rows, int head_dim, int64_t tile_counters = 0) {
   SplitWorkspace w;
-  if (num_splits <= 1 && !one_split_partials) return w;
+  if (num_splits <= 1) return w;
   w.o_offset = 0;
   w.lse_offset = align_up(size_t(num_splits) * size_t(rows) * size_t(head_dim) * sizeof(float));
   w.counters_offset = w.lse_offset + align_up(size_t(num_splits) * size_t(rows) * sizeof(float));

@@ -45,6 +45,18 @@ std::vector<SinkCase> sink_cases() {
   c.push_back({"int8_kc_decode_kernel", sunk(B(2, 32, 8, 1000).format(KvFormat::kInt8Kc).lens({1000, 65}))});
   c.push_back({"sink_minus_inf", sunk(B(2, 32, 8, 700).lens({700, 0})), 3, 0, -std::numeric_limits<float>::infinity()});
   c.push_back({"sink_huge", sunk(B(2, 32, 8, 700).lens({700, 0})), 3, 0, 80.f});
+  // One split: the decode kernel folds the sink into its final rows (no combine launch), in every
+  // family: 16-bit tiles of 8 and 32 rows, quantized, the *_kc kernel, the gpt-oss shape.
+  c.push_back({"one_split_sink_minus_inf", sunk(B(2, 32, 8, 700).lens({700, 0})), 1, 0,
+               -std::numeric_limits<float>::infinity()});
+  c.push_back({"one_split_sink_huge", sunk(B(2, 32, 8, 700).lens({700, 0})), 1, 0, 80.f});
+  c.push_back({"one_split_m32_q8_causal", sunk(B(2, 32, 8, 1000).queries(8, true).lens({1000, 100})), 1});
+  c.push_back({"one_split_int4_n8", sunk(B(2, 32, 8, 3000).format(KvFormat::kInt4).lens({3000, 5})), 1});
+  c.push_back({"one_split_fp8_q4_causal",
+               sunk(B(2, 32, 8, 1500).format(KvFormat::kFP8E4M3).queries(4, true).lens({1500, 70})), 1});
+  c.push_back({"one_split_int8_kc_decode_kernel", sunk(B(2, 32, 8, 1000).format(KvFormat::kInt8Kc).lens({1000, 65})),
+               1});
+  c.push_back({"one_split_gpt_oss_d64_q4", sunk(B(64, 64, 8, 600).head_dim(64).queries(4, true)), 0});
   return c;
 }
 
@@ -77,6 +89,25 @@ INSTANTIATE_TEST_SUITE_P(Cases, SinksVsReference, ::testing::ValuesIn(sink_cases
 
 // run_combine with sinks over the caller's partials equals one decode call with them: the partials
 // of a sinkless call (partial_o) merged with the sinks.
+// A sequence's bits do not depend on its batch with sinks either: alone it is one split whose kernel
+// folds the sink; beside a long sequence its splits merge in the combine kernel, which folds it.
+TEST(SinksGpu, OneSplitAndTheCombineFoldTheSameBits) {
+  SPLITKV_REQUIRE_GPU(DType::kBF16, 128);
+  using B = testing::DecodeSpecBuilder;
+  PlanOptions o;
+  o.split_tokens = 256;
+  testing::DecodeCase alone = testing::make_decode_case(sunk(B(1, 32, 8, 200)));
+  testing::DecodeCase batch = testing::make_decode_case(sunk(B(3, 32, 8, 5000).lens({5000, 200, 7})));
+  batch.sinks = alone.sinks;  // one model: the same sink per head
+  Plan one, many;
+  ASSERT_TRUE(plan_decode(alone.problem, gpu_test::device(), o, &one).ok());
+  ASSERT_TRUE(plan_decode(batch.problem, gpu_test::device(), o, &many).ok());
+  ASSERT_EQ(one.num_splits(), 1);
+  ASSERT_EQ(one.workspace_bytes(), 0u);
+  ASSERT_GT(many.num_splits(), 1);
+  if (!gpu_test::check_batch_invariant_bits(alone, batch, 1, o, "sinks")) GTEST_SKIP() << "not compiled into this build";
+}
+
 TEST(SinksGpu, RunCombineFoldsTheCallersSinks) {
   SPLITKV_REQUIRE_GPU(DType::kBF16, 128);
   testing::DecodeSpecBuilder b = testing::DecodeSpecBuilder(3, 32, 8, 4000).lens({4000, 33, 0});

@@ -152,8 +152,9 @@ __device__ __forceinline__ void allow_dependents_at_start(const DecodeParams& p)
 // the merge buffers); with a fused combine the tile's last split block then merges the partials
 // (fused_merge.cuh), staged in the kStagingBytes of shared memory at `staging` (the rings and merge
 // buffers, free by then). scale_log2 turns the raw scores the warps kept into log2 units; out_scale
-// multiplies O (an FP8 cache's V scale).
-template <class Element, int kWarps, int kM, int kHeadDim, int kThreads, int kStagingBytes>
+// multiplies O (an FP8 cache's V scale). kSinks (a variants instance): final rows fold p.sinks, when
+// set, into O and the LSE (fold_sink), as the combine kernel does after a merge.
+template <class Element, int kWarps, int kM, int kHeadDim, int kThreads, int kStagingBytes, bool kSinks = false>
 __device__ __forceinline__ void finish_decode_block(const DecodeParams& p, const WarpMergeSmem<kWarps, kM, kHeadDim>& merge,
                                                     char* cluster_inbox, char* staging, bool poisoned, int b,
                                                     int kv_head, int split, int row0, int rows_here, float scale_log2,
@@ -174,7 +175,15 @@ __device__ __forceinline__ void finish_decode_block(const DecodeParams& p, const
     } else {
       const PackedRow at = packed_row(p, kv_head, row0 + r);
       const OutputRow where{b, at.query, at.query, at.head, split};
-      write_output<Element, kHeadDim>(p.output, where, c, o, lse, c == 0, poisoned);
+      float row_lse = lse;
+      if constexpr (kSinks) {
+        if (p.sinks != nullptr) {
+          const float weight = fold_sink(p.sinks[at.head * p.sinks_stride], &row_lse);
+#pragma unroll
+          for (int j = 0; j < 4; ++j) o[j] *= weight;
+        }
+      }
+      write_output<Element, kHeadDim>(p.output, where, c, o, row_lse, c == 0, poisoned);
     }
   }
   if (p.cluster_combine) {
@@ -190,13 +199,13 @@ __device__ __forceinline__ void finish_decode_block(const DecodeParams& p, const
 // inlined epilogue tipped ptxas into spilling inside the loop: the INT4 16-row kernel (168
 // registers for three blocks per SM) spilled inside its key loop once the fused merge was staged
 // (docs/TUNING.md, "Kernels").
-template <class Element, int kWarps, int kM, int kHeadDim, int kThreads, int kStagingBytes>
+template <class Element, int kWarps, int kM, int kHeadDim, int kThreads, int kStagingBytes, bool kSinks = false>
 __device__ __noinline__ void finish_decode_block_out_of_line(const DecodeParams& p,
                                                              const WarpMergeSmem<kWarps, kM, kHeadDim>& merge,
                                                              char* cluster_inbox, char* staging, bool poisoned, int b,
                                                              int kv_head, int split, int row0, int rows_here,
                                                              float scale_log2, float out_scale) {
-  finish_decode_block<Element, kWarps, kM, kHeadDim, kThreads, kStagingBytes>(
+  finish_decode_block<Element, kWarps, kM, kHeadDim, kThreads, kStagingBytes, kSinks>(
       p, merge, cluster_inbox, staging, poisoned, b, kv_head, split, row0, rows_here, scale_log2, out_scale);
 }
 

@@ -26,7 +26,8 @@
 
 namespace splitkv::detail {
 
-// kVariants: the variants instance (DecodeParams' softcap and sliding window, docs/VARIANTS.md).
+// kVariants: the variants instance (DecodeParams' softcap, sliding window and a single split's sinks,
+// docs/VARIANTS.md).
 template <class Traits, bool kVariants = false>
 __global__ void __launch_bounds__(Traits::kThreads) decode_kernel(const __grid_constant__ DecodeParams p) {
   using namespace cute;
@@ -164,7 +165,7 @@ __global__ void __launch_bounds__(Traits::kThreads) decode_kernel(const __grid_c
   if (keys.bad_input || kv.bad_input) block_saw_bad_input = 1;
   __syncthreads();
   constexpr int kStagingBytes = Traits::kSmemBytes - kM * D * int(sizeof(Element));  // all but Q
-  finish_decode_block<Element, kWarps, kM, D, Traits::kThreads, kStagingBytes>(
+  finish_decode_block<Element, kWarps, kM, D, Traits::kThreads, kStagingBytes, kVariants>(
       p, merge, cluster_inbox, reinterpret_cast<char*>(smem_kv), block_saw_bad_input != 0, b, kv_head, split, row0,
       rows_here, p.scale_log2, 1.f);
 }

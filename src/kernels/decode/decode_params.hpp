@@ -76,10 +76,15 @@ struct DecodeParams {
   // any of them set the launchers pick the kernels' variants instances (decode_variants).
   float softcap = 0.f;
   int window_left = -1, window_right = -1;
+  // Per-head sink logits (fp32, head h at sinks[h * sinks_stride]) a single split folds into its
+  // final rows (finish_decode_block); null otherwise: with several splits, or partials for a caller,
+  // the combine kernel folds them once, after the merge.
+  const float* sinks = nullptr;
+  int64_t sinks_stride = 0;
 };
 
 SPLITKV_HD bool decode_variants(const DecodeParams& p) {
-  return p.softcap > 0.f || p.window_left >= 0 || p.window_right >= 0;
+  return p.softcap > 0.f || p.window_left >= 0 || p.window_right >= 0 || p.sinks != nullptr;
 }
 
 // A KV head's packed tile row -> its query (index in the sequence) and query head: row = i * group + h.

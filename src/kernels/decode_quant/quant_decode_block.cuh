@@ -100,8 +100,8 @@ __device__ __forceinline__ void fp8_head_scales(const DecodeParams& p, int kv_he
 // After the key loop: every warp stores its (O, row max, row sum) into the merge buffers, which
 // overlay the rings (store_state(merge, warp)), the block notes bad input, and the warps' states
 // are merged in fixed order (deterministic) and written (finish_decode_block; kOutOfLine: as a
-// call, finish_decode_block_out_of_line).
-template <class Traits, bool kOutOfLine = false, class StoreState>
+// call, finish_decode_block_out_of_line; kSinks: a variants instance, which folds p.sinks).
+template <class Traits, bool kOutOfLine = false, bool kSinks = false, class StoreState>
 __device__ __forceinline__ void finish_quant_block(const DecodeParams& p, const QuantBlockCoords& at, char* smem,
                                                    int tid, bool saw_bad_input, int& block_saw_bad_input,
                                                    float scale_log2, float v_scale, StoreState store_state) {
@@ -121,11 +121,11 @@ __device__ __forceinline__ void finish_quant_block(const DecodeParams& p, const 
   constexpr int kStagingBytes = Traits::kSmemBytes - Traits::kQSmemBytes;
   using Element = typename Traits::Element;
   if constexpr (kOutOfLine) {
-    finish_decode_block_out_of_line<Element, kWarps, kM, D, Traits::kThreads, kStagingBytes>(
+    finish_decode_block_out_of_line<Element, kWarps, kM, D, Traits::kThreads, kStagingBytes, kSinks>(
         p, merge, cluster_inbox, smem_kv, block_saw_bad_input != 0, at.b, at.kv_head, at.split, at.row0, at.rows_here,
         scale_log2, v_scale);
   } else {
-    finish_decode_block<Element, kWarps, kM, D, Traits::kThreads, kStagingBytes>(
+    finish_decode_block<Element, kWarps, kM, D, Traits::kThreads, kStagingBytes, kSinks>(
         p, merge, cluster_inbox, smem_kv, block_saw_bad_input != 0, at.b, at.kv_head, at.split, at.row0, at.rows_here,
         scale_log2, v_scale);
   }

@@ -17,7 +17,8 @@
 
 namespace splitkv::detail {
 
-// kVariants: the variants instance (DecodeParams' softcap and sliding window, docs/VARIANTS.md).
+// kVariants: the variants instance (DecodeParams' softcap, sliding window and a single split's sinks,
+// docs/VARIANTS.md).
 template <class Traits, bool kVariants = false>
 __global__ void __launch_bounds__(Traits::kThreads, kVariants ? Traits::kVariantsMinBlocksPerSm : Traits::kMinBlocksPerSm)
     quant_decode_kernel(const __grid_constant__ DecodeParams p) {
@@ -87,7 +88,7 @@ __global__ void __launch_bounds__(Traits::kThreads, kVariants ? Traits::kVariant
   // At the register bound (three blocks per SM: INT4) the epilogue is a call, so its code cannot
   // make the key loop spill (finish_decode_block_out_of_line).
   constexpr bool kEpilogueOutOfLine = Traits::kMinBlocksPerSm > 1;
-  finish_quant_block<Traits, kEpilogueOutOfLine>(p, at, smem, tid, keys.bad_input || kv.bad_input, block_saw_bad_input,
+  finish_quant_block<Traits, kEpilogueOutOfLine, kVariants>(p, at, smem, tid, keys.bad_input || kv.bad_input, block_saw_bad_input,
                                                  scale_log2, v_scale, [&](const auto& merge, int warp) {
                                                    store_warp_state<kM, D>(merge, warp, lane, thr_mma, acc_o, tScS_rc,
                                                                            softmax, QuantOColumns<Traits>{});

@@ -25,7 +25,8 @@ struct KeysAsRowsTraits : Base {
       Base::kChannelKeys ? Base::kVariantsMinBlocksPerSm : Base::kMinBlocksPerSm;
 };
 
-// kVariants: the variants instance (DecodeParams' softcap and sliding window, docs/VARIANTS.md).
+// kVariants: the variants instance (DecodeParams' softcap, sliding window and a single split's sinks,
+// docs/VARIANTS.md).
 template <class Traits, bool kVariants = false>
 __global__ void __launch_bounds__(Traits::kThreads, kVariants ? Traits::kVariantsMinBlocksPerSm : Traits::kMinBlocksPerSm)
     quant_decode_keys_as_rows_kernel(const __grid_constant__ DecodeParams p) {
@@ -158,7 +159,7 @@ __global__ void __launch_bounds__(Traits::kThreads, kVariants ? Traits::kVariant
   // O^T's columns are the query rows: each thread holds rows 2c, 2c + 1 of its head-dim columns.
   bool tail_bad = false;  // keys per channel: a tail slot outside the ring is bad input
   if constexpr (Traits::kChannelKeys) tail_bad = kc_tail_of<Element>(p, at.b, at.kv_head).bad;
-  finish_quant_block<Traits>(p, at, smem, tid, keys.bad_input || kv.bad_input || tail_bad, block_saw_bad_input, scale_log2,
+  finish_quant_block<Traits, false, kVariants>(p, at, smem, tid, keys.bad_input || kv.bad_input || tail_bad, block_saw_bad_input, scale_log2,
                              v_scale, [&](const auto& merge, int warp) {
                                float* sO = merge.o + warp * Traits::kBlockM * D;  // [M][D] fp32
                                CUTE_UNROLL
