@@ -589,13 +589,12 @@ def append_kv_out(k, v, k_cache, v_cache, slots, k_scales=None, v_scales=None, k
         ksd = vsd = None
     else:
         ksd, vsd = _scale_descs(fmt, k_scales, v_scales, dev, "k_cache")
-    if not channel_keys:
-        _C.run_append_kv(problem, kd, vd, sd, kcd, vcd, ksd, vsd, _raw_stream(dev), dev)
-        return
-    try:
-        kc = [_desc(t) for t in (positions, tail_slots, k_tail)]
-    except KeyError:
-        _check_dtypes([("positions", positions), ("tail_slots", tail_slots), ("k_tail", k_tail)])
+    kc = []  # a *_kc cache's positions, tail slots and tail ring
+    if channel_keys:
+        try:
+            kc = [_desc(t) for t in (positions, tail_slots, k_tail)]
+        except KeyError:
+            _check_dtypes([("positions", positions), ("tail_slots", tail_slots), ("k_tail", k_tail)])
     _C.run_append_kv(problem, kd, vd, sd, kcd, vcd, ksd, vsd, _raw_stream(dev), dev, *kc)
 
 

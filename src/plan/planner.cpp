@@ -415,13 +415,23 @@ Status set_grid(const std::array<int64_t, 3>& grid, const char* y_argument, cons
 // the blocks idle and the tiles have at least kStreamKMinSteps key steps (each block pays one
 // extra tile start and a merge). docs/TUNING.md, "Prefill".
 constexpr int64_t kStreamKMinSteps = 16;
+
+// The softcap or a sliding window (a DecodeProblem or PrefillProblem): in prefill what the one-pass
+// kernels' variants instances serve (docs/VARIANTS.md), and the argument that names it in a refusal.
+template <class Problem>
+bool softcap_or_window(const Problem& problem) {
+  return problem.softcap > 0.f || problem.window_left >= 0 || problem.window_right >= 0;
+}
+const char* softcap_or_window_argument(const PrefillProblem& problem) {
+  return problem.softcap > 0.f ? "softcap" : (problem.window_left >= 0 ? "window_left" : "window_right");
+}
+
 void plan_stream_k_tail(const PrefillProblem& problem, const PlanOptions& options, int64_t tiles, detail::PlanFields* p) {
   const int blocks = p->persistent_blocks;
   const int64_t last_round = tiles % blocks;
   const int64_t steps = (int64_t(problem.max_kv_len) + p->block_n - 1) / p->block_n;
-  const bool variants = problem.softcap > 0.f || problem.window_left >= 0 || problem.window_right >= 0;
   const bool uniform = !p->dynamic_tiles && p->num_splits == 1 && p->strategy != Strategy::kTwoPass &&
-                       p->packed_queries == 0 && !variants;
+                       p->packed_queries == 0 && !softcap_or_window(problem);
   if (!options.tuning.stream_k_prefill || !uniform || steps < kStreamKMinSteps || last_round == 0 ||
       5 * last_round > 4 * int64_t(blocks)) {
     return;
@@ -495,8 +505,7 @@ std::vector<const char*> prefill_route_families(const DecodeProblem& problem, in
                                    (options.merge != Merge::kAuto && options.merge != Merge::kCombineKernel) ||
                                    options.split_tokens > 0 ||
                                    (options.strategy != Strategy::kAuto && options.strategy != Strategy::kSplitKV);
-  if (!options.tuning.prefill_route || decode_only_options || problem.sinks || problem.softcap > 0.f ||
-      problem.window_left >= 0 || problem.window_right >= 0 ||
+  if (!options.tuning.prefill_route || decode_only_options || problem.sinks || softcap_or_window(problem) ||
       device.cc_major < 9 || !problem.causal ||
       problem.head_dim != 128 || reads_quantized_cache(problem) || rows < plan::kPrefillRouteMinRows ||
       rows > plan::kPrefillRouteMaxRows) {
@@ -760,9 +769,9 @@ Status plan_prefill_fields(const PrefillProblem& problem, const DeviceInfo& devi
   // The softcap and the window run in the one-pass kernels' variants instances (no two-pass, no
   // split-V); a left window reads a band of keys, so KV splits of the whole length would be
   // mostly empty: one split unless asked for.
-  const bool variants = problem.softcap > 0.f || problem.window_left >= 0 || problem.window_right >= 0;
+  const bool variants = softcap_or_window(problem);
   if (variants && (requested == Strategy::kSplitV || requested == Strategy::kTwoPass)) {
-    return Status::unsupported(problem.softcap > 0.f ? "softcap" : (problem.window_left >= 0 ? "window_left" : "window_right"),
+    return Status::unsupported(softcap_or_window_argument(problem),
                                "served by the one-pass prefill kernels only, not with strategy " +
                                    std::string(to_string(requested)));
   }

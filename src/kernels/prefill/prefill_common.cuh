@@ -63,6 +63,18 @@ __device__ __forceinline__ bool pages_in_pool(const PrefillParams& p, int b, int
   return !__syncthreads_or(bad);
 }
 
+// Query i's position among its sequence's keys (bottom-right, as the causal rule), and the first
+// key and the end of the keys its sliding window leaves visible, within [0, k_len] (docs/VARIANTS.md).
+__device__ __forceinline__ long long query_position(const PrefillSequence& s, int i) {
+  return (long long)s.k_len - s.q_len + i;
+}
+__device__ __forceinline__ int window_start_at(const PrefillParams& p, const PrefillSequence& s, long long position) {
+  return int(min(window_first_key(position, p.window_left), (long long)s.k_len));
+}
+__device__ __forceinline__ int window_end_at(const PrefillParams& p, const PrefillSequence& s, long long position) {
+  return int(window_key_end(position, p.window_right, s.k_len));
+}
+
 // Keys [lo, hi) that query rows [row0, row0 + rows) read in KV split `split`; mask_from: the
 // first key some row of the block must not see (blocks ending past it need masking). With a
 // sliding window (kVariants), mask_until: the last row's first key (blocks starting before it need
@@ -81,15 +93,13 @@ __device__ __forceinline__ KeyRange key_range(const PrefillParams& p, const Pref
   r.hi = min(span.end, visible_key_end(p.causal, s.q_len, s.k_len, row0 + rows - 1));
   r.mask_from = min(r.hi, visible_key_end(p.causal, s.q_len, s.k_len, row0));
   if constexpr (kVariants) {
-    // Query i sits at key position k_len - q_len + i (bottom-right, as the causal rule).
-    const long long first_pos = (long long)s.k_len - s.q_len + row0;
+    const long long first_pos = query_position(s, row0);
     const long long last_pos = first_pos + rows - 1;
-    const int first_lo = int(min(window_first_key(first_pos, p.window_left), (long long)s.k_len));
-    r.lo = max(r.lo, first_lo / block_n * block_n);
-    r.hi = min(r.hi, int(window_key_end(last_pos, p.window_right, s.k_len)));
-    r.mask_from = min(r.mask_from, int(window_key_end(first_pos, p.window_right, s.k_len)));
+    r.lo = max(r.lo, window_start_at(p, s, first_pos) / block_n * block_n);
+    r.hi = min(r.hi, window_end_at(p, s, last_pos));
+    r.mask_from = min(r.mask_from, window_end_at(p, s, first_pos));
     r.mask_from = min(r.mask_from, r.hi);
-    r.mask_until = int(min(window_first_key(last_pos, p.window_left), (long long)s.k_len));
+    r.mask_until = window_start_at(p, s, last_pos);
   }
   return r;
 }
@@ -192,9 +202,9 @@ __device__ __forceinline__ void mask_scores(Scores& scores, const Coords& coords
     int end = min(hi, visible_key_end(p.causal, s.q_len, s.k_len, i));
     int start = 0;
     if constexpr (kVariants) {
-      const long long pos = (long long)s.k_len - s.q_len + i;
-      start = int(min(window_first_key(pos, p.window_left), (long long)s.k_len));
-      end = min(end, int(window_key_end(pos, p.window_right, s.k_len)));
+      const long long position = query_position(s, i);
+      start = window_start_at(p, s, position);
+      end = min(end, window_end_at(p, s, position));
     }
     CUTE_UNROLL
     for (int c = 0; c < cute::size<1>(scores); ++c) {
