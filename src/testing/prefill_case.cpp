@@ -51,6 +51,32 @@ void poison_rows(ElementBuffer& data, int64_t first_row, int64_t rows, int64_t r
 
 }  // namespace
 
+PrefillCaseSpec padded_prefill_spec(int batch, int hq, int hkv, int lq, int lk, bool causal, int head_dim,
+                                    DType dtype) {
+  PrefillCaseSpec s;
+  PrefillProblem& p = s.problem;
+  p.batch = batch;
+  p.num_q_heads = hq;
+  p.num_kv_heads = hkv;
+  p.head_dim = head_dim;
+  p.max_q_len = lq;
+  p.max_kv_len = lk;
+  p.causal = causal;
+  p.dtype = dtype;
+  return s;
+}
+
+PrefillCaseSpec varlen_prefill_spec(int hq, int hkv, std::vector<int> q_lens, std::vector<int> kv_lens, bool causal,
+                                    int head_dim, DType dtype) {
+  PrefillCaseSpec s = padded_prefill_spec(int(q_lens.size()), hq, hkv, 1, 0, causal, head_dim, dtype);
+  s.problem.varlen = true;
+  for (int l : q_lens) s.problem.max_q_len = std::max(s.problem.max_q_len, l);
+  for (int l : kv_lens) s.problem.max_kv_len = std::max(s.problem.max_kv_len, l);
+  s.q_lens = std::move(q_lens);
+  s.kv_lens = std::move(kv_lens);
+  return s;
+}
+
 PrefillCase make_prefill_case(const PrefillCaseSpec& spec) {
   PrefillCase c;
   const PrefillProblem& p = spec.problem;

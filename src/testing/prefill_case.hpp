@@ -32,6 +32,13 @@ struct PrefillCase {
   PrefillTensors host_tensors();
 };
 
+// A padded problem (token tensors [B, L, H, D]) and a varlen one (its sequences' lengths; max_q_len
+// and max_kv_len their largest), K/V in the Q/O dtype.
+PrefillCaseSpec padded_prefill_spec(int batch, int hq, int hkv, int lq, int lk, bool causal, int head_dim = 128,
+                                    DType dtype = DType::kBF16);
+PrefillCaseSpec varlen_prefill_spec(int hq, int hkv, std::vector<int> q_lens, std::vector<int> kv_lens, bool causal,
+                                    int head_dim = 128, DType dtype = DType::kBF16);
+
 PrefillCase make_prefill_case(const PrefillCaseSpec& spec);
 void poison_outputs(PrefillCase& c);
 

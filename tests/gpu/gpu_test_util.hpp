@@ -79,6 +79,32 @@ inline bool check_batch_invariant_bits(testing::DecodeCase alone, testing::Decod
   return true;
 }
 
+// Whether a prefill family ("": the planner's) serves a problem's shape: the mma.sync families stop
+// at head dim 128; prefill_sm90_m192 is D=64 only, prefill_sm90_n80 D=256, prefill_sm90_v64 D=128;
+// prefill_sm90_gqa packs at most 16 query heads per KV head, prefill_sm90_gqa64 (D=128) at most 8.
+inline bool prefill_family_serves(const std::string& family, const PrefillProblem& p) {
+  const int d = p.head_dim;
+  const int group = p.num_q_heads / p.num_kv_heads;
+  if (family == "prefill_sm90_gqa") return group <= 16;
+  if (family == "prefill_sm90_gqa64") return d == 128 && group <= 8;
+  if (family == "prefill_sm90_m192") return d == 64;
+  if (family == "prefill_sm90_n80") return d == 256;
+  if (family == "prefill_sm90_v64") return d == 128;
+  return d <= 128 || family.rfind("prefill_mma", 0) != 0;
+}
+
+// Poisons the case's outputs on the device (NaN: an element the kernel leaves unwritten fails the
+// check), runs the plan on the default stream and downloads what it wrote into c.
+inline ::testing::AssertionResult run_prefill_poisoned(const Plan& plan, testing::PrefillCase& c,
+                                                       testing::DevicePrefillCase& dev, testing::DeviceBuffer& workspace) {
+  testing::poison_outputs(c);
+  dev.upload_outputs(c);
+  const Status s = run_prefill(plan, dev.tensors, workspace.get(), workspace.bytes(), nullptr);
+  if (!s.ok()) return ::testing::AssertionFailure() << s.message();
+  dev.download_outputs(c);
+  return ::testing::AssertionSuccess();
+}
+
 // One call captured on its own non-blocking stream into an instantiated graph; replay() launches it
 // and waits. ok() is false (error() says why) when the stream, the capture, the call or the
 // instantiation failed. Destroys what it made.

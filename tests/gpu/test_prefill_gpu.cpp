@@ -14,17 +14,7 @@ namespace {
 
 using testing::DeviceBuffer;
 
-// Poisons the case's outputs on the device (NaN: an element the kernel leaves unwritten fails the
-// check), runs the plan on the default stream and downloads what it wrote into c.
-::testing::AssertionResult run_poisoned(const Plan& plan, testing::PrefillCase& c, testing::DevicePrefillCase& dev,
-                                        DeviceBuffer& workspace) {
-  testing::poison_outputs(c);
-  dev.upload_outputs(c);
-  const Status s = run_prefill(plan, dev.tensors, workspace.get(), workspace.bytes(), nullptr);
-  if (!s.ok()) return ::testing::AssertionFailure() << s.message();
-  dev.download_outputs(c);
-  return ::testing::AssertionSuccess();
-}
+using gpu_test::run_prefill_poisoned;
 
 struct Variant {
   const char* name;
@@ -62,28 +52,12 @@ struct PrefillShape {
 
 PrefillShape padded(std::string name, int batch, int hq, int hkv, int lq, int lk, bool causal, int d = 128,
                     DType dtype = DType::kBF16) {
-  PrefillShape s{std::move(name), {}};
-  PrefillProblem& p = s.spec.problem;
-  p.batch = batch;
-  p.num_q_heads = hq;
-  p.num_kv_heads = hkv;
-  p.head_dim = d;
-  p.max_q_len = lq;
-  p.max_kv_len = lk;
-  p.causal = causal;
-  p.dtype = dtype;
-  return s;
+  return {std::move(name), testing::padded_prefill_spec(batch, hq, hkv, lq, lk, causal, d, dtype)};
 }
 
 PrefillShape varlen(std::string name, int hq, int hkv, std::vector<int> q_lens, std::vector<int> kv_lens, bool causal,
                     int d = 128, DType dtype = DType::kBF16) {
-  PrefillShape s = padded(std::move(name), int(q_lens.size()), hq, hkv, 1, 0, causal, d, dtype);
-  s.spec.problem.varlen = true;
-  for (int l : q_lens) s.spec.problem.max_q_len = std::max(s.spec.problem.max_q_len, l);
-  for (int l : kv_lens) s.spec.problem.max_kv_len = std::max(s.spec.problem.max_kv_len, l);
-  s.spec.q_lens = std::move(q_lens);
-  s.spec.kv_lens = std::move(kv_lens);
-  return s;
+  return {std::move(name), testing::varlen_prefill_spec(hq, hkv, std::move(q_lens), std::move(kv_lens), causal, d, dtype)};
 }
 
 std::vector<PrefillShape> shapes() {
@@ -138,26 +112,11 @@ struct PrefillParam {
   Variant variant;
 };
 
-// The mma.sync families stop at head dim 128; prefill_sm90_m192 is D=64 only, prefill_sm90_n80 D=256,
-// prefill_sm90_v64 D=128; prefill_sm90_gqa packs at most 16 query heads per KV head, prefill_sm90_gqa64
-// (D=128) at most 8.
-bool serves(const Variant& v, const PrefillShape& s) {
-  const std::string family = v.family;
-  const int d = s.spec.problem.head_dim;
-  const int group = s.spec.problem.num_q_heads / s.spec.problem.num_kv_heads;
-  if (family == "prefill_sm90_gqa") return group <= 16;
-  if (family == "prefill_sm90_gqa64") return d == 128 && group <= 8;
-  if (family == "prefill_sm90_m192") return d == 64;
-  if (family == "prefill_sm90_n80") return d == 256;
-  if (family == "prefill_sm90_v64") return d == 128;
-  return d <= 128 || family.rfind("prefill_mma", 0) != 0 || family.empty();
-}
-
 std::vector<PrefillParam> params() {
   std::vector<PrefillParam> out;
   for (const PrefillShape& s : shapes())
     for (const Variant& v : kVariants)
-      if (serves(v, s) && !(s.spec.problem.head_dim > 128 && (v.strategy == Strategy::kSplitV || v.strategy == Strategy::kTwoPass)))
+      if (gpu_test::prefill_family_serves(v.family, s.spec.problem) && !(s.spec.problem.head_dim > 128 && (v.strategy == Strategy::kSplitV || v.strategy == Strategy::kTwoPass)))
         out.push_back({s, v});
   return out;
 }
@@ -181,9 +140,7 @@ TEST_P(PrefillVsReference, MatchesFp64Reference) {
     SPLITKV_REQUIRE_PLAN_COMPILED(plan);
     testing::DevicePrefillCase dev(c);
     DeviceBuffer workspace = gpu_test::poisoned_workspace(plan.workspace_bytes());
-    s = run_prefill(plan, dev.tensors, workspace.get(), workspace.bytes(), nullptr);
-    ASSERT_TRUE(s.ok()) << s.message();
-    dev.download_outputs(c);
+    ASSERT_TRUE(run_prefill_poisoned(plan, c, dev, workspace));
     const testing::Comparison cmp = testing::check_prefill(c);
     EXPECT_TRUE(cmp.passed) << "q_scale=" << q_scale << " splits=" << plan.num_splits() << ": " << cmp.summary();
   }
@@ -263,7 +220,7 @@ TEST(PrefillGpu, PersistentGridOfFewBlocksWalksEveryTile) {
       DeviceBuffer workspace = gpu_test::poisoned_workspace(plan.workspace_bytes());
       std::vector<uint16_t> first;
       for (int run = 0; run < 2; ++run) {
-        ASSERT_TRUE(run_poisoned(plan, c, dev, workspace));
+        ASSERT_TRUE(run_prefill_poisoned(plan, c, dev, workspace));
         const testing::Comparison cmp = testing::check_prefill(c);
         EXPECT_TRUE(cmp.passed) << k.shape.name << " on " << sms << " blocks, run " << run << ": " << cmp.summary();
         if (run == 0) first = c.out;
@@ -276,7 +233,7 @@ TEST(PrefillGpu, PersistentGridOfFewBlocksWalksEveryTile) {
       ASSERT_TRUE(plan_prefill(problem, few, one_tile_per_block, &plain).ok());
       EXPECT_EQ(plain.persistent_blocks(), 0);
       DeviceBuffer plain_workspace = gpu_test::poisoned_workspace(plain.workspace_bytes());
-      ASSERT_TRUE(run_poisoned(plain, c, dev, plain_workspace));
+      ASSERT_TRUE(run_prefill_poisoned(plain, c, dev, plain_workspace));
       EXPECT_EQ(first, c.out) << k.shape.name << ": one block per tile differs from the persistent grid";
     }
   }
@@ -336,7 +293,7 @@ TEST_P(StreamKTail, MergesCutTilesAndRepeatsItsBits) {
   DeviceBuffer workspace = gpu_test::poisoned_workspace(plan.workspace_bytes());
   std::vector<uint16_t> first;
   for (int run = 0; run < 2; ++run) {
-    ASSERT_TRUE(run_poisoned(plan, c, dev, workspace));
+    ASSERT_TRUE(run_prefill_poisoned(plan, c, dev, workspace));
     if (run == 0) {
       const testing::Comparison cmp = testing::check_prefill(c);
       EXPECT_TRUE(cmp.passed) << cmp.summary();

@@ -28,34 +28,23 @@ struct PrefillVariantCase {
   bool binds = true;  // the variants change the answer
 };
 
-testing::PrefillCaseSpec padded(int batch, int hq, int hkv, int lq, int lk, bool causal, Variants v, int d = 128,
-                                DType dtype = DType::kBF16) {
-  testing::PrefillCaseSpec s;
-  PrefillProblem& p = s.problem;
-  p.batch = batch;
-  p.num_q_heads = hq;
-  p.num_kv_heads = hkv;
-  p.head_dim = d;
-  p.max_q_len = lq;
-  p.max_kv_len = lk;
-  p.causal = causal;
-  p.dtype = dtype;
-  p.softcap = v.cap;
-  p.window_left = v.left;
-  p.window_right = v.right;
+// A spec with the variants and a peaked softmax (q_scale 6).
+testing::PrefillCaseSpec with(testing::PrefillCaseSpec s, Variants v) {
+  s.problem.softcap = v.cap;
+  s.problem.window_left = v.left;
+  s.problem.window_right = v.right;
   s.q_scale = 6.f;
   return s;
 }
 
+testing::PrefillCaseSpec padded(int batch, int hq, int hkv, int lq, int lk, bool causal, Variants v, int d = 128,
+                                DType dtype = DType::kBF16) {
+  return with(testing::padded_prefill_spec(batch, hq, hkv, lq, lk, causal, d, dtype), v);
+}
+
 testing::PrefillCaseSpec varlen(int hq, int hkv, std::vector<int> q_lens, std::vector<int> kv_lens, bool causal,
                                 Variants v, int d = 128) {
-  testing::PrefillCaseSpec s = padded(int(q_lens.size()), hq, hkv, 1, 0, causal, v, d);
-  s.problem.varlen = true;
-  for (int l : q_lens) s.problem.max_q_len = std::max(s.problem.max_q_len, l);
-  for (int l : kv_lens) s.problem.max_kv_len = std::max(s.problem.max_kv_len, l);
-  s.q_lens = std::move(q_lens);
-  s.kv_lens = std::move(kv_lens);
-  return s;
+  return with(testing::varlen_prefill_spec(hq, hkv, std::move(q_lens), std::move(kv_lens), causal, d), v);
 }
 
 std::vector<PrefillVariantCase> cases() {
@@ -96,18 +85,6 @@ const Family kFamilies[] = {{"default", "", 0},
                             {"mma_splitkv2", "prefill_mma", 2},
                             {"k16v64", "prefill_mma_k16v64", 0}};
 
-bool serves(const Family& f, const testing::PrefillCaseSpec& s) {
-  const std::string family = f.family;
-  const int d = s.problem.head_dim;
-  const int group = s.problem.num_q_heads / s.problem.num_kv_heads;
-  if (family == "prefill_sm90_gqa") return group <= 16;
-  if (family == "prefill_sm90_m192") return d == 64;
-  if (family == "prefill_sm90_n80") return d == 256;
-  if (family == "prefill_sm90_v64") return d == 128;
-  if (family.rfind("prefill_mma", 0) == 0) return d <= 128;
-  return true;
-}
-
 struct Param {
   PrefillVariantCase c;
   Family f;
@@ -117,7 +94,7 @@ std::vector<Param> params() {
   std::vector<Param> out;
   for (const PrefillVariantCase& c : cases())
     for (const Family& f : kFamilies)
-      if (serves(f, c.spec)) out.push_back({c, f});
+      if (gpu_test::prefill_family_serves(f.family, c.spec.problem)) out.push_back({c, f});
   return out;
 }
 
@@ -136,12 +113,8 @@ TEST_P(PrefillVariantsVsReference, MatchesFp64ReferenceAndTheVariantsBind) {
   ASSERT_TRUE(s.ok()) << s.message();
   SPLITKV_REQUIRE_PLAN_COMPILED(plan);
   testing::DevicePrefillCase dev(c);
-  testing::poison_outputs(c);
-  dev.upload_outputs(c);
   DeviceBuffer workspace = gpu_test::poisoned_workspace(plan.workspace_bytes());
-  s = run_prefill(plan, dev.tensors, workspace.get(), workspace.bytes(), nullptr);
-  ASSERT_TRUE(s.ok()) << s.message();
-  dev.download_outputs(c);
+  ASSERT_TRUE(gpu_test::run_prefill_poisoned(plan, c, dev, workspace));
   const testing::Comparison cmp = testing::check_prefill(c);
   EXPECT_TRUE(cmp.passed) << plan.family() << " splits=" << plan.num_splits() << ": " << cmp.summary();
   if (param.c.binds) {  // the same output against the reference without the variants must fail
