@@ -551,9 +551,10 @@ TEST(VariantReference, PrefillIsTheDefinition) {
   }
 }
 
-// Sinks are served on the GPU through the combine kernel's merge: every decode plan with sinks
-// merges its partials there (one split included), and merges that would skip it are refused by name.
-TEST(VariantGpu, SinksPlansMergeThroughTheCombineKernel) {
+// Sinks are served on the GPU by the combine kernel's merge after several splits (their partials in
+// the workspace) and by the decode kernel itself after one (no workspace); merges that would skip
+// the combine kernel are refused by name.
+TEST(VariantGpu, SinksPlansMergeThroughTheCombineKernelOrFoldInTheKernel) {
   for (int max_len : {100, 300, 5000, 100000}) {
     testing::DecodeSpecBuilder b = testing::DecodeSpecBuilder(1, 8, 2, max_len).head_dim(64);
     DecodeProblem p = spec_with(b, Variants{-1, -1, 0.f, true}).problem;
@@ -561,7 +562,14 @@ TEST(VariantGpu, SinksPlansMergeThroughTheCombineKernel) {
     ASSERT_TRUE(plan_decode(p, DeviceInfo::h200(), {}, &plan).ok());
     EXPECT_FALSE(plan.cluster_combine() || plan.fused_combine() || plan.atomic_combine()) << describe(plan);
     EXPECT_FALSE(plan.decode_via_prefill());
-    EXPECT_GT(plan.workspace_bytes(), 0u) << "partials even for one split: " << describe(plan);
+    ASSERT_GT(plan.num_splits(), 1) << describe(plan);
+    EXPECT_GT(plan.workspace_bytes(), 0u) << "partials for the combine kernel: " << describe(plan);
+    PlanOptions one;
+    one.num_splits = 1;
+    ASSERT_TRUE(plan_decode(p, DeviceInfo::h200(), one, &plan).ok());
+    EXPECT_EQ(plan.num_splits(), 1);
+    EXPECT_EQ(plan.workspace_bytes(), 0u) << "one split folds the sinks itself: " << describe(plan);
+    EXPECT_NE(describe(plan).find("sinks folded into the final rows"), std::string::npos) << describe(plan);
     for (Merge m : {Merge::kCluster, Merge::kFused, Merge::kAtomic}) {
       PlanOptions o;
       o.merge = m;
