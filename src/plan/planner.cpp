@@ -174,8 +174,8 @@ Status choose_family_and_tile(registry::Kind kind, Strategy strategy, int head_d
 }
 
 // PlanTuning::even_placement: the shared memory per block that lets an SM hold the even share of
-// a one-wave grid, ceil(blocks / SMs), but not one block more; 0 where the kernel's own size already does, the grid needs more than one wave, or the
-// splits merge in clusters.
+// a one-wave grid, ceil(blocks / SMs), but not one block more; 0 where the kernel's own size
+// already does, the grid needs more than one wave, or the splits merge in clusters.
 int even_placement_smem_bytes(const PlanOptions& options, const DeviceInfo& device, const detail::PlanFields& p) {
   if (!options.tuning.even_placement || p.cluster_combine) return 0;
   const int64_t blocks = grid_blocks(p);

@@ -114,10 +114,14 @@ struct PrefillParam {
 
 std::vector<PrefillParam> params() {
   std::vector<PrefillParam> out;
-  for (const PrefillShape& s : shapes())
-    for (const Variant& v : kVariants)
-      if (gpu_test::prefill_family_serves(v.family, s.spec.problem) && !(s.spec.problem.head_dim > 128 && (v.strategy == Strategy::kSplitV || v.strategy == Strategy::kTwoPass)))
+  for (const PrefillShape& s : shapes()) {
+    for (const Variant& v : kVariants) {
+      const bool study_strategy = v.strategy == Strategy::kSplitV || v.strategy == Strategy::kTwoPass;
+      if (gpu_test::prefill_family_serves(v.family, s.spec.problem) && !(s.spec.problem.head_dim > 128 && study_strategy)) {
         out.push_back({s, v});
+      }
+    }
+  }
   return out;
 }
 
