@@ -253,9 +253,9 @@ Status run_decode(const Plan& plan, const DecodeTensors& t, void* workspace, siz
   const DecodeProblem& pr = plan.decode();
   if (Status s = detail::validate_decode_problem(pr); !s) return s;
   if (Status s = detail::validate_decode_tensors(pr, t); !s) return s;
-  // Sinks: served through the combine kernel's merge (the planner keeps it for every such plan).
-  // The softcap and the window: by the decode kernels' variants instances, or on a chunked-prefill
-  // plan by the prefill kernels' (run_decode_via_prefill, which refuses sinks).
+  // Sinks: folded by the combine kernel after several splits, by a single split's decode kernel
+  // otherwise. The softcap and the window: by the decode kernels' variants instances, or on a
+  // chunked-prefill plan by the prefill kernels' (run_decode_via_prefill, which refuses sinks).
   if (Status s = refuse_unserved_variants(false, pr.tree_mask); !s) return s;
   // Served by chunked prefill, any cache format is read through its dequantized copy.
   if (plan.decode_via_prefill()) return run_decode_via_prefill(plan, t, workspace, workspace_bytes, stream);

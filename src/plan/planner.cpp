@@ -384,11 +384,11 @@ int l2_prefetch_keys(const DecodeProblem& problem, const PlanOptions& options, c
   if (2 * grid_blocks(p) > int64_t(device.sm_count) * p.blocks_per_sm) return 0;
   const detail::KvFormatTraits format = detail::kv_format_traits(detail::resolve_kv_format(problem.kv_format, problem.dtype));
   const int64_t key_bits = detail::element_traits(format.k_element).bits + detail::element_traits(format.v_element).bits;
-  const int64_t cache_bytes = int64_t(problem.batch) * plan::decode_split_keys(problem, p.block_n) *
-                              problem.num_kv_heads * problem.head_dim * key_bits / 8;  // the keys the rows read
+  const int split_keys = plan::decode_split_keys(problem, p.block_n);  // the keys a row's splits span
+  const int64_t cache_bytes =
+      int64_t(problem.batch) * split_keys * problem.num_kv_heads * problem.head_dim * key_bits / 8;
   if ((p.cluster_combine || p.num_splits == 1) && cache_bytes > device.l2_bytes) return 0;
-  const int chunk = detail::split_chunk_keys(plan::decode_split_keys(problem, p.block_n), p.num_splits, p.split_tokens,
-                                             p.block_n);
+  const int chunk = detail::split_chunk_keys(split_keys, p.num_splits, p.split_tokens, p.block_n);
   return chunk <= plan::kL2PrefetchWholeSplitMaxKeys ? chunk : plan::kL2PrefetchLeadKeys;
 }
 
