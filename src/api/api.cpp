@@ -179,16 +179,16 @@ Status launch_combine(const OutputParams& from, int num_splits, const OutputPara
 
 // A decode plan served by chunked prefill (Plan::decode_via_prefill): the decode tensors are the
 // padded chunked-prefill tensors of the same cache (q, out [B, q_len, Hq, D]; lse [B, Hq, q_len]).
-// The window and the softcap go with the problem (the prefill kernels' variants instances); sinks
-// and context shards the prefill kernels do not take: refused by name.
+// The window and the softcap go with the problem (the prefill kernels' variants instances); sinks,
+// tree masks and context shards the prefill kernels do not take: refused by name.
 Status run_decode_via_prefill(const Plan& plan, const DecodeTensors& t, void* workspace, size_t workspace_bytes,
                               Stream stream) {
   const DecodeProblem& pr = plan.decode();
-  if (pr.sinks) {
-    return Status::unsupported("sinks", "served by the decode kernels; this plan runs chunked prefill (" +
-                                            plan.family() +
-                                            "), which does not fold sinks yet (name a decode family in "
-                                            "options.family)");
+  if (pr.sinks || pr.tree_mask) {
+    const char* variant = pr.sinks ? "sinks" : "tree_mask";
+    return Status::unsupported(variant, std::string("served by the decode kernels; this plan runs chunked prefill (") +
+                                            plan.family() + "), which does not take " + variant +
+                                            " yet (name a decode family in options.family)");
   }
   const std::string why = "empty: this plan serves decode by chunked prefill (" + plan.family() +
                           "), which takes no context shard; plan with options.prefill_route = false and without a prefill "
@@ -235,14 +235,12 @@ Status check_channel_keys_decode(const DecodeProblem& pr, const DecodeTensors& t
   return Status::success();
 }
 
-// The attention variants the GPU kernels do not serve yet (docs/VARIANTS.md): refused by name, the
-// first one set, rather than run without it. The CPU backend and the fp64 reference implement them.
-
-Status refuse_unserved_variants(bool sinks, bool tree_mask) {
-  const char* argument = sinks ? "sinks" : tree_mask ? "tree_mask" : nullptr;
-  if (argument == nullptr) return Status::success();
-  return Status::unsupported(argument, "the GPU kernels do not implement this attention variant yet (the CPU "
-                                       "backend and the fp64 reference do; docs/VARIANTS.md)");
+// Sinks in prefill, which the GPU kernels do not serve yet (docs/VARIANTS.md): refused by name rather
+// than run without them. The CPU backend and the fp64 reference implement them.
+Status refuse_prefill_sinks(bool sinks) {
+  if (!sinks) return Status::success();
+  return Status::unsupported("sinks", "the GPU prefill kernels do not implement this attention variant yet (the "
+                                      "decode kernels, the CPU backend and the fp64 reference do; docs/VARIANTS.md)");
 }
 
 }  // namespace
@@ -253,10 +251,9 @@ Status run_decode(const Plan& plan, const DecodeTensors& t, void* workspace, siz
   const DecodeProblem& pr = plan.decode();
   if (Status s = detail::validate_decode_problem(pr); !s) return s;
   if (Status s = detail::validate_decode_tensors(pr, t); !s) return s;
-  // Sinks: served through the combine kernel's merge (the planner keeps it for every such plan).
-  // The softcap and the window: by the decode kernels' variants instances, or on a chunked-prefill
-  // plan by the prefill kernels' (run_decode_via_prefill, which refuses sinks).
-  if (Status s = refuse_unserved_variants(false, pr.tree_mask); !s) return s;
+  // The variants: by the decode kernels' variants instances (sinks after several splits by the
+  // combine kernel), or on a chunked-prefill plan the softcap and the window by the prefill
+  // kernels' (run_decode_via_prefill, which refuses sinks and tree masks).
   // Served by chunked prefill, any cache format is read through its dequantized copy.
   if (plan.decode_via_prefill()) return run_decode_via_prefill(plan, t, workspace, workspace_bytes, stream);
   const detail::KvFormatTraits format = detail::kv_format_traits(detail::resolve_kv_format(pr.kv_format, pr.dtype));
@@ -334,6 +331,11 @@ Status run_decode(const Plan& plan, const DecodeTensors& t, void* workspace, siz
   p.softcap = pr.softcap;
   p.window_left = pr.window_left;
   p.window_right = pr.window_right;
+  if (pr.tree_mask) {  // uint8 [B, q_len, ceil(q_len / 8)]
+    p.tree_mask = static_cast<const uint8_t*>(t.tree_mask.data);
+    p.tree_mask_batch_stride = t.tree_mask.stride[0];
+    p.tree_mask_query_stride = t.tree_mask.stride[1];
+  }
   p.l2_prefetch = plan.l2_prefetch();
   p.l2_prefetch_keys = plan.l2_prefetch_keys();  // read only with l2_prefetch
 
@@ -643,7 +645,7 @@ Status run_prefill(const Plan& plan, const PrefillTensors& t, void* workspace, s
   if (Status s = detail::validate_prefill_problem(pr); !s) return s;
   if (Status s = detail::validate_prefill_tensors(pr, t); !s) return s;
   // The softcap and the window: the prefill kernels' variants instances.
-  if (Status s = refuse_unserved_variants(pr.sinks, false); !s) return s;
+  if (Status s = refuse_prefill_sinks(pr.sinks); !s) return s;
   // Chunked prefill reads any cache through its dequantized copy; *_kc caches only that way.
   if (!plan.dequantized_cache() &&
       detail::kv_format_traits(detail::resolve_kv_format(pr.kv_format, pr.dtype)).channel_keys) {

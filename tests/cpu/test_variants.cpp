@@ -393,23 +393,12 @@ TEST(VariantValidation, SinksAreNotAddedToPartials) {
   EXPECT_EQ(cpu::run_decode(plan, t).argument(), "sinks");
 }
 
-// Until a kernel family serves them, the GPU entry points refuse each variant by name (before any
-// device work), rather than run without it. The softcap and the window: the decode kernels serve
-// them, chunked prefill (a *_kc cache's default route) not yet.
+// The decode kernels serve every variant; the chunked-prefill route (a *_kc cache's default) takes
+// the window and the softcap to the prefill kernels, and refuses sinks and tree masks by name before
+// any device work, rather than run without them.
 TEST(VariantGpu, RunDecodeRefusesEachVariantByName) {
-  for (const auto& [v, name] : {std::pair<Variants, const char*>{Variants{-1, -1, 0.f, false, true}, "tree_mask"}}) {
-    testing::DecodeSpecBuilder b = testing::DecodeSpecBuilder(1, 4, 2, 100).head_dim(64);
-    b.queries(2, true);
-    testing::DecodeCase c = testing::make_decode_case(spec_with(b, v));
-    Plan plan;
-    ASSERT_TRUE(plan_decode(c.problem, DeviceInfo::h200(), {}, &plan).ok());
-    const Status s = run_decode(plan, c.host_tensors(), nullptr, 0, nullptr);
-    EXPECT_EQ(s.code(), StatusCode::kUnsupported) << s.message();
-    EXPECT_EQ(s.argument(), name) << s.message();
-  }
-  // The chunked-prefill route (a *_kc cache's default) takes the window and the softcap to the
-  // prefill kernels; sinks it does not fold: refused by name before any device work.
-  for (const auto& [v, name] : {std::pair<Variants, const char*>{Variants{-1, -1, 0.f, true}, "sinks"}}) {
+  for (const auto& [v, name] : {std::pair<Variants, const char*>{Variants{-1, -1, 0.f, true}, "sinks"},
+                                {Variants{-1, -1, 0.f, false, true}, "tree_mask"}}) {
     testing::DecodeSpecBuilder b = testing::DecodeSpecBuilder(1, 4, 2, 100).head_dim(64).format(KvFormat::kInt4Kc);
     b.queries(2, true);
     testing::DecodeCase c = testing::make_decode_case(spec_with(b, v));
@@ -440,6 +429,11 @@ TEST(VariantGpu, TheSoftcapAndWindowKeepSpeculativeRowsOnTheDecodeKernels) {
   Plan windowed;
   ASSERT_TRUE(plan_decode(p, DeviceInfo::h200(), {}, &windowed).ok());
   EXPECT_FALSE(windowed.decode_via_prefill()) << describe(windowed);
+  p.window_left = -1;
+  p.tree_mask = true;  // the route's prefill kernels take no tree mask
+  Plan tree;
+  ASSERT_TRUE(plan_decode(p, DeviceInfo::h200(), {}, &tree).ok());
+  EXPECT_FALSE(tree.decode_via_prefill()) << describe(tree);
 }
 
 // Prefill plans with the softcap or the window: the one-pass kernels (two-pass and split-V refuse

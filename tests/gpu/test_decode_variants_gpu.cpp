@@ -10,6 +10,7 @@
 // the reference without them must fail (a test that cannot fail is a defect). A plan that runs
 // chunked prefill (a *_kc cache's default) serves both through the prefill kernels; a captured
 // graph replays with new lengths.
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -37,6 +38,7 @@ struct Variants {
   float cap = 0.f;
   int left = -1, right = -1;
   bool sinks = false;
+  bool tree = false;  // a random draft tree per sequence over its last q_len keys
 };
 
 testing::DecodeCaseSpec with(testing::DecodeSpecBuilder b, Variants v, float q_scale = 8.f) {
@@ -44,6 +46,7 @@ testing::DecodeCaseSpec with(testing::DecodeSpecBuilder b, Variants v, float q_s
   b.spec.problem.window_left = v.left;
   b.spec.problem.window_right = v.right;
   b.spec.problem.sinks = v.sinks;
+  b.spec.problem.tree_mask = v.tree;
   b.spec.q_scale = q_scale;
   return b.spec;
 }
@@ -126,6 +129,25 @@ std::vector<VariantCase> variant_cases() {
                                                     Variants{0.f, 128, -1, true}, 2.f)});
   c.push_back({"window_and_cap_int4", with(B(2, 32, 8, 4000).format(KvFormat::kInt4).lens({4000, 77}), Variants{1.f, 500}),
                "", 5});
+
+  // Tree masks over the drafts (speculative rows): every family, forced splits across the drafts,
+  // the cluster merge, a sequence shorter than q_len, and with a window, sinks and an FP8 cache.
+  const Variants tree{0.f, -1, -1, false, true};
+  c.push_back({"tree_q4_m16_paged16", with(B(3, 32, 8, 2000).queries(4, true).paged(16).lens({2000, 9, 2}), tree),
+               "decode_mma"});
+  c.push_back({"tree_q8_m32", with(B(2, 32, 8, 3000).queries(8, true).lens({3000, 100}), tree), "decode_mma_m32", 3});
+  c.push_back({"tree_q2_n8", with(B(2, 32, 8, 3000).queries(2, true).lens({3000, 70}), tree), "decode_mma_n8"});
+  c.push_back({"tree_q16_mha_splits", with(B(2, 8, 8, 3000).queries(16, true).lens({3000, 40}), tree), "", 7});
+  c.push_back({"tree_q6_cluster_merge", with(B(1, 16, 8, 8000).queries(6, true), tree), "", 8, 0, Merge::kCluster});
+  c.push_back({"tree_q4_int4", with(B(2, 32, 8, 3000).format(KvFormat::kInt4).queries(4, true).lens({3000, 5}), tree),
+               "decode_quant"});
+  c.push_back({"tree_q2_int8_n8", with(B(2, 32, 8, 3000).format(KvFormat::kInt8).queries(2, true).lens({3000, 5}), tree),
+               "decode_quant_n8"});
+  c.push_back({"tree_q2_int8_kc_kernel",
+               with(B(2, 32, 8, 2000).format(KvFormat::kInt8Kc).queries(2, true).lens({2000, 65}), tree), "decode_kc_n8"});
+  c.push_back({"gpt_oss_fp8_q4_tree_window_sinks",
+               with(B(4, 64, 8, 4096).head_dim(64).format(KvFormat::kFP8E4M3).queries(4, true).lens({4096, 128, 3, 0}),
+                    Variants{0.f, 128, -1, true, true}, 2.f)});
   return c;
 }
 
@@ -161,6 +183,7 @@ TEST_P(DecodeVariantsVsReference, MatchesFp64ReferenceAndTheVariantsBind) {
   testing::DecodeCase plain = c;
   plain.problem.softcap = 0.f;
   plain.problem.window_left = plain.problem.window_right = -1;
+  plain.problem.tree_mask = false;
   EXPECT_EQ(testing::check_decode(plain).passed, !k.binds) << what << ": the variants "
                                                           << (k.binds ? "did not change" : "changed") << " the answer";
 }
@@ -219,6 +242,37 @@ TEST(DecodeVariantsGpu, TheChunkedPrefillRouteServesThem) {
     plain.problem.window_left = plain.problem.window_right = -1;
     EXPECT_FALSE(testing::check_decode(plain).passed) << what << ": the variants did not change the answer";
   }
+}
+
+// A tree mask that hides every draft leaves each query the prefix (a sequence of no more keys than
+// drafts: no key at all, O = 0, LSE = -inf); on the chunked-prefill route (a *_kc cache's default)
+// tree masks are refused by name, not dropped.
+TEST(DecodeVariantsGpu, ATreeMaskThatHidesEveryDraftLeavesThePrefix) {
+  SPLITKV_REQUIRE_GPU(DType::kBF16, 128);
+  using B = testing::DecodeSpecBuilder;
+  testing::DecodeCase c = testing::make_decode_case(
+      with(B(3, 32, 8, 2000).queries(4, true).lens({2000, 4, 3}), Variants{0.f, -1, -1, false, true}));
+  std::fill(c.tree_mask.begin(), c.tree_mask.end(), uint8_t(0));
+  Plan plan;
+  ASSERT_TRUE(plan_decode(c.problem, gpu_test::device(), {}, &plan).ok());
+  if (!gpu_test::plan_compiled(plan)) GTEST_SKIP() << "not compiled into this build: " << plan.family();
+  DeviceDecodeCase dev(c);
+  DeviceBuffer workspace = gpu_test::poisoned_workspace(plan.workspace_bytes());
+  ASSERT_TRUE(run_decode(plan, dev.tensors, workspace.get(), workspace.bytes(), nullptr).ok());
+  dev.download_outputs(c);
+  const testing::Comparison cmp = testing::check_decode(c);
+  EXPECT_TRUE(cmp.passed) << describe(plan) << cmp.summary();
+
+  testing::DecodeCase kc = testing::make_decode_case(
+      with(B(2, 32, 8, 1000).format(KvFormat::kInt4Kc).queries(4, true).lens({1000, 70}), Variants{0.f, -1, -1, false, true}));
+  Plan routed;
+  ASSERT_TRUE(plan_decode(kc.problem, gpu_test::device(), {}, &routed).ok());
+  ASSERT_TRUE(routed.decode_via_prefill()) << describe(routed);
+  DeviceDecodeCase kc_dev(kc);
+  DeviceBuffer kc_workspace = gpu_test::poisoned_workspace(routed.workspace_bytes());
+  const Status s = run_decode(routed, kc_dev.tensors, kc_workspace.get(), kc_workspace.bytes(), nullptr);
+  EXPECT_EQ(s.code(), StatusCode::kUnsupported);
+  EXPECT_EQ(s.argument(), "tree_mask") << s.message();
 }
 
 // Windows move with each sequence's length: one captured call serves new lengths, and a sequence's
