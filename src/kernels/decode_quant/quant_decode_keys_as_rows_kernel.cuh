@@ -17,12 +17,14 @@ namespace splitkv::detail {
 
 // The quantized-cache traits with 8 packed rows per block. With 8 rows the variants instance
 // (softcap, window) of a per-token format fits the plain instance's register bound without a
-// spill; the keys-per-channel loop does not (docs/TUNING.md), so only *_kc keeps the lower one.
+// spill; the keys-per-channel loop does not (docs/TUNING.md), so only *_kc keeps the lower one,
+// and with fp16 Q (kc_split_q: Q's operand in two halves) the plain instance takes it too.
 template <class Base>
 struct KeysAsRowsTraits : Base {
   static constexpr int kBlockM = kKeysAsRowsQueries;
   static constexpr int kVariantsMinBlocksPerSm =
       Base::kChannelKeys ? Base::kVariantsMinBlocksPerSm : Base::kMinBlocksPerSm;
+  static constexpr int kMinBlocksPerSm = kc_split_q<Base>() ? kVariantsMinBlocksPerSm : Base::kMinBlocksPerSm;
 };
 
 // kVariants: the variants instance (DecodeParams' softcap, sliding window and a single split's sinks,
