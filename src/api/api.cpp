@@ -12,6 +12,7 @@
 #include "common/formats.hpp"
 #include "kernels/combine/atomic_normalize_params.hpp"
 #include "kernels/combine/combine_params.hpp"
+#include "kernels/common/attention_variants.hpp"
 #include "kernels/decode/decode_params.hpp"
 #include "kernels/prefill/prefill_params.hpp"
 #include "kernels/prefill_sm90/tma_operands.hpp"
@@ -26,6 +27,10 @@
 
 namespace splitkv {
 namespace {
+
+// run_prefill, with a decode problem's tree mask when it serves one (run_decode_via_prefill).
+Status run_prefill_with_tree(const Plan& plan, const PrefillTensors& t, void* workspace, size_t workspace_bytes,
+                             Stream stream, const TensorRef& tree_mask);
 
 using detail::OutputMode;
 using detail::OutputParams;
@@ -179,16 +184,21 @@ Status launch_combine(const OutputParams& from, int num_splits, const OutputPara
 
 // A decode plan served by chunked prefill (Plan::decode_via_prefill): the decode tensors are the
 // padded chunked-prefill tensors of the same cache (q, out [B, q_len, Hq, D]; lse [B, Hq, q_len]).
-// The window and the softcap go with the problem (the prefill kernels' variants instances); sinks,
-// tree masks and context shards the prefill kernels do not take: refused by name.
+// The window, the softcap and the tree mask go with the problem (the prefill kernels' variants
+// instances); sinks and context shards the prefill kernels do not take: refused by name.
 Status run_decode_via_prefill(const Plan& plan, const DecodeTensors& t, void* workspace, size_t workspace_bytes,
                               Stream stream) {
   const DecodeProblem& pr = plan.decode();
-  if (pr.sinks || pr.tree_mask) {
-    const char* variant = pr.sinks ? "sinks" : "tree_mask";
-    return Status::unsupported(variant, std::string("served by the decode kernels; this plan runs chunked prefill (") +
-                                            plan.family() + "), which does not take " + variant +
-                                            " yet (name a decode family in options.family)");
+  if (pr.sinks) {
+    return Status::unsupported("sinks", "served by the decode kernels; this plan runs chunked prefill (" +
+                                            plan.family() +
+                                            "), which does not take sinks yet (name a decode family in options.family)");
+  }
+  if (pr.tree_mask && pr.q_len > detail::kMaxPrefillTreeDrafts) {
+    return Status::unsupported("tree_mask", "at most " + std::to_string(detail::kMaxPrefillTreeDrafts) +
+                                                " drafts (q_len) on this plan, which runs chunked prefill (" +
+                                                plan.family() + "); got q_len " + std::to_string(pr.q_len) +
+                                                " (name a decode family in options.family)");
   }
   const std::string why = "empty: this plan serves decode by chunked prefill (" + plan.family() +
                           "), which takes no context shard; plan with options.prefill_route = false and without a prefill "
@@ -208,7 +218,8 @@ Status run_decode_via_prefill(const Plan& plan, const DecodeTensors& t, void* wo
   as_prefill.kind = PlanKind::kPrefill;
   as_prefill.decode_via_prefill = false;
   as_prefill.seal = detail::plan_seal(prefill);  // the same plan, seen as the prefill it is
-  return run_prefill(prefill, p, workspace, workspace_bytes, stream);
+  return run_prefill_with_tree(prefill, p, workspace, workspace_bytes, stream,
+                                       pr.tree_mask ? t.tree_mask : TensorRef{});
 }
 
 }  // namespace
@@ -458,7 +469,9 @@ Status check_tma_views(const detail::PrefillParams& p, int head_dim, const std::
 }
 
 // The prefill kernel (and the combine after split-KV) over validated tensors.
-Status launch_prefill(const Plan& plan, const PrefillTensors& t, void* workspace, Stream stream) {
+// tree_mask: a decode problem's tree mask (run_decode_via_prefill; empty otherwise).
+Status launch_prefill(const Plan& plan, const PrefillTensors& t, void* workspace, Stream stream,
+                      const TensorRef& tree_mask) {
   const PrefillProblem& pr = plan.prefill();
   int family = -1;
   if (Status s = plan_family(plan, registry::Kind::kPrefill, &family); !s) return s;
@@ -501,6 +514,11 @@ Status launch_prefill(const Plan& plan, const PrefillTensors& t, void* workspace
   p.softcap = pr.softcap;
   p.window_left = pr.window_left;
   p.window_right = pr.window_right;
+  if (!tree_mask.empty()) {  // uint8 [B, q_len, ceil(q_len / 8)], validated as the decode problem's
+    p.tree_mask = static_cast<const uint8_t*>(tree_mask.data);
+    p.tree_mask_batch_stride = tree_mask.stride[0];
+    p.tree_mask_query_stride = tree_mask.stride[1];
+  }
   p.num_splits = plan.num_splits();
   if (pr.kv_cache) {
     p.cache_seq_lens = static_cast<const int32_t*>(t.seq_lens.data);
@@ -580,7 +598,8 @@ detail::DequantSide dequant_side(const TensorRef& cache, const TensorRef& scales
 // Chunked prefill over a quantized cache: the cache's tokens dequantized into the staging copy at
 // the start of the workspace, then the plan's family reads the copy as a contiguous 16-bit cache
 // with the rest of the workspace as its own.
-Status prefill_over_staging(const Plan& plan, const PrefillTensors& t, void* workspace, Stream stream) {
+Status prefill_over_staging(const Plan& plan, const PrefillTensors& t, void* workspace, Stream stream,
+                            const TensorRef& tree_mask) {
   const PrefillProblem& pr = plan.prefill();
   const plan::KvStaging st = plan::kv_staging(pr.batch, pr.max_kv_len, pr.num_kv_heads, pr.head_dim);
   char* base = static_cast<char*>(workspace);
@@ -632,13 +651,11 @@ Status prefill_over_staging(const Plan& plan, const PrefillTensors& t, void* wor
   staged.block_table = TensorRef{};
   staged.seq_lens_host = nullptr;
   staged.block_table_host = nullptr;
-  return launch_prefill(inner, staged, base + st.total_bytes, stream);
+  return launch_prefill(inner, staged, base + st.total_bytes, stream, tree_mask);
 }
 
-}  // namespace
-
-Status run_prefill(const Plan& plan, const PrefillTensors& t, void* workspace, size_t workspace_bytes,
-                   Stream stream) {
+Status run_prefill_with_tree(const Plan& plan, const PrefillTensors& t, void* workspace, size_t workspace_bytes,
+                             Stream stream, const TensorRef& tree_mask) {
   if (plan.kind() != Plan::Kind::kPrefill) return Status::invalid("plan", "a prefill plan", "a decode plan");
   if (Status s = detail::check_plan_seal(plan); !s) return s;
   const PrefillProblem& pr = plan.prefill();
@@ -654,8 +671,15 @@ Status run_prefill(const Plan& plan, const PrefillTensors& t, void* workspace, s
   }
   if (Status s = detail::validate_workspace(plan.workspace_bytes(), workspace, workspace_bytes); !s) return s;
   if (Status s = note_workspace_use(plan, workspace); !s) return s;
-  if (plan.dequantized_cache()) return prefill_over_staging(plan, t, workspace, stream);
-  return launch_prefill(plan, t, workspace, stream);
+  if (plan.dequantized_cache()) return prefill_over_staging(plan, t, workspace, stream, tree_mask);
+  return launch_prefill(plan, t, workspace, stream, tree_mask);
+}
+
+}  // namespace
+
+Status run_prefill(const Plan& plan, const PrefillTensors& t, void* workspace, size_t workspace_bytes,
+                   Stream stream) {
+  return run_prefill_with_tree(plan, t, workspace, workspace_bytes, stream, TensorRef{});
 }
 
 Status run_combine(const CombineProblem& pr, const CombineTensors& t, Stream stream) {

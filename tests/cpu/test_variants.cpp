@@ -394,11 +394,10 @@ TEST(VariantValidation, SinksAreNotAddedToPartials) {
 }
 
 // The decode kernels serve every variant; the chunked-prefill route (a *_kc cache's default) takes
-// the window and the softcap to the prefill kernels, and refuses sinks and tree masks by name before
+// the window, the softcap and the tree mask to the prefill kernels, and refuses sinks by name before
 // any device work, rather than run without them.
 TEST(VariantGpu, RunDecodeRefusesEachVariantByName) {
-  for (const auto& [v, name] : {std::pair<Variants, const char*>{Variants{-1, -1, 0.f, true}, "sinks"},
-                                {Variants{-1, -1, 0.f, false, true}, "tree_mask"}}) {
+  for (const auto& [v, name] : {std::pair<Variants, const char*>{Variants{-1, -1, 0.f, true}, "sinks"}}) {
     testing::DecodeSpecBuilder b = testing::DecodeSpecBuilder(1, 4, 2, 100).head_dim(64).format(KvFormat::kInt4Kc);
     b.queries(2, true);
     testing::DecodeCase c = testing::make_decode_case(spec_with(b, v));
@@ -412,8 +411,8 @@ TEST(VariantGpu, RunDecodeRefusesEachVariantByName) {
   }
 }
 
-// The planner's prefill route for wide speculative rows has no softcap or window yet: such rows
-// stay on the decode kernels, which serve them.
+// The planner's prefill route for wide speculative rows takes no softcap or window yet: such rows
+// stay on the decode kernels, which serve them. A tree mask goes with its rows on the route.
 TEST(VariantGpu, TheSoftcapAndWindowKeepSpeculativeRowsOnTheDecodeKernels) {
   DecodeProblem p;
   p.batch = 8, p.num_q_heads = 28, p.num_kv_heads = 4, p.head_dim = 128, p.max_kv_len = 8192;
@@ -430,10 +429,11 @@ TEST(VariantGpu, TheSoftcapAndWindowKeepSpeculativeRowsOnTheDecodeKernels) {
   ASSERT_TRUE(plan_decode(p, DeviceInfo::h200(), {}, &windowed).ok());
   EXPECT_FALSE(windowed.decode_via_prefill()) << describe(windowed);
   p.window_left = -1;
-  p.tree_mask = true;  // the route's prefill kernels take no tree mask
+  p.tree_mask = true;  // the route's prefill kernels' variants instances take it
   Plan tree;
   ASSERT_TRUE(plan_decode(p, DeviceInfo::h200(), {}, &tree).ok());
-  EXPECT_FALSE(tree.decode_via_prefill()) << describe(tree);
+  EXPECT_TRUE(tree.decode_via_prefill()) << describe(tree);
+  EXPECT_EQ(tree.family(), routed.family());
 }
 
 // Prefill plans with the softcap or the window: the one-pass kernels (two-pass and split-V refuse

@@ -211,8 +211,9 @@ TEST(DecodeVariantsGpu, AHugeCapIsTheUncappedAnswer) {
   EXPECT_TRUE(cmp.passed) << cmp.summary();
 }
 
-// A *_kc cache's default route (chunked prefill over the dequantized copy) takes the window and
-// the softcap to the prefill kernels' variants instances: against the reference, and binding.
+// A *_kc cache's default route (chunked prefill over the dequantized copy), and speculative rows the
+// planner sends to chunked prefill, take the window, the softcap and the tree mask to the prefill
+// kernels' variants instances: against the reference, and binding.
 TEST(DecodeVariantsGpu, TheChunkedPrefillRouteServesThem) {
   SPLITKV_REQUIRE_GPU(DType::kBF16, 128);
   using B = testing::DecodeSpecBuilder;
@@ -224,7 +225,14 @@ TEST(DecodeVariantsGpu, TheChunkedPrefillRouteServesThem) {
               Variants{1.f, 100}),
          "k8v4_kc q_len 4 window 100 softcap 1"},
         {with(B(3, 32, 8, 3000).queries(8, true).paged(16).lens({3000, 500, 9}), Variants{2.f, 200}),
-         "bf16 paged 16 q_len 8 window 200 softcap 2 on prefill_sm90"}}) {
+         "bf16 paged 16 q_len 8 window 200 softcap 2 on prefill_sm90"},
+        {with(B(3, 32, 8, 2000).queries(16, true).paged(16).lens({2000, 40, 9}), Variants{0.f, -1, -1, false, true}),
+         "bf16 paged 16 q_len 16 tree on prefill_sm90"},
+        {with(B(2, 32, 8, 1000).format(KvFormat::kInt8Kc).queries(8, true).lens({1000, 30}),
+              Variants{0.f, -1, -1, false, true}),
+         "int8_kc q_len 8 tree"},
+        {with(B(2, 32, 8, 1500).queries(6, true).lens({1500, 20}), Variants{1.f, 300, -1, false, true}),
+         "bf16 q_len 6 tree window 300 softcap 1 on prefill_sm90"}}) {
     testing::DecodeCase c = testing::make_decode_case(spec);
     PlanOptions o;  // a 16-bit cache goes to chunked prefill when a prefill family is named
     if (c.problem.kv_format == KvFormat::kNative) o.family = "prefill_sm90";
@@ -242,13 +250,37 @@ TEST(DecodeVariantsGpu, TheChunkedPrefillRouteServesThem) {
     testing::DecodeCase plain = c;
     plain.problem.softcap = 0.f;
     plain.problem.window_left = plain.problem.window_right = -1;
+    plain.problem.tree_mask = false;
     EXPECT_FALSE(testing::check_decode(plain).passed) << what << ": the variants did not change the answer";
   }
 }
 
+// The planner's own route for a tree: speculative rows that overflow the 32-row decode tile go to
+// chunked prefill with their tree mask (docs/TUNING.md), as the same rows without it.
+TEST(DecodeVariantsGpu, TreeRowsTakeThePrefillRoute) {
+  SPLITKV_REQUIRE_GPU(DType::kBF16, 128);
+  testing::DecodeCase c = testing::make_decode_case(
+      with(testing::DecodeSpecBuilder(4, 32, 8, 8192).queries(16, true).lens({8192, 5000, 16, 3}),
+           Variants{0.f, -1, -1, false, true}));
+  Plan plan;
+  ASSERT_TRUE(plan_decode(c.problem, gpu_test::device(), {}, &plan).ok());
+  if (gpu_test::device().cc_major < 9) GTEST_SKIP() << "the route is planned on sm_90 only";
+  ASSERT_TRUE(plan.decode_via_prefill()) << describe(plan);
+  if (!gpu_test::plan_compiled(plan)) GTEST_SKIP() << "not compiled into this build: " << plan.family();
+  DeviceDecodeCase dev(c);
+  DeviceBuffer workspace = gpu_test::poisoned_workspace(plan.workspace_bytes());
+  ASSERT_TRUE(run_decode(plan, dev.tensors, workspace.get(), workspace.bytes(), nullptr).ok());
+  dev.download_outputs(c);
+  const testing::Comparison cmp = testing::check_decode(c);
+  EXPECT_TRUE(cmp.passed) << describe(plan) << cmp.summary();
+  testing::DecodeCase plain = c;
+  plain.problem.tree_mask = false;
+  EXPECT_FALSE(testing::check_decode(plain).passed) << "the tree mask did not change the answer";
+}
+
 // A tree mask that hides every draft leaves each query the prefix (a sequence of no more keys than
-// drafts: no key at all, O = 0, LSE = -inf); on the chunked-prefill route (a *_kc cache's default)
-// tree masks are refused by name, not dropped.
+// drafts: no key at all, O = 0, LSE = -inf), on the decode kernels and on the chunked-prefill route
+// (a *_kc cache's default).
 TEST(DecodeVariantsGpu, ATreeMaskThatHidesEveryDraftLeavesThePrefix) {
   SPLITKV_REQUIRE_GPU(DType::kBF16, 128);
   using B = testing::DecodeSpecBuilder;
@@ -270,11 +302,14 @@ TEST(DecodeVariantsGpu, ATreeMaskThatHidesEveryDraftLeavesThePrefix) {
   Plan routed;
   ASSERT_TRUE(plan_decode(kc.problem, gpu_test::device(), {}, &routed).ok());
   ASSERT_TRUE(routed.decode_via_prefill()) << describe(routed);
+  std::fill(kc.tree_mask.begin(), kc.tree_mask.end(), uint8_t(0));
+  if (!gpu_test::plan_compiled(routed)) GTEST_SKIP() << "not compiled into this build: " << routed.family();
   DeviceDecodeCase kc_dev(kc);
   DeviceBuffer kc_workspace = gpu_test::poisoned_workspace(routed.workspace_bytes());
-  const Status s = run_decode(routed, kc_dev.tensors, kc_workspace.get(), kc_workspace.bytes(), nullptr);
-  EXPECT_EQ(s.code(), StatusCode::kUnsupported);
-  EXPECT_EQ(s.argument(), "tree_mask") << s.message();
+  ASSERT_TRUE(run_decode(routed, kc_dev.tensors, kc_workspace.get(), kc_workspace.bytes(), nullptr).ok());
+  kc_dev.download_outputs(kc);
+  const testing::Comparison kc_cmp = testing::check_decode(kc);
+  EXPECT_TRUE(kc_cmp.passed) << describe(routed) << kc_cmp.summary();
 }
 
 // Windows move with each sequence's length: one captured call serves new lengths, and a sequence's

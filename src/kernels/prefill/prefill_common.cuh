@@ -75,10 +75,29 @@ __device__ __forceinline__ int window_end_at(const PrefillParams& p, const Prefi
   return int(window_key_end(position, p.window_right, s.k_len));
 }
 
+// The drafts (the last q_len <= kMaxPrefillTreeDrafts keys) the tree mask hides from query i of
+// sequence b (s), as bits (bit j: draft j, the key k_len - q_len + j; PrefillParams::tree_mask). One
+// 64-bit word per row, where a byte per score would hold a register each in the unrolled mask.
+__device__ __forceinline__ uint64_t tree_hidden_drafts(const PrefillParams& p, const PrefillSequence& s, int b,
+                                                       int i) {
+  if (p.tree_mask == nullptr || i >= s.q_len) return 0;
+  const uint8_t* row = p.tree_mask + b * p.tree_mask_batch_stride + i * p.tree_mask_query_stride;
+  uint64_t seen = 0;
+  CUTE_UNROLL
+  for (int j = 0; j < kMaxPrefillTreeDrafts / 8; ++j) {
+    if (8 * j < s.q_len) seen |= uint64_t(row[j]) << (8 * j);
+  }
+  return ~seen;
+}
+__device__ __forceinline__ bool draft_hidden(uint64_t hidden, int draft) {
+  return draft >= 0 && draft < kMaxPrefillTreeDrafts && ((hidden >> draft) & 1);
+}
+
 // Keys [lo, hi) that query rows [row0, row0 + rows) read in KV split `split`; mask_from: the
 // first key some row of the block must not see (blocks ending past it need masking). With a
 // sliding window (kVariants), mask_until: the last row's first key (blocks starting before it need
-// the window's left mask), and lo starts at the first row's window, on a block_n edge.
+// the window's left mask), and lo starts at the first row's window, on a block_n edge. With a tree
+// mask every row reaches the last draft and blocks from the first draft need masking.
 struct KeyRange {
   int lo = 0, hi = 0, mask_from = 0;
   int mask_until = 0;  // kVariants only
@@ -93,6 +112,10 @@ __device__ __forceinline__ KeyRange key_range(const PrefillParams& p, const Pref
   r.hi = min(span.end, visible_key_end(p.causal, s.q_len, s.k_len, row0 + rows - 1));
   r.mask_from = min(r.hi, visible_key_end(p.causal, s.q_len, s.k_len, row0));
   if constexpr (kVariants) {
+    if (p.tree_mask != nullptr) {
+      r.hi = span.end;
+      r.mask_from = min(r.mask_from, max(s.k_len - s.q_len, 0));
+    }
     const long long first_pos = query_position(s, row0);
     const long long last_pos = first_pos + rows - 1;
     r.lo = max(r.lo, window_start_at(p, s, first_pos) / block_n * block_n);
@@ -191,32 +214,40 @@ struct TileRows {
 };
 
 // Sets scores(r, c) = -inf where key n0 + col is at or past `hi` or, causally, after the row's
-// diagonal; kVariants: also outside the row's sliding window. scores and coords are (rows, cols)
-// views; coords give tile-local (row, col).
+// diagonal; kVariants: also outside the row's sliding window and the drafts its tree-mask bits
+// hide (with a tree mask the causal rule does not apply among the drafts). scores and coords are
+// (rows, cols) views; coords give tile-local (row, col); b: the sequence s is.
 template <bool kVariants = false, class Scores, class Coords, bool kPacked>
 __device__ __forceinline__ void mask_scores(Scores& scores, const Coords& coords, const PrefillParams& p,
-                                            const PrefillSequence& s, const TileRows<kPacked>& rows, int n0, int hi) {
+                                            const PrefillSequence& s, int b, const TileRows<kPacked>& rows, int n0,
+                                            int hi) {
   CUTE_UNROLL
   for (int r = 0; r < cute::size<0>(scores); ++r) {
     const int i = rows.query(cute::get<0>(coords(r, 0)));
     int end = min(hi, visible_key_end(p.causal, s.q_len, s.k_len, i));
     int start = 0;
+    uint64_t hidden = 0;  // kVariants: the drafts the tree mask hides from this row
     if constexpr (kVariants) {
+      if (p.tree_mask != nullptr) end = hi;  // the bits replace the causal rule among the drafts
+      hidden = tree_hidden_drafts(p, s, b, i);
       const long long position = query_position(s, i);
       start = window_start_at(p, s, position);
       end = min(end, window_end_at(p, s, position));
     }
+    const int first_draft = s.k_len - s.q_len;
     CUTE_UNROLL
     for (int c = 0; c < cute::size<1>(scores); ++c) {
       const int key = n0 + cute::get<1>(coords(r, c));
-      if (key >= end || (kVariants && key < start)) scores(r, c) = kNegInf;
+      if (key >= end || (kVariants && (key < start || draft_hidden(hidden, key - first_draft)))) {
+        scores(r, c) = kNegInf;
+      }
     }
   }
 }
 template <bool kVariants = false, class Scores, class Coords>
 __device__ __forceinline__ void mask_scores(Scores& scores, const Coords& coords, const PrefillParams& p,
-                                            const PrefillSequence& s, int row0, int n0, int hi) {
-  mask_scores<kVariants>(scores, coords, p, s, TileRows<false>{0, row0}, n0, hi);
+                                            const PrefillSequence& s, int b, int row0, int n0, int hi) {
+  mask_scores<kVariants>(scores, coords, p, s, b, TileRows<false>{0, row0}, n0, hi);
 }
 
 // Whether a block of keys from n0 needs mask_scores: it ends past keys.mask_from, or (kVariants)
