@@ -213,6 +213,22 @@ struct TileRows {
   }
 };
 
+// The drafts the tree mask hides become -inf (mask_scores, with PrefillParams::tree_mask).
+template <class Scores, class Coords, bool kPacked>
+__device__ __forceinline__ void mask_hidden_drafts(Scores& scores, const Coords& coords, const PrefillParams& p,
+                                                   const PrefillSequence& s, int b, const TileRows<kPacked>& rows,
+                                                   int n0) {
+  const int first_draft = s.k_len - s.q_len;
+  CUTE_UNROLL
+  for (int r = 0; r < cute::size<0>(scores); ++r) {
+    const uint64_t hidden = tree_hidden_drafts(p, s, b, rows.query(cute::get<0>(coords(r, 0))));
+    CUTE_UNROLL
+    for (int c = 0; c < cute::size<1>(scores); ++c) {
+      if (draft_hidden(hidden, n0 + cute::get<1>(coords(r, c)) - first_draft)) scores(r, c) = kNegInf;
+    }
+  }
+}
+
 // Sets scores(r, c) = -inf where key n0 + col is at or past `hi` or, causally, after the row's
 // diagonal; kVariants: also outside the row's sliding window and the drafts its tree-mask bits
 // hide (with a tree mask the causal rule does not apply among the drafts). scores and coords are
@@ -226,22 +242,21 @@ __device__ __forceinline__ void mask_scores(Scores& scores, const Coords& coords
     const int i = rows.query(cute::get<0>(coords(r, 0)));
     int end = min(hi, visible_key_end(p.causal, s.q_len, s.k_len, i));
     int start = 0;
-    uint64_t hidden = 0;  // kVariants: the drafts the tree mask hides from this row
     if constexpr (kVariants) {
       if (p.tree_mask != nullptr) end = hi;  // the bits replace the causal rule among the drafts
-      hidden = tree_hidden_drafts(p, s, b, i);
       const long long position = query_position(s, i);
       start = window_start_at(p, s, position);
       end = min(end, window_end_at(p, s, position));
     }
-    const int first_draft = s.k_len - s.q_len;
     CUTE_UNROLL
     for (int c = 0; c < cute::size<1>(scores); ++c) {
       const int key = n0 + cute::get<1>(coords(r, c));
-      if (key >= end || (kVariants && (key < start || draft_hidden(hidden, key - first_draft)))) {
-        scores(r, c) = kNegInf;
-      }
+      if (key >= end || (kVariants && key < start)) scores(r, c) = kNegInf;
     }
+  }
+  // The tree mask's pass, apart: windows and softcaps without a tree pay one test per block.
+  if constexpr (kVariants) {
+    if (p.tree_mask != nullptr) mask_hidden_drafts(scores, coords, p, s, b, rows, n0);
   }
 }
 template <bool kVariants = false, class Scores, class Coords>
