@@ -194,6 +194,12 @@ Status run_decode_via_prefill(const Plan& plan, const DecodeTensors& t, void* wo
                                             plan.family() +
                                             "), which does not take sinks yet (name a decode family in options.family)");
   }
+  // Tree masks: the GQA-packed tiles' variants instances, over at most kMaxPrefillTreeDrafts drafts.
+  if (pr.tree_mask && plan.packed_queries() == 0) {
+    return Status::unsupported("tree_mask", "served on chunked prefill by the GQA-packed families (prefill_sm90_gqa, "
+                                            "prefill_sm90_gqa64) only; this plan runs " +
+                                                plan.family() + " (name one of them, or a decode family, in options.family)");
+  }
   if (pr.tree_mask && pr.q_len > detail::kMaxPrefillTreeDrafts) {
     return Status::unsupported("tree_mask", "at most " + std::to_string(detail::kMaxPrefillTreeDrafts) +
                                                 " drafts (q_len) on this plan, which runs chunked prefill (" +
@@ -515,6 +521,7 @@ Status launch_prefill(const Plan& plan, const PrefillTensors& t, void* workspace
   p.window_left = pr.window_left;
   p.window_right = pr.window_right;
   if (!tree_mask.empty()) {  // uint8 [B, q_len, ceil(q_len / 8)], validated as the decode problem's
+    p.causal = false;  // the bits replace the causal rule among the drafts; every other key is visible
     p.tree_mask = static_cast<const uint8_t*>(tree_mask.data);
     p.tree_mask_batch_stride = tree_mask.stride[0];
     p.tree_mask_query_stride = tree_mask.stride[1];

@@ -411,6 +411,26 @@ TEST(VariantGpu, RunDecodeRefusesEachVariantByName) {
   }
 }
 
+// On chunked prefill the GQA-packed families take a tree mask over at most 64 drafts; a plan on
+// another prefill family, or with more drafts, is refused by name before any device work.
+TEST(VariantGpu, ChunkedPrefillTakesTreeMasksOnPackedTilesOnly) {
+  for (const auto& [family, q_len] : {std::pair<const char*, int>{"prefill_sm90", 4}, {"prefill_mma", 4},
+                                      {"prefill_sm90_gqa", 72}}) {
+    testing::DecodeSpecBuilder b = testing::DecodeSpecBuilder(1, 8, 8, 200);
+    b.queries(q_len, true);
+    testing::DecodeCase c = testing::make_decode_case(spec_with(b, Variants{-1, -1, 0.f, false, true}));
+    PlanOptions o;
+    o.family = family;
+    Plan plan;
+    const Status planned = plan_decode(c.problem, DeviceInfo::h200(), o, &plan);
+    if (!planned.ok()) continue;  // a family this build or shape does not take
+    ASSERT_TRUE(plan.decode_via_prefill()) << describe(plan);
+    const Status s = run_decode(plan, c.host_tensors(), nullptr, 0, nullptr);
+    EXPECT_EQ(s.code(), StatusCode::kUnsupported) << family << ": " << s.message();
+    EXPECT_EQ(s.argument(), "tree_mask") << family << ": " << s.message();
+  }
+}
+
 // The planner's prefill route for wide speculative rows takes no softcap or window yet: such rows
 // stay on the decode kernels, which serve them. A tree mask goes with its rows on the route.
 TEST(VariantGpu, TheSoftcapAndWindowKeepSpeculativeRowsOnTheDecodeKernels) {

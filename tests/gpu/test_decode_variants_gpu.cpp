@@ -227,15 +227,16 @@ TEST(DecodeVariantsGpu, TheChunkedPrefillRouteServesThem) {
         {with(B(3, 32, 8, 3000).queries(8, true).paged(16).lens({3000, 500, 9}), Variants{2.f, 200}),
          "bf16 paged 16 q_len 8 window 200 softcap 2 on prefill_sm90"},
         {with(B(3, 32, 8, 2000).queries(16, true).paged(16).lens({2000, 40, 9}), Variants{0.f, -1, -1, false, true}),
-         "bf16 paged 16 q_len 16 tree on prefill_sm90"},
+         "bf16 paged 16 q_len 16 tree on prefill_sm90_gqa64"},
         {with(B(2, 32, 8, 1000).format(KvFormat::kInt8Kc).queries(8, true).lens({1000, 30}),
               Variants{0.f, -1, -1, false, true}),
          "int8_kc q_len 8 tree"},
         {with(B(2, 32, 8, 1500).queries(6, true).lens({1500, 20}), Variants{1.f, 300, -1, false, true}),
-         "bf16 q_len 6 tree window 300 softcap 1 on prefill_sm90"}}) {
+         "bf16 q_len 6 tree window 300 softcap 1 on prefill_sm90_gqa"}}) {
     testing::DecodeCase c = testing::make_decode_case(spec);
     PlanOptions o;  // a 16-bit cache goes to chunked prefill when a prefill family is named
-    if (c.problem.kv_format == KvFormat::kNative) o.family = "prefill_sm90";
+    const std::string named = what;
+    if (c.problem.kv_format == KvFormat::kNative) o.family = named.substr(named.rfind(' ') + 1);
     Plan plan;
     ASSERT_TRUE(plan_decode(c.problem, gpu_test::device(), o, &plan).ok());
     ASSERT_TRUE(plan.decode_via_prefill()) << what << ": " << describe(plan);

@@ -80,7 +80,8 @@ struct PrefillParams {
   // A decode problem's tree mask (served by chunked prefill, Plan::decode_via_prefill; q_len <=
   // kMaxPrefillTreeDrafts): query i of sequence b sees draft j (its key k_len - q_len + j) when bit
   // j % 8 of byte tree_mask[b * batch stride + i * query stride + j / 8] is set; the bits replace
-  // the causal rule among the drafts. null: none.
+  // the causal rule among the drafts, so launches with a tree mask set causal off (every key before
+  // the drafts is visible to every query either way). null: none.
   const uint8_t* tree_mask = nullptr;
   int64_t tree_mask_batch_stride = 0, tree_mask_query_stride = 0;
 };
