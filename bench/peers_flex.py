@@ -29,24 +29,40 @@ from peers import GIB, cleanup, reason, time_graph
 # Rows as the CLI's suites (tools/gpu_decode.cpp variants_suite, tools/gpu_prefill.cpp
 # "variants-prefill"); the rows without a variant are SDPA's in bench/peers.py already, but are
 # timed here too so each variant row has its FlexAttention baseline from the same run.
-# (B, Lk, Hq, Hkv, q_len, D, kv_format, window_left, softcap, sinks)
+# (B, Lk, Hq, Hkv, q_len, D, kv_format, window_left, softcap, sinks, tree)
 def decode_rows():
     rows = []
     for b in (1, 8, 64):
         for w in (128, 4096):
-            rows.append((b, w, 32, 8, 1, 128, "bf16", -1, 0.0, False))
+            rows.append((b, w, 32, 8, 1, 128, "bf16", -1, 0.0, False, False))
             for lk in (32768, 131072):
                 if b == 64 and lk > 32768:
                     continue
-                rows.append((b, lk, 32, 8, 1, 128, "bf16", w, 0.0, False))
-    rows.append((8, 32768, 32, 8, 1, 128, "bf16", -1, 0.0, False))
-    rows.append((8, 32768, 32, 8, 1, 128, "bf16", -1, 50.0, False))
+                rows.append((b, lk, 32, 8, 1, 128, "bf16", w, 0.0, False, False))
+    rows.append((8, 32768, 32, 8, 1, 128, "bf16", -1, 0.0, False, False))
+    rows.append((8, 32768, 32, 8, 1, 128, "bf16", -1, 50.0, False, False))
     for fmt in ("bf16", "fp8"):
         for q_len in (1, 4):
             for b in (1, 16, 64, 256):
-                rows.append((b, 8192, 64, 8, q_len, 64, fmt, -1, 0.0, False))
-                rows.append((b, 8192, 64, 8, q_len, 64, fmt, 128, 0.0, True))
+                rows.append((b, 8192, 64, 8, q_len, 64, fmt, -1, 0.0, False, False))
+                rows.append((b, 8192, 64, 8, q_len, 64, fmt, 128, 0.0, True, False))
+    for fmt in ("bf16", "fp8"):  # 16 drafts in a binary tree (tools/gpu_decode.cpp)
+        rows.append((32, 8192, 32, 8, 16, 128, fmt, -1, 0.0, False, False))
+        rows.append((32, 8192, 32, 8, 16, 128, fmt, -1, 0.0, False, True))
     return rows
+
+
+def binary_tree(lq):
+    """[lq, lq] bool: draft i sees itself and its ancestors, draft i hanging under draft (i - 1) // 2."""
+    seen = torch.zeros(lq, lq, dtype=torch.bool)
+    for i in range(lq):
+        j = i
+        while True:
+            seen[i, j] = True
+            if j == 0:
+                break
+            j = (j - 1) // 2
+    return seen
 
 
 # (B, Hq, Hkv, L, causal, window_left, softcap), D=128 bf16, Lq = Lk = L
@@ -71,14 +87,19 @@ def flex():
     return _compiled
 
 
-def mods(lq, lk, causal, window_left, softcap, sinks):
-    """(mask_mod, score_mod) of a row; keys [0, lk) are the sequence's, key lk (with sinks) the sink."""
+def mods(lq, lk, causal, window_left, softcap, sinks, tree=None):
+    """(mask_mod, score_mod) of a row; keys [0, lk) are the sequence's, key lk (with sinks) the sink;
+    tree: [lq, lq] bool on the device, which drafts (the last lq keys) each query sees, in place of
+    the causal rule among them."""
     shift = lk - lq  # query i sits at key position shift + i (bottom-right)
 
     def mask_mod(b, h, q_idx, kv_idx):
         pos = q_idx + shift
         seen = kv_idx < lk
-        if causal:
+        if tree is not None:
+            draft = kv_idx - shift
+            seen = seen & ((draft < 0) | tree[q_idx, draft.clamp(0, lq - 1)])
+        elif causal:
             seen = seen & (kv_idx <= pos)
         if window_left >= 0:
             seen = seen & (kv_idx >= pos - window_left)
@@ -97,7 +118,7 @@ def mods(lq, lk, causal, window_left, softcap, sinks):
     return mask_mod, score_mod
 
 
-def time_row(b, hq, hkv, lq, lk, d, causal, window_left, softcap, with_sinks):
+def time_row(b, hq, hkv, lq, lk, d, causal, window_left, softcap, with_sinks, with_tree=False):
     from torch.nn.attention.flex_attention import create_block_mask
     dtype = torch.bfloat16
     keys = lk + (1 if with_sinks else 0)
@@ -113,7 +134,8 @@ def time_row(b, hq, hkv, lq, lk, d, causal, window_left, softcap, with_sinks):
         if with_sinks:
             v[:, :, lk] = 0  # the sink adds to the denominator only
         data.append((q, k, v))
-    mask_mod, score_mod = mods(lq, lk, causal, window_left, softcap, sinks)
+    tree = binary_tree(lq).cuda() if with_tree else None
+    mask_mod, score_mod = mods(lq, lk, causal, window_left, softcap, sinks, tree)
     block_mask = create_block_mask(mask_mod, None, None, lq, keys, device="cuda")
     fn = flex()
 
@@ -187,15 +209,17 @@ def main():
         return entry
     if args.suite == "variants":
         # The variant rows first (they are what the suite compares), then their baselines.
-        ordered = sorted(decode_rows(), key=lambda r: (r[7] < 0 and r[8] == 0 and not r[9]))
-        for b, lk, hq, hkv, q_len, d, fmt, w, cap, sinks in ordered:
+        ordered = sorted(decode_rows(), key=lambda r: (r[7] < 0 and r[8] == 0 and not r[9] and not r[10]))
+        for b, lk, hq, hkv, q_len, d, fmt, w, cap, sinks, tree in ordered:
             label = (f"decode B={b} Lk={lk} {hq}/{hkv} q_len={q_len} D={d} {fmt} window={w} softcap={cap:g}"
-                     f"{' sinks' if sinks else ''}")
+                     f"{' sinks' if sinks else ''}{' tree' if tree else ''}")
             if args.filter not in label or label in done:
                 continue
             case = {"B": b, "Hq": hq, "Hkv": hkv, "Lq": q_len, "Lk": lk, "D": d, "dtype": "bf16", "causal": q_len > 1,
                     "page_size": 0, "kv_format": fmt, "window_left": w, "softcap": cap, "sinks": sinks}
-            entry = run_or_skip(label, case, (b, hq, hkv, q_len, lk, d, q_len > 1, w, cap, sinks))
+            if tree:
+                case["tree_mask"] = True
+            entry = run_or_skip(label, case, (b, hq, hkv, q_len, lk, d, q_len > 1, w, cap, sinks, tree))
             if fmt != "bf16":
                 entry["flex"]["note"] = "bf16 K/V: FlexAttention reads no FP8 cache"
             rows.append(entry)

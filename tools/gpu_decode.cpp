@@ -38,6 +38,7 @@ constexpr int kSweepRows = 12;  // the sweep covers the contiguous single-query 
 struct DecodeSet {
   DeviceBuffer q, k, v, out, seq_lens, block_table, k_scales, v_scales;
   DeviceBuffer k_tail, sinks;  // a *_kc cache's 16-bit tail ring; problem.sinks: a logit per query head
+  DeviceBuffer tree_mask;      // problem.tree_mask: a binary draft tree per sequence
   DecodeTensors tensors;
 };
 
@@ -74,6 +75,21 @@ DecodeSet make_set(const DecodeProblem& p, bool head_major, uint64_t seed) {
   if (p.sinks) {
     s.sinks = DeviceBuffer::from(std::vector<float>(size_t(Hq), 0.5f));
     s.tensors.sinks = TensorRef::contiguous(s.sinks.get(), DType::kF32, {Hq});
+  }
+  if (p.tree_mask) {  // draft i hangs under draft (i - 1) / 2 (draft 0 under the prefix): a binary tree
+    const int64_t row_bytes = (Lq + 7) / 8;
+    std::vector<uint8_t> bits(size_t(B * Lq * row_bytes), 0);
+    for (int64_t b = 0; b < B; ++b) {
+      for (int64_t i = 0; i < Lq; ++i) {
+        uint8_t* row = &bits[size_t((b * Lq + i) * row_bytes)];
+        for (int64_t j = i;; j = (j - 1) / 2) {
+          row[j / 8] |= uint8_t(1u << (j % 8));
+          if (j == 0) break;
+        }
+      }
+    }
+    s.tree_mask = DeviceBuffer::from(bits);
+    s.tensors.tree_mask = TensorRef::contiguous(s.tree_mask.get(), DType::kI8, {B, Lq, row_bytes});
   }
   s.seq_lens = DeviceBuffer::from(std::vector<int32_t>(size_t(B), p.max_kv_len));
   s.tensors.q = TensorRef::contiguous(s.q.get(), p.dtype, {B, Lq, Hq, D});
@@ -135,6 +151,7 @@ Status measure_decode(const DecodeProblem& p, const PlanOptions& options, bool h
   row->case_fields.add("kv_format", to_string(detail::resolve_kv_format(p.kv_format, p.dtype)));
   row->case_fields.add("kv_layout", head_major ? "head-major" : "token-major");
   add_variant_fields(p.window_left, p.window_right, p.softcap, p.sinks, &row->case_fields);
+  if (p.tree_mask) row->case_fields.add("tree_mask", true);
   return Status::success();
 }
 
@@ -179,7 +196,8 @@ DecodeProblem suite_problem(const CliOptions& o, const Formats& formats, const S
 // next to the row it is judged against: windows 128 and 4096 over 32k and 128k contexts (B 1, 8,
 // 64) beside the same batch over a context of the window's width; softcap 50 at B=8 32k beside the
 // plain row; gpt-oss-shaped rows (64/8 heads, D=64, window 128 and sinks, q_len 1 and 4, bf16 and
-// FP8 caches, B 1..256 over 8k) beside the same rows without their variants.
+// FP8 caches, B 1..256 over 8k) beside the same rows without their variants; tree-mask rows (B=32,
+// 8k, 16 drafts in a binary tree) beside the same causal speculative rows.
 std::vector<DecodeProblem> variants_suite(const CliOptions& o, const Formats& formats) {
   std::vector<DecodeProblem> rows;
   auto row = [&](int batch, int kv_len, int hq, int hkv, int q_len, int d, KvFormat format, int window, float cap,
@@ -210,6 +228,11 @@ std::vector<DecodeProblem> variants_suite(const CliOptions& o, const Formats& fo
         row(batch, 8192, 64, 8, q_len, 64, format, 128, 0.f, true);
       }
     }
+  }
+  for (KvFormat format : {KvFormat::kNative, KvFormat::kFP8E4M3}) {
+    row(32, 8192, 32, 8, 16, 128, format, -1, 0.f, false);
+    row(32, 8192, 32, 8, 16, 128, format, -1, 0.f, false);
+    rows.back().tree_mask = true;
   }
   return rows;
 }

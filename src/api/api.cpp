@@ -12,6 +12,7 @@
 #include "common/formats.hpp"
 #include "kernels/combine/atomic_normalize_params.hpp"
 #include "kernels/combine/combine_params.hpp"
+#include "kernels/common/attention_variants.hpp"
 #include "kernels/decode/decode_params.hpp"
 #include "kernels/prefill/prefill_params.hpp"
 #include "kernels/prefill_sm90/tma_operands.hpp"
@@ -26,6 +27,10 @@
 
 namespace splitkv {
 namespace {
+
+// run_prefill, with a decode problem's tree mask when it serves one (run_decode_via_prefill).
+Status run_prefill_with_tree(const Plan& plan, const PrefillTensors& t, void* workspace, size_t workspace_bytes,
+                             Stream stream, const TensorRef& tree_mask);
 
 using detail::OutputMode;
 using detail::OutputParams;
@@ -179,16 +184,27 @@ Status launch_combine(const OutputParams& from, int num_splits, const OutputPara
 
 // A decode plan served by chunked prefill (Plan::decode_via_prefill): the decode tensors are the
 // padded chunked-prefill tensors of the same cache (q, out [B, q_len, Hq, D]; lse [B, Hq, q_len]).
-// The window and the softcap go with the problem (the prefill kernels' variants instances); sinks
-// and context shards the prefill kernels do not take: refused by name.
+// The window, the softcap and the tree mask go with the problem (the prefill kernels' variants
+// instances); sinks and context shards the prefill kernels do not take: refused by name.
 Status run_decode_via_prefill(const Plan& plan, const DecodeTensors& t, void* workspace, size_t workspace_bytes,
                               Stream stream) {
   const DecodeProblem& pr = plan.decode();
   if (pr.sinks) {
     return Status::unsupported("sinks", "served by the decode kernels; this plan runs chunked prefill (" +
                                             plan.family() +
-                                            "), which does not fold sinks yet (name a decode family in "
-                                            "options.family)");
+                                            "), which does not take sinks yet (name a decode family in options.family)");
+  }
+  // Tree masks: the GQA-packed tiles' variants instances, over at most kMaxPrefillTreeDrafts drafts.
+  if (pr.tree_mask && plan.packed_queries() == 0) {
+    return Status::unsupported("tree_mask", "served on chunked prefill by the GQA-packed families (prefill_sm90_gqa, "
+                                            "prefill_sm90_gqa64) only; this plan runs " +
+                                                plan.family() + " (name one of them, or a decode family, in options.family)");
+  }
+  if (pr.tree_mask && pr.q_len > detail::kMaxPrefillTreeDrafts) {
+    return Status::unsupported("tree_mask", "at most " + std::to_string(detail::kMaxPrefillTreeDrafts) +
+                                                " drafts (q_len) on this plan, which runs chunked prefill (" +
+                                                plan.family() + "); got q_len " + std::to_string(pr.q_len) +
+                                                " (name a decode family in options.family)");
   }
   const std::string why = "empty: this plan serves decode by chunked prefill (" + plan.family() +
                           "), which takes no context shard; plan with options.prefill_route = false and without a prefill "
@@ -208,7 +224,8 @@ Status run_decode_via_prefill(const Plan& plan, const DecodeTensors& t, void* wo
   as_prefill.kind = PlanKind::kPrefill;
   as_prefill.decode_via_prefill = false;
   as_prefill.seal = detail::plan_seal(prefill);  // the same plan, seen as the prefill it is
-  return run_prefill(prefill, p, workspace, workspace_bytes, stream);
+  return run_prefill_with_tree(prefill, p, workspace, workspace_bytes, stream,
+                                       pr.tree_mask ? t.tree_mask : TensorRef{});
 }
 
 }  // namespace
@@ -235,14 +252,12 @@ Status check_channel_keys_decode(const DecodeProblem& pr, const DecodeTensors& t
   return Status::success();
 }
 
-// The attention variants the GPU kernels do not serve yet (docs/VARIANTS.md): refused by name, the
-// first one set, rather than run without it. The CPU backend and the fp64 reference implement them.
-
-Status refuse_unserved_variants(bool sinks, bool tree_mask) {
-  const char* argument = sinks ? "sinks" : tree_mask ? "tree_mask" : nullptr;
-  if (argument == nullptr) return Status::success();
-  return Status::unsupported(argument, "the GPU kernels do not implement this attention variant yet (the CPU "
-                                       "backend and the fp64 reference do; docs/VARIANTS.md)");
+// Sinks in prefill, which the GPU kernels do not serve yet (docs/VARIANTS.md): refused by name rather
+// than run without them. The CPU backend and the fp64 reference implement them.
+Status refuse_prefill_sinks(bool sinks) {
+  if (!sinks) return Status::success();
+  return Status::unsupported("sinks", "the GPU prefill kernels do not implement this attention variant yet (the "
+                                      "decode kernels, the CPU backend and the fp64 reference do; docs/VARIANTS.md)");
 }
 
 }  // namespace
@@ -253,10 +268,10 @@ Status run_decode(const Plan& plan, const DecodeTensors& t, void* workspace, siz
   const DecodeProblem& pr = plan.decode();
   if (Status s = detail::validate_decode_problem(pr); !s) return s;
   if (Status s = detail::validate_decode_tensors(pr, t); !s) return s;
-  // Sinks: folded by the combine kernel after several splits, by a single split's decode kernel
-  // otherwise. The softcap and the window: by the decode kernels' variants instances, or on a
-  // chunked-prefill plan by the prefill kernels' (run_decode_via_prefill, which refuses sinks).
-  if (Status s = refuse_unserved_variants(false, pr.tree_mask); !s) return s;
+  // The variants: by the decode kernels' variants instances (sinks folded by the combine kernel
+  // after several splits, by a single split's decode kernel otherwise), or on a chunked-prefill
+  // plan the softcap, the window and (GQA-packed tiles) the tree mask by the prefill kernels'
+  // (run_decode_via_prefill, which refuses sinks).
   // Served by chunked prefill, any cache format is read through its dequantized copy.
   if (plan.decode_via_prefill()) return run_decode_via_prefill(plan, t, workspace, workspace_bytes, stream);
   const detail::KvFormatTraits format = detail::kv_format_traits(detail::resolve_kv_format(pr.kv_format, pr.dtype));
@@ -334,6 +349,11 @@ Status run_decode(const Plan& plan, const DecodeTensors& t, void* workspace, siz
   p.softcap = pr.softcap;
   p.window_left = pr.window_left;
   p.window_right = pr.window_right;
+  if (pr.tree_mask) {  // uint8 [B, q_len, ceil(q_len / 8)]
+    p.tree_mask = static_cast<const uint8_t*>(t.tree_mask.data);
+    p.tree_mask_batch_stride = t.tree_mask.stride[0];
+    p.tree_mask_query_stride = t.tree_mask.stride[1];
+  }
   p.l2_prefetch = plan.l2_prefetch();
   p.l2_prefetch_keys = plan.l2_prefetch_keys();  // read only with l2_prefetch
 
@@ -456,7 +476,9 @@ Status check_tma_views(const detail::PrefillParams& p, int head_dim, const std::
 }
 
 // The prefill kernel (and the combine after split-KV) over validated tensors.
-Status launch_prefill(const Plan& plan, const PrefillTensors& t, void* workspace, Stream stream) {
+// tree_mask: a decode problem's tree mask (run_decode_via_prefill; empty otherwise).
+Status launch_prefill(const Plan& plan, const PrefillTensors& t, void* workspace, Stream stream,
+                      const TensorRef& tree_mask) {
   const PrefillProblem& pr = plan.prefill();
   int family = -1;
   if (Status s = plan_family(plan, registry::Kind::kPrefill, &family); !s) return s;
@@ -499,6 +521,12 @@ Status launch_prefill(const Plan& plan, const PrefillTensors& t, void* workspace
   p.softcap = pr.softcap;
   p.window_left = pr.window_left;
   p.window_right = pr.window_right;
+  if (!tree_mask.empty()) {  // uint8 [B, q_len, ceil(q_len / 8)], validated as the decode problem's
+    p.causal = false;  // the bits replace the causal rule among the drafts; every other key is visible
+    p.tree_mask = static_cast<const uint8_t*>(tree_mask.data);
+    p.tree_mask_batch_stride = tree_mask.stride[0];
+    p.tree_mask_query_stride = tree_mask.stride[1];
+  }
   p.num_splits = plan.num_splits();
   if (pr.kv_cache) {
     p.cache_seq_lens = static_cast<const int32_t*>(t.seq_lens.data);
@@ -578,7 +606,8 @@ detail::DequantSide dequant_side(const TensorRef& cache, const TensorRef& scales
 // Chunked prefill over a quantized cache: the cache's tokens dequantized into the staging copy at
 // the start of the workspace, then the plan's family reads the copy as a contiguous 16-bit cache
 // with the rest of the workspace as its own.
-Status prefill_over_staging(const Plan& plan, const PrefillTensors& t, void* workspace, Stream stream) {
+Status prefill_over_staging(const Plan& plan, const PrefillTensors& t, void* workspace, Stream stream,
+                            const TensorRef& tree_mask) {
   const PrefillProblem& pr = plan.prefill();
   const plan::KvStaging st = plan::kv_staging(pr.batch, pr.max_kv_len, pr.num_kv_heads, pr.head_dim);
   char* base = static_cast<char*>(workspace);
@@ -630,20 +659,18 @@ Status prefill_over_staging(const Plan& plan, const PrefillTensors& t, void* wor
   staged.block_table = TensorRef{};
   staged.seq_lens_host = nullptr;
   staged.block_table_host = nullptr;
-  return launch_prefill(inner, staged, base + st.total_bytes, stream);
+  return launch_prefill(inner, staged, base + st.total_bytes, stream, tree_mask);
 }
 
-}  // namespace
-
-Status run_prefill(const Plan& plan, const PrefillTensors& t, void* workspace, size_t workspace_bytes,
-                   Stream stream) {
+Status run_prefill_with_tree(const Plan& plan, const PrefillTensors& t, void* workspace, size_t workspace_bytes,
+                             Stream stream, const TensorRef& tree_mask) {
   if (plan.kind() != Plan::Kind::kPrefill) return Status::invalid("plan", "a prefill plan", "a decode plan");
   if (Status s = detail::check_plan_seal(plan); !s) return s;
   const PrefillProblem& pr = plan.prefill();
   if (Status s = detail::validate_prefill_problem(pr); !s) return s;
   if (Status s = detail::validate_prefill_tensors(pr, t); !s) return s;
   // The softcap and the window: the prefill kernels' variants instances.
-  if (Status s = refuse_unserved_variants(pr.sinks, false); !s) return s;
+  if (Status s = refuse_prefill_sinks(pr.sinks); !s) return s;
   // Chunked prefill reads any cache through its dequantized copy; *_kc caches only that way.
   if (!plan.dequantized_cache() &&
       detail::kv_format_traits(detail::resolve_kv_format(pr.kv_format, pr.dtype)).channel_keys) {
@@ -652,8 +679,15 @@ Status run_prefill(const Plan& plan, const PrefillTensors& t, void* workspace, s
   }
   if (Status s = detail::validate_workspace(plan.workspace_bytes(), workspace, workspace_bytes); !s) return s;
   if (Status s = note_workspace_use(plan, workspace); !s) return s;
-  if (plan.dequantized_cache()) return prefill_over_staging(plan, t, workspace, stream);
-  return launch_prefill(plan, t, workspace, stream);
+  if (plan.dequantized_cache()) return prefill_over_staging(plan, t, workspace, stream, tree_mask);
+  return launch_prefill(plan, t, workspace, stream, tree_mask);
+}
+
+}  // namespace
+
+Status run_prefill(const Plan& plan, const PrefillTensors& t, void* workspace, size_t workspace_bytes,
+                   Stream stream) {
+  return run_prefill_with_tree(plan, t, workspace, workspace_bytes, stream, TensorRef{});
 }
 
 Status run_combine(const CombineProblem& pr, const CombineTensors& t, Stream stream) {

@@ -51,15 +51,14 @@ struct Text {
 
 // The attention variants a problem asks for, or nothing (docs/VARIANTS.md).
 void describe_variants(Text& s, int left, int right, float softcap, bool sinks, bool tree_mask, bool prefill) {
+  // What no GPU kernel serves yet is said (run_prefill refuses it by name).
   if (left < 0 && right < 0 && softcap <= 0.f && !sinks && !tree_mask) return;
   s << "variants:";
   if (left >= 0 || right >= 0) s << " window " << left << "," << right;
   if (softcap > 0.f) s << " softcap " << std::to_string(softcap);
   if (sinks) s << " sinks";
   if (tree_mask) s << " tree-mask";
-  if (tree_mask || (prefill && sinks)) {  // what no GPU kernel serves yet (run_* refuse it by name)
-    s << " (" << (tree_mask ? "tree masks" : "sinks in prefill") << ": the CPU backend and the reference only)";
-  }
+  if (prefill && sinks) s << " (sinks in prefill: the CPU backend and the reference only)";  // run_prefill refuses
   s << "\n";
 }
 

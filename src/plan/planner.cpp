@@ -7,6 +7,7 @@
 
 #include "validate/validate.hpp"
 #include "common/formats.hpp"
+#include "kernels/common/attention_variants.hpp"
 #include "kernels/common/split_rule.hpp"
 #include "plan/family_choice.hpp"
 #include "plan/geometry.hpp"
@@ -505,8 +506,9 @@ std::vector<const char*> prefill_route_families(const DecodeProblem& problem, in
                                    (options.merge != Merge::kAuto && options.merge != Merge::kCombineKernel) ||
                                    options.split_tokens > 0 ||
                                    (options.strategy != Strategy::kAuto && options.strategy != Strategy::kSplitKV);
+  const bool wide_tree = problem.tree_mask && problem.q_len > detail::kMaxPrefillTreeDrafts;
   if (!options.tuning.prefill_route || decode_only_options || problem.sinks || softcap_or_window(problem) ||
-      device.cc_major < 9 || !problem.causal ||
+      wide_tree || device.cc_major < 9 || !problem.causal ||
       problem.head_dim != 128 || reads_quantized_cache(problem) || rows < plan::kPrefillRouteMinRows ||
       rows > plan::kPrefillRouteMaxRows) {
     return {};

@@ -393,22 +393,10 @@ TEST(VariantValidation, SinksAreNotAddedToPartials) {
   EXPECT_EQ(cpu::run_decode(plan, t).argument(), "sinks");
 }
 
-// Until a kernel family serves them, the GPU entry points refuse each variant by name (before any
-// device work), rather than run without it. The softcap and the window: the decode kernels serve
-// them, chunked prefill (a *_kc cache's default route) not yet.
+// The decode kernels serve every variant; the chunked-prefill route (a *_kc cache's default) takes
+// the window, the softcap and the tree mask to the prefill kernels, and refuses sinks by name before
+// any device work, rather than run without them.
 TEST(VariantGpu, RunDecodeRefusesEachVariantByName) {
-  for (const auto& [v, name] : {std::pair<Variants, const char*>{Variants{-1, -1, 0.f, false, true}, "tree_mask"}}) {
-    testing::DecodeSpecBuilder b = testing::DecodeSpecBuilder(1, 4, 2, 100).head_dim(64);
-    b.queries(2, true);
-    testing::DecodeCase c = testing::make_decode_case(spec_with(b, v));
-    Plan plan;
-    ASSERT_TRUE(plan_decode(c.problem, DeviceInfo::h200(), {}, &plan).ok());
-    const Status s = run_decode(plan, c.host_tensors(), nullptr, 0, nullptr);
-    EXPECT_EQ(s.code(), StatusCode::kUnsupported) << s.message();
-    EXPECT_EQ(s.argument(), name) << s.message();
-  }
-  // The chunked-prefill route (a *_kc cache's default) takes the window and the softcap to the
-  // prefill kernels; sinks it does not fold: refused by name before any device work.
   for (const auto& [v, name] : {std::pair<Variants, const char*>{Variants{-1, -1, 0.f, true}, "sinks"}}) {
     testing::DecodeSpecBuilder b = testing::DecodeSpecBuilder(1, 4, 2, 100).head_dim(64).format(KvFormat::kInt4Kc);
     b.queries(2, true);
@@ -423,8 +411,28 @@ TEST(VariantGpu, RunDecodeRefusesEachVariantByName) {
   }
 }
 
-// The planner's prefill route for wide speculative rows has no softcap or window yet: such rows
-// stay on the decode kernels, which serve them.
+// On chunked prefill the GQA-packed families take a tree mask over at most 64 drafts; a plan on
+// another prefill family, or with more drafts, is refused by name before any device work.
+TEST(VariantGpu, ChunkedPrefillTakesTreeMasksOnPackedTilesOnly) {
+  for (const auto& [family, q_len] : {std::pair<const char*, int>{"prefill_sm90", 4}, {"prefill_mma", 4},
+                                      {"prefill_sm90_gqa", 72}}) {
+    testing::DecodeSpecBuilder b = testing::DecodeSpecBuilder(1, 8, 8, 200);
+    b.queries(q_len, true);
+    testing::DecodeCase c = testing::make_decode_case(spec_with(b, Variants{-1, -1, 0.f, false, true}));
+    PlanOptions o;
+    o.family = family;
+    Plan plan;
+    const Status planned = plan_decode(c.problem, DeviceInfo::h200(), o, &plan);
+    if (!planned.ok()) continue;  // a family this build or shape does not take
+    ASSERT_TRUE(plan.decode_via_prefill()) << describe(plan);
+    const Status s = run_decode(plan, c.host_tensors(), nullptr, 0, nullptr);
+    EXPECT_EQ(s.code(), StatusCode::kUnsupported) << family << ": " << s.message();
+    EXPECT_EQ(s.argument(), "tree_mask") << family << ": " << s.message();
+  }
+}
+
+// The planner's prefill route for wide speculative rows takes no softcap or window yet: such rows
+// stay on the decode kernels, which serve them. A tree mask goes with its rows on the route.
 TEST(VariantGpu, TheSoftcapAndWindowKeepSpeculativeRowsOnTheDecodeKernels) {
   DecodeProblem p;
   p.batch = 8, p.num_q_heads = 28, p.num_kv_heads = 4, p.head_dim = 128, p.max_kv_len = 8192;
@@ -440,6 +448,12 @@ TEST(VariantGpu, TheSoftcapAndWindowKeepSpeculativeRowsOnTheDecodeKernels) {
   Plan windowed;
   ASSERT_TRUE(plan_decode(p, DeviceInfo::h200(), {}, &windowed).ok());
   EXPECT_FALSE(windowed.decode_via_prefill()) << describe(windowed);
+  p.window_left = -1;
+  p.tree_mask = true;  // the route's prefill kernels' variants instances take it
+  Plan tree;
+  ASSERT_TRUE(plan_decode(p, DeviceInfo::h200(), {}, &tree).ok());
+  EXPECT_TRUE(tree.decode_via_prefill()) << describe(tree);
+  EXPECT_EQ(tree.family(), routed.family());
 }
 
 // Prefill plans with the softcap or the window: the one-pass kernels (two-pass and split-V refuse

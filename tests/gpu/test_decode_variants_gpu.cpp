@@ -10,6 +10,7 @@
 // the reference without them must fail (a test that cannot fail is a defect). A plan that runs
 // chunked prefill (a *_kc cache's default) serves both through the prefill kernels; a captured
 // graph replays with new lengths.
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -37,6 +38,7 @@ struct Variants {
   float cap = 0.f;
   int left = -1, right = -1;
   bool sinks = false;
+  bool tree = false;  // a random draft tree per sequence over its last q_len keys
 };
 
 testing::DecodeCaseSpec with(testing::DecodeSpecBuilder b, Variants v, float q_scale = 8.f) {
@@ -44,6 +46,7 @@ testing::DecodeCaseSpec with(testing::DecodeSpecBuilder b, Variants v, float q_s
   b.spec.problem.window_left = v.left;
   b.spec.problem.window_right = v.right;
   b.spec.problem.sinks = v.sinks;
+  b.spec.problem.tree_mask = v.tree;
   b.spec.q_scale = q_scale;
   return b.spec;
 }
@@ -126,6 +129,27 @@ std::vector<VariantCase> variant_cases() {
                                                     Variants{0.f, 128, -1, true}, 2.f)});
   c.push_back({"window_and_cap_int4", with(B(2, 32, 8, 4000).format(KvFormat::kInt4).lens({4000, 77}), Variants{1.f, 500}),
                "", 5});
+
+  // Tree masks over the drafts (speculative rows): every family, forced splits across the drafts,
+  // the cluster merge, a sequence shorter than q_len, and with a window, sinks and an FP8 cache.
+  const Variants tree{0.f, -1, -1, false, true};
+  c.push_back({"tree_q4_m16_paged16", with(B(3, 32, 8, 2000).queries(4, true).paged(16).lens({2000, 9, 2}), tree),
+               "decode_mma"});
+  c.push_back({"tree_q8_m32", with(B(2, 32, 8, 3000).queries(8, true).lens({3000, 100}), tree), "decode_mma_m32", 3});
+  c.push_back({"tree_q2_n8", with(B(2, 32, 8, 3000).queries(2, true).lens({3000, 70}), tree), "decode_mma_n8"});
+  c.push_back({"tree_q16_mha_splits", with(B(2, 8, 8, 3000).queries(16, true).lens({3000, 40}), tree), "", 7});
+  // (The short second sequence makes the mask bind: among 8000 keys six drafts weigh too little.)
+  c.push_back({"tree_q6_cluster_merge", with(B(2, 16, 8, 8000).queries(6, true).lens({8000, 20}), tree), "", 8, 0,
+               Merge::kCluster});
+  c.push_back({"tree_q4_int4", with(B(2, 32, 8, 3000).format(KvFormat::kInt4).queries(4, true).lens({3000, 5}), tree),
+               "decode_quant"});
+  c.push_back({"tree_q2_int8_n8", with(B(2, 32, 8, 3000).format(KvFormat::kInt8).queries(2, true).lens({3000, 5}), tree),
+               "decode_quant_n8"});
+  c.push_back({"tree_q2_int8_kc_kernel",
+               with(B(2, 32, 8, 2000).format(KvFormat::kInt8Kc).queries(2, true).lens({2000, 65}), tree), "decode_kc_n8"});
+  c.push_back({"gpt_oss_fp8_q4_tree_window_sinks",
+               with(B(4, 64, 8, 4096).head_dim(64).format(KvFormat::kFP8E4M3).queries(4, true).lens({4096, 128, 3, 0}),
+                    Variants{0.f, 128, -1, true, true}, 2.f)});
   return c;
 }
 
@@ -161,6 +185,7 @@ TEST_P(DecodeVariantsVsReference, MatchesFp64ReferenceAndTheVariantsBind) {
   testing::DecodeCase plain = c;
   plain.problem.softcap = 0.f;
   plain.problem.window_left = plain.problem.window_right = -1;
+  plain.problem.tree_mask = false;
   EXPECT_EQ(testing::check_decode(plain).passed, !k.binds) << what << ": the variants "
                                                           << (k.binds ? "did not change" : "changed") << " the answer";
 }
@@ -186,8 +211,9 @@ TEST(DecodeVariantsGpu, AHugeCapIsTheUncappedAnswer) {
   EXPECT_TRUE(cmp.passed) << cmp.summary();
 }
 
-// A *_kc cache's default route (chunked prefill over the dequantized copy) takes the window and
-// the softcap to the prefill kernels' variants instances: against the reference, and binding.
+// A *_kc cache's default route (chunked prefill over the dequantized copy), and speculative rows the
+// planner sends to chunked prefill, take the window, the softcap and the tree mask to the prefill
+// kernels' variants instances: against the reference, and binding.
 TEST(DecodeVariantsGpu, TheChunkedPrefillRouteServesThem) {
   SPLITKV_REQUIRE_GPU(DType::kBF16, 128);
   using B = testing::DecodeSpecBuilder;
@@ -199,10 +225,18 @@ TEST(DecodeVariantsGpu, TheChunkedPrefillRouteServesThem) {
               Variants{1.f, 100}),
          "k8v4_kc q_len 4 window 100 softcap 1"},
         {with(B(3, 32, 8, 3000).queries(8, true).paged(16).lens({3000, 500, 9}), Variants{2.f, 200}),
-         "bf16 paged 16 q_len 8 window 200 softcap 2 on prefill_sm90"}}) {
+         "bf16 paged 16 q_len 8 window 200 softcap 2 on prefill_sm90"},
+        {with(B(3, 32, 8, 2000).queries(16, true).paged(16).lens({2000, 40, 9}), Variants{0.f, -1, -1, false, true}),
+         "bf16 paged 16 q_len 16 tree on prefill_sm90_gqa64"},
+        {with(B(2, 32, 8, 1000).format(KvFormat::kInt8Kc).queries(8, true).lens({1000, 30}),
+              Variants{0.f, -1, -1, false, true}),
+         "int8_kc q_len 8 tree"},
+        {with(B(2, 32, 8, 1500).queries(6, true).lens({1500, 20}), Variants{1.f, 300, -1, false, true}),
+         "bf16 q_len 6 tree window 300 softcap 1 on prefill_sm90_gqa"}}) {
     testing::DecodeCase c = testing::make_decode_case(spec);
     PlanOptions o;  // a 16-bit cache goes to chunked prefill when a prefill family is named
-    if (c.problem.kv_format == KvFormat::kNative) o.family = "prefill_sm90";
+    const std::string named = what;
+    if (c.problem.kv_format == KvFormat::kNative) o.family = named.substr(named.rfind(' ') + 1);
     Plan plan;
     ASSERT_TRUE(plan_decode(c.problem, gpu_test::device(), o, &plan).ok());
     ASSERT_TRUE(plan.decode_via_prefill()) << what << ": " << describe(plan);
@@ -217,8 +251,66 @@ TEST(DecodeVariantsGpu, TheChunkedPrefillRouteServesThem) {
     testing::DecodeCase plain = c;
     plain.problem.softcap = 0.f;
     plain.problem.window_left = plain.problem.window_right = -1;
+    plain.problem.tree_mask = false;
     EXPECT_FALSE(testing::check_decode(plain).passed) << what << ": the variants did not change the answer";
   }
+}
+
+// The planner's own route for a tree: speculative rows that overflow the 32-row decode tile go to
+// chunked prefill with their tree mask (docs/TUNING.md), as the same rows without it.
+TEST(DecodeVariantsGpu, TreeRowsTakeThePrefillRoute) {
+  SPLITKV_REQUIRE_GPU(DType::kBF16, 128);
+  testing::DecodeCase c = testing::make_decode_case(
+      with(testing::DecodeSpecBuilder(4, 32, 8, 8192).queries(16, true).lens({8192, 5000, 16, 3}),
+           Variants{0.f, -1, -1, false, true}));
+  Plan plan;
+  ASSERT_TRUE(plan_decode(c.problem, gpu_test::device(), {}, &plan).ok());
+  if (gpu_test::device().cc_major < 9) GTEST_SKIP() << "the route is planned on sm_90 only";
+  ASSERT_TRUE(plan.decode_via_prefill()) << describe(plan);
+  if (!gpu_test::plan_compiled(plan)) GTEST_SKIP() << "not compiled into this build: " << plan.family();
+  DeviceDecodeCase dev(c);
+  DeviceBuffer workspace = gpu_test::poisoned_workspace(plan.workspace_bytes());
+  ASSERT_TRUE(run_decode(plan, dev.tensors, workspace.get(), workspace.bytes(), nullptr).ok());
+  dev.download_outputs(c);
+  const testing::Comparison cmp = testing::check_decode(c);
+  EXPECT_TRUE(cmp.passed) << describe(plan) << cmp.summary();
+  testing::DecodeCase plain = c;
+  plain.problem.tree_mask = false;
+  EXPECT_FALSE(testing::check_decode(plain).passed) << "the tree mask did not change the answer";
+}
+
+// A tree mask that hides every draft leaves each query the prefix (a sequence of no more keys than
+// drafts: no key at all, O = 0, LSE = -inf), on the decode kernels and on the chunked-prefill route
+// (a *_kc cache's default).
+TEST(DecodeVariantsGpu, ATreeMaskThatHidesEveryDraftLeavesThePrefix) {
+  SPLITKV_REQUIRE_GPU(DType::kBF16, 128);
+  using B = testing::DecodeSpecBuilder;
+  testing::DecodeCase c = testing::make_decode_case(
+      with(B(3, 32, 8, 2000).queries(4, true).lens({2000, 4, 3}), Variants{0.f, -1, -1, false, true}));
+  std::fill(c.tree_mask.begin(), c.tree_mask.end(), uint8_t(0));
+  Plan plan;
+  ASSERT_TRUE(plan_decode(c.problem, gpu_test::device(), {}, &plan).ok());
+  if (!gpu_test::plan_compiled(plan)) GTEST_SKIP() << "not compiled into this build: " << plan.family();
+  DeviceDecodeCase dev(c);
+  DeviceBuffer workspace = gpu_test::poisoned_workspace(plan.workspace_bytes());
+  ASSERT_TRUE(run_decode(plan, dev.tensors, workspace.get(), workspace.bytes(), nullptr).ok());
+  dev.download_outputs(c);
+  const testing::Comparison cmp = testing::check_decode(c);
+  EXPECT_TRUE(cmp.passed) << describe(plan) << cmp.summary();
+
+  testing::DecodeCase kc = testing::make_decode_case(
+      with(B(2, 32, 8, 1000).format(KvFormat::kInt4Kc).queries(4, true).lens({1000, 70}), Variants{0.f, -1, -1, false, true}));
+  Plan routed;
+  ASSERT_TRUE(plan_decode(kc.problem, gpu_test::device(), {}, &routed).ok());
+  ASSERT_TRUE(routed.decode_via_prefill()) << describe(routed);
+  std::fill(kc.tree_mask.begin(), kc.tree_mask.end(), uint8_t(0));
+  if (!gpu_test::plan_compiled(routed)) GTEST_SKIP() << "not compiled into this build: " << routed.family();
+  DeviceDecodeCase kc_dev(kc);
+  DeviceBuffer kc_workspace = gpu_test::poisoned_workspace(routed.workspace_bytes());
+  ASSERT_TRUE(run_decode(routed, kc_dev.tensors, kc_workspace.get(), kc_workspace.bytes(), nullptr).ok());
+  kc_dev.download_outputs(kc);
+  const testing::Comparison kc_cmp = testing::check_decode(kc);
+  EXPECT_TRUE(kc_cmp.passed) << describe(routed) << kc_cmp.summary();
 }
 
 // Windows move with each sequence's length: one captured call serves new lengths, and a sequence's

@@ -291,11 +291,21 @@ def test_cuda_compat_kvcache_takes_s_aux_window_and_softcap():
 
 
 @needs_cuda
-def test_cuda_tree_mask_is_refused_by_name():
-    q, k, v, lens, _, _ = inputs("cuda", GPU_DTYPE, q_len=4, hq=16, hkv=4, d=GPU_D, seed=22)
-    tree = torch.full((3, 4, 1), 0x0F, dtype=torch.uint8, device="cuda")
-    with pytest.raises(NotImplementedError, match="'tree_mask'"):
-        splitkv.decode(q, k, v, lens, causal=True, tree_mask=tree)
+@pytest.mark.parametrize("page_size", [0, 16])
+def test_cuda_tree_mask_matches_the_cpu_backend(page_size):
+    q, k, v, lens, bt, _ = inputs("cuda", GPU_DTYPE, q_len=4, hq=16, hkv=4, d=GPU_D, page_size=page_size,
+                                  lens=(1500, 3, 640), seed=22)
+    mask = np.tril(np.ones((4, 4), dtype=bool))
+    mask[2, 1] = mask[3, 1] = False  # a draft tree: tokens 2 and 3 hang under token 0
+    masks = np.stack([mask, np.eye(4, dtype=bool), np.zeros((4, 4), dtype=bool)])  # the last hides every draft
+    tree = torch.from_numpy(np.packbits(masks, axis=-1, bitorder="little"))
+    out, lse = splitkv.decode(q, k, v, lens, bt, causal=True, tree_mask=tree.cuda(), return_lse=True)
+    cpu = lambda t: None if t is None else t.cpu()
+    ref_out, ref_lse = splitkv.decode(cpu(q), cpu(k), cpu(v), cpu(lens), cpu(bt), causal=True, tree_mask=tree,
+                                      return_lse=True)
+    assert_close(out, lse, ref_out.double(), ref_lse.double())
+    plain = splitkv.decode(q, k, v, lens, bt, causal=True)
+    assert not torch.equal(bits(out), bits(plain)), "the tree mask did not change the answer"
 
 
 @needs_cuda

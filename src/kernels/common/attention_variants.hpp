@@ -44,6 +44,10 @@ SPLITKV_HD bool tree_mask_sees(const unsigned char* row_bits, int draft) {
   return (row_bits[draft >> 3] >> (draft & 7)) & 1;
 }
 
+// The prefill kernels hold a row's tree-mask bits in one 64-bit word: a decode problem served by
+// chunked prefill takes a tree mask over at most this many drafts (q_len); the decode kernels take any.
+inline constexpr int kMaxPrefillTreeDrafts = 64;
+
 // A sink logit folded once into a merged row whose keys' log-sum-exp is *lse: *lse becomes
 // log(exp(*lse) + exp(sink)) and the returned weight exp(old - new) is what the row's O keeps. A NaN
 // *lse stays (weight 1); a NaN sink makes the row NaN; -inf is no sink; +inf takes the whole row.

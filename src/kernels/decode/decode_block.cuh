@@ -25,17 +25,32 @@ struct DecodeKeyRange {
   int after;       // keys of the context after this shard (0 without shards)
   int lo, hi;
   bool bad_input;  // the length (or keys_after) was out of range: reported as NaN, never read past
+  // kVariants only (set by decode_key_range<.., true>): the sequence's tree-mask rows (null: no tree
+  // mask) and its first draft, the key len - q_len (negative when the sequence is shorter than q_len).
+  const uint8_t* tree;
+  int first_draft;
 };
+
+// Where query i's tree-mask bits start in its sequence's rows (keys.tree): an int, where a pointer
+// per row would cost the 32-row tile's registers.
+__device__ __forceinline__ int tree_row(const DecodeParams& p, int i) { return i * int(p.tree_mask_query_stride); }
+
+// Whether the tree mask hides `key` from the row whose bits start at keys.tree + row: a draft whose
+// bit is clear.
+__device__ __forceinline__ bool tree_hides(const DecodeKeyRange& keys, int row, int key) {
+  return keys.tree != nullptr && key >= keys.first_draft && !tree_mask_sees(keys.tree + row, key - keys.first_draft);
+}
 
 // The keys [query_key_start, query_key_end) query i of the sequence sees (of the shard's [0, len)):
 // the causal end and, in a variants instance (kVariants), the sliding window's two sides
-// (attention_variants.hpp), the query at local position len + after - q_len + i.
+// (attention_variants.hpp), the query at local position len + after - q_len + i. With a tree mask
+// its bits replace the causal rule among the drafts (tree_hides), so the causal end does not apply.
 template <bool kVariants>
 __device__ __forceinline__ int query_key_end(const DecodeParams& p, int len, int after, int i) {
-  const int end = visible_shard_key_end(p.causal, p.q_len, len, after, i);
   if constexpr (!kVariants) {
-    return end;
+    return visible_shard_key_end(p.causal, p.q_len, len, after, i);
   } else {
+    const int end = p.tree_mask != nullptr ? len : visible_shard_key_end(p.causal, p.q_len, len, after, i);
     const long long position = (long long)len + after - p.q_len + i;
     const long long window_end = window_key_end(position, p.window_right, (long long)len + after);
     return window_end < end ? int(window_end < 0 ? 0 : window_end) : end;
@@ -69,21 +84,29 @@ __device__ __forceinline__ DecodeKeyRange decode_key_range(const DecodeParams& p
   r.lo = span.lo;
   const int last_query = p.group.div(row0 + rows_here - 1);
   r.hi = min(span.end, query_key_end<kVariants>(p, r.len, r.after, last_query));
+  if constexpr (kVariants) {
+    r.tree = p.tree_mask == nullptr ? nullptr : p.tree_mask + b * p.tree_mask_batch_stride;
+    r.first_draft = r.len - p.q_len;
+  }
   return r;
 }
 
 // Per thread row (2 per 16 rows of the tile): the end of the keys it sees and (kVariants) their
-// start. tScS_rc maps (row, col) of the thread's score fragment to (tile row, key offset).
+// start and its tree-mask bits. tScS_rc maps (row, col) of the thread's score fragment to (tile
+// row, key offset).
 template <bool kVariants = false, int kRows, class RowCoords>
 __device__ __forceinline__ void visible_row_ends(const DecodeParams& p, const DecodeKeyRange& keys, int row0,
                                                  const RowCoords& tScS_rc, int (&row_end)[kRows],
-                                                 int (*row_start)[kRows] = nullptr) {
+                                                 int (*row_start)[kRows] = nullptr, int (*row_tree)[kRows] = nullptr) {
   CUTE_UNROLL
   for (int r = 0; r < kRows; ++r) {
     const int row = min(row0 + cute::get<0>(tScS_rc(r, 0)), p.rows_per_kv - 1);
     const int query = p.group.div(row);
     row_end[r] = min(keys.hi, query_key_end<kVariants>(p, keys.len, keys.after, query));
-    if constexpr (kVariants) (*row_start)[r] = query_key_start<kVariants>(p, keys.len, keys.after, query);
+    if constexpr (kVariants) {
+      (*row_start)[r] = query_key_start<kVariants>(p, keys.len, keys.after, query);
+      (*row_tree)[r] = tree_row(p, query);
+    }
   }
 }
 
@@ -104,32 +127,38 @@ __device__ __forceinline__ void mask_past_row_ends(Scores& scores, const RowCoor
   }
 }
 
-// A variants instance's mask: keys before a row's window start become -inf too (only sub-tiles that
-// cross some row's start or end pay).
+// A variants instance's mask: keys before a row's window start, and drafts its tree-mask bits hide,
+// become -inf too (only sub-tiles that cross some row's start or end, or reach the drafts of a
+// sequence with a tree mask, pay).
 template <int kRows, class Scores, class RowCoords>
 __device__ __forceinline__ void mask_outside_rows(Scores& scores, const RowCoords& tScS_rc, int t0, int n_keys,
-                                                  const int (&row_start)[kRows], const int (&row_end)[kRows]) {
+                                                  const int (&row_start)[kRows], const int (&row_end)[kRows],
+                                                  const int (&row_tree)[kRows], const DecodeKeyRange& keys) {
   int first_end = row_end[0], last_start = row_start[0];
   CUTE_UNROLL
   for (int r = 1; r < kRows; ++r) first_end = min(first_end, row_end[r]), last_start = max(last_start, row_start[r]);
-  if (t0 + n_keys <= first_end && t0 >= last_start) return;
+  const bool drafts = keys.tree != nullptr && t0 + n_keys > keys.first_draft;
+  if (t0 + n_keys <= first_end && t0 >= last_start && !drafts) return;
   CUTE_UNROLL
   for (int r = 0; r < cute::size<0>(scores); ++r) {
     CUTE_UNROLL
     for (int c = 0; c < cute::size<1>(scores); ++c) {
       const int key = t0 + cute::get<1>(tScS_rc(r, c));
-      if (key >= row_end[r] || key < row_start[r]) scores(r, c) = kNegInf;
+      if (key >= row_end[r] || key < row_start[r] || tree_hides(keys, row_tree[r], key)) {
+        scores(r, c) = kNegInf;
+      }
     }
   }
 }
 
 // The keys a row does not see become -inf: past its end, and in a variants instance before its
-// window start too.
+// window start and the drafts its tree mask hides too.
 template <bool kVariants, int kRows, class Scores, class RowCoords>
 __device__ __forceinline__ void mask_row_keys(Scores& scores, const RowCoords& tScS_rc, int t0, int n_keys,
-                                              const int (&row_start)[kRows], const int (&row_end)[kRows]) {
+                                              const int (&row_start)[kRows], const int (&row_end)[kRows],
+                                              const int (&row_tree)[kRows], const DecodeKeyRange& keys) {
   if constexpr (kVariants) {
-    mask_outside_rows(scores, tScS_rc, t0, n_keys, row_start, row_end);
+    mask_outside_rows(scores, tScS_rc, t0, n_keys, row_start, row_end, row_tree, keys);
   } else {
     mask_past_row_ends(scores, tScS_rc, t0, n_keys, row_end);
   }

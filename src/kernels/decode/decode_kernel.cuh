@@ -121,7 +121,8 @@ __global__ void __launch_bounds__(Traits::kThreads) decode_kernel(const __grid_c
   Tensor tScS = thr_mma.partition_C(make_identity_tensor(Shape<Int<kM>, Int<kN>>{}));
   Tensor tScS_rc = make_tensor(tScS.data(), acc_as_rows_cols(tScS.layout()));
   int row_end[kRows], row_start[kRows];
-  visible_row_ends<kVariants>(p, keys, row0, tScS_rc, row_end, &row_start);
+  int row_tree[kRows];  // kVariants: where each row's tree-mask bits start (tree_row)
+  visible_row_ends<kVariants>(p, keys, row0, tScS_rc, row_end, &row_start, &row_tree);
   const ScoreSoftcap<kVariants> softcap(p.softcap, p.scale_log2);
 
   // ---- Main loop over this warp's sub-tiles --------------------------------------------------------
@@ -143,7 +144,7 @@ __global__ void __launch_bounds__(Traits::kThreads) decode_kernel(const __grid_c
     }
     softcap.apply(acc_s);
     Tensor scores = make_tensor(acc_s.data(), acc_as_rows_cols(acc_s.layout()));  // (2, 4)
-    mask_row_keys<kVariants>(scores, tScS_rc, t0, kN, row_start, row_end);
+    mask_row_keys<kVariants>(scores, tScS_rc, t0, kN, row_start, row_end, row_tree, keys);
     softmax.update(scores, acc_o_rc, p.scale_log2);
 
     Tensor probs = convert_fragment<Element>(acc_s);

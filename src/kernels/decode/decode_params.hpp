@@ -81,10 +81,15 @@ struct DecodeParams {
   // the combine kernel folds them once, after the merge.
   const float* sinks = nullptr;
   int64_t sinks_stride = 0;
+  // A tree mask over each sequence's last q_len keys, the drafts (docs/VARIANTS.md): query i of
+  // sequence b sees draft j when bit j % 8 of byte tree_mask[b * batch stride + i * query stride +
+  // j / 8] is set; null: none.
+  const uint8_t* tree_mask = nullptr;
+  int64_t tree_mask_batch_stride = 0, tree_mask_query_stride = 0;
 };
 
 SPLITKV_HD bool decode_variants(const DecodeParams& p) {
-  return p.softcap > 0.f || p.window_left >= 0 || p.window_right >= 0 || p.sinks != nullptr;
+  return p.softcap > 0.f || p.window_left >= 0 || p.window_right >= 0 || p.sinks != nullptr || p.tree_mask != nullptr;
 }
 
 // A KV head's packed tile row -> its query (index in the sequence) and query head: row = i * group + h.

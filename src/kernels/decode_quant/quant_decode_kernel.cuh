@@ -58,7 +58,8 @@ __global__ void __launch_bounds__(Traits::kThreads, kVariants ? Traits::kVariant
   Tensor tScS = thr_mma.partition_C(make_identity_tensor(Shape<Int<kM>, Int<kN>>{}));
   Tensor tScS_rc = make_tensor(tScS.data(), acc_as_rows_cols(tScS.layout()));
   int row_end[2], row_start[2];
-  visible_row_ends<kVariants>(p, keys, at.row0, tScS_rc, row_end, &row_start);
+  int row_tree[2];  // kVariants: where each row's tree-mask bits start (tree_row)
+  visible_row_ends<kVariants>(p, keys, at.row0, tScS_rc, row_end, &row_start, &row_tree);
   const QuantLaneReads<Traits> reads(lane);
 
   // ---- Main loop over this warp's sub-tiles ----------------------------------------------------------
@@ -70,7 +71,7 @@ __global__ void __launch_bounds__(Traits::kThreads, kVariants ? Traits::kVariant
     if constexpr (Traits::kTokenScales) fold_k_scales<Traits>(q, stage + Traits::kKScaleOffset, lane, acc_s);
     softcap.apply(acc_s);
     Tensor scores = make_tensor(acc_s.data(), acc_as_rows_cols(acc_s.layout()));  // (2, 4)
-    mask_row_keys<kVariants>(scores, tScS_rc, kv.subtile_start(n), kN, row_start, row_end);
+    mask_row_keys<kVariants>(scores, tScS_rc, kv.subtile_start(n), kN, row_start, row_end, row_tree, keys);
     float rescale[2];
     softmax.fold(scores, scale_log2, rescale);
     // Once a block's row maxima settle they rarely move: O is not multiplied by 1 (same bits). The

@@ -17,12 +17,14 @@ namespace splitkv::detail {
 
 // The quantized-cache traits with 8 packed rows per block. With 8 rows the variants instance
 // (softcap, window) of a per-token format fits the plain instance's register bound without a
-// spill; the keys-per-channel loop does not (docs/TUNING.md), so only *_kc keeps the lower one.
+// spill; the keys-per-channel loop does not (docs/TUNING.md), so only *_kc keeps the lower one,
+// and with fp16 Q (kc_split_q: Q's operand in two halves) the plain instance takes it too.
 template <class Base>
 struct KeysAsRowsTraits : Base {
   static constexpr int kBlockM = kKeysAsRowsQueries;
   static constexpr int kVariantsMinBlocksPerSm =
       Base::kChannelKeys ? Base::kVariantsMinBlocksPerSm : Base::kMinBlocksPerSm;
+  static constexpr int kMinBlocksPerSm = kc_split_q<Base>() ? kVariantsMinBlocksPerSm : Base::kMinBlocksPerSm;
 };
 
 // kVariants: the variants instance (DecodeParams' softcap, sliding window and a single split's sinks,
@@ -65,12 +67,14 @@ __global__ void __launch_bounds__(Traits::kThreads, kVariants ? Traits::kVariant
   KeysAsRowsSoftmax softmax;
   softmax.reset();
   int row_end[2], row_start[2];  // rows 2c, 2c + 1: the keys each sees (start: kVariants)
+  int row_tree[2];               // kVariants: where their tree-mask bits start (tree_row)
   CUTE_UNROLL
   for (int r = 0; r < 2; ++r) {
     const int row = min(at.row0 + 2 * c + r, p.rows_per_kv - 1);
     const int query = p.group.div(row);
     row_end[r] = min(keys.hi, query_key_end<kVariants>(p, keys.len, keys.after, query));
     row_start[r] = query_key_start<kVariants>(p, keys.len, keys.after, query);
+    if constexpr (kVariants) row_tree[r] = tree_row(p, query);
   }
   const QuantLaneReads<Traits> reads(lane);
 
@@ -97,11 +101,14 @@ __global__ void __launch_bounds__(Traits::kThreads, kVariants ? Traits::kVariant
     softcap.apply(s);
     const int t0 = kv.subtile_start(n);
     if constexpr (kVariants) {
-      if (t0 + kN > min(row_end[0], row_end[1]) || t0 < max(row_start[0], row_start[1])) {
+      const bool drafts = keys.tree != nullptr && t0 + kN > keys.first_draft;
+      if (t0 + kN > min(row_end[0], row_end[1]) || t0 < max(row_start[0], row_start[1]) || drafts) {
         CUTE_UNROLL
         for (int i = 0; i < 4; ++i) {
           const int key = t0 + g + 8 * (i / 2);
-          if (key >= row_end[i % 2] || key < row_start[i % 2]) s[i] = kNegInf;
+          if (key >= row_end[i % 2] || key < row_start[i % 2] || tree_hides(keys, row_tree[i % 2], key)) {
+            s[i] = kNegInf;
+          }
         }
       }
     } else if (t0 + kN > min(row_end[0], row_end[1])) {

@@ -21,8 +21,11 @@
 
 #include <cuda_fp16.h>
 
+#include <type_traits>
+
 #include <cute/arch/copy_sm75.hpp>
 #include <cute/tensor.hpp>
+#include <cutlass/numeric_types.h>
 
 #include "kernels/common/online_softmax.cuh"
 #include "kernels/decode_quant/kv_codes.cuh"
@@ -34,11 +37,20 @@ constexpr int kKeysAsRowsQueries = 8;  // packed query rows per block (the MMA's
 
 // ---- Q as the B operand ---------------------------------------------------------------------------
 
+// Keys per channel with fp16 Q: the folded Q operand is held as two fp16 halves (build_kc_group_q),
+// since one fp16 rounding of q~ scale moves a score by as much as fp16's own rounding of the keys.
+// With bf16 Q, whose rounding is 8 times coarser, one half is enough.
+template <class Traits>
+constexpr bool kc_split_q() {
+  return Traits::kChannelKeys && std::is_same_v<typename Traits::Element, cutlass::half_t>;
+}
+
 template <class Traits>
 struct KeysAsRowsQ {
   static constexpr int D = Traits::kHeadDim;
   static constexpr int kSteps = D / 16;
   uint32_t b[kSteps][2];  // row g at pairs 2kk and 2kk + 1
+  uint32_t b_lo[kSteps][2];  // kc_split_q: what b's fp16 rounding left (build_kc_group_q)
   float q_sum[2];         // rows 2c, 2c + 1: sum of the row's effective fp16 values (INT K fix-up)
   float a_offset[2];      // rows 2c, 2c + 1: -1024 * sum of the row's register values
   float unshift;          // 2^-shift
@@ -147,6 +159,9 @@ __device__ __forceinline__ void keys_as_rows_scores_codes(const KeysAsRowsQ<Trai
     const uint32_t a3 = k_pair<Traits::kKCode>(words[1][p1 / kPairs], p1 % kPairs);
     float(&d)[4] = acc[kk % 2];
     Traits::MmaOp::fma(d[0], d[1], d[2], d[3], a0, a1, a2, a3, q.b[kk][0], q.b[kk][1], d[0], d[1], d[2], d[3]);
+    if constexpr (kc_split_q<Traits>()) {
+      Traits::MmaOp::fma(d[0], d[1], d[2], d[3], a0, a1, a2, a3, q.b_lo[kk][0], q.b_lo[kk][1], d[0], d[1], d[2], d[3]);
+    }
   }
 #pragma unroll
   for (int i = 0; i < 4; ++i) s[i] = acc[0][i] + acc[1][i];

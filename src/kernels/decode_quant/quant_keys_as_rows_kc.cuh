@@ -6,11 +6,13 @@
 // come in runs of one group, QuantKvLoader), so the key loop multiplies raw codes exactly as for
 // per-token scales (quant_keys_as_rows.cuh), and the minima become one dot product per row and
 // group. In the units of the shifted Q (q~ = q 2^shift, as the per-token path):
-//   a_c = q~_c scale_c 2^-e / w_c (rounded to fp16; e: max_c scale_c < 2^e, and max |q~| in
-//         [2^13, 2^14) (kc_q_shift), put every a_c under 2^14 on fp16's top exponents, so a channel
-//         whose scale is small next to the group's outlier stays clear of fp16's subnormals; w_c:
-//         the code weight of the pair, 1 or 16),
-//   raw = sum_c a_c (1024 + w_c code_tc) (the MMA over the biased codes),
+//   a_c = q~_c scale_c 2^-e / w_c (e: max_c scale_c < 2^e, and max |q~| in [2^13, 2^14)
+//         (kc_q_shift), put every a_c under 2^14 on fp16's top exponents, so a channel whose scale
+//         is small next to the group's outlier stays clear of fp16's subnormals; w_c: the code
+//         weight of the pair, 1 or 16), rounded to fp16, or with fp16 Q (kc_split_q) held as two
+//         fp16 halves a_c = hi_c + lo_c: one fp16 rounding moves a score by 2^-12 of each channel's
+//         scale_c code_tc term, up to twice a plain fp16 kernel's error (lo_c leaves 2^-23),
+//   raw = sum_c a_c (1024 + w_c code_tc) (the MMA over the biased codes; two with halves),
 //   score = 2^e raw + (sum_c q~_c min_c - 1024 2^e sum_c a_c)   (one fma per score).
 // The keys of the sequence's newest, incomplete group live in its 16-bit tail ring: the run that
 // holds them (a warp's last) multiplies them as stored, in the Q/O dtype, with Q as stored, read
@@ -104,11 +106,18 @@ __device__ __forceinline__ KcGroupFold build_kc_group_q(KeysAsRowsQ<Traits>& q, 
       const int c0 = k_pair_column<kK>(pair, 0) - 8 * v, c1 = k_pair_column<kK>(pair, 1) - 8 * v;
       const float weight = float(k_pair_weight<kK>(pair % Traits::KCode::kPairsPerWord));
       const float pair_scale = a_scale / weight;  // a power of two
-      const __half2 a2 = __floats2half2_rn(float(qv[c0]) * __half2float(sv[c0]) * pair_scale,
-                                           float(qv[c1]) * __half2float(sv[c1]) * pair_scale);
-      q.b[pair / 2][pair % 2] = as_u32(a2);
-      const float2 back = __half22float2(a2);
-      a_sum += back.x + back.y;
+      const float ax = float(qv[c0]) * __half2float(sv[c0]) * pair_scale;
+      const float ay = float(qv[c1]) * __half2float(sv[c1]) * pair_scale;
+      const __half2 hi = __floats2half2_rn(ax, ay);
+      const float2 hi_back = __half22float2(hi);
+      q.b[pair / 2][pair % 2] = as_u32(hi);
+      a_sum += hi_back.x + hi_back.y;
+      if constexpr (kc_split_q<Traits>()) {
+        const __half2 lo = __floats2half2_rn(ax - hi_back.x, ay - hi_back.y);
+        const float2 lo_back = __half22float2(lo);
+        q.b_lo[pair / 2][pair % 2] = as_u32(lo);
+        a_sum += lo_back.x + lo_back.y;
+      }
     }
   }
   CUTE_UNROLL

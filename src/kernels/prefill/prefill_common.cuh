@@ -75,16 +75,41 @@ __device__ __forceinline__ int window_end_at(const PrefillParams& p, const Prefi
   return int(window_key_end(position, p.window_right, s.k_len));
 }
 
+// Where a sequence's tree-mask rows are (PrefillParams::tree_mask), for mask_hidden_drafts:
+// query i's bits start at rows + i * query_stride; the drafts are keys [first_draft, first_draft + q_len).
+struct DraftTree {
+  const uint8_t* rows;
+  int64_t query_stride;
+  int q_len, first_draft;
+};
+
+// The drafts (q_len <= kMaxPrefillTreeDrafts) the tree mask hides from query i, as bits (bit j:
+// draft j). One 64-bit word per row, where a byte per score would hold a register each.
+__device__ __forceinline__ uint64_t tree_hidden_drafts(const DraftTree& tree, int i) {
+  if (i >= tree.q_len) return 0;
+  const uint8_t* row = tree.rows + i * tree.query_stride;
+  uint64_t seen = 0;
+  CUTE_UNROLL
+  for (int j = 0; j < kMaxPrefillTreeDrafts / 8; ++j) {
+    if (8 * j < tree.q_len) seen |= uint64_t(row[j]) << (8 * j);
+  }
+  return ~seen;
+}
+__device__ __forceinline__ bool draft_hidden(uint64_t hidden, int draft) {
+  return draft >= 0 && draft < kMaxPrefillTreeDrafts && ((hidden >> draft) & 1);
+}
+
 // Keys [lo, hi) that query rows [row0, row0 + rows) read in KV split `split`; mask_from: the
 // first key some row of the block must not see (blocks ending past it need masking). With a
 // sliding window (kVariants), mask_until: the last row's first key (blocks starting before it need
-// the window's left mask), and lo starts at the first row's window, on a block_n edge.
+// the window's left mask), and lo starts at the first row's window, on a block_n edge. With a tree
+// mask (kTree; causal is then off: its bits replace the causal rule) blocks from the first draft need masking.
 struct KeyRange {
   int lo = 0, hi = 0, mask_from = 0;
   int mask_until = 0;  // kVariants only
 };
 
-template <bool kVariants = false>
+template <bool kVariants = false, bool kTree = false>
 __device__ __forceinline__ KeyRange key_range(const PrefillParams& p, const PrefillSequence& s, int split,
                                               int row0, int rows, int block_n) {
   KeyRange r;
@@ -93,6 +118,8 @@ __device__ __forceinline__ KeyRange key_range(const PrefillParams& p, const Pref
   r.hi = min(span.end, visible_key_end(p.causal, s.q_len, s.k_len, row0 + rows - 1));
   r.mask_from = min(r.hi, visible_key_end(p.causal, s.q_len, s.k_len, row0));
   if constexpr (kVariants) {
+    // A tree mask comes with causal off (launch_prefill): the blocks from the first draft need masking.
+    if (kTree && p.tree_mask != nullptr) r.mask_from = min(r.mask_from, max(s.k_len - s.q_len, 0));
     const long long first_pos = query_position(s, row0);
     const long long last_pos = first_pos + rows - 1;
     r.lo = max(r.lo, window_start_at(p, s, first_pos) / block_n * block_n);
@@ -133,8 +160,9 @@ struct PrefillBlock {
   }
 
   // The tile at (x, hq, z) of a grid (tiles_m, Hq, batch x splits), without init()'s page check;
-  // false when its sequence has no rows there. kVariants: the sliding window cuts the keys.
-  template <bool kVariants = false>
+  // false when its sequence has no rows there. kVariants: the sliding window cuts the keys; kTree
+  // (GQA-packed tiles' variants): the tree mask's drafts need masking.
+  template <bool kVariants = false, bool kTree = false>
   __device__ __forceinline__ bool init_tile(const PrefillParams& p, int block_m, int block_n, int x, int tiles_m,
                                             int hq_, int z) {
     // Causal: the last query blocks see the most keys; launching them first shortens the tail.
@@ -147,7 +175,7 @@ struct PrefillBlock {
     row0 = m_block * block_m;
     if (row0 >= seq.q_len) return false;
     rows_here = min(block_m, seq.q_len - row0);
-    keys = key_range<kVariants>(p, seq, split, row0, rows_here, block_n);
+    keys = key_range<kVariants, kTree>(p, seq, split, row0, rows_here, block_n);
     n_blocks = keys.hi > keys.lo ? (keys.hi - keys.lo + block_n - 1) / block_n : 0;
     q_base = static_cast<const Element*>(p.q) + b * p.q_batch_stride + (seq.q_begin + row0) * p.q_token_stride +
              hq * p.q_head_stride;
@@ -190,12 +218,31 @@ struct TileRows {
   }
 };
 
+// The drafts the tree mask hides become -inf (mask_scores, with PrefillParams::tree_mask).
+template <class Scores, class Coords, bool kPacked>
+__device__ __forceinline__ void mask_hidden_drafts(Scores& scores, const Coords& coords, const PrefillParams& p,
+                                                   const PrefillSequence& s, int b, const TileRows<kPacked>& rows,
+                                                   int n0) {
+  const DraftTree tree{p.tree_mask + b * p.tree_mask_batch_stride, p.tree_mask_query_stride, s.q_len,
+                       s.k_len - s.q_len};
+  CUTE_UNROLL
+  for (int r = 0; r < cute::size<0>(scores); ++r) {
+    const uint64_t hidden = tree_hidden_drafts(tree, rows.query(cute::get<0>(coords(r, 0))));
+    CUTE_UNROLL
+    for (int c = 0; c < cute::size<1>(scores); ++c) {
+      if (draft_hidden(hidden, n0 + cute::get<1>(coords(r, c)) - tree.first_draft)) scores(r, c) = kNegInf;
+    }
+  }
+}
+
 // Sets scores(r, c) = -inf where key n0 + col is at or past `hi` or, causally, after the row's
-// diagonal; kVariants: also outside the row's sliding window. scores and coords are (rows, cols)
-// views; coords give tile-local (row, col).
+// diagonal; kVariants: also outside the row's sliding window and (packed tiles) the drafts its
+// tree-mask bits hide (a tree mask comes with causal off: its bits replace the causal rule).
+// scores and coords are (rows, cols) views; coords give tile-local (row, col); b: s's index.
 template <bool kVariants = false, class Scores, class Coords, bool kPacked>
 __device__ __forceinline__ void mask_scores(Scores& scores, const Coords& coords, const PrefillParams& p,
-                                            const PrefillSequence& s, const TileRows<kPacked>& rows, int n0, int hi) {
+                                            const PrefillSequence& s, int b, const TileRows<kPacked>& rows, int n0,
+                                            int hi) {
   CUTE_UNROLL
   for (int r = 0; r < cute::size<0>(scores); ++r) {
     const int i = rows.query(cute::get<0>(coords(r, 0)));
@@ -212,11 +259,16 @@ __device__ __forceinline__ void mask_scores(Scores& scores, const Coords& coords
       if (key >= end || (kVariants && key < start)) scores(r, c) = kNegInf;
     }
   }
+  // The tree mask's pass, apart, and only in GQA-packed tiles (the families that serve decode
+  // problems' speculative rows): its registers cost the other tiles' window rows 1-4%.
+  if constexpr (kVariants && kPacked) {
+    if (p.tree_mask != nullptr) mask_hidden_drafts(scores, coords, p, s, b, rows, n0);
+  }
 }
 template <bool kVariants = false, class Scores, class Coords>
 __device__ __forceinline__ void mask_scores(Scores& scores, const Coords& coords, const PrefillParams& p,
-                                            const PrefillSequence& s, int row0, int n0, int hi) {
-  mask_scores<kVariants>(scores, coords, p, s, TileRows<false>{0, row0}, n0, hi);
+                                            const PrefillSequence& s, int b, int row0, int n0, int hi) {
+  mask_scores<kVariants>(scores, coords, p, s, b, TileRows<false>{0, row0}, n0, hi);
 }
 
 // Whether a block of keys from n0 needs mask_scores: it ends past keys.mask_from, or (kVariants)

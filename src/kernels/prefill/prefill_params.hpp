@@ -77,11 +77,18 @@ struct PrefillParams {
   // before / after its position; -1: unbounded), positions aligned bottom-right as the causal mask.
   float softcap = 0.f;
   int window_left = -1, window_right = -1;
+  // A decode problem's tree mask (served by chunked prefill, Plan::decode_via_prefill; q_len <=
+  // kMaxPrefillTreeDrafts): query i of sequence b sees draft j (its key k_len - q_len + j) when bit
+  // j % 8 of byte tree_mask[b * batch stride + i * query stride + j / 8] is set; the bits replace
+  // the causal rule among the drafts, so launches with a tree mask set causal off (every key before
+  // the drafts is visible to every query either way). null: none.
+  const uint8_t* tree_mask = nullptr;
+  int64_t tree_mask_batch_stride = 0, tree_mask_query_stride = 0;
 };
 
 // Whether a launch needs the variants instance of its kernel.
 inline bool prefill_variants(const PrefillParams& p) {
-  return p.softcap > 0.f || p.window_left >= 0 || p.window_right >= 0;
+  return p.softcap > 0.f || p.window_left >= 0 || p.window_right >= 0 || p.tree_mask != nullptr;
 }
 
 }  // namespace splitkv::detail

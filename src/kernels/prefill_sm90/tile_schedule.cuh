@@ -95,8 +95,9 @@ struct TileSchedule {
     const int heads_and_z = tile / p.tiles_m;
     const int head = heads_and_z % grid_heads(p);
     if constexpr (kPacked) {
-      return blk.template init_tile<kVariants>(p, p.pack_queries, block_n, x, p.tiles_m, head * p.group,
-                                               heads_and_z / grid_heads(p));
+      // Packed tiles serve tree masks (mask_scores): kTree.
+      return blk.template init_tile<kVariants, kVariants>(p, p.pack_queries, block_n, x, p.tiles_m, head * p.group,
+                                                          heads_and_z / grid_heads(p));
     }
     if (!blk.template init_tile<kVariants>(p, block_m, block_n, x, p.tiles_m, head, heads_and_z / grid_heads(p))) return false;
     if (kStreamK && tile >= p.stream_first_tile) {
