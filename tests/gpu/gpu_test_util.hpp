@@ -105,6 +105,17 @@ inline ::testing::AssertionResult run_prefill_poisoned(const Plan& plan, testing
   return ::testing::AssertionSuccess();
 }
 
+// Runs the plan over a device copy of c (whose outputs make_decode_case poisoned) with a poisoned
+// workspace on the default stream and downloads what it wrote into c.
+inline ::testing::AssertionResult run_decode_case(const Plan& plan, testing::DecodeCase& c) {
+  testing::DeviceDecodeCase dev(c);
+  testing::DeviceBuffer workspace = poisoned_workspace(plan.workspace_bytes());
+  const Status s = run_decode(plan, dev.tensors, workspace.get(), workspace.bytes(), nullptr);
+  if (!s.ok()) return ::testing::AssertionFailure() << s.message();
+  dev.download_outputs(c);
+  return ::testing::AssertionSuccess();
+}
+
 // One call captured on its own non-blocking stream into an instantiated graph; replay() launches it
 // and waits. ok() is false (error() says why) when the stream, the capture, the call or the
 // instantiation failed. Destroys what it made.

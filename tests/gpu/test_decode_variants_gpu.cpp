@@ -201,10 +201,7 @@ TEST(DecodeVariantsGpu, AHugeCapIsTheUncappedAnswer) {
   Plan plan;
   ASSERT_TRUE(plan_decode(c.problem, gpu_test::device(), PlanOptions{}, &plan).ok());
   if (!gpu_test::plan_compiled(plan)) GTEST_SKIP() << "not compiled into this build: " << plan.family();
-  DeviceDecodeCase dev(c);
-  DeviceBuffer workspace = gpu_test::poisoned_workspace(plan.workspace_bytes());
-  ASSERT_TRUE(run_decode(plan, dev.tensors, workspace.get(), workspace.bytes(), nullptr).ok());
-  dev.download_outputs(c);
+  ASSERT_TRUE(gpu_test::run_decode_case(plan, c));
   testing::DecodeCase uncapped = c;
   uncapped.problem.softcap = 0.f;
   const testing::Comparison cmp = testing::check_decode(uncapped);
@@ -217,35 +214,37 @@ TEST(DecodeVariantsGpu, AHugeCapIsTheUncappedAnswer) {
 TEST(DecodeVariantsGpu, TheChunkedPrefillRouteServesThem) {
   SPLITKV_REQUIRE_GPU(DType::kBF16, 128);
   using B = testing::DecodeSpecBuilder;
-  for (const auto& [spec, what] :
-       {std::pair<testing::DecodeCaseSpec, const char*>{
-            with(B(2, 32, 8, 1000).format(KvFormat::kInt4Kc).lens({1000, 70}), Variants{2.f}), "int4_kc softcap 2"},
-        {with(B(2, 32, 8, 1000).format(KvFormat::kInt8Kc).lens({1000, 130}), Variants{0.f, 64}), "int8_kc window 64"},
-        {with(B(2, 32, 8, 2000).format(KvFormat::kK8V4Kc).queries(4, true).paged(64).lens({2000, 300}),
-              Variants{1.f, 100}),
-         "k8v4_kc q_len 4 window 100 softcap 1"},
-        {with(B(3, 32, 8, 3000).queries(8, true).paged(16).lens({3000, 500, 9}), Variants{2.f, 200}),
-         "bf16 paged 16 q_len 8 window 200 softcap 2 on prefill_sm90"},
-        {with(B(3, 32, 8, 2000).queries(16, true).paged(16).lens({2000, 40, 9}), Variants{0.f, -1, -1, false, true}),
-         "bf16 paged 16 q_len 16 tree on prefill_sm90_gqa64"},
-        {with(B(2, 32, 8, 1000).format(KvFormat::kInt8Kc).queries(8, true).lens({1000, 30}),
-              Variants{0.f, -1, -1, false, true}),
-         "int8_kc q_len 8 tree"},
-        {with(B(2, 32, 8, 1500).queries(6, true).lens({1500, 20}), Variants{1.f, 300, -1, false, true}),
-         "bf16 q_len 6 tree window 300 softcap 1 on prefill_sm90_gqa"}}) {
-    testing::DecodeCase c = testing::make_decode_case(spec);
-    PlanOptions o;  // a 16-bit cache goes to chunked prefill when a prefill family is named
-    const std::string named = what;
-    if (c.problem.kv_format == KvFormat::kNative) o.family = named.substr(named.rfind(' ') + 1);
+  struct RouteCase {
+    testing::DecodeCaseSpec spec;
+    const char* what;
+    const char* family;  // a 16-bit cache goes to chunked prefill when a prefill family is named
+  };
+  const Variants tree{0.f, -1, -1, false, true};
+  for (const RouteCase& k : {
+           RouteCase{with(B(2, 32, 8, 1000).format(KvFormat::kInt4Kc).lens({1000, 70}), Variants{2.f}),
+                     "int4_kc softcap 2", ""},
+           RouteCase{with(B(2, 32, 8, 1000).format(KvFormat::kInt8Kc).lens({1000, 130}), Variants{0.f, 64}),
+                     "int8_kc window 64", ""},
+           RouteCase{with(B(2, 32, 8, 2000).format(KvFormat::kK8V4Kc).queries(4, true).paged(64).lens({2000, 300}),
+                          Variants{1.f, 100}),
+                     "k8v4_kc q_len 4 window 100 softcap 1", ""},
+           RouteCase{with(B(3, 32, 8, 3000).queries(8, true).paged(16).lens({3000, 500, 9}), Variants{2.f, 200}),
+                     "bf16 paged 16 q_len 8 window 200 softcap 2", "prefill_sm90"},
+           RouteCase{with(B(3, 32, 8, 2000).queries(16, true).paged(16).lens({2000, 40, 9}), tree),
+                     "bf16 paged 16 q_len 16 tree", "prefill_sm90_gqa64"},
+           RouteCase{with(B(2, 32, 8, 1000).format(KvFormat::kInt8Kc).queries(8, true).lens({1000, 30}), tree),
+                     "int8_kc q_len 8 tree", ""},
+           RouteCase{with(B(2, 32, 8, 1500).queries(6, true).lens({1500, 20}), Variants{1.f, 300, -1, false, true}),
+                     "bf16 q_len 6 tree window 300 softcap 1", "prefill_sm90_gqa"}}) {
+    const std::string what = std::string(k.what) + (*k.family ? std::string(" on ") + k.family : "");
+    testing::DecodeCase c = testing::make_decode_case(k.spec);
+    PlanOptions o;
+    o.family = k.family;
     Plan plan;
     ASSERT_TRUE(plan_decode(c.problem, gpu_test::device(), o, &plan).ok());
     ASSERT_TRUE(plan.decode_via_prefill()) << what << ": " << describe(plan);
     if (!gpu_test::plan_compiled(plan)) GTEST_SKIP() << "not compiled into this build: " << plan.family();
-    DeviceDecodeCase dev(c);
-    DeviceBuffer workspace = gpu_test::poisoned_workspace(plan.workspace_bytes());
-    const Status s = run_decode(plan, dev.tensors, workspace.get(), workspace.bytes(), nullptr);
-    ASSERT_TRUE(s.ok()) << what << ": " << s.message();
-    dev.download_outputs(c);
+    ASSERT_TRUE(gpu_test::run_decode_case(plan, c)) << what;
     const testing::Comparison cmp = testing::check_decode(c);
     EXPECT_TRUE(cmp.passed) << what << " (" << plan.family() << "): " << cmp.summary();
     testing::DecodeCase plain = c;
@@ -268,10 +267,7 @@ TEST(DecodeVariantsGpu, TreeRowsTakeThePrefillRoute) {
   if (gpu_test::device().cc_major < 9) GTEST_SKIP() << "the route is planned on sm_90 only";
   ASSERT_TRUE(plan.decode_via_prefill()) << describe(plan);
   if (!gpu_test::plan_compiled(plan)) GTEST_SKIP() << "not compiled into this build: " << plan.family();
-  DeviceDecodeCase dev(c);
-  DeviceBuffer workspace = gpu_test::poisoned_workspace(plan.workspace_bytes());
-  ASSERT_TRUE(run_decode(plan, dev.tensors, workspace.get(), workspace.bytes(), nullptr).ok());
-  dev.download_outputs(c);
+  ASSERT_TRUE(gpu_test::run_decode_case(plan, c));
   const testing::Comparison cmp = testing::check_decode(c);
   EXPECT_TRUE(cmp.passed) << describe(plan) << cmp.summary();
   testing::DecodeCase plain = c;
@@ -291,10 +287,7 @@ TEST(DecodeVariantsGpu, ATreeMaskThatHidesEveryDraftLeavesThePrefix) {
   Plan plan;
   ASSERT_TRUE(plan_decode(c.problem, gpu_test::device(), {}, &plan).ok());
   if (!gpu_test::plan_compiled(plan)) GTEST_SKIP() << "not compiled into this build: " << plan.family();
-  DeviceDecodeCase dev(c);
-  DeviceBuffer workspace = gpu_test::poisoned_workspace(plan.workspace_bytes());
-  ASSERT_TRUE(run_decode(plan, dev.tensors, workspace.get(), workspace.bytes(), nullptr).ok());
-  dev.download_outputs(c);
+  ASSERT_TRUE(gpu_test::run_decode_case(plan, c));
   const testing::Comparison cmp = testing::check_decode(c);
   EXPECT_TRUE(cmp.passed) << describe(plan) << cmp.summary();
 
@@ -305,10 +298,7 @@ TEST(DecodeVariantsGpu, ATreeMaskThatHidesEveryDraftLeavesThePrefix) {
   ASSERT_TRUE(routed.decode_via_prefill()) << describe(routed);
   std::fill(kc.tree_mask.begin(), kc.tree_mask.end(), uint8_t(0));
   if (!gpu_test::plan_compiled(routed)) GTEST_SKIP() << "not compiled into this build: " << routed.family();
-  DeviceDecodeCase kc_dev(kc);
-  DeviceBuffer kc_workspace = gpu_test::poisoned_workspace(routed.workspace_bytes());
-  ASSERT_TRUE(run_decode(routed, kc_dev.tensors, kc_workspace.get(), kc_workspace.bytes(), nullptr).ok());
-  kc_dev.download_outputs(kc);
+  ASSERT_TRUE(gpu_test::run_decode_case(routed, kc));
   const testing::Comparison kc_cmp = testing::check_decode(kc);
   EXPECT_TRUE(kc_cmp.passed) << describe(routed) << kc_cmp.summary();
 }

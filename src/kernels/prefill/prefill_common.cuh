@@ -238,7 +238,8 @@ __device__ __forceinline__ void mask_hidden_drafts(Scores& scores, const Coords&
 // Sets scores(r, c) = -inf where key n0 + col is at or past `hi` or, causally, after the row's
 // diagonal; kVariants: also outside the row's sliding window and (packed tiles) the drafts its
 // tree-mask bits hide (a tree mask comes with causal off: its bits replace the causal rule).
-// scores and coords are (rows, cols) views; coords give tile-local (row, col); b: s's index.
+// scores and coords are (rows, cols) views; coords give tile-local (row, col); b: s's index (read
+// by the tree pass only).
 template <bool kVariants = false, class Scores, class Coords, bool kPacked>
 __device__ __forceinline__ void mask_scores(Scores& scores, const Coords& coords, const PrefillParams& p,
                                             const PrefillSequence& s, int b, const TileRows<kPacked>& rows, int n0,
@@ -265,10 +266,11 @@ __device__ __forceinline__ void mask_scores(Scores& scores, const Coords& coords
     if (p.tree_mask != nullptr) mask_hidden_drafts(scores, coords, p, s, b, rows, n0);
   }
 }
+// Unpacked tiles (no tree pass: the sequence's index is not needed).
 template <bool kVariants = false, class Scores, class Coords>
 __device__ __forceinline__ void mask_scores(Scores& scores, const Coords& coords, const PrefillParams& p,
-                                            const PrefillSequence& s, int b, int row0, int n0, int hi) {
-  mask_scores<kVariants>(scores, coords, p, s, b, TileRows<false>{0, row0}, n0, hi);
+                                            const PrefillSequence& s, int row0, int n0, int hi) {
+  mask_scores<kVariants>(scores, coords, p, s, /*b=*/0, TileRows<false>{0, row0}, n0, hi);
 }
 
 // Whether a block of keys from n0 needs mask_scores: it ends past keys.mask_from, or (kVariants)

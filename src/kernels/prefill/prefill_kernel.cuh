@@ -161,7 +161,7 @@ __global__ void __launch_bounds__(Traits::kThreads) prefill_kernel(const __grid_
       gemm_smem_smem(tiled_mma, acc_sub, tSrQ, tSrK, tSsQ, tSsK, tSrQ_view, tSrK_view, smem_copy_q, smem_copy_k);
     }
     softcap.apply(acc_s);
-    if (needs_mask<kVariants>(keys, n0, kN)) mask_scores<kVariants>(scores, coords_s_rc, p, seq, b, row0, n0, keys.hi);
+    if (needs_mask<kVariants>(keys, n0, kN)) mask_scores<kVariants>(scores, coords_s_rc, p, seq, row0, n0, keys.hi);
 
     if constexpr (kPass == PrefillPass::kFromStats) {
       fixed.probabilities(scores, softcap.logit_scale_log2(p.scale_log2));

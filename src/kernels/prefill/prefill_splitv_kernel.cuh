@@ -92,7 +92,7 @@ __global__ void __launch_bounds__(Traits::kThreads) prefill_splitv_kernel(const 
     cp_async_fence();
     clear(acc_s);
     gemm_smem_smem(warp_mma, acc_s, tSrQ, tSrK, tSsQ, tSsK, tSrQ_view, tSrK_view, smem_copy_q, smem_copy_k);
-    if (n0 + kN > keys.mask_from) mask_scores(scores, coords_s_rc, p, seq, b, row0, n0, keys.hi);
+    if (n0 + kN > keys.mask_from) mask_scores(scores, coords_s_rc, p, seq, row0, n0, keys.hi);
     softmax.update(scores, out_rc, p.scale_log2);
     cp_async_wait<0>();
     __syncthreads();  // V landed; every warp is done with K

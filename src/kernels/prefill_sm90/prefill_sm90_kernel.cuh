@@ -425,7 +425,7 @@ __device__ __forceinline__ void consume_tile(const PrefillParams& p, const TmaSt
       release_items<kKSlices>(pipeline, read_k);
       read_k = advanced<kKSlices>(read_k);
       Tensor scores = make_tensor(acc_s.data(), wgmma_acc_as_rows_cols(acc_s.layout()));  // (rows, keys)
-      if (n0 + kN > keys.mask_from) mask_scores(scores, tScS_rc, p, seq, blk.b, blk.row0, n0, keys.hi);
+      if (n0 + kN > keys.mask_from) mask_scores(scores, tScS_rc, p, seq, blk.row0, n0, keys.hi);
       float rescale[kRows];  // unused: there is no O to rescale
       softmax.fold(scores, p.scale_log2, rescale);
     }
