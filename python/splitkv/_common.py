@@ -253,9 +253,32 @@ def decode_problem(q_shape, k_shape, block_table_shape, dtype, causal, softmax_s
 
 
 def prefill_problem(q_shape, k_shape, varlen, batch, dtype, causal, softmax_scale, max_seqlen_q, max_seqlen_k,
-                    kv_format=_C.KvFormat.native):
+                    kv_format=_C.KvFormat.native, kv_cache=False, block_table_shape=None):
     """The PrefillProblem of tensors with these shapes. Padded: lengths from the shapes. Varlen:
-    the given bounds, else the token counts (always valid bounds, never read from device data)."""
+    the given bounds, else the token counts (always valid bounds, never read from device data).
+    kv_cache: k is a decode cache (contiguous [B, capacity, Hkv, D], or paged [pages, page_size, Hkv,
+    D] with a block table of block_table_shape); max_kv_len is max_seqlen_k, else the capacity."""
+    if kv_cache:
+        check_rank("q", q_shape, 3 if varlen else 4)
+        check_rank("k", k_shape, 4)
+        num_q_heads, head_dim = int(q_shape[-2]), int(q_shape[-1])
+        if not varlen:
+            batch, max_q = int(q_shape[0]), int(q_shape[1])
+        else:
+            max_q = int(q_shape[0]) if max_seqlen_q is None else int(max_seqlen_q)
+        page_size = 0
+        if block_table_shape is not None:
+            check_rank("block_table", block_table_shape, 2)
+            page_size = int(k_shape[1])
+            capacity = int(block_table_shape[1]) * page_size
+        else:
+            capacity = int(k_shape[1])
+        max_k = capacity if max_seqlen_k is None else int(max_seqlen_k)
+        return _C.PrefillProblem(batch=int(batch), num_q_heads=num_q_heads, num_kv_heads=int(k_shape[2]),
+                                 head_dim=head_dim, max_q_len=max_q, max_kv_len=max_k, varlen=bool(varlen),
+                                 causal=bool(causal), dtype=DTYPE_BY_CODE[dtype],
+                                 softmax_scale=scale_value(softmax_scale), kv_format=kv_format, kv_cache=True,
+                                 page_size=page_size)
     if varlen:
         check_rank("q", q_shape, 3)
         check_rank("k", k_shape, 3)

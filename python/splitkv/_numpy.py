@@ -158,8 +158,21 @@ def plan_decode(q, k_cache, seq_lens, block_table, *, causal, softmax_scale, num
 
 def prefill(q, k, v, *, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal, softmax_scale, out,
             return_lse, num_splits=0, strategy=None, family=None, kv_format=None, window_size=cm.NO_WINDOW,
-            softcap=0.0, sinks=None):
+            softcap=0.0, sinks=None, seq_lens=None, block_table=None, k_scales=None, v_scales=None, k_tail=None,
+            tail_slots=None):
     q = as_array(q, "q")
+    if seq_lens is not None:
+        return _prefill_over_cache(q, k, v, cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k,
+                                   max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k, causal=causal,
+                                   softmax_scale=softmax_scale, out=out, return_lse=return_lse,
+                                   num_splits=num_splits, strategy=strategy, family=family, kv_format=kv_format,
+                                   window_size=window_size, softcap=softcap, sinks=sinks, seq_lens=seq_lens,
+                                   block_table=block_table, k_scales=k_scales, v_scales=v_scales, k_tail=k_tail,
+                                   tail_slots=tail_slots)
+    for name, t in (("block_table", block_table), ("k_scales", k_scales), ("v_scales", v_scales),
+                    ("k_tail", k_tail), ("tail_slots", tail_slots)):
+        if t is not None:
+            raise cm.invalid(name, "None without seq_lens (only a KV cache has it)", "an array")
     k = as_array(k, "k")
     v = as_array(v, "v")
     varlen = cu_seqlens_q is not None or cu_seqlens_k is not None
@@ -186,6 +199,60 @@ def prefill(q, k, v, *, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, 
     # Planned like the GPU path (same checks and errors), then run on the fp64 reference.
     _C.plan_prefill(problem, cm.device_info("h200"), cm.plan_options(strategy, num_splits, 0, 0, family=family))
     ref_out, ref_lse = reference_prefill(problem, q, k, v, cu_seqlens_q, cu_seqlens_k, sinks)
+    if out is None:
+        out = np.empty(q.shape, dtype=q.dtype)
+    else:
+        out = as_array(out, "out")
+        if out.shape != q.shape or out.dtype != q.dtype:
+            raise cm.invalid("out", f"an array of shape {tuple(q.shape)} and dtype {q.dtype.name}",
+                             f"shape {tuple(out.shape)} and dtype {out.dtype.name}")
+    out[...] = ref_out.astype(q.dtype)
+    if return_lse:
+        return out, ref_lse.astype(np.float32)
+    return out
+
+
+def _prefill_over_cache(q, k, v, *, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal, softmax_scale,
+                        out, return_lse, num_splits, strategy, family, kv_format, window_size, softcap, sinks,
+                        seq_lens, block_table, k_scales, v_scales, k_tail, tail_slots):
+    """prefill() over a decode cache (chunked prefill): the queries padded or varlen by
+    cu_seqlens_q, the keys each sequence's first seq_lens[b] cache tokens."""
+    if cu_seqlens_k is not None:
+        raise cm.invalid("cu_seqlens_k", "None over a KV cache (seq_lens gives the key counts)", "an array")
+    seq_lens = as_index_array(seq_lens, "seq_lens")
+    cm.check_rank("seq_lens", seq_lens.shape, 1)
+    varlen = cu_seqlens_q is not None
+    if varlen:
+        cu_seqlens_q = as_index_array(cu_seqlens_q, "cu_seqlens_q")
+        cm.check_rank("cu_seqlens_q", cu_seqlens_q.shape, 1)
+        batch = cu_seqlens_q.shape[0] - 1
+        if max_seqlen_q is None and batch > 0:
+            max_seqlen_q = max(int(np.diff(cu_seqlens_q.astype(np.int64)).max()), 1)
+    else:
+        batch = q.shape[0] if q.ndim == 4 else 0
+    if block_table is not None:
+        block_table = as_index_array(block_table, "block_table")
+    fmt = cm.kv_format(kv_format)
+    problem = cm.prefill_problem(q.shape, np.shape(k), varlen, batch, code(q, "q"), causal, softmax_scale,
+                                 max_seqlen_q, max_seqlen_k, fmt, kv_cache=True,
+                                 block_table_shape=None if block_table is None else block_table.shape)
+    cm.set_variants(problem, window_size, softcap, sinks, None)
+    sinks = None if sinks is None else np.ascontiguousarray(as_array(sinks, "sinks"), dtype=np.float32)
+    _C.plan_prefill(problem, cm.device_info("h200"), cm.plan_options(strategy, num_splits, 0, 0, family=family))
+    elements = cm.kv_elements(problem.kv_format)
+    k_elem, v_elem = (None, None) if elements is None else elements[:2]
+    d = problem.head_dim
+    ref_out, ref_lse = _C.reference_prefill(
+        problem, desc(q, "q"), kv_desc(as_array(k, "k"), "k", k_elem, d), kv_desc(as_array(v, "v"), "v", v_elem, d),
+        desc(cu_seqlens_q, "cu_seqlens_q"), None, sinks=desc(sinks, "sinks"), seq_lens=desc(seq_lens, "seq_lens"),
+        block_table=desc(block_table, "block_table"), k_scales=scales_desc(k_scales, "k_scales", problem.kv_format),
+        v_scales=scales_desc(v_scales, "v_scales", problem.kv_format),
+        k_tail=None if k_tail is None else desc(as_array(k_tail, "k_tail"), "k_tail"),
+        tail_slots=None if tail_slots is None else desc(as_index_array(tail_slots, "tail_slots"), "tail_slots"))
+    hq = problem.num_q_heads
+    ref_out = np.frombuffer(ref_out, dtype=np.float64).reshape(q.shape)
+    ref_lse = np.frombuffer(ref_lse, dtype=np.float64)
+    ref_lse = ref_lse.reshape(hq, q.shape[0]) if varlen else ref_lse.reshape(q.shape[0], hq, q.shape[1])
     if out is None:
         out = np.empty(q.shape, dtype=q.dtype)
     else:

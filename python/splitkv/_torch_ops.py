@@ -7,7 +7,8 @@
                                        partial_o, partial_lse, causal, ...) -> ()
     torch.ops.splitkv.prefill_out(q, k, v, cu_seqlens_q, cu_seqlens_k, out, lse, workspace,
                                   max_seqlen_q, max_seqlen_k, causal, softmax_scale, num_splits,
-                                  strategy, family, kv_format) -> ()
+                                  strategy, family, kv_format, window_size, softcap, seq_lens,
+                                  block_table, k_scales, v_scales, k_tail, tail_slots) -> ()
 
 Out-variant operators (they write `out`, `lse` and `workspace`, return nothing), registered with
 Library.define/impl for CUDA and CPU plus a fake (meta) kernel, so torch.compile(fullgraph=True)
@@ -330,9 +331,9 @@ def decode_shard(q, k_cache, v_cache, seq_lens, block_table, keys_after, *, caus
 # ---- prefill -------------------------------------------------------------------------------------
 
 
-def _new_prefill_plan(key, q, k, cu_seqlens_q):
+def _new_prefill_plan(key, q, k, cu_seqlens_q, seq_lens=None):
     (_, _, varlen, _, _, max_seqlen_q, max_seqlen_k, causal, softmax_scale, num_splits, strategy, dev, family,
-     kv_format, variants) = key
+     kv_format, variants, cache) = key
     code = _CODES.get(q.dtype)
     if code is None:
         _check_dtypes([("q", q)])
@@ -340,33 +341,57 @@ def _new_prefill_plan(key, q, k, cu_seqlens_q):
     if varlen:
         cm.check_rank("cu_seqlens_q", cu_seqlens_q.shape, 1)
         batch = cu_seqlens_q.shape[0] - 1
-    problem = cm.prefill_problem(q.shape, k.shape, varlen, batch, code, causal, softmax_scale, max_seqlen_q,
-                                 max_seqlen_k, cm.kv_format(kv_format))
+    fmt = cm.kv_format(kv_format)
+    if cache is None:
+        problem = cm.prefill_problem(q.shape, k.shape, varlen, batch, code, causal, softmax_scale, max_seqlen_q,
+                                     max_seqlen_k, fmt)
+    else:
+        cm.check_rank("seq_lens", seq_lens.shape, 1)
+        if not varlen:
+            batch = q.shape[0] if q.dim() == 4 else seq_lens.shape[0]
+        problem = cm.prefill_problem(q.shape, k.shape, varlen, batch, code, causal, softmax_scale, max_seqlen_q,
+                                     max_seqlen_k, fmt, kv_cache=True, block_table_shape=cache[0])
     if variants is not None:
         cm.set_variants(problem, variants[:2], variants[2], None, None)
     options = cm.plan_options(strategy, num_splits, 0, 0, family=family)
     plan = _C.plan_prefill(problem, cm.device_info(dev if dev >= 0 else "h200"), options)
-    return _cache_put(_prefill_plans, key, (plan, plan.workspace_bytes))
+    elements = cm.kv_elements(fmt) if cache is not None else None
+    quant = None if elements is None else (elements[0], elements[1], fmt)
+    return _cache_put(_prefill_plans, key, (plan, plan.workspace_bytes, quant))
 
 
 def _prefill_key(q, k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal, softmax_scale, num_splits,
-                 strategy, dev, family, kv_format=None, window_size=None, softcap=0.0):
-    varlen = cu_seqlens_q is not None or cu_seqlens_k is not None
-    if varlen and (cu_seqlens_q is None or cu_seqlens_k is None):
-        missing = "cu_seqlens_q" if cu_seqlens_q is None else "cu_seqlens_k"
-        raise cm.invalid(missing, "both cu_seqlens_q and cu_seqlens_k for varlen batches", "None")
+                 strategy, dev, family, kv_format=None, window_size=None, softcap=0.0, seq_lens=None,
+                 block_table=None):
+    """The plan cache's key. Over a KV cache (seq_lens given) the queries alone may be varlen
+    (cu_seqlens_q) and the key ends with (the block table's shape,); else it ends with None."""
+    if seq_lens is not None:
+        if cu_seqlens_k is not None:
+            raise cm.invalid("cu_seqlens_k", "None over a KV cache (seq_lens gives the key counts)", "a tensor")
+        varlen = cu_seqlens_q is not None
+        cache = (None if block_table is None else tuple(block_table.shape),)
+    else:
+        if block_table is not None:
+            raise cm.invalid("block_table", "None without seq_lens (a paged cache needs its lengths)", "a tensor")
+        varlen = cu_seqlens_q is not None or cu_seqlens_k is not None
+        if varlen and (cu_seqlens_q is None or cu_seqlens_k is None):
+            missing = "cu_seqlens_q" if cu_seqlens_q is None else "cu_seqlens_k"
+            raise cm.invalid(missing, "both cu_seqlens_q and cu_seqlens_k for varlen batches", "None")
+        cache = None
     cu_shape = cu_seqlens_q.shape if varlen else None
     variants = None
     if window_size is not None or softcap:
         key = _variants_key(window_size, softcap, None, None)
         variants = None if key is None else key[:3]
     return (q.shape, k.shape, varlen, cu_shape, q.dtype, max_seqlen_q, max_seqlen_k, causal, softmax_scale,
-            num_splits, strategy, dev, family, _format_arg(kv_format), variants)
+            num_splits, strategy, dev, family, _format_arg(kv_format), variants, cache)
 
 
 def prefill_out(q, k, v, cu_seqlens_q, cu_seqlens_k, out, lse, workspace, max_seqlen_q, max_seqlen_k, causal,
-                softmax_scale, num_splits, strategy=None, family=None, kv_format=None, window_size=None, softcap=0.0):
-    """Implementation of splitkv::prefill_out (CUDA: the kernels; CPU: the fp64 reference)."""
+                softmax_scale, num_splits, strategy=None, family=None, kv_format=None, window_size=None, softcap=0.0,
+                seq_lens=None, block_table=None, k_scales=None, v_scales=None, k_tail=None, tail_slots=None):
+    """Implementation of splitkv::prefill_out (CUDA: the kernels; CPU: the fp64 reference). With
+    seq_lens, k and v are a decode cache (chunked prefill; the queries varlen by cu_seqlens_q)."""
     dev = q.get_device()
     if (k.get_device() != dev or v.get_device() != dev or out.get_device() != dev
             or (cu_seqlens_q is not None and cu_seqlens_q.get_device() != dev)
@@ -374,72 +399,92 @@ def prefill_out(q, k, v, cu_seqlens_q, cu_seqlens_k, out, lse, workspace, max_se
             or (lse is not None and lse.get_device() != dev)):
         _check_devices(dev, [("k", k), ("v", v), ("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k),
                              ("out", out), ("lse", lse)])
+    if seq_lens is not None:
+        if not isinstance(seq_lens, _Tensor):
+            raise cm.invalid("seq_lens", "an int32 tensor on the device of q", type(seq_lens).__name__)
+        _check_devices(dev, [("seq_lens", seq_lens), ("block_table", block_table)])
     key = _prefill_key(q, k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal, softmax_scale,
-                       num_splits, strategy, dev, family, kv_format, window_size, softcap)
+                       num_splits, strategy, dev, family, kv_format, window_size, softcap, seq_lens, block_table)
     entry = _prefill_plans.get(key)
     if entry is None:
-        entry = _new_prefill_plan(key, q, k, cu_seqlens_q)
-    plan, ws_bytes = entry
+        entry = _new_prefill_plan(key, q, k, cu_seqlens_q, seq_lens)
+    plan, ws_bytes, quant = entry
     codes = _CODES
     try:
         qd = (q.data_ptr(), codes[q.dtype], q.shape, q.stride())
-        kd = (k.data_ptr(), codes[k.dtype], k.shape, k.stride())
-        vd = (v.data_ptr(), codes[v.dtype], v.shape, v.stride())
+        if quant is None:
+            kd = (k.data_ptr(), codes[k.dtype], k.shape, k.stride())
+            vd = (v.data_ptr(), codes[v.dtype], v.shape, v.stride())
+        else:
+            kd, vd = _kv_descs(quant, k, v, q.shape[-1])
         cqd = None if cu_seqlens_q is None else (cu_seqlens_q.data_ptr(), codes[cu_seqlens_q.dtype],
                                                  cu_seqlens_q.shape, cu_seqlens_q.stride())
         ckd = None if cu_seqlens_k is None else (cu_seqlens_k.data_ptr(), codes[cu_seqlens_k.dtype],
                                                  cu_seqlens_k.shape, cu_seqlens_k.stride())
         od = (out.data_ptr(), codes[out.dtype], out.shape, out.stride())
         ld = None if lse is None else (lse.data_ptr(), codes[lse.dtype], lse.shape, lse.stride())
+        cache = {}
+        if seq_lens is not None:
+            cache = {"seq_lens": _desc(seq_lens), "block_table": _desc(block_table)}
     except KeyError:
         _check_dtypes([("q", q), ("k", k), ("v", v), ("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k),
-                       ("out", out), ("lse", lse)])
+                       ("out", out), ("lse", lse), ("seq_lens", seq_lens), ("block_table", block_table)])
+    if quant is not None or k_scales is not None or v_scales is not None:
+        fmt = cm.kv_format(kv_format) if quant is None else quant[2]
+        cache["k_scales"], cache["v_scales"] = _scale_descs(fmt, k_scales, v_scales, dev)
+    if k_tail is not None or tail_slots is not None:
+        tails = _variant_descs(dev, None, None, k_tail, tail_slots)
+        cache["k_tail"], cache["tail_slots"] = tails["k_tail"], tails["tail_slots"]
     if dev < 0:
-        _cpu_prefill(plan, qd, kd, vd, cqd, ckd, od, out, lse)
+        _cpu_prefill(plan, qd, kd, vd, cqd, ckd, od, out, lse, cache)
         return
     if ws_bytes:
         ws_ptr, ws_n = _workspace(workspace, ws_bytes, dev)
     else:
         ws_ptr = ws_n = 0
-    _C.run_prefill(plan, qd, kd, vd, cqd, ckd, od, ld, ws_ptr, ws_n, _raw_stream(dev), dev)
+    _C.run_prefill(plan, qd, kd, vd, cqd, ckd, od, ld, ws_ptr, ws_n, _raw_stream(dev), dev, **cache)
 
 
-def _cpu_prefill(plan, qd, kd, vd, cqd, ckd, od, out, lse):
+def _cpu_prefill(plan, qd, kd, vd, cqd, ckd, od, out, lse, cache):
     """CPU tensors: the fp64 reference, rounded into out (and lse)."""
     problem = plan.prefill
     # The reference does not take `out`; check it exactly as run_prefill would.
     if tuple(od[2]) != tuple(qd[2]) or od[1] != qd[1]:
         raise cm.invalid("out", f"a tensor of q's shape {tuple(qd[2])} and dtype", f"shape {tuple(od[2])}")
-    ref_out, ref_lse = _C.reference_prefill(problem, qd, kd, vd, cqd, ckd)
+    ref_out, ref_lse = _C.reference_prefill(problem, qd, kd, vd, cqd, ckd, **cache)
     out.copy_(torch.frombuffer(bytearray(ref_out), dtype=torch.float64).view(out.shape))
     if lse is not None:
         lse.copy_(torch.frombuffer(bytearray(ref_lse), dtype=torch.float64).view(lse.shape))
 
 
 def prefill(q, k, v, *, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal, softmax_scale, num_splits,
-            strategy, out, return_lse, workspace, family, kv_format=None, window_size=None, softcap=0.0):
+            strategy, out, return_lse, workspace, family, kv_format=None, window_size=None, softcap=0.0,
+            seq_lens=None, block_table=None, k_scales=None, v_scales=None, k_tail=None, tail_slots=None):
     if out is None:
         out = torch.empty_like(q, memory_format=torch.contiguous_format)
     lse = _lse_buffer(q, varlen=cu_seqlens_q is not None) if return_lse else None
     kv_format = _format_arg(kv_format)
     if type(q) is _Tensor and _eager():
         prefill_out(q, k, v, cu_seqlens_q, cu_seqlens_k, out, lse, workspace, max_seqlen_q, max_seqlen_k, causal,
-                    softmax_scale, num_splits, strategy, family, kv_format, window_size, softcap)
+                    softmax_scale, num_splits, strategy, family, kv_format, window_size, softcap, seq_lens,
+                    block_table, k_scales, v_scales, k_tail, tail_slots)
     else:
         window = None if window_size is None else list(cm._window_ints(window_size))
         torch.ops.splitkv.prefill_out(q, k, v, cu_seqlens_q, cu_seqlens_k, out, lse, workspace, max_seqlen_q,
                                       max_seqlen_k, causal, softmax_scale, num_splits, strategy, family, kv_format,
-                                      window, float(softcap))
+                                      window, float(softcap), seq_lens, block_table, k_scales, v_scales, k_tail,
+                                      tail_slots)
     return (out, lse) if return_lse else out
 
 
 def plan_prefill(q, k, cu_seqlens_q, cu_seqlens_k, *, max_seqlen_q, max_seqlen_k, causal, softmax_scale, num_splits,
-                 strategy, family, kv_format=None):
+                 strategy, family, kv_format=None, seq_lens=None, block_table=None):
     key = _prefill_key(q, k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal, softmax_scale,
-                       num_splits, strategy, q.get_device(), family, kv_format)
+                       num_splits, strategy, q.get_device(), family, kv_format, seq_lens=seq_lens,
+                       block_table=block_table)
     entry = _prefill_plans.get(key)
     if entry is None:
-        entry = _new_prefill_plan(key, q, k, cu_seqlens_q)
+        entry = _new_prefill_plan(key, q, k, cu_seqlens_q, seq_lens)
     return entry[0]
 
 
@@ -679,7 +724,9 @@ PREFILL_SCHEMA = (
     "prefill_out(Tensor q, Tensor k, Tensor v, Tensor? cu_seqlens_q, Tensor? cu_seqlens_k, "
     "Tensor(a!) out, Tensor(b!)? lse, Tensor(c!)? workspace, int? max_seqlen_q, int? max_seqlen_k, "
     "bool causal, float? softmax_scale, int num_splits, str? strategy=None, str? family=None, "
-    "str? kv_format=None, int[]? window_size=None, float softcap=0.0) -> ()")
+    "str? kv_format=None, int[]? window_size=None, float softcap=0.0, Tensor? seq_lens=None, "
+    "Tensor? block_table=None, Tensor? k_scales=None, Tensor? v_scales=None, Tensor? k_tail=None, "
+    "Tensor? tail_slots=None) -> ()")
 
 DECODE_SHARD_SCHEMA = (
     "decode_shard_out(Tensor q, Tensor k_cache, Tensor v_cache, Tensor seq_lens, Tensor? block_table, "
@@ -724,7 +771,8 @@ def _decode_shard_out_fake(q, k_cache, v_cache, seq_lens, block_table, keys_afte
 
 def _prefill_out_fake(q, k, v, cu_seqlens_q, cu_seqlens_k, out, lse, workspace, max_seqlen_q, max_seqlen_k, causal,
                       softmax_scale, num_splits, strategy=None, family=None, kv_format=None, window_size=None,
-                      softcap=0.0):
+                      softcap=0.0, seq_lens=None, block_table=None, k_scales=None, v_scales=None, k_tail=None,
+                      tail_slots=None):
     return None
 
 

@@ -98,7 +98,8 @@ def decode_shard(q, k_cache, v_cache, seq_lens, block_table=None, *, keys_after=
 
 def prefill(q, k, v, *, cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=None, max_seqlen_k=None, causal=False,
             softmax_scale=None, num_splits=0, strategy=None, out=None, return_lse=False, workspace=None, family=None,
-            kv_format=None, window_size=_NO_WINDOW, softcap=0.0, sinks=None):
+            kv_format=None, window_size=_NO_WINDOW, softcap=0.0, sinks=None, seq_lens=None, block_table=None,
+            k_scales=None, v_scales=None, k_tail=None, tail_slots=None):
     """Attention of many queries per sequence (prompt processing, chunked prefill).
 
     Padded: q [B, Lq, Hq, D], k, v [B, Lk, Hkv, D]. Varlen (cu_seqlens_q/k int32 [B + 1] given):
@@ -107,8 +108,17 @@ def prefill(q, k, v, *, cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=None,
     so pass the real bounds for a tight grid). causal: aligned bottom-right. strategy: None/'auto',
     'split-q', 'split-kv', 'split-v', 'two-pass'. LSE: padded [B, Hq, Lq], varlen [Hq, total_q].
 
-    kv_format: the problem's KV format ('native', 'fp16', 'bf16'; the quantized formats raise
-    NotImplementedError naming kv_format until prefill reads them).
+    kv_format: the problem's KV format ('native', 'fp16', 'bf16'; the quantized formats only over a
+    KV cache, below).
+
+    Over a KV cache (chunked prefill, one varlen call for a serving step's chunks and rows; seq_lens
+    given): k and v are a decode cache as decode() takes it (contiguous [B, capacity, Hkv, D], or
+    paged [pages, page_size, Hkv, D] with block_table int32 [B, max_pages]; any kv_format, with its
+    k_scales / v_scales and the *_kc k_tail / tail_slots), seq_lens int32 [B] counts each sequence's
+    keys there, the new chunk's included (append it first: append_kv), and the queries are padded
+    [B, Lq, Hq, D] or varlen [total_q, Hq, D] by cu_seqlens_q (cu_seqlens_k stays None): the last
+    queries of their sequence, causal bottom-right. max_seqlen_k bounds seq_lens (default: the
+    cache's capacity).
 
     window_size, softcap, sinks: as in decode() (docs/VARIANTS.md). Torch tensors take the window and
     the softcap (the one-pass kernels' variants instances; strategy 'two-pass' / 'split-v' refuse
@@ -125,11 +135,15 @@ def prefill(q, k, v, *, cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=None,
                                   max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k, causal=causal,
                                   softmax_scale=softmax_scale, num_splits=num_splits, strategy=strategy, out=out,
                                   return_lse=return_lse, workspace=workspace, family=family, kv_format=kv_format,
-                                  window_size=window_size if variant else None, softcap=softcap)
+                                  window_size=window_size if variant else None, softcap=softcap, seq_lens=seq_lens,
+                                  block_table=block_table, k_scales=k_scales, v_scales=v_scales, k_tail=k_tail,
+                                  tail_slots=tail_slots)
     return _numpy.prefill(q, k, v, cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k, max_seqlen_q=max_seqlen_q,
                           max_seqlen_k=max_seqlen_k, causal=causal, softmax_scale=softmax_scale, out=out,
                           return_lse=return_lse, num_splits=num_splits, strategy=strategy, family=family,
-                          kv_format=kv_format, window_size=window_size, softcap=softcap, sinks=sinks)
+                          kv_format=kv_format, window_size=window_size, softcap=softcap, sinks=sinks,
+                          seq_lens=seq_lens, block_table=block_table, k_scales=k_scales, v_scales=v_scales,
+                          k_tail=k_tail, tail_slots=tail_slots)
 
 
 def combine(partial_o, partial_lse, *, out=None, seq_len=1, dtype=None, return_lse=False, sinks=None):

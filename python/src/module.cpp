@@ -196,6 +196,18 @@ PrefillTensors prefill_tensors(nb::handle q, nb::handle k, nb::handle v, nb::han
   return t;
 }
 
+// Chunked prefill over a KV cache (PrefillProblem::kv_cache): the cache's lengths, block table,
+// scales and *_kc tail, as decode takes them.
+void add_cache_tensors(nb::handle seq_lens, nb::handle block_table, nb::handle k_scales, nb::handle v_scales,
+                       nb::handle k_tail, nb::handle tail_slots, PrefillTensors* t) {
+  t->seq_lens = tensor_ref(seq_lens, "seq_lens");
+  t->block_table = tensor_ref(block_table, "block_table");
+  t->k_scales = tensor_ref(k_scales, "k_scales");
+  t->v_scales = tensor_ref(v_scales, "v_scales");
+  t->k_tail = tensor_ref(k_tail, "k_tail");
+  t->tail_slots = tensor_ref(tail_slots, "tail_slots");
+}
+
 // Host copies of the int32 index tensors, for the host-side checks of the CPU paths. Only dense
 // 1-d tensors qualify (the C++ checks index them densely); the block table's row stride is read.
 const int32_t* host_int32(const TensorRef& t) {
@@ -514,9 +526,12 @@ NB_MODULE(_splitkv, m) {
           .def(
               "__init__",
               [](PrefillProblem* p, int batch, int num_q_heads, int num_kv_heads, int head_dim, int max_q_len,
-                 int max_kv_len, bool varlen, bool causal, DType dtype, float softmax_scale, KvFormat kv_format) {
+                 int max_kv_len, bool varlen, bool causal, DType dtype, float softmax_scale, KvFormat kv_format,
+                 bool kv_cache, int page_size) {
                 new (p) PrefillProblem();
                 p->kv_format = kv_format;
+                p->kv_cache = kv_cache;
+                p->page_size = page_size;
                 p->batch = batch;
                 p->num_q_heads = num_q_heads;
                 p->num_kv_heads = num_kv_heads;
@@ -530,7 +545,7 @@ NB_MODULE(_splitkv, m) {
               },
               "batch"_a = 0, "num_q_heads"_a = 0, "num_kv_heads"_a = 0, "head_dim"_a = 0, "max_q_len"_a = 0,
               "max_kv_len"_a = 0, "varlen"_a = false, "causal"_a = false, "dtype"_a = DType::kBF16,
-              "softmax_scale"_a = 0.f, "kv_format"_a = KvFormat::kNative)
+              "softmax_scale"_a = 0.f, "kv_format"_a = KvFormat::kNative, "kv_cache"_a = false, "page_size"_a = 0)
           .def_rw("batch", &PrefillProblem::batch)
           .def_rw("num_q_heads", &PrefillProblem::num_q_heads)
           .def_rw("num_kv_heads", &PrefillProblem::num_kv_heads)
@@ -545,7 +560,10 @@ NB_MODULE(_splitkv, m) {
           .def_rw("window_left", &PrefillProblem::window_left, "sliding window: keys before the query (-1: all)")
           .def_rw("window_right", &PrefillProblem::window_right, "sliding window: keys after the query (-1: all)")
           .def_rw("softcap", &PrefillProblem::softcap, "logit softcap (0: off)")
-          .def_rw("sinks", &PrefillProblem::sinks, "a sink logit per query head (tensor `sinks`)");
+          .def_rw("sinks", &PrefillProblem::sinks, "a sink logit per query head (tensor `sinks`)")
+          .def_rw("kv_cache", &PrefillProblem::kv_cache,
+                  "chunked prefill over a decode cache: k/v are the cache, key counts come from seq_lens")
+          .def_rw("page_size", &PrefillProblem::page_size, "kv_cache: 0 (contiguous) or the cache's page size");
 
   // PlanTuning: one attribute per switch of the options table (src/plan/plan_options_table.hpp).
   auto tuning = nb::class_<PlanTuning>(m, "PlanTuning", "The planner's rule switches, each on by default (docs/TUNING.md)")
@@ -705,13 +723,19 @@ NB_MODULE(_splitkv, m) {
       "run_prefill",
       [](const Plan& plan, nb::handle q, nb::handle k, nb::handle v, nb::handle cu_seqlens_q,
          nb::handle cu_seqlens_k, nb::handle out, nb::handle lse, uintptr_t workspace, size_t workspace_bytes,
-         uintptr_t stream, int device) {
-        const PrefillTensors t = prefill_tensors(q, k, v, cu_seqlens_q, cu_seqlens_k, out, lse);
+         uintptr_t stream, int device, nb::handle seq_lens, nb::handle block_table, nb::handle k_scales,
+         nb::handle v_scales, nb::handle k_tail, nb::handle tail_slots) {
+        PrefillTensors t = prefill_tensors(q, k, v, cu_seqlens_q, cu_seqlens_k, out, lse);
+        add_cache_tensors(seq_lens, block_table, k_scales, v_scales, k_tail, tail_slots, &t);
         DeviceGuard guard(device);
         check(run_prefill(plan, t, reinterpret_cast<void*>(workspace), workspace_bytes, as_stream(stream)));
       },
       "plan"_a, "q"_a, "k"_a, "v"_a, "cu_seqlens_q"_a.none(), "cu_seqlens_k"_a.none(), "out"_a, "lse"_a.none(),
-      "workspace"_a, "workspace_bytes"_a, "stream"_a, "device"_a = -1);
+      "workspace"_a, "workspace_bytes"_a, "stream"_a, "device"_a = -1, "seq_lens"_a.none() = nb::none(),
+      "block_table"_a.none() = nb::none(), "k_scales"_a.none() = nb::none(), "v_scales"_a.none() = nb::none(),
+      "k_tail"_a.none() = nb::none(), "tail_slots"_a.none() = nb::none(),
+      "Runs a prefill plan; with plan.prefill.kv_cache, k and v are a decode cache read through seq_lens "
+      "(and block_table, the scales, the *_kc tail) as in run_decode.");
 
   nb::class_<CombineProblem>(m, "CombineProblem", "Merging split partials given by the caller")
       .def(
@@ -956,16 +980,27 @@ NB_MODULE(_splitkv, m) {
   m.def(
       "reference_prefill",
       [](const PrefillProblem& problem, nb::handle q, nb::handle k, nb::handle v, nb::handle cu_seqlens_q,
-         nb::handle cu_seqlens_k, nb::handle sinks) {
+         nb::handle cu_seqlens_k, nb::handle sinks, nb::handle seq_lens, nb::handle block_table, nb::handle k_scales,
+         nb::handle v_scales, nb::handle k_tail, nb::handle tail_slots) {
         PrefillTensors t = prefill_tensors(q, k, v, cu_seqlens_q, cu_seqlens_k, nb::none(), nb::none());
+        add_cache_tensors(seq_lens, block_table, k_scales, v_scales, k_tail, tail_slots, &t);
         t.sinks = tensor_ref(sinks, "sinks");
         t.cu_seqlens_q_host = host_int32(t.cu_seqlens_q);
         t.cu_seqlens_k_host = host_int32(t.cu_seqlens_k);
+        // The reference reads lengths and page ids: checked on the host first (as cpu_run_decode).
+        t.seq_lens_host = host_int32(t.seq_lens);
+        t.block_table_host = host_int32(t.block_table);
         check(detail::validate_prefill_problem(problem));
         t.out = t.q;
         check(detail::validate_prefill_tensors(problem, t));
-        if (problem.varlen && (t.cu_seqlens_q_host == nullptr || t.cu_seqlens_k_host == nullptr)) {
-          check(Status::invalid("cu_seqlens_q", "dense int32 host arrays", "another layout"));
+        if (problem.varlen && (t.cu_seqlens_q_host == nullptr || (!problem.kv_cache && t.cu_seqlens_k_host == nullptr))) {
+          check(Status::invalid(t.cu_seqlens_q_host == nullptr ? "cu_seqlens_q" : "cu_seqlens_k",
+                                "a dense int32 host array", "another layout"));
+        }
+        if (problem.kv_cache && (t.seq_lens_host == nullptr ||
+                                 (problem.page_size > 0 && t.block_table_host == nullptr))) {
+          check(Status::invalid(t.seq_lens_host == nullptr ? "seq_lens" : "block_table", "a dense int32 host array",
+                                "another layout"));
         }
         ref::Result r;
         {
@@ -976,8 +1011,12 @@ NB_MODULE(_splitkv, m) {
         return nb::make_tuple(as_bytes(r.out), as_bytes(r.lse));
       },
       "problem"_a, "q"_a, "k"_a, "v"_a, "cu_seqlens_q"_a.none(), "cu_seqlens_k"_a.none(),
-      "sinks"_a.none() = nb::none(),
+      "sinks"_a.none() = nb::none(), "seq_lens"_a.none() = nb::none(), "block_table"_a.none() = nb::none(),
+      "k_scales"_a.none() = nb::none(), "v_scales"_a.none() = nb::none(), "k_tail"_a.none() = nb::none(),
+      "tail_slots"_a.none() = nb::none(),
       "fp64 reference prefill over host memory; returns (out, lse) as float64 bytes in the dense layouts "
-      "(padded [B, Lq, Hq, D] / [B, Hq, Lq]; varlen [total_q, Hq, D] / [Hq, total_q]).");
+      "(padded [B, Lq, Hq, D] / [B, Hq, Lq]; varlen [total_q, Hq, D] / [Hq, total_q]). With "
+      "problem.kv_cache, k and v are a decode cache (seq_lens, block_table, scales, *_kc tail as in "
+      "reference_decode); lengths and page ids are checked on the host.");
 
 }

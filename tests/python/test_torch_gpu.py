@@ -292,6 +292,61 @@ def test_compat_varlen_bitwise():
     assert torch.equal(bits(out), bits(native)) and torch.equal(lse, native_lse)
 
 
+@pytest.mark.skipif(PREFILL_D is None, reason="no prefill head dim compiled")
+def test_mixed_step_over_a_paged_cache_replays_new_mixes():
+    """One call for a serving step (flash-attn's varlen function over a paged cache, as vLLM makes
+    it), planned for bounds, captured once and replayed with new mixes of chunks and rows: equal
+    bit for bit to the eager call of each mix and close to SDPA per sequence."""
+    hq, hkv, page, seqs, max_kv, max_q = 16, 4, 16, 6, 3072, 600
+    g = torch.Generator(device=DEV).manual_seed(21)
+    pages = max_kv // page
+    num_pages = seqs * pages + 3
+    k = torch.randn(num_pages, page, hkv, PREFILL_D, generator=g, device=DEV).to(DTYPE)
+    v = torch.randn(num_pages, page, hkv, PREFILL_D, generator=g, device=DEV).to(DTYPE)
+    bt = torch.randperm(num_pages, generator=g, device=DEV)[: seqs * pages].view(seqs, pages).to(torch.int32)
+    q = torch.randn(1100, hq, PREFILL_D, generator=g, device=DEV).to(DTYPE)
+    mixes = [([1, 4, 512, 0, 1, 16], [3000, 800, 2048, 77, 1, 16]),
+             ([600, 1, 1, 4, 300, 1], [600, 3072, 5, 4, 2000, 1500]),
+             ([1, 1, 1, 1, 1, 1], [3072, 2, 999, 64, 65, 1])]
+
+    def lengths(mix):
+        q_lens, lens = mix
+        cu = torch.tensor([0] + list(torch.tensor(q_lens).cumsum(0)), dtype=torch.int32, device=DEV)
+        return cu, torch.tensor(lens, dtype=torch.int32, device=DEV)
+
+    def serve(cu_q, seq_lens):
+        return flash_attn_varlen_func(q=q, k=k, v=v, cu_seqlens_q=cu_q, max_seqlen_q=max_q, seqused_k=seq_lens,
+                                      max_seqlen_k=max_kv, causal=True, block_table=bt, return_softmax_lse=True)
+
+    static_cu, static_lens = lengths(mixes[0])
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm-up (plan cache) outside capture
+        serve(static_cu, static_lens)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        g_out, g_lse = serve(static_cu, static_lens)
+    for mix in mixes:
+        cu, lens = lengths(mix)
+        static_cu.copy_(cu)
+        static_lens.copy_(lens)
+        g_out.fill_(float("nan"))
+        graph.replay()
+        e_out, e_lse = serve(cu, lens)
+        torch.cuda.synchronize()
+        used = int(cu[-1])
+        assert torch.equal(bits(g_out[:used]), bits(e_out[:used])) and torch.equal(g_lse[:, :used], e_lse[:, :used])
+        for b, n in enumerate(mix[1]):
+            qs = slice(int(cu[b]), int(cu[b + 1]))
+            if qs.start == qs.stop:
+                continue
+            kb, vb = sequence_kv(k, v, bt, b, n)
+            ref_out, ref_lse = sdpa_reference(q[qs], kb, vb, True)
+            torch.testing.assert_close(g_out[qs].float(), ref_out, atol=ATOL, rtol=1e-2)
+            torch.testing.assert_close(g_lse[:, qs], ref_lse, atol=1e-3, rtol=1e-4)
+
+
 def test_no_host_synchronization():
     q, k, v, lens, bt = decode_inputs(q_len=2, page_size=16)
     splitkv.decode(q, k, v, lens, bt, causal=True)  # plan cached
