@@ -320,9 +320,43 @@ def merge_quant(ours):
     return ours["rows"], header, lines, note
 
 
+MIXED_TARGET = 1.15  # issue 54: the one call >= 1.15x faster than the separate calls' total
+
+
+def merge_mixed(ours):
+    """A serving step as one call next to the separate calls of its parts (captured back to back) and
+    each part alone, same run."""
+    by_step = {}
+    for r in ours["rows"]:
+        c = r["case"]
+        by_step.setdefault((c["mix"], c["kv_format"]), {})[c["variant"]] = r
+    lines = []
+    for (mix, kv), v in by_step.items():
+        one, separate = v.get("mixed"), v.get("separate")
+        gain = separate["us"] / one["us"] if one and separate else None
+        if gain is not None:
+            one["x_separate"] = gain
+            one["targets"] = f">={MIXED_TARGET}x {'met' if gain >= MIXED_TARGET else 'MISSED'}"
+        parts = "; ".join(f"{name[len('part: '):]} {r['us']:.1f} µs ({r['case']['family']}, "
+                          + (f"{r['gbps']:.0f} GB/s" if "gbps" in r else f"{r.get('tflops', 0):.0f} TFLOP/s") + ")"
+                          for name, r in v.items() if name.startswith("part: "))
+        lines.append(f"| {mix} | {kv} | {fmt(one and one['us'])} ({one['case']['family'] if one else '-'}) | "
+                     f"{fmt(separate and separate['us'])} | {fmt(gain, '.2f')} | {one.get('targets', '') if one else ''} | "
+                     f"{parts} |")
+    header = ("| step | KV | one call µs (family) | separate calls µs | × separate | target | parts alone |\n"
+              "|---|---|---|---|---|---|---|")
+    note = ("Mixed serving steps (32/8 heads, D=128, bf16 queries, 16-token pages; docs/MIXED_BATCH.md): the step as "
+            "one call (chunked prefill over the paged cache, varlen queries) against the separate calls of its parts "
+            "(chunked prefill for the chunks, one decode call per query count) captured back to back in one CUDA "
+            "graph, and each part alone. '× separate' = separate total / one call (issue 54's target: >= 1.15). "
+            "CUDA-graph replays, one input set per step (each >= 1 GiB of cache).")
+    return ours["rows"], header, lines, note
+
+
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--suite", choices=["decode", "prefill", "strategies", "quant", "variants", "variants-prefill"],
+    parser.add_argument("--suite", choices=["decode", "prefill", "strategies", "quant", "variants", "variants-prefill",
+                                            "mixed"],
                         required=True)
     parser.add_argument("--ours", required=True)
     parser.add_argument("--peers")
@@ -349,6 +383,8 @@ def main():
         rows, header, lines, note = merge_prefill(ours, peers)
     elif args.suite == "quant":
         rows, header, lines, note = merge_quant(ours)
+    elif args.suite == "mixed":
+        rows, header, lines, note = merge_mixed(ours)
     elif args.suite.startswith("variants"):
         from variants_table import merge_variants
         rows, header, lines, note = merge_variants(ours, peers, prefill=args.suite == "variants-prefill")

@@ -66,7 +66,7 @@ void print_usage() {
       "  --strategy S              auto|split-q|split-kv|split-v|two-pass\n"
       "  --family NAME             force a kernel family (see `splitkv families`)\n"
       "  --iters N                 timed iterations (default 20; on the GPU: graph replays per timing round)\n"
-      "  --suite S                 bench: decode|prefill|strategies|sweep|quant|variants|variants-prefill (GPU)\n"
+      "  --suite S                 bench: decode|prefill|strategies|sweep|quant|variants|variants-prefill|mixed (GPU)\n"
       "  --backend auto|gpu|cpu    where bench/verify run (default auto)\n"
       "  --sms N                   plan: SM count of the device to plan for\n"
       "  --seed N                  random inputs\n"

@@ -40,7 +40,7 @@ struct CliOptions {
   std::string family;    // empty: the planner's choice
   int iters = 20;
   std::string json_path;
-  std::string suite;     // bench: decode | prefill | strategies | sweep
+  std::string suite;     // bench: decode | prefill | strategies | sweep | quant | variants | variants-prefill | mixed
   std::string backend = "auto";  // auto | gpu | cpu
   int sm_count = 0;      // plan: override the device's SM count
   uint64_t seed = 1;

@@ -50,3 +50,20 @@ def test_variants_rows_meet_their_baselines_and_flex():
     assert ">= 1.3x FlexAttention: met" in rows[1]["targets"]
     assert "without the cap: MISSED" in rows[3]["targets"] and rows[3]["flex_us"] is None
     assert "no triton" in note and len(lines) == 4
+
+
+def test_mixed_step_against_its_separate_calls():
+    def row(variant, us, family="-", **rate):
+        return dict({"case": {"mix": "a: step", "kv_format": "bf16", "variant": variant, "family": family},
+                     "us": us}, **rate)
+
+    ours = {"rows": [row("mixed", 400.0, "prefill_sm90_gqa"), row("separate", 500.0),
+                     row("part: decode rows", 150.0, "decode_mma", gbps=3500.0),
+                     row("part: chunks", 345.0, "prefill_sm90", tflops=550.0)]}
+    rows, header, lines, note = merge_results.merge_mixed(ours)
+    assert rows[0]["x_separate"] == 1.25 and rows[0]["targets"] == ">=1.15x met"
+    assert len(lines) == 1 and "| 1.25 |" in lines[0] and "decode rows 150.0 µs (decode_mma, 3500 GB/s)" in lines[0]
+    assert "chunks 345.0 µs (prefill_sm90, 550 TFLOP/s)" in lines[0]
+    ours["rows"][0]["us"] = 480.0
+    rows, _, lines, _ = merge_results.merge_mixed(ours)
+    assert rows[0]["targets"] == ">=1.15x MISSED"
