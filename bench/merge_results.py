@@ -323,33 +323,54 @@ def merge_quant(ours):
 MIXED_TARGET = 1.15  # issue 54: the one call >= 1.15x faster than the separate calls' total
 
 
-def merge_mixed(ours):
-    """A serving step as one call next to the separate calls of its parts (captured back to back) and
-    each part alone, same run."""
+def cudnn_best(entry):
+    """cuDNN's time on a row: the faster of its masked call and its dense one (the merge rule of the
+    prefill rows with Lq < Lk); None when it did not run."""
+    if not entry or entry.get("us") is None:
+        return None
+    dense = entry.get("dense_us")
+    return min(entry["us"], dense) if dense is not None else entry["us"]
+
+
+def merge_mixed(ours, peers=None):
+    """A serving step as one call next to the separate calls of its parts (captured back to back),
+    each part alone, and (peers) cuDNN's calls for the parts, summed."""
     by_step = {}
     for r in ours["rows"]:
         c = r["case"]
         by_step.setdefault((c["mix"], c["kv_format"]), {})[c["variant"]] = r
+    cudnn_parts = {}
+    for r in (peers or {}).get("rows", []):
+        c = r["case"]
+        if "mix" in c:
+            cudnn_parts.setdefault(c["mix"], []).append(cudnn_best(r.get("cudnn")))
     lines = []
     for (mix, kv), v in by_step.items():
         one, separate = v.get("mixed"), v.get("separate")
         gain = separate["us"] / one["us"] if one and separate else None
+        parts_us = cudnn_parts.get(mix)
+        cudnn_total = sum(parts_us) if parts_us and None not in parts_us else None
+        if one is not None:
+            one["cudnn_parts_us"] = cudnn_total
         if gain is not None:
             one["x_separate"] = gain
             one["targets"] = f">={MIXED_TARGET}x {'met' if gain >= MIXED_TARGET else 'MISSED'}"
         parts = "; ".join(f"{name[len('part: '):]} {r['us']:.1f} µs ({r['case']['family']}, "
                           + (f"{r['gbps']:.0f} GB/s" if "gbps" in r else f"{r.get('tflops', 0):.0f} TFLOP/s") + ")"
                           for name, r in v.items() if name.startswith("part: "))
+        x_cudnn = cudnn_total / one["us"] if one and cudnn_total and kv == "bf16" else None
         lines.append(f"| {mix} | {kv} | {fmt(one and one['us'])} ({one['case']['family'] if one else '-'}) | "
                      f"{fmt(separate and separate['us'])} | {fmt(gain, '.2f')} | {one.get('targets', '') if one else ''} | "
-                     f"{parts} |")
-    header = ("| step | KV | one call µs (family) | separate calls µs | × separate | target | parts alone |\n"
-              "|---|---|---|---|---|---|---|")
+                     f"{parts} | {fmt(cudnn_total) if kv == 'bf16' else '-'} | {fmt(x_cudnn, '.2f')} |")
+    header = ("| step | KV | one call µs (family) | separate calls µs | × separate | target | parts alone | "
+              "cuDNN parts µs | × cuDNN |\n|---|---|---|---|---|---|---|---|---|")
     note = ("Mixed serving steps (32/8 heads, D=128, bf16 queries, 16-token pages; docs/MIXED_BATCH.md): the step as "
             "one call (chunked prefill over the paged cache, varlen queries) against the separate calls of its parts "
             "(chunked prefill for the chunks, one decode call per query count) captured back to back in one CUDA "
             "graph, and each part alone. '× separate' = separate total / one call (issue 54's target: >= 1.15). "
-            "CUDA-graph replays, one input set per step (each >= 1 GiB of cache).")
+            "CUDA-graph replays, one input set per step (each >= 1 GiB of cache). cuDNN parts: PyTorch SDPA's "
+            "cuDNN backend, one call per part on contiguous K/V (bf16 only), the faster of its masked and dense "
+            "calls where Lq < Lk; ragged decode rows timed as the same count at their mean length.")
     return ours["rows"], header, lines, note
 
 
@@ -384,7 +405,7 @@ def main():
     elif args.suite == "quant":
         rows, header, lines, note = merge_quant(ours)
     elif args.suite == "mixed":
-        rows, header, lines, note = merge_mixed(ours)
+        rows, header, lines, note = merge_mixed(ours, peers)
     elif args.suite.startswith("variants"):
         from variants_table import merge_variants
         rows, header, lines, note = merge_variants(ours, peers, prefill=args.suite == "variants-prefill")

@@ -21,7 +21,7 @@ of the masked work, which its masked path often exceeds several times); merge_re
 with the faster of the two and says so. A backend that refuses a shape is recorded as null with the
 reason; an exception in one row never stops the suite.
 
-    python3 bench/peers.py --suite decode|prefill --json out.json [--filter TEXT]
+    python3 bench/peers.py --suite decode|prefill|mixed --json out.json [--filter TEXT]
 """
 import argparse
 import datetime
@@ -71,6 +71,14 @@ PREFILL = [(4, 12, 12, 1024, 1024, 64, "fp16", False, (0,)), (4, 12, 12, 4096, 4
            (1, 32, 8, 4096, 32768 + 4096, 128, "bf16", True, (0, 16)),
            (8, 32, 8, 256, 8192 + 256, 128, "bf16", True, (0, 16, 256)),
            (8, 32, 8, 32, 8192 + 32, 128, "bf16", True, (0, 16))]
+
+# Mixed suite (tools/gpu_mixed.cpp, same names): a serving step's parts, each timed as its own SDPA
+# call on contiguous K/V (32/8 heads, D=128, bf16): (count, q_len, kv_lo, kv_hi) per group. A group
+# of rows with ragged lengths (kv_lo < kv_hi, spread evenly) is timed as `count` rows at the mean
+# length: the same bytes read, no padding charged to the peer.
+MIXED = [("a: 2048-query chunk over 8k + 63 rows 1k-32k", [(63, 1, 1024, 32768), (1, 2048, 10240, 10240)]),
+         ("b: 8 first chunks of 512 + 120 rows at 4k", [(120, 1, 4096, 4096), (8, 512, 512, 512)]),
+         ("c: 256 rows at 2k + 32 speculative rows of 4 at 8k", [(256, 1, 2048, 2048), (32, 4, 8192, 8192)])]
 
 MASK_METHODS = ("causal_lower_right", "explicit_additive", "explicit_bool")
 
@@ -276,14 +284,30 @@ def prefill_rows(selected):
     return rows
 
 
+def mixed_rows(selected):
+    """One row per part of each mixed step; case.mix names the step, case.part the group."""
+    rows = []
+    for mix, groups in MIXED:
+        if not selected(mix):
+            continue
+        for count, q_len, kv_lo, kv_hi in groups:
+            lk = (kv_lo + kv_hi) // 2
+            part = "decode rows" if q_len == 1 else "speculative rows" if q_len <= 16 else "chunks"
+            label = f"mixed {mix}: {part} B={count} Lq={q_len} Lk={lk}{' (mean)' if kv_lo != kv_hi else ''}"
+            row = run_row(label, count, 32, 8, q_len, lk, 128, "bf16", True, (16,))
+            row["case"].update(mix=mix, part=part, mean_length=kv_lo != kv_hi)
+            rows.append(row)
+    return rows
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--suite", choices=["decode", "prefill"], required=True)
+    parser.add_argument("--suite", choices=["decode", "prefill", "mixed"], required=True)
     parser.add_argument("--json", required=True)
     parser.add_argument("--filter", default="", help="only rows whose label contains this text (e.g. 'chunked')")
     args = parser.parse_args()
     selected = lambda label: args.filter in label
-    rows = decode_rows(selected) if args.suite == "decode" else prefill_rows(selected)
+    rows = {"decode": decode_rows, "prefill": prefill_rows, "mixed": mixed_rows}[args.suite](selected)
     try:
         gpu = torch.cuda.get_device_name(0)
     except Exception:

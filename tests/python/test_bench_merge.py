@@ -66,4 +66,10 @@ def test_mixed_step_against_its_separate_calls():
     assert "chunks 345.0 µs (prefill_sm90, 550 TFLOP/s)" in lines[0]
     ours["rows"][0]["us"] = 480.0
     rows, _, lines, _ = merge_results.merge_mixed(ours)
-    assert rows[0]["targets"] == ">=1.15x MISSED"
+    assert rows[0]["targets"] == ">=1.15x MISSED" and rows[0]["cudnn_parts_us"] is None
+    # cuDNN's parts: summed, each the faster of its masked and dense times.
+    peers = {"rows": [{"case": {"mix": "a: step", "part": "decode rows"}, "cudnn": {"us": 200.0}},
+                      {"case": {"mix": "a: step", "part": "chunks"},
+                       "cudnn": {"us": 900.0, "mask": "explicit_additive", "dense_us": 400.0}}]}
+    rows, _, lines, _ = merge_results.merge_mixed(ours, peers)
+    assert rows[0]["cudnn_parts_us"] == 600.0 and "| 600.0 | 1.25 |" in lines[0]
