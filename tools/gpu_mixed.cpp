@@ -135,15 +135,24 @@ double chunk_flops(int q_len, int kv_len) {
   return 4.0 * kHq * kD * std::max(0.0, lq * lk - lq * (lq - 1) / 2);
 }
 
-// The whole step as one call: chunked prefill over the cache, every sequence varlen.
-Status mixed_call(const StepData& s, KvFormat format, const DeviceInfo& device, Call* c) {
+// Sequences of the step served by one chunked-prefill call: `batch` of them, at most max_q queries
+// (varlen by cu_q; `tokens` rows of q and out) and max_kv keys (their lengths and block table rows).
+struct PrefillSpan {
+  int batch, max_q, max_kv;
+  int64_t tokens;
+  void *q, *out, *cu_q;
+  TensorRef lens, table;
+};
+
+Status prefill_call(const StepData& s, const PrefillSpan& span, KvFormat format, const DeviceInfo& device,
+                    const char* what, Call* c) {
   PrefillProblem p;
-  p.batch = s.batch;
+  p.batch = span.batch;
   p.num_q_heads = kHq;
   p.num_kv_heads = kHkv;
   p.head_dim = kD;
-  p.max_q_len = s.max_q;
-  p.max_kv_len = s.max_kv;
+  p.max_q_len = span.max_q;
+  p.max_kv_len = span.max_kv;
   p.varlen = true;
   p.causal = true;
   p.dtype = kDtype;
@@ -152,20 +161,28 @@ Status mixed_call(const StepData& s, KvFormat format, const DeviceInfo& device, 
   p.page_size = kPage;
   if (Status st = plan_prefill(p, device, PlanOptions{}, &c->plan); !st) return st;
   PrefillTensors t;
-  t.q = TensorRef::contiguous(s.q.get(), kDtype, {s.total_q, kHq, kD});
-  t.out = TensorRef::contiguous(s.out.get(), kDtype, {s.total_q, kHq, kD});
+  t.q = TensorRef::contiguous(span.q, kDtype, {span.tokens, kHq, kD});
+  t.out = TensorRef::contiguous(span.out, kDtype, {span.tokens, kHq, kD});
   t.k = s.k_ref;
   t.v = s.v_ref;
   t.k_scales = s.k_scales;
   t.v_scales = s.v_scales;
-  t.cu_seqlens_q = TensorRef::contiguous(s.cu_q.get(), DType::kI32, {s.batch + 1});
-  t.seq_lens = TensorRef::contiguous(s.seq_lens.get(), DType::kI32, {s.batch});
-  t.block_table = TensorRef::contiguous(s.block_table.get(), DType::kI32, {s.batch, s.max_pages});
-  c->what = "mixed";
-  for (int b = 0; b < s.batch; ++b) c->flops += chunk_flops(s.q_lens[size_t(b)], s.kv_lens[size_t(b)]);
+  t.cu_seqlens_q = TensorRef::contiguous(span.cu_q, DType::kI32, {span.batch + 1});
+  t.seq_lens = span.lens;
+  t.block_table = span.table;
+  c->what = what;
   const Plan& plan = c->plan;
   c->run = [t, &plan](void* ws, Stream stream) { return run_prefill(plan, t, ws, plan.workspace_bytes(), stream); };
   return prepare(c);
+}
+
+// The whole step as one call: chunked prefill over the cache, every sequence varlen.
+Status mixed_call(const StepData& s, KvFormat format, const DeviceInfo& device, Call* c) {
+  for (int b = 0; b < s.batch; ++b) c->flops += chunk_flops(s.q_lens[size_t(b)], s.kv_lens[size_t(b)]);
+  const PrefillSpan span{s.batch, s.max_q, s.max_kv, s.total_q, s.q.get(), s.out.get(), s.cu_q.get(),
+                         TensorRef::contiguous(s.seq_lens.get(), DType::kI32, {s.batch}),
+                         TensorRef::contiguous(s.block_table.get(), DType::kI32, {s.batch, s.max_pages})};
+  return prefill_call(s, span, format, device, "mixed", c);
 }
 
 // One group of sequences [first, first + g.count), its queries from token `token0`, as its own call:
@@ -187,38 +204,12 @@ Status part_call(const StepData& s, const Group& g, int first, int token0, KvFor
                                          detail::element_traits(kv.v_element).bits) / 8;
   }
   if (g.q_len > kMaxDecodeQueries) {
-    PrefillProblem p;
-    p.batch = g.count;
-    p.num_q_heads = kHq;
-    p.num_kv_heads = kHkv;
-    p.head_dim = kD;
-    p.max_q_len = g.q_len;
-    p.max_kv_len = kv_hi;
-    p.varlen = true;
-    p.causal = true;
-    p.dtype = kDtype;
-    p.kv_format = format;
-    p.kv_cache = true;
-    p.page_size = kPage;
-    if (Status st = plan_prefill(p, device, PlanOptions{}, &c->plan); !st) return st;
     std::vector<int32_t> cu(size_t(g.count) + 1);
     for (int i = 0; i <= g.count; ++i) cu[size_t(i)] = i * g.q_len;
     *cu_q = DeviceBuffer::from(cu);
-    PrefillTensors t;
-    t.q = TensorRef::contiguous(q, kDtype, {int64_t(g.count) * g.q_len, kHq, kD});
-    t.out = TensorRef::contiguous(out, kDtype, {int64_t(g.count) * g.q_len, kHq, kD});
-    t.k = s.k_ref;
-    t.v = s.v_ref;
-    t.k_scales = s.k_scales;
-    t.v_scales = s.v_scales;
-    t.cu_seqlens_q = TensorRef::contiguous(cu_q->get(), DType::kI32, {g.count + 1});
-    t.seq_lens = lens;
-    t.block_table = table;
-    c->what = "chunks";
     c->bytes = 0;
-    const Plan& plan = c->plan;
-    c->run = [t, &plan](void* ws, Stream stream) { return run_prefill(plan, t, ws, plan.workspace_bytes(), stream); };
-    return prepare(c);
+    const PrefillSpan span{g.count, g.q_len, kv_hi, int64_t(g.count) * g.q_len, q, out, cu_q->get(), lens, table};
+    return prefill_call(s, span, format, device, "chunks", c);
   }
   DecodeProblem p;
   p.batch = g.count;

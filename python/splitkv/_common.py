@@ -232,12 +232,11 @@ def check_rank(argument, shape, rank):
         raise invalid(f"{argument}.rank", str(rank), str(len(shape)))
 
 
-def decode_problem(q_shape, k_shape, block_table_shape, dtype, causal, softmax_scale, max_seqlen_k,
-                   kv_format=_C.KvFormat.native):
-    """The DecodeProblem of tensors with these shapes (max_kv_len: given, else the cache capacity)."""
-    check_rank("q", q_shape, 4)
+def cache_pages(k_shape, block_table_shape, max_seqlen_k):
+    """(page_size, max_kv_len) of a decode cache: paged [pages, page_size, Hkv, D] with a block table
+    of block_table_shape, or contiguous [B, capacity, Hkv, D] (page_size 0); max_kv_len is
+    max_seqlen_k, else the capacity."""
     check_rank("k", k_shape, 4)
-    batch, q_len, num_q_heads, head_dim = (int(x) for x in q_shape)
     page_size = 0
     if block_table_shape is not None:
         check_rank("block_table", block_table_shape, 2)
@@ -245,7 +244,15 @@ def decode_problem(q_shape, k_shape, block_table_shape, dtype, causal, softmax_s
         capacity = int(block_table_shape[1]) * page_size
     else:
         capacity = int(k_shape[1])
-    max_kv_len = capacity if max_seqlen_k is None else int(max_seqlen_k)
+    return page_size, capacity if max_seqlen_k is None else int(max_seqlen_k)
+
+
+def decode_problem(q_shape, k_shape, block_table_shape, dtype, causal, softmax_scale, max_seqlen_k,
+                   kv_format=_C.KvFormat.native):
+    """The DecodeProblem of tensors with these shapes (max_kv_len: given, else the cache capacity)."""
+    check_rank("q", q_shape, 4)
+    batch, q_len, num_q_heads, head_dim = (int(x) for x in q_shape)
+    page_size, max_kv_len = cache_pages(k_shape, block_table_shape, max_seqlen_k)
     return _C.DecodeProblem(batch=batch, num_q_heads=num_q_heads, num_kv_heads=int(k_shape[2]),
                             head_dim=head_dim, q_len=q_len, max_kv_len=max_kv_len, page_size=page_size,
                             causal=bool(causal), dtype=DTYPE_BY_CODE[dtype], softmax_scale=scale_value(softmax_scale),
@@ -260,20 +267,12 @@ def prefill_problem(q_shape, k_shape, varlen, batch, dtype, causal, softmax_scal
     D] with a block table of block_table_shape); max_kv_len is max_seqlen_k, else the capacity."""
     if kv_cache:
         check_rank("q", q_shape, 3 if varlen else 4)
-        check_rank("k", k_shape, 4)
         num_q_heads, head_dim = int(q_shape[-2]), int(q_shape[-1])
         if not varlen:
             batch, max_q = int(q_shape[0]), int(q_shape[1])
         else:
             max_q = int(q_shape[0]) if max_seqlen_q is None else int(max_seqlen_q)
-        page_size = 0
-        if block_table_shape is not None:
-            check_rank("block_table", block_table_shape, 2)
-            page_size = int(k_shape[1])
-            capacity = int(block_table_shape[1]) * page_size
-        else:
-            capacity = int(k_shape[1])
-        max_k = capacity if max_seqlen_k is None else int(max_seqlen_k)
+        page_size, max_k = cache_pages(k_shape, block_table_shape, max_seqlen_k)
         return _C.PrefillProblem(batch=int(batch), num_q_heads=num_q_heads, num_kv_heads=int(k_shape[2]),
                                  head_dim=head_dim, max_q_len=max_q, max_kv_len=max_k, varlen=bool(varlen),
                                  causal=bool(causal), dtype=DTYPE_BY_CODE[dtype],

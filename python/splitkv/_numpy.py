@@ -199,6 +199,11 @@ def prefill(q, k, v, *, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, 
     # Planned like the GPU path (same checks and errors), then run on the fp64 reference.
     _C.plan_prefill(problem, cm.device_info("h200"), cm.plan_options(strategy, num_splits, 0, 0, family=family))
     ref_out, ref_lse = reference_prefill(problem, q, k, v, cu_seqlens_q, cu_seqlens_k, sinks)
+    return _rounded_out(q, out, ref_out, ref_lse, return_lse)
+
+
+def _rounded_out(q, out, ref_out, ref_lse, return_lse):
+    """The reference's fp64 rows rounded into `out` (checked against q's shape and dtype, or new)."""
     if out is None:
         out = np.empty(q.shape, dtype=q.dtype)
     else:
@@ -253,17 +258,7 @@ def _prefill_over_cache(q, k, v, *, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
     ref_out = np.frombuffer(ref_out, dtype=np.float64).reshape(q.shape)
     ref_lse = np.frombuffer(ref_lse, dtype=np.float64)
     ref_lse = ref_lse.reshape(hq, q.shape[0]) if varlen else ref_lse.reshape(q.shape[0], hq, q.shape[1])
-    if out is None:
-        out = np.empty(q.shape, dtype=q.dtype)
-    else:
-        out = as_array(out, "out")
-        if out.shape != q.shape or out.dtype != q.dtype:
-            raise cm.invalid("out", f"an array of shape {tuple(q.shape)} and dtype {q.dtype.name}",
-                             f"shape {tuple(out.shape)} and dtype {out.dtype.name}")
-    out[...] = ref_out.astype(q.dtype)
-    if return_lse:
-        return out, ref_lse.astype(np.float32)
-    return out
+    return _rounded_out(q, out, ref_out, ref_lse, return_lse)
 
 
 def reference_decode(problem, q, k, v, seq_lens, block_table, k_scales=None, v_scales=None):
