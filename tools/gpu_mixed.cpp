@@ -197,17 +197,20 @@ Status part_call(const StepData& s, const Group& g, int first, int token0, KvFor
   void* q = offset_bytes(s.q, kDtype, int64_t(token0) * kHq * kD);
   void* out = offset_bytes(s.out, kDtype, int64_t(token0) * kHq * kD);
   const detail::KvFormatTraits kv = detail::kv_format_traits(detail::resolve_kv_format(format, kDtype));
+  const bool chunks = g.q_len > kMaxDecodeQueries;
   for (int i = 0; i < g.count; ++i) {
     const int n = group_kv_len(g, i);
-    c->flops += chunk_flops(g.q_len, n);
-    c->bytes += double(n) * kHkv * kD * (detail::element_traits(kv.k_element).bits +
-                                         detail::element_traits(kv.v_element).bits) / 8;
+    if (chunks) {
+      c->flops += chunk_flops(g.q_len, n);
+    } else {
+      c->bytes += double(n) * kHkv * kD *
+                  (detail::element_traits(kv.k_element).bits + detail::element_traits(kv.v_element).bits) / 8;
+    }
   }
-  if (g.q_len > kMaxDecodeQueries) {
+  if (chunks) {
     std::vector<int32_t> cu(size_t(g.count) + 1);
     for (int i = 0; i <= g.count; ++i) cu[size_t(i)] = i * g.q_len;
     *cu_q = DeviceBuffer::from(cu);
-    c->bytes = 0;
     const PrefillSpan span{g.count, g.q_len, kv_hi, int64_t(g.count) * g.q_len, q, out, cu_q->get(), lens, table};
     return prefill_call(s, span, format, device, "chunks", c);
   }
@@ -233,7 +236,6 @@ Status part_call(const StepData& s, const Group& g, int first, int token0, KvFor
   t.seq_lens = lens;
   t.block_table = table;
   c->what = g.q_len == 1 ? "decode rows" : "speculative rows";
-  c->flops = 0;
   const Plan& plan = c->plan;
   c->run = [t, &plan](void* ws, Stream stream) { return run_decode(plan, t, ws, plan.workspace_bytes(), stream); };
   return prepare(c);

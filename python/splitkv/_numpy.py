@@ -244,20 +244,11 @@ def _prefill_over_cache(q, k, v, *, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
     cm.set_variants(problem, window_size, softcap, sinks, None)
     sinks = None if sinks is None else np.ascontiguousarray(as_array(sinks, "sinks"), dtype=np.float32)
     _C.plan_prefill(problem, cm.device_info("h200"), cm.plan_options(strategy, num_splits, 0, 0, family=family))
-    elements = cm.kv_elements(problem.kv_format)
-    k_elem, v_elem = (None, None) if elements is None else elements[:2]
-    d = problem.head_dim
-    ref_out, ref_lse = _C.reference_prefill(
-        problem, desc(q, "q"), kv_desc(as_array(k, "k"), "k", k_elem, d), kv_desc(as_array(v, "v"), "v", v_elem, d),
-        desc(cu_seqlens_q, "cu_seqlens_q"), None, sinks=desc(sinks, "sinks"), seq_lens=desc(seq_lens, "seq_lens"),
-        block_table=desc(block_table, "block_table"), k_scales=scales_desc(k_scales, "k_scales", problem.kv_format),
-        v_scales=scales_desc(v_scales, "v_scales", problem.kv_format),
-        k_tail=None if k_tail is None else desc(as_array(k_tail, "k_tail"), "k_tail"),
-        tail_slots=None if tail_slots is None else desc(as_index_array(tail_slots, "tail_slots"), "tail_slots"))
-    hq = problem.num_q_heads
-    ref_out = np.frombuffer(ref_out, dtype=np.float64).reshape(q.shape)
-    ref_lse = np.frombuffer(ref_lse, dtype=np.float64)
-    ref_lse = ref_lse.reshape(hq, q.shape[0]) if varlen else ref_lse.reshape(q.shape[0], hq, q.shape[1])
+    cache = dict(seq_lens=seq_lens, block_table=block_table, k_scales=k_scales, v_scales=v_scales,
+                 k_tail=None if k_tail is None else as_array(k_tail, "k_tail"),
+                 tail_slots=None if tail_slots is None else as_index_array(tail_slots, "tail_slots"))
+    ref_out, ref_lse = reference_prefill(problem, q, as_array(k, "k"), as_array(v, "v"), cu_seqlens_q, None, sinks,
+                                         cache)
     return _rounded_out(q, out, ref_out, ref_lse, return_lse)
 
 
@@ -274,10 +265,20 @@ def reference_decode(problem, q, k, v, seq_lens, block_table, k_scales=None, v_s
             np.frombuffer(lse, dtype=np.float64).reshape(b, hq, lq))
 
 
-def reference_prefill(problem, q, k, v, cu_seqlens_q, cu_seqlens_k, sinks=None):
-    out, lse = _C.reference_prefill(problem, desc(q, "q"), desc(k, "k"), desc(v, "v"),
-                                    desc(cu_seqlens_q, "cu_seqlens_q"), desc(cu_seqlens_k, "cu_seqlens_k"),
-                                    sinks=desc(sinks, "sinks"))
+def reference_prefill(problem, q, k, v, cu_seqlens_q, cu_seqlens_k, sinks=None, cache=None):
+    """cache (problem.kv_cache): the decode cache's seq_lens, block_table, k_scales, v_scales, k_tail
+    and tail_slots; k and v are then its codes (a quantized format) or values."""
+    if cache is None:
+        kd, vd, extra = desc(k, "k"), desc(v, "v"), {}
+    else:
+        elements = cm.kv_elements(problem.kv_format)
+        k_elem, v_elem = (None, None) if elements is None else elements[:2]
+        kd = kv_desc(k, "k", k_elem, problem.head_dim)
+        vd = kv_desc(v, "v", v_elem, problem.head_dim)
+        extra = {name: (scales_desc(t, name, problem.kv_format) if name.endswith("_scales") else desc(t, name))
+                 for name, t in cache.items()}
+    out, lse = _C.reference_prefill(problem, desc(q, "q"), kd, vd, desc(cu_seqlens_q, "cu_seqlens_q"),
+                                    desc(cu_seqlens_k, "cu_seqlens_k"), sinks=desc(sinks, "sinks"), **extra)
     hq, d = problem.num_q_heads, problem.head_dim
     out = np.frombuffer(out, dtype=np.float64)
     lse = np.frombuffer(lse, dtype=np.float64)

@@ -347,8 +347,6 @@ def _new_prefill_plan(key, q, k, cu_seqlens_q, seq_lens=None):
                                      max_seqlen_k, fmt)
     else:
         cm.check_rank("seq_lens", seq_lens.shape, 1)
-        if not varlen:
-            batch = q.shape[0] if q.dim() == 4 else seq_lens.shape[0]
         problem = cm.prefill_problem(q.shape, k.shape, varlen, batch, code, causal, softmax_scale, max_seqlen_q,
                                      max_seqlen_k, fmt, kv_cache=True, block_table_shape=cache[0])
     if variants is not None:
