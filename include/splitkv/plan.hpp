@@ -45,14 +45,14 @@ enum class Merge {
   kCombineKernel,
   // Decode on sm_90: when a row's splits fit in one cluster (<= 16), merged through distributed
   // shared memory in the split kernel (no workspace, no combine launch); otherwise the combine
-  // kernel. Batch-invariant mode (split_tokens) always uses the combine kernel. Why it is not the
-  // default beyond kAuto's cases: docs/TUNING.md.
+  // kernel. Batch-invariant mode (split_tokens) always uses the combine kernel. Sinks are folded
+  // into the merged rows. Why it is not the default beyond kAuto's cases: docs/TUNING.md.
   kCluster,
   // Decode: the last split block of each tile of rows to finish merges the tile's partials in the
   // split kernel (no combine launch). Arrival counters live in the workspace: call
   // prepare_workspace(plan) on a new workspace and after any other plan used it (run_decode refuses
   // a workspace not prepared for this plan since); each call leaves them at zero for the next.
-  // Measured slower than the combine kernel on long rows (docs/TUNING.md).
+  // Measured slower than the combine kernel on long rows (docs/TUNING.md). Refuses sinks.
   kFused,
   // Decode, NONDETERMINISTIC (the original design's atomic reduction): each split adds
   // exp(LSE_i - atomic_reference_lse) * O_i and its weight into fp32 rows with atomic adds, and one
@@ -61,8 +61,8 @@ enum class Merge {
   // write ordinary partials instead, which the normalization merges exactly, so any reference gives
   // a correct result; one near the rows' typical LSE (natural log of the sum of exp(scaled score))
   // keeps most splits on the atomic path. The order of the adds varies, so the last bits of the
-  // output may differ run to run. Not with split_tokens. prepare_workspace as for kFused. Measured
-  // slower than the combine kernel (docs/TUNING.md).
+  // output may differ run to run. Not with split_tokens nor sinks. prepare_workspace as for kFused.
+  // Measured slower than the combine kernel (docs/TUNING.md).
   kAtomic,
 };
 const char* to_string(Merge merge);

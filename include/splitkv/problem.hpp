@@ -36,8 +36,7 @@ struct DecodeProblem {
   //    denominator once and has no value (see there).
   //  tree_mask: DecodeTensors::tree_mask says which of its sequence's last q_len keys (the draft
   //    tokens of speculative decoding) each query sees, in place of the causal rule among them.
-  // The GPU serves all four (sinks only on the decode kernels: a plan served by chunked prefill
-  // refuses them by name); the CPU backend and the fp64 reference implement them too.
+  // The GPU serves all four, as do the CPU backend and the fp64 reference.
   int window_left = -1;
   int window_right = -1;
   float softcap = 0.f;
@@ -134,8 +133,8 @@ struct PrefillProblem {
   int page_size = 0;  // kv_cache: 0 (contiguous) or a multiple of 16
   // Attention variants, as in DecodeProblem (query i of a sequence with q_len queries over k_len
   // keys sits at position k_len - q_len + i): sliding window, softcap, per-head sinks
-  // (PrefillTensors::sinks). The GPU serves the window and the softcap; run_prefill refuses sinks
-  // by name (the fp64 reference implements all three).
+  // (PrefillTensors::sinks). The GPU serves all three in the one-pass kernels (strategies two-pass
+  // and split-V refuse them by name), as do the CPU backend and the fp64 reference.
   int window_left = -1;
   int window_right = -1;
   float softcap = 0.f;

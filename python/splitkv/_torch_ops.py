@@ -350,7 +350,7 @@ def _new_prefill_plan(key, q, k, cu_seqlens_q, seq_lens=None):
         problem = cm.prefill_problem(q.shape, k.shape, varlen, batch, code, causal, softmax_scale, max_seqlen_q,
                                      max_seqlen_k, fmt, kv_cache=True, block_table_shape=cache[0])
     if variants is not None:
-        cm.set_variants(problem, variants[:2], variants[2], None, None)
+        cm.set_variants(problem, variants[:2], variants[2], True if variants[3] else None, None)
     options = cm.plan_options(strategy, num_splits, 0, 0, family=family)
     plan = _C.plan_prefill(problem, cm.device_info(dev if dev >= 0 else "h200"), options)
     elements = cm.kv_elements(fmt) if cache is not None else None
@@ -360,7 +360,7 @@ def _new_prefill_plan(key, q, k, cu_seqlens_q, seq_lens=None):
 
 def _prefill_key(q, k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal, softmax_scale, num_splits,
                  strategy, dev, family, kv_format=None, window_size=None, softcap=0.0, seq_lens=None,
-                 block_table=None):
+                 block_table=None, sinks=None):
     """The plan cache's key. Over a KV cache (seq_lens given) the queries alone may be varlen
     (cu_seqlens_q) and the key ends with (the block table's shape,); else it ends with None."""
     if seq_lens is not None:
@@ -378,16 +378,17 @@ def _prefill_key(q, k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, c
         cache = None
     cu_shape = cu_seqlens_q.shape if varlen else None
     variants = None
-    if window_size is not None or softcap:
-        key = _variants_key(window_size, softcap, None, None)
-        variants = None if key is None else key[:3]
+    if window_size is not None or softcap or sinks is not None:
+        key = _variants_key(window_size, softcap, sinks, None)
+        variants = None if key is None else key[:4]
     return (q.shape, k.shape, varlen, cu_shape, q.dtype, max_seqlen_q, max_seqlen_k, causal, softmax_scale,
             num_splits, strategy, dev, family, _format_arg(kv_format), variants, cache)
 
 
 def prefill_out(q, k, v, cu_seqlens_q, cu_seqlens_k, out, lse, workspace, max_seqlen_q, max_seqlen_k, causal,
                 softmax_scale, num_splits, strategy=None, family=None, kv_format=None, window_size=None, softcap=0.0,
-                seq_lens=None, block_table=None, k_scales=None, v_scales=None, k_tail=None, tail_slots=None):
+                seq_lens=None, block_table=None, k_scales=None, v_scales=None, k_tail=None, tail_slots=None,
+                sinks=None):
     """Implementation of splitkv::prefill_out (CUDA: the kernels; CPU: the fp64 reference). With
     seq_lens, k and v are a decode cache (chunked prefill; the queries varlen by cu_seqlens_q)."""
     dev = q.get_device()
@@ -402,7 +403,8 @@ def prefill_out(q, k, v, cu_seqlens_q, cu_seqlens_k, out, lse, workspace, max_se
             raise cm.invalid("seq_lens", "an int32 tensor on the device of q", type(seq_lens).__name__)
         _check_devices(dev, [("seq_lens", seq_lens), ("block_table", block_table)])
     key = _prefill_key(q, k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal, softmax_scale,
-                       num_splits, strategy, dev, family, kv_format, window_size, softcap, seq_lens, block_table)
+                       num_splits, strategy, dev, family, kv_format, window_size, softcap, seq_lens, block_table,
+                       sinks)
     entry = _prefill_plans.get(key)
     if entry is None:
         entry = _new_prefill_plan(key, q, k, cu_seqlens_q, seq_lens)
@@ -430,9 +432,9 @@ def prefill_out(q, k, v, cu_seqlens_q, cu_seqlens_k, out, lse, workspace, max_se
     if quant is not None or k_scales is not None or v_scales is not None:
         fmt = cm.kv_format(kv_format) if quant is None else quant[2]
         cache["k_scales"], cache["v_scales"] = _scale_descs(fmt, k_scales, v_scales, dev)
-    if k_tail is not None or tail_slots is not None:
-        tails = _variant_descs(dev, None, None, k_tail, tail_slots)
-        cache["k_tail"], cache["tail_slots"] = tails["k_tail"], tails["tail_slots"]
+    if k_tail is not None or tail_slots is not None or sinks is not None:
+        extra = _variant_descs(dev, sinks, None, k_tail, tail_slots)
+        cache["k_tail"], cache["tail_slots"], cache["sinks"] = extra["k_tail"], extra["tail_slots"], extra["sinks"]
     if dev < 0:
         _cpu_prefill(plan, qd, kd, vd, cqd, ckd, od, out, lse, cache)
         return
@@ -457,7 +459,7 @@ def _cpu_prefill(plan, qd, kd, vd, cqd, ckd, od, out, lse, cache):
 
 def prefill(q, k, v, *, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal, softmax_scale, num_splits,
             strategy, out, return_lse, workspace, family, kv_format=None, window_size=None, softcap=0.0,
-            seq_lens=None, block_table=None, k_scales=None, v_scales=None, k_tail=None, tail_slots=None):
+            seq_lens=None, block_table=None, k_scales=None, v_scales=None, k_tail=None, tail_slots=None, sinks=None):
     if out is None:
         out = torch.empty_like(q, memory_format=torch.contiguous_format)
     lse = _lse_buffer(q, varlen=cu_seqlens_q is not None) if return_lse else None
@@ -465,13 +467,13 @@ def prefill(q, k, v, *, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, 
     if type(q) is _Tensor and _eager():
         prefill_out(q, k, v, cu_seqlens_q, cu_seqlens_k, out, lse, workspace, max_seqlen_q, max_seqlen_k, causal,
                     softmax_scale, num_splits, strategy, family, kv_format, window_size, softcap, seq_lens,
-                    block_table, k_scales, v_scales, k_tail, tail_slots)
+                    block_table, k_scales, v_scales, k_tail, tail_slots, sinks)
     else:
         window = None if window_size is None else list(cm._window_ints(window_size))
         torch.ops.splitkv.prefill_out(q, k, v, cu_seqlens_q, cu_seqlens_k, out, lse, workspace, max_seqlen_q,
                                       max_seqlen_k, causal, softmax_scale, num_splits, strategy, family, kv_format,
                                       window, float(softcap), seq_lens, block_table, k_scales, v_scales, k_tail,
-                                      tail_slots)
+                                      tail_slots, sinks)
     return (out, lse) if return_lse else out
 
 
@@ -724,7 +726,7 @@ PREFILL_SCHEMA = (
     "bool causal, float? softmax_scale, int num_splits, str? strategy=None, str? family=None, "
     "str? kv_format=None, int[]? window_size=None, float softcap=0.0, Tensor? seq_lens=None, "
     "Tensor? block_table=None, Tensor? k_scales=None, Tensor? v_scales=None, Tensor? k_tail=None, "
-    "Tensor? tail_slots=None) -> ()")
+    "Tensor? tail_slots=None, Tensor? sinks=None) -> ()")
 
 DECODE_SHARD_SCHEMA = (
     "decode_shard_out(Tensor q, Tensor k_cache, Tensor v_cache, Tensor seq_lens, Tensor? block_table, "
@@ -770,7 +772,7 @@ def _decode_shard_out_fake(q, k_cache, v_cache, seq_lens, block_table, keys_afte
 def _prefill_out_fake(q, k, v, cu_seqlens_q, cu_seqlens_k, out, lse, workspace, max_seqlen_q, max_seqlen_k, causal,
                       softmax_scale, num_splits, strategy=None, family=None, kv_format=None, window_size=None,
                       softcap=0.0, seq_lens=None, block_table=None, k_scales=None, v_scales=None, k_tail=None,
-                      tail_slots=None):
+                      tail_slots=None, sinks=None):
     return None
 
 

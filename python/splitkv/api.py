@@ -120,16 +120,12 @@ def prefill(q, k, v, *, cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=None,
     queries of their sequence, causal bottom-right. max_seqlen_k bounds seq_lens (default: the
     cache's capacity).
 
-    window_size, softcap, sinks: as in decode() (docs/VARIANTS.md). Torch tensors take the window and
-    the softcap (the one-pass kernels' variants instances; strategy 'two-pass' / 'split-v' refuse
-    them by name); sinks only on numpy arrays so far.
+    window_size, softcap, sinks: as in decode() (docs/VARIANTS.md); on the GPU the one-pass kernels'
+    variants instances serve them (strategy 'two-pass' / 'split-v' refuse them by name).
 
     Returns out, or (out, lse). numpy arrays (and CPU tensors) run on the fp64 reference.
     """
     if isinstance(q, _Tensor):
-        if sinks is not None:
-            raise cm.unsupported("sinks", "prefill on torch tensors does not fold sinks yet (numpy arrays do; "
-                                          "decode does; docs/VARIANTS.md)")
         variant = window_size is not _NO_WINDOW or softcap
         return _torch_ops.prefill(q, k, v, cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k,
                                   max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k, causal=causal,
@@ -137,7 +133,7 @@ def prefill(q, k, v, *, cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=None,
                                   return_lse=return_lse, workspace=workspace, family=family, kv_format=kv_format,
                                   window_size=window_size if variant else None, softcap=softcap, seq_lens=seq_lens,
                                   block_table=block_table, k_scales=k_scales, v_scales=v_scales, k_tail=k_tail,
-                                  tail_slots=tail_slots)
+                                  tail_slots=tail_slots, sinks=sinks)
     return _numpy.prefill(q, k, v, cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k, max_seqlen_q=max_seqlen_q,
                           max_seqlen_k=max_seqlen_k, causal=causal, softmax_scale=softmax_scale, out=out,
                           return_lse=return_lse, num_splits=num_splits, strategy=strategy, family=family,

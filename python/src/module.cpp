@@ -724,16 +724,17 @@ NB_MODULE(_splitkv, m) {
       [](const Plan& plan, nb::handle q, nb::handle k, nb::handle v, nb::handle cu_seqlens_q,
          nb::handle cu_seqlens_k, nb::handle out, nb::handle lse, uintptr_t workspace, size_t workspace_bytes,
          uintptr_t stream, int device, nb::handle seq_lens, nb::handle block_table, nb::handle k_scales,
-         nb::handle v_scales, nb::handle k_tail, nb::handle tail_slots) {
+         nb::handle v_scales, nb::handle k_tail, nb::handle tail_slots, nb::handle sinks) {
         PrefillTensors t = prefill_tensors(q, k, v, cu_seqlens_q, cu_seqlens_k, out, lse);
         add_cache_tensors(seq_lens, block_table, k_scales, v_scales, k_tail, tail_slots, &t);
+        t.sinks = tensor_ref(sinks, "sinks");
         DeviceGuard guard(device);
         check(run_prefill(plan, t, reinterpret_cast<void*>(workspace), workspace_bytes, as_stream(stream)));
       },
       "plan"_a, "q"_a, "k"_a, "v"_a, "cu_seqlens_q"_a.none(), "cu_seqlens_k"_a.none(), "out"_a, "lse"_a.none(),
       "workspace"_a, "workspace_bytes"_a, "stream"_a, "device"_a = -1, "seq_lens"_a.none() = nb::none(),
       "block_table"_a.none() = nb::none(), "k_scales"_a.none() = nb::none(), "v_scales"_a.none() = nb::none(),
-      "k_tail"_a.none() = nb::none(), "tail_slots"_a.none() = nb::none(),
+      "k_tail"_a.none() = nb::none(), "tail_slots"_a.none() = nb::none(), "sinks"_a.none() = nb::none(),
       "Runs a prefill plan; with plan.prefill.kv_cache, k and v are a decode cache read through seq_lens "
       "(and block_table, the scales, the *_kc tail) as in run_decode.");
 

@@ -184,16 +184,11 @@ Status launch_combine(const OutputParams& from, int num_splits, const OutputPara
 
 // A decode plan served by chunked prefill (Plan::decode_via_prefill): the decode tensors are the
 // padded chunked-prefill tensors of the same cache (q, out [B, q_len, Hq, D]; lse [B, Hq, q_len]).
-// The window, the softcap and the tree mask go with the problem (the prefill kernels' variants
-// instances); sinks and context shards the prefill kernels do not take: refused by name.
+// The window, the softcap, sinks and the tree mask go with the problem (the prefill kernels' variants
+// instances); context shards the prefill kernels do not take: refused by name.
 Status run_decode_via_prefill(const Plan& plan, const DecodeTensors& t, void* workspace, size_t workspace_bytes,
                               Stream stream) {
   const DecodeProblem& pr = plan.decode();
-  if (pr.sinks) {
-    return Status::unsupported("sinks", "served by the decode kernels; this plan runs chunked prefill (" +
-                                            plan.family() +
-                                            "), which does not take sinks yet (name a decode family in options.family)");
-  }
   // Tree masks: the GQA-packed tiles' variants instances, over at most kMaxPrefillTreeDrafts drafts.
   if (pr.tree_mask && plan.packed_queries() == 0) {
     return Status::unsupported("tree_mask", "served on chunked prefill by the GQA-packed families (prefill_sm90_gqa, "
@@ -216,6 +211,7 @@ Status run_decode_via_prefill(const Plan& plan, const DecodeTensors& t, void* wo
   p.out = t.out;
   p.lse = t.lse;
   detail::bind_decode_cache(t, &p);
+  p.sinks = t.sinks;
   // validate_decode_tensors has checked the host copies of lengths and page ids already.
   p.seq_lens_host = nullptr;
   p.block_table_host = nullptr;
@@ -252,14 +248,6 @@ Status check_channel_keys_decode(const DecodeProblem& pr, const DecodeTensors& t
   return Status::success();
 }
 
-// Sinks in prefill, which the GPU kernels do not serve yet (docs/VARIANTS.md): refused by name rather
-// than run without them. The CPU backend and the fp64 reference implement them.
-Status refuse_prefill_sinks(bool sinks) {
-  if (!sinks) return Status::success();
-  return Status::unsupported("sinks", "the GPU prefill kernels do not implement this attention variant yet (the "
-                                      "decode kernels, the CPU backend and the fp64 reference do; docs/VARIANTS.md)");
-}
-
 }  // namespace
 
 Status run_decode(const Plan& plan, const DecodeTensors& t, void* workspace, size_t workspace_bytes, Stream stream) {
@@ -270,8 +258,8 @@ Status run_decode(const Plan& plan, const DecodeTensors& t, void* workspace, siz
   if (Status s = detail::validate_decode_tensors(pr, t); !s) return s;
   // The variants: by the decode kernels' variants instances (sinks folded by the combine kernel
   // after several splits, by a single split's decode kernel otherwise), or on a chunked-prefill
-  // plan the softcap, the window and (GQA-packed tiles) the tree mask by the prefill kernels'
-  // (run_decode_via_prefill, which refuses sinks).
+  // plan the softcap, the window, sinks and (GQA-packed tiles) the tree mask by the prefill
+  // kernels' (run_decode_via_prefill).
   // Served by chunked prefill, any cache format is read through its dequantized copy.
   if (plan.decode_via_prefill()) return run_decode_via_prefill(plan, t, workspace, workspace_bytes, stream);
   const detail::KvFormatTraits format = detail::kv_format_traits(detail::resolve_kv_format(pr.kv_format, pr.dtype));
@@ -366,9 +354,9 @@ Status run_decode(const Plan& plan, const DecodeTensors& t, void* workspace, siz
   }
   const OutputParams final_rows = final_output(t.out, t.lse, false);
   // In the workspace. Sinks: the combine kernel folds them after merging several splits; a single
-  // split's kernel folds them into its final rows.
+  // split's kernel folds them into its final rows, a cluster's merge into the merged rows.
   const bool merge_partials = plan.num_splits() > 1 && !plan.cluster_combine();
-  if (pr.sinks && (plan.cluster_combine() || plan.fused_combine() || plan.atomic_combine())) {
+  if (pr.sinks && (plan.fused_combine() || plan.atomic_combine())) {
     return Status::invalid("plan", "a plan whose splits the combine kernel merges (sinks)", "another merge");
   }
   if (pr.sinks && !merge_partials) {
@@ -527,6 +515,10 @@ Status launch_prefill(const Plan& plan, const PrefillTensors& t, void* workspace
     p.tree_mask_batch_stride = tree_mask.stride[0];
     p.tree_mask_query_stride = tree_mask.stride[1];
   }
+  if (pr.sinks) {  // folded by the kernel into final rows, by the combine after KV splits
+    p.sinks = static_cast<const float*>(t.sinks.data);
+    p.sinks_stride = t.sinks.stride[0];
+  }
   p.num_splits = plan.num_splits();
   if (pr.kv_cache) {
     p.cache_seq_lens = static_cast<const int32_t*>(t.seq_lens.data);
@@ -576,7 +568,8 @@ Status launch_prefill(const Plan& plan, const PrefillTensors& t, void* workspace
   }
   if (Status s = detail::launch(launcher, &p, config, "prefill kernel launch"); !s) return s;
   if (p.output.mode != OutputMode::kPartial) return Status::success();
-  return launch_combine(p.output, plan.num_splits(), final_rows, p.cu_seqlens_q, p.total_q, pr.dtype, pr.head_dim, stream);
+  return launch_combine(p.output, plan.num_splits(), final_rows, p.cu_seqlens_q, p.total_q, pr.dtype, pr.head_dim, stream,
+                        /*caller_partials=*/false, pr.sinks ? t.sinks : TensorRef{});
 }
 
 // One side of a quantized cache as the dequantization kernel reads it. Element strides become
@@ -669,8 +662,7 @@ Status run_prefill_with_tree(const Plan& plan, const PrefillTensors& t, void* wo
   const PrefillProblem& pr = plan.prefill();
   if (Status s = detail::validate_prefill_problem(pr); !s) return s;
   if (Status s = detail::validate_prefill_tensors(pr, t); !s) return s;
-  // The softcap and the window: the prefill kernels' variants instances.
-  if (Status s = refuse_prefill_sinks(pr.sinks); !s) return s;
+  // The softcap, the window and sinks: the one-pass prefill kernels' variants instances.
   // Chunked prefill reads any cache through its dequantized copy; *_kc caches only that way.
   if (!plan.dequantized_cache() &&
       detail::kv_format_traits(detail::resolve_kv_format(pr.kv_format, pr.dtype)).channel_keys) {

@@ -65,7 +65,7 @@ PrefillProblem as_chunked_prefill(const DecodeProblem& d) {
   p.window_left = d.window_left;
   p.window_right = d.window_right;
   p.softcap = d.softcap;
-  p.sinks = d.sinks;  // not served by prefill: run_decode_via_prefill refuses it by name
+  p.sinks = d.sinks;
   return p;
 }
 

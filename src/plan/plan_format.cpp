@@ -50,15 +50,13 @@ struct Text {
 };
 
 // The attention variants a problem asks for, or nothing (docs/VARIANTS.md).
-void describe_variants(Text& s, int left, int right, float softcap, bool sinks, bool tree_mask, bool prefill) {
-  // What no GPU kernel serves yet is said (run_prefill refuses it by name).
+void describe_variants(Text& s, int left, int right, float softcap, bool sinks, bool tree_mask) {
   if (left < 0 && right < 0 && softcap <= 0.f && !sinks && !tree_mask) return;
   s << "variants:";
   if (left >= 0 || right >= 0) s << " window " << left << "," << right;
   if (softcap > 0.f) s << " softcap " << std::to_string(softcap);
   if (sinks) s << " sinks";
   if (tree_mask) s << " tree-mask";
-  if (prefill && sinks) s << " (sinks in prefill: the CPU backend and the reference only)";  // run_prefill refuses
   s << "\n";
 }
 
@@ -72,7 +70,7 @@ std::string describe(const Plan& p) {
       << " D=" << d.head_dim << " q_len=" << d.q_len << " max_kv_len=" << d.max_kv_len
       << " page_size=" << d.page_size << " causal=" << (d.causal ? 1 : 0) << " dtype=" << to_string(d.dtype)
       << " kv_format=" << to_string(d.kv_format) << "\n";
-    describe_variants(s, d.window_left, d.window_right, d.softcap, d.sinks, d.tree_mask, false);
+    describe_variants(s, d.window_left, d.window_right, d.softcap, d.sinks, d.tree_mask);
   } else {
     const PrefillProblem& f = p.prefill();
     s << "prefill: batch=" << f.batch << " Hq=" << f.num_q_heads << " Hkv=" << f.num_kv_heads
@@ -81,7 +79,7 @@ std::string describe(const Plan& p) {
       << " dtype=" << to_string(f.dtype) << " kv_format=" << to_string(f.kv_format);
     if (f.kv_cache) s << " kv_cache=1 page_size=" << f.page_size;  // K/V token tensors: nothing to add
     s << "\n";
-    describe_variants(s, f.window_left, f.window_right, f.softcap, f.sinks, false, true);
+    describe_variants(s, f.window_left, f.window_right, f.softcap, f.sinks, false);
     if (p.dequantized_cache()) {
       s << "cache: dequantized to " << to_string(f.dtype) << " first (" << p.staging_bytes()
         << " bytes of the workspace), then read as a contiguous cache\n";

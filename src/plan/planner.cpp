@@ -356,7 +356,7 @@ bool auto_cluster_may_merge(const PlanOptions& options, const DeviceInfo& device
 bool short_rows_merge_in_cluster(const DecodeProblem& problem, const PlanOptions& options, const DeviceInfo& device,
                                  int block_m, int block_n, int64_t work_units, bool auto_splits, int planned_splits) {
   const int max_keys = reads_quantized_cache(problem) ? plan::kAutoClusterMaxKeysQuantized : plan::kAutoClusterMaxKeys16Bit;
-  return auto_cluster_may_merge(options, device, block_m, auto_splits) && !problem.sinks &&
+  return auto_cluster_may_merge(options, device, block_m, auto_splits) &&
          plan::decode_split_keys(problem, block_n) <= max_keys + block_n &&
          planned_splits >= plan::kAutoClusterSplits && 2 * work_units * plan::kAutoClusterSplits <= device.sm_count;
 }
@@ -367,7 +367,7 @@ bool short_rows_merge_in_cluster(const DecodeProblem& problem, const PlanOptions
 // 2. docs/TUNING.md, "Cluster merges".
 bool two_splits_merge_in_cluster(const DecodeProblem& problem, const PlanOptions& options, const DeviceInfo& device,
                                  int block_m, bool auto_splits, int planned_splits) {
-  return auto_cluster_may_merge(options, device, block_m, auto_splits) && !problem.sinks && problem.q_len == 1 &&
+  return auto_cluster_may_merge(options, device, block_m, auto_splits) && problem.q_len == 1 &&
          !reads_quantized_cache(problem) && planned_splits == 2;
 }
 
@@ -423,8 +423,12 @@ template <class Problem>
 bool softcap_or_window(const Problem& problem) {
   return problem.softcap > 0.f || problem.window_left >= 0 || problem.window_right >= 0;
 }
-const char* softcap_or_window_argument(const PrefillProblem& problem) {
-  return problem.softcap > 0.f ? "softcap" : (problem.window_left >= 0 ? "window_left" : "window_right");
+// What the one-pass prefill kernels' variants instances serve: the softcap, a window, sinks.
+bool one_pass_variants(const PrefillProblem& problem) { return softcap_or_window(problem) || problem.sinks; }
+const char* one_pass_variants_argument(const PrefillProblem& problem) {
+  if (problem.softcap > 0.f) return "softcap";
+  if (problem.window_left >= 0) return "window_left";
+  return problem.window_right >= 0 ? "window_right" : "sinks";
 }
 
 void plan_stream_k_tail(const PrefillProblem& problem, const PlanOptions& options, int64_t tiles, detail::PlanFields* p) {
@@ -432,7 +436,7 @@ void plan_stream_k_tail(const PrefillProblem& problem, const PlanOptions& option
   const int64_t last_round = tiles % blocks;
   const int64_t steps = (int64_t(problem.max_kv_len) + p->block_n - 1) / p->block_n;
   const bool uniform = !p->dynamic_tiles && p->num_splits == 1 && p->strategy != Strategy::kTwoPass &&
-                       p->packed_queries == 0 && !softcap_or_window(problem);
+                       p->packed_queries == 0 && !one_pass_variants(problem);
   if (!options.tuning.stream_k_prefill || !uniform || steps < kStreamKMinSteps || last_round == 0 ||
       5 * last_round > 4 * int64_t(blocks)) {
     return;
@@ -603,9 +607,11 @@ Status plan_decode_fields(const DecodeProblem& problem, const DeviceInfo& device
     return Status::unsupported("options.strategy", std::string(to_string(options.strategy)) +
                                                        " is a prefill strategy; decode offers auto, split-q and split-kv");
   }
-  // Sinks enter once, where a row's partials are merged: by the combine kernel (docs/VARIANTS.md).
-  if (problem.sinks && options.merge != Merge::kAuto && options.merge != Merge::kCombineKernel) {
-    return Status::unsupported("options.merge", "kAuto or kCombineKernel with sinks (the combine kernel folds them), not " +
+  // Sinks enter once, where a row's partials are merged: by the combine kernel or a cluster's merge
+  // (docs/VARIANTS.md).
+  if (problem.sinks && (options.merge == Merge::kFused || options.merge == Merge::kAtomic)) {
+    return Status::unsupported("options.merge", "kAuto, kCombineKernel or kCluster with sinks (the combine kernel or "
+                                                "the cluster's merge folds them), not " +
                                                     std::string(to_string(options.merge)));
   }
   detail::PlanFields p;
@@ -699,8 +705,9 @@ Status plan_decode_fields(const DecodeProblem& problem, const DeviceInfo& device
   p.workspace_bytes =
       p.cluster_combine ? 0 : plan::split_workspace(p.num_splits, g.out_rows, problem.head_dim, tile_counters).total_bytes;
   if (problem.sinks) {
-    p.note += p.num_splits > 1 ? "; sinks folded once by the combine kernel's merge"
-                               : "; sinks folded into the final rows by the decode kernel";
+    p.note += p.num_splits == 1   ? "; sinks folded into the final rows by the decode kernel"
+              : p.cluster_combine ? "; sinks folded once by the cluster's merge"
+                                  : "; sinks folded once by the combine kernel's merge";
   }
   if (options.merge == Merge::kAtomic) {
     if (Status s = check_atomic_combine(options); !s) return s;
@@ -768,12 +775,12 @@ Status plan_prefill_fields(const PrefillProblem& problem, const DeviceInfo& devi
   const plan::PrefillGeometry g = plan::prefill_geometry(problem, tile.block_m, p.packed_queries);
   p.work_units = g.work_units;
 
-  // The softcap and the window run in the one-pass kernels' variants instances (no two-pass, no
-  // split-V); a left window reads a band of keys, so KV splits of the whole length would be
-  // mostly empty: one split unless asked for.
-  const bool variants = softcap_or_window(problem);
+  // The softcap, the window and sinks run in the one-pass kernels' variants instances (no
+  // two-pass, no split-V; after KV splits the combine folds the sinks); a left window reads a band
+  // of keys, so KV splits of the whole length would be mostly empty: one split unless asked for.
+  const bool variants = one_pass_variants(problem);
   if (variants && (requested == Strategy::kSplitV || requested == Strategy::kTwoPass)) {
-    return Status::unsupported(softcap_or_window_argument(problem),
+    return Status::unsupported(one_pass_variants_argument(problem),
                                "served by the one-pass prefill kernels only, not with strategy " +
                                    std::string(to_string(requested)));
   }

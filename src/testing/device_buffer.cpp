@@ -118,7 +118,8 @@ DevicePrefillCase::DevicePrefillCase(PrefillCase& c)
       out(DeviceBuffer::from(c.out)),
       lse(DeviceBuffer::from(c.lse)),
       cu_seqlens_q(DeviceBuffer::from(c.cu_seqlens_q)),
-      cu_seqlens_k(DeviceBuffer::from(c.cu_seqlens_k)) {
+      cu_seqlens_k(DeviceBuffer::from(c.cu_seqlens_k)),
+      sinks(DeviceBuffer::from(c.sinks)) {
   tensors = c.host_tensors();
   tensors.q.data = q.get();
   tensors.k.data = k.get();
@@ -129,6 +130,7 @@ DevicePrefillCase::DevicePrefillCase(PrefillCase& c)
     tensors.cu_seqlens_q.data = cu_seqlens_q.get();
     tensors.cu_seqlens_k.data = cu_seqlens_k.get();
   }
+  if (!tensors.sinks.empty()) tensors.sinks.data = sinks.get();
 }
 
 void DevicePrefillCase::upload_outputs(const PrefillCase& c) { upload_case_outputs(c.out, c.lse, out, lse); }

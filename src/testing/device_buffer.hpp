@@ -57,7 +57,7 @@ struct DeviceDecodeCase {
 
 // A PrefillCase copied to the device.
 struct DevicePrefillCase {
-  DeviceBuffer q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k;
+  DeviceBuffer q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, sinks;
   PrefillTensors tensors;
 
   explicit DevicePrefillCase(PrefillCase& c);

@@ -295,10 +295,10 @@ std::vector<DecodeAttack> decode_attacks(uint64_t seed) {
     a.edit_tensors = [](DecodeTensors& t) { t.sinks = TensorRef{}; };
   }
   {
-    DecodeAttack& a = named("sinks with a cluster merge (the combine kernel folds them)", "options.merge");
+    DecodeAttack& a = named("sinks with a fused merge (which folds no sink)", "options.merge");
     a.spec.problem.sinks = true;
     a.options = PlanOptions{};
-    a.options.merge = Merge::kCluster;
+    a.options.merge = Merge::kFused;
     a.options.num_splits = 4;
   }
   {

@@ -393,22 +393,17 @@ TEST(VariantValidation, SinksAreNotAddedToPartials) {
   EXPECT_EQ(cpu::run_decode(plan, t).argument(), "sinks");
 }
 
-// The decode kernels serve every variant; the chunked-prefill route (a *_kc cache's default) takes
-// the window, the softcap and the tree mask to the prefill kernels, and refuses sinks by name before
-// any device work, rather than run without them.
-TEST(VariantGpu, RunDecodeRefusesEachVariantByName) {
-  for (const auto& [v, name] : {std::pair<Variants, const char*>{Variants{-1, -1, 0.f, true}, "sinks"}}) {
-    testing::DecodeSpecBuilder b = testing::DecodeSpecBuilder(1, 4, 2, 100).head_dim(64).format(KvFormat::kInt4Kc);
-    b.queries(2, true);
-    testing::DecodeCase c = testing::make_decode_case(spec_with(b, v));
-    Plan plan;
-    ASSERT_TRUE(plan_decode(c.problem, DeviceInfo::h200(), {}, &plan).ok());
-    ASSERT_TRUE(plan.decode_via_prefill()) << describe(plan);
-    const Status s = run_decode(plan, c.host_tensors(), nullptr, 0, nullptr);
-    EXPECT_EQ(s.code(), StatusCode::kUnsupported) << s.message();
-    EXPECT_EQ(s.argument(), name) << s.message();
-    EXPECT_NE(s.message().find("chunked prefill"), std::string::npos) << s.message();
-  }
+// The decode kernels serve every variant; the chunked-prefill route (a *_kc cache's default) carries
+// the window, the softcap, sinks and the tree mask to its prefill problem (the one-pass kernels'
+// variants instances).
+TEST(VariantPlans, ChunkedPrefillRouteCarriesSinks) {
+  testing::DecodeSpecBuilder b = testing::DecodeSpecBuilder(1, 4, 2, 100).head_dim(64).format(KvFormat::kInt4Kc);
+  b.queries(2, true);
+  testing::DecodeCase c = testing::make_decode_case(spec_with(b, Variants{-1, -1, 0.f, true}));
+  Plan plan;
+  ASSERT_TRUE(plan_decode(c.problem, DeviceInfo::h200(), {}, &plan).ok());
+  ASSERT_TRUE(plan.decode_via_prefill()) << describe(plan);
+  EXPECT_TRUE(plan.prefill().sinks) << describe(plan);
 }
 
 // On chunked prefill the GQA-packed families take a tree mask over at most 64 drafts; a plan on
@@ -456,8 +451,8 @@ TEST(VariantGpu, TheSoftcapAndWindowKeepSpeculativeRowsOnTheDecodeKernels) {
   EXPECT_EQ(tree.family(), routed.family());
 }
 
-// Prefill plans with the softcap or the window: the one-pass kernels (two-pass and split-V refuse
-// them by name), one KV split under a left window unless asked for more, no stream-K tail; a decode
+// Prefill plans with the softcap, the window or sinks: the one-pass kernels (two-pass and split-V
+// refuse them by name), one KV split under a left window unless asked for more, no stream-K tail; a decode
 // plan served by chunked prefill carries them to its prefill problem.
 TEST(VariantPlans, PrefillPlansKeepTheVariantsOnTheOnePassKernels) {
   PrefillProblem f;
@@ -476,6 +471,12 @@ TEST(VariantPlans, PrefillPlansKeepTheVariantsOnTheOnePassKernels) {
     capped.softcap = 30.f;
     s = plan_prefill(capped, DeviceInfo::h200(), o, &plan);
     EXPECT_EQ(s.argument(), "softcap") << s.message();
+    PrefillProblem sunk = f;
+    sunk.window_left = -1;
+    sunk.sinks = true;
+    s = plan_prefill(sunk, DeviceInfo::h200(), o, &plan);
+    EXPECT_EQ(s.code(), StatusCode::kUnsupported) << s.message();
+    EXPECT_EQ(s.argument(), "sinks") << s.message();
   }
   Plan plan;
   ASSERT_TRUE(plan_prefill(f, DeviceInfo::h200(), {}, &plan).ok());
@@ -489,6 +490,13 @@ TEST(VariantPlans, PrefillPlansKeepTheVariantsOnTheOnePassKernels) {
   dense.softcap = 50.f;
   ASSERT_TRUE(plan_prefill(dense, DeviceInfo::h200(), {}, &plan).ok());
   EXPECT_FALSE(plan.stream_k()) << describe(plan);
+  dense.softcap = 0.f;
+  ASSERT_TRUE(plan_prefill(dense, DeviceInfo::h200(), {}, &plan).ok());
+  const bool plain_stream_k = plan.stream_k();
+  dense.sinks = true;  // folded in the kernels' epilogue: no stream-K merge after it
+  ASSERT_TRUE(plan_prefill(dense, DeviceInfo::h200(), {}, &plan).ok());
+  EXPECT_FALSE(plan.stream_k()) << describe(plan);
+  EXPECT_TRUE(plain_stream_k) << "the shape no longer plans a stream-K tail: pick one that does";
 
   DecodeProblem d;
   d.batch = 2, d.num_q_heads = 32, d.num_kv_heads = 8, d.head_dim = 128, d.max_kv_len = 1000;
@@ -565,32 +573,49 @@ TEST(VariantReference, PrefillIsTheDefinition) {
   }
 }
 
-// Sinks are served on the GPU by the combine kernel's merge after several splits (their partials in
-// the workspace) and by the decode kernel itself after one (no workspace); merges that would skip
-// the combine kernel are refused by name.
+// Sinks are served on the GPU by the combine kernel's or a cluster's merge after several splits
+// (the merge the same problem without sinks plans) and by the decode kernel itself after one (no
+// workspace); the fused and atomic merges, which fold nothing, are refused by name.
 TEST(VariantGpu, SinksPlansMergeThroughTheCombineKernelOrFoldInTheKernel) {
+  bool clustered = false;
   for (int max_len : {100, 300, 5000, 100000}) {
     testing::DecodeSpecBuilder b = testing::DecodeSpecBuilder(1, 8, 2, max_len).head_dim(64);
     DecodeProblem p = spec_with(b, Variants{-1, -1, 0.f, true}).problem;
-    Plan plan;
+    DecodeProblem plain_problem = p;
+    plain_problem.sinks = false;
+    Plan plan, plain;
     ASSERT_TRUE(plan_decode(p, DeviceInfo::h200(), {}, &plan).ok());
-    EXPECT_FALSE(plan.cluster_combine() || plan.fused_combine() || plan.atomic_combine()) << describe(plan);
+    ASSERT_TRUE(plan_decode(plain_problem, DeviceInfo::h200(), {}, &plain).ok());
+    EXPECT_EQ(plan.cluster_combine(), plain.cluster_combine()) << describe(plan);
+    EXPECT_EQ(plan.num_splits(), plain.num_splits()) << describe(plan);
+    EXPECT_FALSE(plan.fused_combine() || plan.atomic_combine()) << describe(plan);
     EXPECT_FALSE(plan.decode_via_prefill());
     ASSERT_GT(plan.num_splits(), 1) << describe(plan);
-    EXPECT_GT(plan.workspace_bytes(), 0u) << "partials for the combine kernel: " << describe(plan);
+    clustered = clustered || plan.cluster_combine();
+    if (plan.cluster_combine()) {
+      EXPECT_NE(describe(plan).find("sinks folded once by the cluster's merge"), std::string::npos) << describe(plan);
+    } else {
+      EXPECT_GT(plan.workspace_bytes(), 0u) << "partials for the combine kernel: " << describe(plan);
+    }
+    PlanOptions cluster;
+    cluster.merge = Merge::kCluster;
+    cluster.num_splits = 4;
+    ASSERT_TRUE(plan_decode(p, DeviceInfo::h200(), cluster, &plan).ok()) << max_len;
+    EXPECT_TRUE(plan.cluster_combine()) << describe(plan);
     PlanOptions one;
     one.num_splits = 1;
     ASSERT_TRUE(plan_decode(p, DeviceInfo::h200(), one, &plan).ok());
     EXPECT_EQ(plan.num_splits(), 1);
     EXPECT_EQ(plan.workspace_bytes(), 0u) << "one split folds the sinks itself: " << describe(plan);
     EXPECT_NE(describe(plan).find("sinks folded into the final rows"), std::string::npos) << describe(plan);
-    for (Merge m : {Merge::kCluster, Merge::kFused, Merge::kAtomic}) {
+    for (Merge m : {Merge::kFused, Merge::kAtomic}) {
       PlanOptions o;
       o.merge = m;
       o.num_splits = 4;
       EXPECT_EQ(plan_decode(p, DeviceInfo::h200(), o, &plan).argument(), "options.merge") << to_string(m);
     }
   }
+  EXPECT_TRUE(clustered) << "no length planned a cluster merge: the auto rules no longer reach these shapes";
 }
 
 TEST(VariantGpu, RunCombineChecksSinks) {

@@ -209,8 +209,8 @@ TEST(DecodeVariantsGpu, AHugeCapIsTheUncappedAnswer) {
 }
 
 // A *_kc cache's default route (chunked prefill over the dequantized copy), and speculative rows the
-// planner sends to chunked prefill, take the window, the softcap and the tree mask to the prefill
-// kernels' variants instances: against the reference, and binding.
+// planner sends to chunked prefill, take the window, the softcap, sinks and the tree mask to the
+// prefill kernels' variants instances: against the reference, and binding.
 TEST(DecodeVariantsGpu, TheChunkedPrefillRouteServesThem) {
   SPLITKV_REQUIRE_GPU(DType::kBF16, 128);
   using B = testing::DecodeSpecBuilder;
@@ -235,7 +235,14 @@ TEST(DecodeVariantsGpu, TheChunkedPrefillRouteServesThem) {
            RouteCase{with(B(2, 32, 8, 1000).format(KvFormat::kInt8Kc).queries(8, true).lens({1000, 30}), tree),
                      "int8_kc q_len 8 tree", ""},
            RouteCase{with(B(2, 32, 8, 1500).queries(6, true).lens({1500, 20}), Variants{1.f, 300, -1, false, true}),
-                     "bf16 q_len 6 tree window 300 softcap 1", "prefill_sm90_gqa"}}) {
+                     "bf16 q_len 6 tree window 300 softcap 1", "prefill_sm90_gqa"},
+           RouteCase{with(B(2, 32, 8, 1000).format(KvFormat::kInt4Kc).queries(4, true).lens({1000, 70}),
+                          Variants{0.f, 128, -1, true}),
+                     "int4_kc q_len 4 window 128 sinks", ""},
+           RouteCase{with(B(3, 32, 8, 2000).queries(8, true).paged(16).lens({2000, 40, 0}), Variants{0.f, -1, -1, true}),
+                     "bf16 paged 16 q_len 8 sinks", "prefill_sm90_gqa64"},
+           RouteCase{with(B(2, 16, 16, 1200).queries(3, true).lens({1200, 33}), Variants{0.f, -1, -1, true}),
+                     "bf16 q_len 3 MHA sinks", "prefill_mma"}}) {
     const std::string what = std::string(k.what) + (*k.family ? std::string(" on ") + k.family : "");
     testing::DecodeCase c = testing::make_decode_case(k.spec);
     PlanOptions o;
@@ -251,6 +258,7 @@ TEST(DecodeVariantsGpu, TheChunkedPrefillRouteServesThem) {
     plain.problem.softcap = 0.f;
     plain.problem.window_left = plain.problem.window_right = -1;
     plain.problem.tree_mask = false;
+    plain.problem.sinks = false;
     EXPECT_FALSE(testing::check_decode(plain).passed) << what << ": the variants did not change the answer";
   }
 }

@@ -4,8 +4,10 @@
 // reference with outputs and workspace poisoned. Windows of 0, narrower than a tile, wider than the
 // context, with a right side, on chunks whose queries sit at the end of longer keys, and rows that
 // see no key; caps that bind hard (1) and Gemma's 50. Each binding case also checks that the variant
-// changed the answer (the output against the reference without it must fail). Prefill refuses
-// sinks by name (the planner's refusals: tests/cpu/test_variants.cpp).
+// changed the answer (the output against the reference without it must fail). Sinks (random
+// logits in [-3, 8] per head, a softmax of q_scale 1 so that they weigh) folded by the kernels into
+// final rows and by the combine after KV splits, alone and with the window (gpt-oss), on rows that
+// see no key (O = 0, LSE = the sink); a decode problem on the chunked-prefill route with sinks.
 #include <string>
 #include <vector>
 
@@ -20,6 +22,7 @@ using testing::DeviceBuffer;
 struct Variants {
   float cap = 0.f;
   int left = -1, right = -1;
+  bool sinks = false;
 };
 
 struct PrefillVariantCase {
@@ -28,12 +31,14 @@ struct PrefillVariantCase {
   bool binds = true;  // the variants change the answer
 };
 
-// A spec with the variants and a peaked softmax (q_scale 6).
+// A spec with the variants and a peaked softmax (q_scale 6), or with sinks one whose LSE is near
+// the sinks' logits (q_scale 1).
 testing::PrefillCaseSpec with(testing::PrefillCaseSpec s, Variants v) {
   s.problem.softcap = v.cap;
   s.problem.window_left = v.left;
   s.problem.window_right = v.right;
-  s.q_scale = 6.f;
+  s.problem.sinks = v.sinks;
+  s.q_scale = v.sinks ? 1.f : 6.f;
   return s;
 }
 
@@ -66,6 +71,14 @@ std::vector<PrefillVariantCase> cases() {
   c.push_back({"cap1_hd256_fp16", padded(1, 4, 4, 200, 333, true, {1.f}, 256, DType::kF16)});
   c.push_back({"win40_varlen_causal", varlen(8, 2, {1, 64, 129, 0, 250}, {1, 200, 129, 7, 250}, true, {0.f, 40, -1})});
   c.push_back({"win40_cap3_varlen_dense", varlen(4, 2, {100, 0, 17, 300}, {130, 5, 0, 300}, false, {3.f, 40, 40})});
+  const Variants sinks{0.f, -1, -1, true};
+  c.push_back({"sinks_causal_1000", padded(1, 4, 2, 1000, 1000, true, sinks)});
+  c.push_back({"sinks_dense_300", padded(2, 4, 4, 300, 300, false, sinks)});
+  c.push_back({"sinks_rows_see_nothing", padded(1, 4, 4, 200, 65, true, sinks)});
+  c.push_back({"sinks_gqa_32_8_chunk_45", padded(2, 32, 8, 45, 700, true, sinks)});
+  c.push_back({"sinks_win128_gqa_16_2_hd64", padded(1, 16, 2, 400, 400, true, {0.f, 128, 0, true}, 64)});
+  c.push_back({"sinks_cap30_hd256", padded(1, 2, 2, 300, 300, true, {30.f, -1, -1, true}, 256)});
+  c.push_back({"sinks_varlen_causal", varlen(8, 2, {1, 64, 129, 0, 250}, {1, 200, 129, 7, 250}, true, sinks)});
   return c;
 }
 
@@ -121,6 +134,7 @@ TEST_P(PrefillVariantsVsReference, MatchesFp64ReferenceAndTheVariantsBind) {
     const PrefillProblem with = c.problem;
     c.problem.softcap = 0.f;
     c.problem.window_left = c.problem.window_right = -1;
+    c.problem.sinks = false;
     EXPECT_FALSE(testing::check_prefill(c).passed) << "the variants did not change the answer";
     c.problem = with;
   }
@@ -130,22 +144,6 @@ INSTANTIATE_TEST_SUITE_P(Cases, PrefillVariantsVsReference, ::testing::ValuesIn(
                          [](const ::testing::TestParamInfo<Param>& info) {
                            return info.param.c.name + "_" + info.param.f.name;
                          });
-
-TEST(PrefillVariantsGpu, SinksAreRefusedByName) {
-  SPLITKV_REQUIRE_GPU(DType::kBF16, 128);
-  testing::PrefillCaseSpec spec = padded(1, 4, 4, 100, 100, true, {});
-  spec.problem.sinks = true;
-  testing::PrefillCase c = testing::make_prefill_case(spec);
-  Plan plan;
-  ASSERT_TRUE(plan_prefill(c.problem, gpu_test::device(), PlanOptions{}, &plan).ok());
-  testing::DevicePrefillCase dev(c);
-  DeviceBuffer sinks = DeviceBuffer::from(c.sinks);
-  dev.tensors.sinks = TensorRef::contiguous(sinks.get(), DType::kF32, {c.problem.num_q_heads});
-  DeviceBuffer workspace = gpu_test::poisoned_workspace(plan.workspace_bytes());
-  const Status s = run_prefill(plan, dev.tensors, workspace.get(), workspace.bytes(), nullptr);
-  EXPECT_EQ(s.code(), StatusCode::kUnsupported);
-  EXPECT_EQ(s.argument(), "sinks") << s.message();
-}
 
 }  // namespace
 }  // namespace splitkv

@@ -3,7 +3,8 @@
 // sinks the same way. Checked against the fp64 reference (which includes the sink in O's
 // denominator and in the LSE), outputs and workspace poisoned: the 16-bit and quantized families
 // of 8, 16 and 32 packed rows, one split and many, batch-invariant splits, paged caches, sequences
-// of no key (O = 0, LSE = the sink), sinks of -inf (no sink) and very large ones.
+// of no key (O = 0, LSE = the sink), sinks of -inf (no sink) and very large ones; a cluster's merge
+// folds them on sm_90 (16-bit and quantized, the gpt-oss shape with its window).
 #include <cmath>
 #include <limits>
 #include <string>
@@ -24,6 +25,7 @@ struct SinkCase {
   int num_splits = 0;
   int split_tokens = 0;
   float sink_value = std::numeric_limits<float>::quiet_NaN();  // NaN: the case's random sinks
+  Merge merge = Merge::kAuto;
 };
 
 testing::DecodeCaseSpec sunk(testing::DecodeSpecBuilder b) {
@@ -57,6 +59,21 @@ std::vector<SinkCase> sink_cases() {
   c.push_back({"one_split_int8_kc_decode_kernel", sunk(B(2, 32, 8, 1000).format(KvFormat::kInt8Kc).lens({1000, 65})),
                1});
   c.push_back({"one_split_gpt_oss_d64_q4", sunk(B(64, 64, 8, 600).head_dim(64).queries(4, true)), 0});
+  // A cluster's merge folds the sink into the merged rows (sm_90).
+  const float random = std::numeric_limits<float>::quiet_NaN();
+  c.push_back({"cluster8_n8", sunk(B(1, 32, 8, 8000)), 8, 0, random, Merge::kCluster});
+  c.push_back({"cluster4_m16_q4_causal_empty_row", sunk(B(2, 32, 8, 3000).queries(4, true).lens({3000, 0})), 4, 0, random,
+               Merge::kCluster});
+  c.push_back({"cluster2_sink_huge", sunk(B(1, 32, 8, 2000)), 2, 0, 80.f, Merge::kCluster});
+  c.push_back({"cluster8_int4", sunk(B(1, 32, 8, 6000).format(KvFormat::kInt4)), 8, 0, random, Merge::kCluster});
+  c.push_back({"cluster8_fp8_q4_causal",
+               sunk(B(1, 32, 8, 6000).format(KvFormat::kFP8E4M3).queries(4, true)), 8, 0, random, Merge::kCluster});
+  {
+    testing::DecodeCaseSpec gpt_oss = sunk(B(1, 64, 8, 8192).head_dim(64).queries(4, true));
+    gpt_oss.problem.window_left = 128;
+    gpt_oss.problem.window_right = 0;
+    c.push_back({"cluster4_gpt_oss_d64_q4_window128", gpt_oss, 4, 0, random, Merge::kCluster});
+  }
   return c;
 }
 
@@ -70,11 +87,14 @@ TEST_P(SinksVsReference, MatchesFp64Reference) {
   PlanOptions o;
   o.num_splits = k.num_splits;
   o.split_tokens = k.split_tokens;
+  o.merge = k.merge;
   if (k.spec.problem.kv_format == KvFormat::kInt8Kc) o.family = "decode_kc_n8";
   Plan plan;
   const Status planned = plan_decode(c.problem, gpu_test::device(), o, &plan);
+  if (k.merge == Merge::kCluster && gpu_test::device().cc_major < 9) GTEST_SKIP() << "cluster merges need sm_90";
   ASSERT_TRUE(planned.ok()) << planned.message();
   if (!gpu_test::plan_compiled(plan)) GTEST_SKIP() << "not compiled into this build";
+  if (k.merge == Merge::kCluster) ASSERT_TRUE(plan.cluster_combine()) << describe(plan);
   DeviceDecodeCase dev(c);
   DeviceBuffer workspace = gpu_test::poisoned_workspace(plan.workspace_bytes());
   const Status ran = run_decode(plan, dev.tensors, workspace.get(), workspace.bytes(), nullptr);

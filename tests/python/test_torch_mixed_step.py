@@ -77,6 +77,20 @@ def test_compat_paged_varlen_is_bitwise_native():
     assert torch.equal(bits(out4), bits(native))
 
 
+def test_compat_paged_varlen_takes_s_aux_as_gpt_oss():
+    """vLLM's gpt-oss call: the sinks as s_aux with a sliding window, over the paged cache."""
+    q, k, v, cu_q, lens, bt = step(seed=4)
+    sinks = torch.linspace(-2.0, 3.0, HQ)
+    native = splitkv.prefill(q, k, v, cu_seqlens_q=cu_q, seq_lens=lens, block_table=bt, max_seqlen_q=7,
+                             max_seqlen_k=37, causal=True, window_size=(8, 0), sinks=sinks)
+    got = flash_attn_varlen_func(q=q, k=k, v=v, cu_seqlens_q=cu_q, max_seqlen_q=7, seqused_k=lens, max_seqlen_k=37,
+                                 causal=True, window_size=(8, 0), block_table=bt, s_aux=sinks)
+    assert torch.equal(bits(got), bits(native))
+    plain = splitkv.prefill(q, k, v, cu_seqlens_q=cu_q, seq_lens=lens, block_table=bt, max_seqlen_q=7,
+                            max_seqlen_k=37, causal=True, window_size=(8, 0))
+    assert not torch.equal(bits(got), bits(plain)), "s_aux did not change the answer"
+
+
 def test_compat_fp8_cache_takes_the_layer_scale():
     q, k, v, cu_q, lens, bt = step(seed=3)
     kc, vc, ks, vs = splitkv.quantize_kv(k, v, "fp8")
@@ -132,7 +146,6 @@ def test_operator_over_a_cache():
     (dict(block_table="bt"), ValueError, "seqused_k"),                # neither seqused_k nor cu_seqlens_k
     (dict(block_table=1, seqused_k="lens"), ValueError, "block_table"),
     (dict(block_table="bt", seqused_k="lens", cp_world_size=2), NotImplementedError, "cp_world_size"),
-    (dict(block_table="bt", seqused_k="lens", s_aux=torch.zeros(HQ)), NotImplementedError, "s_aux"),
     (dict(block_table="bt", seqused_k="lens", dropout_p=0.1), NotImplementedError, "dropout_p"),
 ])
 def test_compat_paged_errors(kwargs, error, argument):

@@ -221,11 +221,11 @@ def test_combine_sinks_on_cpu_tensors_equal_the_host_merge():
                           (po, pl, torch.empty(2, 2, 2, 64, dtype=torch.bfloat16), torch.empty(2, 2, 2), sinks))
 
 
-def prefill_reference(q, k, v, causal, window=(-1, -1), softcap=0.0):
+def prefill_reference(q, k, v, causal, window=(-1, -1), softcap=0.0, sinks=None):
     """Padded prefill [B, L, H, D] in fp64 through variants_reference (every key of k is in range)."""
     batch, lk = k.shape[0], k.shape[1]
     lens = torch.full((batch,), lk, dtype=torch.int32)
-    return variants_reference(q, k, v, lens, None, causal, window, softcap)
+    return variants_reference(q, k, v, lens, None, causal, window, softcap, sinks)
 
 
 PREFILL_VARIANTS = [dict(window_size=(32, 0)), dict(window_size=(16, 8)), dict(softcap=2.0),
@@ -246,10 +246,33 @@ def test_cpu_prefill_variants_match_the_numpy_front(variant):
     assert_close(torch.from_numpy(np_out), torch.from_numpy(np_lse), ref_out, ref_lse)
 
 
-def test_prefill_sinks_on_tensors_are_refused_by_name():
-    q, k, v, _, _, sinks = inputs(batch=1, q_len=4, lens=(8,))
-    with pytest.raises(NotImplementedError, match="'sinks'"):
-        splitkv.prefill(q, k, v, sinks=sinks)
+@pytest.mark.parametrize("variant", [dict(), dict(window_size=(12, 0)), dict(softcap=4.0)])
+def test_cpu_prefill_sinks_match_the_numpy_front(variant):
+    q, k, v, _, _, sinks = inputs(batch=2, q_len=40, lens=(60, 60), seed=32)
+    k, v = k[:, :60].contiguous(), v[:, :60].contiguous()
+    out, lse = splitkv.prefill(q, k, v, causal=True, return_lse=True, sinks=sinks, **variant)
+    np_out, np_lse = splitkv.prefill(q.numpy(), k.numpy(), v.numpy(), causal=True, return_lse=True,
+                                     sinks=sinks.numpy(), **variant)
+    ref_out, ref_lse = prefill_reference(q, k, v, True, variant.get("window_size", (-1, -1)),
+                                         variant.get("softcap", 0.0), sinks)
+    assert_close(out, lse, ref_out, ref_lse)
+    assert_close(torch.from_numpy(np_out), torch.from_numpy(np_lse), ref_out, ref_lse)
+    plain = splitkv.prefill(q, k, v, causal=True, **variant)
+    assert not torch.equal(bits(plain), bits(out)), "the sinks did not change the answer"
+
+
+def test_prefill_operator_takes_sinks():
+    q, k, v, _, _, sinks = inputs(batch=1, q_len=8, lens=(8,), seed=33)
+    k, v = k[:, :8].contiguous(), v[:, :8].contiguous()
+    schema = str(torch.ops.splitkv.prefill_out.default._schema)
+    assert "Tensor? sinks=None" in schema
+    torch.library.opcheck(torch.ops.splitkv.prefill_out.default,
+                          (q, k, v, None, None, torch.empty_like(q), torch.empty(1, 8, 8), None, 8, 8, True, None, 0),
+                          {"sinks": sinks})
+    native = splitkv.prefill(q, k, v, causal=True, sinks=sinks)
+    compiled = torch.compile(lambda q, k, v, s: splitkv.prefill(q, k, v, causal=True, sinks=s), fullgraph=True,
+                             backend="aot_eager")
+    assert torch.equal(bits(compiled(q, k, v, sinks)), bits(native))
 
 
 def test_compat_varlen_takes_window_and_softcap():
@@ -368,15 +391,20 @@ def test_cuda_keys_per_channel_decode_with_its_tail(fmt, family):
 
 
 @needs_cuda
-@pytest.mark.parametrize("variant", PREFILL_VARIANTS + [dict(window_size=(100, 0)), dict(softcap=30.0)])
+@pytest.mark.parametrize("variant", PREFILL_VARIANTS + [dict(window_size=(100, 0)), dict(softcap=30.0),
+                                     dict(sinks=True), dict(sinks=True, window_size=(64, 0)),
+                                     dict(sinks=True, num_splits=3)])
 @pytest.mark.parametrize("lq,lk", [(300, 300), (129, 700)])
 def test_cuda_prefill_variants_match_the_fp64_transcription(variant, lq, lk):
-    q, k, v, _, _, _ = inputs("cuda", GPU_DTYPE, batch=2, q_len=lq, hq=8, hkv=2, d=GPU_D, lens=(lk, lk), seed=lq)
+    q, k, v, _, _, sinks = inputs("cuda", GPU_DTYPE, batch=2, q_len=lq, hq=8, hkv=2, d=GPU_D, lens=(lk, lk), seed=lq)
     k, v = k[:, :lk].contiguous(), v[:, :lk].contiguous()
+    variant = dict(variant)
+    if variant.get("sinks"):
+        variant["sinks"] = sinks.cuda().float() + 4  # near the rows' LSE, so that they weigh
     causal = variant.get("window_size", (0, 0))[1] == 0
     out, lse = splitkv.prefill(q, k, v, causal=causal, return_lse=True, **variant)
     ref_out, ref_lse = prefill_reference(q.cpu(), k.cpu(), v.cpu(), causal, variant.get("window_size", (-1, -1)),
-                                         variant.get("softcap", 0.0))
+                                         variant.get("softcap", 0.0), variant.get("sinks"))
     # P enters P V in the 16-bit type (as in every prefill kernel): test_torch_gpu.py's tolerance.
     assert_close(out, lse, ref_out, ref_lse, atol=1e-2 if GPU_DTYPE == torch.bfloat16 else 4e-3)
 

@@ -21,12 +21,11 @@ and return values, for the subset splitkv supports:
 
 Causal masks are aligned bottom-right, as in flash-attn >= 2.1. Forward only (no autograd).
 Both take the sliding window and the softcap with flash-attn's semantics (docs/VARIANTS.md):
-window_size=(left, right) (-1: unbounded), softcap (0: off); flash_attn_with_kvcache also takes
-vLLM's s_aux (a float32 sink logit per query head, in every row's denominator).
+window_size=(left, right) (-1: unbounded), softcap (0: off), and vLLM's s_aux (a float32 sink
+logit per query head, in every row's denominator).
 
 Anything splitkv does not do raises NotImplementedError (splitkv.UnsupportedError) naming the
-argument: rotary_cos/rotary_sin, cache_batch_idx, cache_leftpad, alibi_slopes, s_aux in
-flash_attn_varlen_func (prefill does not fold sinks yet), seqused_k without block_table, a
+argument: rotary_cos/rotary_sin, cache_batch_idx, cache_leftpad, alibi_slopes, seqused_k without block_table, a
 descale per sequence, FP8 queries, context parallelism (cp_world_size), dropout_p != 0,
 gradients, Sq > 16 in flash_attn_with_kvcache, and head dims or dtypes this build lacks.
 
@@ -201,9 +200,6 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q=None, cu_seqlens_k=None, max_se
         raise _unsupported("dropout_p", f"dropout is not supported (inference only), got {dropout_p}")
     if alibi_slopes is not None:
         raise _unsupported("alibi_slopes", "ALiBi is not supported")
-    if s_aux is not None:
-        raise _unsupported("s_aux", "attention sinks are not served in prefill yet (decode serves them; "
-                                    "docs/VARIANTS.md)")
     if cp_world_size != 1 or cp_tot_seqused_k is not None:
         raise _unsupported("cp_world_size", "context parallelism through this front is not supported; shard "
                                             "with splitkv.decode_shard and splitkv.combine (docs/CONTEXT_SHARDS.md)")
@@ -223,7 +219,8 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q=None, cu_seqlens_k=None, max_se
             raise cm.invalid("cu_seqlens_k", "an int32 tensor [B + 1] (or block_table and seqused_k)", "None")
         result = _prefill(q, k, v, cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k, max_seqlen_q=max_seqlen_q,
                           max_seqlen_k=max_seqlen_k, causal=causal, softmax_scale=softmax_scale, out=out,
-                          return_lse=lse_wanted, window_size=window_size, softcap=softcap, num_splits=num_splits)
+                          return_lse=lse_wanted, window_size=window_size, softcap=softcap, num_splits=num_splits,
+                          sinks=s_aux)
     else:
         if not isinstance(block_table, torch.Tensor):
             raise cm.invalid("block_table", "an int32 tensor [B, max_blocks]", type(block_table).__name__)
@@ -245,7 +242,8 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q=None, cu_seqlens_k=None, max_se
         result = _prefill(q, k, v, cu_seqlens_q=cu_seqlens_q, max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k,
                           causal=causal, softmax_scale=softmax_scale, out=out, return_lse=lse_wanted,
                           window_size=window_size, softcap=softcap, num_splits=num_splits, seq_lens=seq_lens,
-                          block_table=block_table, kv_format=kv_format, k_scales=k_scales, v_scales=v_scales)
+                          block_table=block_table, kv_format=kv_format, k_scales=k_scales, v_scales=v_scales,
+                          sinks=s_aux)
     if return_attn_probs:
         out, lse = result
         return out, lse, None  # flash-attn's S_dmask exists only with dropout

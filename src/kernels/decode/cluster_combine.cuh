@@ -81,8 +81,9 @@ __device__ __forceinline__ void push_to_owner(const DecodeParams& p, const Clust
 }
 
 // After every thread's pushes: makes them visible, then merges this rank's chunks of rows
-// [0, rows_here) from its inbox and writes the final rows.
-template <class Element, int kM, int kHeadDim, int kThreads>
+// [0, rows_here) from its inbox and writes the final rows. kSinks (a variants instance): the merged
+// rows fold p.sinks, when set (fold_sink), as the combine kernel does.
+template <class Element, int kM, int kHeadDim, int kThreads, bool kSinks = false>
 __device__ __forceinline__ void merge_cluster_inbox(const DecodeParams& p, const ClusterInbox<kM, kHeadDim>& inbox,
                                                     int b, int kv_head, int row0, int rows_here) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -96,7 +97,7 @@ __device__ __forceinline__ void merge_cluster_inbox(const DecodeParams& p, const
     const float4* from = inbox.o + (slot * kM + r) * ranks;
     bool nan_seen = false;
     float out[4];
-    const float lse = merge_partials_in_order(
+    float lse = merge_partials_in_order(
         ranks,
         [&](int k, float& lse_k, float4& o_k) {
           lse_k = inbox.lse[k * kM + r];
@@ -104,6 +105,13 @@ __device__ __forceinline__ void merge_cluster_inbox(const DecodeParams& p, const
         },
         out, nan_seen);
     const PackedRow at = packed_row(p, kv_head, row0 + r);
+    if constexpr (kSinks) {
+      if (p.sinks != nullptr) {
+        const float weight = fold_sink(p.sinks[at.head * p.sinks_stride], &lse);
+#pragma unroll
+        for (int j = 0; j < 4; ++j) out[j] *= weight;
+      }
+    }
     const OutputRow where{b, at.query, at.query, at.head, 0};
     write_output<Element, kHeadDim>(p.output, where, chunk * 4, out, lse, chunk == 0, nan_seen);
   }

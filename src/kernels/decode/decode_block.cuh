@@ -182,7 +182,8 @@ __device__ __forceinline__ void allow_dependents_at_start(const DecodeParams& p)
 // (fused_merge.cuh), staged in the kStagingBytes of shared memory at `staging` (the rings and merge
 // buffers, free by then). scale_log2 turns the raw scores the warps kept into log2 units; out_scale
 // multiplies O (an FP8 cache's V scale). kSinks (a variants instance): final rows fold p.sinks, when
-// set, into O and the LSE (fold_sink), as the combine kernel does after a merge.
+// set, into O and the LSE (fold_sink), as the combine kernel does after a merge: a single split's
+// rows here, a cluster's merged rows in merge_cluster_inbox.
 template <class Element, int kWarps, int kM, int kHeadDim, int kThreads, int kStagingBytes, bool kSinks = false>
 __device__ __forceinline__ void finish_decode_block(const DecodeParams& p, const WarpMergeSmem<kWarps, kM, kHeadDim>& merge,
                                                     char* cluster_inbox, char* staging, bool poisoned, int b,
@@ -216,7 +217,7 @@ __device__ __forceinline__ void finish_decode_block(const DecodeParams& p, const
     }
   }
   if (p.cluster_combine) {
-    merge_cluster_inbox<Element, kM, kHeadDim, kThreads>(p, inbox, b, kv_head, row0, rows_here);
+    merge_cluster_inbox<Element, kM, kHeadDim, kThreads, kSinks>(p, inbox, b, kv_head, row0, rows_here);
   } else if (p.tile_counters != nullptr) {
     const int64_t tile = (int64_t(b) * p.num_kv_heads + kv_head) * p.m_tiles.divisor + row0 / kM;
     merge_if_last_split<Element, kHeadDim, kThreads, kStagingBytes>(p, tile, b, kv_head, row0, rows_here, staging);

@@ -77,8 +77,8 @@ struct DecodeParams {
   float softcap = 0.f;
   int window_left = -1, window_right = -1;
   // Per-head sink logits (fp32, head h at sinks[h * sinks_stride]) a single split folds into its
-  // final rows (finish_decode_block); null otherwise: with several splits, or partials for a caller,
-  // the combine kernel folds them once, after the merge.
+  // final rows, or a cluster's merge into the rows it merges (finish_decode_block); null otherwise:
+  // with partials for the combine kernel, or for a caller, the sink is folded once after the merge.
   const float* sinks = nullptr;
   int64_t sinks_stride = 0;
   // A tree mask over each sequence's last q_len keys, the drafts (docs/VARIANTS.md): query i of

@@ -418,6 +418,25 @@ struct TwoPassRowStats {
   }
 };
 
+// Sinks (the variants instance, PrefillParams::sinks): each final row's head's sink logit joins
+// its softmax once (fold_sink): the row's LSE grows and its 1 / sum shrinks by the returned weight.
+// Split partials keep their own sums: the combine kernel folds the sink after the merge.
+// coords: tile-local (row, col) of each accumulator element; lse/inv: per accumulator row.
+template <bool kVariants, class Coords, bool kPacked, int kRows>
+__device__ __forceinline__ void fold_row_sinks(const PrefillParams& p, const PrefillSequence& s,
+                                               const TileRows<kPacked>& rows, const Coords& coords,
+                                               float (&lse)[kRows], float (&inv)[kRows]) {
+  if constexpr (kVariants) {
+    if (p.sinks == nullptr || p.output.mode != OutputMode::kFinal) return;
+    CUTE_UNROLL
+    for (int r = 0; r < kRows; ++r) {
+      const int local = cute::get<0>(coords(r, 0));
+      if (!rows.holds(local, s.q_len)) continue;  // padding rows name no head
+      inv[r] *= fold_sink(p.sinks[rows.head(local) * p.sinks_stride], &lse[r]);
+    }
+  }
+}
+
 // Rows a block writes, through the epilogue: O (normalized) and LSE, a split partial, or NaN when
 // the sequence's device data was bad.
 template <bool kPacked = false>

@@ -217,7 +217,9 @@ __global__ void __launch_bounds__(Traits::kThreads) prefill_kernel(const __grid_
     }
     Tensor coords_o = thr_mma.partition_C(make_identity_tensor(Shape<Int<kM>, Int<D>>{}));
     Tensor coords_o_rc = make_tensor(coords_o.data(), acc_as_rows_cols(coords_o.layout()));
-    RowWriter<>{p, seq, b, split, {hq, row0}}.write<Element, D>(out_rc, coords_o_rc, lse, inv, quad_leader);
+    const TileRows<false> rows{hq, row0};
+    fold_row_sinks<kVariants>(p, seq, rows, coords_o_rc, lse, inv);
+    RowWriter<>{p, seq, b, split, rows}.write<Element, D>(out_rc, coords_o_rc, lse, inv, quad_leader);
   }
 }
 

@@ -84,11 +84,15 @@ struct PrefillParams {
   // the drafts is visible to every query either way). null: none.
   const uint8_t* tree_mask = nullptr;
   int64_t tree_mask_batch_stride = 0, tree_mask_query_stride = 0;
+  // Per-head sink logits (fp32, head h at sinks[h * sinks_stride]) folded into the final rows a
+  // kernel writes (fold_row_sinks); split partials leave them to the combine kernel. null: none.
+  const float* sinks = nullptr;
+  int64_t sinks_stride = 0;
 };
 
 // Whether a launch needs the variants instance of its kernel.
 inline bool prefill_variants(const PrefillParams& p) {
-  return p.softcap > 0.f || p.window_left >= 0 || p.window_right >= 0 || p.tree_mask != nullptr;
+  return p.softcap > 0.f || p.window_left >= 0 || p.window_right >= 0 || p.tree_mask != nullptr || p.sinks != nullptr;
 }
 
 }  // namespace splitkv::detail

@@ -528,6 +528,7 @@ __device__ __forceinline__ void consume_tile(const PrefillParams& p, const TmaSt
   Tensor tOcO = thr_pv.partition_C(make_identity_tensor(Shape<Int<kM>, Int<D>>{}));  // -> (row, col)
   Tensor tOcO_rc = make_tensor(tOcO.data(), wgmma_acc_as_rows_cols(tOcO.layout()));
   const PrefillSequence rows_seq = rows_sequence();
+  fold_row_sinks<kVariants>(p, rows_seq, rows, tOcO_rc, lse, inv);
   if (p.output.mode == OutputMode::kFinal) {
     if constexpr (kStreamK) {
       static_assert(kPass == PrefillPass::kFused && !Traits::kPackGqa, "stream-K tails: the one-pass kernel, unpacked tiles");
