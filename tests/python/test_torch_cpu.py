@@ -218,7 +218,6 @@ def test_kvcache_compat_other_limits():
 @pytest.mark.parametrize("kwargs,argument", [
     (dict(dropout_p=0.1), "dropout_p"),
     (dict(alibi_slopes=1), "alibi_slopes"),
-    (dict(s_aux=torch.zeros(2)), "s_aux"),
 ])
 def test_varlen_compat_unsupported_arguments(kwargs, argument):
     q = torch.zeros(4, 2, 64, dtype=torch.half)
