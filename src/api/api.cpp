@@ -7,6 +7,7 @@
 
 #include "api/chunked_tensors.hpp"
 #include "api/device_arch.hpp"
+#include "api/kv_view.hpp"
 #include "api/output_rows.hpp"
 #include "api/workspace_registry.hpp"
 #include "common/formats.hpp"
@@ -124,21 +125,6 @@ AtomicAccumulators decode_atomic_accumulators(const Plan& plan, void* workspace)
           ws.total_bytes - ws.o_offset};
 }
 
-// The keys' tail ring of a *_kc cache as every kernel reads it (k_tail [slots, Hkv, kKeyTailRows,
-// D], tail_slots [batch] or empty).
-detail::KeyTailView key_tail_view(const TensorRef& k_tail, const TensorRef& tail_slots) {
-  detail::KeyTailView v;
-  v.rows = k_tail.data;
-  v.slot_stride = k_tail.stride[0];
-  v.head_stride = k_tail.stride[1];
-  v.row_stride = k_tail.stride[2];
-  v.num_slots = k_tail.shape[0];
-  if (!tail_slots.empty()) {
-    v.seq_slots = static_cast<const int32_t*>(tail_slots.data);
-    v.seq_slots_stride = tail_slots.stride[0];
-  }
-  return v;
-}
 
 // A prefill plan's stream-K workspace: a slot per block boundary, from where the planner put it.
 plan::StreamKWorkspace stream_k_workspace_of(const Plan& plan) {
@@ -284,40 +270,7 @@ Status run_decode(const Plan& plan, const DecodeTensors& t, void* workspace, siz
   p.q_batch_stride = t.q.stride[0];
   p.q_token_stride = t.q.stride[1];
   p.q_head_stride = t.q.stride[2];
-  p.k = t.k.data;
-  p.v = t.v.data;
-  // A quantized cache's kernel addresses bytes; validation made INT4 strides (in nibbles) even.
-  const bool quantized = format.quantized;
-  const int k_bits = quantized ? detail::element_traits(t.k.dtype).bits : 8;
-  const int v_bits = quantized ? detail::element_traits(t.v.dtype).bits : 8;
-  p.k_page_stride = t.k.stride[0] * k_bits / 8;
-  p.k_token_stride = t.k.stride[1] * k_bits / 8;
-  p.k_head_stride = t.k.stride[2] * k_bits / 8;
-  p.v_page_stride = t.v.stride[0] * v_bits / 8;
-  p.v_token_stride = t.v.stride[1] * v_bits / 8;
-  p.v_head_stride = t.v.stride[2] * v_bits / 8;
-  p.k_scales = t.k_scales.data;
-  p.v_scales = t.v_scales.data;
-  if (t.k_scales.rank == 1) {  // FP8: fp32 [Hkv], any stride (0: one scale broadcast to every head)
-    p.k_scale_head_stride = t.k_scales.stride[0];
-    p.v_scale_head_stride = t.v_scales.stride[0];
-  }
-  if (t.k_scales.rank == 4) {  // (scale, min) pairs [blocks, Hkv, slots, 2] (*_kc keys: [blocks, Hkv, groups, 2D])
-    p.k_scale_page_stride = t.k_scales.stride[0];
-    p.k_scale_head_stride = t.k_scales.stride[1];
-    p.k_scale_token_stride = t.k_scales.stride[2];
-    p.v_scale_page_stride = t.v_scales.stride[0];
-    p.v_scale_head_stride = t.v_scales.stride[1];
-    p.v_scale_token_stride = t.v_scales.stride[2];
-  }
-  if (pr.page_size > 0) {
-    p.block_table = static_cast<const int32_t*>(t.block_table.data);
-    p.block_table_batch_stride = t.block_table.stride[0];
-    p.page_size = detail::FastDivmod::make(pr.page_size);
-    p.num_pages = static_cast<int>(t.k.shape[0]);
-  }
-  if (format.channel_keys) p.k_tail = key_tail_view(t.k_tail, t.tail_slots);
-  p.seq_lens = static_cast<const int32_t*>(t.seq_lens.data);
+  p.kv = detail::cache_view(t, detail::resolve_kv_format(pr.kv_format, pr.dtype), pr.page_size);
   p.keys_after = static_cast<const int32_t*>(t.keys_after.data);
   // Lengths past max_kv_len are invalid input on every route (NaN in that sequence): the plan's
   // splits, workspace and staging copy are sized for max_kv_len (validation keeps it <= capacity).
@@ -446,7 +399,7 @@ Status check_tma_views(const detail::PrefillParams& p, int head_dim, const std::
                               {"k", detail::TmaOperand::kK, &t.k},
                               {"v", detail::TmaOperand::kV, &t.v}};
   for (const Operand& o : operands) {
-    const bool paged = o.which != detail::TmaOperand::kQ && p.block_table != nullptr;
+    const bool paged = o.which != detail::TmaOperand::kQ && p.kv.block_table != nullptr;
     const detail::TmaView view =
         paged ? detail::tma_page_view(p, o.which, head_dim) : detail::tma_token_view(p, o.which, head_dim);
     const int dim = detail::first_untmaable_dim(view, detail::element_traits(o.tensor->dtype).bits / 8);
@@ -484,12 +437,15 @@ Status launch_prefill(const Plan& plan, const PrefillTensors& t, void* workspace
   };
   detail::PrefillParams p{};
   p.q = t.q.data;
-  p.k = t.k.data;
-  p.v = t.v.data;
-  const bool kv_folded = pr.varlen && !pr.kv_cache;
   strides(t.q, pr.varlen, &p.q_batch_stride, &p.q_token_stride, &p.q_head_stride);
-  strides(t.k, kv_folded, &p.k_batch_stride, &p.k_token_stride, &p.k_head_stride);
-  strides(t.v, kv_folded, &p.v_batch_stride, &p.v_token_stride, &p.v_head_stride);
+  // K/V: a decode cache (chunked prefill; 16-bit here, a quantized one was staged) or token tensors.
+  const bool kv_folded = pr.varlen && !pr.kv_cache;
+  if (pr.kv_cache) {
+    p.kv = detail::cache_view(t, detail::resolve_kv_format(pr.kv_format, pr.dtype), pr.page_size);
+  } else {
+    p.kv.k = detail::token_side(t.k, kv_folded);
+    p.kv.v = detail::token_side(t.v, kv_folded);
+  }
   if (pr.varlen) {
     p.cu_seqlens_q = static_cast<const int32_t*>(t.cu_seqlens_q.data);
     p.total_q = t.q.shape[0];
@@ -520,15 +476,6 @@ Status launch_prefill(const Plan& plan, const PrefillTensors& t, void* workspace
     p.sinks_stride = t.sinks.stride[0];
   }
   p.num_splits = plan.num_splits();
-  if (pr.kv_cache) {
-    p.cache_seq_lens = static_cast<const int32_t*>(t.seq_lens.data);
-    if (pr.page_size > 0) {
-      p.block_table = static_cast<const int32_t*>(t.block_table.data);
-      p.block_table_stride = t.block_table.stride[0];
-      p.page_size = pr.page_size;
-      p.num_pages = t.k.shape[0];
-    }
-  }
 
   if (registry::families()[family].arch == registry::Arch::kSm90a) {
     if (Status s = check_tma_views(p, pr.head_dim, plan.family(), t); !s) return s;
@@ -609,7 +556,7 @@ Status prefill_over_staging(const Plan& plan, const PrefillTensors& t, void* wor
   d.v = dequant_side(t.v, t.v_scales);
   if (detail::kv_format_traits(detail::resolve_kv_format(pr.kv_format, pr.dtype)).channel_keys) {
     d.key_channels.enabled = true;  // d.k's pairs are the keys' group scales
-    d.key_channels.tail = key_tail_view(t.k_tail, t.tail_slots);
+    d.key_channels.tail = detail::key_tail_view(t.k_tail, t.tail_slots);
   }
   d.seq_lens = static_cast<const int32_t*>(t.seq_lens.data);
   if (pr.page_size > 0) {

@@ -283,16 +283,16 @@ TEST(Promises, TmaViewsNormalizeAndFindUnencodableStrides) {
   detail::TmaView q = detail::tma_token_view(p, detail::TmaOperand::kQ, 128);
   EXPECT_EQ(detail::first_untmaable_dim(q, 2), -1);
   EXPECT_EQ(q.stride[0], 128);
-  p.k_token_stride = 4 * 128;
-  p.k_head_stride = 0;  // four heads broadcast from one: fine for plain loads, not for TMA
-  p.k_batch_stride = 1;
+  p.kv.k.token_stride = 4 * 128;
+  p.kv.k.head_stride = 0;  // four heads broadcast from one: fine for plain loads, not for TMA
+  p.kv.k.block_stride = 1;
   detail::TmaView k = detail::tma_token_view(p, detail::TmaOperand::kK, 128);
   EXPECT_EQ(detail::first_untmaable_dim(k, 2), 2);
   EXPECT_EQ(k.tensor_dim[2], 2);
-  p.k_head_stride = 128;
+  p.kv.k.head_stride = 128;
   k = detail::tma_token_view(p, detail::TmaOperand::kK, 128);
   EXPECT_EQ(detail::first_untmaable_dim(k, 2), -1);  // the batch of 1: its stride normalized
-  p.k_token_stride = int64_t(1) << 40;
+  p.kv.k.token_stride = int64_t(1) << 40;
   k = detail::tma_token_view(p, detail::TmaOperand::kK, 128);
   EXPECT_EQ(detail::first_untmaable_dim(k, 2), 0);
 }

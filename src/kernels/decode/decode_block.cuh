@@ -70,7 +70,7 @@ template <int kBlockKeys, bool kVariants = false>
 __device__ __forceinline__ DecodeKeyRange decode_key_range(const DecodeParams& p, int b, int split, int row0,
                                                            int rows_here) {
   DecodeKeyRange r;
-  r.len = p.seq_lens[b];
+  r.len = p.kv.seq_lens[b];
   r.after = p.keys_after != nullptr ? p.keys_after[b] : 0;
   r.bad_input = r.len < 0 || r.len > p.max_kv_len || r.after < 0;
   if (r.bad_input) r.len = 0, r.after = 0;

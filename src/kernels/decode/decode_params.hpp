@@ -5,7 +5,7 @@
 
 #include "common/host_device.hpp"
 #include "kernels/common/fast_divmod.hpp"
-#include "kernels/common/key_tail_view.hpp"
+#include "kernels/common/kv_cache_view.hpp"
 #include "kernels/common/output_params.hpp"
 
 namespace splitkv::detail {
@@ -15,30 +15,8 @@ struct DecodeParams {
   const void* q;
   int64_t q_batch_stride, q_token_stride, q_head_stride;
 
-  // Key t of sequence b, KV head h lives at
-  //   contiguous: k + b * k_page_stride + t * k_token_stride + h * k_head_stride
-  //   paged:      k + block_table[b][t / page_size] * k_page_stride
-  //                 + (t % page_size) * k_token_stride + h * k_head_stride
-  // and likewise for V with its own strides. Strides count elements of a 16-bit cache and bytes
-  // of a quantized one (codes: one byte each, or two per byte for INT4).
-  const void* k;
-  const void* v;
-  int64_t k_page_stride, k_token_stride, k_head_stride;
-  int64_t v_page_stride, v_token_stride, v_head_stride;
-  // Scales of a quantized cache (docs/KV_FORMATS.md). FP8: fp32 per KV head, head h's at
-  // scales + h * head_stride (fp32 elements; 0 broadcasts one scale). INT8/INT4: fp16 (scale, min)
-  // pairs of key t of KV head h at scales + page * page_stride + h * head_stride + slot *
-  // token_stride (fp16 elements; page and slot as for the codes).
-  const void* k_scales;
-  const void* v_scales;
-  int64_t k_scale_page_stride, k_scale_head_stride, k_scale_token_stride;
-  int64_t v_scale_page_stride, v_scale_head_stride, v_scale_token_stride;
-  const int32_t* block_table;  // nullptr: contiguous KV
-  int64_t block_table_batch_stride;
-  FastDivmod page_size;  // tokens per page (paged KV)
-  int num_pages;
-
-  const int32_t* seq_lens;  // [batch]
+  // The cache: codes, scales, pages, lengths ([batch]) and a *_kc cache's tail (KvCacheView).
+  KvCacheView kv;
   const int32_t* keys_after;  // [batch] or nullptr: keys of the context after this shard (causal)
   int64_t max_kv_len;       // the plan's bound on seq_lens (<= the cache's capacity); past it: NaN
 
@@ -67,10 +45,6 @@ struct DecodeParams {
   bool l2_prefetch;
   int l2_prefetch_keys;
 
-  // The keys of a *_kc cache (docs/KV_FORMATS.md, "Keys quantized per channel"): k holds complete
-  // groups' codes, k_scales each group's fp16 (scale[D], min[D]) (k_scale_token_stride steps one
-  // group), k_tail the newest keys. After the fields every instance reads: their offsets stay.
-  KeyTailView k_tail;
   // The attention variants the decode kernels serve (docs/VARIANTS.md): the logit softcap (> 0; 0:
   // off; kernels/common/score_softcap.cuh) and the sliding window (-1: that side unbounded). With
   // any of them set the launchers pick the kernels' variants instances (decode_variants).

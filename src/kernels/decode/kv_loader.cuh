@@ -31,9 +31,9 @@ struct DecodeKvLoader {
   __device__ __forceinline__ DecodeKvLoader(const DecodeParams& params, SmemK k_ring, SmemV v_ring, int b_, int kv_head,
                                             int lo_, int hi_, int warp_, int lane_)
       : p(params), sK(k_ring), sV(v_ring), b(b_), lo(lo_), hi(hi_), warp(warp_), lane(lane_) {
-    k_head = static_cast<const Element*>(p.k) + kv_head * p.k_head_stride;
-    v_head = static_cast<const Element*>(p.v) + kv_head * p.v_head_stride;
-    table_row = p.block_table != nullptr ? p.block_table + b * p.block_table_batch_stride : nullptr;
+    k_head = static_cast<const Element*>(p.kv.k.data) + kv_head * p.kv.k.head_stride;
+    v_head = static_cast<const Element*>(p.kv.v.data) + kv_head * p.kv.v.head_stride;
+    table_row = p.kv.block_table != nullptr ? p.kv.block_table + b * p.kv.block_table_stride : nullptr;
   }
 
   // First key of the warp's n-th sub-tile: warps take sub-tiles round-robin.
@@ -47,19 +47,19 @@ struct DecodeKvLoader {
     bool page_ok = true;
     if (table_row != nullptr) {  // a 16-key sub-tile never straddles pages: page_size % 16 == 0, t0 % 16 == 0
       const PageSlot at =
-          page_ids.get(n, lane, [&](int m) { return page_slot_of(table_row, p.page_size, subtile_start(m), hi); });
+          page_ids.get(n, lane, [&](int m) { return page_slot_of(table_row, p.kv.page_size, subtile_start(m), hi); });
       page = at.page;
       slot = at.slot;
-      page_ok = page >= 0 && page < p.num_pages;
+      page_ok = page >= 0 && page < p.kv.num_pages;
       bad_input |= !page_ok;
       if (!page_ok) page = 0;
     }
     typename Traits::GmemWarpCopy gmem_copy;
     auto thr_copy = gmem_copy.get_thread_slice(lane);
-    Tensor gK = make_tensor(make_gmem_ptr(k_head + page * p.k_page_stride + slot * p.k_token_stride),
-                            Shape<Int<kN>, Int<D>>{}, make_stride(p.k_token_stride, _1{}));  // (N, D)
-    Tensor gV = make_tensor(make_gmem_ptr(v_head + page * p.v_page_stride + slot * p.v_token_stride),
-                            Shape<Int<kN>, Int<D>>{}, make_stride(p.v_token_stride, _1{}));  // (N, D)
+    Tensor gK = make_tensor(make_gmem_ptr(k_head + page * p.kv.k.block_stride + slot * p.kv.k.token_stride),
+                            Shape<Int<kN>, Int<D>>{}, make_stride(p.kv.k.token_stride, _1{}));  // (N, D)
+    Tensor gV = make_tensor(make_gmem_ptr(v_head + page * p.kv.v.block_stride + slot * p.kv.v.token_stride),
+                            Shape<Int<kN>, Int<D>>{}, make_stride(p.kv.v.token_stride, _1{}));  // (N, D)
     Tensor tKgK = thr_copy.partition_S(gK);  // (CPY, CPY_N, CPY_D)
     Tensor tVgV = thr_copy.partition_S(gV);
     Tensor tKsK = thr_copy.partition_D(sK);  // (CPY, CPY_N, CPY_D, S)

@@ -71,11 +71,11 @@ __device__ __forceinline__ void prefetch_block_start_to_l2(const DecodeParams& p
                          kQElementBytes * Rows::kHeadDim);
   }
   if (tid == 0) {
-    prefetch_lines_to_l2(p.seq_lens + b, sizeof(int32_t));
+    prefetch_lines_to_l2(p.kv.seq_lens + b, sizeof(int32_t));
     if (p.keys_after != nullptr) prefetch_lines_to_l2(p.keys_after + b, sizeof(int32_t));
   }
   if (p.l2_prefetch_keys <= 0) return;
-  const int len = __ldcg(p.seq_lens + b);  // ld.global.cg: L2 only, no L1 copy
+  const int len = __ldcg(p.kv.seq_lens + b);  // ld.global.cg: L2 only, no L1 copy
   if (len <= 0 || len > p.max_kv_len) return;
   SplitSpan span;
   if constexpr (kVariants) {  // a window's splits start at its first visible key (decode_key_range)
@@ -88,36 +88,36 @@ __device__ __forceinline__ void prefetch_block_start_to_l2(const DecodeParams& p
   }
   const int hi = min(span.end, span.lo + p.l2_prefetch_keys);
   constexpr int64_t kUnit = Rows::kStrideBytes;
-  const char* k = static_cast<const char*>(p.k) + kv_head * p.k_head_stride * kUnit;
-  const char* v = static_cast<const char*>(p.v) + kv_head * p.v_head_stride * kUnit;
+  const char* k = static_cast<const char*>(p.kv.k.data) + kv_head * p.kv.k.head_stride * kUnit;
+  const char* v = static_cast<const char*>(p.kv.v.data) + kv_head * p.kv.v.head_stride * kUnit;
   for (int t = span.lo + tid; t < hi; t += Rows::kThreads) {
     int64_t page = b;
     int slot = t;
-    if (p.block_table != nullptr) {
-      const int entry = p.page_size.div(t);
-      const int id = __ldcg(p.block_table + b * p.block_table_batch_stride + entry);
-      if (id < 0 || id >= p.num_pages) continue;
+    if (p.kv.block_table != nullptr) {
+      const int entry = p.kv.page_size.div(t);
+      const int id = __ldcg(p.kv.block_table + b * p.kv.block_table_stride + entry);
+      if (id < 0 || id >= p.kv.num_pages) continue;
       page = id;
-      slot = t - entry * p.page_size.divisor;
+      slot = t - entry * p.kv.page_size.divisor;
     }
-    prefetch_lines_to_l2(k + (page * p.k_page_stride + slot * p.k_token_stride) * kUnit, Rows::kKRowBytes);
-    prefetch_lines_to_l2(v + (page * p.v_page_stride + slot * p.v_token_stride) * kUnit, Rows::kVRowBytes);
+    prefetch_lines_to_l2(k + (page * p.kv.k.block_stride + slot * p.kv.k.token_stride) * kUnit, Rows::kKRowBytes);
+    prefetch_lines_to_l2(v + (page * p.kv.v.block_stride + slot * p.kv.v.token_stride) * kUnit, Rows::kVRowBytes);
     if constexpr (Rows::kChannelKeys) {
       if (slot % kKeyGroup == 0) {  // the group's row (its scales are read only once the group is complete)
-        prefetch_lines_to_l2(static_cast<const uint16_t*>(p.k_scales) + page * p.k_scale_page_stride +
-                                 kv_head * p.k_scale_head_stride + (slot / kKeyGroup) * p.k_scale_token_stride,
+        prefetch_lines_to_l2(static_cast<const uint16_t*>(p.kv.k_scales.data) + page * p.kv.k_scales.block_stride +
+                                 kv_head * p.kv.k_scales.head_stride + (slot / kKeyGroup) * p.kv.k_scales.token_stride,
                              4 * Rows::kHeadDim);
       }
     } else if constexpr (Rows::kTokenScales) {
       constexpr int kPairBytes = 4;  // fp16 (scale, min)
-      prefetch_lines_to_l2(static_cast<const uint16_t*>(p.k_scales) + page * p.k_scale_page_stride +
-                               kv_head * p.k_scale_head_stride + slot * p.k_scale_token_stride,
+      prefetch_lines_to_l2(static_cast<const uint16_t*>(p.kv.k_scales.data) + page * p.kv.k_scales.block_stride +
+                               kv_head * p.kv.k_scales.head_stride + slot * p.kv.k_scales.token_stride,
                            kPairBytes);
     }
     if constexpr (Rows::kTokenScales) {
       constexpr int kPairBytes = 4;  // fp16 (scale, min)
-      prefetch_lines_to_l2(static_cast<const uint16_t*>(p.v_scales) + page * p.v_scale_page_stride +
-                               kv_head * p.v_scale_head_stride + slot * p.v_scale_token_stride,
+      prefetch_lines_to_l2(static_cast<const uint16_t*>(p.kv.v_scales.data) + page * p.kv.v_scales.block_stride +
+                               kv_head * p.kv.v_scales.head_stride + slot * p.kv.v_scales.token_stride,
                            kPairBytes);
     }
   }

@@ -90,10 +90,10 @@ template <class Traits>
 __device__ __forceinline__ void fp8_head_scales(const DecodeParams& p, int kv_head, float& k_scale, float& v_scale) {
   k_scale = v_scale = 1.f;
   if constexpr (Traits::kKCode == CodeKind::kFp8) {
-    k_scale = static_cast<const float*>(p.k_scales)[kv_head * p.k_scale_head_stride];
+    k_scale = static_cast<const float*>(p.kv.k_scales.data)[kv_head * p.kv.k_scales.head_stride];
   }
   if constexpr (Traits::kVCode == CodeKind::kFp8) {
-    v_scale = static_cast<const float*>(p.v_scales)[kv_head * p.v_scale_head_stride];
+    v_scale = static_cast<const float*>(p.kv.v_scales.data)[kv_head * p.kv.v_scales.head_stride];
   }
 }
 

@@ -187,11 +187,11 @@ struct KcTail {
 template <class Element>
 __device__ __forceinline__ KcTail<Element> kc_tail_of(const DecodeParams& p, int b, int kv_head) {
   KcTail<Element> t;
-  const int64_t slot = tail_slot_of(p.k_tail, b);
-  t.bad = !tail_slot_in_ring(p.k_tail, slot);
-  t.rows = static_cast<const Element*>(p.k_tail.rows) + (t.bad ? 0 : slot) * p.k_tail.slot_stride +
-           kv_head * p.k_tail.head_stride;
-  t.row_stride = p.k_tail.row_stride;
+  const int64_t slot = tail_slot_of(p.kv.k_tail, b);
+  t.bad = !tail_slot_in_ring(p.kv.k_tail, slot);
+  t.rows = static_cast<const Element*>(p.kv.k_tail.rows) + (t.bad ? 0 : slot) * p.kv.k_tail.slot_stride +
+           kv_head * p.kv.k_tail.head_stride;
+  t.row_stride = p.kv.k_tail.row_stride;
   return t;
 }
 

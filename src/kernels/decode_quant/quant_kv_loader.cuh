@@ -103,25 +103,25 @@ struct QuantKvLoader {
   __device__ __forceinline__ QuantKvLoader(const DecodeParams& params, char* warp_ring, int b, int kv_head, int lo_,
                                            int hi_, int warp_, int lane_, int groups_end_ = 0)
       : p(params), ring(static_cast<uint32_t>(__cvta_generic_to_shared(warp_ring))), lo(lo_), hi(hi_), warp(warp_),
-        lane(lane_), k_copies(lane_, bytes(params.k_token_stride)), v_copies(lane_, bytes(params.v_token_stride)) {
+        lane(lane_), k_copies(lane_, bytes(params.kv.k.token_stride)), v_copies(lane_, bytes(params.kv.v.token_stride)) {
     if constexpr (Traits::kChannelKeys) {
-      group_src = static_cast<const uint16_t*>(p.k_scales) + kv_head * p.k_scale_head_stride;
-      if (p.block_table == nullptr) group_src += b * p.k_scale_page_stride;
+      group_src = static_cast<const uint16_t*>(p.kv.k_scales.data) + kv_head * p.kv.k_scales.head_stride;
+      if (p.kv.block_table == nullptr) group_src += b * p.kv.k_scales.block_stride;
       groups_end = groups_end_;
     }
     const bool is_v = lane >= kN;
-    scale_page_stride = is_v ? p.v_scale_page_stride : p.k_scale_page_stride;
-    scale_token_stride = is_v ? p.v_scale_token_stride : p.k_scale_token_stride;
+    scale_page_stride = is_v ? p.kv.v_scales.block_stride : p.kv.k_scales.block_stride;
+    scale_token_stride = is_v ? p.kv.v_scales.token_stride : p.kv.k_scales.token_stride;
     scale_dst = (is_v ? Traits::kVScaleOffset : Traits::kKScaleOffset) + (lane % kN) * 4;
-    table_row = p.block_table != nullptr ? p.block_table + b * p.block_table_batch_stride : nullptr;
-    k_src = static_cast<const char*>(p.k) + kv_head * bytes(p.k_head_stride) + k_copies.lane_src;
-    v_src = static_cast<const char*>(p.v) + kv_head * bytes(p.v_head_stride) + v_copies.lane_src;
-    scale_src = static_cast<const uint16_t*>(is_v ? p.v_scales : p.k_scales) +
-                kv_head * (is_v ? p.v_scale_head_stride : p.k_scale_head_stride) + (lane % kN) * scale_token_stride;
+    table_row = p.kv.block_table != nullptr ? p.kv.block_table + b * p.kv.block_table_stride : nullptr;
+    k_src = static_cast<const char*>(p.kv.k.data) + kv_head * bytes(p.kv.k.head_stride) + k_copies.lane_src;
+    v_src = static_cast<const char*>(p.kv.v.data) + kv_head * bytes(p.kv.v.head_stride) + v_copies.lane_src;
+    scale_src = static_cast<const uint16_t*>(is_v ? p.kv.v_scales.data : p.kv.k_scales.data) +
+                kv_head * (is_v ? p.kv.v_scales.head_stride : p.kv.k_scales.head_stride) + (lane % kN) * scale_token_stride;
     if (table_row == nullptr) {  // the sequence's rows from this warp's first sub-tile on
       const int t0 = subtile_start(0);
-      k_src += b * bytes(p.k_page_stride) + t0 * bytes(p.k_token_stride);
-      v_src += b * bytes(p.v_page_stride) + t0 * bytes(p.v_token_stride);
+      k_src += b * bytes(p.kv.k.block_stride) + t0 * bytes(p.kv.k.token_stride);
+      v_src += b * bytes(p.kv.v.block_stride) + t0 * bytes(p.kv.v.token_stride);
       scale_src += b * scale_page_stride + t0 * scale_token_stride;
     }
   }
@@ -173,31 +173,31 @@ struct QuantKvLoader {
     const uint16_t* group = group_src;  // keys per channel: the group's (scale, min) row
     if (table_row != nullptr) {  // a 16-key sub-tile never straddles pages
       const PageSlot at =
-          page_ids.get(next, lane, [&](int m) { return page_slot_of(table_row, p.page_size, subtile_start(m), hi); });
-      page_ok = at.page >= 0 && at.page < p.num_pages;
+          page_ids.get(next, lane, [&](int m) { return page_slot_of(table_row, p.kv.page_size, subtile_start(m), hi); });
+      page_ok = at.page >= 0 && at.page < p.kv.num_pages;
       bad_input |= !page_ok;
       const int64_t page = page_ok ? at.page : 0;
-      k += page * bytes(p.k_page_stride) + at.slot * bytes(p.k_token_stride);
-      v += page * bytes(p.v_page_stride) + at.slot * bytes(p.v_token_stride);
+      k += page * bytes(p.kv.k.block_stride) + at.slot * bytes(p.kv.k.token_stride);
+      v += page * bytes(p.kv.v.block_stride) + at.slot * bytes(p.kv.v.token_stride);
       scales += page * scale_page_stride + at.slot * scale_token_stride;
       if constexpr (Traits::kChannelKeys) {
-        group += page * p.k_scale_page_stride + (at.slot / Traits::kKeyGroup) * p.k_scale_token_stride;
+        group += page * p.kv.k_scales.block_stride + (at.slot / Traits::kKeyGroup) * p.kv.k_scales.token_stride;
       }
     } else if constexpr (Traits::kRunSubtiles == 1) {
-      k_src += kWarpStride * bytes(p.k_token_stride);
-      v_src += kWarpStride * bytes(p.v_token_stride);
+      k_src += kWarpStride * bytes(p.kv.k.token_stride);
+      v_src += kWarpStride * bytes(p.kv.v.token_stride);
       scale_src += kWarpStride * scale_token_stride;
     } else {
       const int step = subtile_start(next + 1) - t0;  // kN within a run, to the next run after it
-      k_src += step * bytes(p.k_token_stride);
-      v_src += step * bytes(p.v_token_stride);
+      k_src += step * bytes(p.kv.k.token_stride);
+      v_src += step * bytes(p.kv.v.token_stride);
       scale_src += step * scale_token_stride;
-      group += (t0 / Traits::kKeyGroup) * p.k_scale_token_stride;
+      group += (t0 / Traits::kKeyGroup) * p.kv.k_scales.token_stride;
     }
     const int keys_valid = page_ok ? hi - t0 : 0;
     char* dst = stage(next_stage);
-    k_copies.issue(k, dst, keys_valid, p.k);
-    v_copies.issue(v, dst + Traits::kVOffset, keys_valid, p.v);
+    k_copies.issue(k, dst, keys_valid, p.kv.k.data);
+    v_copies.issue(v, dst + Traits::kVOffset, keys_valid, p.kv.v.data);
     if constexpr (Traits::kChannelKeys) {
       if (next % Traits::kRunSubtiles == 0 && page_ok && t0 + Traits::kKeyGroup <= groups_end) {
         issue_group_scales(group, next);
@@ -205,7 +205,7 @@ struct QuantKvLoader {
     }
     if constexpr (Traits::kTokenScales) {
       const bool valid = lane % kN < keys_valid && !(Traits::kChannelKeys && lane < kN);
-      const void* anywhere = lane >= kN ? p.v_scales : p.k_scales;
+      const void* anywhere = lane >= kN ? p.kv.v_scales.data : p.kv.k_scales.data;
       cute::SM80_CP_ASYNC_CACHEALWAYS_ZFILL<uint32_t>::copy(
           *reinterpret_cast<const uint32_t*>(valid ? static_cast<const void*>(scales) : anywhere),
           *reinterpret_cast<uint32_t*>(dst + scale_dst), valid);

@@ -35,8 +35,8 @@ __device__ __forceinline__ PrefillSequence resolve_sequence(const PrefillParams&
     s.q_len = rows.len;
   }
   int64_t k0 = 0, k1 = p.max_kv_len;  // padded K/V tokens
-  if (p.cache_seq_lens != nullptr) {  // a decode cache: the sequence's first seq_lens[b] tokens
-    k1 = p.cache_seq_lens[b];
+  if (p.kv.seq_lens != nullptr) {  // a decode cache: the sequence's first seq_lens[b] tokens
+    k1 = p.kv.seq_lens[b];
     s.bad |= k1 < 0 || k1 > p.max_kv_len;
   } else if (p.cu_seqlens_k != nullptr) {  // varlen K/V tokens
     k0 = p.cu_seqlens_k[b];
@@ -55,9 +55,9 @@ __device__ __forceinline__ PrefillSequence resolve_sequence(const PrefillParams&
 __device__ __forceinline__ bool pages_in_pool(const PrefillParams& p, int b, int lo, int hi) {
   bool bad = false;
   if (hi > lo) {
-    const int32_t* row = p.block_table + b * p.block_table_stride;
-    for (int j = lo / p.page_size + int(threadIdx.x); j <= (hi - 1) / p.page_size; j += int(blockDim.x)) {
-      bad |= row[j] < 0 || row[j] >= p.num_pages;
+    const int32_t* row = p.kv.block_table + b * p.kv.block_table_stride;
+    for (int j = lo / p.kv.page_size.divisor + int(threadIdx.x); j <= (hi - 1) / p.kv.page_size.divisor; j += int(blockDim.x)) {
+      bad |= row[j] < 0 || row[j] >= p.kv.num_pages;
     }
   }
   return !__syncthreads_or(bad);
@@ -150,7 +150,7 @@ struct PrefillBlock {
   __device__ __forceinline__ bool init(const PrefillParams& p, int block_m, int block_n) {
     if (!init_tile<kVariants>(p, block_m, block_n, blockIdx.x, gridDim.x, blockIdx.y, blockIdx.z)) return false;
     // Paged cache: the tiles read keys [lo, lo + n_blocks * block_n) up to the sequence's end.
-    if (p.block_table != nullptr && !pages_in_pool(p, b, keys.lo, min(seq.k_len, keys.lo + n_blocks * block_n))) {
+    if (p.kv.block_table != nullptr && !pages_in_pool(p, b, keys.lo, min(seq.k_len, keys.lo + n_blocks * block_n))) {
       seq.bad = true;
       seq.k_len = 0;
       keys = KeyRange{};
@@ -180,18 +180,18 @@ struct PrefillBlock {
     q_base = static_cast<const Element*>(p.q) + b * p.q_batch_stride + (seq.q_begin + row0) * p.q_token_stride +
              hq * p.q_head_stride;
     // A paged cache adds each key's page per row (paged_row); otherwise one base per sequence.
-    const int64_t k_seq = p.block_table != nullptr ? 0 : b * p.k_batch_stride + seq.k_begin * p.k_token_stride;
-    const int64_t v_seq = p.block_table != nullptr ? 0 : b * p.v_batch_stride + seq.k_begin * p.v_token_stride;
-    k_base = static_cast<const Element*>(p.k) + k_seq + kv_head * p.k_head_stride;
-    v_base = static_cast<const Element*>(p.v) + v_seq + kv_head * p.v_head_stride;
+    const int64_t k_seq = p.kv.block_table != nullptr ? 0 : b * p.kv.k.block_stride + seq.k_begin * p.kv.k.token_stride;
+    const int64_t v_seq = p.kv.block_table != nullptr ? 0 : b * p.kv.v.block_stride + seq.k_begin * p.kv.v.token_stride;
+    k_base = static_cast<const Element*>(p.kv.k.data) + k_seq + kv_head * p.kv.k.head_stride;
+    v_base = static_cast<const Element*>(p.kv.v.data) + v_seq + kv_head * p.kv.v.head_stride;
     return true;
   }
 
   // Row of key `token` of this block's sequence in a paged cache (pages checked by init).
   __device__ __forceinline__ const Element* paged_row(const PrefillParams& p, const Element* head_base,
                                                       int64_t page_stride, int64_t token_stride, int token) const {
-    const int32_t page = p.block_table[b * p.block_table_stride + token / p.page_size];
-    return head_base + page * page_stride + (token % p.page_size) * token_stride;
+    const int32_t page = p.kv.block_table[b * p.kv.block_table_stride + token / p.kv.page_size.divisor];
+    return head_base + page * page_stride + (token % p.kv.page_size.divisor) * token_stride;
   }
 };
 

@@ -64,7 +64,7 @@ __global__ void __launch_bounds__(Traits::kThreads) prefill_kernel(const __grid_
   typename Traits::GmemCopyVSlice copy_v;
   auto thr_copy_v = copy_v.get_thread_slice(tid);
 
-  const bool paged = p.block_table != nullptr;  // a paged decode cache: rows gathered page by page
+  const bool paged = p.kv.block_table != nullptr;  // a paged decode cache: rows gathered page by page
   auto issue_k = [&](int n0) {  // one group per K sub-tile
     CUTE_UNROLL
     for (int j = 0; j < kKSubTiles; ++j) {
@@ -72,11 +72,11 @@ __global__ void __launch_bounds__(Traits::kThreads) prefill_kernel(const __grid_
       auto sK_j = local_tile(sK, Shape<Int<kKSubKeys>, Int<D>>{}, make_coord(j, 0));
       if (paged) {
         gather_rows_zfill(copy_rows, thr_copy_rows, sK_j, seq.k_len - t0, [&](int r) {
-          return blk.paged_row(p, k_base, p.k_batch_stride, p.k_token_stride, t0 + r);
+          return blk.paged_row(p, k_base, p.kv.k.block_stride, p.kv.k.token_stride, t0 + r);
         }, k_base);
       } else {
-        Tensor gK = make_tensor(make_gmem_ptr(k_base + int64_t(t0) * p.k_token_stride), Shape<Int<kKSubKeys>, Int<D>>{},
-                                make_stride(p.k_token_stride, _1{}));
+        Tensor gK = make_tensor(make_gmem_ptr(k_base + int64_t(t0) * p.kv.k.token_stride), Shape<Int<kKSubKeys>, Int<D>>{},
+                                make_stride(p.kv.k.token_stride, _1{}));
         copy_rows_zfill(copy_rows, thr_copy_rows, gK, sK_j, seq.k_len - t0);
       }
       cp_async_fence();
@@ -88,11 +88,11 @@ __global__ void __launch_bounds__(Traits::kThreads) prefill_kernel(const __grid_
       auto sV_v = local_tile(sV, Shape<Int<kN>, Int<kVSliceCols>>{}, make_coord(0, v));
       if (paged) {
         gather_rows_zfill(copy_v, thr_copy_v, sV_v, seq.k_len - n0, [&](int r) {
-          return blk.paged_row(p, v_base, p.v_batch_stride, p.v_token_stride, n0 + r) + v * kVSliceCols;
+          return blk.paged_row(p, v_base, p.kv.v.block_stride, p.kv.v.token_stride, n0 + r) + v * kVSliceCols;
         }, v_base);
       } else {
-        Tensor gV = make_tensor(make_gmem_ptr(v_base + int64_t(n0) * p.v_token_stride + v * kVSliceCols),
-                                Shape<Int<kN>, Int<kVSliceCols>>{}, make_stride(p.v_token_stride, _1{}));
+        Tensor gV = make_tensor(make_gmem_ptr(v_base + int64_t(n0) * p.kv.v.token_stride + v * kVSliceCols),
+                                Shape<Int<kN>, Int<kVSliceCols>>{}, make_stride(p.kv.v.token_stride, _1{}));
         copy_rows_zfill(copy_v, thr_copy_v, gV, sV_v, seq.k_len - n0);
       }
       cp_async_fence();

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 
+#include "kernels/common/kv_cache_view.hpp"
 #include "kernels/common/output_params.hpp"
 
 namespace splitkv::detail {
@@ -12,10 +13,11 @@ struct PrefillParams {
   // + h * head_stride. Padded batches have no cu_seqlens (offset 0); varlen ones batch_stride 0.
   const void* q;
   int64_t q_batch_stride, q_token_stride, q_head_stride;
-  const void* k;
-  int64_t k_batch_stride, k_token_stride, k_head_stride;
-  const void* v;
-  int64_t v_batch_stride, v_token_stride, v_head_stride;
+  // K and V (16-bit; KvCacheView): token tensors (kv.seq_lens nullptr; varlen: block stride 0, the
+  // tokens counted by cu_seqlens_k) or, for chunked prefill over a decode cache
+  // (PrefillProblem::kv_cache), the cache: sequence b's keys are its first kv.seq_lens[b] tokens,
+  // contiguous (block stride per sequence) or paged (kv.block_table, kv.page_size, kv.num_pages).
+  KvCacheView kv;
   // O and LSE (kFinal: O like q, LSE padded [B, Hq, Lq] or varlen [Hq, total_q]) or this split's
   // partials (kPartial: rows (b * max_q_len + i) * Hq + hq).
   OutputParams output;
@@ -30,16 +32,6 @@ struct PrefillParams {
   float scale_log2;  // softmax_scale * log2(e)
 
   int num_splits;  // KV splits (blockIdx.z = b * num_splits + split)
-
-  // Chunked prefill over a decode cache (PrefillProblem::kv_cache): sequence b's keys are its first
-  // cache_seq_lens[b] cache tokens; nullptr: K/V token tensors. Paged caches (block_table given):
-  // token t of sequence b is slot t % page_size of page block_table[b * block_table_stride +
-  // t / page_size], and k/v_batch_stride are the page strides; contiguous caches use them per sequence.
-  const int32_t* cache_seq_lens;
-  const int32_t* block_table;
-  int64_t block_table_stride;
-  int page_size;
-  int64_t num_pages;
 
   // Two-pass: per-row raw-score max and sum of exp2((s - max) * scale_log2), same row indexing.
   float* row_max;

@@ -50,7 +50,7 @@ __global__ void __launch_bounds__(Traits::kThreads) prefill_splitv_kernel(const 
   copy_rows_zfill(copy_rows, thr_copy_rows,
                   make_tensor(make_gmem_ptr(blk.q_base), Shape<Int<kM>, Int<D>>{}, make_stride(p.q_token_stride, _1{})),
                   sQ, blk.rows_here);
-  if (blk.n_blocks > 0) copy_rows_zfill(copy_rows, thr_copy_rows, tile_at(k_base, p.k_token_stride, keys.lo), sK, seq.k_len - keys.lo);
+  if (blk.n_blocks > 0) copy_rows_zfill(copy_rows, thr_copy_rows, tile_at(k_base, p.kv.k.token_stride, keys.lo), sK, seq.k_len - keys.lo);
   cp_async_fence();
 
   // ---- Per-warp MMA: the whole (M, N) score tile, and this warp's (M, kCols) slice of O ---------
@@ -88,7 +88,7 @@ __global__ void __launch_bounds__(Traits::kThreads) prefill_splitv_kernel(const 
     const int n0 = keys.lo + nb * kN;
     cp_async_wait<0>();
     __syncthreads();  // K landed; every warp is done with the previous V
-    copy_rows_zfill(copy_rows, thr_copy_rows, tile_at(v_base, p.v_token_stride, n0), sV, seq.k_len - n0);
+    copy_rows_zfill(copy_rows, thr_copy_rows, tile_at(v_base, p.kv.v.token_stride, n0), sV, seq.k_len - n0);
     cp_async_fence();
     clear(acc_s);
     gemm_smem_smem(warp_mma, acc_s, tSrQ, tSrK, tSsQ, tSsK, tSrQ_view, tSrK_view, smem_copy_q, smem_copy_k);
@@ -97,7 +97,7 @@ __global__ void __launch_bounds__(Traits::kThreads) prefill_splitv_kernel(const 
     cp_async_wait<0>();
     __syncthreads();  // V landed; every warp is done with K
     if (nb + 1 < blk.n_blocks) {
-      copy_rows_zfill(copy_rows, thr_copy_rows, tile_at(k_base, p.k_token_stride, n0 + kN), sK, seq.k_len - n0 - kN);
+      copy_rows_zfill(copy_rows, thr_copy_rows, tile_at(k_base, p.kv.k.token_stride, n0 + kN), sK, seq.k_len - n0 - kN);
       cp_async_fence();
     }
     Tensor probs = convert_fragment<Element>(acc_s);

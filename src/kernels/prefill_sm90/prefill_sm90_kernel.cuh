@@ -55,7 +55,7 @@ struct PrefillSm90Params {
   typename Traits::TmaQ tma_q;
   typename Traits::TmaK tma_k;  // K slices
   typename Traits::TmaV tma_v;  // V tiles
-  typename Traits::TmaKPage tma_k_pages;  // paged caches (p.block_table != nullptr) only
+  typename Traits::TmaKPage tma_k_pages;  // paged caches (p.kv.block_table != nullptr) only
   typename Traits::TmaVPage tma_v_pages;
   typename Traits::TmaK tma_k_page_tiles;  // page_tiles only: one box per K slice or V tile
   typename Traits::TmaV tma_v_page_tiles;
@@ -70,7 +70,7 @@ struct PrefillSm90Params {
 template <class Traits>
 __device__ __forceinline__ void prefetch_tma_descriptors(const PrefillSm90Params<Traits>& params) {
   cute::prefetch_tma_descriptor(params.tma_q.get_tma_descriptor());
-  if (params.p.block_table == nullptr) {
+  if (params.p.kv.block_table == nullptr) {
     cute::prefetch_tma_descriptor(params.tma_k.get_tma_descriptor());
     cute::prefetch_tma_descriptor(params.tma_v.get_tma_descriptor());
   } else if (params.page_tiles) {
@@ -164,17 +164,17 @@ __device__ __forceinline__ void load_kv_tiles(const PrefillSm90Params<Traits>& p
   const PrefillParams& p = params.p;
   const PrefillSequence& seq = blk.seq;
   const int first_kv_tile = blk.keys.lo / kN;  // split chunks are whole tiles
-  if (p.block_table != nullptr && params.page_tiles) {
+  if (p.kv.block_table != nullptr && params.page_tiles) {
     // Pages of a multiple of kN keys: tile t is in one page; its stages are boxes of that page,
     // issued by warp 0's lane 0 (the only producer warp then), which also checks the page id.
     if (lane != 0) return;
     Tensor mKp = params.tma_k_page_tiles.get_tma_tensor(params.shape_pages);  // (page_size, D, Hkv, pages)
     Tensor mVp = params.tma_v_page_tiles.get_tma_tensor(params.shape_pages);
-    const int32_t* pages = p.block_table + blk.b * p.block_table_stride;
+    const int32_t* pages = p.kv.block_table + blk.b * p.kv.block_table_stride;
     bool bad = false;
     auto page_of = [&](int t) {
-      const int page = pages[(first_kv_tile + t) * kN / p.page_size];
-      const bool outside = page < 0 || page >= p.num_pages;
+      const int page = pages[(first_kv_tile + t) * kN / p.kv.page_size.divisor];
+      const bool outside = page < 0 || page >= p.kv.num_pages;
       bad |= outside;
       return outside ? 0 : page;
     };
@@ -188,7 +188,7 @@ __device__ __forceinline__ void load_kv_tiles(const PrefillSm90Params<Traits>& p
     for (int t = 0; t < blk.n_blocks; ++t) {
       const int next_page = t + 1 < blk.n_blocks ? page_of(t + 1) : 0;  // its load overlaps this tile's waits
       if (t + 1 == blk.n_blocks && bad) *pages_bad = 1;  // published by the last stage's arrive
-      const int key_in_page = (first_kv_tile + t) * kN % p.page_size;
+      const int key_in_page = (first_kv_tile + t) * kN % p.kv.page_size.divisor;
       CUTE_UNROLL
       for (int c = 0; c < kKSlices; ++c) {
         load_box(params.tma_k_page_tiles,
@@ -206,20 +206,20 @@ __device__ __forceinline__ void load_kv_tiles(const PrefillSm90Params<Traits>& p
       }
       page = next_page;
     }
-  } else if (p.block_table != nullptr) {
+  } else if (p.kv.block_table != nullptr) {
     constexpr int kBoxes = kN / Traits::kPageRows;
     constexpr int kBoxesPerV = kNV / Traits::kPageRows;
     static_assert(kBoxes <= 32, "one box's page id per lane");
     Tensor mKp = params.tma_k_pages.get_tma_tensor(params.shape_pages);  // (page_size, D, Hkv, pages)
     Tensor mVp = params.tma_v_pages.get_tma_tensor(params.shape_pages);
-    const int32_t* pages = p.block_table + blk.b * p.block_table_stride;
+    const int32_t* pages = p.kv.block_table + blk.b * p.kv.block_table_stride;
     const bool has_box = lane < kBoxes;  // every warp reads every page id of the tile: the page check
     const bool issues_box = has_box && lane % kPagedProducerWarps == warp;
     auto first_key = [&](int t) { return (first_kv_tile + t) * kN + lane * Traits::kPageRows; };
     bool bad = false;
     auto page_of = [&](int t) {
-      const int page = pages[min(first_key(t), seq.k_len - 1) / p.page_size];
-      const bool outside = page < 0 || page >= p.num_pages;
+      const int page = pages[min(first_key(t), seq.k_len - 1) / p.kv.page_size.divisor];
+      const bool outside = page < 0 || page >= p.kv.num_pages;
       bad |= outside;
       return outside ? 0 : page;
     };
@@ -240,7 +240,7 @@ __device__ __forceinline__ void load_kv_tiles(const PrefillSm90Params<Traits>& p
       const int next_page = has_box && t + 1 < blk.n_blocks ? page_of(t + 1) : 0;
       // Every page read; warp 0's lane 0 is the pipeline's leader, whose arrive below publishes the flag.
       if (t + 1 == blk.n_blocks && __any_sync(0xffffffffu, bad) && warp == 0 && lane == 0) *pages_bad = 1;
-      const int row_in_page = first_key(t) % p.page_size / Traits::kPageRows;
+      const int row_in_page = first_key(t) % p.kv.page_size.divisor / Traits::kPageRows;
       CUTE_UNROLL
       for (int c = 0; c < kKSlices; ++c) {
         load_box(issues_box, params.tma_k_pages,
@@ -609,7 +609,7 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kBlocksPerSm)
     // warps issue its K/V tiles through the ring. ----------------------------------------------------
     cutlass::arch::warpgroup_reg_dealloc<Traits::kProducerRegisters>();
     const int warp = threadIdx.x / 32;
-    const bool paged_boxes = p.block_table != nullptr && !params.page_tiles;  // 16-key boxes from four warps
+    const bool paged_boxes = p.kv.block_table != nullptr && !params.page_tiles;  // 16-key boxes from four warps
     if (warp != 0 && !paged_boxes) return;
     const int lane = threadIdx.x % 32;
     PipelineState write = cutlass::make_producer_start_state<Pipeline>();

@@ -30,8 +30,8 @@ cudaError_t launch_prefill_sm90(const PrefillParams& p, const LaunchConfig& conf
     return make_tensor(make_gmem_ptr(static_cast<const Element*>(data)), layout);
   };
   auto mQ = tensor(p.q, tma_token_view(p, TmaOperand::kQ, kHeadDim));
-  auto mK = tensor(p.k, tma_token_view(p, TmaOperand::kK, kHeadDim));
-  auto mV = tensor(p.v, tma_token_view(p, TmaOperand::kV, kHeadDim));
+  auto mK = tensor(p.kv.k.data, tma_token_view(p, TmaOperand::kK, kHeadDim));
+  auto mV = tensor(p.kv.v.data, tma_token_view(p, TmaOperand::kV, kHeadDim));
 
   PrefillSm90Params<Traits> params{};
   params.p = p;
@@ -57,14 +57,14 @@ cudaError_t launch_prefill_sm90(const PrefillParams& p, const LaunchConfig& conf
   params.shape_kv = mK.shape();
   // A paged cache as (page_size, D, Hkv, pages), read in 16-key boxes. Without one the descriptors
   // are encoded over one 16-token page of K and V and never used.
-  const bool paged = p.block_table != nullptr;
+  const bool paged = p.kv.block_table != nullptr;
   auto pages = [&](const void* data, TmaOperand which) {
     TmaView v = tma_page_view(p, which, kHeadDim);
     if (!paged) v.extent[0] = Traits::kPageRows, v.extent[3] = 1;  // never read
     return tensor(data, normalized(v));
   };
-  auto mKp = pages(p.k, TmaOperand::kK);
-  auto mVp = pages(p.v, TmaOperand::kV);
+  auto mKp = pages(p.kv.k.data, TmaOperand::kK);
+  auto mVp = pages(p.kv.v.data, TmaOperand::kV);
   params.tma_k_pages = make_tma_copy(SM90_TMA_LOAD{}, mKp, typename Traits::SmemLayoutKBox{},
                                      Shape<Int<Traits::kPageRows>, Int<Traits::kKSliceCols>>{}, _1{});
   params.tma_v_pages = make_tma_copy(SM90_TMA_LOAD{}, mVp, typename Traits::SmemLayoutVBox{},
@@ -72,7 +72,7 @@ cudaError_t launch_prefill_sm90(const PrefillParams& p, const LaunchConfig& conf
   params.shape_pages = mKp.shape();
   // Pages of a multiple of kBlockN keys: one box per K slice or V tile (no descriptor otherwise: never
   // used).
-  params.page_tiles = paged && p.page_size % Traits::kBlockN == 0;
+  params.page_tiles = paged && p.kv.page_size.divisor % Traits::kBlockN == 0;
   if (params.page_tiles) {
     params.tma_k_page_tiles =
         make_tma_copy(SM90_TMA_LOAD{}, mKp, take<0, 2>(typename Traits::SmemLayoutK{}), KSliceBox{}, _1{});

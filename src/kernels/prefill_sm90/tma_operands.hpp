@@ -54,9 +54,9 @@ inline TmaView tma_token_view(const PrefillParams& p, TmaOperand which, int head
   const bool varlen = is_q ? p.cu_seqlens_q != nullptr : p.cu_seqlens_k != nullptr;
   const int64_t tokens = is_q ? (varlen ? p.total_q : p.max_q_len) : (varlen ? p.total_k : p.max_kv_len);
   const int heads = is_q ? p.num_q_heads : p.num_kv_heads;
-  const int64_t token_stride = is_q ? p.q_token_stride : which == TmaOperand::kK ? p.k_token_stride : p.v_token_stride;
-  const int64_t head_stride = is_q ? p.q_head_stride : which == TmaOperand::kK ? p.k_head_stride : p.v_head_stride;
-  const int64_t batch_stride = is_q ? p.q_batch_stride : which == TmaOperand::kK ? p.k_batch_stride : p.v_batch_stride;
+  const int64_t token_stride = is_q ? p.q_token_stride : which == TmaOperand::kK ? p.kv.k.token_stride : p.kv.v.token_stride;
+  const int64_t head_stride = is_q ? p.q_head_stride : which == TmaOperand::kK ? p.kv.k.head_stride : p.kv.v.head_stride;
+  const int64_t batch_stride = is_q ? p.q_batch_stride : which == TmaOperand::kK ? p.kv.k.block_stride : p.kv.v.block_stride;
   TmaView v{};
   v.extent[0] = tokens, v.extent[1] = head_dim, v.extent[2] = heads, v.extent[3] = varlen ? 1 : p.batch;
   v.stride[0] = token_stride, v.stride[1] = 1, v.stride[2] = head_stride, v.stride[3] = varlen ? 0 : batch_stride;
@@ -70,9 +70,9 @@ inline TmaView tma_token_view(const PrefillParams& p, TmaOperand which, int head
 inline TmaView tma_page_view(const PrefillParams& p, TmaOperand which, int head_dim) {
   const bool is_k = which == TmaOperand::kK;
   TmaView v{};
-  v.extent[0] = p.page_size, v.extent[1] = head_dim, v.extent[2] = p.num_kv_heads, v.extent[3] = p.num_pages;
-  v.stride[0] = is_k ? p.k_token_stride : p.v_token_stride, v.stride[1] = 1;
-  v.stride[2] = is_k ? p.k_head_stride : p.v_head_stride, v.stride[3] = is_k ? p.k_batch_stride : p.v_batch_stride;
+  v.extent[0] = p.kv.page_size.divisor, v.extent[1] = head_dim, v.extent[2] = p.num_kv_heads, v.extent[3] = p.kv.num_pages;
+  v.stride[0] = is_k ? p.kv.k.token_stride : p.kv.v.token_stride, v.stride[1] = 1;
+  v.stride[2] = is_k ? p.kv.k.head_stride : p.kv.v.head_stride, v.stride[3] = is_k ? p.kv.k.block_stride : p.kv.v.block_stride;
   v.tensor_dim[0] = 1, v.tensor_dim[1] = -1, v.tensor_dim[2] = 2, v.tensor_dim[3] = 0;
   return normalized(v);
 }
