@@ -4,6 +4,7 @@
 
 #include <cstdint>
 
+#include "kernels/common/pdl.cuh"
 #include "kernels/mixed/mixed_route_params.hpp"
 
 namespace splitkv::detail {
@@ -12,6 +13,8 @@ namespace splitkv::detail {
 // decode row's q_b queries; all zeros for a sequence the prefill part serves).
 template <class Element>
 __global__ void __launch_bounds__(kMixedRouteThreads) mixed_split_kernel(const MixedRouteParams p) {
+  wait_for_prior_grids();  // launched with programmatic dependent launch: the inputs may be a kernel's before
+  allow_dependent_launch();
   const int b = blockIdx.x;
   const bool decode = mixed_decode_row(p, b);
   if (threadIdx.x == 0) {
@@ -37,6 +40,8 @@ __global__ void __launch_bounds__(kMixedRouteThreads) mixed_split_kernel(const M
 // call's rows. The prefill part wrote those rows first (as rows with no keys); this runs after it.
 template <class Element>
 __global__ void __launch_bounds__(kMixedRouteThreads) mixed_merge_kernel(const MixedRouteParams p) {
+  wait_for_prior_grids();
+  allow_dependent_launch();
   const int b = blockIdx.x;
   if (!mixed_decode_row(p, b)) return;
   const int D = p.head_dim, H = p.num_q_heads;
