@@ -73,9 +73,9 @@ function(splitkv_family)
       message(FATAL_ERROR "kernel family '${F_NAME}': ${required} is missing")
     endif()
   endforeach()
-  if(NOT F_KIND MATCHES "^(decode|prefill|combine|append|dequant|normalize)$")
-    message(FATAL_ERROR "kernel family '${F_NAME}': KIND ${F_KIND} is not decode, prefill, combine, append, dequant "
-                        "or normalize")
+  if(NOT F_KIND MATCHES "^(decode|prefill|combine|append|dequant|normalize|mixed)$")
+    message(FATAL_ERROR "kernel family '${F_NAME}': KIND ${F_KIND} is not decode, prefill, combine, append, dequant, "
+                        "normalize or mixed")
   endif()
   # The planner sizes attention work from the tile summary; the cache kernels have none.
   if(F_KIND MATCHES "^(decode|prefill|combine)$" AND NOT DEFINED F_TILE)

@@ -72,7 +72,7 @@ void print_usage() {
       "  --seed N                  random inputs\n"
       "  --json PATH               write results as JSON\n"
       "The planner's rules, each on by default (docs/TUNING.md), turned off by:\n");
-  for (const plan::TuningSwitch& t : plan::kTuningSwitches) std::printf("  %-25s %s\n", t.off_flag, t.help);
+  for (const plan::TuningSwitch& t : plan::kTuningSwitches) std::printf("  %-25s %s\n", t.flag, t.help);
   std::printf("Without a GPU, `splitkv bench` says so and runs the CPU backend on a small problem.\n");
 }
 
@@ -97,12 +97,12 @@ bool parse_args(int argc, char** argv, CliOptions* o, std::string* error) {
       {"--suite", &o->suite},     {"--backend", &o->backend}};
   for (int i = 2; i < argc; ++i) {
     const std::string arg = argv[i];
-    const plan::TuningSwitch* off = nullptr;
+    const plan::TuningSwitch* flipped = nullptr;
     for (const plan::TuningSwitch& t : plan::kTuningSwitches) {
-      if (arg == t.off_flag) off = &t;
+      if (arg == t.flag) flipped = &t;
     }
-    if (off != nullptr) {
-      o->tuning.*(off->field) = false;
+    if (flipped != nullptr) {
+      o->tuning.*(flipped->field) = !flipped->default_on;
     } else if (arg == "--sinks") {
       o->sinks = true;
     } else if (arg == "--tree") {

@@ -145,7 +145,7 @@ struct PrefillSpan {
 };
 
 Status prefill_call(const StepData& s, const PrefillSpan& span, KvFormat format, const DeviceInfo& device,
-                    const char* what, Call* c) {
+                    const char* what, Call* c, const PlanOptions& options = PlanOptions{}) {
   PrefillProblem p;
   p.batch = span.batch;
   p.num_q_heads = kHq;
@@ -159,7 +159,7 @@ Status prefill_call(const StepData& s, const PrefillSpan& span, KvFormat format,
   p.kv_format = format;
   p.kv_cache = true;
   p.page_size = kPage;
-  if (Status st = plan_prefill(p, device, PlanOptions{}, &c->plan); !st) return st;
+  if (Status st = plan_prefill(p, device, options, &c->plan); !st) return st;
   PrefillTensors t;
   t.q = TensorRef::contiguous(span.q, kDtype, {span.tokens, kHq, kD});
   t.out = TensorRef::contiguous(span.out, kDtype, {span.tokens, kHq, kD});
@@ -176,13 +176,16 @@ Status prefill_call(const StepData& s, const PrefillSpan& span, KvFormat format,
   return prepare(c);
 }
 
-// The whole step as one call: chunked prefill over the cache, every sequence varlen.
-Status mixed_call(const StepData& s, KvFormat format, const DeviceInfo& device, Call* c) {
+// The whole step as one call: chunked prefill over the cache, every sequence varlen; with `route`,
+// on the mixed route (PlanTuning::mixed_route: the short rows on the decode kernels beside it).
+Status mixed_call(const StepData& s, KvFormat format, const DeviceInfo& device, Call* c, bool route = false) {
   for (int b = 0; b < s.batch; ++b) c->flops += chunk_flops(s.q_lens[size_t(b)], s.kv_lens[size_t(b)]);
   const PrefillSpan span{s.batch, s.max_q, s.max_kv, s.total_q, s.q.get(), s.out.get(), s.cu_q.get(),
                          TensorRef::contiguous(s.seq_lens.get(), DType::kI32, {s.batch}),
                          TensorRef::contiguous(s.block_table.get(), DType::kI32, {s.batch, s.max_pages})};
-  return prefill_call(s, span, format, device, "mixed", c);
+  PlanOptions options;
+  options.tuning.mixed_route = route;
+  return prefill_call(s, span, format, device, route ? "mixed route" : "mixed", c, options);
 }
 
 // One group of sequences [first, first + g.count), its queries from token `token0`, as its own call:
@@ -327,6 +330,16 @@ int gpu_mixed_bench(const CliOptions& o) {
         continue;
       }
       report("mixed", &mixed, t, mixed.flops, 0);
+      Call routed;
+      if (Status st = mixed_call(s, format, device, &routed, true); !st) {
+        std::printf("  %s, mixed route: %s\n", mix.name, st.message().c_str());
+        results.fail();
+      } else if (Status st2 = time_calls({&routed}, o.iters, &t); !st2) {
+        std::printf("  %s, mixed route: %s\n", mix.name, st2.message().c_str());
+        results.fail();
+      } else {
+        report("mixed route", &routed, t, routed.flops, 0);
+      }
       std::vector<Call*> all;
       for (Call& c : parts) all.push_back(&c);
       if (Status st = time_calls(all, o.iters, &t); !st) {

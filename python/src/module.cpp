@@ -566,7 +566,7 @@ NB_MODULE(_splitkv, m) {
           .def_rw("page_size", &PrefillProblem::page_size, "kv_cache: 0 (contiguous) or the cache's page size");
 
   // PlanTuning: one attribute per switch of the options table (src/plan/plan_options_table.hpp).
-  auto tuning = nb::class_<PlanTuning>(m, "PlanTuning", "The planner's rule switches, each on by default (docs/TUNING.md)")
+  auto tuning = nb::class_<PlanTuning>(m, "PlanTuning", "The planner's rule switches: the measured ones on by default, mixed_route off (docs/TUNING.md)")
                     .def(nb::init<>());
   for (const plan::TuningSwitch& t : plan::kTuningSwitches) {
     const auto field = t.field;
@@ -638,6 +638,8 @@ NB_MODULE(_splitkv, m) {
           .def_prop_ro("work_units", &Plan::work_units)
           .def_prop_ro("packed_queries", &Plan::packed_queries)
           .def_prop_ro("decode_via_prefill", &Plan::decode_via_prefill)
+          .def_prop_ro("mixed_route", &Plan::mixed_route)
+          .def_prop_ro("mixed_decode_q", &Plan::mixed_decode_q)
           .def_prop_ro("grid", [](const Plan& p) { return nb::make_tuple(p.grid()[0], p.grid()[1], p.grid()[2]); })
           .def_prop_ro("workspace_bytes", &Plan::workspace_bytes)
           .def_prop_ro("note", &Plan::note)

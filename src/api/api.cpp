@@ -9,12 +9,14 @@
 #include "api/device_arch.hpp"
 #include "api/kv_view.hpp"
 #include "api/output_rows.hpp"
+#include "api/side_stream.hpp"
 #include "api/workspace_registry.hpp"
 #include "common/formats.hpp"
 #include "kernels/combine/atomic_normalize_params.hpp"
 #include "kernels/combine/combine_params.hpp"
 #include "kernels/common/attention_variants.hpp"
 #include "kernels/decode/decode_params.hpp"
+#include "kernels/mixed/mixed_route_params.hpp"
 #include "kernels/prefill/prefill_params.hpp"
 #include "kernels/prefill_sm90/tma_operands.hpp"
 #include "kernels/quant/dequant_kv_params.hpp"
@@ -602,6 +604,77 @@ Status prefill_over_staging(const Plan& plan, const PrefillTensors& t, void* wor
   return launch_prefill(inner, staged, base + st.total_bytes, stream, tree_mask);
 }
 
+// The mixed route (Plan::mixed_route, docs/MIXED_BATCH.md) over validated tensors: the split
+// kernel writes both parts' lengths and the decode rows' padded queries; the decode part runs on a
+// side stream beside the prefill part on the caller's; after the join the merge kernel copies the
+// decode rows' outputs into the call's rows (which the prefill part wrote as rows with no keys).
+Status run_mixed_route(const Plan& plan, const PrefillTensors& t, void* workspace, Stream stream) {
+  const PrefillProblem& pr = plan.prefill();
+  const Plan& decode = *plan.mixed_decode_plan();
+  const int decode_q = plan.mixed_decode_q();
+  const int64_t B = pr.batch, Hq = pr.num_q_heads, D = pr.head_dim;
+  char* base = static_cast<char*>(workspace);
+  char* scratch = base + plan.mixed_scratch_offset();
+  const plan::MixedScratch sc = plan::mixed_scratch(pr.batch, decode_q, pr.num_q_heads, pr.head_dim);
+  detail::Launcher launcher;
+  if (Status s = detail::find_launcher("mixed_route", pr.dtype, pr.head_dim, &launcher); !s) return s;
+
+  detail::MixedRouteParams m;
+  m.cu_seqlens_q = static_cast<const int32_t*>(t.cu_seqlens_q.data);
+  m.seq_lens = static_cast<const int32_t*>(t.seq_lens.data);
+  m.batch = pr.batch, m.num_q_heads = pr.num_q_heads, m.head_dim = pr.head_dim;
+  m.total_q = t.q.shape[0];
+  m.max_kv_len = pr.max_kv_len;
+  m.decode_q = decode_q;
+  m.q = t.q.data, m.q_token_stride = t.q.stride[0], m.q_head_stride = t.q.stride[1];
+  m.out = t.out.data, m.o_token_stride = t.out.stride[0], m.o_head_stride = t.out.stride[1];
+  if (!t.lse.empty()) {  // [Hq, total_q]
+    m.lse = static_cast<float*>(t.lse.data), m.lse_head_stride = t.lse.stride[0], m.lse_token_stride = t.lse.stride[1];
+  }
+  m.dec_q = scratch + sc.q_offset;
+  m.dec_out = scratch + sc.out_offset;
+  m.dec_lse = reinterpret_cast<const float*>(scratch + sc.lse_offset);
+  m.dec_seq_lens = reinterpret_cast<int32_t*>(scratch + sc.dec_lens_offset);
+  m.prefill_seq_lens = reinterpret_cast<int32_t*>(scratch + sc.prefill_lens_offset);
+  const int one[3] = {1, 1, 1};  // the launcher sets the grid (a block per sequence)
+  m.stage = detail::MixedRouteStage::kSplit;
+  if (Status s = detail::launch(launcher, &m, launch_config(stream, one), "mixed route split launch"); !s) return s;
+
+  // The decode part: the padded rows over the same cache, on the side stream.
+  detail::SideStream side;
+  if (Status s = detail::fork_side_stream(stream, &side); !s) return s;
+  DecodeTensors dt;
+  dt.q = TensorRef::contiguous(m.dec_q, pr.dtype, {B, decode_q, Hq, D});
+  dt.k = t.k, dt.v = t.v, dt.k_scales = t.k_scales, dt.v_scales = t.v_scales;
+  dt.block_table = t.block_table, dt.k_tail = t.k_tail, dt.tail_slots = t.tail_slots;
+  dt.seq_lens = TensorRef::contiguous(m.dec_seq_lens, DType::kI32, {B});
+  dt.out = TensorRef::contiguous(scratch + sc.out_offset, pr.dtype, {B, decode_q, Hq, D});
+  dt.lse = TensorRef::contiguous(scratch + sc.lse_offset, DType::kF32, {B, Hq, decode_q});
+  if (pr.sinks) dt.sinks = t.sinks;
+  if (Status s = run_decode(decode, dt, base + plan.mixed_decode_offset(), decode.workspace_bytes(), side.stream); !s) {
+    return s;
+  }
+
+  // The prefill part: every other sequence (the decode rows at length 0), on the caller's stream.
+  PrefillTensors pt = t;
+  pt.seq_lens = TensorRef::contiguous(m.prefill_seq_lens, DType::kI32, {B});
+  pt.seq_lens_host = nullptr;
+  pt.block_table_host = nullptr;
+  Plan prefill = plan;
+  detail::PlanFields& own = detail::PlanEditor::fields(prefill);
+  own.mixed_decode = nullptr;
+  own.mixed_decode_q = 0;
+  own.workspace_bytes = plan.mixed_decode_offset();  // its own part of the workspace, first
+  own.mixed_decode_offset = own.mixed_scratch_offset = 0;
+  own.seal = detail::plan_seal(prefill);
+  const Status ran = prefill.dequantized_cache() ? prefill_over_staging(prefill, pt, workspace, stream, TensorRef{})
+                                                 : launch_prefill(prefill, pt, workspace, stream, TensorRef{});
+  if (Status s = detail::join_side_stream(stream, side); !s) return s;
+  if (!ran) return ran;
+  m.stage = detail::MixedRouteStage::kMerge;
+  return detail::launch(launcher, &m, launch_config(stream, one), "mixed route merge launch");
+}
+
 Status run_prefill_with_tree(const Plan& plan, const PrefillTensors& t, void* workspace, size_t workspace_bytes,
                              Stream stream, const TensorRef& tree_mask) {
   if (plan.kind() != Plan::Kind::kPrefill) return Status::invalid("plan", "a prefill plan", "a decode plan");
@@ -618,6 +691,10 @@ Status run_prefill_with_tree(const Plan& plan, const PrefillTensors& t, void* wo
   }
   if (Status s = detail::validate_workspace(plan.workspace_bytes(), workspace, workspace_bytes); !s) return s;
   if (Status s = note_workspace_use(plan, workspace); !s) return s;
+  if (plan.mixed_route()) {
+    if (!tree_mask.empty()) return Status::unsupported("tree_mask", "not on a mixed-route plan");
+    return run_mixed_route(plan, t, workspace, stream);
+  }
   if (plan.dequantized_cache()) return prefill_over_staging(plan, t, workspace, stream, tree_mask);
   return launch_prefill(plan, t, workspace, stream, tree_mask);
 }

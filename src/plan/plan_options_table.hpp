@@ -37,12 +37,14 @@ inline bool merge_of(const std::string& name, Merge* merge) {
   return false;
 }
 
-// The on/off rules of PlanTuning (each on by default; the flag turns it off).
+// The on/off rules of PlanTuning (the measured ones on by default, the flag turning them off; the
+// rest off, the flag turning them on).
 struct TuningSwitch {
-  const char* name;      // the field's name: Python keyword and attribute
-  const char* off_flag;  // CLI flag that turns it off
+  const char* name;  // the field's name: Python keyword and attribute
+  const char* flag;  // CLI flag that flips it from its default
   bool PlanTuning::*field;
-  const char* help;      // what turning it off does
+  const char* help;  // what the flag does
+  bool default_on = true;
 };
 
 inline constexpr TuningSwitch kTuningSwitches[] = {
@@ -56,6 +58,8 @@ inline constexpr TuningSwitch kTuningSwitches[] = {
      "decode blocks prefetch nothing into L2 before their PDL wait"},
     {"even_placement", "--no-even-placement", &PlanTuning::even_placement,
      "one-wave decode grids keep the kernel's own shared memory size"},
+    {"mixed_route", "--mixed-route", &PlanTuning::mixed_route,
+     "a paged cache's varlen prefill serves its short rows on the decode kernels, side by side", false},
 };
 
 // The one integer switch: PlanTuning::l2_prefetch_keys (CLI --l2-prefetch-keys N, Python l2_prefetch_keys).

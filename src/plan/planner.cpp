@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -730,6 +731,60 @@ Status plan_decode_fields(const DecodeProblem& problem, const DeviceInfo& device
   return Status::success();
 }
 
+// PlanTuning::mixed_route (docs/MIXED_BATCH.md): a serving step's varlen batch over a paged cache
+// serves its sequences of at most kMixedDecodeRows packed rows per KV head on the decode kernels
+// (a decode plan for the step's bounds: every sequence may be such a row, at the longest length),
+// beside the prefill plan's kernels for the rest. A persistent prefill grid leaves a share of the
+// SMs to the decode blocks. Where the route does not apply, the plan says why and runs as before.
+constexpr int kMixedDecodeRows = 16;     // the 16-row decode tile
+constexpr int kMixedDecodeSmShare = 4;   // 1 / 4 of the SMs kept from a persistent prefill grid
+
+void plan_mixed_route(const PrefillProblem& problem, const DeviceInfo& device, const PlanOptions& options,
+                      detail::PlanFields* p) {
+  if (!options.tuning.mixed_route) return;
+  const char* why = nullptr;
+  if (!problem.kv_cache || !problem.varlen || problem.page_size == 0) {
+    why = "it serves varlen queries over a paged decode cache";
+  } else if (device.cc_major < 9) {
+    why = "it runs on sm_90";
+  } else if (p->strategy == Strategy::kTwoPass || p->strategy == Strategy::kSplitV || p->stream_k) {
+    why = "it runs beside the one-pass kernels without a stream-K tail";
+  }
+  DecodeProblem d;
+  Plan decode;
+  const int group = problem.num_q_heads / problem.num_kv_heads;
+  const int decode_q = std::max(1, kMixedDecodeRows / group);
+  if (why == nullptr) {
+    d.batch = problem.batch, d.num_q_heads = problem.num_q_heads, d.num_kv_heads = problem.num_kv_heads;
+    d.head_dim = problem.head_dim, d.q_len = decode_q, d.max_kv_len = problem.max_kv_len;
+    d.page_size = problem.page_size, d.causal = problem.causal, d.dtype = problem.dtype;
+    d.kv_format = problem.kv_format, d.softmax_scale = problem.softmax_scale;
+    d.window_left = problem.window_left, d.window_right = problem.window_right, d.softcap = problem.softcap;
+    d.sinks = problem.sinks;
+    PlanOptions o;
+    o.tuning = options.tuning;
+    o.tuning.prefill_route = false;  // the decode part is the decode kernels' by definition
+    if (!plan_decode(d, device, o, &decode).ok() || decode.decode_via_prefill()) {
+      why = "the decode kernels do not serve this problem's rows";
+    }
+  }
+  if (why != nullptr) {
+    p->note += std::string("; mixed route not taken: ") + why;
+    return;
+  }
+  p->mixed_decode = std::make_shared<const Plan>(decode);
+  p->mixed_decode_q = decode_q;
+  p->mixed_decode_offset = plan::align_up(p->workspace_bytes);
+  p->mixed_scratch_offset = p->mixed_decode_offset + plan::align_up(decode.workspace_bytes());
+  p->workspace_bytes = p->mixed_scratch_offset +
+                       plan::mixed_scratch(problem.batch, decode_q, problem.num_q_heads, problem.head_dim).total_bytes;
+  if (p->persistent_blocks > 0) {
+    p->persistent_blocks = std::max(1, device.sm_count - device.sm_count / kMixedDecodeSmShare);
+  }
+  p->note += "; mixed route: sequences of 1-" + std::to_string(decode_q) + " queries on " + decode.family() + " (" +
+             std::to_string(decode.num_splits()) + " splits) beside the prefill tiles";
+}
+
 Status plan_prefill_fields(const PrefillProblem& problem, const DeviceInfo& device, const PlanOptions& options,
                            Plan* plan) {
   if (plan == nullptr) return Status::invalid("plan", "a non-null pointer", "nullptr");
@@ -818,6 +873,7 @@ Status plan_prefill_fields(const PrefillProblem& problem, const DeviceInfo& devi
   if (tile.persistent && options.tuning.persistent_prefill) {
     if (Status s = plan_persistent_grid(problem, device, options, &p); !s) return s;
   }
+  plan_mixed_route(problem, device, options, &p);
   detail::PlanEditor::fields(*plan) = p;
   return Status::success();
 }

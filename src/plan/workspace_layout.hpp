@@ -116,4 +116,24 @@ inline KvStaging kv_staging(int batch, int max_kv_len, int num_kv_heads, int hea
   return w;
 }
 
+// The mixed route's scratch (PlanFields::mixed_scratch_offset): the decode part's padded queries and
+// outputs [batch, decode_q, Hq, D] (16-bit), its LSEs fp32 [batch, Hq, decode_q], and both parts'
+// lengths int32 [batch].
+struct MixedScratch {
+  size_t q_offset = 0, out_offset = 0, lse_offset = 0, dec_lens_offset = 0, prefill_lens_offset = 0;
+  size_t total_bytes = 0;
+};
+
+inline MixedScratch mixed_scratch(int batch, int decode_q, int num_q_heads, int head_dim) {
+  MixedScratch w;
+  const size_t rows = size_t(batch) * size_t(decode_q) * size_t(num_q_heads);
+  const size_t side = align_up(rows * size_t(head_dim) * 2);
+  w.out_offset = side;
+  w.lse_offset = 2 * side;
+  w.dec_lens_offset = w.lse_offset + align_up(rows * sizeof(float));
+  w.prefill_lens_offset = w.dec_lens_offset + align_up(size_t(batch) * sizeof(int32_t));
+  w.total_bytes = w.prefill_lens_offset + align_up(size_t(batch) * sizeof(int32_t));
+  return w;
+}
+
 }  // namespace splitkv::plan

@@ -156,3 +156,7 @@ splitkv_family(NAME dequant_kv KIND dequant ARCH sm80 STRATEGIES PRIORITY -1 EVE
 # Normalizes the atomic merge's accumulated rows into the output (PlanOptions::merge = kAtomic).
 splitkv_family(NAME atomic_normalize KIND normalize ARCH sm80 STRATEGIES PRIORITY -1 EVERY_BUILD
   HEAD_DIMS 64 128 256 DTYPES fp16 bf16 KV_FORMATS native TEMPLATE combine/atomic_normalize)
+# The mixed route's split and merge copies around a serving step's decode and prefill parts
+# (PlanTuning::mixed_route, docs/MIXED_BATCH.md).
+splitkv_family(NAME mixed_route KIND mixed ARCH sm80 STRATEGIES PRIORITY -1 EVERY_BUILD
+  HEAD_DIMS 64 128 256 DTYPES fp16 bf16 KV_FORMATS native TEMPLATE mixed/mixed_route)

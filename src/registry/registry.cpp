@@ -48,6 +48,7 @@ const char* to_string(Kind kind) {
     case Kind::kAppend: return "append";
     case Kind::kDequant: return "dequant";
     case Kind::kNormalize: return "normalize";
+    case Kind::kMixed: return "mixed";
   }
   return "unknown";
 }

@@ -17,7 +17,7 @@ namespace splitkv::registry {
 
 // Attention work the planner chooses among (decode, prefill) or runs after it (combine), and the
 // cache kernels host code launches by name (append, dequant, normalize: no tile summary).
-enum class Kind { kDecode, kPrefill, kCombine, kAppend, kDequant, kNormalize };
+enum class Kind { kDecode, kPrefill, kCombine, kAppend, kDequant, kNormalize, kMixed };
 enum class Arch {
   kSm80,   // mma.sync/cp.async: compiled for every target, runs on sm_80 and later
   kSm90a,  // wgmma/TMA/setmaxnreg: compiled only for sm_90a, runs only on compute capability 9.0

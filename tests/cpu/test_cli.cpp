@@ -189,13 +189,14 @@ TEST(Cli, MergeNamesAndTuningSwitchesComeFromTheOptionsTable) {
   EXPECT_NE(error.find("combine-kernel"), std::string::npos) << error;
   for (const plan::TuningSwitch& t : plan::kTuningSwitches) {
     CliOptions o;
-    ASSERT_TRUE(parse({"plan", t.off_flag}, &o, &error)) << error;
+    ASSERT_TRUE(parse({"plan", t.flag}, &o, &error)) << error;
     PlanOptions po;
     ASSERT_TRUE(to_plan_options(o, &po).ok());
-    EXPECT_FALSE(po.tuning.*(t.field)) << t.off_flag;
-    int off = 0;
-    for (const plan::TuningSwitch& u : plan::kTuningSwitches) off += !(po.tuning.*(u.field));
-    EXPECT_EQ(off, 1) << t.off_flag << " turned off another switch too";
+    EXPECT_EQ(po.tuning.*(t.field), !t.default_on) << t.flag;
+    EXPECT_EQ(PlanTuning{}.*(t.field), t.default_on) << t.flag << ": the table's default is not PlanTuning's";
+    int flipped = 0;
+    for (const plan::TuningSwitch& u : plan::kTuningSwitches) flipped += po.tuning.*(u.field) != u.default_on;
+    EXPECT_EQ(flipped, 1) << t.flag << " flipped another switch too";
   }
   CliOptions keys;
   ASSERT_TRUE(parse({"plan", plan::kL2PrefetchKeysFlag, "48"}, &keys, &error)) << error;

@@ -73,3 +73,8 @@ def test_mixed_step_against_its_separate_calls():
                        "cudnn": {"us": 900.0, "mask": "explicit_additive", "dense_us": 400.0}}]}
     rows, _, lines, _ = merge_results.merge_mixed(ours, peers)
     assert rows[0]["cudnn_parts_us"] == 600.0 and "| 600.0 | 1.25 |" in lines[0]
+    # The mixed route: its own time and gain against the same separate calls, judged on its own.
+    ours["rows"].append(row("mixed route", 400.0, "prefill_sm90_gqa"))
+    rows, header, lines, _ = merge_results.merge_mixed(ours)
+    assert rows[-1]["x_separate"] == 1.25 and rows[-1]["targets"] == ">=1.15x met"
+    assert "| 400.0 | 1.25 | >=1.15x met |" in lines[0] and "mixed route µs" in header

@@ -1,0 +1,85 @@
+// The mixed route's plan and its row rule on the host (docs/MIXED_BATCH.md): which problems take
+// it, the decode part's plan, the workspace's layout and the persistent grid's cap; which
+// sequences are decode rows (mixed_decode_row, the same function the split and merge kernels run).
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "kernels/mixed/mixed_route_params.hpp"
+#include "plan/workspace_layout.hpp"
+#include "splitkv/splitkv.hpp"
+
+namespace splitkv {
+namespace {
+
+// A serving step's bounds: 256 sequences, 4096 query tokens, 32k keys, a paged bf16 cache.
+PrefillProblem step() {
+  PrefillProblem p;
+  p.batch = 256, p.num_q_heads = 32, p.num_kv_heads = 8, p.head_dim = 128;
+  p.max_q_len = 4096, p.max_kv_len = 32768;
+  p.varlen = true, p.causal = true, p.kv_cache = true, p.page_size = 16;
+  return p;
+}
+
+PlanOptions mixed() {
+  PlanOptions o;
+  o.tuning.mixed_route = true;
+  return o;
+}
+
+TEST(MixedRoute, OffByDefaultOnWhenAskedForAPagedVarlenCache) {
+  Plan plain, routed;
+  ASSERT_TRUE(plan_prefill(step(), DeviceInfo::h200(), {}, &plain).ok());
+  EXPECT_FALSE(plain.mixed_route());
+  ASSERT_TRUE(plan_prefill(step(), DeviceInfo::h200(), mixed(), &routed).ok());
+  if (!routed.mixed_route()) GTEST_SKIP() << "this build lacks the decode part's family: " << describe(routed);
+  const Plan& decode = *routed.mixed_decode_plan();
+  EXPECT_EQ(routed.mixed_decode_q(), 4);  // 16 packed rows / a group of 4
+  EXPECT_EQ(decode.decode().q_len, 4);
+  EXPECT_EQ(decode.decode().batch, 256);
+  EXPECT_EQ(decode.decode().max_kv_len, 32768);
+  EXPECT_FALSE(decode.decode_via_prefill());
+  EXPECT_EQ(routed.family(), plain.family());
+  // The workspace: the prefill's own, then the decode plan's, then the scratch.
+  EXPECT_GE(routed.mixed_decode_offset(), plain.workspace_bytes());
+  EXPECT_GE(routed.mixed_scratch_offset(), routed.mixed_decode_offset() + decode.workspace_bytes());
+  EXPECT_EQ(routed.workspace_bytes(),
+            routed.mixed_scratch_offset() + plan::mixed_scratch(256, 4, 32, 128).total_bytes);
+  if (plain.persistent_blocks() > 0) EXPECT_LT(routed.persistent_blocks(), plain.persistent_blocks());
+  EXPECT_NE(describe(routed).find("mixed route"), std::string::npos) << describe(routed);
+  EXPECT_NE(routed.seal(), plain.seal());
+}
+
+TEST(MixedRoute, NotTakenWhereItDoesNotApplyAndSaysWhy) {
+  PrefillProblem contiguous = step();
+  contiguous.page_size = 0;
+  PrefillProblem padded = step();
+  padded.varlen = false;
+  DeviceInfo a100 = DeviceInfo::h200();
+  a100.cc_major = 8;
+  for (const auto& [p, device] : {std::pair{contiguous, DeviceInfo::h200()}, std::pair{padded, DeviceInfo::h200()},
+                                  std::pair{step(), a100}}) {
+    Plan plan;
+    ASSERT_TRUE(plan_prefill(p, device, mixed(), &plan).ok());
+    EXPECT_FALSE(plan.mixed_route()) << describe(plan);
+    EXPECT_NE(plan.note().find("mixed route not taken"), std::string::npos) << plan.note();
+  }
+}
+
+TEST(MixedRoute, DecodeRowsAreShortSequencesWithValidLengths) {
+  //                        q:  1  4  5  0  2  3   1   1
+  const std::vector<int32_t> cu = {0, 1, 5, 10, 10, 12, 15, 16, 17};
+  const std::vector<int32_t> lens = {9, 4, 50, 7, 1, 3, 2000, -1};
+  detail::MixedRouteParams p;
+  p.cu_seqlens_q = cu.data();
+  p.seq_lens = lens.data();
+  p.batch = 8, p.total_q = 17, p.max_kv_len = 1000, p.decode_q = 4;
+  const bool expected[] = {true, true, false, false, false, true, false, false};
+  for (int b = 0; b < 8; ++b) EXPECT_EQ(detail::mixed_decode_row(p, b), expected[b]) << "sequence " << b;
+  p.total_q = 16;  // the last sequence's query lies past the q tensor
+  EXPECT_FALSE(detail::mixed_decode_row(p, 7));
+}
+
+}  // namespace
+}  // namespace splitkv

@@ -1,0 +1,111 @@
+// The mixed route (PlanTuning::mixed_route, docs/MIXED_BATCH.md) on the GPU: a serving step's
+// varlen batch over a paged cache with decode rows (1-4 queries), speculative rows, chunks longer
+// than a tile, an empty sequence and rows over fewer keys than queries, served by the decode kernels
+// beside the chunked-prefill kernels in one call; against the fp64 reference with outputs and
+// workspace poisoned, the same bits on a rerun, and a CUDA graph captured once and replayed with
+// new lengths.
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "gpu_test_util.hpp"
+#include "testing/chunk_case.hpp"
+
+namespace splitkv {
+namespace {
+
+using testing::ChunkCase;
+using testing::DeviceBuffer;
+
+struct MixShape {
+  const char* name;
+  int page_size;
+  KvFormat kv_format;
+  std::vector<int> seq_lens, chunks;
+  int window_left = -1;
+};
+
+ChunkCase make_mix(const MixShape& s) {
+  testing::ChunkCaseSpec spec;
+  DecodeProblem& d = spec.cache;
+  d.batch = static_cast<int>(s.seq_lens.size());
+  d.num_q_heads = 32;
+  d.num_kv_heads = 8;
+  d.head_dim = 128;
+  d.max_kv_len = *std::max_element(s.seq_lens.begin(), s.seq_lens.end());
+  d.page_size = s.page_size;
+  d.dtype = DType::kBF16;
+  d.kv_format = s.kv_format;
+  spec.seq_lens = s.seq_lens;
+  spec.chunks = s.chunks;
+  ChunkCase c = testing::make_chunk_case(spec);
+  c.problem.window_left = s.window_left;
+  if (s.window_left >= 0) c.problem.window_right = 0;
+  return c;
+}
+
+Status plan_mix(const ChunkCase& c, Plan* plan) {
+  PlanOptions o;
+  o.tuning.mixed_route = true;
+  return plan_prefill(c.problem, gpu_test::device(), o, plan);
+}
+
+// Decode rows of 1-4 queries (group 4: 16 packed rows), a speculative row of 3, chunks of 300 and
+// 64 queries, an empty sequence, and a sequence of 2 queries over 1 key (its first row sees nothing).
+const MixShape kMixes[] = {
+    {"bf16_paged16", 16, KvFormat::kNative, {3000, 500, 2348, 64, 1, 7000, 900, 20, 1}, {1, 4, 300, 64, 1, 3, 0, 2, 2}},
+    {"bf16_paged64_window", 64, KvFormat::kNative, {3000, 500, 2348, 640, 7000}, {1, 4, 300, 64, 2}, 256},
+    {"fp8_paged16", 16, KvFormat::kFP8E4M3, {3000, 500, 2348, 64, 7000, 33}, {1, 4, 300, 64, 3, 1}},
+    {"int4_paged32", 32, KvFormat::kInt4, {2000, 4096, 1500, 77}, {2, 1, 200, 4}},
+};
+
+class MixedRouteVsReference : public ::testing::TestWithParam<MixShape> {};
+
+TEST_P(MixedRouteVsReference, MatchesFp64ReferenceAndReplays) {
+  const MixShape& s = GetParam();
+  SPLITKV_REQUIRE_GPU(DType::kBF16, 128);
+  if (gpu_test::device().cc_major < 9) GTEST_SKIP() << "the mixed route runs on sm_90";
+  ChunkCase c = make_mix(s);
+  Plan plan;
+  const Status planned = plan_mix(c, &plan);
+  ASSERT_TRUE(planned.ok()) << planned.message();
+  ASSERT_TRUE(plan.mixed_route()) << describe(plan);
+  SPLITKV_REQUIRE_PLAN_COMPILED(plan);
+  if (!gpu_test::plan_compiled(*plan.mixed_decode_plan())) GTEST_SKIP() << "decode part not compiled";
+  testing::DeviceChunkCase dev(c);
+  DeviceBuffer workspace = gpu_test::poisoned_workspace(plan.workspace_bytes());
+  ASSERT_TRUE(run_prefill(plan, dev.tensors, workspace.get(), workspace.bytes(), nullptr).ok());
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  dev.download_outputs(c);
+  const testing::Comparison cmp = testing::check_chunk(c);
+  EXPECT_TRUE(cmp.passed) << s.name << ": " << cmp.summary() << "\n" << describe(plan);
+  const std::vector<uint16_t> eager = c.out;
+
+  // The same call captured once: its replay gives the eager bits, and a replay with shorter
+  // lengths (decode rows and chunks alike; a decode row under its query count) the reference.
+  gpu_test::CapturedCall graph([&](cudaStream_t stream) {
+    return run_prefill(plan, dev.tensors, workspace.get(), workspace.bytes(), stream);
+  });
+  ASSERT_TRUE(graph.ok()) << graph.error();
+  testing::poison_outputs(c);
+  dev.upload_outputs(c);
+  ASSERT_EQ(graph.replay(), cudaSuccess);
+  dev.download_outputs(c);
+  EXPECT_EQ(c.out, eager) << s.name << ": the replay differs from the eager call";
+  std::vector<int32_t> shorter(c.cache.seq_lens.begin(), c.cache.seq_lens.end());
+  for (size_t b = 0; b < shorter.size(); ++b) shorter[b] = std::max<int32_t>(shorter[b] * 2 / 3, b == 1 ? 2 : 0);
+  std::copy(shorter.begin(), shorter.end(), c.cache.seq_lens.begin());
+  dev.cache.upload_seq_lens(shorter);
+  testing::poison_outputs(c);
+  dev.upload_outputs(c);
+  ASSERT_EQ(graph.replay(), cudaSuccess);
+  dev.download_outputs(c);
+  const testing::Comparison replayed = testing::check_chunk(c);
+  EXPECT_TRUE(replayed.passed) << s.name << " replayed with shorter lengths: " << replayed.summary();
+}
+
+INSTANTIATE_TEST_SUITE_P(Mixes, MixedRouteVsReference, ::testing::ValuesIn(kMixes),
+                         [](const ::testing::TestParamInfo<MixShape>& info) { return std::string(info.param.name); });
+
+}  // namespace
+}  // namespace splitkv
