@@ -17,9 +17,10 @@ TEST(Registry, FamiliesAreUniqueAndDescribeTheirTiles) {
     EXPECT_TRUE(names.insert(f.name).second) << "duplicate family " << f.name;
     ASSERT_GT(f.num_head_dims, 0) << f.name;
     EXPECT_NE(f.dtypes, 0u) << f.name;
-    // The cache kernels (append, dequant, normalize) have no tile summary; attention families must.
+    // The cache and copy kernels (append, dequant, normalize, the mixed route's) have no tile
+    // summary; attention families must.
     const bool cache_kernel = f.kind == registry::Kind::kAppend || f.kind == registry::Kind::kDequant ||
-                              f.kind == registry::Kind::kNormalize;
+                              f.kind == registry::Kind::kNormalize || f.kind == registry::Kind::kMixed;
     EXPECT_EQ(f.tile == nullptr, cache_kernel) << f.name;
     if (cache_kernel) {
       EXPECT_LT(f.priority, 0) << f.name << ": never chosen by the planner";
