@@ -521,18 +521,18 @@ Status launch_prefill(const Plan& plan, const PrefillTensors& t, void* workspace
                         /*caller_partials=*/false, pr.sinks ? t.sinks : TensorRef{});
 }
 
-// One side of a quantized cache as the dequantization kernel reads it. Element strides become
-// bytes (validation made INT4 strides, in nibbles, even).
+// One side of a quantized cache as the dequantization kernel reads it: byte strides, as the decode
+// kernels' view has them (detail::cache_side).
 detail::DequantSide dequant_side(const TensorRef& cache, const TensorRef& scales) {
   detail::DequantSide s;
-  const int bits = detail::element_traits(cache.dtype).bits;
   s.codes = cache.dtype == DType::kFP8E4M3 ? detail::StoredCodes::kFp8
             : cache.dtype == DType::kI4    ? detail::StoredCodes::kInt4
                                            : detail::StoredCodes::kInt8;
-  s.cache = static_cast<const char*>(cache.data);
-  s.block_stride = cache.stride[0] * bits / 8;
-  s.slot_stride = cache.stride[1] * bits / 8;
-  s.head_stride = cache.stride[2] * bits / 8;
+  const detail::KvSide side = detail::cache_side(cache, /*bytes=*/true);
+  s.cache = static_cast<const char*>(side.data);
+  s.block_stride = side.block_stride;
+  s.slot_stride = side.token_stride;
+  s.head_stride = side.head_stride;
   if (s.codes == detail::StoredCodes::kFp8) {
     s.fp8_scales = static_cast<const float*>(scales.data);
     s.fp8_scale_stride = scales.stride[0];

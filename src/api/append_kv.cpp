@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "api/device_arch.hpp"
+#include "api/kv_view.hpp"
 #include "validate/tensor_checks.hpp"
 #include "common/formats.hpp"
 #include "kernels/quant/append_kv_params.hpp"
@@ -137,7 +138,6 @@ Status validate_tensors(const AppendKvProblem& p, const AppendKvTensors& t) {
 
 AppendSideParams side_params(const TensorRef& src, const TensorRef& cache, const TensorRef& scales) {
   AppendSideParams s;
-  const int bits = detail::element_traits(cache.dtype).bits;
   switch (cache.dtype) {
     case DType::kFP8E4M3: s.format = AppendRowFormat::kFp8; break;
     case DType::kI8: s.format = AppendRowFormat::kInt8; break;
@@ -147,11 +147,13 @@ AppendSideParams side_params(const TensorRef& src, const TensorRef& cache, const
   s.src = src.data;
   s.src_token_stride = src.stride[0];
   s.src_head_stride = src.stride[1];
-  // Element strides to bytes: validation made them 16-byte multiples, so INT4 nibbles divide evenly.
+  // Byte strides, as the decode kernels' view has them (validation made them 16-byte multiples, so
+  // INT4 nibbles divide evenly).
+  const detail::KvSide side = detail::cache_side(cache, /*bytes=*/true);
   s.cache = static_cast<char*>(cache.data);
-  s.cache_block_stride = cache.stride[0] * bits / 8;
-  s.cache_slot_stride = cache.stride[1] * bits / 8;
-  s.cache_head_stride = cache.stride[2] * bits / 8;
+  s.cache_block_stride = side.block_stride;
+  s.cache_slot_stride = side.token_stride;
+  s.cache_head_stride = side.head_stride;
   if (s.format == AppendRowFormat::kFp8) {
     s.fp8_scales = static_cast<const float*>(scales.data);
     s.fp8_scale_stride = scales.stride[0];
