@@ -241,7 +241,8 @@ TEST(DecodeVariantsGpu, TheChunkedPrefillRouteServesThem) {
                      "int4_kc q_len 4 window 128 sinks", ""},
            RouteCase{with(B(3, 32, 8, 2000).queries(8, true).paged(16).lens({2000, 40, 0}), Variants{0.f, -1, -1, true}),
                      "bf16 paged 16 q_len 8 sinks", "prefill_sm90_gqa64"},
-           RouteCase{with(B(2, 16, 16, 1200).queries(3, true).lens({1200, 33}), Variants{0.f, -1, -1, true}),
+           // q_scale 1: a softmax whose LSE is near the sinks' logits, so that they weigh.
+           RouteCase{with(B(2, 16, 16, 1200).queries(3, true).lens({1200, 33}), Variants{0.f, -1, -1, true}, 1.f),
                      "bf16 q_len 3 MHA sinks", "prefill_mma"}}) {
     const std::string what = std::string(k.what) + (*k.family ? std::string(" on ") + k.family : "");
     testing::DecodeCase c = testing::make_decode_case(k.spec);
