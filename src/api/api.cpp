@@ -644,9 +644,8 @@ Status run_mixed_route(const Plan& plan, const PrefillTensors& t, void* workspac
   detail::SideStream side;
   if (Status s = detail::fork_side_stream(stream, &side); !s) return s;
   DecodeTensors dt;
+  detail::bind_prefill_cache(t, &dt);
   dt.q = TensorRef::contiguous(m.dec_q, pr.dtype, {B, decode_q, Hq, D});
-  dt.k = t.k, dt.v = t.v, dt.k_scales = t.k_scales, dt.v_scales = t.v_scales;
-  dt.block_table = t.block_table, dt.k_tail = t.k_tail, dt.tail_slots = t.tail_slots;
   dt.seq_lens = TensorRef::contiguous(m.dec_seq_lens, DType::kI32, {B});
   dt.out = TensorRef::contiguous(scratch + sc.out_offset, pr.dtype, {B, decode_q, Hq, D});
   dt.lse = TensorRef::contiguous(scratch + sc.lse_offset, DType::kF32, {B, Hq, decode_q});

@@ -69,4 +69,24 @@ PrefillProblem as_chunked_prefill(const DecodeProblem& d) {
   return p;
 }
 
+DecodeProblem as_decode_rows(const PrefillProblem& p, int q_len) {
+  DecodeProblem d;
+  d.batch = p.batch;
+  d.num_q_heads = p.num_q_heads;
+  d.num_kv_heads = p.num_kv_heads;
+  d.head_dim = p.head_dim;
+  d.q_len = q_len;
+  d.max_kv_len = p.max_kv_len;
+  d.causal = p.causal;
+  d.dtype = p.dtype;
+  d.kv_format = p.kv_format;
+  d.softmax_scale = p.softmax_scale;
+  d.page_size = p.page_size;
+  d.window_left = p.window_left;
+  d.window_right = p.window_right;
+  d.softcap = p.softcap;
+  d.sinks = p.sinks;
+  return d;
+}
+
 }  // namespace splitkv::plan

@@ -56,6 +56,10 @@ PrefillGeometry prefill_geometry(const PrefillProblem& problem, int block_m, int
 // [0, seq_len - q_len + i]) is the chunk's bottom-right one (Plan::decode_via_prefill).
 PrefillProblem as_chunked_prefill(const DecodeProblem& d);
 
+// The other way (the mixed route's decode part): a chunked prefill over a cache as decode rows of
+// q_len queries per sequence over the same cache, bounds and attention variants.
+DecodeProblem as_decode_rows(const PrefillProblem& p, int q_len);
+
 // The most keys a sequence's splits cut (split_span_from): max_kv_len, or with a left window the
 // window of the first query plus the q_len - 1 after it and the block rounding (docs/VARIANTS.md).
 int decode_split_keys(const DecodeProblem& problem, int block_keys);

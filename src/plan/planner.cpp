@@ -750,17 +750,11 @@ void plan_mixed_route(const PrefillProblem& problem, const DeviceInfo& device, c
   } else if (p->strategy == Strategy::kTwoPass || p->strategy == Strategy::kSplitV || p->stream_k) {
     why = "it runs beside the one-pass kernels without a stream-K tail";
   }
-  DecodeProblem d;
   Plan decode;
   const int group = problem.num_q_heads / problem.num_kv_heads;
   const int decode_q = std::max(1, kMixedDecodeRows / group);
   if (why == nullptr) {
-    d.batch = problem.batch, d.num_q_heads = problem.num_q_heads, d.num_kv_heads = problem.num_kv_heads;
-    d.head_dim = problem.head_dim, d.q_len = decode_q, d.max_kv_len = problem.max_kv_len;
-    d.page_size = problem.page_size, d.causal = problem.causal, d.dtype = problem.dtype;
-    d.kv_format = problem.kv_format, d.softmax_scale = problem.softmax_scale;
-    d.window_left = problem.window_left, d.window_right = problem.window_right, d.softcap = problem.softcap;
-    d.sinks = problem.sinks;
+    const DecodeProblem d = plan::as_decode_rows(problem, decode_q);
     PlanOptions o;
     o.tuning = options.tuning;
     o.tuning.prefill_route = false;  // the decode part is the decode kernels' by definition

@@ -2,13 +2,7 @@
 // from mixed_route.cu.in for the registry's mixed_route family.
 #pragma once
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-
-#include <type_traits>
-
-#include <cutlass/numeric_types.h>
-
+#include "kernels/launch/cuda_element.cuh"
 #include "kernels/launch/launch_kernel.cuh"
 #include "kernels/mixed/mixed_route_kernel.cuh"
 #include "kernels/mixed/mixed_route_params.hpp"
@@ -18,7 +12,7 @@ namespace splitkv::detail {
 // The grid: one block per sequence.
 template <class Element>
 cudaError_t launch_mixed_route(const MixedRouteParams& params, const LaunchConfig& config) {
-  using T = std::conditional_t<std::is_same_v<Element, cutlass::half_t>, __half, __nv_bfloat16>;
+  using T = CudaElement<Element>;
   LaunchConfig c = config;
   c.grid[0] = static_cast<unsigned>(params.batch);
   c.grid[1] = c.grid[2] = 1;

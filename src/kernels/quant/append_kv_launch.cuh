@@ -3,13 +3,7 @@
 // (append_kv.cu.in); run_append_kv finds it by name.
 #pragma once
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-
-#include <type_traits>
-
-#include <cutlass/numeric_types.h>
-
+#include "kernels/launch/cuda_element.cuh"
 #include "kernels/launch/launch_kernel.cuh"
 #include "kernels/quant/append_kc_groups_kernel.cuh"
 #include "kernels/quant/append_kv_kernel.cuh"
@@ -20,7 +14,7 @@ namespace splitkv::detail {
 // config.grid[0]: the row kernel's blocks (kAppendWarpsPerBlock rows each).
 template <class Element, int kHeadDim>
 cudaError_t launch_append_kv(const AppendKvParams& p, const LaunchConfig& config) {
-  using In = std::conditional_t<std::is_same_v<Element, cutlass::half_t>, __half, __nv_bfloat16>;
+  using In = CudaElement<Element>;
   if (p.kc.enabled) {  // phase 1 (complete groups) before phase 2 (the ring), in stream order
     LaunchConfig groups = config;
     groups.grid[0] = static_cast<unsigned>(p.num_tokens * p.num_kv_heads);

@@ -3,14 +3,9 @@
 // prefill finds one as it finds any family's). Instantiated from dequant_kv.cu.in.
 #pragma once
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-
 #include <algorithm>
-#include <type_traits>
 
-#include <cutlass/numeric_types.h>
-
+#include "kernels/launch/cuda_element.cuh"
 #include "kernels/launch/launch_kernel.cuh"
 #include "kernels/quant/dequant_kv_kernel.cuh"
 #include "kernels/quant/dequant_kv_params.hpp"
@@ -20,7 +15,7 @@ namespace splitkv::detail {
 // The grid is the kernel's own: (batch, token chunks).
 template <class Element>
 cudaError_t launch_dequantize_kv(const DequantKvParams& params, const LaunchConfig& config) {
-  using Out = std::conditional_t<std::is_same_v<Element, cutlass::half_t>, __half, __nv_bfloat16>;
+  using Out = CudaElement<Element>;
   LaunchConfig c = config;
   const int64_t chunks = (std::max(params.max_kv_len, 1) + kDequantTokensPerBlock - 1) / kDequantTokensPerBlock;
   c.grid[0] = static_cast<unsigned>(params.batch);
