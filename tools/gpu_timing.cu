@@ -90,7 +90,10 @@ GraphTiming time_graph(const std::function<bool(int, void*)>& enqueue, int calls
     throw std::runtime_error("enqueue failed during capture");
   }
   cudaGraphExec_t exec;
-  check_cuda(cudaGraphInstantiate(&exec, graph, 0), "graph instantiate");
+  // Node priorities kept, as PyTorch's graphs keep them (the mixed route's prefill part runs on a
+  // high-priority stream).
+  check_cuda(cudaGraphInstantiateWithFlags(&exec, graph, cudaGraphInstantiateFlagUseNodePriority),
+             "graph instantiate");
   cudaEvent_t start, stop;
   check_cuda(cudaEventCreate(&start), "event");
   check_cuda(cudaEventCreate(&stop), "event");

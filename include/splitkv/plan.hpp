@@ -94,10 +94,11 @@ struct PlanTuning {
   // so blocks placed beside a kernel still running do not double up. Not with cluster merges.
   bool even_placement = true;
   // Prefill over a paged decode cache with varlen queries (a serving step's chunks and rows), sm_90:
-  // the sequences of at most Plan::mixed_decode_q queries run on the decode kernels (a decode plan
-  // for the step's bounds, Plan::mixed_decode_plan) beside the chunked-prefill kernels for the
-  // rest, on two streams joined inside the call (capturable), the prefill grid capped to leave SMs
-  // to the decode blocks. Off until measured (docs/MIXED_BATCH.md).
+  // the sequences of at most Plan::mixed_decode_q queries run on the decode kernels (decode plans
+  // for the step's bounds: Plan::mixed_decode_plan for single-query rows, Plan::mixed_spec_plan for
+  // longer ones) beside the chunked-prefill kernels for the rest, on two streams joined inside the
+  // call (capturable; the prefill part's blocks first), the prefill grid capped to leave SMs to the
+  // decode blocks. Off until measured (docs/MIXED_BATCH.md).
   bool mixed_route = false;
 };
 
@@ -191,14 +192,16 @@ struct PlanFields {
   // plan; run_decode runs it through run_prefill. Context shards (keys_after, caller partials) are
   // refused there.
   bool decode_via_prefill = false;
-  // A prefill plan on the mixed route (PlanTuning::mixed_route): sequences of 1..mixed_decode_q
-  // queries are served by `mixed_decode` (a decode plan for batch sequences of mixed_decode_q
-  // queries over the same cache), the rest by this plan's prefill family; the workspace holds this
-  // plan's own first, then the decode plan's at mixed_decode_offset, then the decode part's padded
-  // queries, outputs and both parts' lengths at mixed_scratch_offset (plan::mixed_scratch).
-  std::shared_ptr<const Plan> mixed_decode;
+  // A prefill plan on the mixed route (PlanTuning::mixed_route): single-query sequences are served
+  // by `mixed_decode` (a decode plan for batch sequences of one query over the same cache), those of
+  // 2..mixed_decode_q queries by `mixed_spec` (the same for mixed_decode_q queries; null where
+  // mixed_decode_q is 1), the rest by this plan's prefill family. The workspace holds this plan's
+  // own first, then mixed_decode's at mixed_decode_offset and mixed_spec's at mixed_spec_offset,
+  // then the decode parts' padded queries, outputs and lengths at mixed_scratch_offset
+  // (plan::mixed_scratch).
+  std::shared_ptr<const Plan> mixed_decode, mixed_spec;
   int mixed_decode_q = 0;
-  size_t mixed_decode_offset = 0, mixed_scratch_offset = 0;
+  size_t mixed_decode_offset = 0, mixed_spec_offset = 0, mixed_scratch_offset = 0;
   size_t workspace_bytes = 0;  // caller-provided workspace run() needs (0: none)
   std::string note;            // why the planner chose what it chose
   // Set by plan_decode / plan_prefill: a hash of every field above but `note`. run_* refuses a
@@ -248,8 +251,10 @@ class Plan {
   bool decode_via_prefill() const { return f_.decode_via_prefill; }
   bool mixed_route() const { return f_.mixed_decode != nullptr; }
   const Plan* mixed_decode_plan() const { return f_.mixed_decode.get(); }
+  const Plan* mixed_spec_plan() const { return f_.mixed_spec.get(); }
   int mixed_decode_q() const { return f_.mixed_decode_q; }
   size_t mixed_decode_offset() const { return f_.mixed_decode_offset; }
+  size_t mixed_spec_offset() const { return f_.mixed_spec_offset; }
   size_t mixed_scratch_offset() const { return f_.mixed_scratch_offset; }
   size_t workspace_bytes() const { return f_.workspace_bytes; }
   int64_t work_units() const { return f_.work_units; }

@@ -4,6 +4,7 @@
 #include <cuda_runtime_api.h>
 
 #include <string>
+#include <type_traits>
 
 #include "api/chunked_tensors.hpp"
 #include "api/device_arch.hpp"
@@ -605,17 +606,19 @@ Status prefill_over_staging(const Plan& plan, const PrefillTensors& t, void* wor
 }
 
 // The mixed route (Plan::mixed_route, docs/MIXED_BATCH.md) over validated tensors: the split
-// kernel writes both parts' lengths and the decode rows' padded queries; the decode part runs on a
-// side stream beside the prefill part on the caller's; after the join the merge kernel copies the
-// decode rows' outputs into the call's rows (which the prefill part wrote as rows with no keys).
+// kernel writes every part's lengths and the decode rows' padded queries; the prefill part runs on
+// the (high-priority) side stream, so that its blocks take their SMs first, beside the decode parts
+// on the caller's; after the join the merge kernel copies the decode rows' outputs into the call's
+// rows (which the prefill part wrote as rows with no keys).
 Status run_mixed_route(const Plan& plan, const PrefillTensors& t, void* workspace, Stream stream) {
   const PrefillProblem& pr = plan.prefill();
-  const Plan& decode = *plan.mixed_decode_plan();
-  const int decode_q = plan.mixed_decode_q();
   const int64_t B = pr.batch, Hq = pr.num_q_heads, D = pr.head_dim;
   char* base = static_cast<char*>(workspace);
   char* scratch = base + plan.mixed_scratch_offset();
-  const plan::MixedScratch sc = plan::mixed_scratch(pr.batch, decode_q, pr.num_q_heads, pr.head_dim);
+  const plan::MixedScratch sc = plan::mixed_scratch(pr.batch, plan.mixed_decode_q(), pr.num_q_heads, pr.head_dim);
+  static_assert(std::extent_v<decltype(plan::MixedScratch::parts)> == detail::kMixedDecodeParts);
+  const Plan* part_plans[detail::kMixedDecodeParts] = {plan.mixed_decode_plan(), plan.mixed_spec_plan()};
+  const size_t part_workspace[detail::kMixedDecodeParts] = {plan.mixed_decode_offset(), plan.mixed_spec_offset()};
   detail::Launcher launcher;
   if (Status s = detail::find_launcher("mixed_route", pr.dtype, pr.head_dim, &launcher); !s) return s;
 
@@ -625,51 +628,62 @@ Status run_mixed_route(const Plan& plan, const PrefillTensors& t, void* workspac
   m.batch = pr.batch, m.num_q_heads = pr.num_q_heads, m.head_dim = pr.head_dim;
   m.total_q = t.q.shape[0];
   m.max_kv_len = pr.max_kv_len;
-  m.decode_q = decode_q;
   m.q = t.q.data, m.q_token_stride = t.q.stride[0], m.q_head_stride = t.q.stride[1];
   m.out = t.out.data, m.o_token_stride = t.out.stride[0], m.o_head_stride = t.out.stride[1];
   if (!t.lse.empty()) {  // [Hq, total_q]
     m.lse = static_cast<float*>(t.lse.data), m.lse_head_stride = t.lse.stride[0], m.lse_token_stride = t.lse.stride[1];
   }
-  m.dec_q = scratch + sc.q_offset;
-  m.dec_out = scratch + sc.out_offset;
-  m.dec_lse = reinterpret_cast<const float*>(scratch + sc.lse_offset);
-  m.dec_seq_lens = reinterpret_cast<int32_t*>(scratch + sc.dec_lens_offset);
+  for (int k = 0; k < detail::kMixedDecodeParts; ++k) {
+    const plan::MixedScratchPart& at = sc.parts[k];
+    if (part_plans[k] == nullptr || at.width == 0) continue;
+    detail::MixedDecodePart& d = m.parts[k];
+    d.q_min = k == 0 ? 1 : 2;
+    d.q_max = at.width;
+    d.q = scratch + at.q_offset;
+    d.out = scratch + at.out_offset;
+    d.lse = reinterpret_cast<const float*>(scratch + at.lse_offset);
+    d.seq_lens = reinterpret_cast<int32_t*>(scratch + at.lens_offset);
+  }
   m.prefill_seq_lens = reinterpret_cast<int32_t*>(scratch + sc.prefill_lens_offset);
   const int one[3] = {1, 1, 1};  // the launcher sets the grid (a block per sequence)
   m.stage = detail::MixedRouteStage::kSplit;
   if (Status s = detail::launch(launcher, &m, launch_config(stream, one), "mixed route split launch"); !s) return s;
 
-  // The decode part: the padded rows over the same cache, on the side stream.
+  // The prefill part: every sequence no decode part serves (the others at length 0), on the side
+  // stream, launched first.
   detail::SideStream side;
   if (Status s = detail::fork_side_stream(stream, &side); !s) return s;
-  DecodeTensors dt;
-  detail::bind_prefill_cache(t, &dt);
-  dt.q = TensorRef::contiguous(m.dec_q, pr.dtype, {B, decode_q, Hq, D});
-  dt.seq_lens = TensorRef::contiguous(m.dec_seq_lens, DType::kI32, {B});
-  dt.out = TensorRef::contiguous(scratch + sc.out_offset, pr.dtype, {B, decode_q, Hq, D});
-  dt.lse = TensorRef::contiguous(scratch + sc.lse_offset, DType::kF32, {B, Hq, decode_q});
-  if (pr.sinks) dt.sinks = t.sinks;
-  if (Status s = run_decode(decode, dt, base + plan.mixed_decode_offset(), decode.workspace_bytes(), side.stream); !s) {
-    return s;
-  }
-
-  // The prefill part: every other sequence (the decode rows at length 0), on the caller's stream.
   PrefillTensors pt = t;
   pt.seq_lens = TensorRef::contiguous(m.prefill_seq_lens, DType::kI32, {B});
   pt.seq_lens_host = nullptr;
   pt.block_table_host = nullptr;
   Plan prefill = plan;
   detail::PlanFields& own = detail::PlanEditor::fields(prefill);
-  own.mixed_decode = nullptr;
+  own.mixed_decode = own.mixed_spec = nullptr;
   own.mixed_decode_q = 0;
   own.workspace_bytes = plan.mixed_decode_offset();  // its own part of the workspace, first
-  own.mixed_decode_offset = own.mixed_scratch_offset = 0;
+  own.mixed_decode_offset = own.mixed_spec_offset = own.mixed_scratch_offset = 0;
   own.seal = detail::plan_seal(prefill);
-  const Status ran = prefill.dequantized_cache() ? prefill_over_staging(prefill, pt, workspace, stream, TensorRef{})
-                                                 : launch_prefill(prefill, pt, workspace, stream, TensorRef{});
+  const Status ran = prefill.dequantized_cache() ? prefill_over_staging(prefill, pt, workspace, side.stream, TensorRef{})
+                                                 : launch_prefill(prefill, pt, workspace, side.stream, TensorRef{});
+
+  // The decode parts: each part's padded rows over the same cache, on the caller's stream.
+  Status decoded = Status::success();
+  for (int k = 0; k < detail::kMixedDecodeParts && ran && decoded; ++k) {
+    const detail::MixedDecodePart& d = m.parts[k];
+    if (d.q_max == 0) continue;
+    DecodeTensors dt;
+    detail::bind_prefill_cache(t, &dt);
+    dt.q = TensorRef::contiguous(d.q, pr.dtype, {B, d.q_max, Hq, D});
+    dt.seq_lens = TensorRef::contiguous(d.seq_lens, DType::kI32, {B});
+    dt.out = TensorRef::contiguous(const_cast<void*>(d.out), pr.dtype, {B, d.q_max, Hq, D});
+    dt.lse = TensorRef::contiguous(const_cast<float*>(d.lse), DType::kF32, {B, Hq, d.q_max});
+    if (pr.sinks) dt.sinks = t.sinks;
+    decoded = run_decode(*part_plans[k], dt, base + part_workspace[k], part_plans[k]->workspace_bytes(), stream);
+  }
   if (Status s = detail::join_side_stream(stream, side); !s) return s;
   if (!ran) return ran;
+  if (!decoded) return decoded;
   m.stage = detail::MixedRouteStage::kMerge;
   return detail::launch(launcher, &m, launch_config(stream, one), "mixed route merge launch");
 }

@@ -24,7 +24,12 @@ Status fork_side_stream(cudaStream_t main, SideStream* side) {
   }
   SideStream& m = made[device];
   if (m.stream == nullptr) {
-    if (Status s = cuda_status(cudaStreamCreateWithFlags(&m.stream, cudaStreamNonBlocking), "creating the side stream");
+    int least = 0, greatest = 0;
+    if (Status s = cuda_status(cudaDeviceGetStreamPriorityRange(&least, &greatest), "reading stream priorities"); !s) {
+      return s;
+    }
+    if (Status s = cuda_status(cudaStreamCreateWithPriority(&m.stream, cudaStreamNonBlocking, greatest),
+                               "creating the side stream");
         !s) {
       return s;
     }

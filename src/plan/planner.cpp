@@ -732,10 +732,12 @@ Status plan_decode_fields(const DecodeProblem& problem, const DeviceInfo& device
 }
 
 // PlanTuning::mixed_route (docs/MIXED_BATCH.md): a serving step's varlen batch over a paged cache
-// serves its sequences of at most kMixedDecodeRows packed rows per KV head on the decode kernels
-// (a decode plan for the step's bounds: every sequence may be such a row, at the longest length),
-// beside the prefill plan's kernels for the rest. A persistent prefill grid leaves a share of the
-// SMs to the decode blocks. Where the route does not apply, the plan says why and runs as before.
+// serves its sequences of at most kMixedDecodeRows packed rows per KV head on the decode kernels,
+// in two parts as separate decode calls would: single-query rows (the narrowest tile) and rows of
+// 2..decode_q queries (the 16-row tile), each a decode plan for the step's bounds (every sequence
+// may be such a row, at the longest length), beside the prefill plan's kernels for the rest. A
+// persistent prefill grid leaves a share of the SMs to the decode blocks. Where the route does not
+// apply, the plan says why and runs as before.
 constexpr int kMixedDecodeRows = 16;     // the 16-row decode tile
 constexpr int kMixedDecodeSmShare = 4;   // 1 / 4 of the SMs kept from a persistent prefill grid
 
@@ -750,33 +752,46 @@ void plan_mixed_route(const PrefillProblem& problem, const DeviceInfo& device, c
   } else if (p->strategy == Strategy::kTwoPass || p->strategy == Strategy::kSplitV || p->stream_k) {
     why = "it runs beside the one-pass kernels without a stream-K tail";
   }
-  Plan decode;
   const int group = problem.num_q_heads / problem.num_kv_heads;
   const int decode_q = std::max(1, kMixedDecodeRows / group);
-  if (why == nullptr) {
-    const DecodeProblem d = plan::as_decode_rows(problem, decode_q);
+  // The decode parts' plans: the decode kernels' own choice for each row kind, with whole splits
+  // packed onto the SMs the prefill grid leaves (no even placement: it assumes every SM free).
+  auto plan_part = [&](int q_len, Plan* part) {
     PlanOptions o;
     o.tuning = options.tuning;
-    o.tuning.prefill_route = false;  // the decode part is the decode kernels' by definition
-    if (!plan_decode(d, device, o, &decode).ok() || decode.decode_via_prefill()) {
-      why = "the decode kernels do not serve this problem's rows";
-    }
+    o.tuning.prefill_route = false;  // the decode parts are the decode kernels' by definition
+    o.tuning.even_placement = false;
+    return plan_decode(plan::as_decode_rows(problem, q_len), device, o, part).ok() && !part->decode_via_prefill();
+  };
+  Plan single, spec;
+  if (why == nullptr && (!plan_part(1, &single) || (decode_q > 1 && !plan_part(decode_q, &spec)))) {
+    why = "the decode kernels do not serve this problem's rows";
   }
   if (why != nullptr) {
     p->note += std::string("; mixed route not taken: ") + why;
     return;
   }
-  p->mixed_decode = std::make_shared<const Plan>(decode);
+  p->mixed_decode = std::make_shared<const Plan>(single);
   p->mixed_decode_q = decode_q;
   p->mixed_decode_offset = plan::align_up(p->workspace_bytes);
-  p->mixed_scratch_offset = p->mixed_decode_offset + plan::align_up(decode.workspace_bytes());
+  p->mixed_spec_offset = p->mixed_decode_offset + plan::align_up(single.workspace_bytes());
+  p->mixed_scratch_offset = p->mixed_spec_offset;
+  if (decode_q > 1) {
+    p->mixed_spec = std::make_shared<const Plan>(spec);
+    p->mixed_scratch_offset += plan::align_up(spec.workspace_bytes());
+  }
   p->workspace_bytes = p->mixed_scratch_offset +
                        plan::mixed_scratch(problem.batch, decode_q, problem.num_q_heads, problem.head_dim).total_bytes;
   if (p->persistent_blocks > 0) {
     p->persistent_blocks = std::max(1, device.sm_count - device.sm_count / kMixedDecodeSmShare);
   }
-  p->note += "; mixed route: sequences of 1-" + std::to_string(decode_q) + " queries on " + decode.family() + " (" +
-             std::to_string(decode.num_splits()) + " splits) beside the prefill tiles";
+  p->note += "; mixed route: single-query sequences on " + single.family() + " (" +
+             std::to_string(single.num_splits()) + " splits)";
+  if (decode_q > 1) {
+    p->note += ", sequences of 2-" + std::to_string(decode_q) + " queries on " + spec.family() + " (" +
+               std::to_string(spec.num_splits()) + " splits)";
+  }
+  p->note += " beside the prefill tiles";
 }
 
 Status plan_prefill_fields(const PrefillProblem& problem, const DeviceInfo& device, const PlanOptions& options,

@@ -116,23 +116,38 @@ inline KvStaging kv_staging(int batch, int max_kv_len, int num_kv_heads, int hea
   return w;
 }
 
-// The mixed route's scratch (PlanFields::mixed_scratch_offset): the decode part's padded queries and
-// outputs [batch, decode_q, Hq, D] (16-bit), its LSEs fp32 [batch, Hq, decode_q], and both parts'
-// lengths int32 [batch].
+// The mixed route's scratch (PlanFields::mixed_scratch_offset): per decode part of width w
+// queries (1 for single-query rows, Plan::mixed_decode_q for speculative rows; 0: absent) its
+// padded queries and outputs [batch, w, Hq, D] (16-bit), LSEs fp32 [batch, Hq, w] and lengths int32
+// [batch]; then the prefill part's lengths int32 [batch].
+struct MixedScratchPart {
+  int width = 0;
+  size_t q_offset = 0, out_offset = 0, lse_offset = 0, lens_offset = 0;
+};
+
 struct MixedScratch {
-  size_t q_offset = 0, out_offset = 0, lse_offset = 0, dec_lens_offset = 0, prefill_lens_offset = 0;
+  MixedScratchPart parts[2];
+  size_t prefill_lens_offset = 0;
   size_t total_bytes = 0;
 };
 
 inline MixedScratch mixed_scratch(int batch, int decode_q, int num_q_heads, int head_dim) {
   MixedScratch w;
-  const size_t rows = size_t(batch) * size_t(decode_q) * size_t(num_q_heads);
-  const size_t side = align_up(rows * size_t(head_dim) * 2);
-  w.out_offset = side;
-  w.lse_offset = 2 * side;
-  w.dec_lens_offset = w.lse_offset + align_up(rows * sizeof(float));
-  w.prefill_lens_offset = w.dec_lens_offset + align_up(size_t(batch) * sizeof(int32_t));
-  w.total_bytes = w.prefill_lens_offset + align_up(size_t(batch) * sizeof(int32_t));
+  w.parts[0].width = 1;
+  w.parts[1].width = decode_q > 1 ? decode_q : 0;
+  size_t at = 0;
+  for (MixedScratchPart& part : w.parts) {
+    if (part.width == 0) continue;
+    const size_t rows = size_t(batch) * size_t(part.width) * size_t(num_q_heads);
+    const size_t side = align_up(rows * size_t(head_dim) * 2);
+    part.q_offset = at;
+    part.out_offset = at + side;
+    part.lse_offset = at + 2 * side;
+    part.lens_offset = part.lse_offset + align_up(rows * sizeof(float));
+    at = part.lens_offset + align_up(size_t(batch) * sizeof(int32_t));
+  }
+  w.prefill_lens_offset = at;
+  w.total_bytes = at + align_up(size_t(batch) * sizeof(int32_t));
   return w;
 }
 

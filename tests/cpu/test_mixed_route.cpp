@@ -1,6 +1,7 @@
 // The mixed route's plan and its row rule on the host (docs/MIXED_BATCH.md): which problems take
-// it, the decode part's plan, the workspace's layout and the persistent grid's cap; which
-// sequences are decode rows (mixed_decode_row, the same function the split and merge kernels run).
+// it, the decode parts' plans, the workspace's layout and the persistent grid's cap; which
+// sequences are decode rows of which part (mixed_decode_part, the function the split and merge
+// kernels run).
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -34,16 +35,24 @@ TEST(MixedRoute, OffByDefaultOnWhenAskedForAPagedVarlenCache) {
   EXPECT_FALSE(plain.mixed_route());
   ASSERT_TRUE(plan_prefill(step(), DeviceInfo::h200(), mixed(), &routed).ok());
   if (!routed.mixed_route()) GTEST_SKIP() << "this build lacks the decode part's family: " << describe(routed);
-  const Plan& decode = *routed.mixed_decode_plan();
+  // Two decode parts, as separate calls would plan them: single-query rows and rows of 2-4 queries.
+  const Plan& single = *routed.mixed_decode_plan();
+  ASSERT_NE(routed.mixed_spec_plan(), nullptr);
+  const Plan& spec = *routed.mixed_spec_plan();
   EXPECT_EQ(routed.mixed_decode_q(), 4);  // 16 packed rows / a group of 4
-  EXPECT_EQ(decode.decode().q_len, 4);
-  EXPECT_EQ(decode.decode().batch, 256);
-  EXPECT_EQ(decode.decode().max_kv_len, 32768);
-  EXPECT_FALSE(decode.decode_via_prefill());
+  EXPECT_EQ(single.decode().q_len, 1);
+  EXPECT_EQ(spec.decode().q_len, 4);
+  for (const Plan* d : {&single, &spec}) {
+    EXPECT_EQ(d->decode().batch, 256);
+    EXPECT_EQ(d->decode().max_kv_len, 32768);
+    EXPECT_FALSE(d->decode_via_prefill());
+    EXPECT_EQ(d->launch_smem_bytes(), 0) << "no even placement beside the prefill grid";
+  }
   EXPECT_EQ(routed.family(), plain.family());
-  // The workspace: the prefill's own, then the decode plan's, then the scratch.
+  // The workspace: the prefill's own, then each decode plan's, then the scratch.
   EXPECT_GE(routed.mixed_decode_offset(), plain.workspace_bytes());
-  EXPECT_GE(routed.mixed_scratch_offset(), routed.mixed_decode_offset() + decode.workspace_bytes());
+  EXPECT_GE(routed.mixed_spec_offset(), routed.mixed_decode_offset() + single.workspace_bytes());
+  EXPECT_GE(routed.mixed_scratch_offset(), routed.mixed_spec_offset() + spec.workspace_bytes());
   EXPECT_EQ(routed.workspace_bytes(),
             routed.mixed_scratch_offset() + plan::mixed_scratch(256, 4, 32, 128).total_bytes);
   if (plain.persistent_blocks() > 0) EXPECT_LT(routed.persistent_blocks(), plain.persistent_blocks());
@@ -67,18 +76,55 @@ TEST(MixedRoute, NotTakenWhereItDoesNotApplyAndSaysWhy) {
   }
 }
 
-TEST(MixedRoute, DecodeRowsAreShortSequencesWithValidLengths) {
+TEST(MixedRoute, AGroupOf16LeavesOnlyTheSingleQueryPart) {
+  PrefillProblem p = step();
+  p.num_q_heads = 64, p.num_kv_heads = 4;
+  Plan routed;
+  ASSERT_TRUE(plan_prefill(p, DeviceInfo::h200(), mixed(), &routed).ok());
+  if (!routed.mixed_route()) GTEST_SKIP() << "this build lacks the decode part's family: " << describe(routed);
+  EXPECT_EQ(routed.mixed_decode_q(), 1);
+  EXPECT_EQ(routed.mixed_spec_plan(), nullptr);
+  EXPECT_EQ(routed.mixed_spec_offset(), routed.mixed_scratch_offset());
+  const plan::MixedScratch sc = plan::mixed_scratch(256, 1, 64, 128);
+  EXPECT_EQ(sc.parts[1].width, 0);
+  EXPECT_EQ(routed.workspace_bytes(), routed.mixed_scratch_offset() + sc.total_bytes);
+}
+
+TEST(MixedRoute, TheScratchPartsDoNotOverlap) {
+  const plan::MixedScratch sc = plan::mixed_scratch(5, 4, 3, 64);
+  const plan::MixedScratchPart& a = sc.parts[0];
+  const plan::MixedScratchPart& b = sc.parts[1];
+  EXPECT_EQ(a.width, 1);
+  EXPECT_EQ(b.width, 4);
+  EXPECT_GE(a.out_offset, a.q_offset + 5 * 1 * 3 * 64 * 2);
+  EXPECT_GE(a.lse_offset, a.out_offset + 5 * 1 * 3 * 64 * 2);
+  EXPECT_GE(a.lens_offset, a.lse_offset + 5 * 1 * 3 * 4);
+  EXPECT_GE(b.q_offset, a.lens_offset + 5 * 4);
+  EXPECT_GE(b.out_offset, b.q_offset + 5 * 4 * 3 * 64 * 2);
+  EXPECT_GE(b.lse_offset, b.out_offset + 5 * 4 * 3 * 64 * 2);
+  EXPECT_GE(b.lens_offset, b.lse_offset + 5 * 4 * 3 * 4);
+  EXPECT_GE(sc.prefill_lens_offset, b.lens_offset + 5 * 4);
+  EXPECT_GE(sc.total_bytes, sc.prefill_lens_offset + 5 * 4);
+}
+
+TEST(MixedRoute, DecodeRowsAreShortSequencesWithValidLengthsInTheirPart) {
   //                        q:  1  4  5  0  2  3   1   1
   const std::vector<int32_t> cu = {0, 1, 5, 10, 10, 12, 15, 16, 17};
   const std::vector<int32_t> lens = {9, 4, 50, 7, 1, 3, 2000, -1};
   detail::MixedRouteParams p;
   p.cu_seqlens_q = cu.data();
   p.seq_lens = lens.data();
-  p.batch = 8, p.total_q = 17, p.max_kv_len = 1000, p.decode_q = 4;
-  const bool expected[] = {true, true, false, false, false, true, false, false};
-  for (int b = 0; b < 8; ++b) EXPECT_EQ(detail::mixed_decode_row(p, b), expected[b]) << "sequence " << b;
+  p.batch = 8, p.total_q = 17, p.max_kv_len = 1000;
+  p.parts[0].q_min = 1, p.parts[0].q_max = 1;
+  p.parts[1].q_min = 2, p.parts[1].q_max = 4;
+  const int expected[] = {0, 1, -1, -1, -1, 1, -1, -1};
+  for (int b = 0; b < 8; ++b) EXPECT_EQ(detail::mixed_decode_part(p, b), expected[b]) << "sequence " << b;
   p.total_q = 16;  // the last sequence's query lies past the q tensor
-  EXPECT_FALSE(detail::mixed_decode_row(p, 7));
+  EXPECT_EQ(detail::mixed_decode_part(p, 7), -1);
+  // Without the second part, rows of 2-4 queries stay with the prefill part.
+  p.parts[1].q_max = 0;
+  EXPECT_EQ(detail::mixed_decode_part(p, 1), -1);
+  EXPECT_EQ(detail::mixed_decode_part(p, 0), 0);
 }
 
 }  // namespace

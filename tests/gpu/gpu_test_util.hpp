@@ -138,7 +138,8 @@ class CapturedCall {
       error_ = "the captured call failed: " + captured.message();
     } else if (ended != cudaSuccess) {
       error_ = std::string("cudaStreamEndCapture: ") + cudaGetErrorString(ended);
-    } else if (cudaGraphInstantiate(&exec_, graph_, 0) != cudaSuccess) {
+    } else if (cudaGraphInstantiateWithFlags(&exec_, graph_, cudaGraphInstantiateFlagUseNodePriority) !=
+               cudaSuccess) {
       error_ = "cudaGraphInstantiate failed";
       exec_ = nullptr;
     }

@@ -71,7 +71,9 @@ TEST_P(MixedRouteVsReference, MatchesFp64ReferenceAndReplays) {
   ASSERT_TRUE(planned.ok()) << planned.message();
   ASSERT_TRUE(plan.mixed_route()) << describe(plan);
   SPLITKV_REQUIRE_PLAN_COMPILED(plan);
-  if (!gpu_test::plan_compiled(*plan.mixed_decode_plan())) GTEST_SKIP() << "decode part not compiled";
+  for (const Plan* part : {plan.mixed_decode_plan(), plan.mixed_spec_plan()}) {
+    if (part != nullptr && !gpu_test::plan_compiled(*part)) GTEST_SKIP() << "a decode part not compiled";
+  }
   testing::DeviceChunkCase dev(c);
   DeviceBuffer workspace = gpu_test::poisoned_workspace(plan.workspace_bytes());
   ASSERT_TRUE(run_prefill(plan, dev.tensors, workspace.get(), workspace.bytes(), nullptr).ok());
