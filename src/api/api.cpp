@@ -251,8 +251,8 @@ Status run_decode(const Plan& plan, const DecodeTensors& t, void* workspace, siz
   // kernels' (run_decode_via_prefill).
   // Served by chunked prefill, any cache format is read through its dequantized copy.
   if (plan.decode_via_prefill()) return run_decode_via_prefill(plan, t, workspace, workspace_bytes, stream);
-  const detail::KvFormatTraits format = detail::kv_format_traits(detail::resolve_kv_format(pr.kv_format, pr.dtype));
-  if (format.channel_keys) {
+  const KvFormat kv_format = detail::resolve_kv_format(pr.kv_format, pr.dtype);  // kAuto resolved, once
+  if (detail::kv_format_traits(kv_format).channel_keys) {
     if (Status s = check_channel_keys_decode(pr, t); !s) return s;
   }
   if (Status s = detail::validate_decode_partials(pr, plan.num_splits(), t); !s) return s;
@@ -273,7 +273,7 @@ Status run_decode(const Plan& plan, const DecodeTensors& t, void* workspace, siz
   p.q_batch_stride = t.q.stride[0];
   p.q_token_stride = t.q.stride[1];
   p.q_head_stride = t.q.stride[2];
-  p.kv = detail::cache_view(t, detail::resolve_kv_format(pr.kv_format, pr.dtype), pr.page_size);
+  p.kv = detail::cache_view(t, kv_format, pr.page_size);
   p.keys_after = static_cast<const int32_t*>(t.keys_after.data);
   // Lengths past max_kv_len are invalid input on every route (NaN in that sequence): the plan's
   // splits, workspace and staging copy are sized for max_kv_len (validation keeps it <= capacity).
