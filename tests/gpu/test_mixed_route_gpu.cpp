@@ -3,8 +3,11 @@
 // than a tile, an empty sequence and rows over fewer keys than queries, served by the decode kernels
 // beside the chunked-prefill kernels in one call; against the fp64 reference with outputs and
 // workspace poisoned, the same bits on a rerun, and a CUDA graph captured once and replayed with
-// new lengths.
+// new lengths; hostile device data (a page id outside the pool in a decode row and in a chunk, a
+// speculative row's length past max_kv_len) gives NaN in those sequences only, every other
+// sequence's bits unchanged.
 #include <algorithm>
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -108,6 +111,61 @@ TEST_P(MixedRouteVsReference, MatchesFp64ReferenceAndReplays) {
 
 INSTANTIATE_TEST_SUITE_P(Mixes, MixedRouteVsReference, ::testing::ValuesIn(kMixes),
                          [](const ::testing::TestParamInfo<MixShape>& info) { return std::string(info.param.name); });
+
+TEST(MixedRouteHostile, BadDeviceDataPoisonsItsOwnSequencesOnly) {
+  SPLITKV_REQUIRE_GPU(DType::kBF16, 128);
+  if (gpu_test::device().cc_major < 9) GTEST_SKIP() << "the mixed route runs on sm_90";
+  // Decode rows (0, 3, 5), a speculative row of 4 (1) and of 3 (4), a chunk of 300 (2).
+  const MixShape shape{"hostile", 16, KvFormat::kNative, {3000, 500, 2348, 900, 7000, 64}, {1, 4, 300, 1, 3, 1}};
+  ChunkCase c = make_mix(shape);
+  Plan plan;
+  ASSERT_TRUE(plan_mix(c, &plan).ok());
+  ASSERT_TRUE(plan.mixed_route()) << describe(plan);
+  SPLITKV_REQUIRE_PLAN_COMPILED(plan);
+  for (const Plan* part : {plan.mixed_decode_plan(), plan.mixed_spec_plan()}) {
+    if (part != nullptr && !gpu_test::plan_compiled(*part)) GTEST_SKIP() << "a decode part not compiled";
+  }
+  DeviceBuffer workspace = gpu_test::poisoned_workspace(plan.workspace_bytes());
+  std::vector<uint16_t> clean;
+  {
+    testing::DeviceChunkCase dev(c);
+    ASSERT_TRUE(run_prefill(plan, dev.tensors, workspace.get(), workspace.bytes(), nullptr).ok());
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    dev.download_outputs(c);
+    const testing::Comparison cmp = testing::check_chunk(c);
+    ASSERT_TRUE(cmp.passed) << cmp.summary();
+    clean = c.out;
+  }
+  const int64_t pages = c.cache.max_pages;
+  c.cache.block_table[size_t(0 * pages + 3)] = 1 << 30;  // the decode row's 4th page
+  c.cache.block_table[size_t(2 * pages + 5)] = -7;       // the chunk's 6th page
+  testing::DeviceChunkCase dev(c);
+  dev.tensors.block_table_host = nullptr;
+  dev.tensors.seq_lens_host = nullptr;
+  std::vector<int32_t> lens(c.cache.seq_lens.begin(), c.cache.seq_lens.end());
+  ASSERT_LT(int64_t(c.problem.max_kv_len) + 1, pages * 16) << "the bad length must lie inside the capacity";
+  lens[4] = c.problem.max_kv_len + 1;  // the speculative row of 3: past max_kv_len
+  dev.cache.upload_seq_lens(lens);
+  testing::poison_outputs(c);
+  dev.upload_outputs(c);
+  ASSERT_TRUE(run_prefill(plan, dev.tensors, workspace.get(), workspace.bytes(), nullptr).ok());
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  dev.download_outputs(c);
+  const int64_t row = int64_t(c.problem.num_q_heads) * c.problem.head_dim;
+  for (int b = 0; b + 1 < int(c.cu_q.size()); ++b) {
+    const bool bad = b == 0 || b == 2 || b == 4;
+    int64_t nan = 0, changed = 0, n = 0;
+    for (int64_t e = int64_t(c.cu_q[size_t(b)]) * row; e < int64_t(c.cu_q[size_t(b) + 1]) * row; ++e, ++n) {
+      nan += std::isnan(detail::half_bits_to_float(c.out[size_t(e)], DType::kBF16));
+      changed += c.out[size_t(e)] != clean[size_t(e)];
+    }
+    if (bad) {
+      EXPECT_EQ(nan, n) << "sequence " << b << " has bad device data: every output NaN";
+    } else {
+      EXPECT_EQ(changed, 0) << "sequence " << b << " is healthy: its bits must not change";
+    }
+  }
+}
 
 }  // namespace
 }  // namespace splitkv
