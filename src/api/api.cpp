@@ -522,28 +522,11 @@ Status launch_prefill(const Plan& plan, const PrefillTensors& t, void* workspace
                         /*caller_partials=*/false, pr.sinks ? t.sinks : TensorRef{});
 }
 
-// One side of a quantized cache as the dequantization kernel reads it: byte strides, as the decode
-// kernels' view has them (detail::cache_side).
-detail::DequantSide dequant_side(const TensorRef& cache, const TensorRef& scales) {
-  detail::DequantSide s;
-  s.codes = cache.dtype == DType::kFP8E4M3 ? detail::StoredCodes::kFp8
-            : cache.dtype == DType::kI4    ? detail::StoredCodes::kInt4
-                                           : detail::StoredCodes::kInt8;
-  const detail::KvSide side = detail::cache_side(cache, /*bytes=*/true);
-  s.cache = static_cast<const char*>(side.data);
-  s.block_stride = side.block_stride;
-  s.slot_stride = side.token_stride;
-  s.head_stride = side.head_stride;
-  if (s.codes == detail::StoredCodes::kFp8) {
-    s.fp8_scales = static_cast<const float*>(scales.data);
-    s.fp8_scale_stride = scales.stride[0];
-  } else {
-    s.pairs = static_cast<const uint16_t*>(scales.data);
-    s.pair_block_stride = scales.stride[0];
-    s.pair_head_stride = scales.stride[1];
-    s.pair_slot_stride = scales.stride[2];
-  }
-  return s;
+// How a quantized cache's side stores its codes.
+detail::StoredCodes stored_codes(const TensorRef& cache) {
+  return cache.dtype == DType::kFP8E4M3 ? detail::StoredCodes::kFp8
+         : cache.dtype == DType::kI4    ? detail::StoredCodes::kInt4
+                                        : detail::StoredCodes::kInt8;
 }
 
 // Chunked prefill over a quantized cache: the cache's tokens dequantized into the staging copy at
@@ -555,19 +538,11 @@ Status prefill_over_staging(const Plan& plan, const PrefillTensors& t, void* wor
   const plan::KvStaging st = plan::kv_staging(pr.batch, pr.max_kv_len, pr.num_kv_heads, pr.head_dim);
   char* base = static_cast<char*>(workspace);
   detail::DequantKvParams d;
-  d.k = dequant_side(t.k, t.k_scales);
-  d.v = dequant_side(t.v, t.v_scales);
-  if (detail::kv_format_traits(detail::resolve_kv_format(pr.kv_format, pr.dtype)).channel_keys) {
-    d.key_channels.enabled = true;  // d.k's pairs are the keys' group scales
-    d.key_channels.tail = detail::key_tail_view(t.k_tail, t.tail_slots);
-  }
-  d.seq_lens = static_cast<const int32_t*>(t.seq_lens.data);
-  if (pr.page_size > 0) {
-    d.block_table = static_cast<const int32_t*>(t.block_table.data);
-    d.block_table_stride = t.block_table.stride[0];
-    d.page_size = pr.page_size;
-    d.num_pages = t.k.shape[0];
-  }
+  const KvFormat kv_format = detail::resolve_kv_format(pr.kv_format, pr.dtype);
+  d.kv = detail::cache_view(t, kv_format, pr.page_size);
+  d.k_codes = stored_codes(t.k);
+  d.v_codes = stored_codes(t.v);
+  d.channel_keys = detail::kv_format_traits(kv_format).channel_keys;  // d.kv.k_scales: the keys' group scales
   d.batch = pr.batch;
   d.num_kv_heads = pr.num_kv_heads;
   d.head_dim = pr.head_dim;

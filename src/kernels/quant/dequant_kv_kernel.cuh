@@ -33,13 +33,18 @@ __device__ __forceinline__ float e4m3_value(uint32_t code) {  // exact
 
 __device__ __forceinline__ float fp16_value(uint16_t bits) { return __half2float(__ushort_as_half(bits)); }
 
-// Values [8c, 8c + 8) of the row of KV head h at (block, slot), as fp32.
-__device__ __forceinline__ void read_values(const DequantSide& s, int64_t block, int64_t slot, int h, int c,
-                                            float (&x)[kValuesPerThread]) {
-  const char* row = s.cache + block * s.block_stride + slot * s.slot_stride + h * s.head_stride;
-  if (s.codes == StoredCodes::kFp8) {
+__device__ __forceinline__ const char* code_row(const KvSide& s, int64_t block, int64_t slot, int h) {
+  return static_cast<const char*>(s.data) + block * s.block_stride + slot * s.token_stride + h * s.head_stride;
+}
+
+// Values [8c, 8c + 8) of the row of KV head h at (block, slot) of one side (its codes s, scales sc),
+// as fp32.
+__device__ __forceinline__ void read_values(const KvSide& s, const KvScaleView& sc, StoredCodes kind, int64_t block,
+                                            int64_t slot, int h, int c, float (&x)[kValuesPerThread]) {
+  const char* row = code_row(s, block, slot, h);
+  if (kind == StoredCodes::kFp8) {
     const uint2 codes = *reinterpret_cast<const uint2*>(row + c * 8);
-    const float scale = s.fp8_scales[h * s.fp8_scale_stride];
+    const float scale = static_cast<const float*>(sc.data)[h * sc.head_stride];
 #pragma unroll
     for (int i = 0; i < kValuesPerThread; ++i) {
       const uint32_t word = i < 4 ? codes.x : codes.y;
@@ -47,10 +52,10 @@ __device__ __forceinline__ void read_values(const DequantSide& s, int64_t block,
     }
     return;
   }
-  const uint32_t pair = *reinterpret_cast<const uint32_t*>(s.pairs + block * s.pair_block_stride +
-                                                            h * s.pair_head_stride + slot * s.pair_slot_stride);
+  const uint32_t pair = *reinterpret_cast<const uint32_t*>(static_cast<const uint16_t*>(sc.data) + block * sc.block_stride +
+                                                            h * sc.head_stride + slot * sc.token_stride);
   const float scale = fp16_value(uint16_t(pair & 0xffffu)), min = fp16_value(uint16_t(pair >> 16));
-  if (s.codes == StoredCodes::kInt8) {
+  if (kind == StoredCodes::kInt8) {
     const uint2 codes = *reinterpret_cast<const uint2*>(row + c * 8);
 #pragma unroll
     for (int i = 0; i < kValuesPerThread; ++i) {
@@ -66,13 +71,14 @@ __device__ __forceinline__ void read_values(const DequantSide& s, int64_t block,
 
 // *_kc keys, values [8c, 8c + 8) of KV head h at (block, slot) of a complete group: the codes with
 // each channel's (scale, min) of the slot's group, fma(scale[c], code, min[c]) in fp32.
-__device__ __forceinline__ void read_channel_key_values(const DequantSide& s, int head_dim, int64_t block,
-                                                        int64_t slot, int h, int c, float (&x)[kValuesPerThread]) {
-  const char* row = s.cache + block * s.block_stride + slot * s.slot_stride + h * s.head_stride;
-  const uint16_t* pairs = s.pairs + block * s.pair_block_stride + h * s.pair_head_stride +
-                          (slot / kKeyGroup) * s.pair_slot_stride + c * kValuesPerThread;
+__device__ __forceinline__ void read_channel_key_values(const KvSide& s, const KvScaleView& sc, StoredCodes kind,
+                                                        int head_dim, int64_t block, int64_t slot, int h, int c,
+                                                        float (&x)[kValuesPerThread]) {
+  const char* row = code_row(s, block, slot, h);
+  const uint16_t* pairs = static_cast<const uint16_t*>(sc.data) + block * sc.block_stride + h * sc.head_stride +
+                          (slot / kKeyGroup) * sc.token_stride + c * kValuesPerThread;
   uint32_t code[kValuesPerThread];
-  if (s.codes == StoredCodes::kInt8) {
+  if (kind == StoredCodes::kInt8) {
     const uint2 codes = *reinterpret_cast<const uint2*>(row + c * 8);
 #pragma unroll
     for (int i = 0; i < kValuesPerThread; ++i) code[i] = ((i < 4 ? codes.x : codes.y) >> (8 * (i % 4))) & 0xffu;
@@ -89,10 +95,10 @@ __device__ __forceinline__ void read_channel_key_values(const DequantSide& s, in
 
 // *_kc keys of the incomplete groups: values [8c, 8c + 8) of the tail row of `position`.
 template <class Out>
-__device__ __forceinline__ void read_tail_values(const DequantKeyChannels& kc, int64_t tail_slot, int h,
-                                                 int64_t position, int c, float (&x)[kValuesPerThread]) {
-  const uint16_t* row = static_cast<const uint16_t*>(kc.tail.rows) + tail_slot * kc.tail.slot_stride +
-                        h * kc.tail.head_stride + (position % kKeyTailRows) * kc.tail.row_stride + c * kValuesPerThread;
+__device__ __forceinline__ void read_tail_values(const KeyTailView& tail, int64_t tail_slot, int h, int64_t position,
+                                                 int c, float (&x)[kValuesPerThread]) {
+  const uint16_t* row = static_cast<const uint16_t*>(tail.rows) + tail_slot * tail.slot_stride + h * tail.head_stride +
+                        (position % kKeyTailRows) * tail.row_stride + c * kValuesPerThread;
   const uint4 bits = *reinterpret_cast<const uint4*>(row);
   const uint32_t w[4] = {bits.x, bits.y, bits.z, bits.w};
 #pragma unroll
@@ -134,25 +140,28 @@ __global__ void __launch_bounds__(kDequantThreads) dequantize_kv_kernel(const __
   // completion itself.
   wait_for_prior_grids();
   allow_dependent_launch();
+  const KvCacheView& kv = p.kv;
   const int b = blockIdx.x;
-  const int len = p.seq_lens[b];
+  const int len = kv.seq_lens[b];
   const bool len_ok = len >= 0 && len <= p.max_kv_len;
   const int n = len_ok ? len : 0;
-  const bool paged = p.block_table != nullptr;
-  const int32_t* pages = paged ? p.block_table + b * p.block_table_stride : nullptr;
-  auto in_pool = [&](int32_t page) { return page >= 0 && page < p.num_pages; };
+  const bool paged = kv.block_table != nullptr;
+  const int32_t* pages = paged ? kv.block_table + b * kv.block_table_stride : nullptr;
+  auto in_pool = [&](int32_t page) { return page >= 0 && page < kv.num_pages; };
 
   // *_kc: the sequence's tail row, and the first position the tail holds (tail_slot_of and
   // tail_slot_in_ring, spelled out: through the helpers this kernel compiled to 8 more instructions).
-  const DequantKeyChannels& kc = p.key_channels;
-  const int64_t tail_slot = !kc.enabled ? 0 : kc.tail.seq_slots ? kc.tail.seq_slots[b * kc.tail.seq_slots_stride] : b;
-  const bool tail_ok = !kc.enabled || (tail_slot >= 0 && tail_slot < kc.tail.num_slots);
+  const KeyTailView& tail = kv.k_tail;
+  const bool kc = p.channel_keys;
+  const int64_t tail_slot = !kc ? 0 : tail.seq_slots ? tail.seq_slots[b * tail.seq_slots_stride] : b;
+  const bool tail_ok = !kc || (tail_slot >= 0 && tail_slot < tail.num_slots);
   const int complete = n / kKeyGroup * kKeyGroup;
 
   if (blockIdx.y == 0) {  // the length the prefill reads: -1 (NaN rows) for a bad length, page id or tail slot
     bool bad_page = false;
     if (paged) {
-      for (int i = threadIdx.x; i < (n + p.page_size - 1) / p.page_size; i += blockDim.x) bad_page |= !in_pool(pages[i]);
+      const int n_pages = kv.page_size.div(n + kv.page_size.divisor - 1);
+      for (int i = threadIdx.x; i < n_pages; i += blockDim.x) bad_page |= !in_pool(pages[i]);
     }
     bad_page = __syncthreads_or(bad_page);
     if (threadIdx.x == 0) p.lens_out[b] = len_ok && !bad_page && tail_ok ? len : -1;
@@ -168,22 +177,27 @@ __global__ void __launch_bounds__(kDequantThreads) dequantize_kv_kernel(const __
       int64_t block = b, slot = t;
       bool readable = true;
       if (paged) {
-        const int32_t page = pages[t / p.page_size];
+        const int i = kv.page_size.div(t);
+        const int32_t page = pages[i];
         readable = in_pool(page);  // never read outside the pool (the sequence's rows become NaN)
-        block = page, slot = t % p.page_size;
+        block = page, slot = t - i * kv.page_size.divisor;
       }
       float x[kValuesPerThread];
-      if (side == 0 && kc.enabled && readable) {  // never read a tail row outside the ring
+      if (side == 0 && kc && readable) {  // never read a tail row outside the ring
         if (t < complete) {
-          read_channel_key_values(p.k, p.head_dim, block, slot, h, c, x);
+          read_channel_key_values(kv.k, kv.k_scales, p.k_codes, p.head_dim, block, slot, h, c, x);
         } else if (tail_ok) {
-          read_tail_values<Out>(kc, tail_slot, h, t, c, x);
+          read_tail_values<Out>(tail, tail_slot, h, t, c, x);
         } else {
 #pragma unroll
           for (int i = 0; i < kValuesPerThread; ++i) x[i] = __int_as_float(0x7fc00000);
         }
       } else if (readable) {
-        read_values(side == 0 ? p.k : p.v, block, slot, h, c, x);
+        if (side == 0) {
+          read_values(kv.k, kv.k_scales, p.k_codes, block, slot, h, c, x);
+        } else {
+          read_values(kv.v, kv.v_scales, p.v_codes, block, slot, h, c, x);
+        }
       } else {
 #pragma unroll
         for (int i = 0; i < kValuesPerThread; ++i) x[i] = __int_as_float(0x7fc00000);
