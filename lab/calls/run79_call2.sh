@@ -15,9 +15,15 @@ echo "build $SECONDS s"
 export SPLITKV_COMMIT=${C:-run79}
 timeout 150 build-d/splitkv bench --suite mixed --json $OUT/mixed-ours.json >$OUT/mixed.log 2>&1; echo "mixed rc=$? $SECONDS s"
 grep -v "^ *$" $OUT/mixed.log | tail -40
-timeout 120 build-d/tests/splitkv_gpu_tests --gtest_filter='*MixedRoute*:*TheChunkedPrefillRouteServesThem*' >$OUT/gtest.log 2>&1
-echo "gtest rc=$? $SECONDS s $(grep -E '^\[  (PASSED|FAILED)  \] [0-9]+' $OUT/gtest.log | tr '\n' ' ')"
-grep -h -E "^\[  FAILED  \].*\(" $OUT/gtest.log | head -20; grep -h -A4 "Failure" $OUT/gtest.log | head -40
+G=build-d/tests/splitkv_gpu_tests
+F=${FILTER:-*MixedRoute*:*TheChunkedPrefillRouteServesThem*:*ChunkedPrefill*:*Dequant*:*Kc*:*KC*}
+pids=()
+for i in 0 1 2 3; do
+  GTEST_TOTAL_SHARDS=4 GTEST_SHARD_INDEX=$i timeout 150 $G --gtest_filter="$F" >$OUT/gtest.$i.log 2>&1 & pids+=($!)
+done
+for i in 0 1 2 3; do wait ${pids[$i]}; echo "shard $i rc=$? $(grep -E '^\[  (PASSED|FAILED)  \] [0-9]+' $OUT/gtest.$i.log | tr '\n' ' ') last: $(grep -E '^\[ RUN' $OUT/gtest.$i.log | tail -1)"; done
+grep -h -E "^\[  FAILED  \].*\(" $OUT/gtest.*.log | head -20; grep -h -A4 "Failure" $OUT/gtest.*.log | head -40
+echo "gtests done $SECONDS s"
 T=$(( $(left) - 200 )); [ $T -gt 20 ] && { timeout $T python3 bench/peers.py --suite mixed --json $OUT/mixed-peers.json >$OUT/peers.log 2>&1; echo "peers rc=$? $SECONDS s"; tail -3 $OUT/peers.log; }
 python3 bench/merge_results.py --suite mixed --ours $OUT/mixed-ours.json --peers $OUT/mixed-peers.json --out $OUT >/dev/null 2>&1 && cat $OUT/mixed-latest.md
 T=$(( $(left) - 5 )); [ $T -gt 30 ] && { timeout $T build-d/splitkv bench --suite quant --json $OUT/quant-ours.json >$OUT/quant.log 2>&1; echo "quant rc=$? $SECONDS s"; grep -E "kc|INT4|K8V4" $OUT/quant.log | tail -30; }
