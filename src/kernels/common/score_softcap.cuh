@@ -1,9 +1,9 @@
 // The logit softcap inside a key loop (docs/VARIANTS.md), as compile-time policies: the plain
-// instances (kOn = false) keep their code; a variants instance (kOn = true) caps when cap > 0 (a
-// warp-uniform branch: the same instance serves the window without a cap). Applied before the masks
-// (a masked -inf stays -inf). Two policies, for two kinds of kernel:
+// instances (kOn = false) keep their code. Applied before the masks (a masked -inf stays -inf). Two
+// policies, for two kinds of kernel:
 //
-// ScoreSoftcap (decode: memory-bound, the extra instructions are free). A kernel keeps raw scores s
+// ScoreSoftcap (decode: memory-bound; kOn = true only in the capped version of a variants instance,
+// which the launcher runs when cap > 0). A kernel keeps raw scores s
 // whose logit is s * scale (scale: softmax_scale times whatever the kernel folded into Q or the keys,
 // e.g. Q's power-of-two shift or an FP8 cache's key scale); the capped logit cap * tanh(s * scale / cap)
 // is again a raw score, out * tanh(in * s) with in = scale / cap and out = cap / scale, so the online
@@ -54,16 +54,18 @@ struct ScoreSoftcap {
   __device__ __forceinline__ void apply(Fragment&) const {}
 };
 
+// The instance with a cap: a decode kernel's variants instance has two versions, capped and not
+// (decode_softcap_on picks one at launch), so the key loop of the uncapped one holds no softcap code:
+// as a branch inside one loop the compiler predicated the tanh, which every sub-tile then issued
+// with the cap off (docs/TUNING.md, "Kernels").
 template <>
 struct ScoreSoftcap<true> {
-  bool on;        // cap > 0
   float in, out;  // s -> out * tanh(in * s)
 
-  // cap: 0 (off) or > 0; scale_log2: the kernel's raw-score-to-log2-logit factor (scale * log2(e)).
-  // A zero factor (an FP8 cache's key scale of 0) makes every logit 0, capped or not.
+  // cap: > 0; scale_log2: the kernel's raw-score-to-log2-logit factor (scale * log2(e)). A zero
+  // factor (an FP8 cache's key scale of 0) makes every logit 0, capped or not.
   __device__ __forceinline__ ScoreSoftcap(float cap, float scale_log2)
-      : on(cap > 0.f),
-        in(scale_log2 / (cap * 1.4426950408889634f)),
+      : in(scale_log2 / (cap * 1.4426950408889634f)),
         out(scale_log2 == 0.f ? 0.f : cap * 1.4426950408889634f / scale_log2) {}
 
   __device__ __forceinline__ float operator()(float s) const { return out * softcap_tanh(in * s); }
@@ -71,7 +73,6 @@ struct ScoreSoftcap<true> {
   // Every element of a fragment (a CuTe register tensor or a plain array).
   template <class Fragment>
   __device__ __forceinline__ void apply(Fragment& s) const {
-    if (!on) return;
     constexpr int kSize = softcap_fragment_size<Fragment>();
 #pragma unroll
     for (int i = 0; i < kSize; ++i) s[i] = (*this)(s[i]);

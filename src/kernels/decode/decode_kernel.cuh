@@ -27,8 +27,8 @@
 namespace splitkv::detail {
 
 // kVariants: the variants instance (DecodeParams' softcap, sliding window and a single split's sinks,
-// docs/VARIANTS.md).
-template <class Traits, bool kVariants = false>
+// docs/VARIANTS.md), in two versions: kCapped, with the softcap (ScoreSoftcap), and without.
+template <class Traits, bool kVariants = false, bool kCapped = false>
 __global__ void __launch_bounds__(Traits::kThreads) decode_kernel(const __grid_constant__ DecodeParams p) {
   using namespace cute;
   using Element = typename Traits::Element;
@@ -123,7 +123,8 @@ __global__ void __launch_bounds__(Traits::kThreads) decode_kernel(const __grid_c
   int row_end[kRows], row_start[kRows];
   int row_tree[kRows];  // kVariants: where each row's tree-mask bits start (tree_row)
   visible_row_ends<kVariants>(p, keys, row0, tScS_rc, row_end, &row_start, &row_tree);
-  const ScoreSoftcap<kVariants> softcap(p.softcap, p.scale_log2);
+  static_assert(kVariants || !kCapped, "the capped version is a variants instance's");
+  const ScoreSoftcap<kCapped> softcap(p.softcap, p.scale_log2);
 
   // ---- Main loop over this warp's sub-tiles --------------------------------------------------------
   for (int n = 0; n < my_subtiles; ++n) {

@@ -9,7 +9,9 @@ namespace splitkv::detail {
 template <class Element, int kHeadDim, int kBlockM>
 cudaError_t launch_decode_mma(const DecodeParams& params, const LaunchConfig& config) {
   using Traits = DecodeTraits<Element, kHeadDim, kBlockM>;
-  auto* kernel = decode_variants(params) ? decode_kernel<Traits, true> : decode_kernel<Traits, false>;
+  auto* kernel = !decode_variants(params)    ? decode_kernel<Traits, false>
+                 : decode_softcap_on(params) ? decode_kernel<Traits, true, true>
+                                             : decode_kernel<Traits, true, false>;
   return launch_kernel(kernel, dim3(Traits::kThreads), Traits::kSmemBytes, params, config);
 }
 

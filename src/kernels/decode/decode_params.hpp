@@ -66,6 +66,9 @@ SPLITKV_HD bool decode_variants(const DecodeParams& p) {
   return p.softcap > 0.f || p.window_left >= 0 || p.window_right >= 0 || p.sinks != nullptr || p.tree_mask != nullptr;
 }
 
+// Whether a variants instance runs its capped version (ScoreSoftcap<true>): a softcap is set.
+SPLITKV_HD bool decode_softcap_on(const DecodeParams& p) { return p.softcap > 0.f; }
+
 // A KV head's packed tile row -> its query (index in the sequence) and query head: row = i * group + h.
 struct PackedRow {
   int query;

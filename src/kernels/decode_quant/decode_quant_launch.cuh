@@ -10,15 +10,18 @@ namespace splitkv::detail {
 template <class Element, int kHeadDim, KvFormat kFormat>
 cudaError_t launch_decode_quant(const DecodeParams& params, const LaunchConfig& config) {
   using Traits = DecodeQuantTraits<Element, kHeadDim, kFormat>;
-  auto* kernel = decode_variants(params) ? quant_decode_kernel<Traits, true> : quant_decode_kernel<Traits, false>;
+  auto* kernel = !decode_variants(params)    ? quant_decode_kernel<Traits, false>
+                 : decode_softcap_on(params) ? quant_decode_kernel<Traits, true, true>
+                                             : quant_decode_kernel<Traits, true, false>;
   return launch_kernel(kernel, dim3(Traits::kThreads), Traits::kSmemBytes, params, config);
 }
 
 template <class Element, int kHeadDim, KvFormat kFormat>
 cudaError_t launch_decode_quant_keys_as_rows(const DecodeParams& params, const LaunchConfig& config) {
   using Traits = KeysAsRowsTraits<DecodeQuantTraits<Element, kHeadDim, kFormat>>;
-  auto* kernel = decode_variants(params) ? quant_decode_keys_as_rows_kernel<Traits, true>
-                                      : quant_decode_keys_as_rows_kernel<Traits, false>;
+  auto* kernel = !decode_variants(params)    ? quant_decode_keys_as_rows_kernel<Traits, false>
+                 : decode_softcap_on(params) ? quant_decode_keys_as_rows_kernel<Traits, true, true>
+                                             : quant_decode_keys_as_rows_kernel<Traits, true, false>;
   return launch_kernel(kernel, dim3(Traits::kThreads), Traits::kSmemBytes, params, config);
 }
 

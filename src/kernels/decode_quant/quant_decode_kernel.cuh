@@ -18,8 +18,8 @@
 namespace splitkv::detail {
 
 // kVariants: the variants instance (DecodeParams' softcap, sliding window and a single split's sinks,
-// docs/VARIANTS.md).
-template <class Traits, bool kVariants = false>
+// docs/VARIANTS.md), in two versions: kCapped, with the softcap (ScoreSoftcap), and without.
+template <class Traits, bool kVariants = false, bool kCapped = false>
 __global__ void __launch_bounds__(Traits::kThreads, kVariants ? Traits::kVariantsMinBlocksPerSm : Traits::kMinBlocksPerSm)
     quant_decode_kernel(const __grid_constant__ DecodeParams p) {
   using namespace cute;
@@ -45,7 +45,8 @@ __global__ void __launch_bounds__(Traits::kThreads, kVariants ? Traits::kVariant
   float k_scale, v_scale;
   fp8_head_scales<Traits>(p, at.kv_head, k_scale, v_scale);
   const float scale_log2 = p.scale_log2 * q.unshift * k_scale;
-  const ScoreSoftcap<kVariants> softcap(p.softcap, scale_log2);
+  static_assert(kVariants || !kCapped, "the capped version is a variants instance's");
+  const ScoreSoftcap<kCapped> softcap(p.softcap, scale_log2);
 
   typename Traits::TiledMma tiled_mma;
   auto thr_mma = tiled_mma.get_thread_slice(lane);
