@@ -16,7 +16,7 @@ export SPLITKV_COMMIT=${C:-run79}
 timeout 150 build-d/splitkv bench --suite mixed --json $OUT/mixed-ours.json >$OUT/mixed.log 2>&1; echo "mixed rc=$? $SECONDS s"
 grep -v "^ *$" $OUT/mixed.log | tail -40
 G=build-d/tests/splitkv_gpu_tests
-F=${FILTER:-*MixedRoute*:*TheChunkedPrefillRouteServesThem*:*ChunkedPrefill*:*Dequant*:*Kc*:*KC*}
+F=${FILTER:-*MixedRoute*:*DecodeVariants*:*ChunkedPrefill*:*Dequant*:*Kc*:*KC*:*Softcap*}
 pids=()
 for i in 0 1 2 3; do
   GTEST_TOTAL_SHARDS=4 GTEST_SHARD_INDEX=$i timeout 150 $G --gtest_filter="$F" >$OUT/gtest.$i.log 2>&1 & pids+=($!)
