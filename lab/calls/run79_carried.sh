@@ -9,12 +9,12 @@ left() { echo $(( D - SECONDS )); }
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv,noheader
 for x in splitkv splitkv_gpu_tests; do xz -dc build-bin/$x.xz > /tmp/$x && chmod +x /tmp/$x; done
 export SPLITKV_COMMIT=${C:-run79}
-timeout 120 /tmp/splitkv bench --suite mixed --json $OUT/mixed-ours.json >$OUT/mixed.log 2>&1; echo "mixed rc=$? $SECONDS s"
+timeout ${MIXED_T:-120} /tmp/splitkv bench --suite mixed --json $OUT/mixed-ours.json >$OUT/mixed.log 2>&1; echo "mixed rc=$? $SECONDS s"
 grep -v "^ *$" $OUT/mixed.log | tail -40
 F=${FILTER:-*MixedRoute*:*DecodeVariants*:*ChunkedPrefill*:*Dequant*:*Kc*:*KC*:*Softcap*}
 pids=()
 for i in 0 1 2 3; do
-  GTEST_TOTAL_SHARDS=4 GTEST_SHARD_INDEX=$i timeout 130 /tmp/splitkv_gpu_tests --gtest_filter="$F" >$OUT/gtest.$i.log 2>&1 & pids+=($!)
+  GTEST_TOTAL_SHARDS=4 GTEST_SHARD_INDEX=$i timeout ${TEST_T:-130} /tmp/splitkv_gpu_tests --gtest_filter="$F" >$OUT/gtest.$i.log 2>&1 & pids+=($!)
 done
 for i in 0 1 2 3; do wait ${pids[$i]}; echo "shard $i rc=$? $(grep -E '^\[  (PASSED|FAILED)  \] [0-9]+' $OUT/gtest.$i.log | tr '\n' ' ') last: $(grep -E '^\[ RUN' $OUT/gtest.$i.log | tail -1)"; done
 grep -h -E "^\[  FAILED  \].*\(" $OUT/gtest.*.log | head -20; grep -h -A4 "Failure" $OUT/gtest.*.log | head -40
