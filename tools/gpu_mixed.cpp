@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "api/side_stream.hpp"
 #include "bench_harness.hpp"
 #include "commands.hpp"
 #include "common/formats.hpp"
@@ -270,32 +271,19 @@ Status time_calls(const std::vector<Call*>& calls, int replays, GraphTiming* tim
 // capture stream, as the mixed route runs its parts. Against the back-to-back row it shows what
 // overlap two streams give the parts at all, each with its own best plan.
 Status time_calls_side_by_side(const std::vector<Call*>& calls, int replays, GraphTiming* timing) {
-  static cudaStream_t side = nullptr;
-  static cudaEvent_t forked = nullptr, joined = nullptr;
-  if (side == nullptr) {
-    int least = 0, greatest = 0;
-    if (cudaDeviceGetStreamPriorityRange(&least, &greatest) != cudaSuccess ||
-        cudaStreamCreateWithPriority(&side, cudaStreamNonBlocking, greatest) != cudaSuccess ||
-        cudaEventCreateWithFlags(&forked, cudaEventDisableTiming) != cudaSuccess ||
-        cudaEventCreateWithFlags(&joined, cudaEventDisableTiming) != cudaSuccess) {
-      return Status(StatusCode::kCudaError, "", "creating the side stream");
-    }
-  }
   Status status = Status::success();
   auto enqueue = [&](int, void* stream_ptr) {
     const cudaStream_t stream = static_cast<cudaStream_t>(stream_ptr);
-    if (cudaEventRecord(forked, stream) != cudaSuccess || cudaStreamWaitEvent(side, forked, 0) != cudaSuccess) {
-      return false;
-    }
+    detail::SideStream side;  // the mixed route's own side stream: the same fork, priority and join
+    status = detail::fork_side_stream(stream, &side);
     for (Call* c : calls) {  // the chunks first, on the side stream
-      if (c->what == "chunks") status = c->run(c->workspace.get(), side);
-      if (!status.ok()) return false;
+      if (status.ok() && c->what == "chunks") status = c->run(c->workspace.get(), side.stream);
     }
     for (Call* c : calls) {
-      if (c->what != "chunks") status = c->run(c->workspace.get(), stream);
-      if (!status.ok()) return false;
+      if (status.ok() && c->what != "chunks") status = c->run(c->workspace.get(), stream);
     }
-    return cudaEventRecord(joined, side) == cudaSuccess && cudaStreamWaitEvent(stream, joined, 0) == cudaSuccess;
+    if (status.ok()) status = detail::join_side_stream(stream, side);
+    return status.ok();
   };
   try {
     *timing = time_graph(enqueue, 4, replays);
