@@ -4,7 +4,7 @@
 // contiguous caches with NaN in every slot no sequence owns, ragged batches with empty members,
 // chunks from 1 to 1000 queries over prefixes up to 4097 tokens, GQA, causal and not, forced
 // splits, GQA packing, quantized caches (FP8, INT8, INT4, K8V4 and the keys-per-channel *_kc formats:
-// dequantized into the workspace first);
+// dequantized into the workspace first; 300 short sequences beside one of 8,000 keys);
 // bitwise-identical reruns; an invalid page id gives NaN in its own sequence only.
 #include <gtest/gtest.h>
 
@@ -102,10 +102,23 @@ TEST_P(ChunkedPrefillVsReference, MatchesFp64Reference) {
 const std::vector<int> kRagged = {4097, 0, 129, 17, 1000};
 const std::vector<int> kRaggedChunks = {1000, 0, 129, 1, 127};
 
+// A serving step's shape for the staging copy: 300 short sequences (1-40 keys, one query each)
+// beside one of 8,000 keys (a chunk of 64): the copy's grid covers max_kv_len's chunks for every
+// sequence, so a grid of bounded size must stride over the long sequence's chunks. (The copy
+// holds 301 x 8,000 tokens: 1.2 GB at one KV head.)
+std::vector<int> many_short_one_long(bool chunks) {
+  std::vector<int> v;
+  for (int i = 0; i < 300; ++i) v.push_back(chunks ? 1 : 1 + (i * 7) % 40);
+  v.push_back(chunks ? 64 : 8000);
+  return v;
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Cases, ChunkedPrefillVsReference,
     ::testing::Values(
         ChunkShape{"page16_causal", 16, 32, 8, 128, DType::kBF16, true, kRagged, kRaggedChunks, 0},
+        ChunkShape{"fp8_page16_300_short_rows_one_long", 16, 4, 1, 128, DType::kBF16, true,
+                   many_short_one_long(false), many_short_one_long(true), 0, "", KvFormat::kFP8E4M3},
         ChunkShape{"page16_causal_mma", 16, 32, 8, 128, DType::kBF16, true, kRagged, kRaggedChunks, 0,
                    "prefill_mma"},
         ChunkShape{"page32_d256", 32, 16, 16, 256, DType::kBF16, true, {700, 33}, {300, 33}, 0, "prefill_sm90"},
