@@ -612,7 +612,7 @@ Status run_mixed_route(const Plan& plan, const PrefillTensors& t, void* workspac
     const plan::MixedScratchPart& at = sc.parts[k];
     if (part_plans[k] == nullptr || at.width == 0) continue;
     detail::MixedDecodePart& d = m.parts[k];
-    d.q_min = k == 0 ? 1 : 2;
+    d.q_min = k == 0 ? 1 : sc.parts[k - 1].width + 1;  // the parts split 1..mixed_decode_q in order
     d.q_max = at.width;
     d.q = scratch + at.q_offset;
     d.out = scratch + at.out_offset;

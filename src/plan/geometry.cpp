@@ -48,44 +48,40 @@ int decode_split_keys(const DecodeProblem& problem, int block_keys) {
   return int(std::min<int64_t>(problem.max_kv_len, window));
 }
 
+// The fields a decode problem and the chunked prefill over the same cache share, by name, in
+// either direction (as_chunked_prefill, as_decode_rows).
+namespace {
+template <class From, class To>
+void copy_shared_problem_fields(const From& f, To* t) {
+  t->batch = f.batch;
+  t->num_q_heads = f.num_q_heads;
+  t->num_kv_heads = f.num_kv_heads;
+  t->head_dim = f.head_dim;
+  t->max_kv_len = f.max_kv_len;
+  t->causal = f.causal;
+  t->dtype = f.dtype;
+  t->kv_format = f.kv_format;
+  t->softmax_scale = f.softmax_scale;
+  t->page_size = f.page_size;
+  t->window_left = f.window_left;
+  t->window_right = f.window_right;
+  t->softcap = f.softcap;
+  t->sinks = f.sinks;
+}
+}  // namespace
+
 PrefillProblem as_chunked_prefill(const DecodeProblem& d) {
   PrefillProblem p;
-  p.batch = d.batch;
-  p.num_q_heads = d.num_q_heads;
-  p.num_kv_heads = d.num_kv_heads;
-  p.head_dim = d.head_dim;
+  copy_shared_problem_fields(d, &p);
   p.max_q_len = d.q_len;
-  p.max_kv_len = d.max_kv_len;
-  p.causal = d.causal;
-  p.dtype = d.dtype;
-  p.kv_format = d.kv_format;
-  p.softmax_scale = d.softmax_scale;
   p.kv_cache = true;
-  p.page_size = d.page_size;
-  p.window_left = d.window_left;
-  p.window_right = d.window_right;
-  p.softcap = d.softcap;
-  p.sinks = d.sinks;
   return p;
 }
 
 DecodeProblem as_decode_rows(const PrefillProblem& p, int q_len) {
   DecodeProblem d;
-  d.batch = p.batch;
-  d.num_q_heads = p.num_q_heads;
-  d.num_kv_heads = p.num_kv_heads;
-  d.head_dim = p.head_dim;
+  copy_shared_problem_fields(p, &d);
   d.q_len = q_len;
-  d.max_kv_len = p.max_kv_len;
-  d.causal = p.causal;
-  d.dtype = p.dtype;
-  d.kv_format = p.kv_format;
-  d.softmax_scale = p.softmax_scale;
-  d.page_size = p.page_size;
-  d.window_left = p.window_left;
-  d.window_right = p.window_right;
-  d.softcap = p.softcap;
-  d.sinks = p.sinks;
   return d;
 }
 
