@@ -522,13 +522,6 @@ Status launch_prefill(const Plan& plan, const PrefillTensors& t, void* workspace
                         /*caller_partials=*/false, pr.sinks ? t.sinks : TensorRef{});
 }
 
-// How a quantized cache's side stores its codes.
-detail::StoredCodes stored_codes(const TensorRef& cache) {
-  return cache.dtype == DType::kFP8E4M3 ? detail::StoredCodes::kFp8
-         : cache.dtype == DType::kI4    ? detail::StoredCodes::kInt4
-                                        : detail::StoredCodes::kInt8;
-}
-
 // Chunked prefill over a quantized cache: the cache's tokens dequantized into the staging copy at
 // the start of the workspace, then the plan's family reads the copy as a contiguous 16-bit cache
 // with the rest of the workspace as its own.
@@ -540,9 +533,10 @@ Status prefill_over_staging(const Plan& plan, const PrefillTensors& t, void* wor
   detail::DequantKvParams d;
   const KvFormat kv_format = detail::resolve_kv_format(pr.kv_format, pr.dtype);
   d.kv = detail::cache_view(t, kv_format, pr.page_size);
-  d.k_codes = stored_codes(t.k);
-  d.v_codes = stored_codes(t.v);
-  d.channel_keys = detail::kv_format_traits(kv_format).channel_keys;  // d.kv.k_scales: the keys' group scales
+  const detail::KvFormatTraits format = detail::kv_format_traits(kv_format);
+  d.k_codes = format.k_codes();
+  d.v_codes = format.v_codes();
+  d.channel_keys = format.channel_keys;  // d.kv.k_scales: the keys' group scales
   d.batch = pr.batch;
   d.num_kv_heads = pr.num_kv_heads;
   d.head_dim = pr.head_dim;

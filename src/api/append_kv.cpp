@@ -19,7 +19,7 @@
 namespace splitkv {
 namespace {
 
-using detail::AppendRowFormat;
+using detail::CodeKind;
 using detail::AppendSideParams;
 using detail::KvFormatTraits;
 using detail::Expect;
@@ -138,12 +138,7 @@ Status validate_tensors(const AppendKvProblem& p, const AppendKvTensors& t) {
 
 AppendSideParams side_params(const TensorRef& src, const TensorRef& cache, const TensorRef& scales) {
   AppendSideParams s;
-  switch (cache.dtype) {
-    case DType::kFP8E4M3: s.format = AppendRowFormat::kFp8; break;
-    case DType::kI8: s.format = AppendRowFormat::kInt8; break;
-    case DType::kI4: s.format = AppendRowFormat::kInt4; break;
-    default: s.format = AppendRowFormat::k16Bit; break;
-  }
+  s.format = detail::code_kind(cache.dtype);
   s.src = src.data;
   s.src_token_stride = src.stride[0];
   s.src_head_stride = src.stride[1];
@@ -154,10 +149,10 @@ AppendSideParams side_params(const TensorRef& src, const TensorRef& cache, const
   s.cache_block_stride = side.block_stride;
   s.cache_slot_stride = side.token_stride;
   s.cache_head_stride = side.head_stride;
-  if (s.format == AppendRowFormat::kFp8) {
+  if (s.format == CodeKind::kFp8) {
     s.fp8_scales = static_cast<const float*>(scales.data);
     s.fp8_scale_stride = scales.stride[0];
-  } else if (s.format != AppendRowFormat::k16Bit) {
+  } else if (s.format != CodeKind::kNative16) {
     s.pairs = static_cast<uint16_t*>(scales.data);
     s.pair_block_stride = scales.stride[0];
     s.pair_head_stride = scales.stride[1];

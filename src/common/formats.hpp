@@ -3,6 +3,8 @@
 // the 16-bit kernels assumes 2-byte elements.
 #pragma once
 
+#include <cstdint>
+
 #include "common/host_device.hpp"
 #include "splitkv/types.hpp"
 
@@ -37,6 +39,20 @@ SPLITKV_HD constexpr int elements_per_16_bytes(DType dtype) { return 128 / eleme
 inline constexpr int kKeyGroup = 64;
 inline constexpr int kKeyTailRows = 2 * kKeyGroup;
 
+// How one side (K or V) of a KV cache stores a value: the codes of a quantized format, or 16-bit
+// elements (the Q/O dtype). The decode kernels pick their operand path by it at compile time; the
+// append and dequant kernels read it at run time (kernel parameters).
+enum class CodeKind : int32_t { kFp8, kInt8, kInt4, kNative16 };
+
+SPLITKV_HD constexpr CodeKind code_kind(DType element) {
+  switch (element) {
+    case DType::kFP8E4M3: return CodeKind::kFp8;
+    case DType::kI8: return CodeKind::kInt8;
+    case DType::kI4: return CodeKind::kInt4;
+    default: return CodeKind::kNative16;
+  }
+}
+
 // What the scale tensors of a KV format hold (docs/KV_FORMATS.md).
 enum class KvScales {
   kNone,          // 16-bit values
@@ -59,6 +75,8 @@ struct KvFormatTraits {
   bool decode_kernels_by_default = true;
 
   SPLITKV_HD constexpr KvScales k_scales() const { return channel_keys ? KvScales::kPerChannelGroup : scales; }
+  SPLITKV_HD constexpr CodeKind k_codes() const { return code_kind(k_element); }
+  SPLITKV_HD constexpr CodeKind v_codes() const { return code_kind(v_element); }
 };
 
 SPLITKV_HD constexpr KvFormatTraits kv_format_traits(KvFormat format) {

@@ -20,9 +20,9 @@
 
 #include <cstdint>
 
-namespace splitkv::detail {
+#include "common/formats.hpp"
 
-enum class CodeKind { kFp8, kInt8, kInt4, kNative16 };
+namespace splitkv::detail {
 
 template <CodeKind kKind>
 struct CodeTraits {

@@ -19,27 +19,14 @@
 
 namespace splitkv::detail {
 
-// A *_kc format's codes are its base format's (its keys' scales differ: kChannelKeys).
-constexpr CodeKind k_code_kind(KvFormat f) {
-  switch (base_kv_format(f)) {
-    case KvFormat::kFP8E4M3: return CodeKind::kFp8;
-    case KvFormat::kInt8:
-    case KvFormat::kK8V4: return CodeKind::kInt8;
-    case KvFormat::kInt4: return CodeKind::kInt4;
-    default: return CodeKind::kNative16;  // kNative, kF16, kBF16
-  }
-}
-constexpr CodeKind v_code_kind(KvFormat f) {
-  return base_kv_format(f) == KvFormat::kK8V4 ? CodeKind::kInt4 : k_code_kind(f);
-}
-
 template <class Element_, int kHeadDim_, KvFormat kFormat_>
 struct DecodeQuantTraits {
   using Element = Element_;  // of Q and O
   static constexpr KvFormat kFormat = kFormat_;
   static constexpr tiles::DecodeQuantTile kTile = tiles::decode_quant_tile(kHeadDim_, kFormat_);
-  static constexpr CodeKind kKCode = k_code_kind(kFormat_);
-  static constexpr CodeKind kVCode = v_code_kind(kFormat_);
+  // The formats table's code kinds (a *_kc format's are its base format's; its keys' scales differ).
+  static constexpr CodeKind kKCode = kv_format_traits(kFormat_).k_codes();
+  static constexpr CodeKind kVCode = kv_format_traits(kFormat_).v_codes();
   using KCode = CodeTraits<kKCode>;
   using VCode = CodeTraits<kVCode>;
 

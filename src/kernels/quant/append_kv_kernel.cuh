@@ -56,19 +56,19 @@ __global__ void __launch_bounds__(kAppendWarpsPerBlock * 32) append_kv_kernel(co
   }
   append::copy_vec<2 * kPerLane>(bits, src + lane * kPerLane);
   char* const dst = s.cache + block * s.cache_block_stride + pos * s.cache_slot_stride + head * s.cache_head_stride;
-  if (s.format == AppendRowFormat::k16Bit) {
+  if (s.format == CodeKind::kNative16) {
     append::copy_vec<2 * kPerLane>(dst + lane * 2 * kPerLane, bits);
     return;
   }
   float x[kPerLane];
 #pragma unroll
   for (int i = 0; i < kPerLane; ++i) x[i] = append::to_float<In>(bits[i]);
-  if (s.format == AppendRowFormat::kFp8) {
+  if (s.format == CodeKind::kFp8) {
     append::quantize_fp8_row(x, lane, s.fp8_scales[head * s.fp8_scale_stride], dst);
     return;
   }
   uint16_t* const pair = s.pairs + block * s.pair_block_stride + head * s.pair_head_stride + pos * s.pair_slot_stride;
-  if (s.format == AppendRowFormat::kInt8) {
+  if (s.format == CodeKind::kInt8) {
     append::quantize_int_row<8>(x, lane, dst, pair);
   } else {
     append::quantize_int_row<4>(x, lane, dst, pair);

@@ -19,7 +19,7 @@ cudaError_t launch_append_kv(const AppendKvParams& p, const LaunchConfig& config
     LaunchConfig groups = config;
     groups.grid[0] = static_cast<unsigned>(p.num_tokens * p.num_kv_heads);
     const dim3 block(kAppendKcThreads);
-    const cudaError_t e = p.k.format == AppendRowFormat::kInt8 ? launch_kernel(append_kc_groups_kernel<In, kHeadDim, 8>, block, 0, p, groups)
+    const cudaError_t e = p.k.format == CodeKind::kInt8 ? launch_kernel(append_kc_groups_kernel<In, kHeadDim, 8>, block, 0, p, groups)
                                          : launch_kernel(append_kc_groups_kernel<In, kHeadDim, 4>, block, 0, p, groups);
     if (e != cudaSuccess) return e;
   }

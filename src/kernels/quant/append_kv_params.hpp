@@ -9,11 +9,8 @@
 
 namespace splitkv::detail {
 
-// How one side (K or V) of the cache stores a row.
-enum class AppendRowFormat : int32_t { k16Bit, kFp8, kInt8, kInt4 };
-
 struct AppendSideParams {
-  AppendRowFormat format = AppendRowFormat::k16Bit;
+  CodeKind format = CodeKind::kNative16;  // how the cache side stores a row
   const void* src = nullptr;  // new rows [num_tokens, Hkv, D], 16-bit
   int64_t src_token_stride = 0, src_head_stride = 0;  // elements
   char* cache = nullptr;      // [blocks, slots, Hkv, D] values or codes

@@ -39,10 +39,10 @@ __device__ __forceinline__ const char* code_row(const KvSide& s, int64_t block, 
 
 // Values [8c, 8c + 8) of the row of KV head h at (block, slot) of one side (its codes s, scales sc),
 // as fp32.
-__device__ __forceinline__ void read_values(const KvSide& s, const KvScaleView& sc, StoredCodes kind, int64_t block,
+__device__ __forceinline__ void read_values(const KvSide& s, const KvScaleView& sc, CodeKind kind, int64_t block,
                                             int64_t slot, int h, int c, float (&x)[kValuesPerThread]) {
   const char* row = code_row(s, block, slot, h);
-  if (kind == StoredCodes::kFp8) {
+  if (kind == CodeKind::kFp8) {
     const uint2 codes = *reinterpret_cast<const uint2*>(row + c * 8);
     const float scale = static_cast<const float*>(sc.data)[h * sc.head_stride];
 #pragma unroll
@@ -55,7 +55,7 @@ __device__ __forceinline__ void read_values(const KvSide& s, const KvScaleView& 
   const uint32_t pair = *reinterpret_cast<const uint32_t*>(static_cast<const uint16_t*>(sc.data) + block * sc.block_stride +
                                                             h * sc.head_stride + slot * sc.token_stride);
   const float scale = fp16_value(uint16_t(pair & 0xffffu)), min = fp16_value(uint16_t(pair >> 16));
-  if (kind == StoredCodes::kInt8) {
+  if (kind == CodeKind::kInt8) {
     const uint2 codes = *reinterpret_cast<const uint2*>(row + c * 8);
 #pragma unroll
     for (int i = 0; i < kValuesPerThread; ++i) {
@@ -71,14 +71,14 @@ __device__ __forceinline__ void read_values(const KvSide& s, const KvScaleView& 
 
 // *_kc keys, values [8c, 8c + 8) of KV head h at (block, slot) of a complete group: the codes with
 // each channel's (scale, min) of the slot's group, fma(scale[c], code, min[c]) in fp32.
-__device__ __forceinline__ void read_channel_key_values(const KvSide& s, const KvScaleView& sc, StoredCodes kind,
+__device__ __forceinline__ void read_channel_key_values(const KvSide& s, const KvScaleView& sc, CodeKind kind,
                                                         int head_dim, int64_t block, int64_t slot, int h, int c,
                                                         float (&x)[kValuesPerThread]) {
   const char* row = code_row(s, block, slot, h);
   const uint16_t* pairs = static_cast<const uint16_t*>(sc.data) + block * sc.block_stride + h * sc.head_stride +
                           (slot / kKeyGroup) * sc.token_stride + c * kValuesPerThread;
   uint32_t code[kValuesPerThread];
-  if (kind == StoredCodes::kInt8) {
+  if (kind == CodeKind::kInt8) {
     const uint2 codes = *reinterpret_cast<const uint2*>(row + c * 8);
 #pragma unroll
     for (int i = 0; i < kValuesPerThread; ++i) code[i] = ((i < 4 ? codes.x : codes.y) >> (8 * (i % 4))) & 0xffu;

@@ -6,20 +6,18 @@
 
 #include <cstdint>
 
+#include "common/formats.hpp"
 #include "kernels/common/kv_cache_view.hpp"
 #include "splitkv/types.hpp"
 
 namespace splitkv::detail {
-
-// How one side (K or V) of a quantized cache stores a row (docs/KV_FORMATS.md).
-enum class StoredCodes : int32_t { kFp8, kInt8, kInt4 };
 
 struct DequantKvParams {
   // The cache, as the decode kernels read it (byte strides of the codes; FP8 scales per KV head,
   // INT8/INT4 (scale, min) pairs per token; *_kc keys: pairs per group and the 16-bit tail ring):
   // block table, page size, pool size and each sequence's length included.
   KvCacheView kv;
-  StoredCodes k_codes = StoredCodes::kInt8, v_codes = StoredCodes::kInt8;
+  CodeKind k_codes = CodeKind::kInt8, v_codes = CodeKind::kInt8;  // never kNative16 here
   // *_kc keys (docs/KV_FORMATS.md, "Keys quantized per channel"): key p of a sequence of length L
   // is read from its codes and its group's per-channel (scale, min) when p < 64 floor(L / 64), else
   // from the sequence's row of kv.k_tail (row p % 128, in the staging dtype).
