@@ -103,13 +103,24 @@ const std::vector<int> kRagged = {4097, 0, 129, 17, 1000};
 const std::vector<int> kRaggedChunks = {1000, 0, 129, 1, 127};
 
 // A serving step's shape for the staging copy: 300 short sequences (1-40 keys, one query each)
-// beside one of 8,000 keys (a chunk of 64): the copy's grid covers max_kv_len's chunks for every
-// sequence, so a grid of bounded size must stride over the long sequence's chunks. (The copy
-// holds 301 x 8,000 tokens: 1.2 GB at one KV head.)
+// beside one of 8,000 keys (a chunk of 64): the copy's blocks number the 16-token items of the
+// real lengths over two windows of 256 sequences, and the long sequence's 500 items spread over
+// them. (The copy holds 301 x 8,000 tokens: 1.2 GB at one KV head.)
 std::vector<int> many_short_one_long(bool chunks) {
   std::vector<int> v;
   for (int i = 0; i < 300; ++i) v.push_back(chunks ? 1 : 1 + (i * 7) % 40);
   v.push_back(chunks ? 64 : 8000);
+  return v;
+}
+
+// More sequences (2,100, 0-24 keys, one query each) than the copy has blocks (2,048): a block
+// checks several sequences' page ids and lengths, and numbers items over nine windows.
+std::vector<int> more_sequences_than_blocks(bool chunks) {
+  std::vector<int> v;
+  for (int i = 0; i < 2100; ++i) {
+    const int keys = (i * 11) % 25;
+    v.push_back(chunks ? std::min(keys, 1) : keys);
+  }
   return v;
 }
 
@@ -119,6 +130,8 @@ INSTANTIATE_TEST_SUITE_P(
         ChunkShape{"page16_causal", 16, 32, 8, 128, DType::kBF16, true, kRagged, kRaggedChunks, 0},
         ChunkShape{"fp8_page16_300_short_rows_one_long", 16, 4, 1, 128, DType::kBF16, true,
                    many_short_one_long(false), many_short_one_long(true), 0, "", KvFormat::kFP8E4M3},
+        ChunkShape{"int8_page16_2100_sequences", 16, 4, 1, 128, DType::kBF16, true,
+                   more_sequences_than_blocks(false), more_sequences_than_blocks(true), 0, "", KvFormat::kInt8},
         ChunkShape{"page16_causal_mma", 16, 32, 8, 128, DType::kBF16, true, kRagged, kRaggedChunks, 0,
                    "prefill_mma"},
         ChunkShape{"page32_d256", 32, 16, 16, 256, DType::kBF16, true, {700, 33}, {300, 33}, 0, "prefill_sm90"},

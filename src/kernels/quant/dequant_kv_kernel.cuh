@@ -5,10 +5,16 @@
 // even). The fp64 reference attends over the fp32 values; its low-precision yardstick rounds them
 // to the input type as this copy does.
 //
-// Grid (batch, token chunks); each thread writes 8 values (16 bytes) of one (token, side, KV head)
-// row per step, consecutive threads along the row, so loads and stores are aligned vectors. The
-// kernel reads each cache byte once: for long chunks the prefill that follows re-reads every K/V
-// tile once per query block and head, which is why the dequantization is not done per tile there.
+// Work: the items are (sequence, 16-token chunk) pairs of the sequences' real lengths, numbered in
+// sequence order; every block numbers them alike from the lengths (a block-wide prefix sum over
+// windows of kDequantThreads sequences, in shared memory) and takes every gridDim.x-th item, so the
+// blocks share the work evenly however the lengths spread, and a step of short or empty sequences
+// under a long bound costs no idle blocks. Sequence b's checks (its length, page ids and *_kc tail
+// slot: the length the prefill reads) are block b % gridDim.x's. Each thread writes 8 values (16
+// bytes) of one (token, side, KV head) row per step, consecutive threads along the row, so loads
+// and stores are aligned vectors. The kernel reads each cache byte once: for long chunks the
+// prefill that follows re-reads every K/V tile once per query block and head, which is why the
+// dequantization is not done per tile there.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -133,22 +139,66 @@ __device__ __forceinline__ void store_values(void* dst, const float (&x)[kValues
 
 }  // namespace dequant
 
-template <class Out>
-__global__ void __launch_bounds__(kDequantThreads) dequantize_kv_kernel(const __grid_constant__ DequantKvParams p) {
-  using namespace dequant;
-  // The lengths and pages may come from the kernel before us; the prefill after us waits for our
-  // completion itself.
-  wait_for_prior_grids();
-  allow_dependent_launch();
+namespace dequant {
+
+// Exclusive prefix sum over the block (kDequantThreads threads); *total gets the sum.
+__device__ __forceinline__ int64_t block_exclusive_sum(int64_t v, int64_t* warp_sums, int64_t* total) {
+  constexpr int kWarps = kDequantThreads / 32;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  int64_t x = v;
+#pragma unroll
+  for (int d = 1; d < 32; d *= 2) {
+    const int64_t y = __shfl_up_sync(0xffffffffu, x, d);
+    if (lane >= d) x += y;
+  }
+  if (lane == 31) warp_sums[warp] = x;
+  __syncthreads();
+  int64_t before = 0, all = 0;
+#pragma unroll
+  for (int w = 0; w < kWarps; ++w) {
+    before += w < warp ? warp_sums[w] : 0;
+    all += warp_sums[w];
+  }
+  __syncthreads();  // warp_sums free for the next call
+  *total = all;
+  return before + x - v;
+}
+
+// A length the kernel dequantizes: seq_lens[b] when in [0, max_kv_len], else none.
+__device__ __forceinline__ int valid_length(const DequantKvParams& p, int b) {
+  const int len = p.kv.seq_lens[b];
+  return len >= 0 && len <= p.max_kv_len ? len : 0;
+}
+
+// Sequence b's length as the prefill reads it: -1 (NaN rows) for a bad length, page id or tail slot.
+// The whole block checks one sequence's page ids.
+__device__ __forceinline__ void check_sequence(const DequantKvParams& p, int b) {
   const KvCacheView& kv = p.kv;
-  const int b = blockIdx.x;
   const int len = kv.seq_lens[b];
   const bool len_ok = len >= 0 && len <= p.max_kv_len;
   const int n = len_ok ? len : 0;
+  bool bad_page = false;
+  if (kv.block_table != nullptr) {
+    const int32_t* pages = kv.block_table + b * kv.block_table_stride;
+    const int n_pages = kv.page_size.div(n + kv.page_size.divisor - 1);
+    for (int i = threadIdx.x; i < n_pages; i += blockDim.x) bad_page |= pages[i] < 0 || pages[i] >= kv.num_pages;
+  }
+  bad_page = __syncthreads_or(bad_page);
+  if (threadIdx.x == 0) {
+    const KeyTailView& tail = kv.k_tail;
+    const int64_t tail_slot = !p.channel_keys ? 0 : tail.seq_slots ? tail.seq_slots[b * tail.seq_slots_stride] : b;
+    const bool tail_ok = !p.channel_keys || (tail_slot >= 0 && tail_slot < tail.num_slots);
+    p.lens_out[b] = len_ok && !bad_page && tail_ok ? len : -1;
+  }
+}
+
+// Tokens [token0, token0 + 16) of sequence b (n of its tokens valid), both sides, every KV head.
+template <class Out>
+__device__ __forceinline__ void dequantize_chunk(const DequantKvParams& p, int b, int n, int token0) {
+  const KvCacheView& kv = p.kv;
   const bool paged = kv.block_table != nullptr;
   const int32_t* pages = paged ? kv.block_table + b * kv.block_table_stride : nullptr;
   auto in_pool = [&](int32_t page) { return page >= 0 && page < kv.num_pages; };
-
   // *_kc: the sequence's tail row, and the first position the tail holds (tail_slot_of and
   // tail_slot_in_ring, spelled out: through the helpers this kernel compiled to 8 more instructions).
   const KeyTailView& tail = kv.k_tail;
@@ -157,56 +207,92 @@ __global__ void __launch_bounds__(kDequantThreads) dequantize_kv_kernel(const __
   const bool tail_ok = !kc || (tail_slot >= 0 && tail_slot < tail.num_slots);
   const int complete = n / kKeyGroup * kKeyGroup;
 
-  if (blockIdx.y == 0) {  // the length the prefill reads: -1 (NaN rows) for a bad length, page id or tail slot
-    bool bad_page = false;
-    if (paged) {
-      const int n_pages = kv.page_size.div(n + kv.page_size.divisor - 1);
-      for (int i = threadIdx.x; i < n_pages; i += blockDim.x) bad_page |= !in_pool(pages[i]);
-    }
-    bad_page = __syncthreads_or(bad_page);
-    if (threadIdx.x == 0) p.lens_out[b] = len_ok && !bad_page && tail_ok ? len : -1;
-  }
-
   const int chunks = p.head_dim / kValuesPerThread;
   const int row_units = p.num_kv_heads * chunks;  // one (token, side) row of all heads
-  for (int token0 = blockIdx.y * kDequantTokensPerBlock; token0 < n; token0 += gridDim.y * kDequantTokensPerBlock) {
-    const int tokens = min(n - token0, kDequantTokensPerBlock);
-    for (int u = threadIdx.x; u < tokens * 2 * row_units; u += blockDim.x) {
-      const int c = u % chunks, h = u / chunks % p.num_kv_heads;
-      const int side = u / row_units % 2, t = token0 + u / (2 * row_units);
-      int64_t block = b, slot = t;
-      bool readable = true;
-      if (paged) {
-        const int i = kv.page_size.div(t);
-        const int32_t page = pages[i];
-        readable = in_pool(page);  // never read outside the pool (the sequence's rows become NaN)
-        block = page, slot = t - i * kv.page_size.divisor;
-      }
-      float x[kValuesPerThread];
-      if (side == 0 && kc && readable) {  // never read a tail row outside the ring
-        if (t < complete) {
-          read_channel_key_values(kv.k, kv.k_scales, p.k_codes, p.head_dim, block, slot, h, c, x);
-        } else if (tail_ok) {
-          read_tail_values<Out>(tail, tail_slot, h, t, c, x);
-        } else {
-#pragma unroll
-          for (int i = 0; i < kValuesPerThread; ++i) x[i] = __int_as_float(0x7fc00000);
-        }
-      } else if (readable) {
-        if (side == 0) {
-          read_values(kv.k, kv.k_scales, p.k_codes, block, slot, h, c, x);
-        } else {
-          read_values(kv.v, kv.v_scales, p.v_codes, block, slot, h, c, x);
-        }
+  const int tokens = min(n - token0, kDequantTokensPerBlock);
+  const int units = tokens * 2 * row_units;
+  // Unit u's values (NaN where its page or tail row is invalid) and where they go.
+  auto read_unit = [&](int u, float (&x)[kValuesPerThread]) -> void* {
+    const int c = u % chunks, h = u / chunks % p.num_kv_heads;
+    const int side = u / row_units % 2, t = token0 + u / (2 * row_units);
+    int64_t block = b, slot = t;
+    bool readable = true;
+    if (paged) {
+      const int i = kv.page_size.div(t);
+      const int32_t page = pages[i];
+      readable = in_pool(page);  // never read outside the pool (the sequence's rows become NaN)
+      block = page, slot = t - i * kv.page_size.divisor;
+    }
+    if (side == 0 && kc && readable) {  // never read a tail row outside the ring
+      if (t < complete) {
+        read_channel_key_values(kv.k, kv.k_scales, p.k_codes, p.head_dim, block, slot, h, c, x);
+      } else if (tail_ok) {
+        read_tail_values<Out>(tail, tail_slot, h, t, c, x);
       } else {
 #pragma unroll
         for (int i = 0; i < kValuesPerThread; ++i) x[i] = __int_as_float(0x7fc00000);
       }
-      char* out = static_cast<char*>(side == 0 ? p.k_out : p.v_out);
-      const int64_t element =
-          ((int64_t(b) * p.staging_tokens + t) * p.num_kv_heads + h) * p.head_dim + c * kValuesPerThread;
-      store_values<Out>(out + element * 2, x);
+    } else if (readable) {
+      if (side == 0) {
+        read_values(kv.k, kv.k_scales, p.k_codes, block, slot, h, c, x);
+      } else {
+        read_values(kv.v, kv.v_scales, p.v_codes, block, slot, h, c, x);
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < kValuesPerThread; ++i) x[i] = __int_as_float(0x7fc00000);
     }
+    char* out = static_cast<char*>(side == 0 ? p.k_out : p.v_out);
+    const int64_t element = ((int64_t(b) * p.staging_tokens + t) * p.num_kv_heads + h) * p.head_dim + c * kValuesPerThread;
+    return out + element * 2;
+  };
+  for (int u = threadIdx.x; u < units; u += blockDim.x) {
+    float x[kValuesPerThread];
+    void* dst = read_unit(u, x);
+    store_values<Out>(dst, x);
+  }
+}
+
+}  // namespace dequant
+
+template <class Out>
+__global__ void __launch_bounds__(kDequantThreads) dequantize_kv_kernel(const __grid_constant__ DequantKvParams p) {
+  using namespace dequant;
+  // The lengths and pages may come from the kernel before us; the prefill after us waits for our
+  // completion itself.
+  wait_for_prior_grids();
+  allow_dependent_launch();
+  const int blocks = gridDim.x;
+  for (int b = blockIdx.x; b < p.batch; b += blocks) check_sequence(p, b);
+
+  __shared__ int64_t first_item[kDequantThreads + 1];  // the window's sequences' first items, and the end
+  __shared__ int lengths[kDequantThreads];
+  __shared__ int64_t warp_sums[kDequantThreads / 32];
+  int64_t items_before = 0;  // items of the windows before this one
+  for (int w0 = 0; w0 < p.batch; w0 += kDequantThreads) {
+    const int b = w0 + threadIdx.x;
+    const int n = b < p.batch ? valid_length(p, b) : 0;
+    int64_t window_items;
+    const int64_t first = block_exclusive_sum((n + kDequantTokensPerBlock - 1) / kDequantTokensPerBlock, warp_sums,
+                                              &window_items);
+    first_item[threadIdx.x] = first;
+    lengths[threadIdx.x] = n;
+    if (threadIdx.x == 0) first_item[kDequantThreads] = window_items;
+    __syncthreads();
+    // This block's items: those numbered blockIdx.x modulo the grid.
+    int64_t item = blockIdx.x - items_before % blocks;
+    if (item < 0) item += blocks;
+    for (; item < window_items; item += blocks) {
+      int lo = 0, hi = kDequantThreads;  // the sequence s with first_item[s] <= item < first_item[s + 1]
+      while (hi - lo > 1) {
+        const int mid = (lo + hi) / 2;
+        if (first_item[mid] <= item) lo = mid; else hi = mid;
+      }
+      const int token0 = int(item - first_item[lo]) * kDequantTokensPerBlock;
+      dequantize_chunk<Out>(p, w0 + lo, lengths[lo], token0);
+    }
+    items_before += window_items;
+    __syncthreads();  // the window's tables free for the next
   }
 }
 
