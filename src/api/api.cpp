@@ -419,10 +419,18 @@ Status check_tma_views(const detail::PrefillParams& p, int head_dim, const std::
   return Status::success();
 }
 
+// What the library's own routes hand a prefill launch beside the caller's tensors: a decode
+// problem's tree mask (run_decode_via_prefill), the mixed route's sequences served elsewhere
+// (int32 [batch], PrefillParams::skip_sequences). Empty for run_prefill's callers.
+struct PrefillExtras {
+  TensorRef tree_mask;
+  const int32_t* skip_sequences = nullptr;
+};
+
 // The prefill kernel (and the combine after split-KV) over validated tensors.
-// tree_mask: a decode problem's tree mask (run_decode_via_prefill; empty otherwise).
 Status launch_prefill(const Plan& plan, const PrefillTensors& t, void* workspace, Stream stream,
-                      const TensorRef& tree_mask) {
+                      const PrefillExtras& extras) {
+  const TensorRef& tree_mask = extras.tree_mask;
   const PrefillProblem& pr = plan.prefill();
   int family = -1;
   if (Status s = plan_family(plan, registry::Kind::kPrefill, &family); !s) return s;
@@ -474,6 +482,7 @@ Status launch_prefill(const Plan& plan, const PrefillTensors& t, void* workspace
     p.tree_mask_batch_stride = tree_mask.stride[0];
     p.tree_mask_query_stride = tree_mask.stride[1];
   }
+  p.skip_sequences = extras.skip_sequences;
   if (pr.sinks) {  // folded by the kernel into final rows, by the combine after KV splits
     p.sinks = static_cast<const float*>(t.sinks.data);
     p.sinks_stride = t.sinks.stride[0];
@@ -526,7 +535,7 @@ Status launch_prefill(const Plan& plan, const PrefillTensors& t, void* workspace
 // the start of the workspace, then the plan's family reads the copy as a contiguous 16-bit cache
 // with the rest of the workspace as its own.
 Status prefill_over_staging(const Plan& plan, const PrefillTensors& t, void* workspace, Stream stream,
-                            const TensorRef& tree_mask) {
+                            const PrefillExtras& extras) {
   const PrefillProblem& pr = plan.prefill();
   const plan::KvStaging st = plan::kv_staging(pr.batch, pr.max_kv_len, pr.num_kv_heads, pr.head_dim);
   char* base = static_cast<char*>(workspace);
@@ -571,7 +580,7 @@ Status prefill_over_staging(const Plan& plan, const PrefillTensors& t, void* wor
   staged.block_table = TensorRef{};
   staged.seq_lens_host = nullptr;
   staged.block_table_host = nullptr;
-  return launch_prefill(inner, staged, base + st.total_bytes, stream, tree_mask);
+  return launch_prefill(inner, staged, base + st.total_bytes, stream, extras);
 }
 
 // The mixed route (Plan::mixed_route, docs/MIXED_BATCH.md) over validated tensors: the split
@@ -614,12 +623,13 @@ Status run_mixed_route(const Plan& plan, const PrefillTensors& t, void* workspac
     d.seq_lens = reinterpret_cast<int32_t*>(scratch + at.lens_offset);
   }
   m.prefill_seq_lens = reinterpret_cast<int32_t*>(scratch + sc.prefill_lens_offset);
+  m.prefill_skip = reinterpret_cast<int32_t*>(scratch + sc.prefill_skip_offset);
   const int one[3] = {1, 1, 1};  // the launcher sets the grid (a block per sequence)
   m.stage = detail::MixedRouteStage::kSplit;
   if (Status s = detail::launch(launcher, &m, launch_config(stream, one), "mixed route split launch"); !s) return s;
 
-  // The prefill part: every sequence no decode part serves (the others at length 0), on the side
-  // stream, launched first.
+  // The prefill part: every sequence no decode part serves (the others skipped: no tile of them
+  // runs; at length 0 for the staging copy), on the side stream, launched first.
   detail::SideStream side;
   if (Status s = detail::fork_side_stream(stream, &side); !s) return s;
   PrefillTensors pt = t;
@@ -633,8 +643,10 @@ Status run_mixed_route(const Plan& plan, const PrefillTensors& t, void* workspac
   own.workspace_bytes = plan.mixed_decode_offset();  // its own part of the workspace, first
   own.mixed_decode_offset = own.mixed_spec_offset = own.mixed_scratch_offset = 0;
   own.seal = detail::plan_seal(prefill);
-  const Status ran = prefill.dequantized_cache() ? prefill_over_staging(prefill, pt, workspace, side.stream, TensorRef{})
-                                                 : launch_prefill(prefill, pt, workspace, side.stream, TensorRef{});
+  PrefillExtras skip;  // the decode rows: no tile of them runs here (the merge writes their rows)
+  skip.skip_sequences = m.prefill_skip;
+  const Status ran = prefill.dequantized_cache() ? prefill_over_staging(prefill, pt, workspace, side.stream, skip)
+                                                 : launch_prefill(prefill, pt, workspace, side.stream, skip);
 
   // The decode parts: each part's padded rows over the same cache, on the caller's stream.
   Status decoded = Status::success();
@@ -677,8 +689,10 @@ Status run_prefill_with_tree(const Plan& plan, const PrefillTensors& t, void* wo
     if (!tree_mask.empty()) return Status::unsupported("tree_mask", "not on a mixed-route plan");
     return run_mixed_route(plan, t, workspace, stream);
   }
-  if (plan.dequantized_cache()) return prefill_over_staging(plan, t, workspace, stream, tree_mask);
-  return launch_prefill(plan, t, workspace, stream, tree_mask);
+  PrefillExtras extras;
+  extras.tree_mask = tree_mask;
+  if (plan.dequantized_cache()) return prefill_over_staging(plan, t, workspace, stream, extras);
+  return launch_prefill(plan, t, workspace, stream, extras);
 }
 
 }  // namespace

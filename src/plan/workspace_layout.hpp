@@ -119,7 +119,7 @@ inline KvStaging kv_staging(int batch, int max_kv_len, int num_kv_heads, int hea
 // The mixed route's scratch (PlanFields::mixed_scratch_offset): per decode part of width w
 // queries (1 for single-query rows, Plan::mixed_decode_q for speculative rows; 0: absent) its
 // padded queries and outputs [batch, w, Hq, D] (16-bit), LSEs fp32 [batch, Hq, w] and lengths int32
-// [batch]; then the prefill part's lengths int32 [batch].
+// [batch]; then the prefill part's lengths and skip marks, int32 [batch] each.
 struct MixedScratchPart {
   int width = 0;
   size_t q_offset = 0, out_offset = 0, lse_offset = 0, lens_offset = 0;
@@ -127,7 +127,7 @@ struct MixedScratchPart {
 
 struct MixedScratch {
   MixedScratchPart parts[2];
-  size_t prefill_lens_offset = 0;
+  size_t prefill_lens_offset = 0, prefill_skip_offset = 0;
   size_t total_bytes = 0;
 };
 
@@ -147,7 +147,8 @@ inline MixedScratch mixed_scratch(int batch, int decode_q, int num_q_heads, int 
     at = part.lens_offset + align_up(size_t(batch) * sizeof(int32_t));
   }
   w.prefill_lens_offset = at;
-  w.total_bytes = at + align_up(size_t(batch) * sizeof(int32_t));
+  w.prefill_skip_offset = at + align_up(size_t(batch) * sizeof(int32_t));
+  w.total_bytes = w.prefill_skip_offset + align_up(size_t(batch) * sizeof(int32_t));
   return w;
 }
 

@@ -104,7 +104,8 @@ TEST(MixedRoute, TheScratchPartsDoNotOverlap) {
   EXPECT_GE(b.lse_offset, b.out_offset + 5 * 4 * 3 * 64 * 2);
   EXPECT_GE(b.lens_offset, b.lse_offset + 5 * 4 * 3 * 4);
   EXPECT_GE(sc.prefill_lens_offset, b.lens_offset + 5 * 4);
-  EXPECT_GE(sc.total_bytes, sc.prefill_lens_offset + 5 * 4);
+  EXPECT_GE(sc.prefill_skip_offset, sc.prefill_lens_offset + 5 * 4);
+  EXPECT_GE(sc.total_bytes, sc.prefill_skip_offset + 5 * 4);
 }
 
 TEST(MixedRoute, DecodeRowsAreShortSequencesWithValidLengthsInTheirPart) {

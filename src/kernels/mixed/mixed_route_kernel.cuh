@@ -1,5 +1,6 @@
 // The mixed route's split and merge kernels (mixed_route_params.hpp): one block per sequence,
-// plain copies (the attention runs in the decode and prefill kernels between them).
+// plain copies in 16-byte vectors (the attention runs in the decode and prefill kernels between
+// them).
 #pragma once
 
 #include <cstdint>
@@ -8,6 +9,11 @@
 #include "kernels/mixed/mixed_route_params.hpp"
 
 namespace splitkv::detail {
+
+// Elements of a 16-byte vector: the copies move whole vectors (validation makes every query and
+// output row 16-byte aligned, head_dim a multiple of 8).
+template <class Element>
+inline constexpr int kVectorElements = 16 / int(sizeof(Element));
 
 // Per sequence: every part's lengths, and a decode row's queries in its part's padded batch
 // (zeros in front of its q_b queries). Other sequences' slots are not written: the decode kernels
@@ -24,20 +30,21 @@ __global__ void __launch_bounds__(kMixedRouteThreads) mixed_split_kernel(const M
       if (p.parts[k].q_max > 0) p.parts[k].seq_lens[b] = part == k ? n : 0;
     }
     p.prefill_seq_lens[b] = part >= 0 ? 0 : n;
+    p.prefill_skip[b] = part >= 0 ? 1 : 0;
   }
   if (part < 0) return;
   const MixedDecodePart& d = p.parts[part];
-  const int D = p.head_dim;
-  const int64_t row = int64_t(p.num_q_heads) * D;  // one query's elements
+  const int vectors = p.head_dim / kVectorElements<Element>;  // 16-byte vectors per head row
+  const int row = p.num_q_heads * vectors;                    // per query
   const int q_len = p.cu_seqlens_q[b + 1] - p.cu_seqlens_q[b];
   const int64_t q0 = p.cu_seqlens_q[b];
   const int pad = d.q_max - q_len;
   const Element* q = static_cast<const Element*>(p.q);
-  Element* dst = static_cast<Element*>(d.q) + int64_t(b) * d.q_max * row;
-  for (int64_t e = threadIdx.x; e < d.q_max * row; e += blockDim.x) {
-    const int i = int(e / row);
-    const int h = int(e % row) / D, x = int(e % row) % D;
-    dst[e] = i < pad ? Element(0.f) : q[(q0 + i - pad) * p.q_token_stride + h * p.q_head_stride + x];
+  uint4* dst = reinterpret_cast<uint4*>(static_cast<Element*>(d.q) + int64_t(b) * d.q_max * p.num_q_heads * p.head_dim);
+  for (int e = threadIdx.x; e < d.q_max * row; e += blockDim.x) {
+    const int i = e / row, h = e % row / vectors, x = e % vectors * kVectorElements<Element>;
+    dst[e] = i < pad ? make_uint4(0, 0, 0, 0)
+                     : *reinterpret_cast<const uint4*>(q + (q0 + i - pad) * p.q_token_stride + h * p.q_head_stride + x);
   }
 }
 
@@ -51,17 +58,18 @@ __global__ void __launch_bounds__(kMixedRouteThreads) mixed_merge_kernel(const M
   const int part = mixed_decode_part(p, b);
   if (part < 0) return;
   const MixedDecodePart& d = p.parts[part];
-  const int D = p.head_dim, H = p.num_q_heads;
-  const int64_t row = int64_t(H) * D;
+  const int H = p.num_q_heads;
+  const int vectors = p.head_dim / kVectorElements<Element>;  // 16-byte vectors per head row
+  const int row = H * vectors;                                // per query
   const int q_len = p.cu_seqlens_q[b + 1] - p.cu_seqlens_q[b];
   const int64_t q0 = p.cu_seqlens_q[b];
   const int pad = d.q_max - q_len;
-  const Element* src = static_cast<const Element*>(d.out) + (int64_t(b) * d.q_max + pad) * row;
+  const uint4* src = reinterpret_cast<const uint4*>(static_cast<const Element*>(d.out) +
+                                                    (int64_t(b) * d.q_max + pad) * H * p.head_dim);
   Element* out = static_cast<Element*>(p.out);
-  for (int64_t e = threadIdx.x; e < q_len * row; e += blockDim.x) {
-    const int j = int(e / row);
-    const int h = int(e % row) / D, x = int(e % row) % D;
-    out[(q0 + j) * p.o_token_stride + h * p.o_head_stride + x] = src[e];
+  for (int e = threadIdx.x; e < q_len * row; e += blockDim.x) {
+    const int j = e / row, h = e % row / vectors, x = e % vectors * kVectorElements<Element>;
+    *reinterpret_cast<uint4*>(out + (q0 + j) * p.o_token_stride + h * p.o_head_stride + x) = src[e];
   }
   if (p.lse == nullptr) return;
   for (int e = threadIdx.x; e < q_len * H; e += blockDim.x) {

@@ -50,6 +50,7 @@ struct MixedRouteParams {
   int64_t lse_head_stride = 0, lse_token_stride = 0;
   MixedDecodePart parts[kMixedDecodeParts];
   int32_t* prefill_seq_lens = nullptr;  // [batch]: 0 for a decode row, else seq_lens[b]
+  int32_t* prefill_skip = nullptr;      // [batch]: 1 for a decode row (PrefillParams::skip_sequences)
 };
 
 // The decode part serving sequence b, or -1 (the prefill part): 1..q_max queries inside the q

@@ -24,6 +24,16 @@ struct PrefillSequence {
   bool bad = false;
 };
 
+// The mixed route's prefill part over a step with no sequence of its own (every one skipped): a
+// persistent block returns at once instead of walking a tile per sequence and KV head. Every
+// thread of the block calls it (a block-wide vote).
+__device__ __forceinline__ bool every_sequence_skipped(const PrefillParams& p) {
+  if (p.skip_sequences == nullptr) return false;
+  bool any = false;
+  for (int b = int(threadIdx.x); b < p.batch; b += int(blockDim.x)) any |= p.skip_sequences[b] == 0;
+  return !__syncthreads_or(any);
+}
+
 __device__ __forceinline__ PrefillSequence resolve_sequence(const PrefillParams& p, int b) {
   PrefillSequence s;
   if (p.cu_seqlens_q == nullptr) {
@@ -34,6 +44,7 @@ __device__ __forceinline__ PrefillSequence resolve_sequence(const PrefillParams&
     s.q_begin = rows.begin;
     s.q_len = rows.len;
   }
+  if (p.skip_sequences != nullptr && p.skip_sequences[b] != 0) s.q_len = 0;  // another part's rows
   int64_t k0 = 0, k1 = p.max_kv_len;  // padded K/V tokens
   if (p.kv.seq_lens != nullptr) {  // a decode cache: the sequence's first seq_lens[b] tokens
     k1 = p.kv.seq_lens[b];

@@ -24,6 +24,10 @@ struct PrefillParams {
 
   const int32_t* cu_seqlens_q;  // [batch + 1] or nullptr (padded)
   const int32_t* cu_seqlens_k;
+  // The mixed route's prefill part (docs/MIXED_BATCH.md): [batch], nonzero where another part
+  // serves sequence b (a decode row): no tile of it runs and nothing of it is written here.
+  // nullptr everywhere else.
+  const int32_t* skip_sequences;
   int64_t total_q, total_k;     // varlen: tokens in the q and k tensors (bounds of cu_seqlens)
 
   int batch, num_q_heads, num_kv_heads, group;

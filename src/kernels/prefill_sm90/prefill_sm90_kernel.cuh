@@ -591,6 +591,7 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kBlocksPerSm)
   __syncthreads();
   wait_for_prior_grids();
   allow_dependent_launch();
+  if (every_sequence_skipped(p)) return;  // the mixed route's prefill part with nothing to do
 
   // Q buffer `buf` as an (M, D) tile.
   auto q_buffer = [&](int buf) {
