@@ -173,7 +173,7 @@ __device__ __forceinline__ void load_kv_tiles(const PrefillSm90Params<Traits>& p
     const int32_t* pages = p.kv.block_table + blk.b * p.kv.block_table_stride;
     bool bad = false;
     auto page_of = [&](int t) {
-      const int page = pages[(first_kv_tile + t) * kN / p.kv.page_size.divisor];
+      const int page = pages[p.kv.page_size.div((first_kv_tile + t) * kN)];
       const bool outside = page < 0 || page >= p.kv.num_pages;
       bad |= outside;
       return outside ? 0 : page;
@@ -188,7 +188,7 @@ __device__ __forceinline__ void load_kv_tiles(const PrefillSm90Params<Traits>& p
     for (int t = 0; t < blk.n_blocks; ++t) {
       const int next_page = t + 1 < blk.n_blocks ? page_of(t + 1) : 0;  // its load overlaps this tile's waits
       if (t + 1 == blk.n_blocks && bad) *pages_bad = 1;  // published by the last stage's arrive
-      const int key_in_page = (first_kv_tile + t) * kN % p.kv.page_size.divisor;
+      const int key_in_page = p.kv.page_size.mod((first_kv_tile + t) * kN);
       CUTE_UNROLL
       for (int c = 0; c < kKSlices; ++c) {
         load_box(params.tma_k_page_tiles,
@@ -218,7 +218,7 @@ __device__ __forceinline__ void load_kv_tiles(const PrefillSm90Params<Traits>& p
     auto first_key = [&](int t) { return (first_kv_tile + t) * kN + lane * Traits::kPageRows; };
     bool bad = false;
     auto page_of = [&](int t) {
-      const int page = pages[min(first_key(t), seq.k_len - 1) / p.kv.page_size.divisor];
+      const int page = pages[p.kv.page_size.div(min(first_key(t), seq.k_len - 1))];
       const bool outside = page < 0 || page >= p.kv.num_pages;
       bad |= outside;
       return outside ? 0 : page;
@@ -240,7 +240,7 @@ __device__ __forceinline__ void load_kv_tiles(const PrefillSm90Params<Traits>& p
       const int next_page = has_box && t + 1 < blk.n_blocks ? page_of(t + 1) : 0;
       // Every page read; warp 0's lane 0 is the pipeline's leader, whose arrive below publishes the flag.
       if (t + 1 == blk.n_blocks && __any_sync(0xffffffffu, bad) && warp == 0 && lane == 0) *pages_bad = 1;
-      const int row_in_page = first_key(t) % p.kv.page_size.divisor / Traits::kPageRows;
+      const int row_in_page = p.kv.page_size.mod(first_key(t)) / Traits::kPageRows;
       CUTE_UNROLL
       for (int c = 0; c < kKSlices; ++c) {
         load_box(issues_box, params.tma_k_pages,
