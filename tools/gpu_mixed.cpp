@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <numeric>
 #include <random>
@@ -303,6 +304,9 @@ int gpu_mixed_bench(const CliOptions& o) {
   std::printf("%-52s %-5s %-16s %-22s %6s %9s %9s\n", "mix", "KV", "call", "family", "splits", "us", "rate");
   for (const KvFormat format : {KvFormat::kNative, KvFormat::kFP8E4M3}) {
     for (const Mix& mix : kMixes) {
+      // SPLITKV_MIXED_ONLY=<letter>: only that step (profiling one step's kernels, e.g. under ncu).
+      const char* only = std::getenv("SPLITKV_MIXED_ONLY");
+      if (only != nullptr && *only != '\0' && mix.name[0] != only[0]) continue;
       StepData s = make_step(mix, format, 77);
       const std::string kv_name = to_string(detail::resolve_kv_format(format, kDtype));
       auto report = [&](const std::string& variant, const Call* c, const GraphTiming& t, double flops,
