@@ -4,7 +4,9 @@
 #   build-bin/: the CLI and the GPU tests of the working tree (sm_80 + sm_90a, bf16, D=128, every
 #               format: the CI configuration, build-ci/);
 #   build-ab/:  with OLD=<commit>, the prefill A/B pair: OLD and HEAD as CLIs only (sm_90a, D
-#               64/128/256, fp16/bf16, native/int8/int4), each in its own worktree under /tmp.
+#               64/128/256, fp16/bf16, native/int8/int4), each in its own worktree under /tmp;
+#               with OLD_CI=<commit>, that commit's CLI in the CI configuration (splitkv_base_ci,
+#               to run the decode and quant suites beside build-bin's).
 # Run from the repository root after scripts/device_deps.sh. ~10 min for build-bin from a warm
 # build-ci, ~25 min per A/B CLI on 2 cores.
 set -euo pipefail
@@ -31,5 +33,16 @@ if [ -n "${OLD:-}" ]; then
     ninja -C "$dir/build" splitkv_cli
     pack "$dir/build/splitkv" "build-ab/splitkv_$name.xz"
   done
+fi
+if [ -n "${OLD_CI:-}" ]; then  # OLD_CI's CLI in the CI configuration, beside build-bin's (quant, decode suites)
+  mkdir -p build-ab
+  dir=/tmp/ab-base-ci
+  [ -d "$dir" ] || git worktree add --detach "$dir" "$OLD_CI"
+  git -C "$dir" checkout -q --detach "$(git rev-parse "$OLD_CI")"
+  ln -sfn "$PWD/.deps" "$dir/.deps"
+  cmake -S "$dir" -B "$dir/build" -G Ninja -DCMAKE_BUILD_TYPE=Release "-DCMAKE_CUDA_ARCHITECTURES=80;90a" \
+    -DSPLITKV_HEAD_DIMS=128 -DSPLITKV_DTYPES=bf16 -DSPLITKV_BUILD_TESTS=OFF -DSPLITKV_BUILD_PYTHON=OFF >/dev/null
+  ninja -C "$dir/build" splitkv_cli
+  pack "$dir/build/splitkv" build-ab/splitkv_base_ci.xz
 fi
 du -sh build-bin build-ab 2>/dev/null || true
