@@ -164,6 +164,9 @@ __device__ __forceinline__ int64_t block_exclusive_sum(int64_t v, int64_t* warp_
   return before + x - v;
 }
 
+// A page id the copy may read: one inside the pool (else the sequence's rows are NaN).
+__device__ __forceinline__ bool in_pool(const KvCacheView& kv, int32_t page) { return page >= 0 && page < kv.num_pages; }
+
 // A length the kernel dequantizes: seq_lens[b] when in [0, max_kv_len], else none.
 __device__ __forceinline__ int valid_length(const DequantKvParams& p, int b) {
   const int len = p.kv.seq_lens[b];
@@ -181,13 +184,11 @@ __device__ __forceinline__ void check_sequence(const DequantKvParams& p, int b) 
   if (kv.block_table != nullptr) {
     const int32_t* pages = kv.block_table + b * kv.block_table_stride;
     const int n_pages = kv.page_size.div(n + kv.page_size.divisor - 1);
-    for (int i = threadIdx.x; i < n_pages; i += blockDim.x) bad_page |= pages[i] < 0 || pages[i] >= kv.num_pages;
+    for (int i = threadIdx.x; i < n_pages; i += blockDim.x) bad_page |= !in_pool(kv, pages[i]);
   }
   bad_page = __syncthreads_or(bad_page);
   if (threadIdx.x == 0) {
-    const KeyTailView& tail = kv.k_tail;
-    const int64_t tail_slot = !p.channel_keys ? 0 : tail.seq_slots ? tail.seq_slots[b * tail.seq_slots_stride] : b;
-    const bool tail_ok = !p.channel_keys || (tail_slot >= 0 && tail_slot < tail.num_slots);
+    const bool tail_ok = !p.channel_keys || tail_slot_in_ring(kv.k_tail, tail_slot_of(kv.k_tail, b));
     p.lens_out[b] = len_ok && !bad_page && tail_ok ? len : -1;
   }
 }
@@ -198,7 +199,6 @@ __device__ __forceinline__ void dequantize_chunk(const DequantKvParams& p, int b
   const KvCacheView& kv = p.kv;
   const bool paged = kv.block_table != nullptr;
   const int32_t* pages = paged ? kv.block_table + b * kv.block_table_stride : nullptr;
-  auto in_pool = [&](int32_t page) { return page >= 0 && page < kv.num_pages; };
   // *_kc: the sequence's tail row, and the first position the tail holds (tail_slot_of and
   // tail_slot_in_ring, spelled out: through the helpers this kernel compiled to 8 more instructions).
   const KeyTailView& tail = kv.k_tail;
@@ -211,8 +211,7 @@ __device__ __forceinline__ void dequantize_chunk(const DequantKvParams& p, int b
   const int row_units = p.num_kv_heads * chunks;  // one (token, side) row of all heads
   const int tokens = min(n - token0, kDequantTokensPerBlock);
   const int units = tokens * 2 * row_units;
-  // Unit u's values (NaN where its page or tail row is invalid) and where they go.
-  auto read_unit = [&](int u, float (&x)[kValuesPerThread]) -> void* {
+  for (int u = threadIdx.x; u < units; u += blockDim.x) {
     const int c = u % chunks, h = u / chunks % p.num_kv_heads;
     const int side = u / row_units % 2, t = token0 + u / (2 * row_units);
     int64_t block = b, slot = t;
@@ -220,9 +219,10 @@ __device__ __forceinline__ void dequantize_chunk(const DequantKvParams& p, int b
     if (paged) {
       const int i = kv.page_size.div(t);
       const int32_t page = pages[i];
-      readable = in_pool(page);  // never read outside the pool (the sequence's rows become NaN)
+      readable = in_pool(kv, page);  // never read outside the pool (the sequence's rows become NaN)
       block = page, slot = t - i * kv.page_size.divisor;
     }
+    float x[kValuesPerThread];  // NaN where its page or tail row is invalid
     if (side == 0 && kc && readable) {  // never read a tail row outside the ring
       if (t < complete) {
         read_channel_key_values(kv.k, kv.k_scales, p.k_codes, p.head_dim, block, slot, h, c, x);
@@ -244,12 +244,7 @@ __device__ __forceinline__ void dequantize_chunk(const DequantKvParams& p, int b
     }
     char* out = static_cast<char*>(side == 0 ? p.k_out : p.v_out);
     const int64_t element = ((int64_t(b) * p.staging_tokens + t) * p.num_kv_heads + h) * p.head_dim + c * kValuesPerThread;
-    return out + element * 2;
-  };
-  for (int u = threadIdx.x; u < units; u += blockDim.x) {
-    float x[kValuesPerThread];
-    void* dst = read_unit(u, x);
-    store_values<Out>(dst, x);
+    store_values<Out>(out + element * 2, x);
   }
 }
 
