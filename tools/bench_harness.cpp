@@ -17,6 +17,16 @@ int sets_for_cold_l2(double bytes_per_set, int max_sets) {
   return int(std::clamp(std::ceil(double(1ll << 30) / bytes_per_set), 1.0, double(max_sets)));
 }
 
+Status time_graph_status(const std::function<bool(int, void*)>& enqueue, const Status& status, int calls, int replays,
+                         GraphTiming* timing) {
+  try {
+    *timing = time_graph(enqueue, calls, replays);
+  } catch (const std::exception& e) {
+    return status.ok() ? Status(StatusCode::kCudaError, "", e.what()) : status;
+  }
+  return Status::success();
+}
+
 Status time_rotating_calls(int sets, int min_calls, int replays, const Plan& plan,
                            const std::function<Status(int, void*, Stream)>& run, GraphTiming* timing) {
   testing::DeviceBuffer workspace(plan.workspace_bytes());
@@ -27,12 +37,7 @@ Status time_rotating_calls(int sets, int min_calls, int replays, const Plan& pla
     return status.ok();
   };
   const int calls = sets * std::max(1, (min_calls + sets - 1) / sets);
-  try {
-    *timing = time_graph(enqueue, calls, replays);
-  } catch (const std::exception& e) {
-    return status.ok() ? Status(StatusCode::kCudaError, "", e.what()) : status;
-  }
-  return Status::success();
+  return time_graph_status(enqueue, status, calls, replays, timing);
 }
 
 std::ostringstream& JsonObject::next(const char* key) {

@@ -20,6 +20,11 @@ namespace splitkv::cli {
 // [1, max_sets].
 int sets_for_cold_l2(double bytes_per_set, int max_sets);
 
+// time_graph(enqueue, calls, replays) into *timing, as a Status: where the graph fails, the
+// enqueue's own `status` (which it sets and returns false on) if that failed, else the CUDA error.
+Status time_graph_status(const std::function<bool(int, void*)>& enqueue, const Status& status, int calls, int replays,
+                         GraphTiming* timing);
+
 // Times back-to-back calls run(set, workspace, stream) of `plan` rotating over `sets` input sets,
 // at least `min_calls` calls per graph replay, in one workspace of plan.workspace_bytes prepared for
 // the plan (prepare_workspace).

@@ -259,12 +259,7 @@ Status time_calls(const std::vector<Call*>& calls, int replays, GraphTiming* tim
     }
     return true;
   };
-  try {
-    *timing = time_graph(enqueue, 4, replays);
-  } catch (const std::exception& e) {
-    return status.ok() ? Status(StatusCode::kCudaError, "", e.what()) : status;
-  }
-  return Status::success();
+  return time_graph_status(enqueue, status, 4, replays, timing);
 }
 
 // The separate calls side by side: the chunks' calls on a second stream of the device's greatest
@@ -286,12 +281,7 @@ Status time_calls_side_by_side(const std::vector<Call*>& calls, int replays, Gra
     if (status.ok()) status = detail::join_side_stream(stream, side);
     return status.ok();
   };
-  try {
-    *timing = time_graph(enqueue, 4, replays);
-  } catch (const std::exception& e) {
-    return status.ok() ? Status(StatusCode::kCudaError, "", e.what()) : status;
-  }
-  return Status::success();
+  return time_graph_status(enqueue, status, 4, replays, timing);
 }
 
 }  // namespace
@@ -302,10 +292,10 @@ int gpu_mixed_bench(const CliOptions& o) {
   Results results("mixed", 0);
   if (results.skip_unbuilt(kD, kDtype)) return results.finish(o.json_path);
   std::printf("%-52s %-5s %-16s %-22s %6s %9s %9s\n", "mix", "KV", "call", "family", "splits", "us", "rate");
+  // SPLITKV_MIXED_ONLY=<letter>: only that step (profiling one step's kernels, e.g. under ncu).
+  const char* only = std::getenv("SPLITKV_MIXED_ONLY");
   for (const KvFormat format : {KvFormat::kNative, KvFormat::kFP8E4M3}) {
     for (const Mix& mix : kMixes) {
-      // SPLITKV_MIXED_ONLY=<letter>: only that step (profiling one step's kernels, e.g. under ncu).
-      const char* only = std::getenv("SPLITKV_MIXED_ONLY");
       if (only != nullptr && *only != '\0' && mix.name[0] != only[0]) continue;
       StepData s = make_step(mix, format, 77);
       const std::string kv_name = to_string(detail::resolve_kv_format(format, kDtype));
