@@ -18,7 +18,11 @@ with open(sys.argv[1]) as f:
 for r in csv.DictReader(lines):
     if r.get("Metric Name") != "gpu__time_duration.sum":
         continue
-    us = float(r["Metric Value"].replace(",", "")) / (1000.0 if r.get("Metric Unit") == "nsecond" else 1.0)
+    unit = r.get("Metric Unit", "")
+    scale = {"nsecond": 1e-3, "ns": 1e-3, "usecond": 1.0, "us": 1.0, "msecond": 1e3, "ms": 1e3}.get(unit)
+    if scale is None:  # unknown unit: ncu's default for gpu__time_duration is nanoseconds
+        scale = 1e-3
+    us = float(r["Metric Value"].replace(",", "")) * scale
     rows.append((short(r["Kernel Name"]), r["Grid Size"], r["Block Size"], us))
 folded = []
 for k in rows:
