@@ -12,8 +12,8 @@ nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv,noheader
 xz -dc "$A" > /tmp/cli_a && xz -dc "$B" > /tmp/cli_b && chmod +x /tmp/cli_a /tmp/cli_b
 for r in a:a1 b:b1 b:b2 a:a2; do
   T=$(( $(left) - 5 )); [ $T -lt 60 ] && { echo "no time for $r"; break; }
-  SPLITKV_COMMIT=${r%%:*} timeout $T /tmp/cli_${r%%:*} bench --suite "$SUITE" --json $OUT/$SUITE-${r##*:}.json >>/tmp/ab.log 2>&1
+  SPLITKV_COMMIT=${r%%:*} timeout $T /tmp/cli_${r%%:*} bench --suite "$SUITE" --json $OUT/$SUITE-${r##*:}.json >>/tmp/ab-$SUITE.log 2>&1
   echo "$SUITE $r rc=$? $SECONDS s"
 done
-grep -v "not compiled" /tmp/ab.log | tail -60 > $OUT/$SUITE-ab.log
+grep -v "not compiled" /tmp/ab-$SUITE.log | tail -60 > $OUT/$SUITE-ab.log
 echo "done $SECONDS s"
