@@ -79,7 +79,11 @@ struct ScoreSoftcap<true> {
   }
 };
 
-template <bool kOn>
+// kOn: the instance may cap; kAlways: it caps (the capped version of a variants instance whose
+// launcher picks the version by the cap, as prefill_mma's: with the cap a runtime branch in the key
+// loop, ptxas predicated the tanh into every score tile, cap or not). prefill_sm90 keeps the
+// runtime branch (<true, false>), which it compiles as a branch.
+template <bool kOn, bool kAlways = false>
 struct ScoreSoftcapFast {
   __device__ __forceinline__ ScoreSoftcapFast(float /*cap*/, float /*scale_log2*/) {}
   __device__ __forceinline__ float logit_scale_log2(float scale_log2) const { return scale_log2; }
@@ -88,7 +92,7 @@ struct ScoreSoftcapFast {
 };
 
 template <>
-struct ScoreSoftcapFast<true> {
+struct ScoreSoftcapFast<true, false> {
   bool on;         // cap > 0
   float in;        // s -> tanh(in * s)
   float cap_log2;  // the capped scores' logit scale: cap * log2(e)
@@ -103,6 +107,29 @@ struct ScoreSoftcapFast<true> {
   template <class Fragment>
   __device__ __forceinline__ void apply(Fragment& s) const {
     if (!on) return;
+    constexpr int kSize = softcap_fragment_size<Fragment>();
+#pragma unroll
+    for (int i = 0; i < kSize; ++i) {
+      float t;
+      asm("tanh.approx.f32 %0, %1;" : "=f"(t) : "f"(in * s[i]));
+      s[i] = t;
+    }
+  }
+};
+
+template <>
+struct ScoreSoftcapFast<true, true> {
+  float in;        // s -> tanh(in * s)
+  float cap_log2;  // the capped scores' logit scale: cap * log2(e)
+
+  // cap: > 0; scale_log2 as above.
+  __device__ __forceinline__ ScoreSoftcapFast(float cap, float scale_log2)
+      : in(scale_log2 / (cap * 1.4426950408889634f)), cap_log2(cap * 1.4426950408889634f) {}
+
+  __device__ __forceinline__ float logit_scale_log2(float /*scale_log2*/) const { return cap_log2; }
+
+  template <class Fragment>
+  __device__ __forceinline__ void apply(Fragment& s) const {
     constexpr int kSize = softcap_fragment_size<Fragment>();
 #pragma unroll
     for (int i = 0; i < kSize; ++i) {

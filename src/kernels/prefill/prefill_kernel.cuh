@@ -12,6 +12,8 @@
 //
 // kVariants: the one-pass kernel's variants instance (PrefillParams' softcap and sliding window,
 // docs/VARIANTS.md): scores capped before the masks, keys outside every row's window never read.
+// kCapped: its version for a softcap (the launcher picks it where p.softcap > 0; the other version
+// holds no softcap code).
 #pragma once
 
 #include <cute/tensor.hpp>
@@ -24,7 +26,7 @@
 
 namespace splitkv::detail {
 
-template <class Traits, PrefillPass kPass, bool kVariants = false>
+template <class Traits, PrefillPass kPass, bool kVariants = false, bool kCapped = false>
 __global__ void __launch_bounds__(Traits::kThreads) prefill_kernel(const __grid_constant__ PrefillParams p) {
   using namespace cute;
   using Element = typename Traits::Element;
@@ -38,6 +40,7 @@ __global__ void __launch_bounds__(Traits::kThreads) prefill_kernel(const __grid_
   constexpr bool kUsesV = kPass != PrefillPass::kStats;
   static_assert(kKSubTiles + kVSlices <= 8, "cp_async_wait_pending handles up to 7 pending groups");
   static_assert(!kVariants || kPass == PrefillPass::kFused, "the variants run in the one-pass kernel");
+  static_assert(!kCapped || kVariants, "a softcap is a variant");
 
   extern __shared__ __align__(128) char smem[];
   wait_for_prior_grids();
@@ -137,7 +140,7 @@ __global__ void __launch_bounds__(Traits::kThreads) prefill_kernel(const __grid_
   OnlineSoftmax<kRows> softmax;
   softmax.reset();
   // The softmax and the LSE take softcap.logit_scale_log2(p.scale_log2): the capped scores' scale.
-  const ScoreSoftcapFast<kVariants> softcap(p.softcap, p.scale_log2);
+  const ScoreSoftcapFast<kCapped, true> softcap(p.softcap, p.scale_log2);  // the uncapped versions: none
 
   // Two-pass, second pass: the rows' final max and 1/sum come from the statistics pass.
   TwoPassRowStats<kRows> fixed;

@@ -23,8 +23,11 @@ cudaError_t launch_prefill_mma(const PrefillParams& params, const LaunchConfig& 
                            block, Traits::kSmemBytes, params, config);
   } else {
     if (prefill_variants(params)) {
-      return launch_kernel(prefill_kernel<Traits, PrefillPass::kFused, true>, block, Traits::kSmemBytes, params,
-                           config);
+      return params.softcap > 0.f
+                 ? launch_kernel(prefill_kernel<Traits, PrefillPass::kFused, true, true>, block, Traits::kSmemBytes,
+                                 params, config)
+                 : launch_kernel(prefill_kernel<Traits, PrefillPass::kFused, true, false>, block, Traits::kSmemBytes,
+                                 params, config);
     }
     return launch_kernel(prefill_kernel<Traits, PrefillPass::kFused>, block, Traits::kSmemBytes, params, config);
   }
