@@ -4,8 +4,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <stdexcept>
+#include <thread>
 #include <vector>
 
 #include "gpu_timing.hpp"
@@ -37,6 +40,40 @@ __global__ void read_kernel(const int4* __restrict__ src, size_t n, int4* sink) 
     acc.w ^= v.w;
   }
   if ((acc.x & acc.y & acc.z & acc.w) == -1) sink[threadIdx.x] = acc;  // keeps the loads alive
+}
+
+// A replay that has not finished after this many seconds is taken for a hang: the bench prints
+// which wait it was and exits at once (status 3), since a hung context cannot run the next row
+// either, so a device call loses seconds rather than its whole time limit. SPLITKV_BENCH_HANG_S
+// overrides it (0: wait forever).
+double hang_seconds() {
+  static const double seconds = [] {
+    const char* v = std::getenv("SPLITKV_BENCH_HANG_S");
+    return v != nullptr ? std::atof(v) : 120.0;
+  }();
+  return seconds;
+}
+
+// cudaEventSynchronize with the hang limit above (spins on the event as the default schedule does,
+// so the next replay is launched as soon as this one ends).
+void wait_or_exit(cudaEvent_t event, const char* what) {
+  const double limit = hang_seconds();
+  if (limit <= 0) {
+    check_cuda(cudaEventSynchronize(event), what);
+    return;
+  }
+  const auto start = std::chrono::steady_clock::now();
+  for (;;) {
+    const cudaError_t e = cudaEventQuery(event);
+    if (e == cudaSuccess) return;
+    if (e != cudaErrorNotReady) check_cuda(e, what);
+    if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > limit) {
+      std::fprintf(stderr, "splitkv bench: %s did not finish in %.0f s (a hang?); exiting\n", what, limit);
+      std::fflush(stdout);
+      std::_Exit(3);
+    }
+    std::this_thread::yield();
+  }
 }
 
 double median(std::vector<double> v) {
@@ -106,7 +143,8 @@ GraphTiming time_graph(const std::function<bool(int, void*)>& enqueue, int calls
                                    kWarmupSeconds;
        ++w) {
     check_cuda(cudaGraphLaunch(exec, stream), "warm-up replay");
-    check_cuda(cudaStreamSynchronize(stream), "warm-up replay");
+    check_cuda(cudaEventRecord(stop, stream), "record");
+    wait_or_exit(stop, "a warm-up replay");
   }
   double round_us[2];
   for (int round = 0; round < 2; ++round) {
@@ -115,7 +153,7 @@ GraphTiming time_graph(const std::function<bool(int, void*)>& enqueue, int calls
       check_cuda(cudaEventRecord(start, stream), "record");
       check_cuda(cudaGraphLaunch(exec, stream), "replay");
       check_cuda(cudaEventRecord(stop, stream), "record");
-      check_cuda(cudaEventSynchronize(stop), "replay");
+      wait_or_exit(stop, "a timed replay");
       float ms = 0;
       check_cuda(cudaEventElapsedTime(&ms, start, stop), "elapsed");
       us.push_back(ms * 1e3 / calls);
