@@ -79,6 +79,19 @@ struct ScoreSoftcap<true> {
   }
 };
 
+// s -> tanh.approx(in * s) for every element of a fragment: one FMUL and one MUFU each
+// (ScoreSoftcapFast).
+template <class Fragment>
+__device__ __forceinline__ void tanh_approx_all(Fragment& s, float in) {
+  constexpr int kSize = softcap_fragment_size<Fragment>();
+#pragma unroll
+  for (int i = 0; i < kSize; ++i) {
+    float t;
+    asm("tanh.approx.f32 %0, %1;" : "=f"(t) : "f"(in * s[i]));
+    s[i] = t;
+  }
+}
+
 // kOn: the instance may cap; kAlways: it caps (the capped version of a variants instance whose
 // launcher picks the version by the cap, as prefill_mma's: with the cap a runtime branch in the key
 // loop, ptxas predicated the tanh into every score tile, cap or not). prefill_sm90 keeps the
@@ -107,13 +120,7 @@ struct ScoreSoftcapFast<true, false> {
   template <class Fragment>
   __device__ __forceinline__ void apply(Fragment& s) const {
     if (!on) return;
-    constexpr int kSize = softcap_fragment_size<Fragment>();
-#pragma unroll
-    for (int i = 0; i < kSize; ++i) {
-      float t;
-      asm("tanh.approx.f32 %0, %1;" : "=f"(t) : "f"(in * s[i]));
-      s[i] = t;
-    }
+    tanh_approx_all(s, in);
   }
 };
 
@@ -130,13 +137,7 @@ struct ScoreSoftcapFast<true, true> {
 
   template <class Fragment>
   __device__ __forceinline__ void apply(Fragment& s) const {
-    constexpr int kSize = softcap_fragment_size<Fragment>();
-#pragma unroll
-    for (int i = 0; i < kSize; ++i) {
-      float t;
-      asm("tanh.approx.f32 %0, %1;" : "=f"(t) : "f"(in * s[i]));
-      s[i] = t;
-    }
+    tanh_approx_all(s, in);
   }
 };
 
