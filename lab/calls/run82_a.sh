@@ -29,6 +29,11 @@ for c in main patch; do for cap in 0 50; do
   X=""; [ $cap -gt 0 ] && X="--softcap $cap"
   echo "mma $c cap=$cap: $(timeout 30 /tmp/$c bench $S $X 2>&1 | tail -1 | cut -c100-170)"
 done; done
+# The variants instance's own cost (issue 53's window rate 0.87x of dense causal): dense causal 16k
+# through the plain instance and through the variants instance (a window wider than the context).
+for w in "" "--window 16384,-1"; do
+  echo "16k causal ${w:-plain}: $(timeout 30 /tmp/main bench $W --iters 50 $w 2>&1 | tail -1 | cut -c100-170)"
+done
 if [ -f build-d64/splitkv_gpu_tests.xz ] && [ $(left) -gt 100 ]; then
   xz -dc build-d64/splitkv_gpu_tests.xz > /tmp/gt64 && chmod +x /tmp/gt64
   timeout $(( $(left) - 10 )) /tmp/gt64 --gtest_filter='*Variants*:*Sinks*' >/tmp/gt64.log 2>&1; echo "d64 rc=$? $(grep -E '^\[  (PASSED|FAILED)  \]' /tmp/gt64.log | tr '\n' ' ')"
