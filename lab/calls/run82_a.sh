@@ -30,8 +30,9 @@ for c in main patch; do for cap in 0 50; do
   echo "mma $c cap=$cap: $(timeout 30 /tmp/$c bench $S $X 2>&1 | tail -1 | cut -c100-170)"
 done; done
 # The variants instance's own cost (issue 53's window rate 0.87x of dense causal): dense causal 16k
-# through the plain instance and through the variants instance (a window wider than the context).
-for w in "" "--window 16384,-1"; do
+# through the plain instance (with and without its stream-K tail, which variants plans never take)
+# and through the variants instance (a window wider than the context).
+for w in "" "--no-stream-k" "--window 16384,-1"; do
   echo "16k causal ${w:-plain}: $(timeout 30 /tmp/main bench $W --iters 50 $w 2>&1 | tail -1 | cut -c100-170)"
 done
 if [ -f build-d64/splitkv_gpu_tests.xz ] && [ $(left) -gt 100 ]; then
