@@ -2,7 +2,8 @@
 # Next session, call A (prepared in run 81): the capped exp2_poly patch. build-binp/ = main + the
 # patch (CI config), build-bin/ = main. (1) '*PrefillVariants*' with the patch in 4 shards; (2) the
 # variants-prefill suite main / patch / patch / main, a warm row first; (3) prefill_mma capped 8k
-# main and patch; (4) with build-d64/ present, the D=64 variants GPU tests. <= 8 files under $OUT.
+# main and patch; (4) the share of FMA exponentials swept; (5) the variants instance's cost on a
+# dense row; (6) with build-d64/ present, the D=64 variants GPU tests. <= 8 files under $OUT.
 set -uo pipefail
 D=${DEADLINE:-420}
 left() { echo $(( D - SECONDS )); }
@@ -29,6 +30,12 @@ for c in main patch; do for cap in 0 50; do
   X=""; [ $cap -gt 0 ] && X="--softcap $cap"
   echo "mma $c cap=$cap: $(timeout 30 /tmp/$c bench $S $X 2>&1 | tail -1 | cut -c100-170)"
 done; done
+# The share of FMA exponentials (build-binp/splitkv_13 and _23: 1/3 and 2/3, sm_90a bf16 D=128):
+# prefill_sm90 16k causal with softcap 50 at each share (main: none; patch: 1/2).
+for c in main patch 13 23; do
+  [ -x /tmp/$c ] || { [ -f build-binp/splitkv_$c.xz ] && xz -dc build-binp/splitkv_$c.xz > /tmp/$c && chmod +x /tmp/$c; } || continue
+  echo "16k causal cap 50, $c: $(timeout 30 /tmp/$c bench $W --iters 50 --softcap 50 2>&1 | tail -1 | cut -c100-170)"
+done
 # The variants instance's own cost (issue 53's window rate 0.87x of dense causal): dense causal 16k
 # through the plain instance (with and without its stream-K tail, which variants plans never take)
 # and through the variants instance (a window wider than the context).
