@@ -167,10 +167,13 @@ __device__ __forceinline__ int64_t block_exclusive_sum(int64_t v, int64_t* warp_
 // A page id the copy may read: one inside the pool (else the sequence's rows are NaN).
 __device__ __forceinline__ bool in_pool(const KvCacheView& kv, int32_t page) { return page >= 0 && page < kv.num_pages; }
 
-// A length the kernel dequantizes: seq_lens[b] when in [0, max_kv_len], else none.
+// A length the copy takes: in [0, max_kv_len] (else the sequence's rows are NaN).
+__device__ __forceinline__ bool length_ok(const DequantKvParams& p, int len) { return len >= 0 && len <= p.max_kv_len; }
+
+// The tokens the kernel dequantizes: seq_lens[b] when it is a length the copy takes, else none.
 __device__ __forceinline__ int valid_length(const DequantKvParams& p, int b) {
   const int len = p.kv.seq_lens[b];
-  return len >= 0 && len <= p.max_kv_len ? len : 0;
+  return length_ok(p, len) ? len : 0;
 }
 
 // Sequence b's length as the prefill reads it: -1 (NaN rows) for a bad length, page id or tail slot.
@@ -178,7 +181,7 @@ __device__ __forceinline__ int valid_length(const DequantKvParams& p, int b) {
 __device__ __forceinline__ void check_sequence(const DequantKvParams& p, int b) {
   const KvCacheView& kv = p.kv;
   const int len = kv.seq_lens[b];
-  const bool len_ok = len >= 0 && len <= p.max_kv_len;
+  const bool len_ok = length_ok(p, len);
   const int n = len_ok ? len : 0;
   bool bad_page = false;
   if (kv.block_table != nullptr) {
