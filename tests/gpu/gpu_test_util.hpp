@@ -39,6 +39,18 @@ inline bool plan_compiled(const Plan& plan) {
   return false;
 }
 
+// Whether this build holds a 16-bit instance of some family of `kind` and `arch` at (dtype, D): the
+// planner routes only to compiled families, so a test of its route skips without one.
+inline bool kind_compiled(const std::string& kind, const std::string& arch, DType dtype, int head_dim) {
+  for (const KernelFamilyInfo& f : kernel_families()) {
+    if (f.kind != kind || f.arch != arch) continue;
+    for (const KernelFamilyInfo::Compiled& c : f.compiled) {
+      if (c.dtype == dtype && c.head_dim == head_dim && c.kv_format == KvFormat::kNative) return true;
+    }
+  }
+  return false;
+}
+
 inline DeviceInfo device() {
   DeviceInfo info;
   EXPECT_TRUE(query_device(0, &info).ok());

@@ -274,6 +274,9 @@ TEST(DecodeVariantsGpu, TreeRowsTakeThePrefillRoute) {
   Plan plan;
   ASSERT_TRUE(plan_decode(c.problem, gpu_test::device(), {}, &plan).ok());
   if (gpu_test::device().cc_major < 9) GTEST_SKIP() << "the route is planned on sm_90 only";
+  if (!gpu_test::kind_compiled("prefill", "sm90a", DType::kBF16, 128)) {
+    GTEST_SKIP() << "not compiled into this build: an sm_90a prefill family at bf16 D=128 (the route's)";
+  }
   ASSERT_TRUE(plan.decode_via_prefill()) << describe(plan);
   if (!gpu_test::plan_compiled(plan)) GTEST_SKIP() << "not compiled into this build: " << plan.family();
   ASSERT_TRUE(gpu_test::run_decode_case(plan, c));
