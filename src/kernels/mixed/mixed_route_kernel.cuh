@@ -15,6 +15,29 @@ namespace splitkv::detail {
 template <class Element>
 inline constexpr int kVectorElements = 16 / int(sizeof(Element));
 
+// A decode row's queries: where they start in the call (q0), how many (q_len), and the zero rows in
+// front of them in its part's padded batch of q_max (pad).
+struct MixedRowQueries {
+  int64_t q0;
+  int q_len, pad;
+};
+__device__ __forceinline__ MixedRowQueries mixed_row_queries(const MixedRouteParams& p, const MixedDecodePart& d,
+                                                             int b) {
+  const int q_len = p.cu_seqlens_q[b + 1] - p.cu_seqlens_q[b];
+  return {p.cu_seqlens_q[b], q_len, d.q_max - q_len};
+}
+
+// Vector e of a walk over [queries, heads, head_dim] in 16-byte vectors (`vectors` per head row):
+// its query, head and first element in the head row.
+struct VectorAt {
+  int query, head, x;
+};
+template <class Element>
+__device__ __forceinline__ VectorAt vector_at(int e, int num_heads, int vectors) {
+  const int row = num_heads * vectors;  // vectors per query
+  return {e / row, e % row / vectors, e % vectors * kVectorElements<Element>};
+}
+
 // Per sequence: every part's lengths, and a decode row's queries in its part's padded batch
 // (zeros in front of its q_b queries). Other sequences' slots are not written: the decode kernels
 // see them at length 0 and the merge never reads them.
@@ -35,16 +58,14 @@ __global__ void __launch_bounds__(kMixedRouteThreads) mixed_split_kernel(const M
   if (part < 0) return;
   const MixedDecodePart& d = p.parts[part];
   const int vectors = p.head_dim / kVectorElements<Element>;  // 16-byte vectors per head row
-  const int row = p.num_q_heads * vectors;                    // per query
-  const int q_len = p.cu_seqlens_q[b + 1] - p.cu_seqlens_q[b];
-  const int64_t q0 = p.cu_seqlens_q[b];
-  const int pad = d.q_max - q_len;
+  const MixedRowQueries rows = mixed_row_queries(p, d, b);
   const Element* q = static_cast<const Element*>(p.q);
   uint4* dst = reinterpret_cast<uint4*>(static_cast<Element*>(d.q) + int64_t(b) * d.q_max * p.num_q_heads * p.head_dim);
-  for (int e = threadIdx.x; e < d.q_max * row; e += blockDim.x) {
-    const int i = e / row, h = e % row / vectors, x = e % vectors * kVectorElements<Element>;
-    dst[e] = i < pad ? make_uint4(0, 0, 0, 0)
-                     : *reinterpret_cast<const uint4*>(q + (q0 + i - pad) * p.q_token_stride + h * p.q_head_stride + x);
+  for (int e = threadIdx.x; e < d.q_max * p.num_q_heads * vectors; e += blockDim.x) {
+    const VectorAt v = vector_at<Element>(e, p.num_q_heads, vectors);
+    dst[e] = v.query < rows.pad ? make_uint4(0, 0, 0, 0)
+                                : *reinterpret_cast<const uint4*>(q + (rows.q0 + v.query - rows.pad) * p.q_token_stride +
+                                                                  v.head * p.q_head_stride + v.x);
   }
 }
 
@@ -60,21 +81,19 @@ __global__ void __launch_bounds__(kMixedRouteThreads) mixed_merge_kernel(const M
   const MixedDecodePart& d = p.parts[part];
   const int H = p.num_q_heads;
   const int vectors = p.head_dim / kVectorElements<Element>;  // 16-byte vectors per head row
-  const int row = H * vectors;                                // per query
-  const int q_len = p.cu_seqlens_q[b + 1] - p.cu_seqlens_q[b];
-  const int64_t q0 = p.cu_seqlens_q[b];
-  const int pad = d.q_max - q_len;
+  const MixedRowQueries rows = mixed_row_queries(p, d, b);
   const uint4* src = reinterpret_cast<const uint4*>(static_cast<const Element*>(d.out) +
-                                                    (int64_t(b) * d.q_max + pad) * H * p.head_dim);
+                                                    (int64_t(b) * d.q_max + rows.pad) * H * p.head_dim);
   Element* out = static_cast<Element*>(p.out);
-  for (int e = threadIdx.x; e < q_len * row; e += blockDim.x) {
-    const int j = e / row, h = e % row / vectors, x = e % vectors * kVectorElements<Element>;
-    *reinterpret_cast<uint4*>(out + (q0 + j) * p.o_token_stride + h * p.o_head_stride + x) = src[e];
+  for (int e = threadIdx.x; e < rows.q_len * H * vectors; e += blockDim.x) {
+    const VectorAt v = vector_at<Element>(e, H, vectors);
+    *reinterpret_cast<uint4*>(out + (rows.q0 + v.query) * p.o_token_stride + v.head * p.o_head_stride + v.x) = src[e];
   }
   if (p.lse == nullptr) return;
-  for (int e = threadIdx.x; e < q_len * H; e += blockDim.x) {
-    const int h = e / q_len, j = e % q_len;
-    p.lse[h * p.lse_head_stride + (q0 + j) * p.lse_token_stride] = d.lse[(int64_t(b) * H + h) * d.q_max + pad + j];
+  for (int e = threadIdx.x; e < rows.q_len * H; e += blockDim.x) {
+    const int h = e / rows.q_len, j = e % rows.q_len;
+    p.lse[h * p.lse_head_stride + (rows.q0 + j) * p.lse_token_stride] =
+        d.lse[(int64_t(b) * H + h) * d.q_max + rows.pad + j];
   }
 }
 
