@@ -45,6 +45,8 @@ BACKENDS = {"cudnn": SDPBackend.CUDNN_ATTENTION, "flash": SDPBackend.FLASH_ATTEN
 DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
 GIB = 1 << 30
 WARMUP_SECONDS = 0.5  # tools/gpu_timing.hpp: kWarmupSeconds
+MAX_ROUNDS = 6  # timed rounds at most (tools/gpu_timing.hpp kMaxRounds)
+STEADY_SPREAD = 0.02  # (kSteadySpread)
 
 # Decode suite: bf16, D=128. (B, Lk, Hq, Hkv, q_len, causal, page sizes splitkv runs the shape with;
 # 0 = contiguous). The peers time each shape once, on contiguous KV.
@@ -103,8 +105,9 @@ def time_graph(call, sets, min_calls=32, replays=25):
         graph.replay()
         torch.cuda.synchronize()
         replayed += 1
+    # Rounds until the last two agree within STEADY_SPREAD (at most MAX_ROUNDS), as splitkv's harness.
     rounds = []
-    for _ in range(2):
+    while len(rounds) < 2 or (len(rounds) < MAX_ROUNDS and spread_of(rounds) > STEADY_SPREAD):
         times = []
         for _ in range(replays):
             start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -114,7 +117,12 @@ def time_graph(call, sets, min_calls=32, replays=25):
             stop.synchronize()
             times.append(start.elapsed_time(stop) * 1e3 / calls)
         rounds.append(statistics.median(times))
-    return rounds[1], abs(rounds[0] - rounds[1]) / rounds[1]
+    return rounds[-1], spread_of(rounds)
+
+
+def spread_of(rounds):
+    """|last but one - last| / last of two or more round times."""
+    return abs(rounds[-2] - rounds[-1]) / rounds[-1]
 
 
 def reason(exc, caught):

@@ -40,6 +40,17 @@ Status time_rotating_calls(int sets, int min_calls, int replays, const Plan& pla
   return time_graph_status(enqueue, status, calls, replays, timing);
 }
 
+Status time_rotating_calls(int sets, int min_calls, int replays, const std::function<Status(int, Stream)>& run,
+                           GraphTiming* timing) {
+  Status status = Status::success();
+  auto enqueue = [&](int call, void* stream) {
+    status = run(call % sets, static_cast<Stream>(stream));
+    return status.ok();
+  };
+  const int calls = sets * std::max(1, (min_calls + sets - 1) / sets);
+  return time_graph_status(enqueue, status, calls, replays, timing);
+}
+
 std::ostringstream& JsonObject::next(const char* key) {
   if (body_.tellp() > 0) body_ << ", ";
   body_ << "\"" << key << "\": ";

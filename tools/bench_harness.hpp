@@ -31,6 +31,9 @@ Status time_graph_status(const std::function<bool(int, void*)>& enqueue, const S
 Status time_rotating_calls(int sets, int min_calls, int replays, const Plan& plan,
                            const std::function<Status(int set, void* workspace, Stream stream)>& run,
                            GraphTiming* timing);
+// The same for calls without a plan or workspace (a peer's kernels).
+Status time_rotating_calls(int sets, int min_calls, int replays, const std::function<Status(int set, Stream stream)>& run,
+                           GraphTiming* timing);
 
 // A JSON object built field by field (the "case" of a result row).
 class JsonObject {

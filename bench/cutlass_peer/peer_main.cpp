@@ -1,7 +1,7 @@
 // splitkv_cutlass_peer: times the CUTLASS Hopper FMHA example's forward kernels on the prefill
 // suite's dense rows (Lq == Lk, one KV head per query head) the way `splitkv bench` times ours:
 // CUDA-graph replays of back-to-back calls rotating over input sets of >= 1 GiB (cold L2), after
-// the same warm-up, median of the second round. Every kernel the example has for the row's head
+// the same warm-up and rounds (median of the last). Every kernel the example has for the row's head
 // dim is timed; the row reports the fastest. Output: a peers JSON (`"cutlass": {"us", ...}` per
 // row) that bench/merge_results.py joins into the prefill table (--cutlass).
 //
@@ -125,8 +125,8 @@ std::string measure_row(const Row& r) {
           // default --iters replays per round, no workspace.
           cli::GraphTiming t;
           const Status timed = cli::time_rotating_calls(
-              sets, 8, cli::CliOptions{}.iters, 0,
-              [&](int set, void*, Stream stream) {
+              sets, 8, cli::CliOptions{}.iters,
+              [&](int set, Stream stream) {
                 return kernel->enqueue(set, cudaStream_t(stream)) ? Status::success()
                                                                  : Status(StatusCode::kCudaError, "", "launch failed");
               },
