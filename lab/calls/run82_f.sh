@@ -35,4 +35,13 @@ done <<'R'
 -b 64 --lq 4 --causal --hq 32 --hkv 8 -d 128 --lk 8192 --kv-format int4
 -b 16 --lq 16 --causal --hq 28 --hkv 4 -d 128 --lk 8192 --kv-format fp8
 R
+if [ -f build-np/splitkv_gpu_tests_d64s3.xz ] && [ $SECONDS -lt $((D + 60)) ]; then
+  xz -dc build-np/splitkv_gpu_tests_d64s3.xz > /tmp/gt && chmod +x /tmp/gt
+  pids=()
+  for i in 0 1 2 3; do
+    GTEST_TOTAL_SHARDS=4 GTEST_SHARD_INDEX=$i timeout 120 /tmp/gt --gtest_filter='*Decode*:*Variants*:*Sinks*' >/tmp/g.$i.log 2>&1 & pids+=($!)
+  done
+  for i in 0 1 2 3; do wait ${pids[$i]}; echo "d64 s3 shard $i rc=$? $(grep -E '^\[  (PASSED|FAILED)  \] [0-9]+' /tmp/g.$i.log | tr '\n' ' ')"; done
+  grep -h -E '^\[  FAILED  \].*\(' /tmp/g.*.log | head
+fi
 echo "done $SECONDS s"
