@@ -9,6 +9,9 @@
    NCCL.
 4. Nothing in the library, its tests, tools, build files or docs cites the lab notebook (lab/):
    the notebook is history; the current evidence lives in docs/TUNING.md.
+5. The library's sources (src/, include/, python/, cmake/) hold no measurements: no run numbers
+   ("run 34") and no microsecond figures ("~5 us"); they say what a rule is and point to
+   docs/TUNING.md, which holds its evidence.
 
 Prints every offending line as path:line: text (rule) and exits 1 if there is one.
 """
@@ -43,6 +46,9 @@ INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^">]+)[">]')
 LAB_CITATION = re.compile(r"(\blab/|bench/NOTES\.md|results/runs/)")
 CITATION_TREES = ["src", "include", "tests", "python", "tools", "cmake", "docs"]
 SOURCE_SUFFIXES = {".cpp", ".hpp", ".cu", ".cuh", ".h", ".in"}
+MEASUREMENT = re.compile(r"\b[Rr]uns? \d{1,3}\b|\b\d+(\.\d+)? ?(µs|us)\b")
+MEASUREMENT_TREES = ["src", "include", "python", "cmake"]
+MEASUREMENT_SUFFIXES = SOURCE_SUFFIXES | {".py", ".cmake", ".txt"}
 
 
 def layer_of(relative):
@@ -111,18 +117,31 @@ def check_lab_citations(problems):
                     problems.append(f"{rel}:{number}: {line.strip()} (rule 4: cites the lab notebook)")
 
 
+def check_measurements(problems):
+    for tree in MEASUREMENT_TREES:
+        for path in sorted((ROOT / tree).rglob("*")):
+            if not path.is_file() or path.suffix not in MEASUREMENT_SUFFIXES or "__pycache__" in path.parts:
+                continue
+            rel = path.relative_to(ROOT).as_posix()
+            for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+                if MEASUREMENT.search(line):
+                    problems.append(f"{rel}:{number}: {line.strip()} (rule 5: a measurement in the sources; "
+                                    f"docs/TUNING.md holds the evidence)")
+
+
 def main():
     problems = []
     check_includes(problems)
     check_public_headers(problems)
     check_lab_citations(problems)
+    check_measurements(problems)
     for p in problems:
         print(p)
     if problems:
         print(f"check_layout: {len(problems)} problem(s)", file=sys.stderr)
         return 1
     print("check_layout: includes run down the layers, no device code in host files, public headers "
-          "clean, no lab citations")
+          "clean, no lab citations, no measurements in the sources")
     return 0
 
 

@@ -15,7 +15,7 @@ Library.define/impl for CUDA and CPU plus a fake (meta) kernel, so torch.compile
 traces through them and functionalization knows what they mutate.
 
 Eager calls to splitkv.decode/prefill skip the dispatcher and call the same implementation
-directly (it costs ~5 us less per call); under torch.compile, a dispatch mode (e.g. fake tensors)
+directly (the dispatcher's cost per call is in docs/PYTHON.md); under torch.compile, a dispatch mode (e.g. fake tensors)
 or with tensor subclasses they go through torch.ops.splitkv.*.
 
 The implementation never reads device memory on the host: lengths bound the plan only through

@@ -2,9 +2,10 @@
 //
 // Tensors cross this boundary as plain descriptors: a tuple (data pointer as int, DType code,
 // shape, strides in elements), or None for an absent optional tensor. Building one from a torch
-// tensor costs a few attribute reads in Python; importing it through DLPack would cost ~3 us per
-// tensor (docs/PYTHON.md). Device memory is never touched here: run_decode/run_prefill forward to
-// the C++ entry points, which launch on the given stream and return at once.
+// tensor costs a few attribute reads in Python; importing it through DLPack would cost several
+// times more per tensor (docs/PYTHON.md has the measurement). Device memory is never touched
+// here: run_decode/run_prefill forward to the C++ entry points, which launch on the given stream
+// and return at once.
 //
 // Host memory (numpy arrays, CPU tensors) goes to the CPU backend (cpu_run_decode) or the fp64
 // reference (reference_decode/reference_prefill), which validate like the GPU entry points and

@@ -224,15 +224,12 @@ bool switch_prefill_family(const char* family, const PrefillProblem& problem, St
   return true;
 }
 
-// Two tile variants of prefill_sm90 replace its default tile where they measured faster.
+// Two tile variants of prefill_sm90 replace its default tile where they measured faster
+// (docs/TUNING.md, "Prefill tiles").
 // - D=64: the three-consumer tile (prefill_sm90_m192, 192 query rows) reuses each K/V tile for 1.5x
-//   the rows. Run 34 (4x12 heads fp16): 1.5-11% faster from 4k queries on (non-causal 4k/8k, 2x12
-//   16k 423/442/447 TF against 382/398/401), slower at 1k (229 vs 283; causal 148 vs 160), where its
-//   288 blocks make 2.2 waves on 132 SMs. Run 35: 1.5k (384 blocks, 2.9 waves) 374 vs 297 TF
-//   (causal 217 vs 211), 2k (4 waves) 407 vs 348. So it is taken from 2.5 waves on (x2: 5 half-waves).
+//   the rows; slower on small grids, so it is taken from 2.5 waves on (x2: 5 half-waves).
 // - D=256: the 80-key tile (prefill_sm90_n80, FlashAttention-3's D=256 shape): same grid, four
-//   stages of 40 KB instead of 32 KB ones. Run 35 (4x16 heads bf16, 4k): 542 vs 515 TF, causal
-//   509 vs 487. Taken at every D=256 shape.
+//   stages of 40 KB instead of 32 KB ones. Taken at every D=256 shape.
 constexpr char kPrefill192Rows[] = "prefill_sm90_m192";
 constexpr char kPrefill80Keys[] = "prefill_sm90_n80";
 constexpr int kMinHalfWavesFor192Rows = 5;
