@@ -102,31 +102,30 @@ def check_public_headers(problems):
                                 f"standard library, splitkv/ and nccl.h)")
 
 
-def check_lab_citations(problems):
-    for tree in CITATION_TREES:
+def check_lines(problems, trees, pattern, rule, suffixes=None):
+    """Every line of the files under `trees` (those with one of `suffixes`, or any text file) that
+    matches `pattern`, reported with `rule`."""
+    for tree in trees:
         for path in sorted((ROOT / tree).rglob("*")):
-            if not path.is_file() or "__pycache__" in path.parts:
+            if not path.is_file() or "__pycache__" in path.parts or (suffixes and path.suffix not in suffixes):
                 continue
-            try:
-                text = path.read_text()
+            try:  # sources are read whatever their bytes; other files (images) only as text
+                text = path.read_text(errors="replace") if suffixes else path.read_text()
             except (UnicodeDecodeError, OSError):
                 continue
             rel = path.relative_to(ROOT).as_posix()
             for number, line in enumerate(text.splitlines(), 1):
-                if LAB_CITATION.search(line):
-                    problems.append(f"{rel}:{number}: {line.strip()} (rule 4: cites the lab notebook)")
+                if pattern.search(line):
+                    problems.append(f"{rel}:{number}: {line.strip()} ({rule})")
+
+
+def check_lab_citations(problems):
+    check_lines(problems, CITATION_TREES, LAB_CITATION, "rule 4: cites the lab notebook")
 
 
 def check_measurements(problems):
-    for tree in MEASUREMENT_TREES:
-        for path in sorted((ROOT / tree).rglob("*")):
-            if not path.is_file() or path.suffix not in MEASUREMENT_SUFFIXES or "__pycache__" in path.parts:
-                continue
-            rel = path.relative_to(ROOT).as_posix()
-            for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
-                if MEASUREMENT.search(line):
-                    problems.append(f"{rel}:{number}: {line.strip()} (rule 5: a measurement in the sources; "
-                                    f"docs/TUNING.md holds the evidence)")
+    check_lines(problems, MEASUREMENT_TREES, MEASUREMENT,
+                "rule 5: a measurement in the sources; docs/TUNING.md holds the evidence", MEASUREMENT_SUFFIXES)
 
 
 def main():

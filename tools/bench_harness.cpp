@@ -27,19 +27,6 @@ Status time_graph_status(const std::function<bool(int, void*)>& enqueue, const S
   return Status::success();
 }
 
-Status time_rotating_calls(int sets, int min_calls, int replays, const Plan& plan,
-                           const std::function<Status(int, void*, Stream)>& run, GraphTiming* timing) {
-  testing::DeviceBuffer workspace(plan.workspace_bytes());
-  Status status = prepare_workspace(plan, workspace.get(), workspace.bytes(), nullptr);
-  if (!status.ok()) return status;
-  auto enqueue = [&](int call, void* stream) {
-    status = run(call % sets, workspace.get(), static_cast<Stream>(stream));
-    return status.ok();
-  };
-  const int calls = sets * std::max(1, (min_calls + sets - 1) / sets);
-  return time_graph_status(enqueue, status, calls, replays, timing);
-}
-
 Status time_rotating_calls(int sets, int min_calls, int replays, const std::function<Status(int, Stream)>& run,
                            GraphTiming* timing) {
   Status status = Status::success();
@@ -49,6 +36,14 @@ Status time_rotating_calls(int sets, int min_calls, int replays, const std::func
   };
   const int calls = sets * std::max(1, (min_calls + sets - 1) / sets);
   return time_graph_status(enqueue, status, calls, replays, timing);
+}
+
+Status time_rotating_calls(int sets, int min_calls, int replays, const Plan& plan,
+                           const std::function<Status(int, void*, Stream)>& run, GraphTiming* timing) {
+  testing::DeviceBuffer workspace(plan.workspace_bytes());
+  if (Status s = prepare_workspace(plan, workspace.get(), workspace.bytes(), nullptr); !s.ok()) return s;
+  return time_rotating_calls(
+      sets, min_calls, replays, [&](int set, Stream stream) { return run(set, workspace.get(), stream); }, timing);
 }
 
 std::ostringstream& JsonObject::next(const char* key) {

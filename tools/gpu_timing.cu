@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
@@ -74,6 +75,11 @@ void wait_or_exit(cudaEvent_t event, const char* what) {
     }
     std::this_thread::yield();
   }
+}
+
+// |last but one - last| / last of two or more round times.
+double relative_spread(const std::vector<double>& rounds) {
+  return std::abs(rounds[rounds.size() - 2] - rounds.back()) / rounds.back();
 }
 
 double median(std::vector<double> v) {
@@ -171,7 +177,6 @@ GraphTiming time_graph(const std::function<bool(int, void*)>& enqueue, int calls
   GraphTiming t;
   t.us_per_call = round_us.back();
   t.spread = relative_spread(round_us);
-  t.rounds = int(round_us.size());
   return t;
 }
 

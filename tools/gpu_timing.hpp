@@ -6,7 +6,6 @@
 #include <cstdint>
 #include <functional>
 #include <string>
-#include <vector>
 
 #include "splitkv/types.hpp"
 
@@ -22,19 +21,12 @@ double measure_read_ceiling_gbps();
 struct GraphTiming {
   double us_per_call = 0;  // the last round's median replay time / calls per replay
   double spread = 0;       // |last but one - last| / last: the noise floor of this measurement
-  int rounds = 0;          // rounds timed (2 unless the first ones disagreed)
 };
 
 // Timed rounds: at least 2, more (up to kMaxRounds) while the last two differ by more than
 // kSteadySpread of the last.
 constexpr int kMaxRounds = 6;
 constexpr double kSteadySpread = 0.02;
-
-// |last but one - last| / last of two or more round times.
-inline double relative_spread(const std::vector<double>& rounds) {
-  const double last = rounds.back(), before = rounds[rounds.size() - 2];
-  return (last > before ? last - before : before - last) / last;
-}
 
 // Seconds of warm-up replays before a row is timed (bench/peers.py uses the same).
 constexpr double kWarmupSeconds = 0.5;

@@ -15,8 +15,8 @@ Library.define/impl for CUDA and CPU plus a fake (meta) kernel, so torch.compile
 traces through them and functionalization knows what they mutate.
 
 Eager calls to splitkv.decode/prefill skip the dispatcher and call the same implementation
-directly (the dispatcher's cost per call is in docs/PYTHON.md); under torch.compile, a dispatch mode (e.g. fake tensors)
-or with tensor subclasses they go through torch.ops.splitkv.*.
+directly (the dispatcher's cost per call is in docs/PYTHON.md); under torch.compile, a dispatch
+mode (e.g. fake tensors) or with tensor subclasses they go through torch.ops.splitkv.*.
 
 The implementation never reads device memory on the host: lengths bound the plan only through
 shapes or the caller's max_seqlen_*; the stream is the current torch stream of the tensors'

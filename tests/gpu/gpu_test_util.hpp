@@ -21,20 +21,26 @@ inline bool compiled(DType dtype, int head_dim) {
   return dtype_compiled(dtype) && std::find(dims.begin(), dims.end(), head_dim) != dims.end();
 }
 
+// Whether family f has an instance at (dtype, D) serving kv_format: a 16-bit family's instances
+// are keyed kNative, a quantized family's by format.
+inline bool family_holds(const KernelFamilyInfo& f, DType dtype, int head_dim, KvFormat kv_format) {
+  for (const KernelFamilyInfo::Compiled& c : f.compiled) {
+    if (c.dtype == dtype && c.head_dim == head_dim && (c.kv_format == KvFormat::kNative || c.kv_format == kv_format)) {
+      return true;
+    }
+  }
+  return false;
+}
+
 // Whether this build holds the instance a plan runs (its family at the problem's dtype, head dim
-// and KV format: a 16-bit family's instances are keyed kNative, a quantized family's by format).
+// and KV format).
 inline bool plan_compiled(const Plan& plan) {
   const bool decode = plan.kind() == Plan::Kind::kDecode;
   const DType dtype = decode ? plan.decode().dtype : plan.prefill().dtype;
   const int head_dim = decode ? plan.decode().head_dim : plan.prefill().head_dim;
   const KvFormat kv_format = decode ? plan.decode().kv_format : plan.prefill().kv_format;
   for (const KernelFamilyInfo& f : kernel_families()) {
-    if (f.name != plan.family()) continue;
-    for (const KernelFamilyInfo::Compiled& c : f.compiled) {
-      if (c.dtype == dtype && c.head_dim == head_dim && (c.kv_format == KvFormat::kNative || c.kv_format == kv_format)) {
-        return true;
-      }
-    }
+    if (f.name == plan.family() && family_holds(f, dtype, head_dim, kv_format)) return true;
   }
   return false;
 }
@@ -43,10 +49,7 @@ inline bool plan_compiled(const Plan& plan) {
 // planner routes only to compiled families, so a test of its route skips without one.
 inline bool kind_compiled(const std::string& kind, const std::string& arch, DType dtype, int head_dim) {
   for (const KernelFamilyInfo& f : kernel_families()) {
-    if (f.kind != kind || f.arch != arch) continue;
-    for (const KernelFamilyInfo::Compiled& c : f.compiled) {
-      if (c.dtype == dtype && c.head_dim == head_dim && c.kv_format == KvFormat::kNative) return true;
-    }
+    if (f.kind == kind && f.arch == arch && family_holds(f, dtype, head_dim, KvFormat::kNative)) return true;
   }
   return false;
 }
