@@ -68,10 +68,13 @@ int even_fill_splits(int64_t work_units, int kv_blocks, int max_kv_len, int sm_c
 
 // slots_per_sm: resident blocks per SM the auto rule may fill (1: one wave of blocks per SM);
 // quantized_value_bits: 4 or 8 where the blocks dequantize a quantized cache whose values have
-// that many bits (even_fill_splits for small grids), 0 for a 16-bit cache.
+// that many bits (even_fill_splits for small grids), 0 for a 16-bit cache; split_tail: whether the
+// blocks are bound by the memory, so that a grid's last part-wave pays for splitting
+// (choose_tail_splits).
 constexpr int kMinKeysPerExtraSplit = 2048;
 Status decide_splits(const PlanOptions& o, int64_t work_units, int max_kv_len, int block_keys,
-                     const DeviceInfo& device, int slots_per_sm, int quantized_value_bits, SplitDecision* out) {
+                     const DeviceInfo& device, int slots_per_sm, int quantized_value_bits, bool split_tail,
+                     SplitDecision* out) {
   const int kv_blocks = std::max(1, ceil_div(max_kv_len, block_keys));
   if (o.num_splits < 0) return Status::invalid("options.num_splits", ">= 0 (0 = auto)", std::to_string(o.num_splits));
   if (o.max_splits < 0) return Status::invalid("options.max_splits", ">= 0 (0 = no cap)", std::to_string(o.max_splits));
@@ -138,11 +141,14 @@ Status decide_splits(const PlanOptions& o, int64_t work_units, int max_kv_len, i
     const bool fills_more =
         plan::wave_efficiency(work_units, best_fill, slots) > plan::wave_efficiency(work_units, cut, slots);
     const int more = fills_more ? best_fill : cut;
-    if (more > out->num_splits) {
-      out->num_splits = more;
+    // A grid of one wave and a part over the slots: its last wave alone would leave slots idle.
+    const int tail =
+        split_tail ? plan::choose_tail_splits(work_units, kv_blocks, slots, std::min(cap, long_enough)) : 1;
+    if (std::max(more, tail) > out->num_splits) {
+      out->num_splits = std::max(more, tail);
       out->note = "wave efficiency over " + std::to_string(slots) + " block slots (" + std::to_string(slots_per_sm) +
                   " resident blocks per SM): " + std::to_string(work_units) + " work units x " +
-                  std::to_string(more) + " splits of >= " + std::to_string(kMinKeysPerExtraSplit) + " keys";
+                  std::to_string(out->num_splits) + " splits of >= " + std::to_string(kMinKeysPerExtraSplit) + " keys";
     }
   }
   return Status::success();
@@ -635,8 +641,17 @@ Status plan_decode_fields(const DecodeProblem& problem, const DeviceInfo& device
       split.note = "split-q requested: one split";
       return Status::success();
     }
+    // A grid's last part-wave pays for splitting where the blocks are bound by the memory: 16-bit
+    // caches, and INT4 codes dequantized for 8 rows. Blocks that dequantize for 16 rows are bound by
+    // their own instructions (a tail wave of them runs nearly as fast as a full one), and 8-bit
+    // codes measured no gain (docs/TUNING.md, "Split counts").
+    const bool memory_bound =
+        quantized_value_bits(problem) == 0 ||
+        (tile.block_m <= 8 &&
+         tiles::kv_code_bits(detail::resolve_kv_format(problem.kv_format, problem.dtype)).k_bits == 4);
     return decide_splits(options, p.work_units, plan::decode_split_keys(problem, p.block_n), p.block_n, device,
-                         decode_slots_per_sm(problem, p.blocks_per_sm), quantized_value_bits(problem), &split);
+                         decode_slots_per_sm(problem, p.blocks_per_sm), quantized_value_bits(problem), memory_bound,
+                         &split);
   };
   if (Status s = choose(rows_per_kv); !s) return s;
   // A larger-tile family halves the blocks per split. Where that leaves SMs without a block and the
@@ -854,7 +869,7 @@ Status plan_prefill_fields(const PrefillProblem& problem, const DeviceInfo& devi
                              std::to_string(options.num_splits));
     }
     split.note = std::string(to_string(requested)) + " requested";
-  } else if (Status s = decide_splits(options, p.work_units, problem.max_kv_len, p.block_n, device, 1, 0, &split); !s) {
+  } else if (Status s = decide_splits(options, p.work_units, problem.max_kv_len, p.block_n, device, 1, 0, false, &split); !s) {
     return s;
   }
   p.num_splits = split.num_splits;

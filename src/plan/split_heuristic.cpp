@@ -45,4 +45,13 @@ int choose_num_splits(int64_t work_units, int kv_blocks, int sm_count, int cap, 
   return 1;
 }
 
+int choose_tail_splits(int64_t work_units, int kv_blocks, int slots, int cap) {
+  if (work_units < int64_t(0.8 * slots) || work_units >= 2 * int64_t(slots)) return 1;
+  const int max_splits = std::max(1, std::min(cap, kv_blocks));
+  for (int s = 1; s <= max_splits; ++s) {
+    if (wave_efficiency(work_units, s, slots) >= kSlotFillGoodEnough) return s;
+  }
+  return 1;
+}
+
 }  // namespace splitkv::plan

@@ -55,4 +55,11 @@ constexpr double kSlotFillGoodEnough = 0.95;
 int choose_num_splits(int64_t work_units, int kv_blocks, int sm_count, int cap, std::string* why,
                       double good_enough = kWaveEfficiencyGoodEnough);
 
+// A grid of between 0.8 and 2 waves over `slots` (resident block slots) that choose_num_splits
+// leaves whole: its last wave may run a fraction of the slots while the rest idle. The fewest
+// splits, at most `cap`, whose grid fills the slots to kSlotFillGoodEnough; 1 where none does
+// (a partial fill measured slower than the whole grid: the combine costs more than it fills).
+// For blocks bound by the memory only (the caller decides). docs/TUNING.md, "Split counts".
+int choose_tail_splits(int64_t work_units, int kv_blocks, int slots, int cap);
+
 }  // namespace splitkv::plan

@@ -159,6 +159,34 @@ TEST(Planner, ResidentBlockSlotsAreFilledByTheBestLongEnoughCount) {
   EXPECT_EQ(plan_or_die(decode(1, 32, 8, 131072)).num_splits(), 15);
 }
 
+TEST(Planner, AGridOfOneWaveAndAPartOverTheSlotsSplitsItsTail) {
+  // B=64 64/8 q_len 4 D=64 8k: 512 work units on 132 x 3 slots run 1.29 waves, the last a third
+  // full; 3 splits fill 97% of 4 waves (docs/TUNING.md, "Split counts").
+  auto spec = [](int batch, int hq, int d, int q_len, int len, KvFormat f = KvFormat::kNative) {
+    DecodeProblem p = decode(batch, hq, 8, len, d, q_len);
+    p.causal = q_len > 1;
+    p.kv_format = f;
+    return plan_or_die(p);
+  };
+  const Plan tail = spec(64, 64, 64, 4, 8192);
+  ASSERT_EQ(tail.blocks_per_sm(), 3);
+  EXPECT_EQ(tail.num_splits(), 3) << tail.note();
+  EXPECT_EQ(plan::choose_tail_splits(512, 128, 396, 4), 3);
+  // INT4 codes dequantized for 8 rows are bound by the memory too: q_len 1 splits its tail.
+  EXPECT_EQ(spec(64, 32, 128, 1, 8192, KvFormat::kInt4).num_splits(), 3);
+  // Not split: two waves or more (B=256), grids short of 80% of the slots (the wave rule's), a
+  // cap of one split, counts that leave the slots under 95% full (4k: 2 splits of 2048 keys fill
+  // 86%), blocks that dequantize for 16 rows (bound by their own instructions), 8-bit codes.
+  EXPECT_EQ(spec(256, 64, 64, 4, 8192).num_splits(), 1);
+  EXPECT_EQ(plan::choose_tail_splits(792, 128, 396, 4), 1);
+  EXPECT_EQ(plan::choose_tail_splits(300, 128, 396, 4), 1);
+  EXPECT_EQ(plan::choose_tail_splits(512, 128, 396, 1), 1);
+  EXPECT_EQ(plan::choose_tail_splits(512, 64, 396, 2), 1);
+  EXPECT_EQ(spec(64, 32, 64, 4, 4096).num_splits(), 1);
+  EXPECT_EQ(spec(64, 32, 128, 4, 8192, KvFormat::kInt4).num_splits(), 1);
+  EXPECT_EQ(spec(64, 32, 64, 1, 8192, KvFormat::kFP8E4M3).num_splits(), 1);
+}
+
 TEST(Planner, GqaIsCountedByKvHeads) {
   // The query heads of a group share one block: 32/8 and 8/8 give the same grid and splits.
   const Plan gqa = plan_or_die(decode(2, 32, 8, 16384));
