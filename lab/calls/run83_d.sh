@@ -7,7 +7,7 @@ GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader); echo "$GPU"
 case "$GPU" in
   *H200*)
     xz -dc build-bin/splitkv.xz > /tmp/skv && chmod +x /tmp/skv
-    SPLITKV_COMMIT=1415932 timeout 140 /tmp/skv bench --suite quant --json $OUT/quant-1.json >/tmp/q.log 2>&1
+    SPLITKV_COMMIT=0a31e86 timeout 140 /tmp/skv bench --suite quant --json $OUT/quant-1.json >/tmp/q.log 2>&1
     echo "quant rc=$? $SECONDS s"
     python3 - <<'P'
 import json, math, os
