@@ -202,10 +202,11 @@ bool reads_quantized_cache(const DecodeProblem& problem) {
   return detail::kv_format_traits(detail::resolve_kv_format(problem.kv_format, problem.dtype)).quantized;
 }
 
-// Bits per stored V value of a quantized cache (4: INT4, K8V4; 8: FP8, INT8), 0 for a 16-bit cache.
-int quantized_value_bits(const DecodeProblem& problem) {
-  if (!reads_quantized_cache(problem)) return 0;
-  return tiles::kv_code_bits(detail::resolve_kv_format(problem.kv_format, problem.dtype)).v_bits;
+// Bits per stored K and V value of a quantized cache (4: INT4, K8V4's V; 8: FP8, INT8, K8V4's K),
+// 0 for a 16-bit cache.
+tiles::KvCodeBits quantized_code_bits(const DecodeProblem& problem) {
+  if (!reads_quantized_cache(problem)) return tiles::KvCodeBits{0, 0, false};
+  return tiles::kv_code_bits(detail::resolve_kv_format(problem.kv_format, problem.dtype));
 }
 
 int decode_slots_per_sm(const DecodeProblem& problem, int blocks_per_sm) {
@@ -645,13 +646,10 @@ Status plan_decode_fields(const DecodeProblem& problem, const DeviceInfo& device
     // caches, and INT4 codes dequantized for 8 rows. Blocks that dequantize for 16 rows are bound by
     // their own instructions (a tail wave of them runs nearly as fast as a full one), and 8-bit
     // codes measured no gain (docs/TUNING.md, "Split counts").
-    const bool memory_bound =
-        quantized_value_bits(problem) == 0 ||
-        (tile.block_m <= 8 &&
-         tiles::kv_code_bits(detail::resolve_kv_format(problem.kv_format, problem.dtype)).k_bits == 4);
+    const tiles::KvCodeBits bits = quantized_code_bits(problem);
+    const bool memory_bound = bits.v_bits == 0 || (tile.block_m <= 8 && bits.k_bits == 4);
     return decide_splits(options, p.work_units, plan::decode_split_keys(problem, p.block_n), p.block_n, device,
-                         decode_slots_per_sm(problem, p.blocks_per_sm), quantized_value_bits(problem), memory_bound,
-                         &split);
+                         decode_slots_per_sm(problem, p.blocks_per_sm), bits.v_bits, memory_bound, &split);
   };
   if (Status s = choose(rows_per_kv); !s) return s;
   // A larger-tile family halves the blocks per split. Where that leaves SMs without a block and the
@@ -869,7 +867,8 @@ Status plan_prefill_fields(const PrefillProblem& problem, const DeviceInfo& devi
                              std::to_string(options.num_splits));
     }
     split.note = std::string(to_string(requested)) + " requested";
-  } else if (Status s = decide_splits(options, p.work_units, problem.max_kv_len, p.block_n, device, 1, 0, false, &split); !s) {
+  } else if (Status s = decide_splits(options, p.work_units, problem.max_kv_len, p.block_n, device, 1, 0, false, &split);
+             !s) {
     return s;
   }
   p.num_splits = split.num_splits;
