@@ -28,13 +28,6 @@ done <<'R'
 -b 32 --lq 16 --causal --hq 32 --hkv 8 -d 64 --lk 8192
 R
 if [ -f build-np3/splitkv_gpu_tests_d64.xz ] && [ $SECONDS -lt $((D + 60)) ]; then
-  xz -dc build-np3/splitkv_gpu_tests_d64.xz > /tmp/gt && chmod +x /tmp/gt
-  pids=()
-  for i in 0 1 2 3; do
-    GTEST_TOTAL_SHARDS=4 GTEST_SHARD_INDEX=$i timeout 150 /tmp/gt --gtest_filter='*Decode*:*Variants*:*Sinks*' >/tmp/g.$i.log 2>&1 & pids+=($!)
-  done
-  for i in 0 1 2 3; do wait ${pids[$i]}; echo "d64 shard $i rc=$? $(grep -E '^\[  (PASSED|FAILED)  \] [0-9]+' /tmp/g.$i.log | tr '\n' ' ')"; done
-  grep -h -E '^\[  FAILED  \]' /tmp/g.*.log | cut -c1-120 | head
-  grep -h -B3 -E 'Failure' /tmp/g.*.log | head -30 | cut -c1-200
+  bash lab/calls/gpu_test_shards.sh build-np3/splitkv_gpu_tests_d64.xz '*Decode*:*Variants*:*Sinks*'
 fi
 echo "done $SECONDS s"
