@@ -6,7 +6,8 @@
 # 1.29. With the bound: 168 registers, 2 spill stores before the key loop, 2 loads in a branch of
 # it; the plain 32-row instance 166 -> 168 with the same 2+2. Old: build-np2/splitkv_w.xz (main's
 # planner for 16-bit rows); new: build-np3/splitkv_lb.xz (HEAD + patch), both wide config.
-# Then the D=64 GPU tests with the patch (build-np3/splitkv_gpu_tests_d64.xz, if packed).
+# Then the D=64 GPU tests with the patch (build-np3/splitkv_gpu_tests_d64.xz, if packed), and
+# FlexAttention on B=64 64/8 D=64 q_len 4 bf16 (the tail rule's row) and its window + sinks twin.
 set -uo pipefail
 D=${DEADLINE:-240}
 nvidia-smi --query-gpu=name --format=csv,noheader
@@ -29,5 +30,10 @@ done <<'R'
 R
 if [ -f build-np3/splitkv_gpu_tests_d64.xz ] && [ $SECONDS -lt $((D + 60)) ]; then
   bash lab/calls/gpu_test_shards.sh build-np3/splitkv_gpu_tests_d64.xz '*Decode*:*Variants*:*Sinks*'
+fi
+if [ $SECONDS -lt 480 ]; then  # FlexAttention on the tail rule's row and its window + sinks twin
+  timeout $(( 560 - SECONDS )) python3 bench/peers_flex.py --suite variants --filter "B=64 Lk=8192 64/8 q_len=4 D=64 bf16" \
+    --json $OUT/flex-b64-q4.json --max-seconds $(( 530 - SECONDS )) >/tmp/flex.log 2>&1
+  echo "flex rc=$? $SECONDS s"; grep -E "flex|us" /tmp/flex.log | tail -4 | cut -c1-160
 fi
 echo "done $SECONDS s"
