@@ -61,7 +61,9 @@ struct KernelFamilyInfo {
 };
 std::vector<KernelFamilyInfo> kernel_families();
 
-// Head dims and Q/O element types this build compiled for any kernel family.
+// Head dims and Q/O element types this build compiled attention kernels for (a decode or prefill
+// family; the cache kernels, append_kv, dequant_kv and the atomic normalize, are compiled for every
+// head dim and type, whatever SPLITKV_HEAD_DIMS and SPLITKV_DTYPES say).
 std::vector<int> compiled_head_dims();
 bool dtype_compiled(DType dtype);
 

@@ -91,10 +91,19 @@ std::vector<KernelFamilyInfo> kernel_families() {
   return out;
 }
 
+namespace {
+bool attention_instance(const registry::Instance& in) {
+  const registry::Kind kind = registry::families()[in.family].kind;
+  return kind == registry::Kind::kDecode || kind == registry::Kind::kPrefill;
+}
+}  // namespace
+
 std::vector<int> compiled_head_dims() {
   std::vector<int> dims;
   for (const registry::Instance& in : registry::compiled_instances()) {
-    if (std::find(dims.begin(), dims.end(), in.head_dim) == dims.end()) dims.push_back(in.head_dim);
+    if (attention_instance(in) && std::find(dims.begin(), dims.end(), in.head_dim) == dims.end()) {
+      dims.push_back(in.head_dim);
+    }
   }
   std::sort(dims.begin(), dims.end());
   return dims;
@@ -102,7 +111,7 @@ std::vector<int> compiled_head_dims() {
 
 bool dtype_compiled(DType dtype) {
   for (const registry::Instance& in : registry::compiled_instances()) {
-    if (in.dtype == dtype) return true;
+    if (attention_instance(in) && in.dtype == dtype) return true;
   }
   return false;
 }

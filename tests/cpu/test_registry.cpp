@@ -87,6 +87,16 @@ TEST(Registry, PublicViewMatchesTheTables) {
     EXPECT_TRUE(dtype_compiled(c.dtype));
     EXPECT_NE(std::find(dims.begin(), dims.end(), c.head_dim), dims.end());
   }
+  // The head dims and types are the attention kernels': the cache kernels' instances at every head
+  // dim and type do not count (a build of one head dim reports that one).
+  for (int d : {64, 128, 256}) {
+    bool attention = false;
+    for (const KernelFamilyInfo& info : infos) {
+      if (info.kind != "decode" && info.kind != "prefill") continue;
+      for (const KernelFamilyInfo::Compiled& c : info.compiled) attention = attention || c.head_dim == d;
+    }
+    EXPECT_EQ(std::find(dims.begin(), dims.end(), d) != dims.end(), attention) << "D=" << d;
+  }
 }
 
 TEST(Registry, EveryKindHasADefaultFamilyForItsMainStrategy) {
