@@ -162,10 +162,16 @@ struct PlanFields {
   int warps = 0;
   int stages = 0;        // cp.async pipeline depth
   int smem_bytes = 0;
-  int blocks_per_sm = 0; // occupancy the shared-memory budget allows
+  int blocks_per_sm = 0; // resident blocks per SM: what shared memory allows, or registers where fewer (register_bound_blocks)
   // > smem_bytes: shared memory each block asks for at launch, so that an SM holds at most
   // ceil(blocks / SMs) of this one-wave grid (PlanTuning::even_placement); 0: smem_bytes.
   int launch_smem_bytes = 0;
+  // > 0: the family's variants instance holds fewer resident blocks by its registers than its
+  // shared memory allows, and the plan launches its twin register-bound for this many (it spills a
+  // few values), which runs the grid in fewer rounds of resident blocks; blocks_per_sm then counts
+  // it. 0: the instance as it is (for a variants problem of such a family, blocks_per_sm then
+  // counts what its registers hold).
+  int register_bound_blocks = 0;
   int64_t work_units = 0;  // thread blocks before splitting (decode: batch * Hkv * m tiles)
   int grid[3] = {1, 1, 1};
   // Prefill on sm_90 (prefill_sm90 tiles at head dims <= 128, more tiles than SMs): > 0 launches
@@ -240,6 +246,7 @@ class Plan {
   int smem_bytes() const { return f_.smem_bytes; }
   int blocks_per_sm() const { return f_.blocks_per_sm; }
   int launch_smem_bytes() const { return f_.launch_smem_bytes; }
+  int register_bound_blocks() const { return f_.register_bound_blocks; }
   const int (&grid() const)[3] { return f_.grid; }
   int persistent_blocks() const { return f_.persistent_blocks; }
   bool dynamic_tiles() const { return f_.dynamic_tiles; }

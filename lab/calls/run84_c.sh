@@ -6,7 +6,7 @@
 # New: build-np4/splitkv_rb.xz (D=64 bf16, sm_90a). Then its variants and sinks GPU tests.
 # Prediction: B=256 86.5 -> ~72.5 us (call A's bound build), B=128 ~-15%, the rest level.
 set -uo pipefail
-D=${DEADLINE:-200}
+D=${DEADLINE:-170}
 nvidia-smi --query-gpu=name --format=csv,noheader
 xz -dc build-np2/splitkv_w.xz > /tmp/old && xz -dc build-np4/splitkv_rb.xz > /tmp/new && chmod +x /tmp/old /tmp/new
 t() { timeout 20 /tmp/$1 bench $2 --iters 30 2>&1 | tail -1 | awk '{print $(NF-3)}'; }
@@ -35,7 +35,7 @@ if [ -f build-np4/splitkv_gpu_tests.xz ]; then
 fi
 # The window + sinks kernel under ncu (run84_b.sh's question: where a B=64 call's ~25 us go when
 # its 17 MB of reads take ~5 us): the kernel alone, occupancy and stall reasons.
-if [ $SECONDS -lt 420 ]; then
+if [ $SECONDS -lt 300 ]; then
   M=gpu__time_duration.sum,dram__bytes_read.sum,sm__warps_active.avg.pct_of_peak_sustained_active
   M=$M,launch__occupancy_limit_registers,launch__occupancy_limit_shared_mem,launch__registers_per_thread
   for bin in old new; do for b in 64 256; do

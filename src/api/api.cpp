@@ -82,6 +82,7 @@ Status decode_launch_config(const Plan& plan, Stream stream, detail::LaunchConfi
   }
   *config = launch_config(stream, plan.grid());
   config->min_smem_bytes = plan.launch_smem_bytes();
+  config->register_bound_blocks = plan.register_bound_blocks();
   return Status::success();
 }
 

@@ -123,6 +123,7 @@ std::string describe(const Plan& p) {
   s << "tile: block_m=" << p.block_m() << " block_n=" << p.block_n() << " warps=" << p.warps()
     << " stages=" << p.stages() << " smem=" << p.smem_bytes() << " B, " << p.blocks_per_sm() << " block(s)/SM";
   if (p.launch_smem_bytes() > 0) s << " (launched with " << p.launch_smem_bytes() << " B: even placement)";
+  if (p.register_bound_blocks() > 0) s << " (variants instance register-bound for " << p.register_bound_blocks() << ")";
   s << "\n";
   s << "grid: " << p.grid()[0] << " x " << p.grid()[1] << " x " << p.grid()[2] << " (work units before splitting: "
     << p.work_units() << ")\n";

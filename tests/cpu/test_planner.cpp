@@ -187,6 +187,60 @@ TEST(Planner, AGridOfOneWaveAndAPartOverTheSlotsSplitsItsTail) {
   EXPECT_EQ(spec(64, 32, 64, 1, 8192, KvFormat::kFP8E4M3).num_splits(), 1);
 }
 
+TEST(Planner, AVariantsInstanceShortOfRegistersIsBoundWhereThatSavesARound) {
+  // decode_mma_m32 at D=64: shared memory holds three blocks per SM, the uncapped variants
+  // instance's registers two. Its register-bound twin (three) is launched where the grid then runs
+  // in fewer rounds of short blocks: B=256 64/8 q_len 4, window 128 + sinks: 2048 blocks, 6 rounds
+  // on 132 x 3 slots against 8 on 132 x 2. B=64's 512 blocks take 2 rounds either way: the plain
+  // instance, whose two blocks per SM the plan counts (docs/TUNING.md, "Kernels").
+  auto gpt_oss = [](int batch, float softcap = 0.f) {
+    DecodeProblem p = decode(batch, 64, 8, 8192, 64, 4);
+    p.causal = true;
+    p.window_left = 128;
+    p.sinks = true;
+    p.softcap = softcap;
+    return plan_or_die(p);
+  };
+  const Plan b256 = gpt_oss(256);
+  ASSERT_EQ(b256.family(), "decode_mma_m32");
+  EXPECT_EQ(b256.register_bound_blocks(), 3) << b256.note();
+  EXPECT_EQ(b256.blocks_per_sm(), 3);
+  EXPECT_EQ(gpt_oss(128).register_bound_blocks(), 3);  // 1024 blocks: 3 rounds, not 4
+  const Plan b64 = gpt_oss(64);
+  EXPECT_EQ(b64.register_bound_blocks(), 0) << b64.note();
+  EXPECT_EQ(b64.blocks_per_sm(), 2);
+  // Long blocks (window 4096: 3 splits of ~1400 keys, or one of 4096 with sinks) are bound by the
+  // memory: the twin only where it runs the grid in one round (B=16: 384 blocks, 1 round, not 2).
+  auto long_window = [](int batch, bool sinks) {
+    DecodeProblem p = decode(batch, 64, 8, 8192, 64, 4);
+    p.causal = true;
+    p.window_left = 4096;
+    p.sinks = sinks;
+    return plan_or_die(p);
+  };
+  EXPECT_EQ(long_window(16, false).register_bound_blocks(), 3) << long_window(16, false).note();
+  EXPECT_EQ(long_window(64, false).register_bound_blocks(), 0) << long_window(64, false).note();
+  EXPECT_EQ(long_window(256, true).register_bound_blocks(), 0) << long_window(256, true).note();
+  // The softcap's version, plain problems and the 16-row tile hold their shared memory's three.
+  EXPECT_EQ(gpt_oss(256, 30.f).register_bound_blocks(), 0);
+  EXPECT_EQ(gpt_oss(256, 30.f).blocks_per_sm(), 3);
+  DecodeProblem plain = decode(256, 64, 8, 8192, 64, 4);
+  plain.causal = true;
+  EXPECT_EQ(plan_or_die(plain).register_bound_blocks(), 0);
+  EXPECT_EQ(plan_or_die(plain).blocks_per_sm(), 3);
+  EXPECT_EQ(tiles::decode_mma_summary(64, KvFormat::kBF16).variants_register_blocks, 0);
+  // On a device whose shared memory holds two such blocks there is nothing to gain.
+  DeviceInfo small = DeviceInfo::h200();
+  small.smem_per_sm_bytes = 164 * 1024;
+  small.smem_per_block_bytes = 163 * 1024;
+  DecodeProblem p = decode(256, 64, 8, 8192, 64, 4);
+  p.causal = true;
+  p.window_left = 128;
+  const Plan on_small = plan_or_die(p, {}, small);
+  EXPECT_EQ(on_small.register_bound_blocks(), 0);
+  EXPECT_EQ(on_small.blocks_per_sm(), 2);
+}
+
 TEST(Planner, GqaIsCountedByKvHeads) {
   // The query heads of a group share one block: 32/8 and 8/8 give the same grid and splits.
   const Plan gqa = plan_or_die(decode(2, 32, 8, 16384));

@@ -208,6 +208,31 @@ TEST(DecodeVariantsGpu, AHugeCapIsTheUncappedAnswer) {
   EXPECT_TRUE(cmp.passed) << cmp.summary();
 }
 
+// The 32-row tile's variants instance at D=64 has a twin register-bound for three blocks per SM,
+// which the plan launches where it saves a round of short blocks (2048 blocks here: 6 rounds, not
+// 8): against the reference (its spilled values included), sequences of every length class, and
+// beside it 512 blocks (two rounds either way) on the plain instance.
+TEST(DecodeVariantsGpu, TheRegisterBoundTwinMatchesTheReference) {
+  SPLITKV_REQUIRE_GPU(DType::kBF16, 64);
+  for (int batch : {256, 64}) {
+    std::vector<int> lens(batch, 384);
+    for (int b = 0; b < batch; ++b) lens[b] = b % 4 == 0 ? 384 : b % 4 == 1 ? 129 : b % 4 == 2 ? 5 : 0;
+    testing::DecodeCase c = testing::make_decode_case(
+        with(testing::DecodeSpecBuilder(batch, 64, 8, 384).head_dim(64).queries(4, true).lens(lens),
+             Variants{0.f, 128, -1, true}, 2.f));
+    Plan plan;
+    ASSERT_TRUE(plan_decode(c.problem, gpu_test::device(), PlanOptions{}, &plan).ok());
+    if (!gpu_test::plan_compiled(plan)) GTEST_SKIP() << "not compiled into this build: " << plan.family();
+    ASSERT_EQ(plan.family(), "decode_mma_m32");
+    if (gpu_test::device().sm_count == 132) {  // H100, H200: the rounds counted above
+      EXPECT_EQ(plan.register_bound_blocks(), batch == 256 ? 3 : 0) << describe(plan);
+    }
+    ASSERT_TRUE(gpu_test::run_decode_case(plan, c));
+    const testing::Comparison cmp = testing::check_decode(c);
+    EXPECT_TRUE(cmp.passed) << "B=" << batch << ": " << cmp.summary();
+  }
+}
+
 // A *_kc cache's default route (chunked prefill over the dequantized copy), and speculative rows the
 // planner sends to chunked prefill, take the window, the softcap, sinks and the tree mask to the
 // prefill kernels' variants instances: against the reference, and binding.

@@ -85,6 +85,21 @@ def test_even_placement_reaches_the_plan():
     assert C.plan_decode(problem, C.DeviceInfo.h200(), options).launch_smem_bytes == 0
 
 
+def test_register_bound_twin_reaches_the_plan():
+    # gpt-oss decode with speculative rows: the 32-row variants instance at D=64 holds two blocks per
+    # SM by its registers; 2048 blocks take its twin bound for three (6 rounds, not 8), 512 do not.
+    from splitkv import _splitkv as C
+
+    def plan(batch):
+        problem = C.DecodeProblem(batch=batch, num_q_heads=64, num_kv_heads=8, head_dim=64, max_kv_len=8192, q_len=4,
+                                  causal=True)
+        problem.window_left, problem.sinks = 128, True
+        return C.plan_decode(problem, C.DeviceInfo.h200(), C.PlanOptions())
+    assert plan(256).register_bound_blocks == 3 and plan(256).blocks_per_sm == 3
+    assert "register-bound for 3" in str(plan(256))
+    assert plan(64).register_bound_blocks == 0 and plan(64).blocks_per_sm == 2
+
+
 def _cli():
     explicit = os.environ.get("SPLITKV_CLI")
     if explicit:

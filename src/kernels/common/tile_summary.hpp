@@ -18,6 +18,12 @@ struct TileSummary {
   // One block per SM walks the grid's tiles (prefill_sm90 with two Q buffers: the next tile's Q and
   // first K/V tiles load while the current tile finishes); the grid is then a tile list.
   bool persistent = false;
+  // Decode: the variants instance's resident blocks per SM where its registers hold fewer than
+  // smem_bytes allows (0: as many), and the resident blocks its register-bound twin holds (0: no
+  // twin; it spills a little). The planner takes the twin where the grid then runs in fewer rounds
+  // of resident blocks (Plan::register_bound_blocks).
+  int variants_register_blocks = 0;
+  int bound_variants_blocks = 0;
   constexpr int threads() const { return warps * 32; }
 };
 

@@ -28,8 +28,12 @@ namespace splitkv::detail {
 
 // kVariants: the variants instance (DecodeParams' softcap, sliding window and a single split's sinks,
 // docs/VARIANTS.md), in two versions: kCapped, with the softcap (ScoreSoftcap), and without.
-template <class Traits, bool kVariants = false, bool kCapped = false>
-__global__ void __launch_bounds__(Traits::kThreads) decode_kernel(const __grid_constant__ DecodeParams p) {
+// kMinBlocksPerSm > 0: the uncapped version's twin register-bound for that many resident blocks
+// per SM (Traits::kBoundVariantsBlocks, Plan::register_bound_blocks). 0 states no minimum: ptxas's
+// own register choice, which an explicit minimum of 1 is not (docs/TUNING.md, "Kernels").
+template <class Traits, bool kVariants = false, bool kCapped = false, int kMinBlocksPerSm = 0>
+__global__ void __launch_bounds__(Traits::kThreads, kMinBlocksPerSm)
+    decode_kernel(const __grid_constant__ DecodeParams p) {
   using namespace cute;
   using Element = typename Traits::Element;
   constexpr int D = Traits::kHeadDim;

@@ -12,6 +12,13 @@ cudaError_t launch_decode_mma(const DecodeParams& params, const LaunchConfig& co
   auto* kernel = !decode_variants(params)    ? decode_kernel<Traits, false>
                  : decode_softcap_on(params) ? decode_kernel<Traits, true, true>
                                              : decode_kernel<Traits, true, false>;
+  // The plan counts on the resident blocks of the variants instance's register-bound twin.
+  if constexpr (Traits::kBoundVariantsBlocks > 0) {
+    if (decode_variants(params) && !decode_softcap_on(params) &&
+        config.register_bound_blocks == Traits::kBoundVariantsBlocks) {
+      kernel = decode_kernel<Traits, true, false, Traits::kBoundVariantsBlocks>;
+    }
+  }
   return launch_kernel(kernel, dim3(Traits::kThreads), Traits::kSmemBytes, params, config);
 }
 

@@ -23,6 +23,9 @@ struct DecodeTraits {
   static constexpr int kThreads = kTile.threads();
   static constexpr int kBlockKeys = kTile.block_keys();
   static constexpr int kSmemBytes = kTile.smem_bytes();
+  // > 0: the variants instance's register-bound twin holds this many resident blocks per SM where
+  // the plain variants instance's registers hold fewer (tiles::decode_variants_register_blocks).
+  static constexpr int kBoundVariantsBlocks = tiles::decode_bound_variants_blocks(kTile);
   static_assert((kBlockM == 16 || kBlockM == 32) && kWarpKeys == 16,
                 "one warp computes the tile's 16 or 32 rows x 16 keys of scores per step");
   static_assert(kHeadDim % 64 == 0, "rows are built from 64-column swizzle atoms");

@@ -15,6 +15,9 @@ struct LaunchConfig {
   // > the kernel's own: shared memory per block to ask for (caps the blocks an SM holds; see
   // Plan::launch_smem_bytes).
   int min_smem_bytes = 0;
+  // > 0: launch the kernel's variants instance register-bound for this many resident blocks per SM
+  // where it has one (Plan::register_bound_blocks).
+  int register_bound_blocks = 0;
 };
 
 }  // namespace splitkv::detail
