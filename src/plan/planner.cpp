@@ -236,7 +236,8 @@ void choose_variants_register_bound(const DecodeProblem& problem, const tiles::T
     p->register_bound_blocks = bound;
     p->blocks_per_sm = bound;
     p->note += "; the variants instance register-bound for " + std::to_string(bound) + " blocks per SM (" +
-               std::to_string(rounds_bound) + " rounds of blocks, not " + std::to_string(rounds_unbound) + ")";
+               std::to_string(rounds_bound) + (rounds_bound == 1 ? " round" : " rounds") + " of blocks, not " +
+               std::to_string(rounds_unbound) + ")";
   } else {
     p->blocks_per_sm = tile.variants_register_blocks;
     p->note += "; the variants instance's registers hold " + std::to_string(tile.variants_register_blocks) +
