@@ -209,42 +209,6 @@ tiles::KvCodeBits quantized_code_bits(const DecodeProblem& problem) {
   return tiles::kv_code_bits(detail::resolve_kv_format(problem.kv_format, problem.dtype));
 }
 
-// The uncapped variants instance of a tile whose registers hold fewer resident blocks than its
-// shared memory allows (tiles::TileSummary::variants_register_blocks): its register-bound twin,
-// which spills a few values, pays where it saves a round of resident blocks and the blocks are
-// bound by their latency, not the memory: blocks of at most kShortBlockKeys keys (a short sliding
-// window), or a grid the twin runs in one round (a tail wave removed). Over long rows in several
-// rounds the memory sets the pace either way and the spills cost. The plan launches the twin there
-// and otherwise counts the blocks the registers hold (docs/TUNING.md, "Kernels").
-constexpr int kShortBlockKeys = 256;
-void choose_variants_register_bound(const DecodeProblem& problem, const tiles::TileSummary& tile,
-                                    const DeviceInfo& device, detail::PlanFields* p) {
-  const bool uncapped_variants = problem.softcap <= 0.f && (problem.window_left >= 0 || problem.window_right >= 0 ||
-                                                             problem.sinks || problem.tree_mask);
-  if (!uncapped_variants || tile.variants_register_blocks == 0 || tile.variants_register_blocks >= p->blocks_per_sm) {
-    return;
-  }
-  const int64_t blocks = grid_blocks(*p);
-  const int64_t rounds_unbound = (blocks + int64_t(device.sm_count) * tile.variants_register_blocks - 1) /
-                                 (int64_t(device.sm_count) * tile.variants_register_blocks);
-  const int bound = std::min(p->blocks_per_sm, tile.bound_variants_blocks);
-  const int64_t rounds_bound = (blocks + int64_t(device.sm_count) * bound - 1) / (int64_t(device.sm_count) * bound);
-  const int split_keys = plan::decode_split_keys(problem, p->block_n);
-  const int block_keys = p->split_tokens > 0 ? p->split_tokens : ceil_div(split_keys, p->num_splits);
-  const bool latency_bound = block_keys <= kShortBlockKeys || rounds_bound == 1;
-  if (bound > tile.variants_register_blocks && rounds_bound < rounds_unbound && latency_bound) {
-    p->register_bound_blocks = bound;
-    p->blocks_per_sm = bound;
-    p->note += "; the variants instance register-bound for " + std::to_string(bound) + " blocks per SM (" +
-               std::to_string(rounds_bound) + (rounds_bound == 1 ? " round" : " rounds") + " of blocks, not " +
-               std::to_string(rounds_unbound) + ")";
-  } else {
-    p->blocks_per_sm = tile.variants_register_blocks;
-    p->note += "; the variants instance's registers hold " + std::to_string(tile.variants_register_blocks) +
-               " blocks per SM";
-  }
-}
-
 int decode_slots_per_sm(const DecodeProblem& problem, int blocks_per_sm) {
   return reads_quantized_cache(problem) || problem.q_len > 1 ? blocks_per_sm : 1;
 }
@@ -470,6 +434,41 @@ const char* one_pass_variants_argument(const PrefillProblem& problem) {
   if (problem.softcap > 0.f) return "softcap";
   if (problem.window_left >= 0) return "window_left";
   return problem.window_right >= 0 ? "window_right" : "sinks";
+}
+
+// The uncapped variants instance of a tile whose registers hold fewer resident blocks than its
+// shared memory allows (tiles::TileSummary::variants_register_blocks): its register-bound twin,
+// which spills a few values, pays where it saves a round of resident blocks and the blocks are
+// bound by their latency, not the memory: blocks of at most kShortBlockKeys keys (a short sliding
+// window), or a grid the twin runs in one round (a tail wave removed). Over long rows in several
+// rounds the memory sets the pace either way and the spills cost. The plan launches the twin there
+// and otherwise counts the blocks the registers hold (docs/TUNING.md, "Kernels").
+constexpr int kShortBlockKeys = 256;
+void choose_variants_register_bound(const DecodeProblem& problem, const tiles::TileSummary& tile,
+                                    const DeviceInfo& device, detail::PlanFields* p) {
+  const bool uncapped_variants =
+      problem.softcap <= 0.f && (softcap_or_window(problem) || problem.sinks || problem.tree_mask);
+  if (!uncapped_variants || tile.variants_register_blocks == 0 || tile.variants_register_blocks >= p->blocks_per_sm) {
+    return;
+  }
+  // Rounds of resident blocks the grid runs in at `per_sm` blocks per SM.
+  auto rounds = [&](int per_sm) { return ceil_div(grid_blocks(*p), int64_t(device.sm_count) * per_sm); };
+  const int bound = std::min(p->blocks_per_sm, tile.bound_variants_blocks);
+  const int rounds_unbound = rounds(tile.variants_register_blocks), rounds_bound = rounds(bound);
+  const int split_keys = plan::decode_split_keys(problem, p->block_n);
+  const int block_keys = p->split_tokens > 0 ? p->split_tokens : ceil_div(split_keys, p->num_splits);
+  const bool latency_bound = block_keys <= kShortBlockKeys || rounds_bound == 1;
+  if (bound > tile.variants_register_blocks && rounds_bound < rounds_unbound && latency_bound) {
+    p->register_bound_blocks = bound;
+    p->blocks_per_sm = bound;
+    p->note += "; the variants instance register-bound for " + std::to_string(bound) + " blocks per SM (" +
+               std::to_string(rounds_bound) + (rounds_bound == 1 ? " round" : " rounds") + " of blocks, not " +
+               std::to_string(rounds_unbound) + ")";
+  } else {
+    p->blocks_per_sm = tile.variants_register_blocks;
+    p->note += "; the variants instance's registers hold " + std::to_string(tile.variants_register_blocks) +
+               " blocks per SM";
+  }
 }
 
 void plan_stream_k_tail(const PrefillProblem& problem, const PlanOptions& options, int64_t tiles, detail::PlanFields* p) {
