@@ -29,6 +29,23 @@ fi
 scripts/setup.sh
 ctest --test-dir "$BUILD" --output-on-failure
 
+# The planner's resident blocks per SM against the compiled decode kernels' registers
+# (scripts/check_residency.py; cuobjdump from the toolkit, or pip's into .deps/cuobjdump).
+CUOBJDUMP=$(command -v cuobjdump || true)
+if [[ -z $CUOBJDUMP ]]; then
+  CUOBJDUMP=$(ls .deps/cuobjdump/nvidia/*/bin/cuobjdump 2>/dev/null | head -1 || true)
+fi
+if [[ -z $CUOBJDUMP ]]; then
+  echo "splitkv test: installing cuobjdump (pip nvidia-cuda-cuobjdump into .deps/cuobjdump)"
+  "$PYTHON" -m pip install --quiet --target .deps/cuobjdump "nvidia-cuda-cuobjdump==13.*" || true
+  CUOBJDUMP=$(ls .deps/cuobjdump/nvidia/*/bin/cuobjdump 2>/dev/null | head -1 || true)
+fi
+if [[ -n $CUOBJDUMP ]]; then
+  "$PYTHON" scripts/check_residency.py "$BUILD/splitkv" --cuobjdump "$CUOBJDUMP"
+else
+  echo "splitkv test: no cuobjdump: the resident-block check skipped"
+fi
+
 # ---- Python package
 if [[ $SPLITKV_BUILD_PYTHON == ON ]]; then
   if ! compgen -G "$BUILD/python/splitkv/_splitkv*" >/dev/null; then

@@ -436,39 +436,44 @@ const char* one_pass_variants_argument(const PrefillProblem& problem) {
   return problem.window_right >= 0 ? "window_right" : "sinks";
 }
 
-// The uncapped variants instance of a tile whose registers hold fewer resident blocks than its
-// shared memory allows (tiles::TileSummary::variants_register_blocks): its register-bound twin,
-// which spills a few values, pays where it saves a round of resident blocks and the blocks are
-// bound by their latency, not the memory: blocks of at most kShortBlockKeys keys (a short sliding
-// window), or a grid the twin runs in one round (a tail wave removed). Over long rows in several
-// rounds the memory sets the pace either way and the spills cost. The plan launches the twin there
-// and otherwise counts the blocks the registers hold (docs/TUNING.md, "Kernels").
+// The blocks an SM holds of the instance a decode plan launches, where its registers hold fewer
+// than its shared memory allows (tiles::TileSummary::register_blocks): the plain instance, or the
+// variants instance without or with the softcap. The uncapped variants instance of such a tile may
+// have a register-bound twin, which spills a few values and pays where it saves a round of
+// resident blocks and the blocks are bound by their latency, not the memory: blocks of at most
+// kShortBlockKeys keys (a short sliding window), or a grid the twin runs in one round (a tail wave
+// removed). Over long rows in several rounds the memory sets the pace either way and the spills
+// cost. The plan launches the twin there and otherwise counts the blocks the registers hold. Counted
+// after the splits, which the shared memory's count still decides (docs/TUNING.md, "Kernels").
 constexpr int kShortBlockKeys = 256;
-void choose_variants_register_bound(const DecodeProblem& problem, const tiles::TileSummary& tile,
-                                    const DeviceInfo& device, detail::PlanFields* p) {
-  const bool uncapped_variants =
-      problem.softcap <= 0.f && (softcap_or_window(problem) || problem.sinks || problem.tree_mask);
-  if (!uncapped_variants || tile.variants_register_blocks == 0 || tile.variants_register_blocks >= p->blocks_per_sm) {
-    return;
+void count_register_blocks(const DecodeProblem& problem, const tiles::TileSummary& tile, const DeviceInfo& device,
+                           detail::PlanFields* p) {
+  const bool variants = softcap_or_window(problem) || problem.sinks || problem.tree_mask;
+  const bool capped = problem.softcap > 0.f;
+  const int held = !variants ? tile.register_blocks.plain
+                   : capped  ? tile.register_blocks.capped
+                             : tile.register_blocks.variants;
+  if (held == 0 || held >= p->blocks_per_sm) return;
+  const char* instance = !variants ? "the instance's" : "the variants instance's";
+  if (variants && !capped && tile.bound_variants_blocks > held) {
+    // Rounds of resident blocks the grid runs in at `per_sm` blocks per SM.
+    auto rounds = [&](int per_sm) { return ceil_div(grid_blocks(*p), int64_t(device.sm_count) * per_sm); };
+    const int bound = std::min(p->blocks_per_sm, tile.bound_variants_blocks);
+    const int rounds_unbound = rounds(held), rounds_bound = rounds(bound);
+    const int split_keys = plan::decode_split_keys(problem, p->block_n);
+    const int block_keys = p->split_tokens > 0 ? p->split_tokens : ceil_div(split_keys, p->num_splits);
+    const bool latency_bound = block_keys <= kShortBlockKeys || rounds_bound == 1;
+    if (bound > held && rounds_bound < rounds_unbound && latency_bound) {
+      p->register_bound_blocks = bound;
+      p->blocks_per_sm = bound;
+      p->note += "; the variants instance register-bound for " + std::to_string(bound) + " blocks per SM (" +
+                 std::to_string(rounds_bound) + (rounds_bound == 1 ? " round" : " rounds") + " of blocks, not " +
+                 std::to_string(rounds_unbound) + ")";
+      return;
+    }
   }
-  // Rounds of resident blocks the grid runs in at `per_sm` blocks per SM.
-  auto rounds = [&](int per_sm) { return ceil_div(grid_blocks(*p), int64_t(device.sm_count) * per_sm); };
-  const int bound = std::min(p->blocks_per_sm, tile.bound_variants_blocks);
-  const int rounds_unbound = rounds(tile.variants_register_blocks), rounds_bound = rounds(bound);
-  const int split_keys = plan::decode_split_keys(problem, p->block_n);
-  const int block_keys = p->split_tokens > 0 ? p->split_tokens : ceil_div(split_keys, p->num_splits);
-  const bool latency_bound = block_keys <= kShortBlockKeys || rounds_bound == 1;
-  if (bound > tile.variants_register_blocks && rounds_bound < rounds_unbound && latency_bound) {
-    p->register_bound_blocks = bound;
-    p->blocks_per_sm = bound;
-    p->note += "; the variants instance register-bound for " + std::to_string(bound) + " blocks per SM (" +
-               std::to_string(rounds_bound) + (rounds_bound == 1 ? " round" : " rounds") + " of blocks, not " +
-               std::to_string(rounds_unbound) + ")";
-  } else {
-    p->blocks_per_sm = tile.variants_register_blocks;
-    p->note += "; the variants instance's registers hold " + std::to_string(tile.variants_register_blocks) +
-               " blocks per SM";
-  }
+  p->blocks_per_sm = held;
+  p->note += std::string("; ") + instance + " registers hold " + std::to_string(held) + " blocks per SM";
 }
 
 void plan_stream_k_tail(const PrefillProblem& problem, const PlanOptions& options, int64_t tiles, detail::PlanFields* p) {
@@ -740,7 +745,7 @@ Status plan_decode_fields(const DecodeProblem& problem, const DeviceInfo& device
   p.strategy = (p.num_splits > 1 || p.split_tokens > 0) ? Strategy::kSplitKV : Strategy::kSplitQ;
   p.note = split.note;
   if (Status s = set_grid(g.grid(p.num_splits), "num_q_heads", "batch", &p); !s) return s;
-  choose_variants_register_bound(problem, tile, device, &p);
+  count_register_blocks(problem, tile, device, &p);
   const bool requested_cluster = options.merge == Merge::kCluster && device.cc_major >= 9 && p.num_splits > 1 &&
                                  p.num_splits <= plan::kMaxClusterSplits && p.split_tokens == 0;
   if (requested_cluster) p.note += "; splits merged in a thread-block cluster";

@@ -228,7 +228,7 @@ TEST(Planner, AVariantsInstanceShortOfRegistersIsBoundWhereThatSavesARound) {
   plain.causal = true;
   EXPECT_EQ(plan_or_die(plain).register_bound_blocks(), 0);
   EXPECT_EQ(plan_or_die(plain).blocks_per_sm(), 3);
-  EXPECT_EQ(tiles::decode_mma_summary(64, KvFormat::kBF16).variants_register_blocks, 0);
+  EXPECT_EQ(tiles::decode_mma_summary(64, KvFormat::kBF16).register_blocks.variants, 0);
   // On a device whose shared memory holds two such blocks there is nothing to gain.
   DeviceInfo small = DeviceInfo::h200();
   small.smem_per_sm_bytes = 164 * 1024;
@@ -239,6 +239,33 @@ TEST(Planner, AVariantsInstanceShortOfRegistersIsBoundWhereThatSavesARound) {
   const Plan on_small = plan_or_die(p, {}, small);
   EXPECT_EQ(on_small.register_bound_blocks(), 0);
   EXPECT_EQ(on_small.blocks_per_sm(), 2);
+}
+
+TEST(Planner, ResidentBlocksAreWhatTheRegistersHold) {
+  // The INT4 tile's instances whose registers hold fewer blocks than its shared memory allows
+  // (scripts/check_residency.py checks these against the compiled kernels): the plan counts the
+  // registers' blocks, after the splits, which it decides as before.
+  auto spec = [](int d, int q_len, float softcap, int window) {
+    DecodeProblem p = decode(1, 64, 8, 4096, d, q_len);
+    p.causal = q_len > 1;
+    p.kv_format = KvFormat::kInt4;
+    p.softcap = softcap;
+    p.window_left = window;
+    return plan_or_die(p);
+  };
+  // D=64: shared memory holds four; the 16-row block's registers three, the 8-row block's variants three.
+  EXPECT_EQ(spec(64, 2, 0.f, -1).family(), "decode_quant");
+  EXPECT_EQ(spec(64, 2, 0.f, -1).blocks_per_sm(), 3) << spec(64, 2, 0.f, -1).note();
+  EXPECT_EQ(spec(64, 2, 30.f, -1).blocks_per_sm(), 3);
+  EXPECT_EQ(spec(64, 1, 0.f, -1).blocks_per_sm(), 4);
+  EXPECT_EQ(spec(64, 1, 0.f, 128).blocks_per_sm(), 3);
+  // D=128: shared memory holds three; the 16-row variants instances' registers two.
+  EXPECT_EQ(spec(128, 2, 0.f, -1).blocks_per_sm(), 3);
+  EXPECT_EQ(spec(128, 2, 0.f, 128).blocks_per_sm(), 2);
+  EXPECT_EQ(spec(128, 2, 30.f, -1).blocks_per_sm(), 2);
+  EXPECT_EQ(spec(128, 1, 30.f, -1).blocks_per_sm(), 3);
+  EXPECT_NE(spec(128, 2, 30.f, -1).note().find("registers hold 2 blocks per SM"), std::string::npos);
+  EXPECT_EQ(spec(128, 2, 30.f, -1).register_bound_blocks(), 0);  // no twin there
 }
 
 TEST(Planner, GqaIsCountedByKvHeads) {

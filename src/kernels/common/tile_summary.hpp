@@ -18,11 +18,16 @@ struct TileSummary {
   // One block per SM walks the grid's tiles (prefill_sm90 with two Q buffers: the next tile's Q and
   // first K/V tiles load while the current tile finishes); the grid is then a tile list.
   bool persistent = false;
-  // Decode: the variants instance's resident blocks per SM where its registers hold fewer than
-  // smem_bytes allows (0: as many), and the resident blocks its register-bound twin holds (0: no
-  // twin; it spills a little). The planner takes the twin where the grid then runs in fewer rounds
-  // of resident blocks (Plan::register_bound_blocks).
-  int variants_register_blocks = 0;
+  // Decode: resident blocks per SM by registers (sm_90a) where fewer than smem_bytes allows, of
+  // the plain instance and of the variants instance without and with the softcap (0: as many);
+  // and the blocks the uncapped variants instance's register-bound twin holds (0: no twin; it
+  // spills a little). The planner counts them (Plan::blocks_per_sm) and takes the twin where the
+  // grid then runs in fewer rounds of resident blocks (Plan::register_bound_blocks).
+  // scripts/check_residency.py holds every plan's count against the compiled kernels' registers.
+  struct RegisterBlocks {
+    int plain = 0, variants = 0, capped = 0;
+  };
+  RegisterBlocks register_blocks{};
   int bound_variants_blocks = 0;
   constexpr int threads() const { return warps * 32; }
 };

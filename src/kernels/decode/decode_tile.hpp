@@ -50,20 +50,20 @@ constexpr DecodeTile decode_tile(int head_dim, int block_m = 16) {
   return DecodeTile{head_dim, block_m, 16, 4, head_dim <= 64 ? 4 : 3, k16BitBytes};
 }
 
-// The variants instance's resident blocks per SM by its registers, where fewer than its shared
-// memory allows on sm_90: the 32-row tile at D=64 (196 registers without the softcap, sm_90a: two
-// blocks of 128 threads, where its 69632 B allow three). Its twin register-bound for three blocks
-// (168 registers, a few spilled values) is compiled beside it (docs/TUNING.md, "Kernels").
-constexpr int decode_variants_register_blocks(const DecodeTile& t) {
-  return t.block_m == 32 && t.head_dim <= 64 ? 2 : 0;
+// Resident blocks per SM by registers where fewer than shared memory allows on sm_90
+// (TileSummary::register_blocks): the 32-row tile's uncapped variants instance at D=64 holds two
+// (196 registers, where its 69632 B allow three). Its twin register-bound for three blocks (168
+// registers, a few spilled values) is compiled beside it (docs/TUNING.md, "Kernels").
+constexpr TileSummary::RegisterBlocks decode_register_blocks(const DecodeTile& t) {
+  return t.block_m == 32 && t.head_dim <= 64 ? TileSummary::RegisterBlocks{0, 2, 0} : TileSummary::RegisterBlocks{};
 }
 constexpr int decode_bound_variants_blocks(const DecodeTile& t) {
-  return decode_variants_register_blocks(t) > 0 ? 3 : 0;
+  return decode_register_blocks(t).variants > 0 ? 3 : 0;
 }
 
 constexpr TileSummary decode_summary(const DecodeTile& t) {
   TileSummary s{t.block_m, t.block_keys(), t.warps, t.stages, t.smem_bytes()};
-  s.variants_register_blocks = decode_variants_register_blocks(t);
+  s.register_blocks = decode_register_blocks(t);
   s.bound_variants_blocks = decode_bound_variants_blocks(t);
   return s;
 }

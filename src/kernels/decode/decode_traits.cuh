@@ -24,7 +24,7 @@ struct DecodeTraits {
   static constexpr int kBlockKeys = kTile.block_keys();
   static constexpr int kSmemBytes = kTile.smem_bytes();
   // > 0: the variants instance's register-bound twin holds this many resident blocks per SM where
-  // the plain variants instance's registers hold fewer (tiles::decode_variants_register_blocks).
+  // the uncapped variants instance's registers hold fewer (tiles::decode_register_blocks).
   static constexpr int kBoundVariantsBlocks = tiles::decode_bound_variants_blocks(kTile);
   static_assert((kBlockM == 16 || kBlockM == 32) && kWarpKeys == 16,
                 "one warp computes the tile's 16 or 32 rows x 16 keys of scores per step");

@@ -85,9 +85,29 @@ constexpr DecodeQuantTile decode_quant_tile(int head_dim, KvFormat format) {
   return t;
 }
 
+// Resident blocks per SM by registers where fewer than shared memory allows on sm_90 (sm_90a,
+// TileSummary::register_blocks), of a block of `rows` packed rows: the INT4 tile's ring is sized
+// for three blocks at D <= 128 (four fit at D=64), and its instances' registers (ptxas, bf16)
+// hold: at D=64 three for the 16-row block (153-160 registers) and for the 8-row variants
+// instances (140-157); at D=128 two for the 16-row variants instances (bound for two: 212-216)
+// and for the keys-per-channel 8-row variants instances (194-198). docs/TUNING.md, "Kernels".
+constexpr TileSummary::RegisterBlocks decode_quant_register_blocks(int head_dim, KvFormat format, int rows) {
+  const KvCodeBits bits = kv_code_bits(format);
+  if (bits.k_bits != 4 || bits.v_bits != 4 || head_dim > 128) return {};
+  const bool channel_keys = detail::kv_format_traits(format).channel_keys;
+  if (head_dim <= 64) {
+    if (rows == 16) return {3, 3, 3};
+    return channel_keys ? TileSummary::RegisterBlocks{} : TileSummary::RegisterBlocks{0, 3, 3};
+  }
+  if (rows == 16) return {0, 2, 2};
+  return channel_keys ? TileSummary::RegisterBlocks{0, 2, 2} : TileSummary::RegisterBlocks{};
+}
+
 constexpr TileSummary decode_quant_summary(int head_dim, KvFormat format) {
   const DecodeQuantTile t = decode_quant_tile(head_dim, format);
-  return TileSummary{t.base.block_m, t.base.block_keys(), t.base.warps, t.stages, t.smem_bytes()};
+  TileSummary s{t.base.block_m, t.base.block_keys(), t.base.warps, t.stages, t.smem_bytes()};
+  s.register_blocks = decode_quant_register_blocks(head_dim, format, t.base.block_m);
+  return s;
 }
 // decode_quant_n8: the same block and ring with 8 packed rows (keys as the MMA's rows). Also
 // decode_mma_n8's (the same kernel over a 16-bit cache): KvFormat::kNative has 16-bit rows, whose
@@ -95,6 +115,7 @@ constexpr TileSummary decode_quant_summary(int head_dim, KvFormat format) {
 constexpr TileSummary decode_quant_n8_summary(int head_dim, KvFormat format) {
   TileSummary s = decode_quant_summary(head_dim, format);
   s.block_m = 8;
+  s.register_blocks = decode_quant_register_blocks(head_dim, format, 8);
   return s;
 }
 

@@ -1,0 +1,141 @@
+#!/usr/bin/env python3
+"""Checks that the planner never counts on more resident blocks per SM than a compiled decode
+kernel's registers hold.
+
+The planner sizes splits and grids by the blocks an SM holds (Plan::blocks_per_sm): what shared
+memory allows, lowered where a family's tile says an instance's registers hold fewer
+(tiles::TileSummary::variants_register_blocks and its kin). Those register facts come from ptxas,
+so a kernel change can silently make them wrong. This script reads every sm_90a decode kernel of a
+built `splitkv` CLI with cuobjdump (registers per thread), asks the CLI's planner for a plan that
+launches that very instance (its family forced, the variant that selects the version: none, a
+window, a softcap, or the register-bound twin's grid), and fails where the plan counts more blocks
+than 65536 registers hold at that count.
+
+    scripts/check_residency.py BUILD/splitkv [--cuobjdump PATH]
+"""
+import argparse
+import math
+import re
+import shutil
+import subprocess
+import sys
+
+REGISTERS_PER_SM = 65536
+REGISTER_GRANULE = 8  # registers per thread are allocated in multiples of 8
+
+# KvFormat's values (include/splitkv/types.hpp) as the mangled names spell them, and the CLI's names.
+FORMATS = {0: "native", 3: "fp8", 4: "int8", 5: "int4", 6: "k8v4", 7: "int8_kc", 8: "int4_kc", 9: "k8v4_kc"}
+DTYPES = {"10bfloat16_t": "bf16", "6half_t": "fp16"}
+
+KERNEL = re.compile(
+    r"_ZN7splitkv6detail(?:13decode_kernel|19quant_decode_kernel|32quant_decode_keys_as_rows_kernel)I"
+    r"(?P<traits>.*?)ELb(?P<var>[01])ELb(?P<cap>[01])(?:ELi(?P<min>\d+))?E+vNS0_12DecodeParamsE")
+DECODE_TRAITS = re.compile(r"NS0_12DecodeTraitsIN7cutlass(?P<dtype>10bfloat16_t|6half_t)ELi(?P<d>\d+)ELi(?P<m>\d+)E")
+QUANT_TRAITS = re.compile(r"(?P<rows>NS0_16KeysAsRowsTraitsI)?NS0_17DecodeQuantTraitsIN7cutlass"
+                          r"(?P<dtype>10bfloat16_t|6half_t)ELi(?P<d>\d+)ELNS_8KvFormatE(?P<f>\d+)E")
+
+
+def kernels(binary, cuobjdump):
+    """(mangled name, registers per thread) of every sm_90a decode kernel in the binary."""
+    out = subprocess.run([cuobjdump, "--dump-resource-usage", binary], capture_output=True, text=True, check=True).stdout
+    arch, name, found = None, None, []
+    for line in out.splitlines():
+        m = re.search(r"arch = (sm_\w+)", line)
+        if m:
+            arch = m.group(1)
+            continue
+        m = re.search(r"Function (\S+):", line)
+        if m:
+            name = m.group(1)
+            continue
+        m = re.search(r"REG:(\d+)", line)
+        if m and name and arch == "sm_90a" and KERNEL.search(name):
+            found.append((name, int(m.group(1))))
+        name = None
+    return found
+
+
+def instance(name):
+    """The plan that launches this kernel: (family, CLI arguments, version), or None if unknown."""
+    k = KERNEL.search(name)
+    variants, capped, bound = k.group("var") == "1", k.group("cap") == "1", int(k.group("min") or 0)
+    t = DECODE_TRAITS.search(k.group("traits"))
+    if t:
+        dtype, d, rows = DTYPES[t.group("dtype")], int(t.group("d")), int(t.group("m"))
+        family, fmt = ("decode_mma_m32" if rows == 32 else "decode_mma"), "native"
+    else:
+        t = QUANT_TRAITS.search(k.group("traits"))
+        if not t:
+            return None
+        dtype, d, fmt = DTYPES[t.group("dtype")], int(t.group("d")), FORMATS.get(int(t.group("f")))
+        if fmt is None:
+            return None
+        rows = 8 if t.group("rows") else 16
+        family = ("decode_mma_n8" if fmt == "native" else "decode_kc_n8" if fmt.endswith("_kc") else
+                  "decode_quant_n8") if rows == 8 else "decode_quant"
+    # Packed rows per KV head that the family serves: q_len x 8 (Hq/Hkv 64/8).
+    q_len = {8: 1, 16: 2, 32: 4}[rows]
+    args = ["--family", family, "--kv-format", fmt, "--dtype", dtype, "-d", str(d), "--hq", "64", "--hkv", "8",
+            "--lq", str(q_len)] + (["--causal"] if q_len > 1 else [])
+    if bound:  # the register-bound twin: a grid of short rows it saves a round on
+        args += ["-b", "256", "--lk", "8192", "--window", "128,-1"]
+    else:
+        args += ["-b", "1", "--lk", "4096"]
+        if capped:
+            args += ["--softcap", "30"]
+        elif variants:
+            args += ["--window", "128,-1"]
+    version = "twin" if bound else "capped" if capped else "variants" if variants else "plain"
+    return family, dtype, d, fmt, version, bound, args
+
+
+def planned(cli, args):
+    """(blocks per SM the plan counts, threads per block, register-bound count) from `splitkv plan`."""
+    out = subprocess.run([cli, "plan"] + args, capture_output=True, text=True).stdout
+    tile = re.search(r"warps=(\d+).*?(\d+) block\(s\)/SM(?:.*register-bound for (\d+))?", out)
+    if not tile:
+        return None
+    return int(tile.group(2)), 32 * int(tile.group(1)), int(tile.group(3) or 0)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("cli")
+    parser.add_argument("--cuobjdump", default=shutil.which("cuobjdump"))
+    a = parser.parse_args()
+    if not a.cuobjdump:
+        print("check_residency: no cuobjdump (scripts/test.sh installs one with pip)", file=sys.stderr)
+        return 2
+    found = kernels(a.cli, a.cuobjdump)
+    if not found:  # a build for other targets only: the register facts are sm_90a's
+        print(f"check_residency: no sm_90a decode kernels in {a.cli}: nothing to check")
+        return 0
+    bad = 0
+    for name, regs in sorted(found):
+        inst = instance(name)
+        if inst is None:
+            print(f"check_residency: a decode kernel this script cannot place: {name}", file=sys.stderr)
+            bad += 1
+            continue
+        family, dtype, d, fmt, version, bound, args = inst
+        plan = planned(a.cli, args)
+        what = f"{family} {dtype} D={d} {fmt} {version}"
+        if plan is None:
+            print(f"check_residency: no plan for {what}: splitkv plan {' '.join(args)}", file=sys.stderr)
+            bad += 1
+            continue
+        counted, threads, twin = plan
+        held = REGISTERS_PER_SM // (math.ceil(regs / REGISTER_GRANULE) * REGISTER_GRANULE * threads)
+        if bound and twin != bound:
+            print(f"FAIL {what}: the twin's grid did not launch it (plan: register-bound for {twin})")
+            bad += 1
+        elif counted > held:
+            print(f"FAIL {what}: the plan counts {counted} blocks per SM, {regs} registers x {threads} threads hold {held}")
+            bad += 1
+    print(f"check_residency: {len(found)} decode kernels, {bad} where the plan counts more blocks than fit"
+          if bad else f"check_residency: {len(found)} decode kernels, every plan within what the registers hold")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
