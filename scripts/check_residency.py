@@ -11,7 +11,10 @@ launches that very instance (its family forced, the variant that selects the ver
 window, a softcap, or the register-bound twin's grid), and fails where the plan counts more blocks
 than 65536 registers hold at that count.
 
-    scripts/check_residency.py BUILD/splitkv [--cuobjdump PATH]
+    scripts/check_residency.py BUILD/splitkv [--cuobjdump PATH] [--kernels-from FILE ...]
+
+--kernels-from reads the kernels from other binaries or object files (e.g. one build's
+instantiation objects), planned by the given CLI's planner.
 """
 import argparse
 import math
@@ -102,13 +105,15 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("cli")
     parser.add_argument("--cuobjdump", default=shutil.which("cuobjdump"))
+    parser.add_argument("--kernels-from", nargs="+", default=None, metavar="FILE")
     a = parser.parse_args()
     if not a.cuobjdump:
         print("check_residency: no cuobjdump (scripts/test.sh installs one with pip)", file=sys.stderr)
         return 2
-    found = kernels(a.cli, a.cuobjdump)
+    sources = a.kernels_from or [a.cli]
+    found = [k for source in sources for k in kernels(source, a.cuobjdump)]
     if not found:  # a build for other targets only: the register facts are sm_90a's
-        print(f"check_residency: no sm_90a decode kernels in {a.cli}: nothing to check")
+        print(f"check_residency: no sm_90a decode kernels in {' '.join(sources)}: nothing to check")
         return 0
     bad = 0
     for name, regs in sorted(found):
