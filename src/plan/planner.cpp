@@ -450,9 +450,9 @@ void count_register_blocks(const DecodeProblem& problem, const tiles::TileSummar
                            detail::PlanFields* p) {
   const bool variants = softcap_or_window(problem) || problem.sinks || problem.tree_mask;
   const bool capped = problem.softcap > 0.f;
-  const int held = !variants ? tile.register_blocks.plain
-                   : capped  ? tile.register_blocks.capped
-                             : tile.register_blocks.variants;
+  const tiles::TileSummary::RegisterBlocks& registers =
+      problem.dtype == DType::kF16 ? tile.fp16_register_blocks : tile.register_blocks;
+  const int held = !variants ? registers.plain : capped ? registers.capped : registers.variants;
   if (held == 0 || held >= p->blocks_per_sm) return;
   const char* instance = !variants ? "the instance's" : "the variants instance's";
   if (variants && !capped && tile.bound_variants_blocks > held) {

@@ -19,7 +19,8 @@ struct TileSummary {
   // first K/V tiles load while the current tile finishes); the grid is then a tile list.
   bool persistent = false;
   // Decode: resident blocks per SM by registers (sm_90a) where fewer than smem_bytes allows, of
-  // the plain instance and of the variants instance without and with the softcap (0: as many);
+  // the plain instance and of the variants instance without and with the softcap (0: as many),
+  // with bf16 Q/O and with fp16 (the keys-per-channel kernel holds fp16 Q's operand in two halves);
   // and the blocks the uncapped variants instance's register-bound twin holds (0: no twin; it
   // spills a little). The planner counts them (Plan::blocks_per_sm) and takes the twin where the
   // grid then runs in fewer rounds of resident blocks (Plan::register_bound_blocks).
@@ -28,6 +29,7 @@ struct TileSummary {
     int plain = 0, variants = 0, capped = 0;
   };
   RegisterBlocks register_blocks{};
+  RegisterBlocks fp16_register_blocks{};
   int bound_variants_blocks = 0;
   constexpr int threads() const { return warps * 32; }
 };

@@ -63,7 +63,7 @@ constexpr int decode_bound_variants_blocks(const DecodeTile& t) {
 
 constexpr TileSummary decode_summary(const DecodeTile& t) {
   TileSummary s{t.block_m, t.block_keys(), t.warps, t.stages, t.smem_bytes()};
-  s.register_blocks = decode_register_blocks(t);
+  s.register_blocks = s.fp16_register_blocks = decode_register_blocks(t);
   s.bound_variants_blocks = decode_bound_variants_blocks(t);
   return s;
 }

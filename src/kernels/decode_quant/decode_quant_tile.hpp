@@ -86,27 +86,32 @@ constexpr DecodeQuantTile decode_quant_tile(int head_dim, KvFormat format) {
 }
 
 // Resident blocks per SM by registers where fewer than shared memory allows on sm_90 (sm_90a,
-// TileSummary::register_blocks), of a block of `rows` packed rows: the INT4 tile's ring is sized
-// for three blocks at D <= 128 (four fit at D=64), and its instances' registers (ptxas, bf16)
-// hold: at D=64 three for the 16-row block (153-160 registers) and for the 8-row variants
-// instances (140-157); at D=128 two for the 16-row variants instances (bound for two: 212-216)
-// and for the keys-per-channel 8-row variants instances (194-198). docs/TUNING.md, "Kernels".
-constexpr TileSummary::RegisterBlocks decode_quant_register_blocks(int head_dim, KvFormat format, int rows) {
+// TileSummary::register_blocks), of a block of `rows` packed rows (ptxas; registers per thread in
+// docs/TUNING.md, "Kernels"). The INT4 tile's ring is sized for three blocks at D <= 128 (four fit
+// at D=64): at D=64 the 16-row block and the 8-row variants instances hold three; at D=128 the
+// 16-row variants instances (bound for two) hold two. The keys-per-channel 8-row kernel: INT4_kc's
+// variants at D=128 hold two; with fp16 Q (its operand in two halves) also INT4_kc's plain
+// instance at D=128, INT4_kc's capped and K8V4_kc's variants at D=64.
+constexpr TileSummary::RegisterBlocks decode_quant_register_blocks(int head_dim, KvFormat format, int rows, bool fp16) {
+  using RB = TileSummary::RegisterBlocks;
   const KvCodeBits bits = kv_code_bits(format);
-  if (bits.k_bits != 4 || bits.v_bits != 4 || head_dim > 128) return {};
-  const bool channel_keys = detail::kv_format_traits(format).channel_keys;
-  if (head_dim <= 64) {
-    if (rows == 16) return {3, 3, 3};
-    return channel_keys ? TileSummary::RegisterBlocks{} : TileSummary::RegisterBlocks{0, 3, 3};
+  if (head_dim > 128) return {};
+  if (detail::kv_format_traits(format).channel_keys) {
+    if (rows != 8) return {};
+    const bool int4 = bits.k_bits == 4 && bits.v_bits == 4;
+    if (head_dim <= 64) return !fp16 ? RB{} : int4 ? RB{0, 0, 2} : bits.v_bits == 4 ? RB{0, 2, 2} : RB{};
+    return int4 ? (fp16 ? RB{2, 2, 2} : RB{0, 2, 2}) : RB{};
   }
-  if (rows == 16) return {0, 2, 2};
-  return channel_keys ? TileSummary::RegisterBlocks{0, 2, 2} : TileSummary::RegisterBlocks{};
+  if (bits.k_bits != 4 || bits.v_bits != 4) return {};
+  if (head_dim <= 64) return rows == 16 ? RB{3, 3, 3} : RB{0, 3, 3};
+  return rows == 16 ? RB{0, 2, 2} : RB{};
 }
 
 constexpr TileSummary decode_quant_summary(int head_dim, KvFormat format) {
   const DecodeQuantTile t = decode_quant_tile(head_dim, format);
   TileSummary s{t.base.block_m, t.base.block_keys(), t.base.warps, t.stages, t.smem_bytes()};
-  s.register_blocks = decode_quant_register_blocks(head_dim, format, t.base.block_m);
+  s.register_blocks = decode_quant_register_blocks(head_dim, format, t.base.block_m, false);
+  s.fp16_register_blocks = decode_quant_register_blocks(head_dim, format, t.base.block_m, true);
   return s;
 }
 // decode_quant_n8: the same block and ring with 8 packed rows (keys as the MMA's rows). Also
@@ -115,7 +120,8 @@ constexpr TileSummary decode_quant_summary(int head_dim, KvFormat format) {
 constexpr TileSummary decode_quant_n8_summary(int head_dim, KvFormat format) {
   TileSummary s = decode_quant_summary(head_dim, format);
   s.block_m = 8;
-  s.register_blocks = decode_quant_register_blocks(head_dim, format, 8);
+  s.register_blocks = decode_quant_register_blocks(head_dim, format, 8, false);
+  s.fp16_register_blocks = decode_quant_register_blocks(head_dim, format, 8, true);
   return s;
 }
 
