@@ -266,6 +266,15 @@ TEST(Planner, ResidentBlocksAreWhatTheRegistersHold) {
   EXPECT_EQ(spec(128, 1, 30.f, -1).blocks_per_sm(), 3);
   EXPECT_NE(spec(128, 2, 30.f, -1).note().find("registers hold 2 blocks per SM"), std::string::npos);
   EXPECT_EQ(spec(128, 2, 30.f, -1).register_bound_blocks(), 0);  // no twin there
+  // The keys-per-channel kernel at D=128: INT4_kc's plain instance holds three blocks with bf16 Q,
+  // two with fp16 Q (its operand in two halves).
+  DecodeProblem kc = decode(1, 32, 8, 4096, 128, 1);
+  kc.kv_format = KvFormat::kInt4Kc;
+  PlanOptions named;
+  named.family = "decode_kc_n8";
+  EXPECT_EQ(plan_or_die(kc, named).blocks_per_sm(), 3);
+  kc.dtype = DType::kF16;
+  EXPECT_EQ(plan_or_die(kc, named).blocks_per_sm(), 2);
 }
 
 TEST(Planner, GqaIsCountedByKvHeads) {
