@@ -169,8 +169,8 @@ struct PlanFields {
   // > 0: the family's variants instance holds fewer resident blocks by its registers than its
   // shared memory allows, and the plan launches its twin register-bound for this many (it spills a
   // few values), which runs the grid in fewer rounds of resident blocks; blocks_per_sm then counts
-  // it. 0: the instance as it is (for a variants problem of such a family, blocks_per_sm then
-  // counts what its registers hold).
+  // it. 0: the instance as it is (blocks_per_sm then counts what its registers hold, where fewer
+  // than its shared memory allows).
   int register_bound_blocks = 0;
   int64_t work_units = 0;  // thread blocks before splitting (decode: batch * Hkv * m tiles)
   int grid[3] = {1, 1, 1};

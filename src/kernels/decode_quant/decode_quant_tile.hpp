@@ -107,22 +107,22 @@ constexpr TileSummary::RegisterBlocks decode_quant_register_blocks(int head_dim,
   return rows == 16 ? RB{0, 2, 2} : RB{};
 }
 
-constexpr TileSummary decode_quant_summary(int head_dim, KvFormat format) {
+// The block over codes with `rows` packed rows (the ring and shared memory do not depend on them).
+constexpr TileSummary decode_quant_rows_summary(int head_dim, KvFormat format, int rows) {
   const DecodeQuantTile t = decode_quant_tile(head_dim, format);
-  TileSummary s{t.base.block_m, t.base.block_keys(), t.base.warps, t.stages, t.smem_bytes()};
-  s.register_blocks = decode_quant_register_blocks(head_dim, format, t.base.block_m, false);
-  s.fp16_register_blocks = decode_quant_register_blocks(head_dim, format, t.base.block_m, true);
+  TileSummary s{rows, t.base.block_keys(), t.base.warps, t.stages, t.smem_bytes()};
+  s.register_blocks = decode_quant_register_blocks(head_dim, format, rows, false);
+  s.fp16_register_blocks = decode_quant_register_blocks(head_dim, format, rows, true);
   return s;
+}
+constexpr TileSummary decode_quant_summary(int head_dim, KvFormat format) {
+  return decode_quant_rows_summary(head_dim, format, decode_quant_tile(head_dim, format).base.block_m);
 }
 // decode_quant_n8: the same block and ring with 8 packed rows (keys as the MMA's rows). Also
 // decode_mma_n8's (the same kernel over a 16-bit cache): KvFormat::kNative has 16-bit rows, whose
 // byte-counted ring comes out at decode_mma's depth (4 stages at D=64, 3 at D=128 and 256).
 constexpr TileSummary decode_quant_n8_summary(int head_dim, KvFormat format) {
-  TileSummary s = decode_quant_summary(head_dim, format);
-  s.block_m = 8;
-  s.register_blocks = decode_quant_register_blocks(head_dim, format, 8, false);
-  s.fp16_register_blocks = decode_quant_register_blocks(head_dim, format, 8, true);
-  return s;
+  return decode_quant_rows_summary(head_dim, format, 8);
 }
 
 }  // namespace splitkv::tiles
