@@ -446,6 +446,19 @@ const char* one_pass_variants_argument(const PrefillProblem& problem) {
 // cost. The plan launches the twin there and otherwise counts the blocks the registers hold. Counted
 // after the splits, which the shared memory's count still decides (docs/TUNING.md, "Kernels").
 constexpr int kShortBlockKeys = 256;
+// The blocks per SM the split rules fill: what the launched instance's registers hold where fewer
+// than shared memory allows, unless a register-bound twin may be launched for shared memory's count.
+int split_blocks_per_sm(const DecodeProblem& problem, const tiles::TileSummary& tile, int blocks_per_sm) {
+  const bool variants = softcap_or_window(problem) || problem.sinks || problem.tree_mask;
+  const bool capped = problem.softcap > 0.f;
+  const tiles::TileSummary::RegisterBlocks& registers =
+      problem.dtype == DType::kF16 ? tile.fp16_register_blocks : tile.register_blocks;
+  const int held = !variants ? registers.plain : capped ? registers.capped : registers.variants;
+  if (held == 0 || held >= blocks_per_sm || (variants && !capped && tile.bound_variants_blocks > held)) {
+    return blocks_per_sm;
+  }
+  return held;
+}
 void count_register_blocks(const DecodeProblem& problem, const tiles::TileSummary& tile, const DeviceInfo& device,
                            detail::PlanFields* p) {
   const bool variants = softcap_or_window(problem) || problem.sinks || problem.tree_mask;
@@ -689,7 +702,8 @@ Status plan_decode_fields(const DecodeProblem& problem, const DeviceInfo& device
     const tiles::KvCodeBits bits = quantized_code_bits(problem);
     const bool memory_bound = bits.v_bits == 0 || (tile.block_m <= 8 && bits.k_bits == 4);
     return decide_splits(options, p.work_units, plan::decode_split_keys(problem, p.block_n), p.block_n, device,
-                         decode_slots_per_sm(problem, p.blocks_per_sm), bits.v_bits, memory_bound, &split);
+                         decode_slots_per_sm(problem, split_blocks_per_sm(problem, tile, p.blocks_per_sm)),
+                         bits.v_bits, memory_bound, &split);
   };
   if (Status s = choose(rows_per_kv); !s) return s;
   // A larger-tile family halves the blocks per split. Where that leaves SMs without a block and the
@@ -697,7 +711,7 @@ Status plan_decode_fields(const DecodeProblem& problem, const DeviceInfo& device
   // larger tile was (docs/TUNING.md, "Decode tiles").
   const int min_rows = registry::families()[registry::find_family(p.family)].min_rows;
   const bool auto_splits = options.num_splits == 0 && options.split_tokens == 0 && options.strategy != Strategy::kSplitQ;
-  const int slots = device.sm_count * decode_slots_per_sm(problem, p.blocks_per_sm);
+  const int slots = device.sm_count * decode_slots_per_sm(problem, split_blocks_per_sm(problem, tile, p.blocks_per_sm));
   if (options.family.empty() && min_rows > 1 && auto_splits && p.work_units * split.num_splits < slots) {
     // Before giving up the larger tile, let it split its keys finer: a 32-row block does twice a
     // 16-row block's work per key, so splits of half the keys amortise its fixed cost as well. It
