@@ -107,7 +107,8 @@ Status run_decode(const Plan& plan, const DecodeTensors& t) {
       }
     }
     // With a window the splits cut only the keys some query sees (split_span_from).
-    const int base = detail::split_base(detail::first_visible_key(len, after, Lq, p.window_left), plan.block_n());
+    const int edge = detail::window_start_edge(S, plan.split_tokens(), plan.block_n(), k_rows.channel_keys());
+    const int base = detail::split_base(detail::first_visible_key(len, after, Lq, p.window_left), edge);
     const detail::SplitSpan span = detail::split_span_from(base, len, split, S, plan.split_tokens(), plan.block_n());
     const int lo = span.lo, hi = span.end;
     std::vector<float> k(size_t(len) * D), v(size_t(len) * D), q(D);

@@ -170,17 +170,25 @@ TEST(VariantCpuBackend, MatchesReference) {
 }
 
 // With a left window a sequence's splits cut only [base, len): base is the first query's first
-// visible key rounded down to a whole block, and the spans tile that range in order.
+// visible key rounded down to the window's start edge (a whole block where the keys are split or
+// read per 64-key channel group, a 16-key sub-tile where one split reads them all), and the spans
+// tile that range in order.
 TEST(VariantSplits, SplitsCutOnlyTheKeysSomeQuerySees) {
-  for (int len : {0, 1, 63, 64, 65, 1000, 4097, 131072}) {
+  EXPECT_EQ(detail::window_start_edge(1, 0, 64, false), detail::kWindowStartKeys);
+  EXPECT_EQ(detail::window_start_edge(1, 0, 64, true), 64);   // *_kc: 64-key channel groups
+  EXPECT_EQ(detail::window_start_edge(1, 256, 64, false), 64);  // batch-invariant chunks
+  EXPECT_EQ(detail::window_start_edge(2, 0, 128, false), 128);
+  for (int len : {0, 1, 15, 16, 17, 63, 64, 65, 1000, 4097, 131072}) {
     for (int left : {-1, 0, 1, 127, 128, 4096}) {
       for (int q_len : {1, 4, 16}) {
         for (int after : {0, 100}) {
           for (int block : {64, 128}) {
             for (int splits : {1, 3, 8}) {
               const int first = detail::first_visible_key(len, after, q_len, left);
-              const int base = detail::split_base(first, block);
-              ASSERT_TRUE(base % block == 0 && base <= first && first <= std::max(len, 0)) << len << " " << left;
+              const int edge = detail::window_start_edge(splits, 0, block, false);
+              const int base = detail::split_base(first, edge);
+              ASSERT_TRUE(base % edge == 0 && base <= first && first <= std::max(len, 0)) << len << " " << left;
+              EXPECT_LT(first - base, edge) << len << " " << left;
               if (left < 0) EXPECT_EQ(base, 0);
               int next = base;
               for (int s = 0; s < splits; ++s) {

@@ -120,6 +120,25 @@ std::vector<VariantCase> variant_cases() {
                "decode_kc_n8", 3});
   c.push_back({"win0_int8_kc_kernel", with(B(2, 32, 8, 1000).format(KvFormat::kInt8Kc).lens({1000, 64}), Variants{0.f, 0}),
                "decode_kc_n8"});
+  // One split: a window's keys start on the 16-key sub-tile before its first visible key, off the
+  // 64-key block edge (window 100 at length 3000: key 2896; at length 250: key 144).
+  const Variants win100{0.f, 100};
+  c.push_back({"win100_one_split_n8", with(B(2, 32, 8, 3000).lens({3000, 250}), win100), "decode_mma_n8", 1});
+  c.push_back({"win100_one_split_m16_q4_paged16",
+               with(B(2, 32, 8, 3000).queries(4, true).paged(16).lens({3000, 250}), win100), "decode_mma", 1});
+  c.push_back({"win100_one_split_m32_q8", with(B(2, 32, 8, 3000).queries(8, true).lens({3000, 250}), win100),
+               "decode_mma_m32", 1});
+  c.push_back({"win100_one_split_int4_n8", with(B(2, 32, 8, 3000).format(KvFormat::kInt4).lens({3000, 250}), win100),
+               "decode_quant_n8", 1});
+  c.push_back({"win100_one_split_int8_q4",
+               with(B(2, 32, 8, 3000).format(KvFormat::kInt8).queries(4, true).lens({3000, 250}), win100), "decode_quant",
+               1});
+  c.push_back({"win100_one_split_k8v4_paged16",
+               with(B(2, 32, 8, 3000).format(KvFormat::kK8V4).paged(16).lens({3000, 250}), win100), "decode_quant_n8", 1});
+  c.push_back({"win100_one_split_fp8_q4_sinks",
+               with(B(2, 32, 8, 3000).format(KvFormat::kFP8E4M3).queries(4, true).lens({3000, 250}),
+                    Variants{0.f, 100, -1, true}, 2.f),
+               "decode_quant", 1});
   // Together: window + sinks + FP8 + speculative rows (gpt-oss: 64/8 heads, D=64, window 128), and
   // window + softcap.
   c.push_back({"gpt_oss_fp8_q4_window_sinks",

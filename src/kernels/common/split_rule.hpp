@@ -42,6 +42,17 @@ SPLITKV_HD SplitSpan split_span(int len, int split, const Splits& num_splits, in
 // (and 64-key group) edges. Without a window split_span_from(0, ...) is split_span.
 SPLITKV_HD int split_base(int first_key, int block_keys) { return first_key / block_keys * block_keys; }
 
+// The edge a windowed sequence's keys start on in the decode kernels: a whole KV block where splits
+// cut the keys (every split on block edges) or keys per channel are read (64-key group edges); a
+// 16-key warp sub-tile where one split reads them all, so a short window reads up to 15 keys before
+// its first visible one rather than up to 63 (page sizes are multiples of 16: a sub-tile never
+// straddles a page). The CPU backend reads the same keys.
+inline constexpr int kWindowStartKeys = 16;
+template <class Splits>
+SPLITKV_HD int window_start_edge(const Splits& num_splits, int split_tokens, int block_keys, bool channel_keys) {
+  return divisor_of(num_splits) == 1 && split_tokens == 0 && !channel_keys ? kWindowStartKeys : block_keys;
+}
+
 template <class Splits>
 SPLITKV_HD SplitSpan split_span_from(int base, int len, int split, const Splits& num_splits, int split_tokens,
                                      int block_keys) {

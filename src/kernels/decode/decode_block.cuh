@@ -66,7 +66,7 @@ __device__ __forceinline__ int query_key_start(const DecodeParams& p, int len, i
   }
 }
 
-template <int kBlockKeys, bool kVariants = false>
+template <int kBlockKeys, bool kVariants = false, bool kChannelKeys = false>
 __device__ __forceinline__ DecodeKeyRange decode_key_range(const DecodeParams& p, int b, int split, int row0,
                                                            int rows_here) {
   DecodeKeyRange r;
@@ -76,7 +76,8 @@ __device__ __forceinline__ DecodeKeyRange decode_key_range(const DecodeParams& p
   if (r.bad_input) r.len = 0, r.after = 0;
   SplitSpan span;
   if constexpr (kVariants) {  // the splits cut only the keys from the first query's window on
-    const int base = split_base(first_visible_key(r.len, r.after, p.q_len, p.window_left), kBlockKeys);
+    const int edge = window_start_edge(p.num_splits, p.split_tokens, kBlockKeys, kChannelKeys);
+    const int base = split_base(first_visible_key(r.len, r.after, p.q_len, p.window_left), edge);
     span = split_span_from(base, r.len, split, p.num_splits, p.split_tokens, kBlockKeys);
   } else {
     span = split_span(r.len, split, p.num_splits, p.split_tokens, kBlockKeys);

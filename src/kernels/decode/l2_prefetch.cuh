@@ -81,7 +81,8 @@ __device__ __forceinline__ void prefetch_block_start_to_l2(const DecodeParams& p
   if constexpr (kVariants) {  // a window's splits start at its first visible key (decode_key_range)
     const int after = p.keys_after != nullptr ? __ldcg(p.keys_after + b) : 0;
     if (after < 0) return;
-    const int base = split_base(first_visible_key(len, after, p.q_len, p.window_left), Rows::kBlockKeys);
+    const int edge = window_start_edge(p.num_splits, p.split_tokens, Rows::kBlockKeys, Rows::kChannelKeys);
+    const int base = split_base(first_visible_key(len, after, p.q_len, p.window_left), edge);
     span = split_span_from(base, len, split, p.num_splits, p.split_tokens, Rows::kBlockKeys);
   } else {
     span = split_span(len, split, p.num_splits, p.split_tokens, Rows::kBlockKeys);

@@ -57,7 +57,7 @@ __device__ __forceinline__ QuantKvLoader<Traits> start_quant_block(const DecodeP
   load_q_tile<Traits>(p, sQ, at.b, at.kv_head, at.row0, at.rows_here, tid);
   cp_async_fence();
 
-  keys = decode_key_range<Traits::kBlockKeys, kVariants>(p, at.b, at.split, at.row0, at.rows_here);
+  keys = decode_key_range<Traits::kBlockKeys, kVariants, Traits::kChannelKeys>(p, at.b, at.split, at.row0, at.rows_here);
   const int n_subtiles = keys.hi > keys.lo ? (keys.hi - keys.lo + kN - 1) / kN : 0;
   if constexpr (Traits::kRunSubtiles == 1) {
     my_subtiles = n_subtiles > warp ? (n_subtiles - warp + kWarps - 1) / kWarps : 0;
