@@ -10,7 +10,9 @@
 #include <vector>
 
 #include "cpu/cpu_backend.hpp"
+#include "kernels/common/attention_variants.hpp"
 #include "kernels/common/lse_combine.hpp"
+#include "kernels/common/split_rule.hpp"
 #include "kernels/common/varlen_rows.hpp"
 #include "kernels/prefill_sm90/tma_operands.hpp"
 #include "reference/reference.hpp"
@@ -222,6 +224,48 @@ TEST(Promises, LengthsPastMaxKvLenGiveNanInThatSequenceOnly) {
       }
       EXPECT_EQ(testing::sequence_output_bits(c, 1), testing::sequence_output_bits(whole, 1));
       for (uint16_t bits : testing::sequence_output_bits(c, 1)) ASSERT_FALSE(is_nan_bf16(bits));
+    }
+  }
+}
+
+// A windowed sequence's keys are read from its first visible key rounded down to the edge the
+// decode kernels start on (window_start_edge: a 16-key sub-tile, or the 64-key KV block where the
+// splits are batch-invariant or the cache keeps keys per channel): the ids of pages wholly before
+// that edge are never read, so an invalid one there changes nothing (an engine may free the pages a
+// window left behind), while one the window reads gives NaN in that sequence only (docs/CONTRACTS.md).
+TEST(Promises, AWindowReadsNoPageBeforeItsStartEdge) {
+  for (int num_splits : {1, 3}) {
+    for (int split_tokens : {0, 256}) {
+      SCOPED_TRACE("splits " + std::to_string(num_splits) + " split_tokens " + std::to_string(split_tokens));
+      testing::DecodeCaseSpec spec = testing::DecodeSpecBuilder(2, 8, 2, 3000).paged(16).lens({3000, 250}).spec;
+      spec.problem.window_left = 100;
+      testing::DecodeCase clean = testing::make_decode_case(spec);
+      PlanOptions o;
+      o.split_tokens = split_tokens;
+      o.num_splits = split_tokens > 0 ? 0 : num_splits;
+      Plan plan;
+      ASSERT_TRUE(plan_decode(clean.problem, DeviceInfo::h200(), o, &plan).ok());
+      const int first = detail::first_visible_key(3000, 0, 1, 100);
+      const int edge = detail::window_start_edge(plan.num_splits(), plan.split_tokens(), plan.block_n(), false);
+      const int start = detail::split_base(first, edge);
+      ASSERT_GE(start, 16) << "the case needs a page before the start";
+      ASSERT_TRUE(cpu::run_decode(plan, clean.host_tensors()).ok());
+      // page_before: wholly before the start edge (never read); page_seen: holds the first visible key.
+      const int page_before = start / 16 - 1, page_seen = first / 16;
+      for (int page : {page_before, page_seen}) {
+        testing::DecodeCase c = clean;
+        c.block_table[size_t(page)] = -1;  // sequence 0's entry
+        testing::poison_outputs(c);
+        DecodeTensors t = c.host_tensors();
+        t.block_table_host = nullptr;  // device data: not checked on the host
+        ASSERT_TRUE(cpu::run_decode(plan, t).ok());
+        EXPECT_EQ(testing::sequence_output_bits(c, 1), testing::sequence_output_bits(clean, 1));
+        if (page == page_before) {
+          EXPECT_EQ(testing::sequence_output_bits(c, 0), testing::sequence_output_bits(clean, 0)) << "page " << page;
+        } else {
+          for (uint16_t bits : testing::sequence_output_bits(c, 0)) ASSERT_TRUE(is_nan_bf16(bits)) << "page " << page;
+        }
+      }
     }
   }
 }

@@ -15,6 +15,8 @@
 #include <vector>
 
 #include "cpu/cpu_backend.hpp"
+#include "kernels/common/attention_variants.hpp"
+#include "kernels/common/split_rule.hpp"
 #include "kernels/common/varlen_rows.hpp"
 #include "gpu_test_util.hpp"
 #include "guarded_buffer.hpp"
@@ -139,6 +141,83 @@ TEST(PromisesGpu, LengthsPastMaxKvLenGiveNanOnEveryRoute) {
       }
     }
     EXPECT_EQ(testing::sequence_output_bits(hostile, 1), testing::sequence_output_bits(clean, 1));
+  }
+}
+
+// A windowed sequence's decode reads no page wholly before its start edge (the first visible key
+// rounded down by window_start_edge; docs/CONTRACTS.md): an invalid id there leaves every output's
+// bits as they were, one in the window gives NaN in that sequence only. Every decode family and
+// merge that serves a window (the CPU backend's side: tests/cpu/test_promises.cpp).
+TEST(PromisesGpu, AWindowReadsNoPageBeforeItsStartEdge) {
+  SPLITKV_REQUIRE_GPU(DType::kBF16, 128);
+  struct Route {
+    std::string name;
+    DecodeSpecBuilder spec;
+    PlanOptions options;
+  };
+  std::vector<Route> routes;
+  auto add = [&](std::string name, DecodeSpecBuilder b, auto edit) {
+    PlanOptions o;
+    edit(o);
+    routes.push_back({std::move(name), std::move(b), o});
+  };
+  add("n8_one_split", DecodeSpecBuilder(2, 32, 8, 3000).paged(16), [](PlanOptions& o) { o.num_splits = 1; });
+  add("n8_splits", DecodeSpecBuilder(2, 32, 8, 3000).paged(16), [](PlanOptions& o) { o.num_splits = 3; });
+  add("split_tokens", DecodeSpecBuilder(2, 32, 8, 3000).paged(16), [](PlanOptions& o) { o.split_tokens = 256; });
+  add("m16_q4_fused", DecodeSpecBuilder(2, 32, 8, 3000).paged(16).queries(4, true), [](PlanOptions& o) {
+    o.num_splits = 2;
+    o.merge = Merge::kFused;
+  });
+  add("m32_q8_one_split", DecodeSpecBuilder(2, 32, 8, 3000).paged(16).queries(8, true), [](PlanOptions& o) {
+    o.family = "decode_mma_m32";
+    o.num_splits = 1;
+  });
+  add("int4_one_split", DecodeSpecBuilder(2, 32, 8, 3000).paged(16).format(KvFormat::kInt4),
+      [](PlanOptions& o) { o.num_splits = 1; });
+  add("fp8_q4_splits", DecodeSpecBuilder(2, 32, 8, 3000).paged(32).format(KvFormat::kFP8E4M3).queries(4, true),
+      [](PlanOptions& o) { o.num_splits = 3; });
+  for (Route& r : routes) {
+    SCOPED_TRACE(r.name);
+    r.spec.lens({3000, 250});
+    r.spec.spec.problem.window_left = 100;
+    testing::DecodeCase clean = testing::make_decode_case(r.spec.spec);
+    Plan plan;
+    const Status planned = plan_decode(clean.problem, gpu_test::device(), r.options, &plan);
+    if (!planned.ok()) {
+      ADD_FAILURE() << planned.message();
+      continue;
+    }
+    if (!gpu_test::plan_compiled(plan)) continue;
+    const int page_size = clean.problem.page_size, q_len = clean.problem.q_len;
+    const int first = detail::first_visible_key(3000, 0, q_len, 100);
+    const int edge = detail::window_start_edge(plan.num_splits(), plan.split_tokens(), plan.block_n(), false);
+    const int start = detail::split_base(first, edge);
+    const int page_before = start / page_size - 1, page_seen = first / page_size;
+    ASSERT_GE(page_before, 0);
+    auto run = [&](testing::DecodeCase& c) {
+      testing::poison_outputs(c);
+      DeviceDecodeCase dev(c);
+      dev.tensors.block_table_host = nullptr;  // device data the host does not see
+      DeviceBuffer workspace = gpu_test::poisoned_workspace(plan.workspace_bytes());
+      ASSERT_TRUE(prepare_workspace(plan, workspace.get(), workspace.bytes(), nullptr).ok());
+      const Status s = run_decode(plan, dev.tensors, workspace.get(), workspace.bytes(), nullptr);
+      ASSERT_TRUE(s.ok()) << s.message();
+      dev.download_outputs(c);
+    };
+    run(clean);
+    const testing::Comparison cmp = testing::check_decode(clean);
+    EXPECT_TRUE(cmp.passed) << cmp.summary();
+    for (int page : {page_before, page_seen}) {
+      testing::DecodeCase c = clean;
+      c.block_table[size_t(page)] = -1;  // sequence 0's entry
+      run(c);
+      EXPECT_EQ(testing::sequence_output_bits(c, 1), testing::sequence_output_bits(clean, 1));
+      if (page == page_before) {
+        EXPECT_EQ(testing::sequence_output_bits(c, 0), testing::sequence_output_bits(clean, 0)) << "page " << page;
+      } else {
+        for (uint16_t bits : testing::sequence_output_bits(c, 0)) ASSERT_TRUE(is_nan_16(bits)) << "page " << page;
+      }
+    }
   }
 }
 
