@@ -8,7 +8,7 @@
 #  (2) B=1 32/8 D=128 q_len 4 8k window 128 + sinks (R2 of run 85's bisect: 7.13 us at 1c46349,
 #      7.39 at main): instruction-fetch stalls (no_instruction, branch_resolving) in both, to test
 #      the hypothesis that the cold-L2 harness makes the executed code's size and layout cost.
-# Reports (*.ncu-rep) and text pages come back under $OUT (<= 8 files).
+# Per profile, its details page and its per-SASS-line source page come back under $OUT (8 files).
 set -uo pipefail
 export PATH=/usr/local/cuda/bin:$PATH
 nvidia-smi --query-gpu=name --format=csv,noheader
@@ -24,11 +24,13 @@ wait $p1; r1=$?; wait $p2; r2=$?
 echo "build rc $r1 $r2 $SECONDS s"; [ $r1 -eq 0 ] || { tail -20 /tmp/b1.log; exit 1; }
 prof() {  # name cli args...
   local name=$1 cli=$2; shift 2
-  timeout 90 ncu --set full --import-source yes -k regex:decode -s 2 -c 1 -o $OUT/$name $cli bench "$@" --iters 1 >/tmp/ncu-$name.log 2>&1
+  timeout 90 ncu --set full --import-source yes -k regex:decode -s 2 -c 1 -o /tmp/$name $cli bench "$@" --iters 1 >/tmp/ncu-$name.log 2>&1
   echo "ncu $name rc=$? $SECONDS s"; grep -E "==ERROR" /tmp/ncu-$name.log | head -2
-  ncu -i $OUT/$name.ncu-rep --page details > /tmp/$name-details.txt 2>&1
-  grep -E "Duration|Registers Per|Achieved Occupancy|Eligible Warps|No Eligible|Memory Throughput|L2 Hit|Block Limit" /tmp/$name-details.txt | head -12
-  ncu -i $OUT/$name.ncu-rep --page raw --csv --metrics regex:smsp__pcsamp_warps_issue_stalled_.* > $OUT/$name-stalls.csv 2>/dev/null
+  ncu -i /tmp/$name.ncu-rep --page details > $OUT/$name-details.txt 2>&1
+  grep -E "Duration|Registers Per|Achieved Occupancy|Eligible Warps|No Eligible|Memory Throughput|L2 Hit|Block Limit" $OUT/$name-details.txt | head -12
+  # per SASS line: executed instructions and warp stall samples by reason
+  ncu -i /tmp/$name.ncu-rep --page source --csv --print-source sass > $OUT/$name-source.csv 2>&1 || echo "no source page"
+  head -c 300 $OUT/$name-source.csv; echo
 }
 G="-b 64 --lq 4 --causal --hq 64 --hkv 8 -d 64 --lk 8192 --window 128,-1 --sinks"
 prof w128-bf16 build-c/splitkv $G
