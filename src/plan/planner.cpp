@@ -446,29 +446,37 @@ const char* one_pass_variants_argument(const PrefillProblem& problem) {
 // cost. The plan launches the twin there and otherwise counts the blocks the registers hold. Counted
 // after the splits, which the shared memory's count still decides (docs/TUNING.md, "Kernels").
 constexpr int kShortBlockKeys = 256;
+// The instance a decode plan launches, as far as its registers go: the blocks per SM they hold (0:
+// no fewer than shared memory allows), and whether it has a register-bound twin that holds more.
+struct LaunchedRegisters {
+  int held = 0;
+  bool variants = false;
+  bool twin = false;
+};
+LaunchedRegisters launched_registers(const DecodeProblem& problem, const tiles::TileSummary& tile) {
+  const bool variants = softcap_or_window(problem) || problem.sinks || problem.tree_mask;
+  const bool capped = problem.softcap > 0.f;
+  const tiles::TileSummary::RegisterBlocks& registers =
+      problem.dtype == DType::kF16 ? tile.fp16_register_blocks : tile.register_blocks;
+  LaunchedRegisters r;
+  r.held = !variants ? registers.plain : capped ? registers.capped : registers.variants;
+  r.variants = variants;
+  r.twin = variants && !capped && r.held > 0 && tile.bound_variants_blocks > r.held;
+  return r;
+}
 // The blocks per SM the split rules fill: what the launched instance's registers hold where fewer
 // than shared memory allows, unless a register-bound twin may be launched for shared memory's count.
 int split_blocks_per_sm(const DecodeProblem& problem, const tiles::TileSummary& tile, int blocks_per_sm) {
-  const bool variants = softcap_or_window(problem) || problem.sinks || problem.tree_mask;
-  const bool capped = problem.softcap > 0.f;
-  const tiles::TileSummary::RegisterBlocks& registers =
-      problem.dtype == DType::kF16 ? tile.fp16_register_blocks : tile.register_blocks;
-  const int held = !variants ? registers.plain : capped ? registers.capped : registers.variants;
-  if (held == 0 || held >= blocks_per_sm || (variants && !capped && tile.bound_variants_blocks > held)) {
-    return blocks_per_sm;
-  }
-  return held;
+  const LaunchedRegisters r = launched_registers(problem, tile);
+  return r.held == 0 || r.held >= blocks_per_sm || r.twin ? blocks_per_sm : r.held;
 }
 void count_register_blocks(const DecodeProblem& problem, const tiles::TileSummary& tile, const DeviceInfo& device,
                            detail::PlanFields* p) {
-  const bool variants = softcap_or_window(problem) || problem.sinks || problem.tree_mask;
-  const bool capped = problem.softcap > 0.f;
-  const tiles::TileSummary::RegisterBlocks& registers =
-      problem.dtype == DType::kF16 ? tile.fp16_register_blocks : tile.register_blocks;
-  const int held = !variants ? registers.plain : capped ? registers.capped : registers.variants;
+  const LaunchedRegisters r = launched_registers(problem, tile);
+  const int held = r.held;
   if (held == 0 || held >= p->blocks_per_sm) return;
-  const char* instance = !variants ? "the instance's" : "the variants instance's";
-  if (variants && !capped && tile.bound_variants_blocks > held) {
+  const char* instance = !r.variants ? "the instance's" : "the variants instance's";
+  if (r.twin) {
     // Rounds of resident blocks the grid runs in at `per_sm` blocks per SM.
     auto rounds = [&](int per_sm) { return ceil_div(grid_blocks(*p), int64_t(device.sm_count) * per_sm); };
     const int bound = std::min(p->blocks_per_sm, tile.bound_variants_blocks);
