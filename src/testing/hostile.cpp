@@ -65,13 +65,34 @@ Base random_base(uint64_t seed) {
       if (plan_decode(b.spec.problem, DeviceInfo::h200(), routed, &plan).ok()) b.options = routed;
     }
   }
+  {  // options the base's format refuses (a fused merge over a *_kc cache, which chunked prefill serves)
+    Plan planned;
+    if (!plan_decode(b.spec.problem, DeviceInfo::h200(), b.options, &planned).ok()) b.options = PlanOptions{};
+  }
+  // The attention variants, from a stream of their own (a seed's shape stays what it was): a window
+  // in a third of the bases, a softcap and sinks in a quarter each (sinks not with a fused merge,
+  // which folds none, nor on the prefill route, which serves none in decode).
+  std::mt19937_64 vrng(seed * 0xbf58476d1ce4e5b9ull + 7);
+  auto vpick = [&](int n) { return int(vrng() % uint64_t(n)); };
+  const int windows[] = {0, 1, 63, 100, 700};
+  if (vpick(3) == 0) b.spec.problem.window_left = windows[vpick(5)];
+  if (vpick(4) == 0) b.spec.problem.softcap = 30.f;
+  if (vpick(4) == 0 && b.options.merge != Merge::kFused && b.options.family.empty()) b.spec.problem.sinks = true;
+  Plan planned;
+  if (!plan_decode(b.spec.problem, DeviceInfo::h200(), b.options, &planned).ok()) {  // options the variants refuse
+    b.spec.problem.window_left = -1;
+    b.spec.problem.softcap = 0.f;
+    b.spec.problem.sinks = false;
+  }
   const DecodeProblem& p = b.spec.problem;
   b.name = std::string(to_string(detail::resolve_kv_format(p.kv_format, p.dtype))) + " B=" + std::to_string(batch) +
            " " + std::to_string(p.num_q_heads) + "/" + std::to_string(p.num_kv_heads) + " q_len " +
            std::to_string(p.q_len) + (p.causal ? " causal" : "") + " max_kv_len " + std::to_string(max_len) +
            " page " + std::to_string(p.page_size) + " splits " + std::to_string(b.options.num_splits) +
            " split_tokens " + std::to_string(b.options.split_tokens) + (b.options.merge == Merge::kFused ? " fused" : "") +
-           (b.options.family.empty() ? "" : " family " + b.options.family);
+           (b.options.family.empty() ? "" : " family " + b.options.family) +
+           (p.window_left >= 0 ? " window " + std::to_string(p.window_left) : "") + (p.softcap > 0.f ? " softcap 30" : "") +
+           (p.sinks ? " sinks" : "");
   return b;
 }
 
@@ -292,6 +313,7 @@ std::vector<DecodeAttack> decode_attacks(uint64_t seed) {
   {
     DecodeAttack& a = named("sinks asked for, no tensor", "sinks.data");
     a.spec.problem.sinks = true;
+    if (a.options.merge == Merge::kFused) a.options.merge = Merge::kAuto;  // which folds no sink
     a.edit_tensors = [](DecodeTensors& t) { t.sinks = TensorRef{}; };
   }
   {
@@ -304,10 +326,12 @@ std::vector<DecodeAttack> decode_attacks(uint64_t seed) {
   {
     DecodeAttack& a = named("sinks one short", "sinks.shape[0]");
     a.spec.problem.sinks = true;
+    if (a.options.merge == Merge::kFused) a.options.merge = Merge::kAuto;  // which folds no sink
     a.edit_tensors = [](DecodeTensors& t) { t.sinks.shape[0] -= 1; };
   }
   {
     DecodeAttack& a = named("sinks tensor without the flag", "sinks");
+    a.spec.problem.sinks = false;
     auto sinks = std::make_shared<std::vector<float>>(size_t(bp.num_q_heads), 0.f);
     a.edit_tensors = [sinks](DecodeTensors& t) {
       t.sinks = TensorRef::contiguous(sinks->data(), DType::kF32, {int64_t(sinks->size())});
@@ -451,6 +475,7 @@ std::vector<DecodeAttack> decode_attacks(uint64_t seed) {
       DecodeAttack& a = named(std::move(what), std::move(argument));
       a.options = PlanOptions{};
       a.options.num_splits = 3;
+      a.spec.problem.window_left = -1;  // a short window would leave one split and no workspace
       a.spec.problem.max_kv_len = std::max(bp.max_kv_len, 512);
       for (int& len : a.spec.seq_lens) len = std::min(len, a.spec.problem.max_kv_len);
       return a;
@@ -504,7 +529,9 @@ PrefillBase random_prefill_base(uint64_t seed) {
   b.name = "prefill B=" + std::to_string(p.batch) + " " + std::to_string(p.num_q_heads) + "/" +
            std::to_string(p.num_kv_heads) + (p.causal ? " causal" : "") + " max_q " + std::to_string(p.max_q_len) +
            " max_k " + std::to_string(p.max_kv_len) + " splits " + std::to_string(b.options.num_splits) +
-           (b.options.family.empty() ? "" : " family " + b.options.family);
+           (b.options.family.empty() ? "" : " family " + b.options.family) +
+           (p.window_left >= 0 ? " window " + std::to_string(p.window_left) : "") + (p.softcap > 0.f ? " softcap 30" : "") +
+           (p.sinks ? " sinks" : "");
   return b;
 }
 
