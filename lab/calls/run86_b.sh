@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Run 86, call B (any H100/H200; carry [".deps"]; builds on the device): (1) main's new GPU promise
-# test (PromisesGpu.AWindowReadsNoPageBeforeItsStartEdge) and the variants tests; (2) the window
+# test (PromisesGpu.AWindowReadsNoPageBeforeItsStartEdge), the variants tests and the adversarial
+# suite (its random bases now carry windows, softcaps and sinks); (2) the window
 # edge for every split (lab/patches/run85-window-edge-every-split.patch: the 16-key edge for
 # several splits and batch-invariant splits too) with the same tests, and an A/B against main on
 # multi-split window rows. Both sm_90a bf16 D=128 native + FP8 + INT4, CLI and GPU tests.
@@ -18,7 +19,7 @@ ninja -C build-b -j8 splitkv_cli splitkv_gpu_tests >/tmp/b1.log 2>&1 & p1=$!
 ninja -C /tmp/we/build-b -j8 splitkv_cli splitkv_gpu_tests >/tmp/b2.log 2>&1 & p2=$!
 wait $p1; r1=$?; wait $p2; r2=$?
 echo "build rc $r1 $r2 $SECONDS s"; [ $r1 -eq 0 ] && [ $r2 -eq 0 ] || { tail -20 /tmp/b1.log /tmp/b2.log; exit 1; }
-F='PromisesGpu.*:*Variants*:*Sinks*'
+F='PromisesGpu.*:*Variants*:*Sinks*:*Adversarial*'
 for side in main:build-b/tests/splitkv_gpu_tests patch:/tmp/we/build-b/tests/splitkv_gpu_tests; do
   xz -T16 -c ${side#*:} > /tmp/gt-${side%%:*}.xz
   echo "== tests ${side%%:*}"; bash lab/calls/gpu_test_shards.sh /tmp/gt-${side%%:*}.xz "$F" 100
