@@ -11,6 +11,7 @@
 #include "reference/reference.hpp"
 #include "testing/compare.hpp"
 #include "common/half_convert.hpp"
+#include "kernels/common/attention_variants.hpp"
 #include "kernels/common/lse_combine.hpp"
 #include "kernels/common/varlen_rows.hpp"
 #include "testing/decode_check.hpp"
@@ -273,6 +274,30 @@ std::vector<DecodeAttack> decode_attacks(uint64_t seed) {
       DecodeAttack& a = attack("page id -1 past the sequence's pages", Promise::kMatchesReference);
       a.hide_host_copies = true;
       a.edit_case = [b, used](DecodeCase& c) { c.block_table[size_t(b * c.max_pages + used)] = -1; };
+    }
+    // A window's pages wholly before its start edge are never read by the decode kernels
+    // (docs/CONTRACTS.md): an invalid id there changes nothing. Only the call sees the bad id (the
+    // fp64 reference reads every page up to the length). Not on the chunked-prefill route, whose
+    // dequantized copy reads every page.
+    const int first = detail::first_visible_key(base.spec.seq_lens[size_t(b)], 0, bp.q_len, bp.window_left);
+    const int before = first / 64 * 64 / bp.page_size - 1;  // wholly before the 64-key block edge too
+    Plan routed;
+    if (bp.window_left >= 0 && before >= 0 && plan_decode(bp, DeviceInfo::h200(), base.options, &routed).ok() &&
+        !routed.decode_via_prefill()) {
+      DecodeAttack& a = attack("page id -1 before the window's start edge", Promise::kMatchesReference);
+      a.hide_host_copies = true;
+      auto table = std::make_shared<std::vector<int32_t>>();
+      a.edit_tensors = [b, before, table](DecodeTensors& t) {
+        const TensorRef& bt = t.block_table;
+        table->assign(size_t(bt.shape[0] * bt.shape[1]), 0);
+        for (int64_t i = 0; i < bt.shape[0]; ++i) {
+          for (int64_t j = 0; j < bt.shape[1]; ++j) {
+            (*table)[size_t(i * bt.shape[1] + j)] = static_cast<const int32_t*>(bt.data)[i * bt.stride[0] + j * bt.stride[1]];
+          }
+        }
+        (*table)[size_t(b * bt.shape[1] + before)] = -1;
+        t.block_table = TensorRef::contiguous(table->data(), DType::kI32, {bt.shape[0], bt.shape[1]});
+      };
     }
     if (used > 0) {
       DecodeAttack& a = named("host copy of a page id past the pool",
