@@ -484,7 +484,7 @@ void count_register_blocks(const DecodeProblem& problem, const tiles::TileSummar
     const int split_keys = plan::decode_split_keys(problem, p->block_n);
     const int block_keys = p->split_tokens > 0 ? p->split_tokens : ceil_div(split_keys, p->num_splits);
     const bool latency_bound = block_keys <= kShortBlockKeys || rounds_bound == 1;
-    if (bound > held && rounds_bound < rounds_unbound && latency_bound) {
+    if (rounds_bound < rounds_unbound && latency_bound) {  // bound > held: the twin holds more
       p->register_bound_blocks = bound;
       p->blocks_per_sm = bound;
       p->note += "; the variants instance register-bound for " + std::to_string(bound) + " blocks per SM (" +

@@ -36,6 +36,10 @@ Base random_base(uint64_t seed) {
   const int heads[][2] = {{8, 2}, {32, 8}, {28, 4}, {4, 4}, {8, 1}};
   const int q_lens[] = {1, 1, 2, 4, 8};
   Base b;
+  auto plans = [&b](const PlanOptions& options) {
+    Plan plan;
+    return plan_decode(b.spec.problem, DeviceInfo::h200(), options, &plan).ok();
+  };
   const int batch = 2 + pick(3);
   const int* h = heads[pick(5)];
   const int max_len = 1 + pick(2500);
@@ -62,14 +66,11 @@ Base random_base(uint64_t seed) {
     default: {  // decode served by chunked prefill over the cache (Plan::decode_via_prefill), where it plans
       PlanOptions routed;
       routed.family = pick(2) == 0 ? "prefill_mma" : "prefill_sm90_gqa64";
-      Plan plan;
-      if (plan_decode(b.spec.problem, DeviceInfo::h200(), routed, &plan).ok()) b.options = routed;
+      if (plans(routed)) b.options = routed;
     }
   }
-  {  // options the base's format refuses (a fused merge over a *_kc cache, which chunked prefill serves)
-    Plan planned;
-    if (!plan_decode(b.spec.problem, DeviceInfo::h200(), b.options, &planned).ok()) b.options = PlanOptions{};
-  }
+  // Options the base's format refuses (a fused merge over a *_kc cache, which chunked prefill serves).
+  if (!plans(b.options)) b.options = PlanOptions{};
   // The attention variants, from a stream of their own (a seed's shape stays what it was): a window
   // in a third of the bases, a softcap and sinks in a quarter each (sinks not with a fused merge,
   // which folds none, nor on the prefill route, which serves none in decode).
@@ -79,8 +80,7 @@ Base random_base(uint64_t seed) {
   if (vpick(3) == 0) b.spec.problem.window_left = windows[vpick(5)];
   if (vpick(4) == 0) b.spec.problem.softcap = 30.f;
   if (vpick(4) == 0 && b.options.merge != Merge::kFused && b.options.family.empty()) b.spec.problem.sinks = true;
-  Plan planned;
-  if (!plan_decode(b.spec.problem, DeviceInfo::h200(), b.options, &planned).ok()) {  // options the variants refuse
+  if (!plans(b.options)) {  // options the variants refuse
     b.spec.problem.window_left = -1;
     b.spec.problem.softcap = 0.f;
     b.spec.problem.sinks = false;

@@ -33,6 +33,21 @@ using testing::DecodeSpecBuilder;
 
 bool is_nan_16(uint16_t bits) { return (bits & 0x7f80) == 0x7f80 && (bits & 0x7f) != 0; }
 
+// A decode route of the promise tests: a case shape and the options that send it down the route.
+struct Route {
+  std::string name;
+  DecodeSpecBuilder spec;
+  PlanOptions options;
+};
+// add(name, builder, edit): a route whose options are the defaults edited by edit(PlanOptions&).
+auto route_adder(std::vector<Route>& routes) {
+  return [&routes](std::string name, DecodeSpecBuilder b, auto edit) {
+    PlanOptions o;
+    edit(o);
+    routes.push_back({std::move(name), std::move(b), o});
+  };
+}
+
 // Item 1: FP8's per-head scales are read through their stride: one scale broadcast to every head
 // (stride 0) and a column of a [Hkv, 2] tensor both match the fp64 reference over the same tensors.
 TEST(PromisesGpu, Fp8ScalesHonourTheirStride) {
@@ -74,17 +89,8 @@ TEST(PromisesGpu, Fp8ScalesHonourTheirStride) {
 // only; the other sequence's bits are those of a run where every length is within the bound.
 TEST(PromisesGpu, LengthsPastMaxKvLenGiveNanOnEveryRoute) {
   SPLITKV_REQUIRE_GPU(DType::kBF16, 128);
-  struct Route {
-    std::string name;
-    DecodeSpecBuilder spec;
-    PlanOptions options;
-  };
   std::vector<Route> routes;
-  auto add = [&](std::string name, DecodeSpecBuilder b, auto edit) {
-    PlanOptions o;
-    edit(o);
-    routes.push_back({std::move(name), std::move(b), o});
-  };
+  const auto add = route_adder(routes);
   const auto none = [](PlanOptions&) {};
   add("decode", DecodeSpecBuilder(3, 32, 8, 2000).paged(16), none);
   add("split_tokens", DecodeSpecBuilder(3, 32, 8, 2000).paged(16), [](PlanOptions& o) { o.split_tokens = 256; });
@@ -150,17 +156,8 @@ TEST(PromisesGpu, LengthsPastMaxKvLenGiveNanOnEveryRoute) {
 // merge that serves a window (the CPU backend's side: tests/cpu/test_promises.cpp).
 TEST(PromisesGpu, AWindowReadsNoPageBeforeItsStartEdge) {
   SPLITKV_REQUIRE_GPU(DType::kBF16, 128);
-  struct Route {
-    std::string name;
-    DecodeSpecBuilder spec;
-    PlanOptions options;
-  };
   std::vector<Route> routes;
-  auto add = [&](std::string name, DecodeSpecBuilder b, auto edit) {
-    PlanOptions o;
-    edit(o);
-    routes.push_back({std::move(name), std::move(b), o});
-  };
+  const auto add = route_adder(routes);
   add("n8_one_split", DecodeSpecBuilder(2, 32, 8, 3000).paged(16), [](PlanOptions& o) { o.num_splits = 1; });
   add("n8_splits", DecodeSpecBuilder(2, 32, 8, 3000).paged(16), [](PlanOptions& o) { o.num_splits = 3; });
   add("split_tokens", DecodeSpecBuilder(2, 32, 8, 3000).paged(16), [](PlanOptions& o) { o.split_tokens = 256; });
