@@ -37,6 +37,14 @@ std::string after_the_call(GuardedBuffer& out, GuardedBuffer& lse, void* out_hos
   return "";
 }
 
+// Whether `data` points into `array` (an attack's view of the case's own array).
+template <class T>
+bool inside(const void* data, const std::vector<T>& array) {
+  const char* p = static_cast<const char*>(data);
+  const char* first = reinterpret_cast<const char*>(array.data());
+  return p >= first && p < first + array.size() * sizeof(T);
+}
+
 std::string run_on_gpu(const DecodeAttack& a, bool* skipped) {
   Plan plan;
   const Status planned = plan_decode(testing::hostile::planned_problem(a), a.device, a.options, &plan);
@@ -56,7 +64,18 @@ std::string run_on_gpu(const DecodeAttack& a, bool* skipped) {
   t.k = rebased(t.k, host.k.data, dev.k.get());
   t.v = rebased(t.v, host.v.data, dev.v.get());
   t.seq_lens = rebased(t.seq_lens, host.seq_lens.data, dev.seq_lens.get());
-  if (!t.block_table.empty()) t.block_table = rebased(t.block_table, host.block_table.data, dev.block_table.get());
+  // An attack may point the table at a host array of its own (edit_tensors): a copy of that array
+  // goes up instead (rebasing would aim the kernels at an unrelated address).
+  DeviceBuffer own_table;
+  if (!t.block_table.empty()) {
+    if (inside(t.block_table.data, c.block_table)) {
+      t.block_table = rebased(t.block_table, host.block_table.data, dev.block_table.get());
+    } else {
+      own_table = DeviceBuffer(size_t(t.block_table.numel()) * sizeof(int32_t));
+      own_table.upload(t.block_table.data, own_table.bytes());
+      t.block_table.data = own_table.get();
+    }
+  }
   if (!t.k_scales.empty()) {
     t.k_scales = rebased(t.k_scales, host.k_scales.data, dev.k_scales.get());
     t.v_scales = rebased(t.v_scales, host.v_scales.data, dev.v_scales.get());
