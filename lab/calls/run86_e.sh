@@ -16,7 +16,7 @@ AB_TIMEOUT=30 bash scripts/ab.sh /tmp/old /tmp/new 2 -- \
   "-b 256 --lq 4 --causal $G --lk 8192 --window 128,-1 --sinks" "-b 16 --lq 4 --causal $G --lk 8192 --window 128,-1 --sinks" \
   "-b 64 --lq 1 $G --lk 8192 --softcap 30" 2>&1 | tail -14
 # The adversarial suite under compute-sanitizer memcheck (zero errors is part of the promise), beside the shards.
-(timeout 240 compute-sanitizer --tool memcheck --print-limit 5 /tmp/gt --gtest_filter='AdversarialGpu.*' > /tmp/mc.log 2>&1; echo "memcheck rc=$?" >> /tmp/mc.log) & mc=$!
+(timeout 170 compute-sanitizer --tool memcheck --print-limit 5 /tmp/gt --gtest_filter='AdversarialGpu.*' > /tmp/mc.log 2>&1; echo "memcheck rc=$?" >> /tmp/mc.log) & mc=$!
 xz -T16 -c /tmp/gt > /tmp/gt.xz
 bash lab/calls/gpu_test_shards.sh /tmp/gt.xz 'AdversarialGpu.*:PromisesGpu.*:*Variants*:*Sinks*:*Quant*:DecodeGpu.*' 150
 wait $mc; grep -E "ERROR SUMMARY|PASSED|FAILED|memcheck rc|adversarial" /tmp/mc.log | head -8

@@ -18,7 +18,7 @@ cudaError_t launch_decode_quant(const DecodeParams& params, const LaunchConfig& 
 
 template <class Element, int kHeadDim, KvFormat kFormat>
 cudaError_t launch_decode_quant_keys_as_rows(const DecodeParams& params, const LaunchConfig& config) {
-  using Traits = KeysAsRowsTraits<DecodeQuantTraits<Element, kHeadDim, kFormat>>;
+  using Traits = KeysAsRowsTraits<DecodeQuantTraits<Element, kHeadDim, kFormat, kKeysAsRowsQueries>>;
   auto* kernel = !decode_variants(params)    ? quant_decode_keys_as_rows_kernel<Traits, false>
                  : decode_softcap_on(params) ? quant_decode_keys_as_rows_kernel<Traits, true, true>
                                              : quant_decode_keys_as_rows_kernel<Traits, true, false>;

@@ -17,7 +17,9 @@ namespace splitkv::tiles {
 // three resident blocks per SM instead (a 16 KB ring per warp, registers capped for three blocks),
 // which measured faster for INT4 and slower for the 8-bit formats. Too many bytes in flight cost
 // bandwidth too: the 8-bit formats at D=128 keep the two resident blocks their byte-counted ring
-// sets, but only three of its stages in flight (docs/TUNING.md, "Kernels").
+// sets, but only three of its stages in flight. FP8's 8-row block (the keys-as-rows kernel) at D=64
+// holds four resident blocks with four stages in flight; its 16-row block measured slower so
+// (docs/TUNING.md, "Kernels").
 struct KvCodeBits {
   int k_bits;           // 8 (fp8, int8) or 4 (int4)
   int v_bits;
@@ -61,15 +63,22 @@ struct DecodeQuantTile {
   }
 };
 
-constexpr DecodeQuantTile decode_quant_tile(int head_dim, KvFormat format) {
+// `rows`: the block's packed query rows, 16 (quant_decode_kernel) or 8 (the keys-as-rows kernel).
+constexpr DecodeQuantTile decode_quant_tile(int head_dim, KvFormat format, int rows) {
   const DecodeTile base = decode_tile(head_dim);
   const KvCodeBits bits = kv_code_bits(format);
   const bool three_blocks = head_dim <= 128 && bits.k_bits == 4 && bits.v_bits == 4;
-  DecodeQuantTile t{base, bits, 2, three_blocks ? 3 : 1, 2};
+  // FP8's 8-row block at D=64: four resident blocks (a 6-stage ring of 12 KB per warp, registers
+  // bound for four: no spill), 4 stages in flight.
+  const bool four_blocks = rows == 8 && head_dim <= 64 && bits.k_bits == 8 && bits.v_bits == 8 &&
+                           !bits.token_scales && !detail::kv_format_traits(format).channel_keys;
+  DecodeQuantTile t{base, bits, 2, three_blocks ? 3 : four_blocks ? 4 : 1, 2};
   const int ring_bytes = three_blocks ? 16 * 1024 : base.stages * 2 * base.warp_keys * head_dim * k16BitBytes;
   const int stages = (ring_bytes + (three_blocks ? 0 : t.stage_bytes() / 2)) / t.stage_bytes();
   t.stages = stages < 2 ? 2 : (stages > 12 ? 12 : stages);
+  if (four_blocks) t.stages = 6;
   t.reserved_stages = t.stages;
+  if (four_blocks) t.stages = 4;  // (docs/TUNING.md, "Kernels")
   // FP8, INT8 and K8V4 at D=128: two resident blocks (a ring of 6-7 stages' memory) with 3 stages in
   // flight, ~100 KB per SM; fewer stages and more resident blocks measured slower (docs/TUNING.md, "Kernels").
   if (head_dim == 128 && bits.k_bits == 8) t.stages = 3;
@@ -107,18 +116,18 @@ constexpr TileSummary::RegisterBlocks decode_quant_register_blocks(int head_dim,
   return rows == 16 ? RB{0, 2, 2} : RB{};
 }
 
-// The block over codes with `rows` packed rows (the ring and shared memory do not depend on them).
+// The block over codes with `rows` packed rows.
 constexpr TileSummary decode_quant_rows_summary(int head_dim, KvFormat format, int rows) {
-  const DecodeQuantTile t = decode_quant_tile(head_dim, format);
+  const DecodeQuantTile t = decode_quant_tile(head_dim, format, rows);
   TileSummary s{rows, t.base.block_keys(), t.base.warps, t.stages, t.smem_bytes()};
   s.register_blocks = decode_quant_register_blocks(head_dim, format, rows, false);
   s.fp16_register_blocks = decode_quant_register_blocks(head_dim, format, rows, true);
   return s;
 }
 constexpr TileSummary decode_quant_summary(int head_dim, KvFormat format) {
-  return decode_quant_rows_summary(head_dim, format, decode_quant_tile(head_dim, format).base.block_m);
+  return decode_quant_rows_summary(head_dim, format, decode_tile(head_dim).block_m);
 }
-// decode_quant_n8: the same block and ring with 8 packed rows (keys as the MMA's rows). Also
+// decode_quant_n8: the same block with 8 packed rows (keys as the MMA's rows). Also
 // decode_mma_n8's (the same kernel over a 16-bit cache): KvFormat::kNative has 16-bit rows, whose
 // byte-counted ring comes out at decode_mma's depth (4 stages at D=64, 3 at D=128 and 256).
 constexpr TileSummary decode_quant_n8_summary(int head_dim, KvFormat format) {

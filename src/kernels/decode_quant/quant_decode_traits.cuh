@@ -19,11 +19,13 @@
 
 namespace splitkv::detail {
 
-template <class Element_, int kHeadDim_, KvFormat kFormat_>
+// kRows_: packed query rows per block (16; the keys-as-rows kernel's 8), which the tile's ring and
+// register bound may depend on.
+template <class Element_, int kHeadDim_, KvFormat kFormat_, int kRows_ = 16>
 struct DecodeQuantTraits {
   using Element = Element_;  // of Q and O
   static constexpr KvFormat kFormat = kFormat_;
-  static constexpr tiles::DecodeQuantTile kTile = tiles::decode_quant_tile(kHeadDim_, kFormat_);
+  static constexpr tiles::DecodeQuantTile kTile = tiles::decode_quant_tile(kHeadDim_, kFormat_, kRows_);
   // The formats table's code kinds (a *_kc format's are its base format's; its keys' scales differ).
   static constexpr CodeKind kKCode = kv_format_traits(kFormat_).k_codes();
   static constexpr CodeKind kVCode = kv_format_traits(kFormat_).v_codes();
