@@ -45,6 +45,21 @@ bool inside(const void* data, const std::vector<T>& array) {
   return p >= first && p < first + array.size() * sizeof(T);
 }
 
+// Points `view` at device memory: a view into the case's host array at the same offset in its
+// device copy; a host array of the attack's own (edit_tensors, contiguous as the attacks build it)
+// uploaded into a buffer kept in `own` (rebasing it would aim the kernels at an unrelated address).
+template <class T>
+void to_device(TensorRef& view, const std::vector<T>& array, void* device_copy, std::vector<DeviceBuffer>& own) {
+  if (view.data == nullptr) return;
+  if (inside(view.data, array)) {
+    view = rebased(view, array.data(), device_copy);
+    return;
+  }
+  own.emplace_back(size_t(view.numel()) * sizeof(T));
+  own.back().upload(view.data, own.back().bytes());
+  view.data = own.back().get();
+}
+
 std::string run_on_gpu(const DecodeAttack& a, bool* skipped) {
   Plan plan;
   const Status planned = plan_decode(testing::hostile::planned_problem(a), a.device, a.options, &plan);
@@ -64,18 +79,11 @@ std::string run_on_gpu(const DecodeAttack& a, bool* skipped) {
   t.k = rebased(t.k, host.k.data, dev.k.get());
   t.v = rebased(t.v, host.v.data, dev.v.get());
   t.seq_lens = rebased(t.seq_lens, host.seq_lens.data, dev.seq_lens.get());
-  // An attack may point the table at a host array of its own (edit_tensors): a copy of that array
-  // goes up instead (rebasing would aim the kernels at an unrelated address).
-  DeviceBuffer own_table;
-  if (!t.block_table.empty()) {
-    if (inside(t.block_table.data, c.block_table)) {
-      t.block_table = rebased(t.block_table, host.block_table.data, dev.block_table.get());
-    } else {
-      own_table = DeviceBuffer(size_t(t.block_table.numel()) * sizeof(int32_t));
-      own_table.upload(t.block_table.data, own_table.bytes());
-      t.block_table.data = own_table.get();
-    }
-  }
+  // The page table, sinks and tree mask (to_device).
+  std::vector<DeviceBuffer> own_arrays;
+  to_device(t.block_table, c.block_table, dev.block_table.get(), own_arrays);
+  to_device(t.sinks, c.sinks, dev.sinks.get(), own_arrays);
+  to_device(t.tree_mask, c.tree_mask, dev.tree_mask.get(), own_arrays);
   if (!t.k_scales.empty()) {
     t.k_scales = rebased(t.k_scales, host.k_scales.data, dev.k_scales.get());
     t.v_scales = rebased(t.v_scales, host.v_scales.data, dev.v_scales.get());
@@ -119,6 +127,8 @@ std::string run_prefill_on_gpu(const testing::hostile::PrefillAttack& a, bool* s
   t.v = rebased(t.v, host.v.data, dev.v.get());
   t.cu_seqlens_q = rebased(t.cu_seqlens_q, host.cu_seqlens_q.data, dev.cu_seqlens_q.get());
   t.cu_seqlens_k = rebased(t.cu_seqlens_k, host.cu_seqlens_k.data, dev.cu_seqlens_k.get());
+  std::vector<DeviceBuffer> own_arrays;
+  to_device(t.sinks, c.sinks, dev.sinks.get(), own_arrays);
   if (!a.device_cu_seqlens_q.empty()) dev.cu_seqlens_q.upload(a.device_cu_seqlens_q.data(), dev.cu_seqlens_q.bytes());
   if (!a.device_cu_seqlens_k.empty()) dev.cu_seqlens_k.upload(a.device_cu_seqlens_k.data(), dev.cu_seqlens_k.bytes());
   GuardedBuffer out(c.out.data(), c.out.size() * sizeof(uint16_t)), lse(c.lse.data(), c.lse.size() * sizeof(float));
