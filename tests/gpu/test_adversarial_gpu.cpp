@@ -90,12 +90,8 @@ std::string run_on_gpu(const DecodeAttack& a, bool* skipped) {
   }
   // *_kc: the tail ring (the attacks give no tail_slots: sequence b's tail is row b).
   if (!t.k_tail.empty()) t.k_tail = rebased(t.k_tail, host.k_tail.data, dev.k_tail.get());
-  DeviceBuffer keys_after;
-  if (!t.keys_after.empty()) {
-    keys_after = DeviceBuffer(size_t(c.problem.batch) * sizeof(int32_t));
-    keys_after.upload(t.keys_after.data, keys_after.bytes());
-    t.keys_after.data = keys_after.get();
-  }
+  // keys_after: the case has none, so an attack's own array goes up.
+  to_device(t.keys_after, std::vector<int32_t>{}, nullptr, own_arrays);
   GuardedBuffer out(c.out.data(), c.out.size() * sizeof(uint16_t)), lse(c.lse.data(), c.lse.size() * sizeof(float));
   t.out = rebased(t.out, host.out.data, out.get());
   t.lse = rebased(t.lse, host.lse.data, lse.get());

@@ -48,6 +48,20 @@ auto route_adder(std::vector<Route>& routes) {
   };
 }
 
+// Runs `c` under `plan` with NaN-poisoned outputs and workspace, its page table (with hide_lengths
+// also its lengths) as device data the host does not see; the outputs come back into `c`.
+void run_with_device_data(const Plan& plan, testing::DecodeCase& c, bool hide_lengths) {
+  testing::poison_outputs(c);
+  DeviceDecodeCase dev(c);
+  if (hide_lengths) dev.tensors.seq_lens_host = nullptr;
+  dev.tensors.block_table_host = nullptr;
+  DeviceBuffer workspace = gpu_test::poisoned_workspace(plan.workspace_bytes());
+  ASSERT_TRUE(prepare_workspace(plan, workspace.get(), workspace.bytes(), nullptr).ok());
+  const Status s = run_decode(plan, dev.tensors, workspace.get(), workspace.bytes(), nullptr);
+  ASSERT_TRUE(s.ok()) << s.message();
+  dev.download_outputs(c);
+}
+
 // Item 1: FP8's per-head scales are read through their stride: one scale broadcast to every head
 // (stride 0) and a column of a [Hkv, 2] tensor both match the fp64 reference over the same tensors.
 TEST(PromisesGpu, Fp8ScalesHonourTheirStride) {
@@ -127,17 +141,7 @@ TEST(PromisesGpu, LengthsPastMaxKvLenGiveNanOnEveryRoute) {
       continue;
     }
     if (!gpu_test::plan_compiled(plan)) continue;
-    for (testing::DecodeCase* c : {&hostile, &clean}) {
-      testing::poison_outputs(*c);
-      DeviceDecodeCase dev(*c);
-      dev.tensors.seq_lens_host = nullptr;  // device data the host does not see
-      dev.tensors.block_table_host = nullptr;
-      DeviceBuffer workspace = gpu_test::poisoned_workspace(plan.workspace_bytes());
-      ASSERT_TRUE(prepare_workspace(plan, workspace.get(), workspace.bytes(), nullptr).ok());
-      const Status s = run_decode(plan, dev.tensors, workspace.get(), workspace.bytes(), nullptr);
-      ASSERT_TRUE(s.ok()) << s.message();
-      dev.download_outputs(*c);
-    }
+    for (testing::DecodeCase* c : {&hostile, &clean}) run_with_device_data(plan, *c, /*hide_lengths=*/true);
     const testing::Comparison cmp = testing::check_decode(clean);
     EXPECT_TRUE(cmp.passed) << cmp.summary();
     for (int b : {0, 2}) {
@@ -191,23 +195,13 @@ TEST(PromisesGpu, AWindowReadsNoPageBeforeItsStartEdge) {
     const int start = detail::split_base(first, edge);
     const int page_before = start / page_size - 1, page_seen = first / page_size;
     ASSERT_GE(page_before, 0);
-    auto run = [&](testing::DecodeCase& c) {
-      testing::poison_outputs(c);
-      DeviceDecodeCase dev(c);
-      dev.tensors.block_table_host = nullptr;  // device data the host does not see
-      DeviceBuffer workspace = gpu_test::poisoned_workspace(plan.workspace_bytes());
-      ASSERT_TRUE(prepare_workspace(plan, workspace.get(), workspace.bytes(), nullptr).ok());
-      const Status s = run_decode(plan, dev.tensors, workspace.get(), workspace.bytes(), nullptr);
-      ASSERT_TRUE(s.ok()) << s.message();
-      dev.download_outputs(c);
-    };
-    run(clean);
+    run_with_device_data(plan, clean, /*hide_lengths=*/false);
     const testing::Comparison cmp = testing::check_decode(clean);
     EXPECT_TRUE(cmp.passed) << cmp.summary();
     for (int page : {page_before, page_seen}) {
       testing::DecodeCase c = clean;
       c.block_table[size_t(page)] = -1;  // sequence 0's entry
-      run(c);
+      run_with_device_data(plan, c, /*hide_lengths=*/false);
       EXPECT_EQ(testing::sequence_output_bits(c, 1), testing::sequence_output_bits(clean, 1));
       if (page == page_before) {
         EXPECT_EQ(testing::sequence_output_bits(c, 0), testing::sequence_output_bits(clean, 0)) << "page " << page;

@@ -76,8 +76,7 @@ constexpr DecodeQuantTile decode_quant_tile(int head_dim, KvFormat format, int r
   const int ring_bytes = three_blocks ? 16 * 1024 : base.stages * 2 * base.warp_keys * head_dim * k16BitBytes;
   const int stages = (ring_bytes + (three_blocks ? 0 : t.stage_bytes() / 2)) / t.stage_bytes();
   t.stages = stages < 2 ? 2 : (stages > 12 ? 12 : stages);
-  if (four_blocks) t.stages = 6;
-  t.reserved_stages = t.stages;
+  t.reserved_stages = four_blocks ? 6 : t.stages;
   if (four_blocks) t.stages = 4;  // (docs/TUNING.md, "Kernels")
   // FP8, INT8 and K8V4 at D=128: two resident blocks (a ring of 6-7 stages' memory) with 3 stages in
   // flight, ~100 KB per SM; fewer stages and more resident blocks measured slower (docs/TUNING.md, "Kernels").
