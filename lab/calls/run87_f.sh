@@ -34,5 +34,8 @@ if [ -x /tmp/skv-new8 ]; then
 fi
 echo "ab $SECONDS s"
 # The changed tiles' GPU tests (build-w3/gt.xz: main + both changes, D=64 bf16 native + FP8).
+# Expected to fail, and only on its register_bound_blocks check: DecodeVariantsGpu.
+# TheRegisterBoundTwinMatchesTheReference (the patch leaves the m32 tile no twin to bind); its
+# comparisons with the reference must still pass.
 [ -f build-w3/gt.xz ] && [ $SECONDS -lt ${TESTS_BEFORE:-200} ] && bash lab/calls/gpu_test_shards.sh build-w3/gt.xz '*Decode*:*Variants*:*Sinks*:*Quant*:*Spec*:PromisesGpu.*:AdversarialGpu.*' 90
 echo "done $SECONDS s"
