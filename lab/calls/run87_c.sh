@@ -39,6 +39,7 @@ for i in 1 2 3 4; do
   rc=$?; echo "flex pass $i rc=$rc $SECONDS s"; [ $rc -eq 0 ] && break
 done
 tail -3 /tmp/f.log | cut -c1-200
+mkdir -p $OUT/merged  # added after call C, whose merge failed for the lack of it (merged on the host)
 python3 bench/merge_results.py --suite variants --ours $OUT/variants-ours.json --peers $OUT/variants-flex.json --out $OUT/merged >/tmp/m.log 2>&1
 echo "merge rc=$? $SECONDS s"; tail -3 /tmp/m.log; ls $OUT/merged 2>/dev/null
 [ -f $OUT/merged/variants-latest.md ] && grep -E "gpt-oss|window|softcap" $OUT/merged/variants-latest.md | cut -c1-200 | head -40
