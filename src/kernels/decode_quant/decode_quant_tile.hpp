@@ -70,8 +70,7 @@ constexpr DecodeQuantTile decode_quant_tile(int head_dim, KvFormat format, int r
   const bool three_blocks = head_dim <= 128 && bits.k_bits == 4 && bits.v_bits == 4;
   // FP8's 8-row block at D=64: four resident blocks (a 6-stage ring of 12 KB per warp, registers
   // bound for four: no spill), 4 stages in flight.
-  const bool four_blocks = rows == 8 && head_dim <= 64 && bits.k_bits == 8 && bits.v_bits == 8 &&
-                           !bits.token_scales && !detail::kv_format_traits(format).channel_keys;
+  const bool four_blocks = rows == 8 && head_dim <= 64 && format == KvFormat::kFP8E4M3;
   DecodeQuantTile t{base, bits, 2, three_blocks ? 3 : four_blocks ? 4 : 1, 2};
   const int ring_bytes = three_blocks ? 16 * 1024 : base.stages * 2 * base.warp_keys * head_dim * k16BitBytes;
   const int stages = (ring_bytes + (three_blocks ? 0 : t.stage_bytes() / 2)) / t.stage_bytes();
