@@ -41,24 +41,22 @@ AB_TIMEOUT=30 bash scripts/ab.sh /tmp/r2-main /tmp/r2-new 3 -- \
 echo "r2 $SECONDS s"; grep -A8 "^| shape" $OUT/r2.txt
 G="--lq 4 --causal --hq 64 --hkv 8 -d 64 --lk 8192"
 S="--window 128,-1 --sinks"
-if [ $(left) -gt 150 ]; then
+if [ $(left) -gt 100 ]; then
   AB_TIMEOUT=30 bash scripts/ab.sh /tmp/w3-main /tmp/w3-new 2 -- \
-    "-b 64 $G $S" "-b 256 $G $S" "-b 16 $G $S" "-b 1 $G $S" "-b 16 $G" "-b 64 $G" "-b 64 $G --window 4096,-1" \
+    "-b 64 $G $S" "-b 256 $G $S" "-b 16 $G $S" "-b 1 $G $S" "-b 64 $G" \
     "-b 4 --lq 8 --causal --hq 32 --hkv 8 -d 64 --lk 32768" \
-    "-b 64 $G $S --kv-format fp8" "-b 256 $G $S --kv-format fp8" "-b 16 $G $S --kv-format fp8" "-b 1 $G $S --kv-format fp8" \
-    "-b 16 $G --kv-format fp8" "-b 64 $G --kv-format fp8" "-b 64 $G --window 4096,-1 --kv-format fp8" \
+    "-b 64 $G $S --kv-format fp8" "-b 256 $G $S --kv-format fp8" "-b 16 $G $S --kv-format fp8" \
     "-b 4 --lq 8 --causal --hq 32 --hkv 8 -d 64 --lk 32768 --kv-format fp8" > $OUT/w3.txt 2>&1
   echo "w3 $SECONDS s"; grep -A20 "^| shape" $OUT/w3.txt
 fi
-if [ $(left) -gt 120 ]; then
+if [ $(left) -gt 60 ]; then
   AB_TIMEOUT=30 bash scripts/ab.sh /tmp/w3-main /tmp/w3-new8 2 -- \
-    "-b 64 $G $S --kv-format fp8" "-b 256 $G $S --kv-format fp8" "-b 16 $G $S --kv-format fp8" \
-    "-b 1 $G $S --kv-format fp8" "-b 16 $G --kv-format fp8" "-b 64 $G --kv-format fp8" \
-    "-b 64 $G --window 4096,-1 --kv-format fp8" "-b 4 --lq 8 --causal --hq 32 --hkv 8 -d 64 --lk 32768 --kv-format fp8" \
+    "-b 64 $G $S --kv-format fp8" "-b 256 $G $S --kv-format fp8" "-b 16 $G --kv-format fp8" \
+    "-b 4 --lq 8 --causal --hq 32 --hkv 8 -d 64 --lk 32768 --kv-format fp8" \
     > $OUT/w3-8.txt 2>&1
   echo "w3-8 $SECONDS s"; grep -A12 "^| shape" $OUT/w3-8.txt
 fi
-if [ $(left) -gt 60 ]; then
+if [ $(left) -gt 50 ]; then
   SPLITKV_COMMIT=5ae5a6a timeout $(( $(left) - 10 )) /tmp/skv bench --suite mixed --json $OUT/mixed.json > $OUT/mixed.txt 2>&1
   echo "mixed rc=$? $SECONDS s"; cut -c1-140 $OUT/mixed.txt
 fi
