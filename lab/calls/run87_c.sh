@@ -15,20 +15,7 @@ echo "tests $SECONDS s"
 xz -dc build-bin/splitkv.xz > /tmp/skv && chmod +x /tmp/skv
 case "$GPU" in
   *H200*)
-    SPLITKV_COMMIT=0551d5a timeout 140 /tmp/skv bench --suite quant --json $OUT/quant-1.json >/tmp/q.log 2>&1
-    echo "quant rc=$? $SECONDS s"
-    python3 - <<'P'
-import json, math, os
-def load(f):
-    return {json.dumps(r["case"], sort_keys=True): r["us"] for r in json.load(open(f))["rows"]}
-latest = load("bench/results/quant-latest.json"); now = load(os.environ["OUT"] + "/quant-1.json")
-g = []
-for k, us in latest.items():
-    if k not in now or not now[k]: print("missing", k); continue
-    r = us / now[k]; g.append(math.log(r))
-    if r < 0.98: print(f"{r:.3f} latest {us:.1f} now {now[k]:.1f} {json.loads(k)}")
-print(f"quant rows {len(g)} geo latest/now {math.exp(sum(g)/len(g)):.3f} min {math.exp(min(g)):.3f}")
-P
+    bash lab/calls/quant_guard.sh /tmp/skv 0551d5a $OUT/quant-1.json
     ;;
 esac
 SPLITKV_COMMIT=0551d5a timeout 120 /tmp/skv bench --suite variants --json $OUT/variants-ours.json >/tmp/v.log 2>&1
