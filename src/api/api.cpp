@@ -585,7 +585,8 @@ Status prefill_over_staging(const Plan& plan, const PrefillTensors& t, void* wor
 }
 
 // The mixed route (Plan::mixed_route, docs/MIXED_BATCH.md) over validated tensors: the split
-// kernel writes every part's lengths and the decode rows' padded queries; the prefill part runs on
+// kernel gives each decode row a slot in its part (members first) and writes every part's lengths,
+// block table and padded queries; the prefill part runs on
 // the (high-priority) side stream, so that its blocks take their SMs first, beside the decode parts
 // on the caller's; after the join the merge kernel copies the decode rows' outputs into the call's
 // rows (which the prefill part wrote as rows with no keys).
@@ -594,7 +595,9 @@ Status run_mixed_route(const Plan& plan, const PrefillTensors& t, void* workspac
   const int64_t B = pr.batch, Hq = pr.num_q_heads, D = pr.head_dim;
   char* base = static_cast<char*>(workspace);
   char* scratch = base + plan.mixed_scratch_offset();
-  const plan::MixedScratch sc = plan::mixed_scratch(pr.batch, plan.mixed_decode_q(), pr.num_q_heads, pr.head_dim);
+  const int table_pages = plan::mixed_table_pages(pr.max_kv_len, pr.page_size);
+  const plan::MixedScratch sc =
+      plan::mixed_scratch(pr.batch, plan.mixed_decode_q(), pr.num_q_heads, pr.head_dim, table_pages);
   static_assert(std::extent_v<decltype(plan::MixedScratch::parts)> == detail::kMixedDecodeParts);
   const Plan* part_plans[detail::kMixedDecodeParts] = {plan.mixed_decode_plan(), plan.mixed_spec_plan()};
   const size_t part_workspace[detail::kMixedDecodeParts] = {plan.mixed_decode_offset(), plan.mixed_spec_offset()};
@@ -612,6 +615,9 @@ Status run_mixed_route(const Plan& plan, const PrefillTensors& t, void* workspac
   if (!t.lse.empty()) {  // [Hq, total_q]
     m.lse = static_cast<float*>(t.lse.data), m.lse_head_stride = t.lse.stride[0], m.lse_token_stride = t.lse.stride[1];
   }
+  m.block_table = static_cast<const int32_t*>(t.block_table.data);
+  m.block_table_stride = t.block_table.stride[0];
+  m.page_size = pr.page_size, m.table_pages = table_pages;
   for (int k = 0; k < detail::kMixedDecodeParts; ++k) {
     const plan::MixedScratchPart& at = sc.parts[k];
     if (part_plans[k] == nullptr || at.width == 0) continue;
@@ -622,7 +628,9 @@ Status run_mixed_route(const Plan& plan, const PrefillTensors& t, void* workspac
     d.out = scratch + at.out_offset;
     d.lse = reinterpret_cast<const float*>(scratch + at.lse_offset);
     d.seq_lens = reinterpret_cast<int32_t*>(scratch + at.lens_offset);
+    d.block_table = reinterpret_cast<int32_t*>(scratch + at.table_offset);
   }
+  m.slots = reinterpret_cast<int32_t*>(scratch + sc.slots_offset);
   m.prefill_seq_lens = reinterpret_cast<int32_t*>(scratch + sc.prefill_lens_offset);
   m.prefill_skip = reinterpret_cast<int32_t*>(scratch + sc.prefill_skip_offset);
   const int one[3] = {1, 1, 1};  // the launcher sets the grid (a block per sequence)
@@ -658,6 +666,7 @@ Status run_mixed_route(const Plan& plan, const PrefillTensors& t, void* workspac
     detail::bind_prefill_cache(t, &dt);
     dt.q = TensorRef::contiguous(d.q, pr.dtype, {B, d.q_max, Hq, D});
     dt.seq_lens = TensorRef::contiguous(d.seq_lens, DType::kI32, {B});
+    dt.block_table = TensorRef::contiguous(d.block_table, DType::kI32, {B, table_pages});
     dt.out = TensorRef::contiguous(const_cast<void*>(d.out), pr.dtype, {B, d.q_max, Hq, D});
     dt.lse = TensorRef::contiguous(const_cast<float*>(d.lse), DType::kF32, {B, Hq, d.q_max});
     if (pr.sinks) dt.sinks = t.sinks;

@@ -854,7 +854,9 @@ void plan_mixed_route(const PrefillProblem& problem, const DeviceInfo& device, c
     p->mixed_scratch_offset += plan::align_up(spec.workspace_bytes());
   }
   p->workspace_bytes = p->mixed_scratch_offset +
-                       plan::mixed_scratch(problem.batch, decode_q, problem.num_q_heads, problem.head_dim).total_bytes;
+                       plan::mixed_scratch(problem.batch, decode_q, problem.num_q_heads, problem.head_dim,
+                                           plan::mixed_table_pages(problem.max_kv_len, problem.page_size))
+                           .total_bytes;
   if (p->persistent_blocks > 0) {
     p->persistent_blocks = std::max(1, device.sm_count - device.sm_count / kMixedDecodeSmShare);
   }

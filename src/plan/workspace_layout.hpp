@@ -118,23 +118,32 @@ inline KvStaging kv_staging(int batch, int max_kv_len, int num_kv_heads, int hea
 
 // The mixed route's scratch (PlanFields::mixed_scratch_offset): per decode part of width w
 // queries (1 for single-query rows, Plan::mixed_decode_q for speculative rows; 0: absent) its
-// padded queries and outputs [batch, w, Hq, D] (16-bit), LSEs fp32 [batch, Hq, w] and lengths int32
-// [batch]; then the prefill part's lengths and skip marks, int32 [batch] each.
+// padded queries and outputs [batch, w, Hq, D] (16-bit), LSEs fp32 [batch, Hq, w], lengths int32
+// [batch] and block table int32 [batch, table_pages]; then the decode
+// rows' slots and the prefill part's lengths and skip marks, int32 [batch] each.
 struct MixedScratchPart {
   int width = 0;
-  size_t q_offset = 0, out_offset = 0, lse_offset = 0, lens_offset = 0;
+  size_t q_offset = 0, out_offset = 0, lse_offset = 0, lens_offset = 0, table_offset = 0;
 };
 
 struct MixedScratch {
   MixedScratchPart parts[2];
-  size_t prefill_lens_offset = 0, prefill_skip_offset = 0;
+  size_t slots_offset = 0, prefill_lens_offset = 0, prefill_skip_offset = 0;
   size_t total_bytes = 0;
 };
 
-inline MixedScratch mixed_scratch(int batch, int decode_q, int num_q_heads, int head_dim) {
+// Columns of a decode part's block table: the pages of the longest sequence (as validation asks of
+// the call's table).
+inline int mixed_table_pages(int max_kv_len, int page_size) {
+  const int pages = page_size > 0 ? (max_kv_len + page_size - 1) / page_size : 0;
+  return pages > 1 ? pages : 1;
+}
+
+inline MixedScratch mixed_scratch(int batch, int decode_q, int num_q_heads, int head_dim, int table_pages) {
   MixedScratch w;
   w.parts[0].width = 1;
   w.parts[1].width = decode_q > 1 ? decode_q : 0;
+  const size_t per_sequence = align_up(size_t(batch) * sizeof(int32_t));
   size_t at = 0;
   for (MixedScratchPart& part : w.parts) {
     if (part.width == 0) continue;
@@ -144,11 +153,13 @@ inline MixedScratch mixed_scratch(int batch, int decode_q, int num_q_heads, int 
     part.out_offset = at + side;
     part.lse_offset = at + 2 * side;
     part.lens_offset = part.lse_offset + align_up(rows * sizeof(float));
-    at = part.lens_offset + align_up(size_t(batch) * sizeof(int32_t));
+    part.table_offset = part.lens_offset + per_sequence;
+    at = part.table_offset + align_up(size_t(batch) * size_t(table_pages) * sizeof(int32_t));
   }
-  w.prefill_lens_offset = at;
-  w.prefill_skip_offset = at + align_up(size_t(batch) * sizeof(int32_t));
-  w.total_bytes = w.prefill_skip_offset + align_up(size_t(batch) * sizeof(int32_t));
+  w.slots_offset = at;
+  w.prefill_lens_offset = at + per_sequence;
+  w.prefill_skip_offset = w.prefill_lens_offset + per_sequence;
+  w.total_bytes = w.prefill_skip_offset + per_sequence;
   return w;
 }
 

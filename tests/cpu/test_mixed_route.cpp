@@ -54,7 +54,7 @@ TEST(MixedRoute, OffByDefaultOnWhenAskedForAPagedVarlenCache) {
   EXPECT_GE(routed.mixed_spec_offset(), routed.mixed_decode_offset() + single.workspace_bytes());
   EXPECT_GE(routed.mixed_scratch_offset(), routed.mixed_spec_offset() + spec.workspace_bytes());
   EXPECT_EQ(routed.workspace_bytes(),
-            routed.mixed_scratch_offset() + plan::mixed_scratch(256, 4, 32, 128).total_bytes);
+            routed.mixed_scratch_offset() + plan::mixed_scratch(256, 4, 32, 128, 2048).total_bytes);
   if (plain.persistent_blocks() > 0) EXPECT_LT(routed.persistent_blocks(), plain.persistent_blocks());
   EXPECT_NE(describe(routed).find("mixed route"), std::string::npos) << describe(routed);
   EXPECT_NE(routed.seal(), plain.seal());
@@ -85,13 +85,16 @@ TEST(MixedRoute, AGroupOf16LeavesOnlyTheSingleQueryPart) {
   EXPECT_EQ(routed.mixed_decode_q(), 1);
   EXPECT_EQ(routed.mixed_spec_plan(), nullptr);
   EXPECT_EQ(routed.mixed_spec_offset(), routed.mixed_scratch_offset());
-  const plan::MixedScratch sc = plan::mixed_scratch(256, 1, 64, 128);
+  const plan::MixedScratch sc = plan::mixed_scratch(256, 1, 64, 128, 2048);
   EXPECT_EQ(sc.parts[1].width, 0);
   EXPECT_EQ(routed.workspace_bytes(), routed.mixed_scratch_offset() + sc.total_bytes);
 }
 
 TEST(MixedRoute, TheScratchPartsDoNotOverlap) {
-  const plan::MixedScratch sc = plan::mixed_scratch(5, 4, 3, 64);
+  EXPECT_EQ(plan::mixed_table_pages(32768, 16), 2048);
+  EXPECT_EQ(plan::mixed_table_pages(33, 16), 3);
+  EXPECT_EQ(plan::mixed_table_pages(0, 16), 1);
+  const plan::MixedScratch sc = plan::mixed_scratch(5, 4, 3, 64, 7);
   const plan::MixedScratchPart& a = sc.parts[0];
   const plan::MixedScratchPart& b = sc.parts[1];
   EXPECT_EQ(a.width, 1);
@@ -99,11 +102,14 @@ TEST(MixedRoute, TheScratchPartsDoNotOverlap) {
   EXPECT_GE(a.out_offset, a.q_offset + 5 * 1 * 3 * 64 * 2);
   EXPECT_GE(a.lse_offset, a.out_offset + 5 * 1 * 3 * 64 * 2);
   EXPECT_GE(a.lens_offset, a.lse_offset + 5 * 1 * 3 * 4);
-  EXPECT_GE(b.q_offset, a.lens_offset + 5 * 4);
+  EXPECT_GE(a.table_offset, a.lens_offset + 5 * 4);
+  EXPECT_GE(b.q_offset, a.table_offset + 5 * 7 * 4);
   EXPECT_GE(b.out_offset, b.q_offset + 5 * 4 * 3 * 64 * 2);
   EXPECT_GE(b.lse_offset, b.out_offset + 5 * 4 * 3 * 64 * 2);
   EXPECT_GE(b.lens_offset, b.lse_offset + 5 * 4 * 3 * 4);
-  EXPECT_GE(sc.prefill_lens_offset, b.lens_offset + 5 * 4);
+  EXPECT_GE(b.table_offset, b.lens_offset + 5 * 4);
+  EXPECT_GE(sc.slots_offset, b.table_offset + 5 * 7 * 4);
+  EXPECT_GE(sc.prefill_lens_offset, sc.slots_offset + 5 * 4);
   EXPECT_GE(sc.prefill_skip_offset, sc.prefill_lens_offset + 5 * 4);
   EXPECT_GE(sc.total_bytes, sc.prefill_skip_offset + 5 * 4);
 }
@@ -126,6 +132,41 @@ TEST(MixedRoute, DecodeRowsAreShortSequencesWithValidLengthsInTheirPart) {
   p.parts[1].q_max = 0;
   EXPECT_EQ(detail::mixed_decode_part(p, 1), -1);
   EXPECT_EQ(detail::mixed_decode_part(p, 0), 0);
+}
+
+// A part's members take its first slots in sequence order (the decode kernels' first blocks are
+// the real ones); counting in strides (as the split kernel's threads do) adds up to the same.
+TEST(MixedRoute, MembersTakeTheirPartsFirstSlotsInOrder) {
+  //                        q:  1  4  5  0  2  1   3   1
+  const std::vector<int32_t> cu = {0, 1, 5, 10, 10, 12, 13, 16, 17};
+  const std::vector<int32_t> lens = {9, 4, 50, 7, 2, 3, 2000, 5};
+  detail::MixedRouteParams p;
+  p.cu_seqlens_q = cu.data();
+  p.seq_lens = lens.data();
+  p.batch = 8, p.total_q = 17, p.max_kv_len = 1000;
+  p.parts[0].q_min = 1, p.parts[0].q_max = 1;
+  p.parts[1].q_min = 2, p.parts[1].q_max = 4;
+  // Part 0: sequences 0, 5, 7; part 1: 1, 4; the rest (a chunk, an empty row, a bad length) prefill.
+  const int part[] = {0, 1, -1, -1, 1, 0, -1, 0};
+  const int slot[] = {0, 0, -1, -1, 1, 1, -1, 2};
+  for (int b = 0; b < 8; ++b) {
+    ASSERT_EQ(detail::mixed_decode_part(p, b), part[b]) << "sequence " << b;
+    const detail::MixedMemberCount one = detail::mixed_member_count(p, b, 0, 1);
+    EXPECT_EQ(one.total[0], 3);
+    EXPECT_EQ(one.total[1], 2);
+    if (part[b] >= 0) EXPECT_EQ(one.before[part[b]], slot[b]) << "sequence " << b;
+    for (int stride : {2, 3, 256}) {
+      detail::MixedMemberCount sum;
+      for (int first = 0; first < stride; ++first) {
+        const detail::MixedMemberCount c = detail::mixed_member_count(p, b, first, stride);
+        for (int k = 0; k < detail::kMixedDecodeParts; ++k) sum.before[k] += c.before[k], sum.total[k] += c.total[k];
+      }
+      for (int k = 0; k < detail::kMixedDecodeParts; ++k) {
+        EXPECT_EQ(sum.before[k], one.before[k]) << "sequence " << b << " stride " << stride;
+        EXPECT_EQ(sum.total[k], one.total[k]) << "sequence " << b << " stride " << stride;
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -60,6 +60,8 @@ const MixShape kMixes[] = {
     {"bf16_paged64_window", 64, KvFormat::kNative, {3000, 500, 2348, 640, 7000}, {1, 4, 300, 64, 2}, 256},
     {"fp8_paged16", 16, KvFormat::kFP8E4M3, {3000, 500, 2348, 64, 7000, 33}, {1, 4, 300, 64, 3, 1}},
     {"int4_paged32", 32, KvFormat::kInt4, {2000, 4096, 1500, 77}, {2, 1, 200, 4}},
+    // Decode rows behind a chunk and an empty row: slots in their parts other than their index.
+    {"bf16_chunk_first", 16, KvFormat::kNative, {2348, 64, 3000, 500, 700, 90}, {300, 0, 1, 4, 1, 2}},
 };
 
 class MixedRouteVsReference : public ::testing::TestWithParam<MixShape> {};

@@ -1,10 +1,12 @@
 // Parameters of the mixed route's two small kernels (docs/MIXED_BATCH.md, "The mixed route"): a
 // serving step's varlen batch over one decode cache is served by the decode kernels for its decode
 // rows (single-query and speculative rows in two parts) and by the chunked-prefill kernels for its
-// chunks, side by side. The split kernel runs first: per sequence it decides the part, writes each
-// part's lengths (a sequence another part serves gets length 0 there) and copies a decode row's
-// queries into its part's padded batch; the merge kernel runs after all parts and copies the decode
-// rows' outputs into the call's rows. Plain host/device struct, no CUDA types.
+// chunks, side by side. The split kernel runs first: per sequence it decides the part and its slot
+// there (a part's members take its first slots, in sequence order, so that the decode kernels'
+// first blocks are the real ones and spread over every SM), writes each part's lengths (slots past
+// the members get length 0) and the member's block-table row, and copies a decode row's
+// queries into its slot of the part's padded batch; the merge kernel runs after all parts and
+// copies the decode rows' outputs into the call's rows. Plain host/device struct, no CUDA types.
 #pragma once
 
 #include <cstdint>
@@ -16,16 +18,18 @@ namespace splitkv::detail {
 enum class MixedRouteStage : int32_t { kSplit = 0, kMerge = 1 };
 
 // One decode part of the route: the sequences of q_min..q_max queries, served by one decode plan
-// over a padded batch (workspace, contiguous): q and out [batch, q_max, Hq, D], lse [batch, Hq,
-// q_max]; a member's queries take its last q_b positions (bottom-right, as the decode kernels align
-// a sequence's queries), zeros before them. Only members' slots are written; the decode kernels
-// see every other sequence at length 0. q_max 0: the part is absent.
+// over a padded batch of slots (workspace, contiguous): q and out [batch, q_max, Hq, D], lse [batch,
+// Hq, q_max]; the part's j-th member (in sequence order) is slot j, its queries at the slot's last
+// q_b positions (bottom-right, as the decode kernels align a sequence's queries), zeros before
+// them. Slots past the members have length 0 (their queries, table rows and outputs are never
+// read). q_max 0: the part is absent.
 struct MixedDecodePart {
   int q_min = 1, q_max = 0;
   void* q = nullptr;
   const void* out = nullptr;
   const float* lse = nullptr;
-  int32_t* seq_lens = nullptr;  // [batch]: seq_lens[b] for a member, else 0
+  int32_t* seq_lens = nullptr;     // [batch]: a member's seq_lens[b] at its slot, else 0
+  int32_t* block_table = nullptr;  // [batch, table_pages]: a member's block-table row at its slot
 };
 
 // Part 0: single-query sequences (the decode kernels' narrowest tile); part 1: 2..decode_q queries
@@ -48,7 +52,14 @@ struct MixedRouteParams {
   int64_t o_token_stride = 0, o_head_stride = 0;
   float* lse = nullptr;
   int64_t lse_head_stride = 0, lse_token_stride = 0;
+  // The call's paged cache: block_table [batch, >= table_pages] int32 with its row stride in
+  // elements, table_pages = ceil(max_kv_len / page_size). (No *_kc cache takes the route: the
+  // decode kernels do not read one, so no k_tail row needs a slot.)
+  const int32_t* block_table = nullptr;
+  int64_t block_table_stride = 0;
+  int page_size = 0, table_pages = 0;
   MixedDecodePart parts[kMixedDecodeParts];
+  int32_t* slots = nullptr;             // [batch]: a decode row's slot in its part (split writes, merge reads)
   int32_t* prefill_seq_lens = nullptr;  // [batch]: 0 for a decode row, else seq_lens[b]
   int32_t* prefill_skip = nullptr;      // [batch]: 1 for a decode row (PrefillParams::skip_sequences)
 };
@@ -64,6 +75,24 @@ SPLITKV_HD int mixed_decode_part(const MixedRouteParams& p, int b) {
     if (p.parts[k].q_max > 0 && q_len >= p.parts[k].q_min && q_len <= p.parts[k].q_max) return k;
   }
   return -1;
+}
+
+// Members of each decode part among sequences first, first + stride, ... < batch: those before
+// sequence b (b's slot in its part) and all of them (the part's first empty slot). The split
+// kernel's threads each count a stride and add up; the host tests count with stride 1.
+struct MixedMemberCount {
+  int before[kMixedDecodeParts] = {};
+  int total[kMixedDecodeParts] = {};
+};
+SPLITKV_HD MixedMemberCount mixed_member_count(const MixedRouteParams& p, int b, int first, int stride) {
+  MixedMemberCount c;
+  for (int i = first; i < p.batch; i += stride) {
+    const int k = mixed_decode_part(p, i);
+    if (k < 0) continue;
+    ++c.total[k];
+    if (i < b) ++c.before[k];
+  }
+  return c;
 }
 
 inline constexpr int kMixedRouteThreads = 256;
