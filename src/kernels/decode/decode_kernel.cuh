@@ -31,7 +31,10 @@ namespace splitkv::detail {
 // kMinBlocksPerSm > 0: the uncapped version's twin register-bound for that many resident blocks
 // per SM (Traits::kBoundVariantsBlocks, Plan::register_bound_blocks). 0 states no minimum: ptxas's
 // own register choice, which an explicit minimum of 1 is not (docs/TUNING.md, "Kernels").
-template <class Traits, bool kVariants = false, bool kCapped = false, int kMinBlocksPerSm = 0>
+// kFoldSinks: the final rows fold p.sinks (a variants instance's; the launcher takes the uncapped
+// version without it where p.sinks is null: several splits, whose sink the combine folds, or none).
+template <class Traits, bool kVariants = false, bool kCapped = false, int kMinBlocksPerSm = 0,
+          bool kFoldSinks = kVariants>
 __global__ void __launch_bounds__(Traits::kThreads, kMinBlocksPerSm)
     decode_kernel(const __grid_constant__ DecodeParams p) {
   using namespace cute;
@@ -171,7 +174,8 @@ __global__ void __launch_bounds__(Traits::kThreads, kMinBlocksPerSm)
   if (keys.bad_input || kv.bad_input) block_saw_bad_input = 1;
   __syncthreads();
   constexpr int kStagingBytes = Traits::kSmemBytes - kM * D * int(sizeof(Element));  // all but Q
-  finish_decode_block<Element, kWarps, kM, D, Traits::kThreads, kStagingBytes, kVariants>(
+  static_assert(kVariants || !kFoldSinks, "sinks are a variant");
+  finish_decode_block<Element, kWarps, kM, D, Traits::kThreads, kStagingBytes, kFoldSinks>(
       p, merge, cluster_inbox, reinterpret_cast<char*>(smem_kv), block_saw_bad_input != 0, b, kv_head, split, row0,
       rows_here, p.scale_log2, 1.f);
 }

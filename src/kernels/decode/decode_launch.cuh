@@ -11,6 +11,7 @@ cudaError_t launch_decode_mma(const DecodeParams& params, const LaunchConfig& co
   using Traits = DecodeTraits<Element, kHeadDim, kBlockM>;
   auto* kernel = !decode_variants(params)    ? decode_kernel<Traits, false>
                  : decode_softcap_on(params) ? decode_kernel<Traits, true, true>
+                 : params.sinks == nullptr   ? decode_kernel<Traits, true, false, 0, false>
                                              : decode_kernel<Traits, true, false>;
   // The plan counts on the resident blocks of the variants instance's register-bound twin.
   if constexpr (Traits::kBoundVariantsBlocks > 0) {
