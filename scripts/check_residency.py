@@ -13,6 +13,9 @@ than 65536 registers hold at that count.
 
     scripts/check_residency.py BUILD/splitkv [--cuobjdump PATH] [--kernels-from FILE ...]
 
+Every kernel taking DecodeParams must parse (a template parameter this script does not know fails
+the check rather than dropping the instance from it).
+
 --kernels-from reads the kernels from other binaries or object files (e.g. one build's
 instantiation objects), planned by the given CLI's planner.
 """
@@ -32,7 +35,10 @@ DTYPES = {"10bfloat16_t": "bf16", "6half_t": "fp16"}
 
 KERNEL = re.compile(
     r"_ZN7splitkv6detail(?:13decode_kernel|19quant_decode_kernel|32quant_decode_keys_as_rows_kernel)I"
-    r"(?P<traits>.*?)ELb(?P<var>[01])ELb(?P<cap>[01])(?:ELi(?P<min>\d+))?E+vNS0_12DecodeParamsE")
+    r"(?P<traits>.*?)ELb(?P<var>[01])ELb(?P<cap>[01])(?:ELi(?P<min>\d+))?(?:ELb(?P<fold>[01]))?E+vNS0_12DecodeParamsE")
+# Any kernel taking DecodeParams: each must parse as KERNEL (a new template parameter that the
+# pattern does not know would otherwise drop its instances from the check unseen).
+ANY_DECODE_KERNEL = re.compile(r"_ZN7splitkv6detail\d+\w*kernelI\w*vNS0_12DecodeParamsE$")
 DECODE_TRAITS = re.compile(r"NS0_12DecodeTraitsIN7cutlass(?P<dtype>10bfloat16_t|6half_t)ELi(?P<d>\d+)ELi(?P<m>\d+)E")
 QUANT_TRAITS = re.compile(r"(?P<rows>NS0_16KeysAsRowsTraitsI)?NS0_17DecodeQuantTraitsIN7cutlass"
                           r"(?P<dtype>10bfloat16_t|6half_t)ELi(?P<d>\d+)ELNS_8KvFormatE(?P<f>\d+)E")
@@ -52,7 +58,7 @@ def kernels(binary, cuobjdump):
             name = m.group(1)
             continue
         m = re.search(r"REG:(\d+)", line)
-        if m and name and arch == "sm_90a" and KERNEL.search(name):
+        if m and name and arch == "sm_90a" and (KERNEL.search(name) or ANY_DECODE_KERNEL.search(name)):
             found.append((name, int(m.group(1))))
         name = None
     return found
@@ -61,6 +67,8 @@ def kernels(binary, cuobjdump):
 def instance(name):
     """The plan that launches this kernel: (family, CLI arguments, version), or None if unknown."""
     k = KERNEL.search(name)
+    if not k:
+        return None
     variants, capped, bound = k.group("var") == "1", k.group("cap") == "1", int(k.group("min") or 0)
     t = DECODE_TRAITS.search(k.group("traits"))
     if t:
