@@ -12,6 +12,7 @@
 #include "api/output_rows.hpp"
 #include "api/side_stream.hpp"
 #include "api/workspace_registry.hpp"
+#include "common/block_table.hpp"
 #include "common/formats.hpp"
 #include "kernels/combine/atomic_normalize_params.hpp"
 #include "kernels/combine/combine_params.hpp"
@@ -595,7 +596,7 @@ Status run_mixed_route(const Plan& plan, const PrefillTensors& t, void* workspac
   const int64_t B = pr.batch, Hq = pr.num_q_heads, D = pr.head_dim;
   char* base = static_cast<char*>(workspace);
   char* scratch = base + plan.mixed_scratch_offset();
-  const int table_pages = plan::mixed_table_pages(pr.max_kv_len, pr.page_size);
+  const int table_pages = int(detail::block_table_pages(pr.max_kv_len, pr.page_size));
   const plan::MixedScratch sc =
       plan::mixed_scratch(pr.batch, plan.mixed_decode_q(), pr.num_q_heads, pr.head_dim, table_pages);
   static_assert(std::extent_v<decltype(plan::MixedScratch::parts)> == detail::kMixedDecodeParts);

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "validate/validate.hpp"
+#include "common/block_table.hpp"
 #include "common/formats.hpp"
 #include "kernels/common/attention_variants.hpp"
 #include "kernels/common/split_rule.hpp"
@@ -855,7 +856,7 @@ void plan_mixed_route(const PrefillProblem& problem, const DeviceInfo& device, c
   }
   p->workspace_bytes = p->mixed_scratch_offset +
                        plan::mixed_scratch(problem.batch, decode_q, problem.num_q_heads, problem.head_dim,
-                                           plan::mixed_table_pages(problem.max_kv_len, problem.page_size))
+                                           int(detail::block_table_pages(problem.max_kv_len, problem.page_size)))
                            .total_bytes;
   if (p->persistent_blocks > 0) {
     p->persistent_blocks = std::max(1, device.sm_count - device.sm_count / kMixedDecodeSmShare);

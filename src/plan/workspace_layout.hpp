@@ -119,7 +119,7 @@ inline KvStaging kv_staging(int batch, int max_kv_len, int num_kv_heads, int hea
 // The mixed route's scratch (PlanFields::mixed_scratch_offset): per decode part of width w
 // queries (1 for single-query rows, Plan::mixed_decode_q for speculative rows; 0: absent) its
 // padded queries and outputs [batch, w, Hq, D] (16-bit), LSEs fp32 [batch, Hq, w], lengths int32
-// [batch] and block table int32 [batch, table_pages]; then the decode
+// [batch] and block table int32 [batch, table_pages] (detail::block_table_pages); then the decode
 // rows' slots and the prefill part's lengths and skip marks, int32 [batch] each.
 struct MixedScratchPart {
   int width = 0;
@@ -131,13 +131,6 @@ struct MixedScratch {
   size_t slots_offset = 0, prefill_lens_offset = 0, prefill_skip_offset = 0;
   size_t total_bytes = 0;
 };
-
-// Columns of a decode part's block table: the pages of the longest sequence (as validation asks of
-// the call's table).
-inline int mixed_table_pages(int max_kv_len, int page_size) {
-  const int pages = page_size > 0 ? (max_kv_len + page_size - 1) / page_size : 0;
-  return pages > 1 ? pages : 1;
-}
 
 inline MixedScratch mixed_scratch(int batch, int decode_q, int num_q_heads, int head_dim, int table_pages) {
   MixedScratch w;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "validate/tensor_checks.hpp"
+#include "common/block_table.hpp"
 #include "common/formats.hpp"
 #include "splitkv/splitkv.hpp"
 
@@ -217,7 +218,7 @@ Status check_kv_cache(const CacheBinding& c) {
     }
   }
   if (paged) {
-    const int64_t min_pages = std::max<int64_t>(1, (int64_t(c.max_kv_len) + c.page_size - 1) / c.page_size);
+    const int64_t min_pages = block_table_pages(c.max_kv_len, c.page_size);
     if (Status s = check_tensor("block_table", c.block_table, Expect{DType::kI32, {B, -min_pages}, false, true});
         !s) {
       return s;

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "common/block_table.hpp"
 #include "kernels/mixed/mixed_route_params.hpp"
 #include "plan/workspace_layout.hpp"
 #include "splitkv/splitkv.hpp"
@@ -91,9 +92,9 @@ TEST(MixedRoute, AGroupOf16LeavesOnlyTheSingleQueryPart) {
 }
 
 TEST(MixedRoute, TheScratchPartsDoNotOverlap) {
-  EXPECT_EQ(plan::mixed_table_pages(32768, 16), 2048);
-  EXPECT_EQ(plan::mixed_table_pages(33, 16), 3);
-  EXPECT_EQ(plan::mixed_table_pages(0, 16), 1);
+  EXPECT_EQ(detail::block_table_pages(32768, 16), 2048);
+  EXPECT_EQ(detail::block_table_pages(33, 16), 3);
+  EXPECT_EQ(detail::block_table_pages(0, 16), 1);
   const plan::MixedScratch sc = plan::mixed_scratch(5, 4, 3, 64, 7);
   const plan::MixedScratchPart& a = sc.parts[0];
   const plan::MixedScratchPart& b = sc.parts[1];
