@@ -115,16 +115,23 @@ TEST(MixedRoute, TheScratchPartsDoNotOverlap) {
   EXPECT_GE(sc.total_bytes, sc.prefill_skip_offset + 5 * 4);
 }
 
-TEST(MixedRoute, DecodeRowsAreShortSequencesWithValidLengthsInTheirPart) {
-  //                        q:  1  4  5  0  2  3   1   1
-  const std::vector<int32_t> cu = {0, 1, 5, 10, 10, 12, 15, 16, 17};
-  const std::vector<int32_t> lens = {9, 4, 50, 7, 1, 3, 2000, -1};
+// The route's parameters over eight sequences of 17 query tokens in all, lengths up to 1000:
+// single-query rows in part 0, rows of 2-4 queries in part 1.
+detail::MixedRouteParams eight_sequences(const std::vector<int32_t>& cu, const std::vector<int32_t>& lens) {
   detail::MixedRouteParams p;
   p.cu_seqlens_q = cu.data();
   p.seq_lens = lens.data();
   p.batch = 8, p.total_q = 17, p.max_kv_len = 1000;
   p.parts[0].q_min = 1, p.parts[0].q_max = 1;
   p.parts[1].q_min = 2, p.parts[1].q_max = 4;
+  return p;
+}
+
+TEST(MixedRoute, DecodeRowsAreShortSequencesWithValidLengthsInTheirPart) {
+  //                        q:  1  4  5  0  2  3   1   1
+  const std::vector<int32_t> cu = {0, 1, 5, 10, 10, 12, 15, 16, 17};
+  const std::vector<int32_t> lens = {9, 4, 50, 7, 1, 3, 2000, -1};
+  detail::MixedRouteParams p = eight_sequences(cu, lens);
   const int expected[] = {0, 1, -1, -1, -1, 1, -1, -1};
   for (int b = 0; b < 8; ++b) EXPECT_EQ(detail::mixed_decode_part(p, b), expected[b]) << "sequence " << b;
   p.total_q = 16;  // the last sequence's query lies past the q tensor
@@ -141,12 +148,7 @@ TEST(MixedRoute, MembersTakeTheirPartsFirstSlotsInOrder) {
   //                        q:  1  4  5  0  2  1   3   1
   const std::vector<int32_t> cu = {0, 1, 5, 10, 10, 12, 13, 16, 17};
   const std::vector<int32_t> lens = {9, 4, 50, 7, 2, 3, 2000, 5};
-  detail::MixedRouteParams p;
-  p.cu_seqlens_q = cu.data();
-  p.seq_lens = lens.data();
-  p.batch = 8, p.total_q = 17, p.max_kv_len = 1000;
-  p.parts[0].q_min = 1, p.parts[0].q_max = 1;
-  p.parts[1].q_min = 2, p.parts[1].q_max = 4;
+  const detail::MixedRouteParams p = eight_sequences(cu, lens);
   // Part 0: sequences 0, 5, 7; part 1: 1, 4; the rest (a chunk, an empty row, a bad length) prefill.
   const int part[] = {0, 1, -1, -1, 1, 0, -1, 0};
   const int slot[] = {0, 0, -1, -1, 1, 1, -1, 2};
