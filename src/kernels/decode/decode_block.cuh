@@ -225,6 +225,32 @@ __device__ __forceinline__ void finish_decode_block(const DecodeParams& p, const
   }
 }
 
+// A block that reads no key (a zero-length sequence, or a split past its sequence's keys) and
+// writes its own rows (no cluster or fused merge) skips the key loop and the warp merge: its rows
+// are what merging empty warp states gives, O = 0 and LSE = -inf, with a final row's sink folded
+// in (write_rows_of_no_key). The mixed route's decode parts have many such blocks: their slots past
+// the members (docs/MIXED_BATCH.md). Uniform over the block: every thread has the same key range.
+__device__ __forceinline__ bool block_reads_no_key(const DecodeParams& p, const DecodeKeyRange& keys) {
+  return keys.hi <= keys.lo && !keys.bad_input && !p.cluster_combine && p.tile_counters == nullptr;
+}
+
+template <class Element, int kM, int kHeadDim, int kThreads, bool kSinks = false>
+__device__ __forceinline__ void write_rows_of_no_key(const DecodeParams& p, int b, int kv_head, int split, int row0,
+                                                     int rows_here) {
+  for (int idx = threadIdx.x; idx < kM * kHeadDim / 4; idx += kThreads) {
+    const int r = idx / (kHeadDim / 4), c = idx % (kHeadDim / 4) * 4;
+    if (r >= rows_here) continue;
+    float o[4] = {0.f, 0.f, 0.f, 0.f};
+    float row_lse = kNegInf;
+    const PackedRow at = packed_row(p, kv_head, row0 + r);
+    if constexpr (kSinks) {
+      if (p.sinks != nullptr) fold_sink(p.sinks[at.head * p.sinks_stride], &row_lse);  // weight 0: O stays 0
+    }
+    write_output<Element, kHeadDim>(p.output, OutputRow{b, at.query, at.query, at.head, split}, c, o, row_lse, c == 0,
+                                    false);
+  }
+}
+
 // finish_decode_block as a call: its code (cluster and fused merges) then takes no part in the
 // register allocation of the kernel's key loop. For a kernel at its register bound, where the
 // inlined epilogue tipped ptxas into spilling inside the loop: the INT4 16-row kernel (168

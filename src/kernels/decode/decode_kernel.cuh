@@ -93,6 +93,10 @@ __global__ void __launch_bounds__(Traits::kThreads, kMinBlocksPerSm)
   // ---- Q to registers once its copy group has landed -------------------------------------------------
   cp_async_wait<kStages - 1>();
   __syncthreads();
+  if (block_reads_no_key(p, keys)) {
+    write_rows_of_no_key<Element, kM, D, Traits::kThreads, kFoldSinks>(p, b, kv_head, split, row0, rows_here);
+    return;
+  }
   typename Traits::TiledMma tiled_mma;
   auto thr_mma = tiled_mma.get_thread_slice(lane);
   Tensor tSrQ = thr_mma.partition_fragment_A(sQ);  // (MMA, MMA_M, MMA_K)

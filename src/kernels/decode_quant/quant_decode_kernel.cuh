@@ -37,6 +37,11 @@ __global__ void __launch_bounds__(Traits::kThreads, kVariants ? Traits::kVariant
   DecodeKeyRange keys;
   int my_subtiles;
   QuantKvLoader<Traits> kv = start_quant_block<Traits, kVariants>(p, at, smem, tid, block_saw_bad_input, keys, my_subtiles);
+  if (block_reads_no_key(p, keys)) {
+    write_rows_of_no_key<typename Traits::Element, kM, D, Traits::kThreads, kVariants>(p, at.b, at.kv_head, at.split,
+                                                                                       at.row0, at.rows_here);
+    return;
+  }
 
   // ---- Q to registers -------------------------------------------------------------------------------
   QuantQFragment<Traits> q;

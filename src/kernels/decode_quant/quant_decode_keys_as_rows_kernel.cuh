@@ -45,6 +45,11 @@ __global__ void __launch_bounds__(Traits::kThreads, kVariants ? Traits::kVariant
   DecodeKeyRange keys;
   int my_subtiles;
   QuantKvLoader<Traits> kv = start_quant_block<Traits, kVariants>(p, at, smem, tid, block_saw_bad_input, keys, my_subtiles);
+  if (!Traits::kChannelKeys && block_reads_no_key(p, keys)) {  // keys per channel: the tail slot is still checked
+    write_rows_of_no_key<typename Traits::Element, Traits::kBlockM, D, Traits::kThreads, kVariants>(
+        p, at.b, at.kv_head, at.split, at.row0, at.rows_here);
+    return;
+  }
 
   using Element = typename Traits::Element;
   const Element* sQ = reinterpret_cast<const Element*>(smem);
