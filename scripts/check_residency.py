@@ -8,7 +8,8 @@ memory allows, lowered where a family's tile says an instance's registers hold f
 so a kernel change can silently make them wrong. This script reads every sm_90a decode kernel of a
 built `splitkv` CLI with cuobjdump (registers per thread), asks the CLI's planner for a plan that
 launches that very instance (its family forced, the variant that selects the version: none, a
-window, a softcap, or the register-bound twin's grid), and fails where the plan counts more blocks
+window, a softcap, the short-block twin's grid of a short window or the register-bound twin's of
+a long one), and fails where the plan counts more blocks
 than 65536 registers hold at that count.
 
     scripts/check_residency.py BUILD/splitkv [--cuobjdump PATH] [--kernels-from FILE ...]
@@ -39,9 +40,12 @@ KERNEL = re.compile(
 # Any kernel taking DecodeParams: each must parse as KERNEL (a new template parameter that the
 # pattern does not know would otherwise drop its instances from the check unseen).
 ANY_DECODE_KERNEL = re.compile(r"_ZN7splitkv6detail\d+\w*kernelI\w*vNS0_12DecodeParamsE$")
-DECODE_TRAITS = re.compile(r"NS0_12DecodeTraitsIN7cutlass(?P<dtype>10bfloat16_t|6half_t)ELi(?P<d>\d+)ELi(?P<m>\d+)E")
+DECODE_TRAITS = re.compile(r"NS0_12DecodeTraitsIN7cutlass(?P<dtype>10bfloat16_t|6half_t)ELi(?P<d>\d+)ELi(?P<m>\d+)"
+                           r"(?:ELi(?P<w>\d+))?E")
+FULL_WARPS = 4  # decode_mma's and decode_quant's tiles; fewer: the variants instance's short-block twin
 QUANT_TRAITS = re.compile(r"(?P<rows>NS0_16KeysAsRowsTraitsI)?NS0_17DecodeQuantTraitsIN7cutlass"
-                          r"(?P<dtype>10bfloat16_t|6half_t)ELi(?P<d>\d+)ELNS_8KvFormatE(?P<f>\d+)E")
+                          r"(?P<dtype>10bfloat16_t|6half_t)ELi(?P<d>\d+)ELNS_8KvFormatE(?P<f>\d+)E"
+                          r"(?:Li\d+E(?:Li(?P<w>\d+)E)?)?")
 
 
 def kernels(binary, cuobjdump):
@@ -71,8 +75,11 @@ def instance(name):
         return None
     variants, capped, bound = k.group("var") == "1", k.group("cap") == "1", int(k.group("min") or 0)
     t = DECODE_TRAITS.search(k.group("traits"))
+    short_twin = 0
     if t:
         dtype, d, rows = DTYPES[t.group("dtype")], int(t.group("d")), int(t.group("m"))
+        warps = int(t.group("w") or FULL_WARPS)
+        short_twin = warps if warps < FULL_WARPS else 0
         family, fmt = ("decode_mma_m32" if rows == 32 else "decode_mma"), "native"
     else:
         t = QUANT_TRAITS.search(k.group("traits"))
@@ -82,31 +89,38 @@ def instance(name):
         if fmt is None:
             return None
         rows = 8 if t.group("rows") else 16
+        warps = int(t.group("w") or FULL_WARPS)
+        short_twin = warps if warps < FULL_WARPS else 0
         family = ("decode_mma_n8" if fmt == "native" else "decode_kc_n8" if fmt.endswith("_kc") else
                   "decode_quant_n8") if rows == 8 else "decode_quant"
     # Packed rows per KV head that the family serves: q_len x 8 (Hq/Hkv 64/8).
     q_len = {8: 1, 16: 2, 32: 4}[rows]
     args = ["--family", family, "--kv-format", fmt, "--dtype", dtype, "-d", str(d), "--hq", "64", "--hkv", "8",
             "--lq", str(q_len)] + (["--causal"] if q_len > 1 else [])
-    if bound:  # the register-bound twin: a grid of short rows it saves a round on
+    if short_twin:  # the short-block twin: blocks of a 128-key window
         args += ["-b", "256", "--lk", "8192", "--window", "128,-1"]
+    elif bound:  # the register-bound twin: long blocks it runs in one round
+        args += ["-b", "16", "--lk", "8192", "--window", "4096,-1"]
     else:
         args += ["-b", "1", "--lk", "4096"]
         if capped:
             args += ["--softcap", "30"]
         elif variants:
             args += ["--window", "128,-1"]
-    version = "twin" if bound else "capped" if capped else "variants" if variants else "plain"
-    return family, dtype, d, fmt, version, bound, args
+    version = ("short twin" if short_twin else "twin" if bound else "capped" if capped else "variants" if variants
+               else "plain")
+    return family, dtype, d, fmt, version, bound, short_twin, args
 
 
 def planned(cli, args):
-    """(blocks per SM the plan counts, threads per block, register-bound count) from `splitkv plan`."""
+    """(blocks per SM the plan counts, threads per block, register-bound count, short-block twin's
+    warps) from `splitkv plan`."""
     out = subprocess.run([cli, "plan"] + args, capture_output=True, text=True).stdout
     tile = re.search(r"warps=(\d+).*?(\d+) block\(s\)/SM(?:.*register-bound for (\d+))?", out)
     if not tile:
         return None
-    return int(tile.group(2)), 32 * int(tile.group(1)), int(tile.group(3) or 0)
+    warps = int(tile.group(1))
+    return int(tile.group(2)), 32 * warps, int(tile.group(3) or 0), warps if "short-block twin" in out else 0
 
 
 def main():
@@ -130,16 +144,19 @@ def main():
             print(f"check_residency: a decode kernel this script cannot place: {name}", file=sys.stderr)
             bad += 1
             continue
-        family, dtype, d, fmt, version, bound, args = inst
+        family, dtype, d, fmt, version, bound, short_twin, args = inst
         plan = planned(a.cli, args)
         what = f"{family} {dtype} D={d} {fmt} {version}"
         if plan is None:
             print(f"check_residency: no plan for {what}: splitkv plan {' '.join(args)}", file=sys.stderr)
             bad += 1
             continue
-        counted, threads, twin = plan
+        counted, threads, twin, planned_short = plan
         held = REGISTERS_PER_SM // (math.ceil(regs / REGISTER_GRANULE) * REGISTER_GRANULE * threads)
-        if bound and twin != bound:
+        if short_twin and planned_short != short_twin:
+            print(f"FAIL {what}: the short blocks' grid did not launch it (plan's short-block twin: {planned_short} warps)")
+            bad += 1
+        elif bound and twin != bound:
             print(f"FAIL {what}: the twin's grid did not launch it (plan: register-bound for {twin})")
             bad += 1
         elif counted > held:

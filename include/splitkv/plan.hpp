@@ -172,6 +172,10 @@ struct PlanFields {
   // it. 0: the instance as it is (blocks_per_sm then counts what its registers hold, where fewer
   // than its shared memory allows).
   int register_bound_blocks = 0;
+  // > 0: the plan launches the family's variants instance in its twin for blocks of few keys (a
+  // short sliding window), which has this many warps (warps, stages, smem_bytes and blocks_per_sm
+  // then describe the twin). 0: the instance as it is.
+  int short_twin_warps = 0;
   int64_t work_units = 0;  // thread blocks before splitting (decode: batch * Hkv * m tiles)
   int grid[3] = {1, 1, 1};
   // Prefill on sm_90 (prefill_sm90 tiles at head dims <= 128, more tiles than SMs): > 0 launches
@@ -247,6 +251,7 @@ class Plan {
   int blocks_per_sm() const { return f_.blocks_per_sm; }
   int launch_smem_bytes() const { return f_.launch_smem_bytes; }
   int register_bound_blocks() const { return f_.register_bound_blocks; }
+  int short_twin_warps() const { return f_.short_twin_warps; }
   const int (&grid() const)[3] { return f_.grid; }
   int persistent_blocks() const { return f_.persistent_blocks; }
   bool dynamic_tiles() const { return f_.dynamic_tiles; }

@@ -637,6 +637,7 @@ NB_MODULE(_splitkv, m) {
           .def_prop_ro("blocks_per_sm", &Plan::blocks_per_sm)
           .def_prop_ro("launch_smem_bytes", &Plan::launch_smem_bytes)
           .def_prop_ro("register_bound_blocks", &Plan::register_bound_blocks)
+          .def_prop_ro("short_twin_warps", &Plan::short_twin_warps)
           .def_prop_ro("work_units", &Plan::work_units)
           .def_prop_ro("packed_queries", &Plan::packed_queries)
           .def_prop_ro("decode_via_prefill", &Plan::decode_via_prefill)

@@ -84,6 +84,7 @@ Status decode_launch_config(const Plan& plan, Stream stream, detail::LaunchConfi
   *config = launch_config(stream, plan.grid());
   config->min_smem_bytes = plan.launch_smem_bytes();
   config->register_bound_blocks = plan.register_bound_blocks();
+  config->short_twin_warps = plan.short_twin_warps();
   return Status::success();
 }
 

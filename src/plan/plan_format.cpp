@@ -124,6 +124,7 @@ std::string describe(const Plan& p) {
     << " stages=" << p.stages() << " smem=" << p.smem_bytes() << " B, " << p.blocks_per_sm() << " block(s)/SM";
   if (p.launch_smem_bytes() > 0) s << " (launched with " << p.launch_smem_bytes() << " B: even placement)";
   if (p.register_bound_blocks() > 0) s << " (variants instance register-bound for " << p.register_bound_blocks() << ")";
+  if (p.short_twin_warps() > 0) s << " (variants instance's short-block twin)";
   s << "\n";
   s << "grid: " << p.grid()[0] << " x " << p.grid()[1] << " x " << p.grid()[2] << " (work units before splitting: "
     << p.work_units() << ")\n";

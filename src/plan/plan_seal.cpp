@@ -70,6 +70,7 @@ uint64_t plan_seal(const Plan& plan) {
   h.add(p.l2_prefetch), h.add(p.l2_prefetch_keys), h.add(p.dequantized_cache), h.add(p.staging_bytes);
   h.add(p.block_m), h.add(p.block_n), h.add(p.warps), h.add(p.stages), h.add(p.smem_bytes);
   h.add(p.blocks_per_sm), h.add(p.launch_smem_bytes), h.add(p.register_bound_blocks), h.add(p.work_units);
+  h.add(p.short_twin_warps);
   for (int g : p.grid) h.add(g);
   h.add(p.persistent_blocks), h.add(p.dynamic_tiles), h.add(p.stream_k), h.add(p.stream_k_first_tile);
   h.add(p.stream_k_steps), h.add(p.stream_k_workspace_offset), h.add(p.packed_queries);

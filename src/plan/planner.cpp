@@ -471,8 +471,40 @@ int split_blocks_per_sm(const DecodeProblem& problem, const tiles::TileSummary& 
   const LaunchedRegisters r = launched_registers(problem, tile);
   return r.held == 0 || r.held >= blocks_per_sm || r.twin ? blocks_per_sm : r.held;
 }
+// The keys one block of the plan reads at most (its split of the keys a row sees).
+int plan_block_keys(const DecodeProblem& problem, const detail::PlanFields& p) {
+  return p.split_tokens > 0 ? p.split_tokens : ceil_div(plan::decode_split_keys(problem, p.block_n), p.num_splits);
+}
+// Blocks of at most kShortBlockKeys keys on a tile whose uncapped variants instance has a twin
+// with fewer warps (tiles::TileSummary::ShortTwin): the plan launches the twin, which an SM holds
+// more of (Plan::short_twin_warps), where the grid then runs in fewer rounds of resident blocks;
+// in the same rounds the four-warp block, faster on its own, keeps them (docs/TUNING.md,
+// "Kernels"). Counted after the splits, which the four-warp tile's count decides.
+bool count_short_twin(const DecodeProblem& problem, const tiles::TileSummary& tile, const DeviceInfo& device,
+                      detail::PlanFields* p) {
+  const LaunchedRegisters r = launched_registers(problem, tile);
+  const tiles::TileSummary::ShortTwin& twin = tile.short_twin;
+  if (!r.variants || problem.softcap > 0.f || twin.warps == 0 || plan_block_keys(problem, *p) > kShortBlockKeys) {
+    return false;
+  }
+  const int held = r.held > 0 ? std::min(r.held, p->blocks_per_sm) : p->blocks_per_sm;
+  const int twin_blocks = std::min(blocks_per_sm(device, twin.smem_bytes, 32 * twin.warps), twin.register_blocks);
+  auto rounds = [&](int per_sm) { return ceil_div(grid_blocks(*p), int64_t(device.sm_count) * per_sm); };
+  if (twin_blocks <= held || rounds(twin_blocks) >= rounds(held)) return false;
+  p->short_twin_warps = twin.warps;
+  p->warps = twin.warps;
+  p->stages = twin.stages;
+  p->smem_bytes = twin.smem_bytes;
+  p->blocks_per_sm = twin_blocks;
+  p->note += "; blocks of <= " + std::to_string(kShortBlockKeys) + " keys: the variants instance's " +
+             std::to_string(twin.warps) + "-warp twin, " + std::to_string(twin_blocks) + " blocks per SM (" +
+             std::to_string(rounds(twin_blocks)) + " rounds of blocks, not " + std::to_string(rounds(held)) + ")";
+  return true;
+}
+
 void count_register_blocks(const DecodeProblem& problem, const tiles::TileSummary& tile, const DeviceInfo& device,
                            detail::PlanFields* p) {
+  if (count_short_twin(problem, tile, device, p)) return;
   const LaunchedRegisters r = launched_registers(problem, tile);
   const int held = r.held;
   if (held == 0 || held >= p->blocks_per_sm) return;
@@ -482,9 +514,7 @@ void count_register_blocks(const DecodeProblem& problem, const tiles::TileSummar
     auto rounds = [&](int per_sm) { return ceil_div(grid_blocks(*p), int64_t(device.sm_count) * per_sm); };
     const int bound = std::min(p->blocks_per_sm, tile.bound_variants_blocks);
     const int rounds_unbound = rounds(held), rounds_bound = rounds(bound);
-    const int split_keys = plan::decode_split_keys(problem, p->block_n);
-    const int block_keys = p->split_tokens > 0 ? p->split_tokens : ceil_div(split_keys, p->num_splits);
-    const bool latency_bound = block_keys <= kShortBlockKeys || rounds_bound == 1;
+    const bool latency_bound = plan_block_keys(problem, *p) <= kShortBlockKeys || rounds_bound == 1;
     if (rounds_bound < rounds_unbound && latency_bound) {  // bound > held: the twin holds more
       p->register_bound_blocks = bound;
       p->blocks_per_sm = bound;

@@ -187,58 +187,109 @@ TEST(Planner, AGridOfOneWaveAndAPartOverTheSlotsSplitsItsTail) {
   EXPECT_EQ(spec(64, 32, 64, 1, 8192, KvFormat::kFP8E4M3).num_splits(), 1);
 }
 
-TEST(Planner, AVariantsInstanceShortOfRegistersIsBoundWhereThatSavesARound) {
-  // decode_mma_m32 at D=64: shared memory holds three blocks per SM, the uncapped variants
-  // instance's registers two. Its register-bound twin (three) is launched where the grid then runs
-  // in fewer rounds of short blocks: B=256 64/8 q_len 4, window 128 + sinks: 2048 blocks, 6 rounds
-  // on 132 x 3 slots against 8 on 132 x 2. B=64's 512 blocks take 2 rounds either way: the plain
-  // instance, whose two blocks per SM the plan counts (docs/TUNING.md, "Kernels").
-  auto gpt_oss = [](int batch, float softcap = 0.f) {
+TEST(Planner, ShortBlocksTakeTheVariantsInstancesTwoWarpTwin) {
+  // decode_mma_m32 at D=64: blocks of a short sliding window (<= 256 keys) run the uncapped
+  // variants instance's twin with two warps (38912 B of shared memory: five blocks per SM, by
+  // registers too) where the grid then runs in fewer rounds: B=64's 512 blocks in one, not two
+  // (132 x 2 slots for the four-warp instance, whose registers hold two) (docs/TUNING.md, "Kernels").
+  auto gpt_oss = [](int batch, float softcap = 0.f, DeviceInfo device = DeviceInfo::h200()) {
     DecodeProblem p = decode(batch, 64, 8, 8192, 64, 4);
     p.causal = true;
     p.window_left = 128;
     p.sinks = true;
     p.softcap = softcap;
+    return plan_or_die(p, {}, device);
+  };
+  const tiles::TileSummary tile = tiles::decode_mma_m32_summary(64, KvFormat::kBF16);
+  EXPECT_EQ(tile.short_twin.warps, 2);
+  EXPECT_EQ(tile.short_twin.smem_bytes, 38912);
+  EXPECT_EQ(tiles::decode_mma_summary(64, KvFormat::kBF16).short_twin.warps, 0);
+  EXPECT_EQ(tiles::decode_mma_m32_summary(128, KvFormat::kBF16).short_twin.warps, 0);
+  for (int batch : {256, 128, 64}) {
+    const Plan plan = gpt_oss(batch);
+    ASSERT_EQ(plan.family(), "decode_mma_m32");
+    EXPECT_EQ(plan.short_twin_warps(), 2) << "B=" << batch << ": " << plan.note();
+    EXPECT_EQ(plan.warps(), 2);
+    EXPECT_EQ(plan.smem_bytes(), 38912);
+    EXPECT_EQ(plan.blocks_per_sm(), 5) << "B=" << batch;
+    EXPECT_EQ(plan.register_bound_blocks(), 0);
+  }
+  // B=32's 256 blocks fit one round of the four-warp instance: it keeps them (its registers' two).
+  EXPECT_EQ(gpt_oss(32).family(), "decode_mma_m32");
+  EXPECT_EQ(gpt_oss(32).short_twin_warps(), 0) << gpt_oss(32).note();
+  EXPECT_EQ(gpt_oss(32).blocks_per_sm(), 2);
+  // B=16 and below: the 16-row tile, in two m tiles per KV head, which has no twin.
+  EXPECT_EQ(gpt_oss(16).family(), "decode_mma");
+  EXPECT_EQ(gpt_oss(16).short_twin_warps(), 0);
+  // FP8's 16-row block at D=64 (decode_quant): a two-warp twin holding eight blocks per SM.
+  const tiles::TileSummary fp8_tile = tiles::decode_quant_summary(64, KvFormat::kFP8E4M3);
+  EXPECT_EQ(fp8_tile.short_twin.warps, 2);
+  EXPECT_EQ(fp8_tile.short_twin.register_blocks, 8);
+  EXPECT_EQ(tiles::decode_quant_summary(64, KvFormat::kInt8).short_twin.warps, 0);
+  EXPECT_EQ(tiles::decode_quant_summary(128, KvFormat::kFP8E4M3).short_twin.warps, 0);
+  EXPECT_EQ(tiles::decode_quant_n8_summary(64, KvFormat::kFP8E4M3).short_twin.warps, 0);
+  auto gpt_oss_fp8 = [](int batch) {
+    DecodeProblem p = decode(batch, 64, 8, 8192, 64, 4);
+    p.causal = true;
+    p.window_left = 128;
+    p.sinks = true;
+    p.kv_format = KvFormat::kFP8E4M3;
     return plan_or_die(p);
   };
-  const Plan b256 = gpt_oss(256);
-  ASSERT_EQ(b256.family(), "decode_mma_m32");
-  EXPECT_EQ(b256.register_bound_blocks(), 3) << b256.note();
-  EXPECT_EQ(b256.blocks_per_sm(), 3);
-  EXPECT_EQ(gpt_oss(128).register_bound_blocks(), 3);  // 1024 blocks: 3 rounds, not 4
-  const Plan b64 = gpt_oss(64);
-  EXPECT_EQ(b64.register_bound_blocks(), 0) << b64.note();
-  EXPECT_EQ(b64.blocks_per_sm(), 2);
-  // Long blocks (window 4096: 3 splits of ~1400 keys, or one of 4096 with sinks) are bound by the
-  // memory: the twin only where it runs the grid in one round (B=16: 384 blocks, 1 round, not 2).
-  auto long_window = [](int batch, bool sinks) {
+  for (int batch : {256, 64}) {
+    const Plan plan = gpt_oss_fp8(batch);
+    ASSERT_EQ(plan.family(), "decode_quant");
+    EXPECT_EQ(plan.short_twin_warps(), 2) << "B=" << batch << ": " << plan.note();
+    EXPECT_EQ(plan.warps(), 2);
+    EXPECT_EQ(plan.smem_bytes(), fp8_tile.short_twin.smem_bytes);
+    EXPECT_EQ(plan.stages(), 4);
+    EXPECT_EQ(plan.blocks_per_sm(), 8);
+  }
+  EXPECT_EQ(gpt_oss_fp8(16).short_twin_warps(), 0) << gpt_oss_fp8(16).note();
+  // A device whose shared memory holds fewer: four of them.
+  DeviceInfo small = DeviceInfo::h200();
+  small.smem_per_sm_bytes = 164 * 1024;
+  small.smem_per_block_bytes = 163 * 1024;
+  EXPECT_EQ(gpt_oss(256, 0.f, small).blocks_per_sm(), 4);
+  // The softcap's version has no twin: it holds its shared memory's three.
+  EXPECT_EQ(gpt_oss(256, 30.f).short_twin_warps(), 0);
+  EXPECT_EQ(gpt_oss(256, 30.f).register_bound_blocks(), 0);
+  EXPECT_EQ(gpt_oss(256, 30.f).blocks_per_sm(), 3);
+  // Plain problems keep the four-warp instance, whose registers allow shared memory's three.
+  DecodeProblem plain = decode(256, 64, 8, 8192, 64, 4);
+  plain.causal = true;
+  EXPECT_EQ(plan_or_die(plain).short_twin_warps(), 0);
+  EXPECT_EQ(plan_or_die(plain).register_bound_blocks(), 0);
+  EXPECT_EQ(plan_or_die(plain).blocks_per_sm(), 3);
+  EXPECT_NE(describe(gpt_oss(64)), describe(plan_or_die(plain)));
+  EXPECT_NE(gpt_oss(64).seal(), gpt_oss(64, 30.f).seal());
+}
+
+TEST(Planner, LongBlocksTakeTheRegisterBoundTwinWhereItRunsTheGridInOneRound) {
+  // decode_mma_m32 at D=64, long blocks (window 4096: 3 splits of ~1400 keys, or one of 4096 with
+  // sinks) are bound by the memory: shared memory holds three four-warp blocks per SM, the
+  // uncapped variants instance's registers two; its register-bound twin (three) only where it
+  // runs the grid in one round (B=16: 384 blocks, 1 round, not 2).
+  auto long_window = [](int batch, bool sinks, DeviceInfo device = DeviceInfo::h200()) {
     DecodeProblem p = decode(batch, 64, 8, 8192, 64, 4);
     p.causal = true;
     p.window_left = 4096;
     p.sinks = sinks;
-    return plan_or_die(p);
+    return plan_or_die(p, {}, device);
   };
   EXPECT_EQ(long_window(16, false).register_bound_blocks(), 3) << long_window(16, false).note();
+  EXPECT_EQ(long_window(16, false).blocks_per_sm(), 3);
   EXPECT_EQ(long_window(64, false).register_bound_blocks(), 0) << long_window(64, false).note();
+  EXPECT_EQ(long_window(64, false).blocks_per_sm(), 2);
   EXPECT_EQ(long_window(256, true).register_bound_blocks(), 0) << long_window(256, true).note();
-  // The softcap's version, plain problems and the 16-row tile hold their shared memory's three.
-  EXPECT_EQ(gpt_oss(256, 30.f).register_bound_blocks(), 0);
-  EXPECT_EQ(gpt_oss(256, 30.f).blocks_per_sm(), 3);
-  DecodeProblem plain = decode(256, 64, 8, 8192, 64, 4);
-  plain.causal = true;
-  EXPECT_EQ(plan_or_die(plain).register_bound_blocks(), 0);
-  EXPECT_EQ(plan_or_die(plain).blocks_per_sm(), 3);
+  for (int batch : {16, 64, 256}) EXPECT_EQ(long_window(batch, true).short_twin_warps(), 0) << "B=" << batch;
   EXPECT_EQ(tiles::decode_mma_summary(64, KvFormat::kBF16).register_blocks.variants, 0);
-  // On a device whose shared memory holds two such blocks there is nothing to gain.
+  // On a device whose shared memory holds two four-warp blocks there is nothing to gain.
   DeviceInfo small = DeviceInfo::h200();
   small.smem_per_sm_bytes = 164 * 1024;
   small.smem_per_block_bytes = 163 * 1024;
-  DecodeProblem p = decode(256, 64, 8, 8192, 64, 4);
-  p.causal = true;
-  p.window_left = 128;
-  const Plan on_small = plan_or_die(p, {}, small);
-  EXPECT_EQ(on_small.register_bound_blocks(), 0);
-  EXPECT_EQ(on_small.blocks_per_sm(), 2);
+  EXPECT_EQ(long_window(16, false, small).register_bound_blocks(), 0);
+  EXPECT_EQ(long_window(16, false, small).blocks_per_sm(), 2);
 }
 
 TEST(Planner, ResidentBlocksAreWhatTheRegistersHold) {

@@ -12,6 +12,7 @@
 // graph replays with new lengths.
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -227,28 +228,45 @@ TEST(DecodeVariantsGpu, AHugeCapIsTheUncappedAnswer) {
   EXPECT_TRUE(cmp.passed) << cmp.summary();
 }
 
-// The 32-row tile's variants instance at D=64 has a twin register-bound for three blocks per SM,
-// which the plan launches where it saves a round of short blocks (2048 blocks here: 6 rounds, not
-// 8): against the reference (its spilled values included), sequences of every length class, and
-// beside it 512 blocks (two rounds either way) on the plain instance.
-TEST(DecodeVariantsGpu, TheRegisterBoundTwinMatchesTheReference) {
+// The 32-row tile's variants instance at D=64 has two twins a plan may launch: one with two warps
+// for blocks of a short window (five blocks per SM: 2048 and 512 blocks in 4 and 1 rounds, not 8
+// and 2) and one register-bound for three
+// blocks per SM, for long blocks where the grid then runs in one round (B=16 window 4096: 384
+// blocks, one round, not two). FP8's 16-row block at D=64 (decode_quant) has a two-warp twin for
+// short blocks too (eight blocks per SM). Against the reference (the bound twin's spilled values
+// included), sequences of every length class, with and without sinks.
+TEST(DecodeVariantsGpu, TheVariantsTwinsMatchTheReference) {
   SPLITKV_REQUIRE_GPU(DType::kBF16, 64);
-  for (int batch : {256, 64}) {
-    std::vector<int> lens(batch, 384);
-    for (int b = 0; b < batch; ++b) lens[b] = b % 4 == 0 ? 384 : b % 4 == 1 ? 129 : b % 4 == 2 ? 5 : 0;
+  struct TwinCase {
+    int batch, max_len, window;
+    bool sinks;
+    int short_twin_warps, register_bound_blocks;  // the plan's on a 132-SM device
+    KvFormat format = KvFormat::kNative;
+    const char* family = "decode_mma_m32";
+  };
+  for (const TwinCase& k :
+       {TwinCase{256, 384, 128, true, 2, 0}, TwinCase{64, 384, 128, false, 2, 0}, TwinCase{16, 8192, 4096, false, 0, 3},
+        TwinCase{256, 384, 128, true, 2, 0, KvFormat::kFP8E4M3, "decode_quant"}}) {
+    std::vector<int> lens(k.batch);
+    for (int b = 0; b < k.batch; ++b) lens[b] = b % 4 == 0 ? k.max_len : b % 4 == 1 ? 129 : b % 4 == 2 ? 5 : 0;
     testing::DecodeCase c = testing::make_decode_case(
-        with(testing::DecodeSpecBuilder(batch, 64, 8, 384).head_dim(64).queries(4, true).lens(lens),
-             Variants{0.f, 128, -1, true}, 2.f));
+        with(testing::DecodeSpecBuilder(k.batch, 64, 8, k.max_len).head_dim(64).queries(4, true).lens(lens).format(
+                 k.format),
+             Variants{0.f, k.window, -1, k.sinks}, 2.f));
     Plan plan;
     ASSERT_TRUE(plan_decode(c.problem, gpu_test::device(), PlanOptions{}, &plan).ok());
-    if (!gpu_test::plan_compiled(plan)) GTEST_SKIP() << "not compiled into this build: " << plan.family();
-    ASSERT_EQ(plan.family(), "decode_mma_m32");
+    if (!gpu_test::plan_compiled(plan)) {
+      std::printf("  skipped, not compiled into this build: %s\n", plan.family().c_str());
+      continue;
+    }
+    ASSERT_EQ(plan.family(), k.family);
     if (gpu_test::device().sm_count == 132) {  // H100, H200: the rounds counted above
-      EXPECT_EQ(plan.register_bound_blocks(), batch == 256 ? 3 : 0) << describe(plan);
+      EXPECT_EQ(plan.short_twin_warps(), k.short_twin_warps) << describe(plan);
+      EXPECT_EQ(plan.register_bound_blocks(), k.register_bound_blocks) << describe(plan);
     }
     ASSERT_TRUE(gpu_test::run_decode_case(plan, c));
     const testing::Comparison cmp = testing::check_decode(c);
-    EXPECT_TRUE(cmp.passed) << "B=" << batch << ": " << cmp.summary();
+    EXPECT_TRUE(cmp.passed) << "B=" << k.batch << " window " << k.window << ": " << cmp.summary();
   }
 }
 

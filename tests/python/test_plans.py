@@ -85,19 +85,23 @@ def test_even_placement_reaches_the_plan():
     assert C.plan_decode(problem, C.DeviceInfo.h200(), options).launch_smem_bytes == 0
 
 
-def test_register_bound_twin_reaches_the_plan():
-    # gpt-oss decode with speculative rows: the 32-row variants instance at D=64 holds two blocks per
-    # SM by its registers; 2048 blocks take its twin bound for three (6 rounds, not 8), 512 do not.
+def test_the_variants_twins_reach_the_plan():
+    # gpt-oss decode with speculative rows (the 32-row tile at D=64): blocks of a 128-key window take
+    # the variants instance's two-warp twin (five blocks per SM); blocks of a 4096-key window at
+    # B=16 take its register-bound twin (three: one round of 384 blocks, not two).
     from splitkv import _splitkv as C
 
-    def plan(batch):
+    def plan(batch, window):
         problem = C.DecodeProblem(batch=batch, num_q_heads=64, num_kv_heads=8, head_dim=64, max_kv_len=8192, q_len=4,
                                   causal=True)
-        problem.window_left, problem.sinks = 128, True
+        problem.window_left, problem.sinks = window, window == 128
         return C.plan_decode(problem, C.DeviceInfo.h200(), C.PlanOptions())
-    assert plan(256).register_bound_blocks == 3 and plan(256).blocks_per_sm == 3
-    assert "register-bound for 3" in str(plan(256))
-    assert plan(64).register_bound_blocks == 0 and plan(64).blocks_per_sm == 2
+    short = plan(256, 128)
+    assert short.short_twin_warps == 2 and short.warps == 2 and short.blocks_per_sm == 5
+    assert short.register_bound_blocks == 0 and "short-block twin" in str(short)
+    long = plan(16, 4096)
+    assert long.short_twin_warps == 0 and long.register_bound_blocks == 3 and long.blocks_per_sm == 3
+    assert "register-bound for 3" in str(long)
 
 
 def _cli():

@@ -31,6 +31,13 @@ struct TileSummary {
   RegisterBlocks register_blocks{};
   RegisterBlocks fp16_register_blocks{};
   int bound_variants_blocks = 0;
+  // Decode: the uncapped variants instance's twin for blocks of few keys (a short sliding window),
+  // with fewer warps and so less shared memory per block (0 warps: none): its warps, shared memory
+  // per block, the resident blocks its registers hold and its pipeline depth (Plan::short_twin_warps).
+  struct ShortTwin {
+    int warps = 0, smem_bytes = 0, register_blocks = 0, stages = 0;
+  };
+  ShortTwin short_twin{};
   constexpr int threads() const { return warps * 32; }
 };
 

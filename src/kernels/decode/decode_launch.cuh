@@ -9,6 +9,14 @@ namespace splitkv::detail {
 template <class Element, int kHeadDim, int kBlockM>
 cudaError_t launch_decode_mma(const DecodeParams& params, const LaunchConfig& config) {
   using Traits = DecodeTraits<Element, kHeadDim, kBlockM>;
+  // The plan counts on the variants instance's twin for short blocks (fewer warps).
+  if constexpr (Traits::kShortTwinWarps > 0) {
+    if (decode_variants(params) && !decode_softcap_on(params) && config.short_twin_warps == Traits::kShortTwinWarps) {
+      using Twin = DecodeTraits<Element, kHeadDim, kBlockM, Traits::kShortTwinWarps>;
+      auto* twin = params.sinks == nullptr ? decode_kernel<Twin, true, false, 0, false> : decode_kernel<Twin, true, false>;
+      return launch_kernel(twin, dim3(Twin::kThreads), Twin::kSmemBytes, params, config);
+    }
+  }
   auto* kernel = !decode_variants(params)    ? decode_kernel<Traits, false>
                  : decode_softcap_on(params) ? decode_kernel<Traits, true, true>
                  : params.sinks == nullptr   ? decode_kernel<Traits, true, false, 0, false>

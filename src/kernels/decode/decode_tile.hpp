@@ -44,10 +44,11 @@ struct DecodeTile {
 };
 
 // block_m 16 (decode_mma) or 32 (decode_mma_m32: a KV head with more than 16 packed rows, e.g.
-// speculative queries x a large GQA group, is read by half as many tiles).
-constexpr DecodeTile decode_tile(int head_dim, int block_m = 16) {
+// speculative queries x a large GQA group, is read by half as many tiles). Four warps; two in the
+// short-block twin below.
+constexpr DecodeTile decode_tile(int head_dim, int block_m = 16, int warps = 4) {
   // Stages: enough bytes in flight per SM to cover HBM latency, few enough that two blocks fit.
-  return DecodeTile{head_dim, block_m, 16, 4, head_dim <= 64 ? 4 : 3, k16BitBytes};
+  return DecodeTile{head_dim, block_m, 16, warps, head_dim <= 64 ? 4 : 3, k16BitBytes};
 }
 
 // Resident blocks per SM by registers where fewer than shared memory allows on sm_90
@@ -55,16 +56,33 @@ constexpr DecodeTile decode_tile(int head_dim, int block_m = 16) {
 // (196 registers, where its 69632 B allow three). Its twin register-bound for three blocks (168
 // registers, a few spilled values) is compiled beside it (docs/TUNING.md, "Kernels").
 constexpr TileSummary::RegisterBlocks decode_register_blocks(const DecodeTile& t) {
-  return t.block_m == 32 && t.head_dim <= 64 ? TileSummary::RegisterBlocks{0, 2, 0} : TileSummary::RegisterBlocks{};
+  return t.block_m == 32 && t.head_dim <= 64 && t.warps == 4 ? TileSummary::RegisterBlocks{0, 2, 0}
+                                                             : TileSummary::RegisterBlocks{};
 }
 constexpr int decode_bound_variants_blocks(const DecodeTile& t) {
   return decode_register_blocks(t).variants > 0 ? 3 : 0;
 }
 
+// The uncapped variants instance's twin for short blocks (TileSummary::ShortTwin): the same tile
+// with two warps, for the 32-row tile at D=64. A block of a short sliding window reads a few
+// 64-key steps and is bound by its latency; two warps halve its shared memory (38912 B against
+// 69632), so an SM holds five blocks (five by registers too: 196 x 64 threads) instead of the
+// four-warp instance's two or its register-bound twin's three; the plan takes it where the grid
+// then runs in fewer rounds. Over long rows, or in the same rounds, the four-warp instance reads
+// faster (docs/TUNING.md, "Kernels").
+constexpr int decode_short_twin_warps(const DecodeTile& t) {
+  return t.block_m == 32 && t.head_dim <= 64 && t.warps == 4 ? 2 : 0;
+}
+inline constexpr int kDecodeShortTwinRegisterBlocks = 5;
+
 constexpr TileSummary decode_summary(const DecodeTile& t) {
   TileSummary s{t.block_m, t.block_keys(), t.warps, t.stages, t.smem_bytes()};
   s.register_blocks = s.fp16_register_blocks = decode_register_blocks(t);
   s.bound_variants_blocks = decode_bound_variants_blocks(t);
+  if (const int warps = decode_short_twin_warps(t); warps > 0) {
+    const DecodeTile twin = decode_tile(t.head_dim, t.block_m, warps);
+    s.short_twin = TileSummary::ShortTwin{warps, twin.smem_bytes(), kDecodeShortTwinRegisterBlocks, twin.stages};
+  }
   return s;
 }
 constexpr TileSummary decode_mma_summary(int head_dim, KvFormat) { return decode_summary(decode_tile(head_dim)); }

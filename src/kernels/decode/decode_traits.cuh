@@ -11,10 +11,10 @@
 
 namespace splitkv::detail {
 
-template <class Element_, int kHeadDim_, int kBlockM_ = 16>
+template <class Element_, int kHeadDim_, int kBlockM_ = 16, int kWarps_ = 4>
 struct DecodeTraits {
   using Element = Element_;
-  static constexpr tiles::DecodeTile kTile = tiles::decode_tile(kHeadDim_, kBlockM_);
+  static constexpr tiles::DecodeTile kTile = tiles::decode_tile(kHeadDim_, kBlockM_, kWarps_);
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr int kBlockM = kTile.block_m;      // packed query rows (GQA group x queries)
   static constexpr int kWarpKeys = kTile.warp_keys;  // keys per warp sub-tile
@@ -26,6 +26,9 @@ struct DecodeTraits {
   // > 0: the variants instance's register-bound twin holds this many resident blocks per SM where
   // the uncapped variants instance's registers hold fewer (tiles::decode_register_blocks).
   static constexpr int kBoundVariantsBlocks = tiles::decode_bound_variants_blocks(kTile);
+  // > 0: the uncapped variants instance's twin for short blocks has this many warps
+  // (tiles::decode_short_twin_warps, Plan::short_twin_warps).
+  static constexpr int kShortTwinWarps = tiles::decode_short_twin_warps(kTile);
   static_assert((kBlockM == 16 || kBlockM == 32) && kWarpKeys == 16,
                 "one warp computes the tile's 16 or 32 rows x 16 keys of scores per step");
   static_assert(kHeadDim % 64 == 0, "rows are built from 64-column swizzle atoms");

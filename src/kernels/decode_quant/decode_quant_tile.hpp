@@ -63,20 +63,31 @@ struct DecodeQuantTile {
   }
 };
 
-// `rows`: the block's packed query rows, 16 (quant_decode_kernel) or 8 (the keys-as-rows kernel).
-constexpr DecodeQuantTile decode_quant_tile(int head_dim, KvFormat format, int rows) {
-  const DecodeTile base = decode_tile(head_dim);
+// FP8's 16-row block at D=64 has a twin with two warps for the uncapped variants instance
+// (TileSummary::ShortTwin): eight resident blocks (a 6-stage ring per warp, registers bound for
+// eight), 4 stages in flight, for blocks of a short sliding window (docs/TUNING.md, "Kernels").
+constexpr int decode_quant_short_twin_warps(int head_dim, KvFormat format, int rows) {
+  return rows == 16 && head_dim <= 64 && format == KvFormat::kFP8E4M3 ? 2 : 0;
+}
+inline constexpr int kDecodeQuantShortTwinBlocks = 8;
+
+// `rows`: the block's packed query rows, 16 (quant_decode_kernel) or 8 (the keys-as-rows kernel);
+// `warps`: 4, or the short-block twin's.
+constexpr DecodeQuantTile decode_quant_tile(int head_dim, KvFormat format, int rows, int warps = 4) {
+  const DecodeTile base = decode_tile(head_dim, 16, warps);
   const KvCodeBits bits = kv_code_bits(format);
   const bool three_blocks = head_dim <= 128 && bits.k_bits == 4 && bits.v_bits == 4;
   // FP8's 8-row block at D=64: four resident blocks (a 6-stage ring of 12 KB per warp, registers
   // bound for four: no spill), 4 stages in flight.
   const bool four_blocks = rows == 8 && head_dim <= 64 && format == KvFormat::kFP8E4M3;
-  DecodeQuantTile t{base, bits, 2, three_blocks ? 3 : four_blocks ? 4 : 1, 2};
+  const bool short_twin = warps < 4 && warps == decode_quant_short_twin_warps(head_dim, format, rows);
+  DecodeQuantTile t{base, bits, 2, short_twin ? kDecodeQuantShortTwinBlocks : three_blocks ? 3 : four_blocks ? 4 : 1,
+                    2};
   const int ring_bytes = three_blocks ? 16 * 1024 : base.stages * 2 * base.warp_keys * head_dim * k16BitBytes;
   const int stages = (ring_bytes + (three_blocks ? 0 : t.stage_bytes() / 2)) / t.stage_bytes();
   t.stages = stages < 2 ? 2 : (stages > 12 ? 12 : stages);
-  t.reserved_stages = four_blocks ? 6 : t.stages;
-  if (four_blocks) t.stages = 4;  // (docs/TUNING.md, "Kernels")
+  t.reserved_stages = four_blocks || short_twin ? 6 : t.stages;
+  if (four_blocks || short_twin) t.stages = 4;  // (docs/TUNING.md, "Kernels")
   // FP8, INT8 and K8V4 at D=128: two resident blocks (a ring of 6-7 stages' memory) with 3 stages in
   // flight, ~100 KB per SM; fewer stages and more resident blocks measured slower (docs/TUNING.md, "Kernels").
   if (head_dim == 128 && bits.k_bits == 8) t.stages = 3;
@@ -120,6 +131,10 @@ constexpr TileSummary decode_quant_rows_summary(int head_dim, KvFormat format, i
   TileSummary s{rows, t.base.block_keys(), t.base.warps, t.stages, t.smem_bytes()};
   s.register_blocks = decode_quant_register_blocks(head_dim, format, rows, false);
   s.fp16_register_blocks = decode_quant_register_blocks(head_dim, format, rows, true);
+  if (const int warps = decode_quant_short_twin_warps(head_dim, format, rows); warps > 0) {
+    const DecodeQuantTile twin = decode_quant_tile(head_dim, format, rows, warps);
+    s.short_twin = TileSummary::ShortTwin{warps, twin.smem_bytes(), twin.min_blocks_per_sm, twin.stages};
+  }
   return s;
 }
 constexpr TileSummary decode_quant_summary(int head_dim, KvFormat format) {

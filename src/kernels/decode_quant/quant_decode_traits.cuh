@@ -20,12 +20,12 @@
 namespace splitkv::detail {
 
 // kRows_: packed query rows per block (16; the keys-as-rows kernel's 8), which the tile's ring and
-// register bound may depend on.
-template <class Element_, int kHeadDim_, KvFormat kFormat_, int kRows_ = 16>
+// register bound may depend on; kWarps_: 4, or the short-block twin's (decode_quant_short_twin_warps).
+template <class Element_, int kHeadDim_, KvFormat kFormat_, int kRows_ = 16, int kWarps_ = 4>
 struct DecodeQuantTraits {
   using Element = Element_;  // of Q and O
   static constexpr KvFormat kFormat = kFormat_;
-  static constexpr tiles::DecodeQuantTile kTile = tiles::decode_quant_tile(kHeadDim_, kFormat_, kRows_);
+  static constexpr tiles::DecodeQuantTile kTile = tiles::decode_quant_tile(kHeadDim_, kFormat_, kRows_, kWarps_);
   // The formats table's code kinds (a *_kc format's are its base format's; its keys' scales differ).
   static constexpr CodeKind kKCode = kv_format_traits(kFormat_).k_codes();
   static constexpr CodeKind kVCode = kv_format_traits(kFormat_).v_codes();
@@ -41,8 +41,14 @@ struct DecodeQuantTraits {
   static constexpr int kStages = kTile.stages;
   static constexpr int kMinBlocksPerSm = kTile.min_blocks_per_sm;
   // The register bound of a variants instance (softcap, window): the softcap's tanh made the
-  // keys-per-channel INT4 loop spill at three blocks' 168 registers, so such instances keep two.
-  static constexpr int kVariantsMinBlocksPerSm = kMinBlocksPerSm > 2 ? 2 : kMinBlocksPerSm;
+  // keys-per-channel INT4 loop spill at three blocks' 168 registers, so such instances keep two;
+  // the short-block twin (uncapped only) keeps its tile's.
+  static constexpr int kVariantsMinBlocksPerSm =
+      kWarps_ < 4 ? kMinBlocksPerSm : (kMinBlocksPerSm > 2 ? 2 : kMinBlocksPerSm);
+  // > 0: the uncapped variants instance's twin for short blocks has this many warps
+  // (Plan::short_twin_warps).
+  static constexpr int kShortTwinWarps =
+      kWarps_ == 4 ? tiles::decode_quant_short_twin_warps(kHeadDim_, kFormat_, kRows_) : 0;
   static constexpr int kSmemBytes = kTile.smem_bytes();
   static constexpr int kQSmemBytes = kTile.base.q_smem_bytes();
 

@@ -18,6 +18,9 @@ struct LaunchConfig {
   // > 0: launch the kernel's variants instance register-bound for this many resident blocks per SM
   // where it has one (Plan::register_bound_blocks).
   int register_bound_blocks = 0;
+  // > 0: launch the kernel's variants instance in its twin for short blocks with this many warps
+  // where it has one (Plan::short_twin_warps).
+  int short_twin_warps = 0;
 };
 
 }  // namespace splitkv::detail
