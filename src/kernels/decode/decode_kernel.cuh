@@ -82,6 +82,11 @@ __global__ void __launch_bounds__(Traits::kThreads, kMinBlocksPerSm)
   const DecodeKeyRange keys = decode_key_range<Traits::kBlockKeys, kVariants>(p, b, split, row0, rows_here);
   const int n_subtiles = keys.hi > keys.lo ? (keys.hi - keys.lo + kN - 1) / kN : 0;
   const int my_subtiles = n_subtiles > warp ? (n_subtiles - warp + kWarps - 1) / kWarps : 0;
+  if (block_reads_no_key(p, keys)) {  // before the key loop's state exists (its registers)
+    cp_async_wait<0>();  // the Q tile's copy
+    write_rows_of_no_key<Element, kM, D, Traits::kThreads, kFoldSinks>(p, b, kv_head, split, row0, rows_here);
+    return;
+  }
 
   DecodeKvLoader<Traits, decltype(sK), decltype(sV)> kv(p, sK, sV, b, kv_head, keys.lo, keys.hi, warp, lane);
   CUTE_UNROLL
@@ -93,10 +98,6 @@ __global__ void __launch_bounds__(Traits::kThreads, kMinBlocksPerSm)
   // ---- Q to registers once its copy group has landed -------------------------------------------------
   cp_async_wait<kStages - 1>();
   __syncthreads();
-  if (block_reads_no_key(p, keys)) {
-    write_rows_of_no_key<Element, kM, D, Traits::kThreads, kFoldSinks>(p, b, kv_head, split, row0, rows_here);
-    return;
-  }
   typename Traits::TiledMma tiled_mma;
   auto thr_mma = tiled_mma.get_thread_slice(lane);
   Tensor tSrQ = thr_mma.partition_fragment_A(sQ);  // (MMA, MMA_M, MMA_K)

@@ -34,14 +34,11 @@ struct QuantBlockCoords {
 };
 
 // The block starts: it clears its bad-input flag, asks L2 for its Q rows and first keys
-// (l2_prefetch.cuh), waits for the prior grid (PDL), and the Q tile
-// (row-major (M, D) at the start of shared memory) and each warp's first kStages - 1 sub-tiles go
-// out as cp.async groups (Q first). Returns, once every thread sees the Q tile, the warp's loader;
-// keys: the block's key range; my_subtiles: the warp's share of its 16-key sub-tiles.
+// (l2_prefetch.cuh), waits for the prior grid (PDL), and the Q tile (row-major (M, D) at the start
+// of shared memory) goes out as a cp.async group. Returns the block's key range.
 template <class Traits, bool kVariants = false>
-__device__ __forceinline__ QuantKvLoader<Traits> start_quant_block(const DecodeParams& p, const QuantBlockCoords& at,
-                                                                   char* smem, int tid, int& block_saw_bad_input,
-                                                                   DecodeKeyRange& keys, int& my_subtiles) {
+__device__ __forceinline__ DecodeKeyRange start_quant_block(const DecodeParams& p, const QuantBlockCoords& at,
+                                                            char* smem, int tid, int& block_saw_bad_input) {
   using namespace cute;
   if (tid == 0) block_saw_bad_input = 0;
   prefetch_block_start_to_l2<Traits, kVariants>(p, at.b, at.kv_head, at.split, at.row0, at.rows_here, tid);
@@ -49,15 +46,24 @@ __device__ __forceinline__ QuantKvLoader<Traits> start_quant_block(const DecodeP
   allow_dependents_at_start(p);
 
   using Element = typename Traits::Element;
-  constexpr int kN = Traits::kWarpKeys;
-  constexpr int kWarps = Traits::kWarps;
-  const int warp = tid / 32, lane = tid % 32;
   Tensor sQ = make_tensor(make_smem_ptr(reinterpret_cast<Element*>(smem)),
                           make_layout(Shape<Int<Traits::kBlockM>, Int<Traits::kHeadDim>>{}, LayoutRight{}));  // (M, D)
   load_q_tile<Traits>(p, sQ, at.b, at.kv_head, at.row0, at.rows_here, tid);
   cp_async_fence();
+  return decode_key_range<Traits::kBlockKeys, kVariants, Traits::kChannelKeys>(p, at.b, at.split, at.row0, at.rows_here);
+}
 
-  keys = decode_key_range<Traits::kBlockKeys, kVariants, Traits::kChannelKeys>(p, at.b, at.split, at.row0, at.rows_here);
+// After start_quant_block, in a block that reads keys: each warp's first kStages - 1 sub-tiles go
+// out as cp.async groups (after the Q group). Returns, once every thread sees the Q tile, the
+// warp's loader; my_subtiles: the warp's share of the block's 16-key sub-tiles.
+template <class Traits>
+__device__ __forceinline__ QuantKvLoader<Traits> start_quant_ring(const DecodeParams& p, const QuantBlockCoords& at,
+                                                                  char* smem, int tid, const DecodeKeyRange& keys,
+                                                                  int& my_subtiles) {
+  using namespace cute;
+  constexpr int kN = Traits::kWarpKeys;
+  constexpr int kWarps = Traits::kWarps;
+  const int warp = tid / 32, lane = tid % 32;
   const int n_subtiles = keys.hi > keys.lo ? (keys.hi - keys.lo + kN - 1) / kN : 0;
   if constexpr (Traits::kRunSubtiles == 1) {
     my_subtiles = n_subtiles > warp ? (n_subtiles - warp + kWarps - 1) / kWarps : 0;

@@ -34,14 +34,15 @@ __global__ void __launch_bounds__(Traits::kThreads, kVariants ? Traits::kVariant
 
   const QuantBlockCoords at = QuantBlockCoords::of_this_block<kM>(p);
   const int tid = threadIdx.x, lane = tid % 32;
-  DecodeKeyRange keys;
-  int my_subtiles;
-  QuantKvLoader<Traits> kv = start_quant_block<Traits, kVariants>(p, at, smem, tid, block_saw_bad_input, keys, my_subtiles);
-  if (block_reads_no_key(p, keys)) {
+  const DecodeKeyRange keys = start_quant_block<Traits, kVariants>(p, at, smem, tid, block_saw_bad_input);
+  if (block_reads_no_key(p, keys)) {  // before the key loop's state exists (its registers)
+    cp_async_wait<0>();  // the Q tile's copy
     write_rows_of_no_key<typename Traits::Element, kM, D, Traits::kThreads, kVariants>(p, at.b, at.kv_head, at.split,
                                                                                        at.row0, at.rows_here);
     return;
   }
+  int my_subtiles;
+  QuantKvLoader<Traits> kv = start_quant_ring<Traits>(p, at, smem, tid, keys, my_subtiles);
 
   // ---- Q to registers -------------------------------------------------------------------------------
   QuantQFragment<Traits> q;
