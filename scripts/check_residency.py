@@ -97,8 +97,8 @@ def instance(name):
     q_len = {8: 1, 16: 2, 32: 4}[rows]
     args = ["--family", family, "--kv-format", fmt, "--dtype", dtype, "-d", str(d), "--hq", "64", "--hkv", "8",
             "--lq", str(q_len)] + (["--causal"] if q_len > 1 else [])
-    if short_twin:  # the short-block twin: blocks of a 128-key window
-        args += ["-b", "256", "--lk", "8192", "--window", "128,-1"]
+    if short_twin:  # the short-block twin: blocks of a 128-key window, a grid it runs in one round
+        args += ["-b", "64", "--lk", "8192", "--window", "128,-1"]
     elif bound:  # the register-bound twin: long blocks it runs in one round
         args += ["-b", "16", "--lk", "8192", "--window", "4096,-1"]
     else:

@@ -477,9 +477,12 @@ int plan_block_keys(const DecodeProblem& problem, const detail::PlanFields& p) {
 }
 // Blocks of at most kShortBlockKeys keys on a tile whose uncapped variants instance has a twin
 // with fewer warps (tiles::TileSummary::ShortTwin): the plan launches the twin, which an SM holds
-// more of (Plan::short_twin_warps), where the grid then runs in fewer rounds of resident blocks;
-// in the same rounds the four-warp block, faster on its own, keeps them (docs/TUNING.md,
-// "Kernels"). Counted after the splits, which the four-warp tile's count decides.
+// more of (Plan::short_twin_warps), where the grid then runs in fewer rounds of resident blocks
+// and either more warps are resident (the 32-row tile's twin: 10 per SM against 8) or the twin
+// runs the grid in one round (decode_mma_n8's twin holds 12 warps per SM, as its four-warp block
+// does: over several rounds it measured slower). Otherwise the four-warp block, faster on its
+// own, keeps them (docs/TUNING.md, "Kernels"). Counted after the splits, which the four-warp
+// tile's count decides.
 bool count_short_twin(const DecodeProblem& problem, const tiles::TileSummary& tile, const DeviceInfo& device,
                       detail::PlanFields* p) {
   const LaunchedRegisters r = launched_registers(problem, tile);
@@ -490,7 +493,10 @@ bool count_short_twin(const DecodeProblem& problem, const tiles::TileSummary& ti
   const int held = r.held > 0 ? std::min(r.held, p->blocks_per_sm) : p->blocks_per_sm;
   const int twin_blocks = std::min(blocks_per_sm(device, twin.smem_bytes, 32 * twin.warps), twin.register_blocks);
   auto rounds = [&](int per_sm) { return ceil_div(grid_blocks(*p), int64_t(device.sm_count) * per_sm); };
-  if (twin_blocks <= held || rounds(twin_blocks) >= rounds(held)) return false;
+  const bool more_warps = twin_blocks * twin.warps > held * p->warps;
+  if (twin_blocks <= held || rounds(twin_blocks) >= rounds(held) || !(more_warps || rounds(twin_blocks) == 1)) {
+    return false;
+  }
   p->short_twin_warps = twin.warps;
   p->warps = twin.warps;
   p->stages = twin.stages;

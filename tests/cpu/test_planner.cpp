@@ -246,11 +246,42 @@ TEST(Planner, ShortBlocksTakeTheVariantsInstancesTwoWarpTwin) {
     EXPECT_EQ(plan.blocks_per_sm(), 8);
   }
   EXPECT_EQ(gpt_oss_fp8(16).short_twin_warps(), 0) << gpt_oss_fp8(16).note();
-  // A device whose shared memory holds fewer: four of them.
+  // The 8-row block over a 16-bit cache at D=64 (decode_mma_n8: single-query rows of GQA 8): a
+  // two-warp twin holding six blocks per SM (34816 B against 67584).
+  const tiles::TileSummary n8_tile = tiles::decode_quant_n8_summary(64, KvFormat::kNative);
+  EXPECT_EQ(n8_tile.short_twin.warps, 2);
+  EXPECT_EQ(n8_tile.short_twin.smem_bytes, 34816);
+  EXPECT_EQ(n8_tile.short_twin.register_blocks, 6);
+  EXPECT_EQ(tiles::decode_quant_n8_summary(128, KvFormat::kNative).short_twin.warps, 0);
+  auto gpt_oss_q1 = [](int batch) {
+    DecodeProblem p = decode(batch, 64, 8, 8192, 64, 1);
+    p.window_left = 128;
+    p.sinks = true;
+    return plan_or_die(p);
+  };
+  // It holds as many warps per SM as the four-warp block (12), so it takes only grids it runs in
+  // one round where the four-warp block needs more: B=64's 512 blocks (792 slots, not 396).
+  const Plan q1_64 = gpt_oss_q1(64);
+  ASSERT_EQ(q1_64.family(), "decode_mma_n8");
+  EXPECT_EQ(q1_64.short_twin_warps(), 2) << q1_64.note();
+  EXPECT_EQ(q1_64.warps(), 2);
+  EXPECT_EQ(q1_64.smem_bytes(), 34816);
+  EXPECT_EQ(q1_64.blocks_per_sm(), 6);
+  // B=128 and B=256 (several rounds either way) and B=16 (one round either way) keep four warps.
+  for (int batch : {256, 128, 16}) {
+    EXPECT_EQ(gpt_oss_q1(batch).short_twin_warps(), 0) << "B=" << batch << ": " << gpt_oss_q1(batch).note();
+    EXPECT_EQ(gpt_oss_q1(batch).warps(), 4);
+  }
+  // A device whose shared memory holds fewer: four twins, 8 warps per SM as the four-warp block's
+  // two (by registers), over several rounds: the four-warp block keeps B=256; B=64's 512 blocks run
+  // in one round of the twins (528 slots), not in two.
   DeviceInfo small = DeviceInfo::h200();
   small.smem_per_sm_bytes = 164 * 1024;
   small.smem_per_block_bytes = 163 * 1024;
-  EXPECT_EQ(gpt_oss(256, 0.f, small).blocks_per_sm(), 4);
+  EXPECT_EQ(gpt_oss(256, 0.f, small).short_twin_warps(), 0);
+  EXPECT_EQ(gpt_oss(256, 0.f, small).blocks_per_sm(), 2);
+  EXPECT_EQ(gpt_oss(64, 0.f, small).short_twin_warps(), 2);
+  EXPECT_EQ(gpt_oss(64, 0.f, small).blocks_per_sm(), 4);
   // The softcap's version has no twin: it holds its shared memory's three.
   EXPECT_EQ(gpt_oss(256, 30.f).short_twin_warps(), 0);
   EXPECT_EQ(gpt_oss(256, 30.f).register_bound_blocks(), 0);

@@ -233,8 +233,10 @@ TEST(DecodeVariantsGpu, AHugeCapIsTheUncappedAnswer) {
 // and 2) and one register-bound for three
 // blocks per SM, for long blocks where the grid then runs in one round (B=16 window 4096: 384
 // blocks, one round, not two). FP8's 16-row block at D=64 (decode_quant) has a two-warp twin for
-// short blocks too (eight blocks per SM). Against the reference (the bound twin's spilled values
-// included), sequences of every length class, with and without sinks.
+// short blocks too (eight blocks per SM), and so has the 8-row block over a 16-bit cache at D=64
+// (decode_mma_n8, single-query rows: six blocks per SM, for grids it runs in one round: B=64, not
+// B=256). Against the reference (the bound twin's
+// spilled values included), sequences of every length class, with and without sinks.
 TEST(DecodeVariantsGpu, TheVariantsTwinsMatchTheReference) {
   SPLITKV_REQUIRE_GPU(DType::kBF16, 64);
   struct TwinCase {
@@ -243,15 +245,21 @@ TEST(DecodeVariantsGpu, TheVariantsTwinsMatchTheReference) {
     int short_twin_warps, register_bound_blocks;  // the plan's on a 132-SM device
     KvFormat format = KvFormat::kNative;
     const char* family = "decode_mma_m32";
+    int q_len = 4;
   };
   for (const TwinCase& k :
        {TwinCase{256, 384, 128, true, 2, 0}, TwinCase{64, 384, 128, false, 2, 0}, TwinCase{16, 8192, 4096, false, 0, 3},
-        TwinCase{256, 384, 128, true, 2, 0, KvFormat::kFP8E4M3, "decode_quant"}}) {
+        TwinCase{256, 384, 128, true, 2, 0, KvFormat::kFP8E4M3, "decode_quant"},
+        TwinCase{256, 384, 128, true, 0, 0, KvFormat::kNative, "decode_mma_n8", 1},
+        TwinCase{64, 384, 128, false, 2, 0, KvFormat::kNative, "decode_mma_n8", 1}}) {
     std::vector<int> lens(k.batch);
     for (int b = 0; b < k.batch; ++b) lens[b] = b % 4 == 0 ? k.max_len : b % 4 == 1 ? 129 : b % 4 == 2 ? 5 : 0;
     testing::DecodeCase c = testing::make_decode_case(
-        with(testing::DecodeSpecBuilder(k.batch, 64, 8, k.max_len).head_dim(64).queries(4, true).lens(lens).format(
-                 k.format),
+        with(testing::DecodeSpecBuilder(k.batch, 64, 8, k.max_len)
+                 .head_dim(64)
+                 .queries(k.q_len, true)
+                 .lens(lens)
+                 .format(k.format),
              Variants{0.f, k.window, -1, k.sinks}, 2.f));
     Plan plan;
     ASSERT_TRUE(plan_decode(c.problem, gpu_test::device(), PlanOptions{}, &plan).ok());

@@ -27,6 +27,15 @@ cudaError_t launch_decode_quant(const DecodeParams& params, const LaunchConfig& 
 template <class Element, int kHeadDim, KvFormat kFormat>
 cudaError_t launch_decode_quant_keys_as_rows(const DecodeParams& params, const LaunchConfig& config) {
   using Traits = KeysAsRowsTraits<DecodeQuantTraits<Element, kHeadDim, kFormat, kKeysAsRowsQueries>>;
+  // The plan counts on the variants instance's twin for short blocks (fewer warps).
+  if constexpr (Traits::kShortTwinWarps > 0) {
+    if (decode_variants(params) && !decode_softcap_on(params) && config.short_twin_warps == Traits::kShortTwinWarps) {
+      using Twin =
+          KeysAsRowsTraits<DecodeQuantTraits<Element, kHeadDim, kFormat, kKeysAsRowsQueries, Traits::kShortTwinWarps>>;
+      return launch_kernel(quant_decode_keys_as_rows_kernel<Twin, true, false>, dim3(Twin::kThreads), Twin::kSmemBytes,
+                           params, config);
+    }
+  }
   auto* kernel = !decode_variants(params)    ? quant_decode_keys_as_rows_kernel<Traits, false>
                  : decode_softcap_on(params) ? quant_decode_keys_as_rows_kernel<Traits, true, true>
                                              : quant_decode_keys_as_rows_kernel<Traits, true, false>;

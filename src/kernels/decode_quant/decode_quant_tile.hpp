@@ -63,13 +63,19 @@ struct DecodeQuantTile {
   }
 };
 
-// FP8's 16-row block at D=64 has a twin with two warps for the uncapped variants instance
-// (TileSummary::ShortTwin): eight resident blocks (a 6-stage ring per warp, registers bound for
-// eight), 4 stages in flight, for blocks of a short sliding window (docs/TUNING.md, "Kernels").
-constexpr int decode_quant_short_twin_warps(int head_dim, KvFormat format, int rows) {
-  return rows == 16 && head_dim <= 64 && format == KvFormat::kFP8E4M3 ? 2 : 0;
+// Twins with two warps for the uncapped variants instance (TileSummary::ShortTwin), for blocks of
+// a short sliding window (docs/TUNING.md, "Kernels"): FP8's 16-row block at D=64, eight resident
+// blocks (a 6-stage ring per warp, registers bound for eight), 4 stages in flight; and the 8-row
+// block over a 16-bit cache at D=64 (decode_mma_n8), six resident blocks (its 4-stage ring, 34 KB
+// against the four-warp block's 66 KB; registers bound for six).
+constexpr bool sixteen_bit_codes(KvFormat format) {
+  return format == KvFormat::kNative || format == KvFormat::kF16 || format == KvFormat::kBF16;
 }
-inline constexpr int kDecodeQuantShortTwinBlocks = 8;
+constexpr int decode_quant_short_twin_warps(int head_dim, KvFormat format, int rows) {
+  if (head_dim > 64) return 0;
+  return (rows == 16 && format == KvFormat::kFP8E4M3) || (rows == 8 && sixteen_bit_codes(format)) ? 2 : 0;
+}
+constexpr int decode_quant_short_twin_blocks(KvFormat format) { return sixteen_bit_codes(format) ? 6 : 8; }
 
 // `rows`: the block's packed query rows, 16 (quant_decode_kernel) or 8 (the keys-as-rows kernel);
 // `warps`: 4, or the short-block twin's.
@@ -81,13 +87,14 @@ constexpr DecodeQuantTile decode_quant_tile(int head_dim, KvFormat format, int r
   // bound for four: no spill), 4 stages in flight.
   const bool four_blocks = rows == 8 && head_dim <= 64 && format == KvFormat::kFP8E4M3;
   const bool short_twin = warps < 4 && warps == decode_quant_short_twin_warps(head_dim, format, rows);
-  DecodeQuantTile t{base, bits, 2, short_twin ? kDecodeQuantShortTwinBlocks : three_blocks ? 3 : four_blocks ? 4 : 1,
-                    2};
+  const bool deep_twin = short_twin && !sixteen_bit_codes(format);  // FP8's: a 6-stage ring, 4 in flight
+  DecodeQuantTile t{base, bits, 2,
+                    short_twin ? decode_quant_short_twin_blocks(format) : three_blocks ? 3 : four_blocks ? 4 : 1, 2};
   const int ring_bytes = three_blocks ? 16 * 1024 : base.stages * 2 * base.warp_keys * head_dim * k16BitBytes;
   const int stages = (ring_bytes + (three_blocks ? 0 : t.stage_bytes() / 2)) / t.stage_bytes();
   t.stages = stages < 2 ? 2 : (stages > 12 ? 12 : stages);
-  t.reserved_stages = four_blocks || short_twin ? 6 : t.stages;
-  if (four_blocks || short_twin) t.stages = 4;  // (docs/TUNING.md, "Kernels")
+  t.reserved_stages = four_blocks || deep_twin ? 6 : t.stages;
+  if (four_blocks || deep_twin) t.stages = 4;  // (docs/TUNING.md, "Kernels")
   // FP8, INT8 and K8V4 at D=128: two resident blocks (a ring of 6-7 stages' memory) with 3 stages in
   // flight, ~100 KB per SM; fewer stages and more resident blocks measured slower (docs/TUNING.md, "Kernels").
   if (head_dim == 128 && bits.k_bits == 8) t.stages = 3;
