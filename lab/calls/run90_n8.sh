@@ -2,7 +2,7 @@
 # Run 90 (carry ["build-wide/splitkv.xz", "build-wide/n8.xz", "build-wide/n8gt.xz", "build-bis",
 # "build-q31"]):
 #  1. The 8-row two-warp twin (lab/patches/run90-n8-two-warp-twin.patch; n8.xz / n8gt.xz = HEAD +
-#     the patch, sm_90a bf16 D=64/128 native + fp8): GPU tests (variants, sinks, decode), then A/B
+#     the patch and b4114c0's exit placement, sm_90a bf16 D=64/128 native + fp8): GPU tests (variants, sinks, decode), then A/B
 #     against HEAD (splitkv.xz), two rounds. Prediction (H100): gpt-oss q_len 1 window 128 + sinks
 #     bf16 B=64 13.1 -> 9.5-11 us (2 rounds of the four-warp block -> 1), B=256 34.1 -> 26-30
 #     (6 rounds -> 3); B=16 (one round either way, no twin) and plain rows level.
@@ -14,7 +14,7 @@ set -uo pipefail
 D=${DEADLINE:-300}
 left() { echo $(( D - SECONDS )); }
 nvidia-smi --query-gpu=name --format=csv,noheader
-bash lab/calls/gpu_test_shards.sh build-wide/n8gt.xz '*Variants*:*Sinks*:DecodeGpu.*:QuantDecodeGpu.*' ${N8_TEST_LIMIT:-80}
+bash lab/calls/gpu_test_shards.sh build-wide/n8gt.xz '*Variants*:*Sinks*:DecodeGpu.*:QuantDecodeGpu.*:*Mixed*:PromisesGpu.*' ${N8_TEST_LIMIT:-80}
 echo "tests $SECONDS s"
 xz -dc build-wide/splitkv.xz > /tmp/n8-base && xz -dc build-wide/n8.xz > /tmp/n8-new && chmod +x /tmp/n8-base /tmp/n8-new
 G="--hq 64 --hkv 8 -d 64 --lk 8192"
@@ -25,8 +25,9 @@ AB_TIMEOUT=30 bash scripts/ab.sh /tmp/n8-base /tmp/n8-new 2 -- \
 grep -A10 "^| shape" $OUT/n8ab.txt; echo "ab $SECONDS s"
 bins="31f9961"; cp build-q31/splitkv.xz build-bis/31f9961.xz
 for x in build-bis/*.xz; do c=$(basename $x .xz); xz -dc $x > /tmp/bis-$c && chmod +x /tmp/bis-$c; done
+cp /tmp/n8-base /tmp/bis-40a2cb8; cp /tmp/n8-new /tmp/bis-n8
 for r in 1 2 3; do
-  for x in build-bis/*.xz; do
+  for x in build-bis/*.xz 40a2cb8 n8; do
     [ $(left) -gt 15 ] || break 2
     c=$(basename $x .xz); rm -f /tmp/row.json
     timeout 20 /tmp/bis-$c bench --kv-format fp8 --lk 1024 --json /tmp/row.json >/dev/null 2>&1
