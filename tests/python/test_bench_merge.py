@@ -42,14 +42,18 @@ def test_variants_rows_meet_their_baselines_and_flex():
         {"case": case(4096), "us": 10.0, "gbps": 4000.0},
         {"case": case(131072, window=4096), "us": 10.4, "gbps": 3900.0},   # 1.04x: met
         {"case": case(32768), "us": 100.0, "gbps": 4000.0},
-        {"case": case(32768, cap=50.0), "us": 103.0, "gbps": 3900.0}]}      # 1.03x: missed
+        {"case": case(32768, cap=50.0), "us": 103.0, "gbps": 3900.0},       # 1.03x: missed
+        {"case": case(128), "us": 4.6, "gbps": 50.0},
+        {"case": case(131072, window=128), "us": 5.3, "gbps": 45.0}]}       # ratio shown, no target
     peers = {"rows": [{"case": case(131072, window=4096), "flex": {"us": 20.8}},
                       {"case": case(32768, cap=50.0), "flex": {"us": None, "error": "no triton"}}]}
     rows, _, lines, note = merge_variants(ours, peers, prefill=False)
     assert rows[1]["baseline_us"] == 10.0 and "1.05x own W-key decode: met" in rows[1]["targets"]
     assert ">= 1.3x FlexAttention: met" in rows[1]["targets"]
     assert "without the cap: MISSED" in rows[3]["targets"] and rows[3]["flex_us"] is None
-    assert "no triton" in note and len(lines) == 4
+    assert "no triton" in note and len(lines) == 6
+    # A 128-key window is measured against a 128-key decode (launch-bound): the ratio, no verdict.
+    assert rows[5]["baseline_us"] == 4.6 and "W-key" not in rows[5]["targets"]
 
 
 def test_mixed_step_against_its_separate_calls():
