@@ -28,6 +28,10 @@ int ceil_div(int64_t a, int64_t b) { return static_cast<int>((a + b - 1) / b); }
 constexpr int kRuntimeSmemPerBlock = 1024;
 
 int64_t grid_blocks(const detail::PlanFields& p) { return int64_t(p.grid[0]) * p.grid[1] * p.grid[2]; }
+// Rounds of resident blocks the plan's grid takes at per_sm blocks per SM.
+int grid_rounds(const detail::PlanFields& p, const DeviceInfo& device, int per_sm) {
+  return ceil_div(grid_blocks(p), int64_t(device.sm_count) * per_sm);
+}
 
 int blocks_per_sm(const DeviceInfo& device, int smem_bytes, int threads) {
   const int by_smem = device.smem_per_sm_bytes / (smem_bytes + kRuntimeSmemPerBlock);
@@ -492,7 +496,7 @@ bool count_short_twin(const DecodeProblem& problem, const tiles::TileSummary& ti
   }
   const int held = r.held > 0 ? std::min(r.held, p->blocks_per_sm) : p->blocks_per_sm;
   const int twin_blocks = std::min(blocks_per_sm(device, twin.smem_bytes, 32 * twin.warps), twin.register_blocks);
-  auto rounds = [&](int per_sm) { return ceil_div(grid_blocks(*p), int64_t(device.sm_count) * per_sm); };
+  auto rounds = [&](int per_sm) { return grid_rounds(*p, device, per_sm); };
   const bool more_warps = twin_blocks * twin.warps > held * p->warps;
   if (twin_blocks <= held || rounds(twin_blocks) >= rounds(held) || !(more_warps || rounds(twin_blocks) == 1)) {
     return false;
@@ -517,7 +521,7 @@ void count_register_blocks(const DecodeProblem& problem, const tiles::TileSummar
   const char* instance = !r.variants ? "the instance's" : "the variants instance's";
   if (r.twin) {
     // Rounds of resident blocks the grid runs in at `per_sm` blocks per SM.
-    auto rounds = [&](int per_sm) { return ceil_div(grid_blocks(*p), int64_t(device.sm_count) * per_sm); };
+    auto rounds = [&](int per_sm) { return grid_rounds(*p, device, per_sm); };
     const int bound = std::min(p->blocks_per_sm, tile.bound_variants_blocks);
     const int rounds_unbound = rounds(held), rounds_bound = rounds(bound);
     const bool latency_bound = plan_block_keys(problem, *p) <= kShortBlockKeys || rounds_bound == 1;

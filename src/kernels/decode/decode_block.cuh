@@ -234,9 +234,12 @@ __device__ __forceinline__ bool block_reads_no_key(const DecodeParams& p, const 
   return keys.hi <= keys.lo && !keys.bad_input && !p.cluster_combine && p.tile_counters == nullptr;
 }
 
+// The block's Q tile copy (its only cp.async group in flight) is awaited first: the block then
+// exits.
 template <class Element, int kM, int kHeadDim, int kThreads, bool kSinks = false>
 __device__ __forceinline__ void write_rows_of_no_key(const DecodeParams& p, int b, int kv_head, int split, int row0,
                                                      int rows_here) {
+  cute::cp_async_wait<0>();
   for (int idx = threadIdx.x; idx < kM * kHeadDim / 4; idx += kThreads) {
     const int r = idx / (kHeadDim / 4), c = idx % (kHeadDim / 4) * 4;
     if (r >= rows_here) continue;

@@ -83,7 +83,6 @@ __global__ void __launch_bounds__(Traits::kThreads, kMinBlocksPerSm)
   const int n_subtiles = keys.hi > keys.lo ? (keys.hi - keys.lo + kN - 1) / kN : 0;
   const int my_subtiles = n_subtiles > warp ? (n_subtiles - warp + kWarps - 1) / kWarps : 0;
   if (block_reads_no_key(p, keys)) {  // before the key loop's state exists (its registers)
-    cp_async_wait<0>();  // the Q tile's copy
     write_rows_of_no_key<Element, kM, D, Traits::kThreads, kFoldSinks>(p, b, kv_head, split, row0, rows_here);
     return;
   }

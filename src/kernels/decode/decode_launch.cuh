@@ -11,7 +11,7 @@ cudaError_t launch_decode_mma(const DecodeParams& params, const LaunchConfig& co
   using Traits = DecodeTraits<Element, kHeadDim, kBlockM>;
   // The plan counts on the variants instance's twin for short blocks (fewer warps).
   if constexpr (Traits::kShortTwinWarps > 0) {
-    if (decode_variants(params) && !decode_softcap_on(params) && config.short_twin_warps == Traits::kShortTwinWarps) {
+    if (decode_uncapped_variants(params) && config.short_twin_warps == Traits::kShortTwinWarps) {
       using Twin = DecodeTraits<Element, kHeadDim, kBlockM, Traits::kShortTwinWarps>;
       auto* twin = params.sinks == nullptr ? decode_kernel<Twin, true, false, 0, false> : decode_kernel<Twin, true, false>;
       return launch_kernel(twin, dim3(Twin::kThreads), Twin::kSmemBytes, params, config);
@@ -23,8 +23,7 @@ cudaError_t launch_decode_mma(const DecodeParams& params, const LaunchConfig& co
                                              : decode_kernel<Traits, true, false>;
   // The plan counts on the resident blocks of the variants instance's register-bound twin.
   if constexpr (Traits::kBoundVariantsBlocks > 0) {
-    if (decode_variants(params) && !decode_softcap_on(params) &&
-        config.register_bound_blocks == Traits::kBoundVariantsBlocks) {
+    if (decode_uncapped_variants(params) && config.register_bound_blocks == Traits::kBoundVariantsBlocks) {
       kernel = decode_kernel<Traits, true, false, Traits::kBoundVariantsBlocks>;
     }
   }

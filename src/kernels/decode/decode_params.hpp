@@ -69,6 +69,10 @@ SPLITKV_HD bool decode_variants(const DecodeParams& p) {
 // Whether a variants instance runs its capped version (ScoreSoftcap<true>): a softcap is set.
 SPLITKV_HD bool decode_softcap_on(const DecodeParams& p) { return p.softcap > 0.f; }
 
+// The uncapped version of a variants instance serves p: the version whose twins (register-bound,
+// short-block) a plan may launch in its place (LaunchConfig).
+SPLITKV_HD bool decode_uncapped_variants(const DecodeParams& p) { return decode_variants(p) && !decode_softcap_on(p); }
+
 // A KV head's packed tile row -> its query (index in the sequence) and query head: row = i * group + h.
 struct PackedRow {
   int query;

@@ -12,7 +12,7 @@ cudaError_t launch_decode_quant(const DecodeParams& params, const LaunchConfig& 
   using Traits = DecodeQuantTraits<Element, kHeadDim, kFormat>;
   // The plan counts on the variants instance's twin for short blocks (fewer warps).
   if constexpr (Traits::kShortTwinWarps > 0) {
-    if (decode_variants(params) && !decode_softcap_on(params) && config.short_twin_warps == Traits::kShortTwinWarps) {
+    if (decode_uncapped_variants(params) && config.short_twin_warps == Traits::kShortTwinWarps) {
       using Twin = DecodeQuantTraits<Element, kHeadDim, kFormat, 16, Traits::kShortTwinWarps>;
       return launch_kernel(quant_decode_kernel<Twin, true, false>, dim3(Twin::kThreads), Twin::kSmemBytes, params,
                            config);
@@ -29,7 +29,7 @@ cudaError_t launch_decode_quant_keys_as_rows(const DecodeParams& params, const L
   using Traits = KeysAsRowsTraits<DecodeQuantTraits<Element, kHeadDim, kFormat, kKeysAsRowsQueries>>;
   // The plan counts on the variants instance's twin for short blocks (fewer warps).
   if constexpr (Traits::kShortTwinWarps > 0) {
-    if (decode_variants(params) && !decode_softcap_on(params) && config.short_twin_warps == Traits::kShortTwinWarps) {
+    if (decode_uncapped_variants(params) && config.short_twin_warps == Traits::kShortTwinWarps) {
       using Twin =
           KeysAsRowsTraits<DecodeQuantTraits<Element, kHeadDim, kFormat, kKeysAsRowsQueries, Traits::kShortTwinWarps>>;
       return launch_kernel(quant_decode_keys_as_rows_kernel<Twin, true, false>, dim3(Twin::kThreads), Twin::kSmemBytes,

@@ -68,14 +68,11 @@ struct DecodeQuantTile {
 // blocks (a 6-stage ring per warp, registers bound for eight), 4 stages in flight; and the 8-row
 // block over a 16-bit cache at D=64 (decode_mma_n8), six resident blocks (its 4-stage ring, 34 KB
 // against the four-warp block's 66 KB; registers bound for six).
-constexpr bool sixteen_bit_codes(KvFormat format) {
-  return format == KvFormat::kNative || format == KvFormat::kF16 || format == KvFormat::kBF16;
-}
 constexpr int decode_quant_short_twin_warps(int head_dim, KvFormat format, int rows) {
   if (head_dim > 64) return 0;
-  return (rows == 16 && format == KvFormat::kFP8E4M3) || (rows == 8 && sixteen_bit_codes(format)) ? 2 : 0;
+  return (rows == 16 && format == KvFormat::kFP8E4M3) || (rows == 8 && kv_code_bits(format).k_bits == 16) ? 2 : 0;
 }
-constexpr int decode_quant_short_twin_blocks(KvFormat format) { return sixteen_bit_codes(format) ? 6 : 8; }
+constexpr int decode_quant_short_twin_blocks(KvFormat format) { return kv_code_bits(format).k_bits == 16 ? 6 : 8; }
 
 // `rows`: the block's packed query rows, 16 (quant_decode_kernel) or 8 (the keys-as-rows kernel);
 // `warps`: 4, or the short-block twin's.
@@ -87,7 +84,7 @@ constexpr DecodeQuantTile decode_quant_tile(int head_dim, KvFormat format, int r
   // bound for four: no spill), 4 stages in flight.
   const bool four_blocks = rows == 8 && head_dim <= 64 && format == KvFormat::kFP8E4M3;
   const bool short_twin = warps < 4 && warps == decode_quant_short_twin_warps(head_dim, format, rows);
-  const bool deep_twin = short_twin && !sixteen_bit_codes(format);  // FP8's: a 6-stage ring, 4 in flight
+  const bool deep_twin = short_twin && bits.k_bits < 16;  // FP8's: a 6-stage ring, 4 in flight
   DecodeQuantTile t{base, bits, 2,
                     short_twin ? decode_quant_short_twin_blocks(format) : three_blocks ? 3 : four_blocks ? 4 : 1, 2};
   const int ring_bytes = three_blocks ? 16 * 1024 : base.stages * 2 * base.warp_keys * head_dim * k16BitBytes;

@@ -36,7 +36,6 @@ __global__ void __launch_bounds__(Traits::kThreads, kVariants ? Traits::kVariant
   const int tid = threadIdx.x, lane = tid % 32;
   const DecodeKeyRange keys = start_quant_block<Traits, kVariants>(p, at, smem, tid, block_saw_bad_input);
   if (block_reads_no_key(p, keys)) {  // before the key loop's state exists (its registers)
-    cp_async_wait<0>();  // the Q tile's copy
     write_rows_of_no_key<typename Traits::Element, kM, D, Traits::kThreads, kVariants>(p, at.b, at.kv_head, at.split,
                                                                                        at.row0, at.rows_here);
     return;
