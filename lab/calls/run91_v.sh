@@ -17,7 +17,7 @@ bash lab/calls/gpu_test_shards.sh build-wide2/gt.xz \
   '*Variants*:*Sinks*:*Mixed*:DecodeGpu.Zero*:QuantDecodeGpu.Zero*:PromisesGpu.*' ${V_TEST_LIMIT:-90}
 echo "tests $SECONDS s"
 xz -dc build-wide2/splitkv.xz > /tmp/skv && chmod +x /tmp/skv
-C=${COMMIT:?set COMMIT to the commit whose sources build-wide2 holds (the device checkout's git HEAD can be stale)}
+C=${COMMIT:?set COMMIT to the commit whose sources build-wide2 holds (the device checkout git HEAD can be stale)}
 SPLITKV_COMMIT=$C timeout 120 /tmp/skv bench --suite variants --json $OUT/variants-ours.json >/tmp/v.log 2>&1
 echo "variants ours rc=$? $SECONDS s"
 for i in 1 2 3 4; do
