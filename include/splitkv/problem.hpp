@@ -51,8 +51,9 @@ struct DecodeTensors {
   TensorRef seq_lens;     // int32 [batch], device memory, each in [0, max_kv_len] (else NaN in that sequence)
   TensorRef block_table;  // int32 [batch, max_pages], device memory (paged only)
   // Scales of a quantized cache (docs/KV_FORMATS.md); empty for 16-bit caches.
-  //  fp8:             float32 [Hkv] per KV head, K and V each their own, any stride (0: one scale
-  //                   for every head) (device memory, so a captured graph can take new scales);
+  //  fp8:             float32 [Hkv] per KV head, K and V each their own, any stride with
+  //                   (Hkv - 1) * stride < 2^31 (0: one scale for every head) (device memory, so
+  //                   a captured graph can take new scales);
   //  int8/int4/k8v4:  float16 (scale, min) per token and KV head, indexed by the same page id
   //                   (or sequence) as k and v: paged [pages, Hkv, page_size, 2], contiguous
   //                   [batch, Hkv, capacity, 2]; strides free, the pair contiguous.

@@ -1,6 +1,7 @@
 #include "validate/tensor_checks.hpp"
 
 #include <algorithm>
+#include <limits>
 
 #include "common/formats.hpp"
 
@@ -86,8 +87,17 @@ Status check_kv_scale_tensor(const std::string& name, const TensorRef& s, KvScal
       if (s.empty()) return Status::success();
       return Status::invalid(name, std::string("empty for a ") + format_name + " cache (kv_format holds no scales)",
                              "a tensor");
-    case KvScales::kPerHead:
-      return check_tensor(name, s, Expect{DType::kF32, {num_kv_heads}, false, false});
+    case KvScales::kPerHead: {
+      if (Status st = check_tensor(name, s, Expect{DType::kF32, {num_kv_heads}, false, false}); !st) return st;
+      // The decode kernels index the scales in 32 bits (stage_fp8_head_scales).
+      if (num_kv_heads > 1 && s.stride[0] > std::numeric_limits<int32_t>::max() / (num_kv_heads - 1)) {
+        return Status::invalid(name + ".stride[0]",
+                               "<= " + str(std::numeric_limits<int32_t>::max() / (num_kv_heads - 1)) +
+                                   " (the last head's scale within 2^31 elements of the first)",
+                               str(s.stride[0]));
+      }
+      return Status::success();
+    }
     case KvScales::kPerTokenPair:
       // [blocks, Hkv, slots, 2] with the blocks and slots of the cache; each pair written as one 4-byte word.
       if (Status st = check_tensor(name, s, Expect{DType::kF16, {cache.shape[0], num_kv_heads, cache.shape[1], 2},

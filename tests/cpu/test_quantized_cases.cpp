@@ -106,6 +106,13 @@ TEST(QuantizedValidation, ScaleTensorsAreCheckedAgainstTheFormat) {
   EXPECT_TRUE(detail::validate_decode_tensors(fp8.problem, f).ok());
   f.v_scales.shape[0] = 3;  // one scale per KV head
   expect(fp8, f, "v_scales.shape[0]");
+  ASSERT_GT(fp8.problem.num_kv_heads, 1);
+  f = fp8.host_tensors();
+  f.k_scales.stride[0] = int64_t{1} << 31;  // the kernels index the scales in 32 bits
+  expect(fp8, f, "k_scales.stride[0]");
+  f = fp8.host_tensors();
+  f.k_scales.stride[0] = 0;  // one scale broadcast to every head
+  EXPECT_TRUE(detail::validate_decode_tensors(fp8.problem, f).ok());
 
   testing::DecodeCase plain = testing::make_decode_case(spec_for(KvFormat::kBF16, 0));
   DecodeTensors p = plain.host_tensors();

@@ -33,6 +33,34 @@ struct QuantBlockCoords {
   }
 };
 
+// FP8's per-KV-head scales (none for the integer formats, whose scales are per token) travel with
+// the Q tile: thread 0 copies K's and thread 1 V's into this block's two floats in the Q tile's
+// cp.async group, so the scales are in shared memory when the Q tile is, instead of a global load
+// after it on a short row's way to its first scores. The offset is 32-bit: validation keeps
+// (Hkv - 1) * head_stride within int32 (check_kv_scale_tensor).
+template <class Traits>
+__device__ __forceinline__ float* fp8_head_scales_smem() {
+  __shared__ float scales[2];  // K's, V's
+  return scales;
+}
+
+template <class Traits>
+__device__ __forceinline__ void stage_fp8_head_scales(const DecodeParams& p, int kv_head, int tid) {
+  const KvScaleView* side = nullptr;
+  if constexpr (Traits::kKCode == CodeKind::kFp8) {
+    if (tid == 0) side = &p.kv.k_scales;
+  }
+  if constexpr (Traits::kVCode == CodeKind::kFp8) {
+    if (tid == 1) side = &p.kv.v_scales;
+  }
+  if constexpr (Traits::kKCode == CodeKind::kFp8 || Traits::kVCode == CodeKind::kFp8) {
+    if (side != nullptr) {
+      const float* src = static_cast<const float*>(side->data) + kv_head * static_cast<int>(side->head_stride);
+      cute::SM80_CP_ASYNC_CACHEALWAYS<float>::copy(*src, fp8_head_scales_smem<Traits>()[tid]);
+    }
+  }
+}
+
 // The block starts: it clears its bad-input flag, asks L2 for its Q rows and first keys
 // (l2_prefetch.cuh), waits for the prior grid (PDL), and the Q tile (row-major (M, D) at the start
 // of shared memory) goes out as a cp.async group. Returns the block's key range.
@@ -49,6 +77,7 @@ __device__ __forceinline__ DecodeKeyRange start_quant_block(const DecodeParams& 
   Tensor sQ = make_tensor(make_smem_ptr(reinterpret_cast<Element*>(smem)),
                           make_layout(Shape<Int<Traits::kBlockM>, Int<Traits::kHeadDim>>{}, LayoutRight{}));  // (M, D)
   load_q_tile<Traits>(p, sQ, at.b, at.kv_head, at.row0, at.rows_here, tid);
+  stage_fp8_head_scales<Traits>(p, at.kv_head, tid);
   cp_async_fence();
   return decode_key_range<Traits::kBlockKeys, kVariants, Traits::kChannelKeys>(p, at.b, at.split, at.row0, at.rows_here);
 }
@@ -91,16 +120,13 @@ __device__ __forceinline__ QuantKvLoader<Traits> start_quant_ring(const DecodePa
   return kv;
 }
 
-// FP8's per-KV-head scales (1 for the integer formats, whose scales are per token).
+// FP8's per-KV-head scales (1 for the integer formats), once start_quant_ring has seen the Q
+// tile's group land (stage_fp8_head_scales).
 template <class Traits>
-__device__ __forceinline__ void fp8_head_scales(const DecodeParams& p, int kv_head, float& k_scale, float& v_scale) {
+__device__ __forceinline__ void fp8_head_scales(float& k_scale, float& v_scale) {
   k_scale = v_scale = 1.f;
-  if constexpr (Traits::kKCode == CodeKind::kFp8) {
-    k_scale = static_cast<const float*>(p.kv.k_scales.data)[kv_head * p.kv.k_scales.head_stride];
-  }
-  if constexpr (Traits::kVCode == CodeKind::kFp8) {
-    v_scale = static_cast<const float*>(p.kv.v_scales.data)[kv_head * p.kv.v_scales.head_stride];
-  }
+  if constexpr (Traits::kKCode == CodeKind::kFp8) k_scale = fp8_head_scales_smem<Traits>()[0];
+  if constexpr (Traits::kVCode == CodeKind::kFp8) v_scale = fp8_head_scales_smem<Traits>()[1];
 }
 
 // After the key loop: every warp stores its (O, row max, row sum) into the merge buffers, which

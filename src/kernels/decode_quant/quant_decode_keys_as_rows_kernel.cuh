@@ -64,7 +64,7 @@ __global__ void __launch_bounds__(Traits::kThreads, kVariants ? Traits::kVariant
     q.load(sQ, lane);
   }
   float k_scale, v_scale;
-  fp8_head_scales<Traits>(p, at.kv_head, k_scale, v_scale);
+  fp8_head_scales<Traits>(k_scale, v_scale);
   const float scale_log2 = p.scale_log2 * q.unshift * k_scale;
   static_assert(kVariants || !kCapped, "the capped version is a variants instance's");
   const ScoreSoftcap<kCapped> softcap(p.softcap, scale_log2);
