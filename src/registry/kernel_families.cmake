@@ -160,3 +160,7 @@ splitkv_family(NAME atomic_normalize KIND normalize ARCH sm80 STRATEGIES PRIORIT
 # (PlanTuning::mixed_route, docs/MIXED_BATCH.md).
 splitkv_family(NAME mixed_route KIND mixed ARCH sm80 STRATEGIES PRIORITY -1 EVERY_BUILD
   HEAD_DIMS 64 128 256 DTYPES fp16 bf16 KV_FORMATS native TEMPLATE mixed/mixed_route)
+# Builds a mixed step's work list on the GPU from the device's lengths (kernels/common/mixed_work.hpp;
+# the persistent kernel that runs the list is not built yet). The kernel ignores dtype and head dim.
+splitkv_family(NAME mixed_work KIND mixed ARCH sm80 STRATEGIES PRIORITY -1 EVERY_BUILD
+  HEAD_DIMS 64 128 256 DTYPES fp16 bf16 KV_FORMATS native TEMPLATE mixed/mixed_work)

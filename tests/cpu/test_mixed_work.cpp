@@ -11,6 +11,7 @@
 
 #include "kernels/common/causal_mask.hpp"
 #include "plan/mixed_work_list.hpp"
+#include "testing/mixed_batch.hpp"
 
 namespace splitkv {
 namespace {
@@ -34,27 +35,7 @@ MixedShape shape(int max_seqs, int max_tokens, int max_kv_len) {
   return s;
 }
 
-struct Batch {
-  std::vector<int32_t> cu_q, lens;
-  int size() const { return int(lens.size()); }
-};
-
-// A random mix: empty rows, decode rows (1-2 queries), speculative rows (up to 16), chunks of 1 to
-// 3000 queries, prefixes from 0 to 128k.
-Batch random_batch(std::mt19937& rng, const MixedShape& s) {
-  Batch b;
-  b.cu_q.push_back(0);
-  const int n = 1 + int(rng() % s.max_seqs);
-  for (int i = 0; i < n; ++i) {
-    const int kind = int(rng() % 4);
-    int q = kind == 0 ? 0 : kind == 1 ? 1 + int(rng() % 2) : kind == 2 ? 1 + int(rng() % 16) : 1 + int(rng() % 3000);
-    q = std::min(q, s.max_tokens - b.cu_q.back());
-    const int prefix = int(rng() % 4) == 0 ? 0 : int(rng() % (s.max_kv_len - q + 1));
-    b.cu_q.push_back(b.cu_q.back() + q);
-    b.lens.push_back(q + prefix);
-  }
-  return b;
-}
+using Batch = testing::MixedBatch;
 
 void expect_covers(const MixedShape& s, const Batch& batch, const std::vector<MixedUnit>& list) {
   ASSERT_LE(int64_t(list.size()), plan::mixed_max_units(s));
@@ -125,7 +106,7 @@ TEST(MixedWorkList, EveryRowOnceEverySplitInOrderRandomMixes) {
   std::mt19937 rng(7);
   const MixedShape s = shape(64, 8192, 131072);
   for (int trial = 0; trial < 200; ++trial) {
-    const Batch batch = random_batch(rng, s);
+    const Batch batch = testing::random_mixed_batch(rng, s);
     const std::vector<MixedUnit> list = plan::mixed_work_list(s, batch.cu_q.data(), batch.lens.data(), batch.size());
     expect_covers(s, batch, list);
   }

@@ -63,7 +63,7 @@ TEST(Registry, CompiledInstancesBelongToTheirFamilies) {
   }
   // The cache kernels exist at every dtype and head dim, whatever the build selects: a cache must be
   // writable and stageable wherever decode can be built.
-  for (const char* name : {"append_kv", "dequant_kv", "atomic_normalize"}) {
+  for (const char* name : {"append_kv", "dequant_kv", "atomic_normalize", "mixed_route", "mixed_work"}) {
     const int family = registry::find_family(name);
     ASSERT_GE(family, 0) << name;
     for (DType dtype : {DType::kF16, DType::kBF16}) {
