@@ -12,6 +12,23 @@
 
 namespace splitkv::testing {
 
+// The tests' step shape: 32/8 heads' GQA group of 4 over 8 KV heads, decode rows of up to 8 packed
+// rows with up to 16 splits of 4096 keys, prefill tiles of 128 rows.
+inline detail::MixedShape mixed_test_shape(int max_seqs, int max_tokens, int max_kv_len) {
+  detail::MixedShape s;
+  s.max_seqs = max_seqs;
+  s.max_tokens = max_tokens;
+  s.max_kv_len = max_kv_len;
+  s.num_kv_heads = 8;
+  s.group = 4;
+  s.decode_max_rows = 8;
+  s.prefill_rows = 128;
+  s.split_keys = 4096;
+  s.max_splits = 16;
+  s.block_keys = 64;
+  return s;
+}
+
 // A step's lengths as the device holds them: cu_q [batch + 1], lens [batch].
 struct MixedBatch {
   std::vector<int32_t> cu_q, lens;

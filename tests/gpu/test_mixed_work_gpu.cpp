@@ -24,18 +24,7 @@ using testing::DeviceBuffer;
 using testing::MixedBatch;
 
 MixedShape shape(int max_seqs, int max_tokens, int max_kv_len) {
-  MixedShape s;
-  s.max_seqs = max_seqs;
-  s.max_tokens = max_tokens;
-  s.max_kv_len = max_kv_len;
-  s.num_kv_heads = 8;
-  s.group = 4;
-  s.decode_max_rows = 8;
-  s.prefill_rows = 128;
-  s.split_keys = 4096;
-  s.max_splits = 16;
-  s.block_keys = 64;
-  return s;
+  return testing::mixed_test_shape(max_seqs, max_tokens, max_kv_len);
 }
 
 bool same_unit(const MixedUnit& a, const MixedUnit& b) { return std::memcmp(&a, &b, sizeof(MixedUnit)) == 0; }
