@@ -46,12 +46,19 @@ def test_variants_rows_meet_their_baselines_and_flex():
         {"case": case(128), "us": 4.6, "gbps": 50.0},
         {"case": case(131072, window=128), "us": 5.3, "gbps": 45.0}]}       # ratio shown, no target
     peers = {"rows": [{"case": case(131072, window=4096), "flex": {"us": 20.8}},
-                      {"case": case(32768, cap=50.0), "flex": {"us": None, "error": "no triton"}}]}
+                      {"case": case(32768, cap=50.0), "flex": {"us": None, "error": "no triton"}},
+                      {"case": case(32768), "flex": {"us": 110.0}}]}
     rows, _, lines, note = merge_variants(ours, peers, prefill=False)
     assert rows[1]["baseline_us"] == 10.0 and "1.05x own W-key decode: met" in rows[1]["targets"]
     assert ">= 1.3x FlexAttention: met" in rows[1]["targets"]
     assert "without the cap: MISSED" in rows[3]["targets"] and rows[3]["flex_us"] is None
     assert "no triton" in note and len(lines) == 6
+    # A plain row has no Flex target; a missed one whose bytes at the ceiling take longer than
+    # Flex's time / 1.3 says what the ceiling allows (row 3: 103 us at 3900 of 4400 GB/s).
+    rows, _, _, _ = merge_variants(ours, {"rows": peers["rows"][:1] + [
+        {"case": case(32768, cap=50.0), "flex": {"us": 110.0}}]}, prefill=False)
+    assert "FlexAttention (the read ceiling allows 1.20x): MISSED" in rows[3]["targets"]
+    assert "ceiling allows" not in rows[1]["targets"]
     # A 128-key window is measured against a 128-key decode (launch-bound): the ratio, no verdict.
     assert rows[5]["baseline_us"] == 4.6 and "W-key" not in rows[5]["targets"]
 
