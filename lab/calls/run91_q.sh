@@ -16,7 +16,7 @@ set -uo pipefail
 D=${DEADLINE:-560}
 left() { echo $(( D - SECONDS )); }
 nvidia-smi --query-gpu=name --format=csv,noheader
-for c in head i32 smem i32full smemfull; do [ -f build-r91/$c.xz ] && xz -dc build-r91/$c.xz > /tmp/f-$c; done
+for c in head i32 smem i32full smemfull pffull; do [ -f build-r91/$c.xz ] && xz -dc build-r91/$c.xz > /tmp/f-$c; done
 xz -dc build-q31/splitkv.xz > /tmp/f-q31; chmod +x /tmp/f-*
 for r in $(seq 1 ${MICRO_ROUNDS:-5}); do
   for c in q31 head i32 smem; do
