@@ -90,10 +90,10 @@ Status check_kv_scale_tensor(const std::string& name, const TensorRef& s, KvScal
     case KvScales::kPerHead: {
       if (Status st = check_tensor(name, s, Expect{DType::kF32, {num_kv_heads}, false, false}); !st) return st;
       // The decode kernels index the scales in 32 bits (stage_fp8_head_scales).
-      if (num_kv_heads > 1 && s.stride[0] > std::numeric_limits<int32_t>::max() / (num_kv_heads - 1)) {
+      const int64_t max_stride = num_kv_heads > 1 ? std::numeric_limits<int32_t>::max() / (num_kv_heads - 1) : 0;
+      if (num_kv_heads > 1 && s.stride[0] > max_stride) {
         return Status::invalid(name + ".stride[0]",
-                               "<= " + str(std::numeric_limits<int32_t>::max() / (num_kv_heads - 1)) +
-                                   " (the last head's scale within 2^31 elements of the first)",
+                               "<= " + str(max_stride) + " (the last head's scale within 2^31 elements of the first)",
                                str(s.stride[0]));
       }
       return Status::success();
