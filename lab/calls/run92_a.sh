@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Run 92, first call: run92_mw.sh, run92_fp8.sh and run92_bt.sh in one machine start.
+# Run 92, first call: run92_mw.sh, run92_fp8.sh and run92_m.sh in one machine start
+# (run92_b.sh, the bound twin, next on the warm machine).
 # Carry ["build-r92"]: hard links of the binaries those scripts name, put back in place here.
 set -uo pipefail
 mkdir -p build-r91 build-q31 build-q31x build-bis build-wide2 build-bt
@@ -9,6 +10,7 @@ for c in 041f0e1 4890a36 55dcb6e ff52af0; do ln -sf ../build-r92/$c.xz build-bis
 for c in gt2 head smem pf; do ln -sf ../build-r92/$c.xz build-r91/$c.xz; done
 ln -sf ../build-r92/wide2-splitkv.xz build-wide2/splitkv.xz
 ln -sf ../build-r92/bt-gt.xz build-bt/gt.xz; ln -sf ../build-r92/bt-new.xz build-bt/new.xz
-echo "== mw"; bash lab/calls/run92_mw.sh
-echo "== fp8"; bash lab/calls/run92_fp8.sh
-echo "== bt"; bash lab/calls/run92_bt.sh
+[ "${SKIP_A:-0}" = 1 ] || { echo "== mw"; bash lab/calls/run92_mw.sh; echo "== fp8"; bash lab/calls/run92_fp8.sh; }
+[ "${SKIP_M:-0}" = 1 ] || { echo "== mixed"; bash lab/calls/run92_m.sh; }
+[ "${RUN_BT:-0}" = 1 ] && { echo "== bt"; bash lab/calls/run92_bt.sh; }
+echo "total $SECONDS s"
