@@ -182,15 +182,19 @@ Status prefill_call(const StepData& s, const PrefillSpan& span, KvFormat format,
 }
 
 // The whole step as one call: chunked prefill over the cache, every sequence varlen; with `route`,
-// on the mixed route (PlanTuning::mixed_route: the short rows on the decode kernels beside it).
-Status mixed_call(const StepData& s, KvFormat format, const DeviceInfo& device, Call* c, bool route = false) {
+// on the mixed route (PlanTuning::mixed_route: the short rows on the decode kernels beside it;
+// with `serial`, after it: PlanTuning::mixed_route_serial).
+Status mixed_call(const StepData& s, KvFormat format, const DeviceInfo& device, Call* c, bool route = false,
+                  bool serial = false) {
   for (int b = 0; b < s.batch; ++b) c->flops += chunk_flops(s.q_lens[size_t(b)], s.kv_lens[size_t(b)]);
   const PrefillSpan span{s.batch, s.max_q, s.max_kv, s.total_q, s.q.get(), s.out.get(), s.cu_q.get(),
                          TensorRef::contiguous(s.seq_lens.get(), DType::kI32, {s.batch}),
                          TensorRef::contiguous(s.block_table.get(), DType::kI32, {s.batch, s.max_pages})};
   PlanOptions options;
   options.tuning.mixed_route = route;
-  return prefill_call(s, span, format, device, route ? "mixed route" : "mixed", c, options);
+  options.tuning.mixed_route_serial = serial;
+  return prefill_call(s, span, format, device, !route ? "mixed" : serial ? "mixed route, serial" : "mixed route", c,
+                      options);
 }
 
 // One group of sequences [first, first + g.count), its queries from token `token0`, as its own call:
@@ -355,15 +359,18 @@ int gpu_mixed_bench(const CliOptions& o) {
         continue;
       }
       report("mixed", &mixed, t, mixed.flops, 0);
-      Call routed;
-      if (Status st = mixed_call(s, format, device, &routed, true); !st) {
-        std::printf("  %s, mixed route: %s\n", mix.name, st.message().c_str());
-        results.fail();
-      } else if (Status st2 = time_calls({&routed}, o.iters, &t); !st2) {
-        std::printf("  %s, mixed route: %s\n", mix.name, st2.message().c_str());
-        results.fail();
-      } else {
-        report("mixed route", &routed, t, routed.flops, 0);
+      for (const bool serial : {false, true}) {
+        Call routed;
+        const char* what = serial ? "mixed route, serial" : "mixed route";
+        if (Status st = mixed_call(s, format, device, &routed, true, serial); !st) {
+          std::printf("  %s, %s: %s\n", mix.name, what, st.message().c_str());
+          results.fail();
+        } else if (Status st2 = time_calls({&routed}, o.iters, &t); !st2) {
+          std::printf("  %s, %s: %s\n", mix.name, what, st2.message().c_str());
+          results.fail();
+        } else {
+          report(what, &routed, t, routed.flops, 0);
+        }
       }
       std::vector<Call*> all;
       for (Call& c : parts) all.push_back(&c);

@@ -100,6 +100,9 @@ struct PlanTuning {
   // call (capturable; the prefill part's blocks first), the prefill grid capped to leave SMs to the
   // decode blocks. Off until measured (docs/MIXED_BATCH.md).
   bool mixed_route = false;
+  // With mixed_route: the parts one after the other on the caller's stream (the prefill part on
+  // its whole grid first, then the decode parts), not side by side (docs/MIXED_BATCH.md).
+  bool mixed_route_serial = false;
 };
 
 struct PlanOptions {
@@ -211,6 +214,7 @@ struct PlanFields {
   // (plan::mixed_scratch).
   std::shared_ptr<const Plan> mixed_decode, mixed_spec;
   int mixed_decode_q = 0;
+  bool mixed_serial = false;  // PlanTuning::mixed_route_serial: the parts one after the other
   size_t mixed_decode_offset = 0, mixed_spec_offset = 0, mixed_scratch_offset = 0;
   size_t workspace_bytes = 0;  // caller-provided workspace run() needs (0: none)
   std::string note;            // why the planner chose what it chose
@@ -265,6 +269,7 @@ class Plan {
   const Plan* mixed_decode_plan() const { return f_.mixed_decode.get(); }
   const Plan* mixed_spec_plan() const { return f_.mixed_spec.get(); }
   int mixed_decode_q() const { return f_.mixed_decode_q; }
+  bool mixed_serial() const { return f_.mixed_serial; }
   size_t mixed_decode_offset() const { return f_.mixed_decode_offset; }
   size_t mixed_spec_offset() const { return f_.mixed_spec_offset; }
   size_t mixed_scratch_offset() const { return f_.mixed_scratch_offset; }

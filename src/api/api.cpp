@@ -640,9 +640,13 @@ Status run_mixed_route(const Plan& plan, const PrefillTensors& t, void* workspac
   if (Status s = detail::launch(launcher, &m, launch_config(stream, one), "mixed route split launch"); !s) return s;
 
   // The prefill part: every sequence no decode part serves (the others skipped: no tile of them
-  // runs; at length 0 for the staging copy), on the side stream, launched first.
+  // runs; at length 0 for the staging copy), launched first: on the side stream, or on the
+  // caller's ahead of the decode parts where the plan runs the parts one after the other.
   detail::SideStream side;
-  if (Status s = detail::fork_side_stream(stream, &side); !s) return s;
+  if (!plan.mixed_serial()) {
+    if (Status s = detail::fork_side_stream(stream, &side); !s) return s;
+  }
+  const Stream prefill_stream = plan.mixed_serial() ? stream : side.stream;
   PrefillTensors pt = t;
   pt.seq_lens = TensorRef::contiguous(m.prefill_seq_lens, DType::kI32, {B});
   pt.seq_lens_host = nullptr;
@@ -651,13 +655,14 @@ Status run_mixed_route(const Plan& plan, const PrefillTensors& t, void* workspac
   detail::PlanFields& own = detail::PlanEditor::fields(prefill);
   own.mixed_decode = own.mixed_spec = nullptr;
   own.mixed_decode_q = 0;
+  own.mixed_serial = false;
   own.workspace_bytes = plan.mixed_decode_offset();  // its own part of the workspace, first
   own.mixed_decode_offset = own.mixed_spec_offset = own.mixed_scratch_offset = 0;
   own.seal = detail::plan_seal(prefill);
   PrefillExtras skip;  // the decode rows: no tile of them runs here (the merge writes their rows)
   skip.skip_sequences = m.prefill_skip;
-  const Status ran = prefill.dequantized_cache() ? prefill_over_staging(prefill, pt, workspace, side.stream, skip)
-                                                 : launch_prefill(prefill, pt, workspace, side.stream, skip);
+  const Status ran = prefill.dequantized_cache() ? prefill_over_staging(prefill, pt, workspace, prefill_stream, skip)
+                                                 : launch_prefill(prefill, pt, workspace, prefill_stream, skip);
 
   // The decode parts: each part's padded rows over the same cache, on the caller's stream.
   Status decoded = Status::success();
@@ -674,7 +679,9 @@ Status run_mixed_route(const Plan& plan, const PrefillTensors& t, void* workspac
     if (pr.sinks) dt.sinks = t.sinks;
     decoded = run_decode(*part_plans[k], dt, base + part_workspace[k], part_plans[k]->workspace_bytes(), stream);
   }
-  if (Status s = detail::join_side_stream(stream, side); !s) return s;
+  if (!plan.mixed_serial()) {
+    if (Status s = detail::join_side_stream(stream, side); !s) return s;
+  }
   if (!ran) return ran;
   if (!decoded) return decoded;
   m.stage = detail::MixedRouteStage::kMerge;

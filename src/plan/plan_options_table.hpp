@@ -60,6 +60,8 @@ inline constexpr TuningSwitch kTuningSwitches[] = {
      "one-wave decode grids keep the kernel's own shared memory size"},
     {"mixed_route", "--mixed-route", &PlanTuning::mixed_route,
      "a paged cache's varlen prefill serves its short rows on the decode kernels, side by side", false},
+    {"mixed_route_serial", "--mixed-serial", &PlanTuning::mixed_route_serial,
+     "the mixed route runs its parts one after the other (prefill part first, whole grid)", false},
 };
 
 // The one integer switch: PlanTuning::l2_prefetch_keys (CLI --l2-prefetch-keys N, Python l2_prefetch_keys).

@@ -898,7 +898,8 @@ void plan_mixed_route(const PrefillProblem& problem, const DeviceInfo& device, c
                        plan::mixed_scratch(problem.batch, decode_q, problem.num_q_heads, problem.head_dim,
                                            int(detail::block_table_pages(problem.max_kv_len, problem.page_size)))
                            .total_bytes;
-  if (p->persistent_blocks > 0) {
+  p->mixed_serial = options.tuning.mixed_route_serial;
+  if (p->persistent_blocks > 0 && !p->mixed_serial) {
     p->persistent_blocks = std::max(1, device.sm_count - device.sm_count / kMixedDecodeSmShare);
   }
   p->note += "; mixed route: single-query sequences on " + single.family() + " (" +
@@ -907,7 +908,7 @@ void plan_mixed_route(const PrefillProblem& problem, const DeviceInfo& device, c
     p->note += ", sequences of 2-" + std::to_string(decode_q) + " queries on " + spec.family() + " (" +
                std::to_string(spec.num_splits()) + " splits)";
   }
-  p->note += " beside the prefill tiles";
+  p->note += p->mixed_serial ? " after the prefill tiles" : " beside the prefill tiles";
 }
 
 Status plan_prefill_fields(const PrefillProblem& problem, const DeviceInfo& device, const PlanOptions& options,

@@ -61,6 +61,30 @@ TEST(MixedRoute, OffByDefaultOnWhenAskedForAPagedVarlenCache) {
   EXPECT_NE(routed.seal(), plain.seal());
 }
 
+TEST(MixedRoute, TheSerialRouteKeepsTheWholeGridAndItsOwnSeal) {
+  Plan plain, side_by_side, serial;
+  PlanOptions o = mixed();
+  o.tuning.mixed_route_serial = true;
+  ASSERT_TRUE(plan_prefill(step(), DeviceInfo::h200(), {}, &plain).ok());
+  ASSERT_TRUE(plan_prefill(step(), DeviceInfo::h200(), mixed(), &side_by_side).ok());
+  ASSERT_TRUE(plan_prefill(step(), DeviceInfo::h200(), o, &serial).ok());
+  if (!serial.mixed_route()) GTEST_SKIP() << "this build lacks the decode part's family: " << describe(serial);
+  EXPECT_TRUE(serial.mixed_serial());
+  EXPECT_FALSE(side_by_side.mixed_serial());
+  EXPECT_EQ(serial.persistent_blocks(), plain.persistent_blocks()) << "the prefill part runs alone first";
+  EXPECT_EQ(serial.workspace_bytes(), side_by_side.workspace_bytes());
+  EXPECT_NE(describe(serial).find("after the prefill tiles"), std::string::npos) << describe(serial);
+  EXPECT_NE(serial.seal(), side_by_side.seal());
+  // Without mixed_route the switch changes nothing.
+  PlanOptions alone;
+  alone.tuning.mixed_route_serial = true;
+  Plan unrouted;
+  ASSERT_TRUE(plan_prefill(step(), DeviceInfo::h200(), alone, &unrouted).ok());
+  EXPECT_FALSE(unrouted.mixed_route());
+  EXPECT_FALSE(unrouted.mixed_serial());
+  EXPECT_EQ(unrouted.seal(), plain.seal());
+}
+
 TEST(MixedRoute, NotTakenWhereItDoesNotApplyAndSaysWhy) {
   PrefillProblem contiguous = step();
   contiguous.page_size = 0;
