@@ -6,6 +6,9 @@
 # keeps part of the route's 1.16x only if the gain came from the parts' plans, not from overlap.
 # Files under $OUT: mixed.json, mixed.log.
 set -uo pipefail
+# The route's GPU tests first (build-r92/gtm.xz: the same sources' GPU tests, bf16 D=128 native;fp8),
+# the two serial mixes among them.
+bash lab/calls/gpu_test_shards.sh build-r92/gtm.xz 'Mixes/MixedRouteVsReference.*:MixedRouteHostile.*' 150
 xz -dc build-r92/mixed.xz > /tmp/f-mixed && chmod +x /tmp/f-mixed
 SPLITKV_COMMIT=${COMMIT:-serial} timeout ${MIXED_S:-240} /tmp/f-mixed bench --suite mixed --json $OUT/mixed.json > $OUT/mixed.log 2>&1
 echo "mixed rc=$? $SECONDS s"

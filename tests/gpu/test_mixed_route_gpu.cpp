@@ -1,11 +1,11 @@
 // The mixed route (PlanTuning::mixed_route, docs/MIXED_BATCH.md) on the GPU: a serving step's
 // varlen batch over a paged cache with decode rows (1-4 queries), speculative rows, chunks longer
 // than a tile, an empty sequence and rows over fewer keys than queries, served by the decode kernels
-// beside the chunked-prefill kernels in one call; against the fp64 reference with outputs and
-// workspace poisoned, the same bits on a rerun, and a CUDA graph captured once and replayed with
-// new lengths; hostile device data (a page id outside the pool in a decode row and in a chunk, a
-// speculative row's length past max_kv_len) gives NaN in those sequences only, every other
-// sequence's bits unchanged.
+// beside the chunked-prefill kernels in one call (side by side, and serial: mixed_route_serial);
+// against the fp64 reference with outputs and workspace poisoned, the same bits on a rerun, and a
+// CUDA graph captured once and replayed with new lengths; hostile device data (a page id outside
+// the pool in a decode row and in a chunk, a speculative row's length past max_kv_len) gives NaN in
+// those sequences only, every other sequence's bits unchanged.
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -26,6 +26,7 @@ struct MixShape {
   KvFormat kv_format;
   std::vector<int> seq_lens, chunks;
   int window_left = -1;
+  bool serial = false;  // PlanTuning::mixed_route_serial: the parts one after the other
 };
 
 ChunkCase make_mix(const MixShape& s) {
@@ -47,9 +48,10 @@ ChunkCase make_mix(const MixShape& s) {
   return c;
 }
 
-Status plan_mix(const ChunkCase& c, Plan* plan) {
+Status plan_mix(const ChunkCase& c, Plan* plan, bool serial = false) {
   PlanOptions o;
   o.tuning.mixed_route = true;
+  o.tuning.mixed_route_serial = serial;
   return plan_prefill(c.problem, gpu_test::device(), o, plan);
 }
 
@@ -62,6 +64,10 @@ const MixShape kMixes[] = {
     {"int4_paged32", 32, KvFormat::kInt4, {2000, 4096, 1500, 77}, {2, 1, 200, 4}},
     // Decode rows behind a chunk and an empty row: slots in their parts other than their index.
     {"bf16_chunk_first", 16, KvFormat::kNative, {2348, 64, 3000, 500, 700, 90}, {300, 0, 1, 4, 1, 2}},
+    // The serial route: the same parts on one stream.
+    {"bf16_paged16_serial", 16, KvFormat::kNative, {3000, 500, 2348, 64, 1, 7000, 900, 20, 1},
+     {1, 4, 300, 64, 1, 3, 0, 2, 2}, -1, true},
+    {"fp8_paged16_serial", 16, KvFormat::kFP8E4M3, {3000, 500, 2348, 64, 7000, 33}, {1, 4, 300, 64, 3, 1}, -1, true},
 };
 
 class MixedRouteVsReference : public ::testing::TestWithParam<MixShape> {};
@@ -72,9 +78,10 @@ TEST_P(MixedRouteVsReference, MatchesFp64ReferenceAndReplays) {
   if (gpu_test::device().cc_major < 9) GTEST_SKIP() << "the mixed route runs on sm_90";
   ChunkCase c = make_mix(s);
   Plan plan;
-  const Status planned = plan_mix(c, &plan);
+  const Status planned = plan_mix(c, &plan, s.serial);
   ASSERT_TRUE(planned.ok()) << planned.message();
   ASSERT_TRUE(plan.mixed_route()) << describe(plan);
+  ASSERT_EQ(plan.mixed_serial(), s.serial);
   SPLITKV_REQUIRE_PLAN_COMPILED(plan);
   for (const Plan* part : {plan.mixed_decode_plan(), plan.mixed_spec_plan()}) {
     if (part != nullptr && !gpu_test::plan_compiled(*part)) GTEST_SKIP() << "a decode part not compiled";
