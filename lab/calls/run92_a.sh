@@ -8,9 +8,9 @@ ln -sf ../build-r92/q31-splitkv.xz build-q31/splitkv.xz
 for c in stride guard; do ln -sf ../build-r92/$c.xz build-q31x/$c.xz; done
 for c in 041f0e1 4890a36 55dcb6e ff52af0; do ln -sf ../build-r92/$c.xz build-bis/$c.xz; done
 for c in gt2 head smem pf; do ln -sf ../build-r92/$c.xz build-r91/$c.xz; done
-ln -sf ../build-r92/wide2-splitkv.xz build-wide2/splitkv.xz
-ln -sf ../build-r92/bt-gt.xz build-bt/gt.xz; ln -sf ../build-r92/bt-new.xz build-bt/new.xz
+
+
 [ "${SKIP_A:-0}" = 1 ] || { echo "== mw"; bash lab/calls/run92_mw.sh; echo "== fp8"; bash lab/calls/run92_fp8.sh; }
 [ "${SKIP_M:-0}" = 1 ] || { echo "== mixed"; bash lab/calls/run92_m.sh; }
-[ "${RUN_BT:-0}" = 1 ] && { echo "== bt"; bash lab/calls/run92_bt.sh; }
+
 echo "total $SECONDS s"
