@@ -10,7 +10,7 @@ for c in 041f0e1 4890a36 55dcb6e ff52af0; do ln -sf ../build-r92/$c.xz build-bis
 for c in gt2 head smem pf; do ln -sf ../build-r92/$c.xz build-r91/$c.xz; done
 
 
-[ "${SKIP_A:-0}" = 1 ] || { echo "== mw"; bash lab/calls/run92_mw.sh; echo "== fp8"; bash lab/calls/run92_fp8.sh; }
+[ "${SKIP_A:-0}" = 1 ] || { echo "== mw"; bash lab/calls/run92_mw.sh; echo "== fp8"; BINS="q31 041f0e1 ff52af0 head smem pf" ROUNDS=4 bash lab/calls/run92_fp8.sh; }
 [ "${SKIP_M:-0}" = 1 ] || { echo "== mixed"; bash lab/calls/run92_m.sh; }
 
 echo "total $SECONDS s"

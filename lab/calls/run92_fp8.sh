@@ -20,8 +20,8 @@ for c in stride guard; do xz -dc build-q31x/$c.xz > /tmp/f-$c; done
 for c in 041f0e1 4890a36 55dcb6e ff52af0; do xz -dc build-bis/$c.xz > /tmp/f-$c; done
 for c in head smem pf; do xz -dc build-r91/$c.xz > /tmp/f-$c; done
 chmod +x /tmp/f-*
-bins="q31 stride guard 041f0e1 4890a36 55dcb6e ff52af0 head smem pf"
-for r in 1 2 3 4 5; do
+bins=${BINS:-"q31 stride guard 041f0e1 4890a36 55dcb6e ff52af0 head smem pf"}
+for r in $(seq 1 ${ROUNDS:-5}); do
   for c in $bins; do
     for lk in 1024 4096; do
       rm -f /tmp/row.json
