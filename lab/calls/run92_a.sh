@@ -7,7 +7,8 @@ mkdir -p build-r91 build-q31 build-q31x build-bis build-wide2 build-bt
 ln -sf ../build-r92/q31-splitkv.xz build-q31/splitkv.xz
 for c in stride guard; do ln -sf ../build-r92/$c.xz build-q31x/$c.xz; done
 for c in 041f0e1 4890a36 55dcb6e ff52af0; do ln -sf ../build-r92/$c.xz build-bis/$c.xz; done
-for c in gt2 head smem pf; do ln -sf ../build-r92/$c.xz build-r91/$c.xz; done
+for c in head smem pf pffull; do ln -sf ../build-r92/$c.xz build-r91/$c.xz; done
+ln -sf ../build-r92/gtm.xz build-r91/gt2.xz  # HEAD's GPU tests hold the builder's
 
 
 [ "${SKIP_A:-0}" = 1 ] || { echo "== mw"; bash lab/calls/run92_mw.sh; echo "== fp8"; BINS="q31 041f0e1 ff52af0 head smem pf" ROUNDS=4 bash lab/calls/run92_fp8.sh; }
