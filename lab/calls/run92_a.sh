@@ -11,7 +11,7 @@ for c in head smem pf pffull; do ln -sf ../build-r92/$c.xz build-r91/$c.xz; done
 ln -sf ../build-r92/gtm.xz build-r91/gt2.xz  # HEAD's GPU tests hold the builder's
 
 
-[ "${SKIP_A:-0}" = 1 ] || { echo "== mw"; bash lab/calls/run92_mw.sh; echo "== fp8"; BINS="q31 041f0e1 ff52af0 head smem pf" ROUNDS=4 bash lab/calls/run92_fp8.sh; }
+[ "${SKIP_A:-0}" = 1 ] || { echo "== mw"; bash lab/calls/run92_mw.sh; echo "== fp8"; BINS="q31 head smem pf" ROUNDS=4 ROWS="1024:1 4096:1 16384:1 4096:8 4096:32" bash lab/calls/run92_fp8.sh; }
 [ "${SKIP_M:-0}" = 1 ] || { echo "== mixed"; bash lab/calls/run92_m.sh; }
 
 echo "total $SECONDS s"

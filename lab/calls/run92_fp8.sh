@@ -23,11 +23,12 @@ chmod +x /tmp/f-*
 bins=${BINS:-"q31 stride guard 041f0e1 4890a36 55dcb6e ff52af0 head smem pf"}
 for r in $(seq 1 ${ROUNDS:-5}); do
   for c in $bins; do
-    for lk in 1024 4096; do
+    for row in ${ROWS:-1024:1 4096:1}; do
+      lk=${row%:*}; b=${row#*:}
       rm -f /tmp/row.json
-      timeout 20 /tmp/f-$c bench --kv-format fp8 --lk $lk --json /tmp/row.json >/dev/null 2>&1
+      timeout 20 /tmp/f-$c bench --kv-format fp8 --lk $lk -b $b --json /tmp/row.json >/dev/null 2>&1
       us=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["rows"][0]["us"])' /tmp/row.json 2>/dev/null || echo nan)
-      printf '%s\t%s\tfp8-%s\t%s\n' "$r" "$c" "$lk" "$us" >> $OUT/fp8.tsv
+      printf '%s\t%s\tfp8-%s-b%s\t%s\n' "$r" "$c" "$lk" "$b" "$us" >> $OUT/fp8.tsv
     done
   done
 done
