@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <numeric>
 #include <random>
@@ -46,6 +47,9 @@ const Mix kMixes[] = {
     {"a: 2048-query chunk over 8k + 63 rows 1k-32k", {{63, 1, 1024, 32768}, {1, 2048, 8192 + 2048, 8192 + 2048}}},
     {"b: 8 first chunks of 512 + 120 rows at 4k", {{120, 1, 4096, 4096}, {8, 512, 512, 512}}},
     {"c: 256 rows at 2k + 32 speculative rows of 4 at 8k", {{256, 1, 2048, 2048}, {32, 4, 8192, 8192}}},
+    // The two ends: what the mixed route costs a step of chunks only, and one of decode rows only.
+    {"e: 4 chunks of 1024 over 4k, no rows", {{4, 1024, 4096, 4096}}},
+    {"f: 64 rows at 8k, no chunk", {{64, 1, 8192, 8192}}},
 };
 
 int group_kv_len(const Group& g, int i) {
@@ -296,11 +300,11 @@ int gpu_mixed_bench(const CliOptions& o) {
   Results results("mixed", 0);
   if (results.skip_unbuilt(kD, kDtype)) return results.finish(o.json_path);
   std::printf("%-52s %-5s %-16s %-22s %6s %9s %9s\n", "mix", "KV", "call", "family", "splits", "us", "rate");
-  // SPLITKV_MIXED_ONLY=<letter>: only that step (profiling one step's kernels, e.g. under ncu).
+  // SPLITKV_MIXED_ONLY=<letters>: only those steps (e.g. one step's kernels under ncu).
   const char* only = std::getenv("SPLITKV_MIXED_ONLY");
   for (const KvFormat format : {KvFormat::kNative, KvFormat::kFP8E4M3}) {
     for (const Mix& mix : kMixes) {
-      if (only != nullptr && *only != '\0' && mix.name[0] != only[0]) continue;
+      if (only != nullptr && *only != '\0' && std::strchr(only, mix.name[0]) == nullptr) continue;
       StepData s = make_step(mix, format, 77);
       const std::string kv_name = to_string(detail::resolve_kv_format(format, kDtype));
       auto report = [&](const std::string& variant, const Call* c, const GraphTiming& t, double flops,
