@@ -8,8 +8,8 @@ memory allows, lowered where a family's tile says an instance's registers hold f
 so a kernel change can silently make them wrong. This script reads every sm_90a decode kernel of a
 built `splitkv` CLI with cuobjdump (registers per thread), asks the CLI's planner for a plan that
 launches that very instance (its family forced, the variant that selects the version: none, a
-window, a softcap, the short-block twin's grid of a short window or the register-bound twin's of
-a long one), and fails where the plan counts more blocks
+window, a softcap, the short-block twin's grid of a short window (its bound version's: a larger
+one) or the register-bound twin's of a long one), and fails where the plan counts more blocks
 than 65536 registers hold at that count.
 
     scripts/check_residency.py BUILD/splitkv [--cuobjdump PATH] [--kernels-from FILE ...]
@@ -97,7 +97,9 @@ def instance(name):
     q_len = {8: 1, 16: 2, 32: 4}[rows]
     args = ["--family", family, "--kv-format", fmt, "--dtype", dtype, "-d", str(d), "--hq", "64", "--hkv", "8",
             "--lq", str(q_len)] + (["--causal"] if q_len > 1 else [])
-    if short_twin:  # the short-block twin: blocks of a 128-key window, a grid it runs in one round
+    if short_twin and bound:  # its version bound for more blocks: a grid they run in fewer rounds
+        args += ["-b", "256", "--lk", "8192", "--window", "128,-1"]
+    elif short_twin:  # the short-block twin: blocks of a 128-key window, a grid it runs in one round
         args += ["-b", "64", "--lk", "8192", "--window", "128,-1"]
     elif bound:  # the register-bound twin: long blocks it runs in one round
         args += ["-b", "16", "--lk", "8192", "--window", "4096,-1"]
@@ -107,7 +109,7 @@ def instance(name):
             args += ["--softcap", "30"]
         elif variants:
             args += ["--window", "128,-1"]
-    version = ("short twin" if short_twin else "twin" if bound else "capped" if capped else "variants" if variants
+    version = ("bound short twin" if short_twin and bound else "short twin" if short_twin else "twin" if bound else "capped" if capped else "variants" if variants
                else "plain")
     return family, dtype, d, fmt, version, bound, short_twin, args
 
@@ -155,6 +157,9 @@ def main():
         held = REGISTERS_PER_SM // (math.ceil(regs / REGISTER_GRANULE) * REGISTER_GRANULE * threads)
         if short_twin and planned_short != short_twin:
             print(f"FAIL {what}: the short blocks' grid did not launch it (plan's short-block twin: {planned_short} warps)")
+            bad += 1
+        elif short_twin and twin != bound:
+            print(f"FAIL {what}: the short blocks' grid did not launch it (plan: register-bound for {twin})")
             bad += 1
         elif bound and twin != bound:
             print(f"FAIL {what}: the twin's grid did not launch it (plan: register-bound for {twin})")

@@ -495,8 +495,15 @@ bool count_short_twin(const DecodeProblem& problem, const tiles::TileSummary& ti
     return false;
   }
   const int held = r.held > 0 ? std::min(r.held, p->blocks_per_sm) : p->blocks_per_sm;
-  const int twin_blocks = std::min(blocks_per_sm(device, twin.smem_bytes, 32 * twin.warps), twin.register_blocks);
   auto rounds = [&](int per_sm) { return grid_rounds(*p, device, per_sm); };
+  const int smem_blocks = std::min(blocks_per_sm(device, twin.smem_bytes, 32 * twin.warps), twin.register_blocks);
+  // A one-split plan merges no splits, so the twin's version without the cluster inbox, bound for
+  // more blocks, may serve it; it does where those blocks save a round.
+  const int bound_blocks = twin.bound_blocks > 0 && p->num_splits == 1
+                               ? std::min(blocks_per_sm(device, twin.bound_smem_bytes, 32 * twin.warps), twin.bound_blocks)
+                               : 0;
+  const bool bound = bound_blocks > smem_blocks && rounds(bound_blocks) < rounds(smem_blocks);
+  const int twin_blocks = bound ? bound_blocks : smem_blocks;
   const bool more_warps = twin_blocks * twin.warps > held * p->warps;
   if (twin_blocks <= held || rounds(twin_blocks) >= rounds(held) || !(more_warps || rounds(twin_blocks) == 1)) {
     return false;
@@ -504,11 +511,13 @@ bool count_short_twin(const DecodeProblem& problem, const tiles::TileSummary& ti
   p->short_twin_warps = twin.warps;
   p->warps = twin.warps;
   p->stages = twin.stages;
-  p->smem_bytes = twin.smem_bytes;
+  p->smem_bytes = bound ? twin.bound_smem_bytes : twin.smem_bytes;
   p->blocks_per_sm = twin_blocks;
+  if (bound) p->register_bound_blocks = bound_blocks;
   p->note += "; blocks of <= " + std::to_string(kShortBlockKeys) + " keys: the variants instance's " +
-             std::to_string(twin.warps) + "-warp twin, " + std::to_string(twin_blocks) + " blocks per SM (" +
-             std::to_string(rounds(twin_blocks)) + " rounds of blocks, not " + std::to_string(rounds(held)) + ")";
+             std::to_string(twin.warps) + "-warp twin" + (bound ? " without the cluster inbox, register-bound" : "") +
+             ", " + std::to_string(twin_blocks) + " blocks per SM (" + std::to_string(rounds(twin_blocks)) +
+             " rounds of blocks, not " + std::to_string(rounds(held)) + ")";
   return true;
 }
 

@@ -205,7 +205,7 @@ TEST(Planner, ShortBlocksTakeTheVariantsInstancesTwoWarpTwin) {
   EXPECT_EQ(tile.short_twin.smem_bytes, 38912);
   EXPECT_EQ(tiles::decode_mma_summary(64, KvFormat::kBF16).short_twin.warps, 0);
   EXPECT_EQ(tiles::decode_mma_m32_summary(128, KvFormat::kBF16).short_twin.warps, 0);
-  for (int batch : {256, 128, 64}) {
+  for (int batch : {128, 64}) {
     const Plan plan = gpt_oss(batch);
     ASSERT_EQ(plan.family(), "decode_mma_m32");
     EXPECT_EQ(plan.short_twin_warps(), 2) << "B=" << batch << ": " << plan.note();
@@ -214,6 +214,16 @@ TEST(Planner, ShortBlocksTakeTheVariantsInstancesTwoWarpTwin) {
     EXPECT_EQ(plan.blocks_per_sm(), 5) << "B=" << batch;
     EXPECT_EQ(plan.register_bound_blocks(), 0);
   }
+  // B=256's 2048 blocks: the twin's version without the cluster inbox (one split, no merge),
+  // register-bound for six, runs them in three rounds, not four.
+  EXPECT_EQ(tile.short_twin.bound_blocks, 6);
+  EXPECT_EQ(tile.short_twin.bound_smem_bytes, 36864);
+  const Plan bound = gpt_oss(256);
+  EXPECT_EQ(bound.short_twin_warps(), 2) << bound.note();
+  EXPECT_EQ(bound.num_splits(), 1);
+  EXPECT_EQ(bound.smem_bytes(), 36864);
+  EXPECT_EQ(bound.blocks_per_sm(), 6);
+  EXPECT_EQ(bound.register_bound_blocks(), 6);
   // B=32's 256 blocks fit one round of the four-warp instance: it keeps them (its registers' two).
   EXPECT_EQ(gpt_oss(32).family(), "decode_mma_m32");
   EXPECT_EQ(gpt_oss(32).short_twin_warps(), 0) << gpt_oss(32).note();

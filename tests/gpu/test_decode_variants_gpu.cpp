@@ -248,7 +248,7 @@ TEST(DecodeVariantsGpu, TheVariantsTwinsMatchTheReference) {
     int q_len = 4;
   };
   for (const TwinCase& k :
-       {TwinCase{256, 384, 128, true, 2, 0}, TwinCase{64, 384, 128, false, 2, 0}, TwinCase{16, 8192, 4096, false, 0, 3},
+       {TwinCase{256, 384, 128, true, 2, 6}, TwinCase{64, 384, 128, false, 2, 0}, TwinCase{16, 8192, 4096, false, 0, 3},
         TwinCase{256, 384, 128, true, 2, 0, KvFormat::kFP8E4M3, "decode_quant"},
         TwinCase{256, 384, 128, true, 0, 0, KvFormat::kNative, "decode_mma_n8", 1},
         TwinCase{64, 384, 128, false, 2, 0, KvFormat::kNative, "decode_mma_n8", 1}}) {

@@ -87,7 +87,8 @@ def test_even_placement_reaches_the_plan():
 
 def test_the_variants_twins_reach_the_plan():
     # gpt-oss decode with speculative rows (the 32-row tile at D=64): blocks of a 128-key window take
-    # the variants instance's two-warp twin (five blocks per SM); blocks of a 4096-key window at
+    # the variants instance's two-warp twin (five blocks per SM; six for B=256's one-split grid);
+    # blocks of a 4096-key window at
     # B=16 take its register-bound twin (three: one round of 384 blocks, not two).
     from splitkv import _splitkv as C
 
@@ -96,9 +97,12 @@ def test_the_variants_twins_reach_the_plan():
                                   causal=True)
         problem.window_left, problem.sinks = window, window == 128
         return C.plan_decode(problem, C.DeviceInfo.h200(), C.PlanOptions())
-    short = plan(256, 128)
+    short = plan(128, 128)
     assert short.short_twin_warps == 2 and short.warps == 2 and short.blocks_per_sm == 5
     assert short.register_bound_blocks == 0 and "short-block twin" in str(short)
+    # B=256: its version without the cluster inbox, register-bound for six (three rounds, not four).
+    bound = plan(256, 128)
+    assert bound.short_twin_warps == 2 and bound.blocks_per_sm == 6 and bound.register_bound_blocks == 6
     long = plan(16, 4096)
     assert long.short_twin_warps == 0 and long.register_bound_blocks == 3 and long.blocks_per_sm == 3
     assert "register-bound for 3" in str(long)

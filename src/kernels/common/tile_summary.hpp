@@ -33,9 +33,12 @@ struct TileSummary {
   int bound_variants_blocks = 0;
   // Decode: the uncapped variants instance's twin for blocks of few keys (a short sliding window),
   // with fewer warps and so less shared memory per block (0 warps: none): its warps, shared memory
-  // per block, the resident blocks its registers hold and its pipeline depth (Plan::short_twin_warps).
+  // per block, the resident blocks its registers hold and its pipeline depth (Plan::short_twin_warps);
+  // and, where it has one, its version for one-split plans (no cluster merge, so no inbox in shared
+  // memory), register-bound for bound_blocks per SM (Plan::register_bound_blocks; 0: none).
   struct ShortTwin {
     int warps = 0, smem_bytes = 0, register_blocks = 0, stages = 0;
+    int bound_blocks = 0, bound_smem_bytes = 0;
   };
   ShortTwin short_twin{};
   constexpr int threads() const { return warps * 32; }

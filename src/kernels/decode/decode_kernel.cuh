@@ -171,8 +171,12 @@ __global__ void __launch_bounds__(Traits::kThreads, kMinBlocksPerSm)
   __syncthreads();  // every warp is done with its ring: the merge buffers overlay it
   using MergeSmem = WarpMergeSmem<kWarps, kM, D>;
   const MergeSmem merge(reinterpret_cast<char*>(smem_kv));
+  // The inbox of a cluster merge (none in the short-block twin for one-split plans, whose launcher
+  // never sets p.cluster_combine for it: decode_launch.cuh).
   char* cluster_inbox = reinterpret_cast<char*>(smem_kv) + MergeSmem::kBytes;
-  static_assert(kM * D * sizeof(Element) + MergeSmem::kBytes + tiles::cluster_inbox_bytes(kM, D) <= Traits::kSmemBytes);
+  static_assert(kM * D * sizeof(Element) + MergeSmem::kBytes +
+                    (Traits::kTile.cluster_inbox ? tiles::cluster_inbox_bytes(kM, D) : 0) <=
+                Traits::kSmemBytes);
   hand_inbox_to_cluster<kM, D, Traits::kThreads>(p, cluster_inbox);
   store_warp_state<kM, D>(merge, warp, lane, thr_mma, acc_o, tScS_rc, softmax);
   if (keys.bad_input || kv.bad_input) block_saw_bad_input = 1;

@@ -11,6 +11,18 @@ cudaError_t launch_decode_mma(const DecodeParams& params, const LaunchConfig& co
   using Traits = DecodeTraits<Element, kHeadDim, kBlockM>;
   // The plan counts on the variants instance's twin for short blocks (fewer warps).
   if constexpr (Traits::kShortTwinWarps > 0) {
+    // Its version for one-split plans: no cluster inbox, register-bound for more blocks.
+    if (decode_uncapped_variants(params) && config.short_twin_warps == Traits::kShortTwinWarps &&
+        config.register_bound_blocks == Traits::kShortTwinBoundBlocks) {
+      if (params.cluster_combine || params.tile_counters != nullptr || config.cluster_blocks > 1) {
+        return cudaErrorInvalidConfiguration;  // a plan that merges splits never asks for it
+      }
+      using Twin = DecodeTraits<Element, kHeadDim, kBlockM, Traits::kShortTwinWarps, false>;
+      constexpr int kBound = Traits::kShortTwinBoundBlocks;
+      auto* twin = params.sinks == nullptr ? decode_kernel<Twin, true, false, kBound, false>
+                                           : decode_kernel<Twin, true, false, kBound>;
+      return launch_kernel(twin, dim3(Twin::kThreads), Twin::kSmemBytes, params, config);
+    }
     if (decode_uncapped_variants(params) && config.short_twin_warps == Traits::kShortTwinWarps) {
       using Twin = DecodeTraits<Element, kHeadDim, kBlockM, Traits::kShortTwinWarps>;
       auto* twin = params.sinks == nullptr ? decode_kernel<Twin, true, false, 0, false> : decode_kernel<Twin, true, false>;

@@ -25,6 +25,9 @@ struct DecodeTile {
   int warps;
   int stages;     // sub-tiles in flight per warp
   int kv_bytes;   // bytes per K/V element
+  // Shared memory for the cluster merge's inbox; false only in the short-block twin bound for
+  // one-split plans (decode_short_twin_bound_blocks), which never merge in a cluster.
+  bool cluster_inbox = true;
 
   constexpr int threads() const { return warps * 32; }
   constexpr int block_keys() const { return warp_keys * warps; }
@@ -35,7 +38,8 @@ struct DecodeTile {
   // Epilogue: each warp's fp32 accumulator plus its row max and row sum, then the inbox of the
   // cluster merge.
   constexpr int merge_smem_bytes() const {
-    return warps * block_m * head_dim * 4 + 2 * warps * block_m * 4 + cluster_inbox_bytes(block_m, head_dim);
+    return warps * block_m * head_dim * 4 + 2 * warps * block_m * 4 +
+           (cluster_inbox ? cluster_inbox_bytes(block_m, head_dim) : 0);
   }
   constexpr int smem_bytes() const {
     return q_smem_bytes() + (pipeline_smem_bytes() > merge_smem_bytes() ? pipeline_smem_bytes()
@@ -46,9 +50,9 @@ struct DecodeTile {
 // block_m 16 (decode_mma) or 32 (decode_mma_m32: a KV head with more than 16 packed rows, e.g.
 // speculative queries x a large GQA group, is read by half as many tiles). Four warps; two in the
 // short-block twin below.
-constexpr DecodeTile decode_tile(int head_dim, int block_m = 16, int warps = 4) {
+constexpr DecodeTile decode_tile(int head_dim, int block_m = 16, int warps = 4, bool cluster_inbox = true) {
   // Stages: enough bytes in flight per SM to cover HBM latency, few enough that two blocks fit.
-  return DecodeTile{head_dim, block_m, 16, warps, head_dim <= 64 ? 4 : 3, k16BitBytes};
+  return DecodeTile{head_dim, block_m, 16, warps, head_dim <= 64 ? 4 : 3, k16BitBytes, cluster_inbox};
 }
 
 // Resident blocks per SM by registers where fewer than shared memory allows on sm_90
@@ -74,6 +78,13 @@ constexpr int decode_short_twin_warps(const DecodeTile& t) {
   return t.block_m == 32 && t.head_dim <= 64 && t.warps == 4 ? 2 : 0;
 }
 inline constexpr int kDecodeShortTwinRegisterBlocks = 5;
+// The same twin for one-split plans, which never merge in a cluster: without the cluster merge's
+// inbox (36864 B against 38912) six blocks fit an SM's shared memory, and it is compiled
+// register-bound for six (168 registers against 196). The plan takes it where six blocks run the
+// grid in fewer rounds than five.
+constexpr int decode_short_twin_bound_blocks(const DecodeTile& t) {
+  return decode_short_twin_warps(t) > 0 ? 6 : 0;
+}
 
 constexpr TileSummary decode_summary(const DecodeTile& t) {
   TileSummary s{t.block_m, t.block_keys(), t.warps, t.stages, t.smem_bytes()};
@@ -82,6 +93,10 @@ constexpr TileSummary decode_summary(const DecodeTile& t) {
   if (const int warps = decode_short_twin_warps(t); warps > 0) {
     const DecodeTile twin = decode_tile(t.head_dim, t.block_m, warps);
     s.short_twin = TileSummary::ShortTwin{warps, twin.smem_bytes(), kDecodeShortTwinRegisterBlocks, twin.stages};
+    if (const int bound = decode_short_twin_bound_blocks(t); bound > 0) {
+      s.short_twin.bound_blocks = bound;
+      s.short_twin.bound_smem_bytes = decode_tile(t.head_dim, t.block_m, warps, false).smem_bytes();
+    }
   }
   return s;
 }

@@ -11,10 +11,10 @@
 
 namespace splitkv::detail {
 
-template <class Element_, int kHeadDim_, int kBlockM_ = 16, int kWarps_ = 4>
+template <class Element_, int kHeadDim_, int kBlockM_ = 16, int kWarps_ = 4, bool kClusterInbox_ = true>
 struct DecodeTraits {
   using Element = Element_;
-  static constexpr tiles::DecodeTile kTile = tiles::decode_tile(kHeadDim_, kBlockM_, kWarps_);
+  static constexpr tiles::DecodeTile kTile = tiles::decode_tile(kHeadDim_, kBlockM_, kWarps_, kClusterInbox_);
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr int kBlockM = kTile.block_m;      // packed query rows (GQA group x queries)
   static constexpr int kWarpKeys = kTile.warp_keys;  // keys per warp sub-tile
@@ -29,6 +29,9 @@ struct DecodeTraits {
   // > 0: the uncapped variants instance's twin for short blocks has this many warps
   // (tiles::decode_short_twin_warps, Plan::short_twin_warps).
   static constexpr int kShortTwinWarps = tiles::decode_short_twin_warps(kTile);
+  // > 0: that twin also has a version without the cluster merge's inbox, register-bound for this
+  // many blocks per SM (one-split plans; tiles::decode_short_twin_bound_blocks).
+  static constexpr int kShortTwinBoundBlocks = tiles::decode_short_twin_bound_blocks(kTile);
   static_assert((kBlockM == 16 || kBlockM == 32) && kWarpKeys == 16,
                 "one warp computes the tile's 16 or 32 rows x 16 keys of scores per step");
   static_assert(kHeadDim % 64 == 0, "rows are built from 64-column swizzle atoms");
