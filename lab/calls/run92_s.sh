@@ -10,12 +10,12 @@
 # Files under $OUT: mixed-skip.json, mixed-skip.log, prefill.tsv.
 set -uo pipefail
 nvidia-smi --query-gpu=name --format=csv,noheader
-bash lab/calls/gpu_test_shards.sh build-r92/gts.xz '*Prefill*:*Chunk*:Mixes/*:MixedRoute*:*Zero*:*Varlen*' 150
+bash lab/calls/gpu_test_shards.sh build-r92/gts.xz '*Prefill*:*Chunk*:Mixes/*:MixedRoute*:*Zero*:*Varlen*' 110
 xz -dc build-r92/skip.xz > /tmp/f-skip; xz -dc build-r92/mixed.xz > /tmp/f-base; chmod +x /tmp/f-*
-SPLITKV_COMMIT=${COMMIT:-skip} timeout 150 /tmp/f-skip bench --suite mixed --json $OUT/mixed-skip.json > $OUT/mixed-skip.log 2>&1
+SPLITKV_MIXED_ONLY=${MIXED_ONLY:-bce} SPLITKV_COMMIT=${COMMIT:-skip} timeout 100 /tmp/f-skip bench --suite mixed --json $OUT/mixed-skip.json > $OUT/mixed-skip.log 2>&1
 echo "mixed rc=$? $SECONDS s"
 grep -E "route|separate" $OUT/mixed-skip.log | cut -c1-110
-for r in 1 2 3; do
+for r in $(seq 1 ${ROUNDS:-1}); do
   for c in base skip; do
     for a in "-b 1 --hq 16 --hkv 16 --lq 16384 --lk 16384 --causal" "-b 4 --hq 32 --hkv 8 --lq 4096 --lk 4096 --causal"; do
       us=$(timeout 60 /tmp/f-$c bench --mode prefill $a -d 128 --dtype bf16 --iters 30 --json /tmp/p.json >/dev/null 2>&1 && python3 -c 'import json; print(json.load(open("/tmp/p.json"))["rows"][0]["us"])' || echo nan)
