@@ -348,6 +348,10 @@ def merge_mixed(ours, peers=None):
     for (mix, kv), v in by_step.items():
         one, separate, route = v.get("mixed"), v.get("separate"), v.get("mixed route")
         side = v.get("separate, side by side")
+        serial = v.get("mixed route, serial")
+        serial_gain = separate["us"] / serial["us"] if serial and separate else None
+        if serial_gain is not None:
+            serial["x_separate"] = serial_gain
         gain = separate["us"] / one["us"] if one and separate else None
         route_gain = separate["us"] / route["us"] if route and separate else None
         if route_gain is not None:
@@ -367,17 +371,20 @@ def merge_mixed(ours, peers=None):
         lines.append(f"| {mix} | {kv} | {fmt(one and one['us'])} ({one['case']['family'] if one else '-'}) | "
                      f"{fmt(separate and separate['us'])} | {fmt(gain, '.2f')} | {one.get('targets', '') if one else ''} | "
                      f"{fmt(route and route['us'])} | {fmt(route_gain, '.2f')} | {route.get('targets', '') if route else ''} | "
+                     f"{fmt(serial and serial['us'])} | {fmt(serial_gain, '.2f')} | "
                      f"{fmt(side and side['us'])} | "
                      f"{parts} | {fmt(cudnn_total) if kv == 'bf16' else '-'} | {fmt(x_cudnn, '.2f')} |")
     header = ("| step | KV | one call µs (family) | separate calls µs | × separate | target | mixed route µs | "
-              "route × separate | target | side by side µs | parts alone | cuDNN parts µs | × cuDNN |\n"
-              "|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+              "route × separate | target | serial route µs | serial × separate | side by side µs | parts alone | "
+              "cuDNN parts µs | × cuDNN |\n"
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     note = ("Mixed serving steps (32/8 heads, D=128, bf16 queries, 16-token pages; docs/MIXED_BATCH.md): the step as "
             "one call (chunked prefill over the paged cache, varlen queries) against the separate calls of its parts "
             "(chunked prefill for the chunks, one decode call per query count) captured back to back in one CUDA "
             "graph, and each part alone. '× separate' = separate total / one call (issue 54's target: >= 1.15); "
             "'mixed route': the same call with PlanTuning::mixed_route (short rows on the decode kernels beside "
-            "the prefill tiles, two streams inside the call); 'side by side': the separate calls on two streams (the "
+            "the prefill tiles, two streams inside the call); 'serial route': the same with "
+            "PlanTuning::mixed_route_serial (its parts one after the other); 'side by side': the separate calls on two streams (the "
             "chunks' call on a high-priority one), what two streams give the parts with their own plans. "
             "CUDA-graph replays, one input set per step (each >= 1 GiB of cache). cuDNN parts: PyTorch SDPA's "
             "cuDNN backend, one call per part on contiguous K/V (bf16 only), the faster of its masked and dense "

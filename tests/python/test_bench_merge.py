@@ -89,3 +89,10 @@ def test_mixed_step_against_its_separate_calls():
     rows, header, lines, _ = merge_results.merge_mixed(ours)
     assert rows[-1]["x_separate"] == 1.25 and rows[-1]["targets"] == ">=1.15x met"
     assert "| 400.0 | 1.25 | >=1.15x met |" in lines[0] and "mixed route µs" in header
+    # The serial route: its time and gain beside the route's (no target of its own).
+    assert "| n/a | n/a |" in lines[0] and "serial route µs" in header
+    ours["rows"].append(row("mixed route, serial", 625.0, "prefill_sm90_gqa"))
+    rows, header, lines, _ = merge_results.merge_mixed(ours)
+    assert rows[-1]["x_separate"] == 0.8 and "targets" not in rows[-1]
+    assert "| 625.0 | 0.80 |" in lines[0]
+    assert lines[0].count("|") == header.splitlines()[0].count("|")
