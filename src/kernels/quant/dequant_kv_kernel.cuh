@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "kernels/common/block_scan.cuh"
 #include "kernels/common/pdl.cuh"
 #include "kernels/quant/dequant_kv_params.hpp"
 
@@ -141,29 +142,6 @@ __device__ __forceinline__ void store_values(void* dst, const float (&x)[kValues
 
 namespace dequant {
 
-// Exclusive prefix sum over the block (kDequantThreads threads); *total gets the sum.
-__device__ __forceinline__ int64_t block_exclusive_sum(int64_t v, int64_t* warp_sums, int64_t* total) {
-  constexpr int kWarps = kDequantThreads / 32;
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  int64_t x = v;
-#pragma unroll
-  for (int d = 1; d < 32; d *= 2) {
-    const int64_t y = __shfl_up_sync(0xffffffffu, x, d);
-    if (lane >= d) x += y;
-  }
-  if (lane == 31) warp_sums[warp] = x;
-  __syncthreads();
-  int64_t before = 0, all = 0;
-#pragma unroll
-  for (int w = 0; w < kWarps; ++w) {
-    before += w < warp ? warp_sums[w] : 0;
-    all += warp_sums[w];
-  }
-  __syncthreads();  // warp_sums free for the next call
-  *total = all;
-  return before + x - v;
-}
-
 // A page id the copy may read: one inside the pool (else the sequence's rows are NaN).
 __device__ __forceinline__ bool in_pool(const KvCacheView& kv, int32_t page) { return page >= 0 && page < kv.num_pages; }
 
@@ -271,7 +249,7 @@ __global__ void __launch_bounds__(kDequantThreads) dequantize_kv_kernel(const __
     const int b = w0 + threadIdx.x;
     const int n = b < p.batch ? valid_length(p, b) : 0;
     int64_t window_items;
-    const int64_t first = block_exclusive_sum((n + kDequantTokensPerBlock - 1) / kDequantTokensPerBlock, warp_sums,
+    const int64_t first = block_exclusive_sum<kDequantThreads>((n + kDequantTokensPerBlock - 1) / kDequantTokensPerBlock, warp_sums,
                                               &window_items);
     first_item[threadIdx.x] = first;
     lengths[threadIdx.x] = n;
