@@ -185,6 +185,11 @@ Status prefill_call(const StepData& s, const PrefillSpan& span, KvFormat format,
   return prepare(c);
 }
 
+// The suite's name for the one call: without the route, on it, or on it with its parts in series.
+const char* mixed_variant(bool route, bool serial) {
+  return !route ? "mixed" : serial ? "mixed route, serial" : "mixed route";
+}
+
 // The whole step as one call: chunked prefill over the cache, every sequence varlen; with `route`,
 // on the mixed route (PlanTuning::mixed_route: the short rows on the decode kernels beside it;
 // with `serial`, after it: PlanTuning::mixed_route_serial).
@@ -197,8 +202,7 @@ Status mixed_call(const StepData& s, KvFormat format, const DeviceInfo& device, 
   PlanOptions options;
   options.tuning.mixed_route = route;
   options.tuning.mixed_route_serial = serial;
-  return prefill_call(s, span, format, device, !route ? "mixed" : serial ? "mixed route, serial" : "mixed route", c,
-                      options);
+  return prefill_call(s, span, format, device, mixed_variant(route, serial), c, options);
 }
 
 // One group of sequences [first, first + g.count), its queries from token `token0`, as its own call:
@@ -365,7 +369,7 @@ int gpu_mixed_bench(const CliOptions& o) {
       report("mixed", &mixed, t, mixed.flops, 0);
       for (const bool serial : {false, true}) {
         Call routed;
-        const char* what = serial ? "mixed route, serial" : "mixed route";
+        const char* what = mixed_variant(true, serial);
         if (Status st = mixed_call(s, format, device, &routed, true, serial); !st) {
           std::printf("  %s, %s: %s\n", mix.name, what, st.message().c_str());
           results.fail();
