@@ -621,7 +621,7 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kBlocksPerSm)
       const int buf = i % kQBuffers;
       if (warp == 0) {
         while (tile < schedule.total_tiles && !(have = schedule.locate(blk, p, tile, kM, kN))) {
-          tile = schedule.next_tile(p, tile);
+          tile = blk.seq.q_len == 0 ? schedule.next_tile_past_sequence(p, tile) : schedule.next_tile(p, tile);
         }
         if (lane == 0) {
           Barrier::wait(&smem.q_empty[buf], ((i / kQBuffers) & 1) ^ 1);  // a fresh buffer is free

@@ -64,6 +64,28 @@ struct TileSchedule {
     return grid_blocks + __shfl_sync(0xffffffffu, claim, 0);
   }
 
+  // The tile after `tile` for this block where `tile`'s whole sequence has no query rows (an empty
+  // varlen member, or one the mixed route serves elsewhere: PrefillParams::skip_sequences): the
+  // sequence's other tiles, which follow it in the list (tiles_m x heads x splits of them), are
+  // passed over too, instead of being claimed and resolved one by one. Dynamic: the counter is
+  // raised to the next sequence's first tile (atomicMax: every claim it skips is one of that
+  // sequence's tiles, which have no rows for any block); static: whole strides past them.
+  __device__ __forceinline__ int next_tile_past_sequence(const PrefillParams& p, int tile) const {
+    if constexpr (kStreamK) {
+      return next_tile(p, tile);
+    } else {
+      const int sequence_tiles = p.tiles_m * grid_heads(p) * p.num_splits;
+      const int end = (tile / sequence_tiles + 1) * sequence_tiles;  // the next sequence's first tile
+      if (p.tile_counter == nullptr) return tile + (end - tile + grid_blocks - 1) / grid_blocks * grid_blocks;
+      int claim = 0;
+      if (threadIdx.x % 32 == 0) {
+        atomicMax(p.tile_counter, end - grid_blocks);
+        claim = atomicAdd(p.tile_counter, 1);
+      }
+      return grid_blocks + __shfl_sync(0xffffffffu, claim, 0);
+    }
+  }
+
   // Whether `tile` is certainly this block's last: a static schedule with no tile a stride further
   // (both roles know it without a message; a dynamic one learns it from the counter).
   __device__ __forceinline__ bool is_last(const PrefillParams& p, int tile) const {
