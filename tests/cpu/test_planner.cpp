@@ -1210,6 +1210,24 @@ TEST(Planner, L2PrefetchBeforeThePdlWait) {
   EXPECT_EQ(plan_or_die(decode(16, 32, 8, 4096)).l2_prefetch_keys(), 0);   // one split, 268 MB
   EXPECT_EQ(plan_or_die(decode(32, 32, 8, 4096)).l2_prefetch_keys(), 0);   // 256 blocks: no room for the next launch
   EXPECT_EQ(plan_or_die(decode(128, 32, 8, 1024)).l2_prefetch_keys(), 0);
+  // FP8 and INT8 caches merged by the combine kernel: the first 128 keys of splits up to 512 keys
+  // (4k: 16 splits of 256; 8k: 16 of 512); a cluster merge (2k) keeps the whole split; 64k's 256
+  // blocks leave no room for the next launch.
+  for (const KvFormat format : {KvFormat::kFP8E4M3, KvFormat::kInt8}) {
+    auto quant = [&](int batch, int len) {
+      DecodeProblem p = decode(batch, 32, 8, len);
+      p.kv_format = format;
+      return plan_or_die(p);
+    };
+    const Plan four_k = quant(1, 4096);
+    ASSERT_FALSE(four_k.cluster_combine());
+    EXPECT_EQ(four_k.l2_prefetch_keys(), plan::kL2PrefetchQuant8LeadKeys) << four_k.note();
+    EXPECT_EQ(quant(1, 8192).l2_prefetch_keys(), plan::kL2PrefetchQuant8LeadKeys) << quant(1, 8192).note();
+    const Plan two_k = quant(1, 2048);
+    ASSERT_TRUE(two_k.cluster_combine());
+    EXPECT_EQ(two_k.l2_prefetch_keys(), 256) << two_k.note();
+    EXPECT_EQ(quant(1, 65536).l2_prefetch_keys(), 0) << quant(1, 65536).note();
+  }
   // The caller's choices, and sm_80 (no programmatic dependent launch): nothing there.
   PlanOptions forced;
   forced.tuning.l2_prefetch_keys = 48;
