@@ -401,8 +401,9 @@ int l2_prefetch_keys(const DecodeProblem& problem, const PlanOptions& options, c
   if ((p.cluster_combine || p.num_splits == 1) && cache_bytes > device.l2_bytes) return 0;
   const int chunk = detail::split_chunk_keys(split_keys, p.num_splits, p.split_tokens, p.block_n);
   // 8-bit codes for K and V with per-token or per-head scales, splits merged by the combine kernel:
-  // a longer lead over splits of up to kL2PrefetchQuant8MaxSplitKeys.
-  const bool quant8 = format.quantized && !format.channel_keys && key_bits == 16;
+  // a longer lead over splits of up to kL2PrefetchQuant8MaxSplitKeys (at the head size measured).
+  const bool quant8 = format.quantized && !format.channel_keys && key_bits == 16 &&
+                      problem.head_dim == plan::kL2PrefetchQuant8HeadDim;
   if (quant8 && !p.cluster_combine && p.num_splits > 1 && chunk <= plan::kL2PrefetchQuant8MaxSplitKeys) {
     return std::min(chunk, plan::kL2PrefetchQuant8LeadKeys);
   }

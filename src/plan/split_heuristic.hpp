@@ -25,9 +25,11 @@ constexpr int kL2PrefetchWholeSplitMaxKeys = 256;
 constexpr int kL2PrefetchLeadKeys = 32;
 // An FP8 or INT8 cache (8-bit K and V codes, scales per head or per token) whose splits are merged
 // by the combine kernel: splits of at most kL2PrefetchQuant8MaxSplitKeys keys prefetch their first
-// kL2PrefetchQuant8LeadKeys (docs/TUNING.md, "L2 prefetch").
+// kL2PrefetchQuant8LeadKeys (docs/TUNING.md, "L2 prefetch"); measured at D=128 only, so other
+// head sizes keep the rule above.
 constexpr int kL2PrefetchQuant8LeadKeys = 128;
 constexpr int kL2PrefetchQuant8MaxSplitKeys = 512;
+constexpr int kL2PrefetchQuant8HeadDim = 128;
 // PlanTuning::prefill_route, by packed rows per KV head (q_len x group) and the grid (batch x Hkv
 // KV heads, "tokens" = KV heads x max_kv_len): 25..64 rows (more than three quarters of the 32-row
 // decode tile) on the 64-row tile from 4 KV heads and 64Ki tokens; 65..128 rows from 32Ki tokens,

@@ -1227,6 +1227,9 @@ TEST(Planner, L2PrefetchBeforeThePdlWait) {
     ASSERT_TRUE(two_k.cluster_combine());
     EXPECT_EQ(two_k.l2_prefetch_keys(), 256) << two_k.note();
     EXPECT_EQ(quant(1, 65536).l2_prefetch_keys(), 0) << quant(1, 65536).note();
+    DecodeProblem d64 = decode(1, 64, 8, 8192, 64);  // D=64: not measured, the 16-bit rule
+    d64.kv_format = format;
+    EXPECT_EQ(plan_or_die(d64).l2_prefetch_keys(), plan::kL2PrefetchLeadKeys) << plan_or_die(d64).note();
   }
   // The caller's choices, and sm_80 (no programmatic dependent launch): nothing there.
   PlanOptions forced;
