@@ -59,8 +59,18 @@ struct TileSchedule {
       return tile < p.stream_first_tile ? int(stream_lo / p.stream_steps) : tile + 1;
     }
     if (p.tile_counter == nullptr) return tile + grid_blocks;
+    return claim_tile(p);
+  }
+
+  // A dynamic schedule's next tile: lane 0 claims it from the counter (kRaise: after raising the
+  // counter to at least `floor` claims), and the warp shares it.
+  template <bool kRaise = false>
+  __device__ __forceinline__ int claim_tile(const PrefillParams& p, int floor = 0) const {
     int claim = 0;
-    if (threadIdx.x % 32 == 0) claim = atomicAdd(p.tile_counter, 1);
+    if (threadIdx.x % 32 == 0) {
+      if constexpr (kRaise) atomicMax(p.tile_counter, floor);
+      claim = atomicAdd(p.tile_counter, 1);
+    }
     return grid_blocks + __shfl_sync(0xffffffffu, claim, 0);
   }
 
@@ -77,12 +87,7 @@ struct TileSchedule {
       const int sequence_tiles = p.tiles_m * grid_heads(p) * p.num_splits;
       const int end = (tile / sequence_tiles + 1) * sequence_tiles;  // the next sequence's first tile
       if (p.tile_counter == nullptr) return tile + (end - tile + grid_blocks - 1) / grid_blocks * grid_blocks;
-      int claim = 0;
-      if (threadIdx.x % 32 == 0) {
-        atomicMax(p.tile_counter, end - grid_blocks);
-        claim = atomicAdd(p.tile_counter, 1);
-      }
-      return grid_blocks + __shfl_sync(0xffffffffu, claim, 0);
+      return claim_tile<true>(p, end - grid_blocks);
     }
   }
 
