@@ -366,7 +366,7 @@ int gpu_mixed_bench(const CliOptions& o) {
         results.fail();
         continue;
       }
-      report("mixed", &mixed, t, mixed.flops, 0);
+      report(mixed_variant(false, false), &mixed, t, mixed.flops, 0);
       for (const bool serial : {false, true}) {
         Call routed;
         const char* what = mixed_variant(true, serial);
