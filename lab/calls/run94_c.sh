@@ -26,9 +26,7 @@ for r in 1 2 3; do
     for s in "--sinks" ""; do
       for a in "cli|" "cli|--decode-stream" "cli2|--decode-stream"; do
         c=${a%%|*}; f=${a#*|}
-        rm -f /tmp/r.json
-        timeout 30 /tmp/$c bench --hq 64 --hkv 8 -d 64 --lq 4 --causal --lk 8192 --window 128 $s -b $b $f --json /tmp/r.json >/dev/null 2>&1
-        us=$(python3 -c 'import json; print(json.load(open("/tmp/r.json"))["rows"][0]["us"])' 2>/dev/null || echo nan)
+        us=$(bash lab/calls/bench_us.sh /tmp/$c --hq 64 --hkv 8 -d 64 --lq 4 --causal --lk 8192 --window 128 $s -b $b $f)
         name=twin; [ -n "$f" ] && name=stream-${c#cli}; [ "$name" = stream- ] && name=stream-v1
         printf '%s\t%s\t%s\t%s\t%s\n' $r $b "${s:-nosinks}" "$name" $us >> $OUT/stream.tsv
       done
