@@ -215,6 +215,10 @@ struct PlanFields {
   std::shared_ptr<const Plan> mixed_decode, mixed_spec;
   int mixed_decode_q = 0;
   bool mixed_serial = false;  // PlanTuning::mixed_route_serial: the parts one after the other
+  // Side by side on a persistent prefill grid: of its persistent_blocks, the blocks that walk its
+  // tiles when the step has decode rows (the others exit at once and leave their SMs to the decode
+  // parts); a step without decode rows keeps all of them. 0: the route is serial or not taken.
+  int mixed_beside_blocks = 0;
   size_t mixed_decode_offset = 0, mixed_spec_offset = 0, mixed_scratch_offset = 0;
   size_t workspace_bytes = 0;  // caller-provided workspace run() needs (0: none)
   std::string note;            // why the planner chose what it chose
@@ -270,6 +274,7 @@ class Plan {
   const Plan* mixed_spec_plan() const { return f_.mixed_spec.get(); }
   int mixed_decode_q() const { return f_.mixed_decode_q; }
   bool mixed_serial() const { return f_.mixed_serial; }
+  int mixed_beside_blocks() const { return f_.mixed_beside_blocks; }
   size_t mixed_decode_offset() const { return f_.mixed_decode_offset; }
   size_t mixed_spec_offset() const { return f_.mixed_spec_offset; }
   size_t mixed_scratch_offset() const { return f_.mixed_scratch_offset; }

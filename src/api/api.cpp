@@ -428,6 +428,7 @@ Status check_tma_views(const detail::PrefillParams& p, int head_dim, const std::
 struct PrefillExtras {
   TensorRef tree_mask;
   const int32_t* skip_sequences = nullptr;
+  const int32_t* active_blocks = nullptr;  // PrefillParams::active_blocks (the mixed route)
 };
 
 // The prefill kernel (and the combine after split-KV) over validated tensors.
@@ -486,6 +487,7 @@ Status launch_prefill(const Plan& plan, const PrefillTensors& t, void* workspace
     p.tree_mask_query_stride = tree_mask.stride[1];
   }
   p.skip_sequences = extras.skip_sequences;
+  p.active_blocks = extras.active_blocks;
   if (pr.sinks) {  // folded by the kernel into final rows, by the combine after KV splits
     p.sinks = static_cast<const float*>(t.sinks.data);
     p.sinks_stride = t.sinks.stride[0];
@@ -635,6 +637,11 @@ Status run_mixed_route(const Plan& plan, const PrefillTensors& t, void* workspac
   m.slots = reinterpret_cast<int32_t*>(scratch + sc.slots_offset);
   m.prefill_seq_lens = reinterpret_cast<int32_t*>(scratch + sc.prefill_lens_offset);
   m.prefill_skip = reinterpret_cast<int32_t*>(scratch + sc.prefill_skip_offset);
+  if (plan.mixed_beside_blocks() > 0) {  // side by side on a persistent grid: its share set per step
+    m.prefill_blocks = reinterpret_cast<int32_t*>(scratch + sc.prefill_blocks_offset);
+    m.prefill_blocks_beside = plan.mixed_beside_blocks();
+    m.prefill_blocks_alone = plan.persistent_blocks();
+  }
   const int one[3] = {1, 1, 1};  // the launcher sets the grid (a block per sequence)
   m.stage = detail::MixedRouteStage::kSplit;
   if (Status s = detail::launch(launcher, &m, launch_config(stream, one), "mixed route split launch"); !s) return s;
@@ -656,11 +663,13 @@ Status run_mixed_route(const Plan& plan, const PrefillTensors& t, void* workspac
   own.mixed_decode = own.mixed_spec = nullptr;
   own.mixed_decode_q = 0;
   own.mixed_serial = false;
+  own.mixed_beside_blocks = 0;
   own.workspace_bytes = plan.mixed_decode_offset();  // its own part of the workspace, first
   own.mixed_decode_offset = own.mixed_spec_offset = own.mixed_scratch_offset = 0;
   own.seal = detail::plan_seal(prefill);
   PrefillExtras skip;  // the decode rows: no tile of them runs here (the merge writes their rows)
   skip.skip_sequences = m.prefill_skip;
+  skip.active_blocks = m.prefill_blocks;
   const Status ran = prefill.dequantized_cache() ? prefill_over_staging(prefill, pt, workspace, prefill_stream, skip)
                                                  : launch_prefill(prefill, pt, workspace, prefill_stream, skip);
 

@@ -132,6 +132,9 @@ std::string describe(const Plan& p) {
     s << "persistent: " << p.persistent_blocks() << " blocks walk the grid's tiles, "
       << (p.dynamic_tiles() ? "claiming each next tile from a counter in the workspace" : "in a fixed stride");
     if (p.stream_k()) s << " up to tile " << p.stream_k_first_tile() << ", then a stream-K tail of equal key-step ranges";
+    if (p.mixed_beside_blocks() > 0) {
+      s << "; " << p.mixed_beside_blocks() << " of them where the step has decode rows (the rest leave their SMs to the decode parts)";
+    }
     s << "\n";
   }
   s << "workspace: " << p.workspace_bytes() << " bytes\n";

@@ -76,6 +76,7 @@ uint64_t plan_seal(const Plan& plan) {
   h.add(p.stream_k_steps), h.add(p.stream_k_workspace_offset), h.add(p.packed_queries);
   h.add(p.decode_via_prefill), h.add(p.workspace_bytes);
   h.add(p.mixed_decode != nullptr ? p.mixed_decode->seal() : uint64_t(0)), h.add(p.mixed_decode_q), h.add(p.mixed_serial);
+  h.add(p.mixed_beside_blocks);
   h.add(p.mixed_spec != nullptr ? p.mixed_spec->seal() : uint64_t(0));
   h.add(p.mixed_decode_offset), h.add(p.mixed_spec_offset), h.add(p.mixed_scratch_offset);
   // Never 0, so a default-constructed Plan (seal 0) is never taken for a planned one.

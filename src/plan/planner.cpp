@@ -916,7 +916,7 @@ void plan_mixed_route(const PrefillProblem& problem, const DeviceInfo& device, c
                            .total_bytes;
   p->mixed_serial = options.tuning.mixed_route_serial;
   if (p->persistent_blocks > 0 && !p->mixed_serial) {
-    p->persistent_blocks = std::max(1, device.sm_count - device.sm_count / kMixedDecodeSmShare);
+    p->mixed_beside_blocks = std::max(1, std::min(p->persistent_blocks, device.sm_count - device.sm_count / kMixedDecodeSmShare));
   }
   p->note += "; mixed route: single-query sequences on " + single.family() + " (" +
              std::to_string(single.num_splits()) + " splits)";

@@ -120,7 +120,8 @@ inline KvStaging kv_staging(int batch, int max_kv_len, int num_kv_heads, int hea
 // queries (1 for single-query rows, Plan::mixed_decode_q for speculative rows; 0: absent) its
 // padded queries and outputs [batch, w, Hq, D] (16-bit), LSEs fp32 [batch, Hq, w], lengths int32
 // [batch] and block table int32 [batch, table_pages] (detail::block_table_pages); then the decode
-// rows' slots and the prefill part's lengths and skip marks, int32 [batch] each.
+// rows' slots and the prefill part's lengths and skip marks, int32 [batch] each; last the blocks
+// the prefill part's persistent grid runs this step, one int32 (MixedRouteParams::prefill_blocks).
 struct MixedScratchPart {
   int width = 0;
   size_t q_offset = 0, out_offset = 0, lse_offset = 0, lens_offset = 0, table_offset = 0;
@@ -128,7 +129,7 @@ struct MixedScratchPart {
 
 struct MixedScratch {
   MixedScratchPart parts[2];
-  size_t slots_offset = 0, prefill_lens_offset = 0, prefill_skip_offset = 0;
+  size_t slots_offset = 0, prefill_lens_offset = 0, prefill_skip_offset = 0, prefill_blocks_offset = 0;
   size_t total_bytes = 0;
 };
 
@@ -152,7 +153,8 @@ inline MixedScratch mixed_scratch(int batch, int decode_q, int num_q_heads, int 
   w.slots_offset = at;
   w.prefill_lens_offset = at + per_sequence;
   w.prefill_skip_offset = w.prefill_lens_offset + per_sequence;
-  w.total_bytes = w.prefill_skip_offset + per_sequence;
+  w.prefill_blocks_offset = w.prefill_skip_offset + per_sequence;
+  w.total_bytes = w.prefill_blocks_offset + align_up(sizeof(int32_t));
   return w;
 }
 

@@ -56,7 +56,14 @@ TEST(MixedRoute, OffByDefaultOnWhenAskedForAPagedVarlenCache) {
   EXPECT_GE(routed.mixed_scratch_offset(), routed.mixed_spec_offset() + spec.workspace_bytes());
   EXPECT_EQ(routed.workspace_bytes(),
             routed.mixed_scratch_offset() + plan::mixed_scratch(256, 4, 32, 128, 2048).total_bytes);
-  if (plain.persistent_blocks() > 0) EXPECT_LT(routed.persistent_blocks(), plain.persistent_blocks());
+  if (plain.persistent_blocks() > 0) {
+    // Launched whole (a step without decode rows uses every block); with decode rows a share of
+    // its blocks walks the tiles, the rest leave their SMs to the decode parts.
+    EXPECT_EQ(routed.persistent_blocks(), plain.persistent_blocks());
+    EXPECT_GT(routed.mixed_beside_blocks(), 0);
+    EXPECT_LT(routed.mixed_beside_blocks(), plain.persistent_blocks());
+    EXPECT_NE(describe(routed).find("where the step has decode rows"), std::string::npos) << describe(routed);
+  }
   EXPECT_NE(describe(routed).find("mixed route"), std::string::npos) << describe(routed);
   EXPECT_NE(routed.seal(), plain.seal());
 }
@@ -72,6 +79,7 @@ TEST(MixedRoute, TheSerialRouteKeepsTheWholeGridAndItsOwnSeal) {
   EXPECT_TRUE(serial.mixed_serial());
   EXPECT_FALSE(side_by_side.mixed_serial());
   EXPECT_EQ(serial.persistent_blocks(), plain.persistent_blocks()) << "the prefill part runs alone first";
+  EXPECT_EQ(serial.mixed_beside_blocks(), 0);
   EXPECT_EQ(serial.workspace_bytes(), side_by_side.workspace_bytes());
   EXPECT_NE(describe(serial).find("after the prefill tiles"), std::string::npos) << describe(serial);
   EXPECT_NE(serial.seal(), side_by_side.seal());

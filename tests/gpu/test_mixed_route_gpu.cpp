@@ -1,6 +1,7 @@
 // The mixed route (PlanTuning::mixed_route, docs/MIXED_BATCH.md) on the GPU: a serving step's
 // varlen batch over a paged cache with decode rows (1-4 queries), speculative rows, chunks longer
-// than a tile, an empty sequence and rows over fewer keys than queries, served by the decode kernels
+// than a tile, an empty sequence and rows over fewer keys than queries (and steps of chunks alone,
+// or of many decode rows ahead of one chunk), served by the decode kernels
 // beside the chunked-prefill kernels in one call (side by side, and serial: mixed_route_serial);
 // against the fp64 reference with outputs and workspace poisoned, the same bits on a rerun, and a
 // CUDA graph captured once and replayed with new lengths; hostile device data (a page id outside
@@ -55,6 +56,17 @@ Status plan_mix(const ChunkCase& c, Plan* plan, bool serial = false) {
   return plan_prefill(c.problem, gpu_test::device(), o, plan);
 }
 
+// 70 single-query decode rows (more than two warps' worth of sequences ahead of the chunk, which
+// the prefill part's blocks pass over in one step each), a chunk of 300 queries, 10 more rows.
+std::vector<int> many_rows(bool chunks) {
+  std::vector<int> v;
+  for (int b = 0; b < 81; ++b) {
+    const bool chunk = b == 70;
+    v.push_back(chunks ? (chunk ? 300 : 1) : (chunk ? 2400 : 200 + 37 * b));
+  }
+  return v;
+}
+
 // Decode rows of 1-4 queries (group 4: 16 packed rows), a speculative row of 3, chunks of 300 and
 // 64 queries, an empty sequence, and a sequence of 2 queries over 1 key (its first row sees nothing).
 const MixShape kMixes[] = {
@@ -64,6 +76,9 @@ const MixShape kMixes[] = {
     {"int4_paged32", 32, KvFormat::kInt4, {2000, 4096, 1500, 77}, {2, 1, 200, 4}},
     // Decode rows behind a chunk and an empty row: slots in their parts other than their index.
     {"bf16_chunk_first", 16, KvFormat::kNative, {2348, 64, 3000, 500, 700, 90}, {300, 0, 1, 4, 1, 2}},
+    // Chunks only: no decode row, so the prefill part's whole persistent grid walks the tiles.
+    {"bf16_chunks_only", 16, KvFormat::kNative, {3000, 2348, 700, 1200}, {300, 64, 200, 17}},
+    {"bf16_many_rows_then_chunk", 16, KvFormat::kNative, many_rows(false), many_rows(true)},
     // The serial route: the same parts on one stream.
     {"bf16_paged16_serial", 16, KvFormat::kNative, {3000, 500, 2348, 64, 1, 7000, 900, 20, 1},
      {1, 4, 300, 64, 1, 3, 0, 2, 2}, -1, true},

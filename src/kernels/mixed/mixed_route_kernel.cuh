@@ -60,7 +60,9 @@ __device__ __forceinline__ MixedMemberCount block_member_count(const MixedRouteP
 
 // Per sequence: its part and slot there; every part's length at slot b where b is past the part's
 // members (0); a member's length, block-table row and queries at its slot (zeros in
-// front of its q_b queries in the padded batch); the prefill part's length and skip flag.
+// front of its q_b queries in the padded batch); the prefill part's length and skip flag. Block 0
+// also sets how many blocks the prefill part's persistent grid runs (all where no row is a
+// decode part's).
 template <class Element>
 __global__ void __launch_bounds__(kMixedRouteThreads) mixed_split_kernel(const MixedRouteParams p) {
   wait_for_prior_grids();  // launched with programmatic dependent launch: the inputs may be a kernel's before
@@ -83,6 +85,11 @@ __global__ void __launch_bounds__(kMixedRouteThreads) mixed_split_kernel(const M
     }
     p.prefill_seq_lens[b] = part >= 0 ? 0 : n;
     p.prefill_skip[b] = part >= 0 ? 1 : 0;
+    if (b == 0 && p.prefill_blocks != nullptr) {
+      int members = 0;
+      for (int k = 0; k < kMixedDecodeParts; ++k) members += count.total[k];
+      *p.prefill_blocks = members > 0 ? p.prefill_blocks_beside : p.prefill_blocks_alone;
+    }
   }
   if (part < 0) return;
   const MixedDecodePart& d = p.parts[part];

@@ -62,6 +62,12 @@ struct MixedRouteParams {
   int32_t* slots = nullptr;             // [batch]: a decode row's slot in its part (split writes, merge reads)
   int32_t* prefill_seq_lens = nullptr;  // [batch]: 0 for a decode row, else seq_lens[b]
   int32_t* prefill_skip = nullptr;      // [batch]: 1 for a decode row (PrefillParams::skip_sequences)
+  // [1]: the blocks of the prefill part's persistent grid that walk its tiles this step
+  // (PrefillParams::active_blocks): blocks_beside where the step has decode rows, else
+  // blocks_alone (the whole grid). nullptr: the prefill part keeps its grid (serial, or no
+  // persistent grid).
+  int32_t* prefill_blocks = nullptr;
+  int prefill_blocks_beside = 0, prefill_blocks_alone = 0;
 };
 
 // The decode part serving sequence b, or -1 (the prefill part): 1..q_max queries inside the q

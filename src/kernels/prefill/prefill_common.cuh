@@ -59,6 +59,14 @@ __device__ __forceinline__ PrefillSequence resolve_sequence(const PrefillParams&
   return s;
 }
 
+// Whether sequence b has query rows in this call (resolve_sequence's q_len > 0), from its query
+// lengths and skip flag alone.
+__device__ __forceinline__ bool sequence_has_rows(const PrefillParams& p, int b) {
+  if (p.skip_sequences != nullptr && p.skip_sequences[b] != 0) return false;
+  if (p.cu_seqlens_q == nullptr) return p.max_q_len > 0;
+  return varlen_rows(p.cu_seqlens_q, b, p.total_q, p.max_q_len).len > 0;
+}
+
 // Whether every page id the keys [lo, hi) of sequence b use is in the pool; block-wide (every
 // thread of the block must call it). A page id outside the pool is never dereferenced: the block
 // then reads no key and writes NaN rows, as for any invalid device data. (prefill_sm90 checks the

@@ -48,6 +48,10 @@ struct PrefillParams {
   // hands out blocks) or, without a counter, with a stride of the grid size.
   int tiles_m;
   int32_t* tile_counter;
+  // [1], read after the PDL wait: how many of the launched blocks walk the tiles (the mixed route
+  // sets it on the device: fewer where decode blocks run beside); blocks from that index on exit at
+  // once. nullptr: all of them.
+  const int32_t* active_blocks = nullptr;
 
   // Stream-K tail (prefill_sm90, static persistent grids of uniform tiles, Plan::stream_k): tiles
   // [0, stream_first_tile) go by the grid stride as above; the key steps of the tiles after them

@@ -571,7 +571,6 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kBlocksPerSm)
 
   // Until wait_for_prior_grids, only what reads no global memory: the barriers and the prefetch of
   // the TMA descriptors (kernel parameters), overlapping the previous kernel's tail.
-  const TileSchedule<Traits::kPackGqa, kStreamK, kVariants> schedule(p);
   const int warpgroup = cutlass::canonical_warp_group_idx();
   if (threadIdx.x == 0) prefetch_tma_descriptors(params);
 
@@ -592,6 +591,8 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kBlocksPerSm)
   wait_for_prior_grids();
   allow_dependent_launch();
   if (every_sequence_skipped(p)) return;  // the mixed route's prefill part with nothing to do
+  const TileSchedule<Traits::kPackGqa, kStreamK, kVariants> schedule(p);
+  if (schedule.idle()) return;  // the mixed route leaves this block's SM to the decode parts
 
   // Q buffer `buf` as an (M, D) tile.
   auto q_buffer = [&](int buf) {

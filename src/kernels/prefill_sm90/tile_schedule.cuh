@@ -30,8 +30,9 @@ struct TileSchedule {
     return kPacked ? p.num_kv_heads : p.num_q_heads;
   }
 
+  // Reads p.active_blocks: construct it after the PDL wait.
   __device__ __forceinline__ explicit TileSchedule(const PrefillParams& p)
-      : grid_blocks(int(gridDim.x * gridDim.y * gridDim.z)),
+      : grid_blocks(walking_blocks(p)),
         total_tiles(p.tiles_m * grid_heads(p) * p.batch * p.num_splits) {
     if constexpr (kStreamK) {
       const int64_t first = int64_t(p.stream_first_tile) * p.stream_steps;
@@ -40,6 +41,15 @@ struct TileSchedule {
       stream_hi = first + steps * (block_index() + 1) / grid_blocks;
     }
   }
+
+  // The launched blocks that walk the tiles (PrefillParams::active_blocks), at least one.
+  __device__ __forceinline__ static int walking_blocks(const PrefillParams& p) {
+    const int launched = int(gridDim.x * gridDim.y * gridDim.z);
+    return p.active_blocks == nullptr ? launched : max(1, min(launched, *p.active_blocks));
+  }
+
+  // Whether this block walks no tile (PrefillParams::active_blocks): it exits at once.
+  __device__ __forceinline__ bool idle() const { return block_index() >= grid_blocks; }
 
   __device__ __forceinline__ static int block_index() {
     return int(blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z));
@@ -75,17 +85,29 @@ struct TileSchedule {
   }
 
   // The tile after `tile` for this block where `tile`'s whole sequence has no query rows (an empty
-  // varlen member, or one the mixed route serves elsewhere: PrefillParams::skip_sequences): the
-  // sequence's other tiles, which follow it in the list (tiles_m x heads x splits of them), are
-  // passed over too, instead of being claimed and resolved one by one. Dynamic: the counter is
-  // raised to the next sequence's first tile (atomicMax: every claim it skips is one of that
-  // sequence's tiles, which have no rows for any block); static: whole strides past them.
+  // varlen member, or one the mixed route serves elsewhere: PrefillParams::skip_sequences). A
+  // sequence's tiles (tiles_m x heads x splits) follow each other in the list, so the block moves
+  // to the first tile of the next sequence that has rows, which the warp finds 32 sequences a step,
+  // instead of claiming and resolving each tile of the empty ones (a mixed step's decode rows are
+  // most of its sequences). Dynamic: the counter is raised to that tile (atomicMax: every claim it
+  // passes over is an empty sequence's tile); static: whole strides past them. Every lane of one
+  // warp calls it.
   __device__ __forceinline__ int next_tile_past_sequence(const PrefillParams& p, int tile) const {
     if constexpr (kStreamK) {
       return next_tile(p, tile);
     } else {
       const int sequence_tiles = p.tiles_m * grid_heads(p) * p.num_splits;
-      const int end = (tile / sequence_tiles + 1) * sequence_tiles;  // the next sequence's first tile
+      int next = p.batch;  // the next sequence with rows (batch: none; its first tile is total_tiles)
+      for (int first = tile / sequence_tiles + 1; first < p.batch; first += 32) {
+        const int b = first + int(threadIdx.x % 32);
+        const unsigned rows = __ballot_sync(0xffffffffu, b < p.batch && sequence_has_rows(p, b));
+        if (rows != 0) {
+          next = first + __ffs(int(rows)) - 1;
+          break;
+        }
+      }
+      const int end = next * sequence_tiles;
+      if (end <= tile) return next_tile(p, tile);  // unreachable: keeps the walk moving forward
       if (p.tile_counter == nullptr) return tile + (end - tile + grid_blocks - 1) / grid_blocks * grid_blocks;
       return claim_tile<true>(p, end - grid_blocks);
     }
