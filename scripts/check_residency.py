@@ -10,7 +10,8 @@ built `splitkv` CLI with cuobjdump (registers per thread), asks the CLI's planne
 launches that very instance (its family forced, the variant that selects the version: none, a
 window, a softcap, the short-block twin's grid of a short window (its bound version's: a larger
 one) or the register-bound twin's of a long one), and fails where the plan counts more blocks
-than 65536 registers hold at that count.
+than 65536 registers hold at that count. The stream kernel (PlanTuning::decode_stream) is checked
+against its persistent grid's blocks per SM.
 
     scripts/check_residency.py BUILD/splitkv [--cuobjdump PATH] [--kernels-from FILE ...]
 
@@ -43,6 +44,10 @@ ANY_DECODE_KERNEL = re.compile(r"_ZN7splitkv6detail\d+\w*kernelI\w*vNS0_12Decode
 DECODE_TRAITS = re.compile(r"NS0_12DecodeTraitsIN7cutlass(?P<dtype>10bfloat16_t|6half_t)ELi(?P<d>\d+)ELi(?P<m>\d+)"
                            r"(?:ELi(?P<w>\d+))?E")
 FULL_WARPS = 4  # decode_mma's and decode_quant's tiles; fewer: the variants instance's short-block twin
+# The stream kernel (PlanTuning::decode_stream): one-warp blocks over a persistent grid, planned by
+# the 32-row tile's short-window plans with --decode-stream (Plan::persistent_blocks = SMs x blocks).
+STREAM = re.compile(r"_ZN7splitkv6detail20decode_stream_kernelI(?P<traits>.*?)ELi(?P<warps>\d+)ELi\d+ELb[01]E+vNS0_12DecodeParamsE")
+SMS = 132  # the planner's default device (DeviceInfo::h200)
 QUANT_TRAITS = re.compile(r"(?P<rows>NS0_16KeysAsRowsTraitsI)?NS0_17DecodeQuantTraitsIN7cutlass"
                           r"(?P<dtype>10bfloat16_t|6half_t)ELi(?P<d>\d+)ELNS_8KvFormatE(?P<f>\d+)E"
                           r"(?:Li\d+E(?:Li(?P<w>\d+)E)?)?")
@@ -114,6 +119,25 @@ def instance(name):
     return family, dtype, d, fmt, version, bound, short_twin, args
 
 
+def stream_check(cli, name, regs):
+    """None where the stream kernel's plan holds in the registers, else why not."""
+    k = STREAM.search(name)
+    t = DECODE_TRAITS.search(k.group("traits"))
+    dtype, d = DTYPES[t.group("dtype")], int(t.group("d"))
+    args = ["--family", "decode_mma_m32", "--dtype", dtype, "-d", str(d), "--hq", "64", "--hkv", "8", "--lq", "4",
+            "--causal", "-b", "256", "--lk", "8192", "--window", "128,-1", "--decode-stream", "--sms", str(SMS)]
+    out = subprocess.run([cli, "plan"] + args, capture_output=True, text=True).stdout
+    m = re.search(r"persistent: (\d+) blocks", out)
+    if not m:
+        return f"no stream plan: splitkv plan {' '.join(args)}"
+    threads = 32 * int(k.group("warps"))
+    held = REGISTERS_PER_SM // (math.ceil(regs / REGISTER_GRANULE) * REGISTER_GRANULE * threads)
+    counted = math.ceil(int(m.group(1)) / SMS)
+    if counted > held:
+        return f"the plan counts {counted} blocks per SM, {regs} registers x {threads} threads hold {held}"
+    return None
+
+
 def planned(cli, args):
     """(blocks per SM the plan counts, threads per block, register-bound count, short-block twin's
     warps) from `splitkv plan`."""
@@ -141,6 +165,12 @@ def main():
         return 0
     bad = 0
     for name, regs in sorted(found):
+        if STREAM.search(name):
+            why = stream_check(a.cli, name, regs)
+            if why:
+                print(f"FAIL the stream kernel {name}: {why}")
+                bad += 1
+            continue
         inst = instance(name)
         if inst is None:
             print(f"check_residency: a decode kernel this script cannot place: {name}", file=sys.stderr)

@@ -103,6 +103,11 @@ struct PlanTuning {
   // With mixed_route: the parts one after the other on the caller's stream (the prefill part on
   // its whole grid first, then the decode parts), not side by side (docs/MIXED_BATCH.md).
   bool mixed_route_serial = false;
+  // Decode, an experiment (off): the one-split plans of the 32-row tile's short twin (short
+  // sliding windows over many sequences at D=64) run on the stream kernel instead, a persistent
+  // grid of one-warp blocks, each warp serving whole items one after another
+  // (kernels/decode/decode_stream_kernel.cuh; Plan::persistent_blocks on a decode plan).
+  bool decode_stream = false;
 };
 
 struct PlanOptions {

@@ -85,6 +85,7 @@ Status decode_launch_config(const Plan& plan, Stream stream, detail::LaunchConfi
   config->min_smem_bytes = plan.launch_smem_bytes();
   config->register_bound_blocks = plan.register_bound_blocks();
   config->short_twin_warps = plan.short_twin_warps();
+  config->persistent_blocks = plan.persistent_blocks();  // the stream kernel (PlanTuning::decode_stream)
   return Status::success();
 }
 

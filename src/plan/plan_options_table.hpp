@@ -62,6 +62,8 @@ inline constexpr TuningSwitch kTuningSwitches[] = {
      "a paged cache's varlen prefill serves its short rows on the decode kernels, side by side", false},
     {"mixed_route_serial", "--mixed-serial", &PlanTuning::mixed_route_serial,
      "the mixed route runs its parts one after the other (prefill part first, whole grid)", false},
+    {"decode_stream", "--decode-stream", &PlanTuning::decode_stream,
+     "one-split short-window decode plans at D=64 run one warp per item on a persistent grid (experiment)", false},
 };
 
 // The one integer switch: PlanTuning::l2_prefetch_keys (CLI --l2-prefetch-keys N, Python l2_prefetch_keys).

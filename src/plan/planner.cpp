@@ -528,6 +528,19 @@ bool count_short_twin(const DecodeProblem& problem, const tiles::TileSummary& ti
   return true;
 }
 
+// PlanTuning::decode_stream (an experiment, off by default): a one-split plan on the 32-row tile's
+// short twin (the gpt-oss rows: short windows over many sequences) runs the stream kernel instead, a persistent grid of one-warp blocks (tiles::kDecodeStreamBlocksPerSm
+// per SM) whose warps each serve whole items; the plan's tile fields still describe the twin.
+void choose_decode_stream(const DeviceInfo& device, detail::PlanFields* p) {
+  if (p->short_twin_warps == 0 || p->num_splits != 1 || p->split_tokens > 0 ||
+      p->cluster_combine || p->fused_combine || device.cc_major < 8) {
+    p->note += "; the stream kernel not taken: it serves one-split plans of the 32-row tile's short twin";
+    return;
+  }
+  p->persistent_blocks = device.sm_count * tiles::kDecodeStreamBlocksPerSm;
+  p->note += "; the stream kernel: " + std::to_string(p->persistent_blocks) + " one-warp blocks, a warp per item";
+}
+
 void count_register_blocks(const DecodeProblem& problem, const tiles::TileSummary& tile, const DeviceInfo& device,
                            detail::PlanFields* p) {
   if (count_short_twin(problem, tile, device, p)) return;
@@ -832,6 +845,7 @@ Status plan_decode_fields(const DecodeProblem& problem, const DeviceInfo& device
   // A cluster merge needs no counters; with one split there is nothing to merge.
   p.fused_combine = options.merge == Merge::kFused && p.num_splits > 1;
   if (p.fused_combine) p.note += "; splits merged by each tile's last split block (fused combine)";
+  if (options.tuning.decode_stream) choose_decode_stream(device, &p);
   const int64_t tile_counters = p.fused_combine ? g.work_units : 0;  // one per (sequence, KV head, query tile)
   p.workspace_bytes =
       p.cluster_combine ? 0 : plan::split_workspace(p.num_splits, g.out_rows, problem.head_dim, tile_counters).total_bytes;
@@ -850,7 +864,8 @@ Status plan_decode_fields(const DecodeProblem& problem, const DeviceInfo& device
               ", then normalized (nondeterministic)";
     p.workspace_bytes = plan::atomic_combine_workspace(p.num_splits, g.out_rows, problem.head_dim).total_bytes;
   }
-  p.launch_smem_bytes = even_placement_smem_bytes(options, device, p);
+  // (The stream kernel's persistent grid places its own blocks.)
+  p.launch_smem_bytes = p.persistent_blocks > 0 ? 0 : even_placement_smem_bytes(options, device, p);
   p.l2_prefetch = options.tuning.l2_prefetch && device.cc_major >= 9;
   p.l2_prefetch_keys = l2_prefetch_keys(problem, options, device, p);
   if (p.l2_prefetch_keys > 0) {

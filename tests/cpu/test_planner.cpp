@@ -224,6 +224,23 @@ TEST(Planner, ShortBlocksTakeTheVariantsInstancesTwoWarpTwin) {
   EXPECT_EQ(bound.smem_bytes(), 36864);
   EXPECT_EQ(bound.blocks_per_sm(), 6);
   EXPECT_EQ(bound.register_bound_blocks(), 6);
+  // PlanTuning::decode_stream (an experiment): those one-split plans on a persistent grid of
+  // one-warp blocks, ten per SM; plans that split, or keep the four-warp block, do not take it.
+  PlanOptions stream;
+  stream.tuning.decode_stream = true;
+  for (int batch : {256, 64}) {
+    DecodeProblem p = decode(batch, 64, 8, 8192, 64, 4);
+    p.causal = true;
+    p.window_left = 128;
+    p.sinks = true;
+    const Plan streamed = plan_or_die(p, stream);
+    EXPECT_EQ(streamed.persistent_blocks(), 132 * tiles::kDecodeStreamBlocksPerSm) << streamed.note();
+    EXPECT_EQ(streamed.launch_smem_bytes(), 0);
+    EXPECT_NE(streamed.seal(), plan_or_die(p).seal());
+    p.batch = 32;
+    EXPECT_EQ(plan_or_die(p, stream).persistent_blocks(), 0) << plan_or_die(p, stream).note();
+  }
+  EXPECT_EQ(bound.persistent_blocks(), 0);
   // B=32's 256 blocks fit one round of the four-warp instance: it keeps them (its registers' two).
   EXPECT_EQ(gpt_oss(32).family(), "decode_mma_m32");
   EXPECT_EQ(gpt_oss(32).short_twin_warps(), 0) << gpt_oss(32).note();

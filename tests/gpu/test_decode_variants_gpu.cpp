@@ -278,6 +278,36 @@ TEST(DecodeVariantsGpu, TheVariantsTwinsMatchTheReference) {
   }
 }
 
+// PlanTuning::decode_stream (an experiment): the bound short twin's one-split plans on the stream
+// kernel, one warp per (sequence, KV head) item over a persistent grid; a batch that is no multiple
+// of the grid's warps, lengths of every class (zero, shorter than q_len, one window, longer), with
+// and without sinks, contiguous and paged.
+TEST(DecodeVariantsGpu, TheStreamKernelMatchesTheReference) {
+  SPLITKV_REQUIRE_GPU(DType::kBF16, 64);
+  struct StreamCase {
+    int batch;
+    bool sinks;
+    int page_size;
+  };
+  for (const StreamCase& k : {StreamCase{256, true, 0}, StreamCase{1500, false, 0}, StreamCase{300, true, 16}}) {
+    std::vector<int> lens(k.batch);
+    for (int b = 0; b < k.batch; ++b) lens[b] = b % 5 == 0 ? 384 : b % 5 == 1 ? 129 : b % 5 == 2 ? 3 : b % 5 == 3 ? 0 : 200;
+    testing::DecodeSpecBuilder spec = testing::DecodeSpecBuilder(k.batch, 64, 8, 384).head_dim(64).queries(4, true).lens(lens);
+    if (k.page_size > 0) spec.paged(k.page_size);
+    testing::DecodeCase c = testing::make_decode_case(with(spec, Variants{0.f, 128, -1, k.sinks}, 2.f));
+    PlanOptions o;
+    o.tuning.decode_stream = true;
+    Plan plan;
+    ASSERT_TRUE(plan_decode(c.problem, gpu_test::device(), o, &plan).ok());
+    if (!gpu_test::plan_compiled(plan)) GTEST_SKIP() << "not compiled into this build: " << plan.family();
+    if (plan.persistent_blocks() == 0) GTEST_SKIP() << "this device's plan takes no stream kernel: " << describe(plan);
+    ASSERT_TRUE(gpu_test::run_decode_case(plan, c));
+    const testing::Comparison cmp = testing::check_decode(c);
+    EXPECT_TRUE(cmp.passed) << "B=" << k.batch << " page " << k.page_size << ": " << cmp.summary() << "\n"
+                            << describe(plan);
+  }
+}
+
 // A *_kc cache's default route (chunked prefill over the dequantized copy), and speculative rows the
 // planner sends to chunked prefill, take the window, the softcap, sinks and the tree mask to the
 // prefill kernels' variants instances: against the reference, and binding.

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "kernels/decode/decode_kernel.cuh"
+#include "kernels/decode/decode_stream_kernel.cuh"
 #include "kernels/launch/launch_kernel.cuh"
 
 namespace splitkv::detail {
@@ -11,6 +12,18 @@ cudaError_t launch_decode_mma(const DecodeParams& params, const LaunchConfig& co
   using Traits = DecodeTraits<Element, kHeadDim, kBlockM>;
   // The plan counts on the variants instance's twin for short blocks (fewer warps).
   if constexpr (Traits::kShortTwinWarps > 0) {
+    // The stream kernel in its place (PlanTuning::decode_stream): a persistent grid of one-warp
+    // blocks over the same one-split plans.
+    if (config.persistent_blocks > 0) {
+      if (!decode_uncapped_variants(params) || params.num_splits.divisor != 1 || params.cluster_combine ||
+          params.tile_counters != nullptr || params.output.mode != OutputMode::kFinal || config.cluster_blocks > 1) {
+        return cudaErrorInvalidConfiguration;  // not a plan the planner gives the stream kernel
+      }
+      using One = DecodeTraits<Element, kHeadDim, kBlockM, 1, false>;
+      auto* stream = params.sinks == nullptr ? decode_stream_kernel<One, 1, 0, false>
+                                             : decode_stream_kernel<One, 1, 0, true>;
+      return launch_kernel(stream, dim3(32), kStreamWarpSmemBytes<One>, params, config);
+    }
     // Its version for one-split plans: no cluster inbox, register-bound for more blocks.
     if (decode_uncapped_variants(params) && config.short_twin_warps == Traits::kShortTwinWarps &&
         config.register_bound_blocks == Traits::kShortTwinBoundBlocks) {

@@ -78,6 +78,11 @@ constexpr int decode_short_twin_warps(const DecodeTile& t) {
   return t.block_m == 32 && t.head_dim <= 64 && t.warps == 4 ? 2 : 0;
 }
 inline constexpr int kDecodeShortTwinRegisterBlocks = 5;
+
+// The stream kernel (kernels/decode/decode_stream_kernel.cuh, PlanTuning::decode_stream): one-warp
+// blocks of the 32-row tile at D=64, each with its Q tile and a four-stage K/V ring (20480 B):
+// ten per SM by shared memory (with the 1 KB each block reserves; 168 registers would hold twelve).
+inline constexpr int kDecodeStreamBlocksPerSm = 10;
 // The same twin for one-split plans, which never merge in a cluster: without the cluster merge's
 // inbox (36864 B against 38912) six blocks fit an SM's shared memory, and it is compiled
 // register-bound for six (168 registers against 196). The plan takes it where six blocks run the
