@@ -45,7 +45,8 @@ DECODE_TRAITS = re.compile(r"NS0_12DecodeTraitsIN7cutlass(?P<dtype>10bfloat16_t|
                            r"(?:ELi(?P<w>\d+))?E")
 FULL_WARPS = 4  # decode_mma's and decode_quant's tiles; fewer: the variants instance's short-block twin
 # The stream kernel (PlanTuning::decode_stream): one-warp blocks over a persistent grid, planned by
-# the 32-row tile's short-window plans with --decode-stream (Plan::persistent_blocks = SMs x blocks).
+# the 32-row tile's short-window plans whose twin takes several rounds (Plan::persistent_blocks =
+# SMs x blocks).
 STREAM = re.compile(r"_ZN7splitkv6detail20decode_stream_kernelI(?P<traits>.*?)ELi(?P<warps>\d+)ELi\d+ELb[01]E+vNS0_12DecodeParamsE")
 SMS = 132  # the planner's default device (DeviceInfo::h200)
 QUANT_TRAITS = re.compile(r"(?P<rows>NS0_16KeysAsRowsTraitsI)?NS0_17DecodeQuantTraitsIN7cutlass"
@@ -102,8 +103,8 @@ def instance(name):
     q_len = {8: 1, 16: 2, 32: 4}[rows]
     args = ["--family", family, "--kv-format", fmt, "--dtype", dtype, "-d", str(d), "--hq", "64", "--hkv", "8",
             "--lq", str(q_len)] + (["--causal"] if q_len > 1 else [])
-    if short_twin and bound:  # its version bound for more blocks: a grid they run in fewer rounds
-        args += ["-b", "256", "--lk", "8192", "--window", "128,-1"]
+    if short_twin and bound:  # its version bound for more blocks: a grid it runs in one round, not two
+        args += ["-b", "96", "--lk", "8192", "--window", "128,-1"]
     elif short_twin:  # the short-block twin: blocks of a 128-key window, a grid it runs in one round
         args += ["-b", "64", "--lk", "8192", "--window", "128,-1"]
     elif bound:  # the register-bound twin: long blocks it runs in one round
@@ -125,7 +126,7 @@ def stream_check(cli, name, regs):
     t = DECODE_TRAITS.search(k.group("traits"))
     dtype, d = DTYPES[t.group("dtype")], int(t.group("d"))
     args = ["--family", "decode_mma_m32", "--dtype", dtype, "-d", str(d), "--hq", "64", "--hkv", "8", "--lq", "4",
-            "--causal", "-b", "256", "--lk", "8192", "--window", "128,-1", "--decode-stream", "--sms", str(SMS)]
+            "--causal", "-b", "256", "--lk", "8192", "--window", "128,-1", "--sms", str(SMS)]
     out = subprocess.run([cli, "plan"] + args, capture_output=True, text=True).stdout
     m = re.search(r"persistent: (\d+) blocks", out)
     if not m:

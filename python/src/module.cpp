@@ -567,7 +567,7 @@ NB_MODULE(_splitkv, m) {
           .def_rw("page_size", &PrefillProblem::page_size, "kv_cache: 0 (contiguous) or the cache's page size");
 
   // PlanTuning: one attribute per switch of the options table (src/plan/plan_options_table.hpp).
-  auto tuning = nb::class_<PlanTuning>(m, "PlanTuning", "The planner's rule switches: the measured ones on by default, mixed_route off (docs/TUNING.md)")
+  auto tuning = nb::class_<PlanTuning>(m, "PlanTuning", "The planner's rule switches, each on by default (docs/TUNING.md)")
                     .def(nb::init<>());
   for (const plan::TuningSwitch& t : plan::kTuningSwitches) {
     const auto field = t.field;

@@ -58,12 +58,12 @@ inline constexpr TuningSwitch kTuningSwitches[] = {
      "decode blocks prefetch nothing into L2 before their PDL wait"},
     {"even_placement", "--no-even-placement", &PlanTuning::even_placement,
      "one-wave decode grids keep the kernel's own shared memory size"},
-    {"mixed_route", "--mixed-route", &PlanTuning::mixed_route,
-     "a paged cache's varlen prefill serves its short rows on the decode kernels, side by side", false},
+    {"mixed_route", "--no-mixed-route", &PlanTuning::mixed_route,
+     "a paged cache's varlen prefill serves every sequence as prefill tiles (no mixed route)"},
     {"mixed_route_serial", "--mixed-serial", &PlanTuning::mixed_route_serial,
      "the mixed route runs its parts one after the other (prefill part first, whole grid)", false},
-    {"decode_stream", "--decode-stream", &PlanTuning::decode_stream,
-     "one-split short-window decode plans at D=64 run one warp per item on a persistent grid (experiment)", false},
+    {"decode_stream", "--no-decode-stream", &PlanTuning::decode_stream,
+     "one-split short-window decode plans keep the two-warp twin's rounds of blocks (no stream kernel)"},
 };
 
 // The one integer switch: PlanTuning::l2_prefetch_keys (CLI --l2-prefetch-keys N, Python l2_prefetch_keys).

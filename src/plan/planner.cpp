@@ -528,13 +528,18 @@ bool count_short_twin(const DecodeProblem& problem, const tiles::TileSummary& ti
   return true;
 }
 
-// PlanTuning::decode_stream (an experiment, off by default): a one-split plan on the 32-row tile's
-// short twin (the gpt-oss rows: short windows over many sequences) runs the stream kernel instead, a persistent grid of one-warp blocks (tiles::kDecodeStreamBlocksPerSm
-// per SM) whose warps each serve whole items; the plan's tile fields still describe the twin.
+// PlanTuning::decode_stream: a one-split plan on the 32-row tile's short twin (the gpt-oss rows:
+// short windows over many sequences) whose blocks take more than one round runs the stream kernel
+// instead, a persistent grid of one-warp blocks (tiles::kDecodeStreamBlocksPerSm per SM) whose
+// warps each serve whole items; the plan's tile fields still describe the twin. Within one round
+// the twin's blocks measured level or faster (docs/TUNING.md, "The stream kernel").
 void choose_decode_stream(const DeviceInfo& device, detail::PlanFields* p) {
   if (p->short_twin_warps == 0 || p->num_splits != 1 || p->split_tokens > 0 ||
       p->cluster_combine || p->fused_combine || device.cc_major < 8) {
-    p->note += "; the stream kernel not taken: it serves one-split plans of the 32-row tile's short twin";
+    return;
+  }
+  if (grid_rounds(*p, device, p->blocks_per_sm) <= 1) {
+    p->note += "; the stream kernel not taken: the twin's blocks fit one round";
     return;
   }
   p->persistent_blocks = device.sm_count * tiles::kDecodeStreamBlocksPerSm;
@@ -888,11 +893,10 @@ constexpr int kMixedDecodeSmShare = 4;   // 1 / 4 of the SMs kept from a persist
 
 void plan_mixed_route(const PrefillProblem& problem, const DeviceInfo& device, const PlanOptions& options,
                       detail::PlanFields* p) {
-  if (!options.tuning.mixed_route) return;
+  // Only a paged cache's varlen queries make a serving step; other problems hear nothing of it.
+  if (!options.tuning.mixed_route || !problem.kv_cache || !problem.varlen || problem.page_size == 0) return;
   const char* why = nullptr;
-  if (!problem.kv_cache || !problem.varlen || problem.page_size == 0) {
-    why = "it serves varlen queries over a paged decode cache";
-  } else if (device.cc_major < 9) {
+  if (device.cc_major < 9) {
     why = "it runs on sm_90";
   } else if (p->strategy == Strategy::kTwoPass || p->strategy == Strategy::kSplitV || p->stream_k) {
     why = "it runs beside the one-pass kernels without a stream-K tail";

@@ -246,6 +246,7 @@ TEST(ChunkedPrefillPlan, QuantizedCachesAreDequantizedIntoTheWorkspaceFirst) {
     for (int splits : {1, 3}) {
       PlanOptions options;
       options.num_splits = splits;
+      options.tuning.mixed_route = false;  // the one call's layout (the route adds its parts after it)
       Plan plan;
       const Status s = plan_prefill(quantized, DeviceInfo::h200(), options, &plan);
       ASSERT_TRUE(s.ok()) << to_string(format) << ": " << s.message();

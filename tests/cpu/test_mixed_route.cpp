@@ -24,16 +24,19 @@ PrefillProblem step() {
   return p;
 }
 
-PlanOptions mixed() {
+PlanOptions mixed() { return PlanOptions{}; }  // the route is on by default
+
+PlanOptions unrouted() {
   PlanOptions o;
-  o.tuning.mixed_route = true;
+  o.tuning.mixed_route = false;
   return o;
 }
 
-TEST(MixedRoute, OffByDefaultOnWhenAskedForAPagedVarlenCache) {
+TEST(MixedRoute, OnByDefaultForAPagedVarlenCacheOffWhenAsked) {
   Plan plain, routed;
-  ASSERT_TRUE(plan_prefill(step(), DeviceInfo::h200(), {}, &plain).ok());
+  ASSERT_TRUE(plan_prefill(step(), DeviceInfo::h200(), unrouted(), &plain).ok());
   EXPECT_FALSE(plain.mixed_route());
+  EXPECT_EQ(plain.note().find("mixed route"), std::string::npos) << plain.note();
   ASSERT_TRUE(plan_prefill(step(), DeviceInfo::h200(), mixed(), &routed).ok());
   if (!routed.mixed_route()) GTEST_SKIP() << "this build lacks the decode part's family: " << describe(routed);
   // Two decode parts, as separate calls would plan them: single-query rows and rows of 2-4 queries.
@@ -72,7 +75,7 @@ TEST(MixedRoute, TheSerialRouteKeepsTheWholeGridAndItsOwnSeal) {
   Plan plain, side_by_side, serial;
   PlanOptions o = mixed();
   o.tuning.mixed_route_serial = true;
-  ASSERT_TRUE(plan_prefill(step(), DeviceInfo::h200(), {}, &plain).ok());
+  ASSERT_TRUE(plan_prefill(step(), DeviceInfo::h200(), unrouted(), &plain).ok());
   ASSERT_TRUE(plan_prefill(step(), DeviceInfo::h200(), mixed(), &side_by_side).ok());
   ASSERT_TRUE(plan_prefill(step(), DeviceInfo::h200(), o, &serial).ok());
   if (!serial.mixed_route()) GTEST_SKIP() << "this build lacks the decode part's family: " << describe(serial);
@@ -84,7 +87,7 @@ TEST(MixedRoute, TheSerialRouteKeepsTheWholeGridAndItsOwnSeal) {
   EXPECT_NE(describe(serial).find("after the prefill tiles"), std::string::npos) << describe(serial);
   EXPECT_NE(serial.seal(), side_by_side.seal());
   // Without mixed_route the switch changes nothing.
-  PlanOptions alone;
+  PlanOptions alone = unrouted();
   alone.tuning.mixed_route_serial = true;
   Plan unrouted;
   ASSERT_TRUE(plan_prefill(step(), DeviceInfo::h200(), alone, &unrouted).ok());
@@ -94,19 +97,24 @@ TEST(MixedRoute, TheSerialRouteKeepsTheWholeGridAndItsOwnSeal) {
 }
 
 TEST(MixedRoute, NotTakenWhereItDoesNotApplyAndSaysWhy) {
+  // Problems without a paged cache's varlen queries are no serving step: nothing to say.
   PrefillProblem contiguous = step();
   contiguous.page_size = 0;
   PrefillProblem padded = step();
   padded.varlen = false;
+  for (const PrefillProblem& p : {contiguous, padded}) {
+    Plan plan;
+    ASSERT_TRUE(plan_prefill(p, DeviceInfo::h200(), mixed(), &plan).ok());
+    EXPECT_FALSE(plan.mixed_route()) << describe(plan);
+    EXPECT_EQ(plan.note().find("mixed route"), std::string::npos) << plan.note();
+  }
+  // A serving step the route cannot serve says why.
   DeviceInfo a100 = DeviceInfo::h200();
   a100.cc_major = 8;
-  for (const auto& [p, device] : {std::pair{contiguous, DeviceInfo::h200()}, std::pair{padded, DeviceInfo::h200()},
-                                  std::pair{step(), a100}}) {
-    Plan plan;
-    ASSERT_TRUE(plan_prefill(p, device, mixed(), &plan).ok());
-    EXPECT_FALSE(plan.mixed_route()) << describe(plan);
-    EXPECT_NE(plan.note().find("mixed route not taken"), std::string::npos) << plan.note();
-  }
+  Plan plan;
+  ASSERT_TRUE(plan_prefill(step(), a100, mixed(), &plan).ok());
+  EXPECT_FALSE(plan.mixed_route()) << describe(plan);
+  EXPECT_NE(plan.note().find("mixed route not taken: it runs on sm_90"), std::string::npos) << plan.note();
 }
 
 TEST(MixedRoute, AGroupOf16LeavesOnlyTheSingleQueryPart) {

@@ -224,23 +224,28 @@ TEST(Planner, ShortBlocksTakeTheVariantsInstancesTwoWarpTwin) {
   EXPECT_EQ(bound.smem_bytes(), 36864);
   EXPECT_EQ(bound.blocks_per_sm(), 6);
   EXPECT_EQ(bound.register_bound_blocks(), 6);
-  // PlanTuning::decode_stream (an experiment): those one-split plans on a persistent grid of
-  // one-warp blocks, ten per SM; plans that split, or keep the four-warp block, do not take it.
-  PlanOptions stream;
-  stream.tuning.decode_stream = true;
-  for (int batch : {256, 64}) {
+  // PlanTuning::decode_stream: those one-split plans whose blocks take more than one round run on a
+  // persistent grid of one-warp blocks, ten per SM; one round (B=64: 512 blocks of 792 slots), plans
+  // that keep the four-warp block (B=32), and the switch off do not take it.
+  PlanOptions no_stream;
+  no_stream.tuning.decode_stream = false;
+  for (int batch : {256, 128, 64, 32}) {
     DecodeProblem p = decode(batch, 64, 8, 8192, 64, 4);
     p.causal = true;
     p.window_left = 128;
     p.sinks = true;
-    const Plan streamed = plan_or_die(p, stream);
-    EXPECT_EQ(streamed.persistent_blocks(), 132 * tiles::kDecodeStreamBlocksPerSm) << streamed.note();
-    EXPECT_EQ(streamed.launch_smem_bytes(), 0);
-    EXPECT_NE(streamed.seal(), plan_or_die(p).seal());
-    p.batch = 32;
-    EXPECT_EQ(plan_or_die(p, stream).persistent_blocks(), 0) << plan_or_die(p, stream).note();
+    const Plan streamed = plan_or_die(p);
+    const Plan twin = plan_or_die(p, no_stream);
+    EXPECT_EQ(twin.persistent_blocks(), 0) << twin.note();
+    if (batch >= 128) {
+      EXPECT_EQ(streamed.persistent_blocks(), 132 * tiles::kDecodeStreamBlocksPerSm) << streamed.note();
+      EXPECT_EQ(streamed.launch_smem_bytes(), 0);
+      EXPECT_NE(streamed.seal(), twin.seal());
+    } else {
+      EXPECT_EQ(streamed.persistent_blocks(), 0) << streamed.note();
+      EXPECT_EQ(streamed.seal(), twin.seal());
+    }
   }
-  EXPECT_EQ(bound.persistent_blocks(), 0);
   // B=32's 256 blocks fit one round of the four-warp instance: it keeps them (its registers' two).
   EXPECT_EQ(gpt_oss(32).family(), "decode_mma_m32");
   EXPECT_EQ(gpt_oss(32).short_twin_warps(), 0) << gpt_oss(32).note();

@@ -278,7 +278,7 @@ TEST(DecodeVariantsGpu, TheVariantsTwinsMatchTheReference) {
   }
 }
 
-// PlanTuning::decode_stream (an experiment): the bound short twin's one-split plans on the stream
+// PlanTuning::decode_stream (on): the short twin's one-split plans of several rounds on the stream
 // kernel, one warp per (sequence, KV head) item over a persistent grid; a batch that is no multiple
 // of the grid's warps, lengths of every class (zero, shorter than q_len, one window, longer), with
 // and without sinks, contiguous and paged.
