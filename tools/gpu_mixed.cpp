@@ -7,6 +7,8 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -296,6 +298,28 @@ Status time_calls_side_by_side(const std::vector<Call*>& calls, int replays, Gra
   return time_graph_status(enqueue, status, 4, replays, timing);
 }
 
+// Host time of one eager call (the enqueue alone, outside any graph): bursts of kEagerCalls calls on
+// one stream, synchronized between bursts so the launch queue never fills; the best burst's mean.
+// Issue 54's eager target compares the mixed call's with a decode call's. NaN where a call fails.
+double eager_host_us(Call* c) {
+  constexpr int kEagerCalls = 20, kBursts = 5;
+  cudaStream_t stream = nullptr;
+  if (cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) != cudaSuccess) return std::nan("");
+  double best = INFINITY;
+  for (int burst = 0; burst <= kBursts; ++burst) {  // burst 0 warms up
+    cudaStreamSynchronize(stream);
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < kEagerCalls; ++i) {
+      if (!c->run(c->workspace.get(), static_cast<Stream>(stream)).ok()) best = std::nan("");
+    }
+    const auto t1 = std::chrono::steady_clock::now();
+    if (burst > 0) best = std::min(best, std::chrono::duration<double, std::micro>(t1 - t0).count() / kEagerCalls);
+  }
+  cudaStreamSynchronize(stream);
+  cudaStreamDestroy(stream);
+  return best;
+}
+
 }  // namespace
 
 int gpu_mixed_bench(const CliOptions& o) {
@@ -367,6 +391,7 @@ int gpu_mixed_bench(const CliOptions& o) {
         continue;
       }
       report(mixed_variant(false, false), &mixed, t, mixed.flops, 0);
+      double route_host_us = std::nan("");
       for (const bool serial : {false, true}) {
         Call routed;
         const char* what = mixed_variant(true, serial);
@@ -378,6 +403,7 @@ int gpu_mixed_bench(const CliOptions& o) {
           results.fail();
         } else {
           report(what, &routed, t, routed.flops, 0);
+          if (!serial) route_host_us = eager_host_us(&routed);
         }
       }
       std::vector<Call*> all;
@@ -402,6 +428,10 @@ int gpu_mixed_bench(const CliOptions& o) {
         }
         report("part: " + c.what, &c, t, c.flops, c.bytes);
       }
+      // The host's side of an eager call: the step's call on the route against each part's call.
+      std::printf("  eager host us per call: mixed route %.1f, mixed %.1f", route_host_us, eager_host_us(&mixed));
+      for (Call& c : parts) std::printf(", part %s %.1f", c.what.c_str(), eager_host_us(&c));
+      std::printf("\n");
     }
   }
   return results.finish(o.json_path);

@@ -534,7 +534,9 @@ bool count_short_twin(const DecodeProblem& problem, const tiles::TileSummary& ti
 // warps each serve whole items; the plan's tile fields still describe the twin. Within one round
 // the twin's blocks measured level or faster (docs/TUNING.md, "The stream kernel").
 void choose_decode_stream(const DeviceInfo& device, detail::PlanFields* p) {
-  if (p->short_twin_warps == 0 || p->num_splits != 1 || p->split_tokens > 0 ||
+  // decode_mma_m32 alone launches it: the other families' twins (decode_quant's, decode_mma_n8's)
+  // have no stream version.
+  if (p->family != "decode_mma_m32" || p->short_twin_warps == 0 || p->num_splits != 1 || p->split_tokens > 0 ||
       p->cluster_combine || p->fused_combine || device.cc_major < 8) {
     return;
   }
@@ -910,11 +912,14 @@ void plan_mixed_route(const PrefillProblem& problem, const DeviceInfo& device, c
     o.tuning = options.tuning;
     o.tuning.prefill_route = false;  // the decode parts are the decode kernels' by definition
     o.tuning.even_placement = false;
-    return plan_decode(plan::as_decode_rows(problem, q_len), device, o, part).ok() && !part->decode_via_prefill();
+    const DecodeProblem rows = plan::as_decode_rows(problem, q_len);
+    return plan_decode(rows, device, o, part).ok() && !part->decode_via_prefill() &&
+           registry::find_instance(registry::find_family(part->family()), rows.dtype, rows.head_dim,
+                                   detail::registry_kv_format(rows.kv_format, rows.dtype)) >= 0;
   };
   Plan single, spec;
   if (why == nullptr && (!plan_part(1, &single) || (decode_q > 1 && !plan_part(decode_q, &spec)))) {
-    why = "the decode kernels do not serve this problem's rows";
+    why = "the decode kernels do not serve this problem's rows in this build";
   }
   if (why != nullptr) {
     p->note += std::string("; mixed route not taken: ") + why;

@@ -245,6 +245,11 @@ TEST(Planner, ShortBlocksTakeTheVariantsInstancesTwoWarpTwin) {
       EXPECT_EQ(streamed.persistent_blocks(), 0) << streamed.note();
       EXPECT_EQ(streamed.seal(), twin.seal());
     }
+    // An FP8 cache's short twin (decode_quant) has no stream version: its plans keep their grid.
+    p.kv_format = KvFormat::kFP8E4M3;
+    const Plan fp8 = plan_or_die(p);
+    if (batch == 256) EXPECT_EQ(fp8.short_twin_warps(), 2) << fp8.note();
+    EXPECT_EQ(fp8.persistent_blocks(), 0) << fp8.note();
   }
   // B=32's 256 blocks fit one round of the four-warp instance: it keeps them (its registers' two).
   EXPECT_EQ(gpt_oss(32).family(), "decode_mma_m32");

@@ -68,27 +68,29 @@ def test_mixed_step_against_its_separate_calls():
         return dict({"case": {"mix": "a: step", "kv_format": "bf16", "variant": variant, "family": family},
                      "us": us}, **rate)
 
+    # The call without the route only: its gain, no target (the target is the default call's).
     ours = {"rows": [row("mixed", 400.0, "prefill_sm90_gqa"), row("separate", 500.0),
                      row("part: decode rows", 150.0, "decode_mma", gbps=3500.0),
                      row("part: chunks", 345.0, "prefill_sm90", tflops=550.0)]}
     rows, header, lines, note = merge_results.merge_mixed(ours)
-    assert rows[0]["x_separate"] == 1.25 and rows[0]["targets"] == ">=1.15x met"
-    assert len(lines) == 1 and "| 1.25 |" in lines[0] and "decode rows 150.0 µs (decode_mma, 3500 GB/s)" in lines[0]
+    assert rows[0]["x_separate"] == 1.25 and "targets" not in rows[0]
+    assert len(lines) == 1 and "| 400.0 (prefill_sm90_gqa) | 1.25 |" in lines[0]
+    assert "decode rows 150.0 µs (decode_mma, 3500 GB/s)" in lines[0]
     assert "chunks 345.0 µs (prefill_sm90, 550 TFLOP/s)" in lines[0]
-    ours["rows"][0]["us"] = 480.0
+    # The mixed route (the default call): its time and gain against the same separate calls, judged.
+    ours["rows"].append(row("mixed route", 400.0, "prefill_sm90_gqa"))
+    rows, header, lines, _ = merge_results.merge_mixed(ours)
+    assert rows[-1]["x_separate"] == 1.25 and rows[-1]["targets"] == ">=1.15x met"
+    assert "| 400.0 | 500.0 | 1.25 | >=1.15x met |" in lines[0] and "mixed route µs (default)" in header
+    ours["rows"][-1]["us"] = 480.0
     rows, _, lines, _ = merge_results.merge_mixed(ours)
-    assert rows[0]["targets"] == ">=1.15x MISSED" and rows[0]["cudnn_parts_us"] is None
-    # cuDNN's parts: summed, each the faster of its masked and dense times.
+    assert rows[-1]["targets"] == ">=1.15x MISSED" and rows[-1]["cudnn_parts_us"] is None
+    # cuDNN's parts: summed, each the faster of its masked and dense times, against the default call.
     peers = {"rows": [{"case": {"mix": "a: step", "part": "decode rows"}, "cudnn": {"us": 200.0}},
                       {"case": {"mix": "a: step", "part": "chunks"},
                        "cudnn": {"us": 900.0, "mask": "explicit_additive", "dense_us": 400.0}}]}
     rows, _, lines, _ = merge_results.merge_mixed(ours, peers)
-    assert rows[0]["cudnn_parts_us"] == 600.0 and "| 600.0 | 1.25 |" in lines[0]
-    # The mixed route: its own time and gain against the same separate calls, judged on its own.
-    ours["rows"].append(row("mixed route", 400.0, "prefill_sm90_gqa"))
-    rows, header, lines, _ = merge_results.merge_mixed(ours)
-    assert rows[-1]["x_separate"] == 1.25 and rows[-1]["targets"] == ">=1.15x met"
-    assert "| 400.0 | 1.25 | >=1.15x met |" in lines[0] and "mixed route µs" in header
+    assert rows[-1]["cudnn_parts_us"] == 600.0 and "| 600.0 | 1.25 |" in lines[0]
     # The serial route: its time and gain beside the route's (no target of its own).
     assert "| n/a | n/a |" in lines[0] and "serial route µs" in header
     ours["rows"].append(row("mixed route, serial", 625.0, "prefill_sm90_gqa"))

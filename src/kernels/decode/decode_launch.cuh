@@ -10,6 +10,8 @@ namespace splitkv::detail {
 template <class Element, int kHeadDim, int kBlockM>
 cudaError_t launch_decode_mma(const DecodeParams& params, const LaunchConfig& config) {
   using Traits = DecodeTraits<Element, kHeadDim, kBlockM>;
+  // A persistent grid is the stream kernel's alone (a tile with no short twin has none).
+  if (Traits::kShortTwinWarps == 0 && config.persistent_blocks > 0) return cudaErrorInvalidConfiguration;
   // The plan counts on the variants instance's twin for short blocks (fewer warps).
   if constexpr (Traits::kShortTwinWarps > 0) {
     // The stream kernel in its place (PlanTuning::decode_stream): a persistent grid of one-warp

@@ -10,6 +10,7 @@ namespace splitkv::detail {
 template <class Element, int kHeadDim, KvFormat kFormat>
 cudaError_t launch_decode_quant(const DecodeParams& params, const LaunchConfig& config) {
   using Traits = DecodeQuantTraits<Element, kHeadDim, kFormat>;
+  if (config.persistent_blocks > 0) return cudaErrorInvalidConfiguration;  // no persistent grid here
   // The plan counts on the variants instance's twin for short blocks (fewer warps).
   if constexpr (Traits::kShortTwinWarps > 0) {
     if (decode_uncapped_variants(params) && config.short_twin_warps == Traits::kShortTwinWarps) {
@@ -27,6 +28,7 @@ cudaError_t launch_decode_quant(const DecodeParams& params, const LaunchConfig& 
 template <class Element, int kHeadDim, KvFormat kFormat>
 cudaError_t launch_decode_quant_keys_as_rows(const DecodeParams& params, const LaunchConfig& config) {
   using Traits = KeysAsRowsTraits<DecodeQuantTraits<Element, kHeadDim, kFormat, kKeysAsRowsQueries>>;
+  if (config.persistent_blocks > 0) return cudaErrorInvalidConfiguration;  // no persistent grid here
   // The plan counts on the variants instance's twin for short blocks (fewer warps).
   if constexpr (Traits::kShortTwinWarps > 0) {
     if (decode_uncapped_variants(params) && config.short_twin_warps == Traits::kShortTwinWarps) {
