@@ -99,7 +99,7 @@ struct PlanTuning {
   // longer ones) beside the chunked-prefill kernels for the rest, on two streams joined inside the
   // call (capturable; the prefill part's blocks first), a quarter of the prefill grid's blocks
   // leaving their SMs to the decode blocks where the step has decode rows. On: with decode rows it
-  // measured 1.0-6.1x the one call, on chunks alone level (docs/MIXED_BATCH.md).
+  // measured 1.0-6.9x the one call, on chunks alone level (docs/MIXED_BATCH.md).
   bool mixed_route = true;
   // With mixed_route: the parts one after the other on the caller's stream (the prefill part on
   // its whole grid first, then the decode parts), not side by side (docs/MIXED_BATCH.md).
