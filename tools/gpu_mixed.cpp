@@ -234,7 +234,9 @@ Status part_call(const StepData& s, const Group& g, int first, int token0, KvFor
     for (int i = 0; i <= g.count; ++i) cu[size_t(i)] = i * g.q_len;
     *cu_q = DeviceBuffer::from(cu);
     const PrefillSpan span{g.count, g.q_len, kv_hi, int64_t(g.count) * g.q_len, q, out, cu_q->get(), lens, table};
-    return prefill_call(s, span, format, device, "chunks", c);
+    PlanOptions options;
+    options.tuning.mixed_route = false;  // chunks alone: the chunked-prefill call, no decode rows to route
+    return prefill_call(s, span, format, device, "chunks", c, options);
   }
   DecodeProblem p;
   p.batch = g.count;
