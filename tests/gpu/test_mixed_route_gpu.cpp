@@ -95,9 +95,13 @@ TEST_P(MixedRouteVsReference, MatchesFp64ReferenceAndReplays) {
   Plan plan;
   const Status planned = plan_mix(c, &plan, s.serial);
   ASSERT_TRUE(planned.ok()) << planned.message();
+  SPLITKV_REQUIRE_PLAN_COMPILED(plan);
+  // The route is taken only where this build holds its decode parts' kernels too.
+  if (!plan.mixed_route() && plan.note().find("in this build") != std::string::npos) {
+    GTEST_SKIP() << "the decode parts' kernels are not compiled into this build: " << describe(plan);
+  }
   ASSERT_TRUE(plan.mixed_route()) << describe(plan);
   ASSERT_EQ(plan.mixed_serial(), s.serial);
-  SPLITKV_REQUIRE_PLAN_COMPILED(plan);
   for (const Plan* part : {plan.mixed_decode_plan(), plan.mixed_spec_plan()}) {
     if (part != nullptr && !gpu_test::plan_compiled(*part)) GTEST_SKIP() << "a decode part not compiled";
   }
