@@ -6,7 +6,8 @@
 // against the fp64 reference with outputs and workspace poisoned, the same bits on a rerun, and a
 // CUDA graph captured once and replayed with new lengths; hostile device data (a page id outside
 // the pool in a decode row and in a chunk, a speculative row's length past max_kv_len) gives NaN in
-// those sequences only, every other sequence's bits unchanged.
+// those sequences only, every other sequence's bits unchanged; and one plan gives a sequence the same
+// bits whatever its batch-mates' lengths.
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -193,6 +194,56 @@ TEST(MixedRouteHostile, BadDeviceDataPoisonsItsOwnSequencesOnly) {
       EXPECT_EQ(changed, 0) << "sequence " << b << " is healthy: its bits must not change";
     }
   }
+}
+
+// One plan for the step's bounds serves every mix (one captured graph): a sequence's rows are the
+// same bits whatever its batch-mates' lengths. A decode row (0), a speculative row (1) and a chunk
+// (2) keep their lengths while every other sequence's key count changes (one to 0).
+TEST(MixedRouteInvariance, ASequencesBitsDoNotDependOnItsBatchMates) {
+  SPLITKV_REQUIRE_GPU(DType::kBF16, 128);
+  if (gpu_test::device().cc_major < 9) GTEST_SKIP() << "the mixed route runs on sm_90";
+  const MixShape shape{"mates", 16, KvFormat::kNative, {3000, 500, 2348, 900, 7000, 64, 1200}, {1, 4, 300, 1, 3, 1, 90}};
+  ChunkCase c = make_mix(shape);
+  Plan plan;
+  ASSERT_TRUE(plan_mix(c, &plan).ok());
+  ASSERT_TRUE(plan.mixed_route()) << describe(plan);
+  SPLITKV_REQUIRE_PLAN_COMPILED(plan);
+  for (const Plan* part : {plan.mixed_decode_plan(), plan.mixed_spec_plan()}) {
+    if (part != nullptr && !gpu_test::plan_compiled(*part)) GTEST_SKIP() << "a decode part not compiled";
+  }
+  testing::DeviceChunkCase dev(c);
+  DeviceBuffer workspace = gpu_test::poisoned_workspace(plan.workspace_bytes());
+  ASSERT_TRUE(run_prefill(plan, dev.tensors, workspace.get(), workspace.bytes(), nullptr).ok());
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  dev.download_outputs(c);
+  const testing::Comparison cmp = testing::check_chunk(c);
+  ASSERT_TRUE(cmp.passed) << cmp.summary();
+  const std::vector<uint16_t> first = c.out;
+
+  std::vector<int32_t> lens(c.cache.seq_lens.begin(), c.cache.seq_lens.end());
+  lens[3] = 0;         // a decode row's mate: empty
+  lens[4] = 2000;      // a speculative mate: shorter
+  lens[5] = 5000;      // a decode mate: longer
+  lens[6] = 600;       // a chunk mate: shorter
+  dev.tensors.seq_lens_host = nullptr;
+  dev.cache.upload_seq_lens(lens);
+  testing::poison_outputs(c);
+  dev.upload_outputs(c);
+  ASSERT_TRUE(run_prefill(plan, dev.tensors, workspace.get(), workspace.bytes(), nullptr).ok());
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  dev.download_outputs(c);
+  const int64_t row = int64_t(c.problem.num_q_heads) * c.problem.head_dim;
+  for (int b : {0, 1, 2}) {
+    int64_t changed = 0;
+    for (int64_t e = int64_t(c.cu_q[size_t(b)]) * row; e < int64_t(c.cu_q[size_t(b) + 1]) * row; ++e) {
+      changed += c.out[size_t(e)] != first[size_t(e)];
+    }
+    EXPECT_EQ(changed, 0) << "sequence " << b << ": its mates' lengths changed its bits";
+  }
+  // The mates themselves against the reference at their new lengths.
+  std::copy(lens.begin(), lens.end(), c.cache.seq_lens.begin());
+  const testing::Comparison mates = testing::check_chunk(c);
+  EXPECT_TRUE(mates.passed) << "with the new lengths: " << mates.summary();
 }
 
 }  // namespace
