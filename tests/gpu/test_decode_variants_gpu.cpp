@@ -281,20 +281,27 @@ TEST(DecodeVariantsGpu, TheVariantsTwinsMatchTheReference) {
 // PlanTuning::decode_stream (on): the short twin's one-split plans of several rounds on the stream
 // kernel, one warp per (sequence, KV head) item over a persistent grid; a batch that is no multiple
 // of the grid's warps, lengths of every class (zero, shorter than q_len, one window, longer), with
-// and without sinks, contiguous and paged.
+// and without sinks, contiguous and paged, with a window and with a draft tree over short rows.
 TEST(DecodeVariantsGpu, TheStreamKernelMatchesTheReference) {
   SPLITKV_REQUIRE_GPU(DType::kBF16, 64);
   struct StreamCase {
     int batch;
     bool sinks;
     int page_size;
+    bool tree = false;  // a draft tree over short rows (no window: blocks of <= 200 keys)
   };
-  for (const StreamCase& k : {StreamCase{256, true, 0}, StreamCase{1500, false, 0}, StreamCase{300, true, 16}}) {
+  for (const StreamCase& k : {StreamCase{256, true, 0}, StreamCase{1500, false, 0}, StreamCase{300, true, 16},
+                              StreamCase{256, false, 0, true}, StreamCase{300, true, 16, true}}) {
+    const int max_len = k.tree ? 200 : 384;
     std::vector<int> lens(k.batch);
-    for (int b = 0; b < k.batch; ++b) lens[b] = b % 5 == 0 ? 384 : b % 5 == 1 ? 129 : b % 5 == 2 ? 3 : b % 5 == 3 ? 0 : 200;
-    testing::DecodeSpecBuilder spec = testing::DecodeSpecBuilder(k.batch, 64, 8, 384).head_dim(64).queries(4, true).lens(lens);
+    for (int b = 0; b < k.batch; ++b) {
+      lens[b] = b % 5 == 0 ? max_len : b % 5 == 1 ? 129 : b % 5 == 2 ? 3 : b % 5 == 3 ? 0 : 200;
+    }
+    testing::DecodeSpecBuilder spec =
+        testing::DecodeSpecBuilder(k.batch, 64, 8, max_len).head_dim(64).queries(4, true).lens(lens);
     if (k.page_size > 0) spec.paged(k.page_size);
-    testing::DecodeCase c = testing::make_decode_case(with(spec, Variants{0.f, 128, -1, k.sinks}, 2.f));
+    const Variants variants = k.tree ? Variants{0.f, -1, -1, k.sinks, true} : Variants{0.f, 128, -1, k.sinks};
+    testing::DecodeCase c = testing::make_decode_case(with(spec, variants, 2.f));
     PlanOptions o;
     o.tuning.decode_stream = true;
     Plan plan;
@@ -303,8 +310,8 @@ TEST(DecodeVariantsGpu, TheStreamKernelMatchesTheReference) {
     if (plan.persistent_blocks() == 0) GTEST_SKIP() << "this device's plan takes no stream kernel: " << describe(plan);
     ASSERT_TRUE(gpu_test::run_decode_case(plan, c));
     const testing::Comparison cmp = testing::check_decode(c);
-    EXPECT_TRUE(cmp.passed) << "B=" << k.batch << " page " << k.page_size << ": " << cmp.summary() << "\n"
-                            << describe(plan);
+    EXPECT_TRUE(cmp.passed) << "B=" << k.batch << " page " << k.page_size << (k.tree ? " tree" : "") << ": "
+                            << cmp.summary() << "\n" << describe(plan);
   }
 }
 
