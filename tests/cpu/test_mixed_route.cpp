@@ -117,6 +117,51 @@ TEST(MixedRoute, NotTakenWhereItDoesNotApplyAndSaysWhy) {
   EXPECT_NE(plan.note().find("mixed route not taken: it runs on sm_90"), std::string::npos) << plan.note();
 }
 
+// The route is taken exactly where this build holds the decode parts' instances: a build without
+// them (here: whichever head dims and formats it lacks) plans the one call and says why, rather
+// than a route whose launch would fail.
+TEST(MixedRoute, TakenOnlyWhereTheBuildHoldsItsDecodeParts) {
+  auto compiled = [](const Plan& plan) {
+    for (const KernelFamilyInfo& f : kernel_families()) {
+      if (f.name != plan.family()) continue;
+      for (const KernelFamilyInfo::Compiled& c : f.compiled) {
+        const bool format = c.kv_format == KvFormat::kNative || c.kv_format == plan.decode().kv_format;
+        if (c.dtype == plan.decode().dtype && c.head_dim == plan.decode().head_dim && format) return true;
+      }
+    }
+    return false;
+  };
+  int taken = 0, refused = 0;
+  for (int head_dim : {64, 128, 256}) {
+    for (KvFormat format : {KvFormat::kNative, KvFormat::kInt4}) {
+      PrefillProblem p = step();
+      p.head_dim = head_dim;
+      p.kv_format = format;
+      Plan routed;
+      ASSERT_TRUE(plan_prefill(p, DeviceInfo::h200(), mixed(), &routed).ok());
+      bool parts_compiled = true;
+      for (int q_len : {1, 4}) {  // the single-query part and the 2-4 query part (a group of 4)
+        DecodeProblem rows;
+        rows.batch = p.batch, rows.num_q_heads = p.num_q_heads, rows.num_kv_heads = p.num_kv_heads;
+        rows.head_dim = head_dim, rows.q_len = q_len, rows.max_kv_len = p.max_kv_len;
+        rows.page_size = p.page_size, rows.causal = true, rows.dtype = p.dtype, rows.kv_format = format;
+        PlanOptions o;
+        o.tuning.prefill_route = false;
+        Plan part;
+        parts_compiled = parts_compiled && plan_decode(rows, DeviceInfo::h200(), o, &part).ok() &&
+                         !part.decode_via_prefill() && compiled(part);
+      }
+      const std::string what = "D=" + std::to_string(head_dim) + " " + to_string(format) + ": " + routed.note();
+      EXPECT_EQ(routed.mixed_route(), parts_compiled) << what;
+      if (!routed.mixed_route()) {
+        EXPECT_NE(routed.note().find("mixed route not taken"), std::string::npos) << what;
+      }
+      (routed.mixed_route() ? taken : refused) += 1;
+    }
+  }
+  EXPECT_EQ(taken + refused, 6);
+}
+
 TEST(MixedRoute, AGroupOf16LeavesOnlyTheSingleQueryPart) {
   PrefillProblem p = step();
   p.num_q_heads = 64, p.num_kv_heads = 4;
