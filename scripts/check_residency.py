@@ -31,6 +31,12 @@ import sys
 REGISTERS_PER_SM = 65536
 REGISTER_GRANULE = 8  # registers per thread are allocated in multiples of 8
 
+
+def blocks_held(regs, threads):
+    """Blocks of `threads` threads at `regs` registers each that an SM's registers hold."""
+    return REGISTERS_PER_SM // (math.ceil(regs / REGISTER_GRANULE) * REGISTER_GRANULE * threads)
+
+
 # KvFormat's values (include/splitkv/types.hpp) as the mangled names spell them, and the CLI's names.
 FORMATS = {0: "native", 3: "fp8", 4: "int8", 5: "int4", 6: "k8v4", 7: "int8_kc", 8: "int4_kc", 9: "k8v4_kc"}
 DTYPES = {"10bfloat16_t": "bf16", "6half_t": "fp16"}
@@ -132,7 +138,7 @@ def stream_check(cli, name, regs):
     if not m:
         return f"no stream plan: splitkv plan {' '.join(args)}"
     threads = 32 * int(k.group("warps"))
-    held = REGISTERS_PER_SM // (math.ceil(regs / REGISTER_GRANULE) * REGISTER_GRANULE * threads)
+    held = blocks_held(regs, threads)
     counted = math.ceil(int(m.group(1)) / SMS)
     if counted > held:
         return f"the plan counts {counted} blocks per SM, {regs} registers x {threads} threads hold {held}"
@@ -185,7 +191,7 @@ def main():
             bad += 1
             continue
         counted, threads, twin, planned_short = plan
-        held = REGISTERS_PER_SM // (math.ceil(regs / REGISTER_GRANULE) * REGISTER_GRANULE * threads)
+        held = blocks_held(regs, threads)
         if short_twin and planned_short != short_twin:
             print(f"FAIL {what}: the short blocks' grid did not launch it (plan's short-block twin: {planned_short} warps)")
             bad += 1

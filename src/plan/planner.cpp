@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "validate/validate.hpp"
@@ -709,9 +710,11 @@ Status plan_unread_format_via_prefill(const DecodeProblem& problem, const detail
   return Status::success();
 }
 
-bool compiled_for(const char* family, const DecodeProblem& problem) {
+// Whether this build holds `family`'s instance for the problem's dtype and head dim over a cache
+// of `kv_format`.
+bool compiled_for(std::string_view family, const DecodeProblem& problem, KvFormat kv_format) {
   return registry::find_instance(registry::find_family(family), problem.dtype, problem.head_dim,
-                                 detail::registry_kv_format(KvFormat::kNative, problem.dtype)) >= 0;
+                                 detail::registry_kv_format(kv_format, problem.dtype)) >= 0;
 }
 
 }  // namespace
@@ -731,7 +734,7 @@ Status plan_decode_fields(const DecodeProblem& problem, const DeviceInfo& device
     routed.family = family;
     // A problem the family cannot take (a group it cannot pack, say) tries the next, then the
     // decode kernels.
-    if (compiled_for(family, problem) && plan_decode_via_prefill(problem, device, routed, plan).ok()) {
+    if (compiled_for(family, problem, KvFormat::kNative) && plan_decode_via_prefill(problem, device, routed, plan).ok()) {
       detail::PlanEditor::fields(*plan).note += "; the planner's route for " + std::to_string(rows_per_kv) +
                     " packed rows per KV head (PlanTuning::prefill_route)";
       return Status::success();
@@ -914,8 +917,7 @@ void plan_mixed_route(const PrefillProblem& problem, const DeviceInfo& device, c
     o.tuning.even_placement = false;
     const DecodeProblem rows = plan::as_decode_rows(problem, q_len);
     return plan_decode(rows, device, o, part).ok() && !part->decode_via_prefill() &&
-           registry::find_instance(registry::find_family(part->family()), rows.dtype, rows.head_dim,
-                                   detail::registry_kv_format(rows.kv_format, rows.dtype)) >= 0;
+           compiled_for(part->family(), rows, rows.kv_format);
   };
   Plan single, spec;
   if (why == nullptr && (!plan_part(1, &single) || (decode_q > 1 && !plan_part(decode_q, &spec)))) {
