@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# Run 95, call E: the stream kernel with a final-rows-only epilogue and 32-bit item math (call
-# D's ncu: the epilogue, 3500 instructions with write_output's partial and atomic paths compiled
+# Run 95, call E (not run: the device was paused; run 96's first call): the stream kernel with a
+# final-rows-only epilogue and 32-bit item math (lab/patches/run95-stream-final-rows.patch; main
+# does not hold it until measured). Call D's ncu: the epilogue, 3500 instructions with write_output's partial and atomic paths compiled
 # in, took 40% of the warps' stall samples, mostly "no instruction": the warps drift apart and
 # miss the instruction cache; 6488 -> 4160 SASS instructions). Against cli-base.xz (build-r95 cli.xz, HEAD).
-# Carry ["build-r95e"]: cli.xz, gt.xz (this change, every format, D 64;128).
+# Carry ["build-r95e"] (40 MB): cli.xz, gt.xz (f5394de + the patch + the invariance test's new
+# message; every format, D 64;128), cli-base.xz (HEAD's CLI), splitkv312.so.xz (the Python module,
+# CPython 3.12, with the patch; bf16 D 64;128; native, fp8, int8, int4_kc).
 # Prediction: B=256 window 128 + sinks 44.5 -> 33-38 us on an H100; B=128 24.4 -> 19-21 us.
 # Then: the failing MixedRouteInvariance test with its new message, the stream tests, ncu again.
 # Files under $OUT: e.tsv, stream2.txt, stream2-source.csv, inv.log, pytest.log.

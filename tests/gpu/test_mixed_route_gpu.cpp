@@ -225,11 +225,19 @@ TEST(MixedRouteInvariance, ASequencesBitsDoNotDependOnItsBatchMates) {
   dev.download_outputs(c);
   const int64_t row = int64_t(c.problem.num_q_heads) * c.problem.head_dim;
   for (int b : {0, 1, 2}) {
-    int64_t changed = 0;
+    int64_t changed = 0, nan = 0, first_changed = -1;
     for (int64_t e = int64_t(c.cu_q[size_t(b)]) * row; e < int64_t(c.cu_q[size_t(b) + 1]) * row; ++e) {
-      changed += c.out[size_t(e)] != first[size_t(e)];
+      const bool differs = c.out[size_t(e)] != first[size_t(e)];
+      changed += differs;
+      nan += std::isnan(detail::half_bits_to_float(c.out[size_t(e)], DType::kBF16));
+      if (differs && first_changed < 0) first_changed = e;
     }
-    EXPECT_EQ(changed, 0) << "sequence " << b << ": its mates' lengths changed its bits";
+    EXPECT_EQ(changed, 0) << "sequence " << b << ": its mates' lengths changed its bits (" << nan
+                          << " NaN; first at element " << first_changed << ": "
+                          << (first_changed < 0 ? 0.f : detail::half_bits_to_float(first[size_t(first_changed)], DType::kBF16))
+                          << " -> "
+                          << (first_changed < 0 ? 0.f : detail::half_bits_to_float(c.out[size_t(first_changed)], DType::kBF16))
+                          << ")";
   }
   // The mates themselves against the reference at their new lengths.
   std::copy(lens.begin(), lens.end(), c.cache.seq_lens.begin());
