@@ -31,6 +31,12 @@ struct DecodeKeyRange {
   int first_draft;
 };
 
+// The kN-key sub-tiles that cover a range's keys [lo, hi): none when it is empty.
+template <int kN>
+__device__ __forceinline__ int subtile_count(const DecodeKeyRange& keys) {
+  return keys.hi > keys.lo ? (keys.hi - keys.lo + kN - 1) / kN : 0;
+}
+
 // Where query i's tree-mask bits start in its sequence's rows (keys.tree): an int, where a pointer
 // per row would cost the 32-row tile's registers.
 __device__ __forceinline__ int tree_row(const DecodeParams& p, int i) { return i * int(p.tree_mask_query_stride); }

@@ -80,7 +80,7 @@ __global__ void __launch_bounds__(Traits::kThreads, kMinBlocksPerSm)
 
   // ---- Which keys this block reads ---------------------------------------------------------------
   const DecodeKeyRange keys = decode_key_range<Traits::kBlockKeys, kVariants>(p, b, split, row0, rows_here);
-  const int n_subtiles = keys.hi > keys.lo ? (keys.hi - keys.lo + kN - 1) / kN : 0;
+  const int n_subtiles = subtile_count<kN>(keys);
   const int my_subtiles = n_subtiles > warp ? (n_subtiles - warp + kWarps - 1) / kWarps : 0;
   if (block_reads_no_key(p, keys)) {  // before the key loop's state exists (its registers)
     write_rows_of_no_key<Element, kM, D, Traits::kThreads, kFoldSinks>(p, b, kv_head, split, row0, rows_here);

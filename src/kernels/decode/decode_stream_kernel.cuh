@@ -104,7 +104,7 @@ __global__ void __launch_bounds__(32 * kStreamWarps, kMinBlocksPerSm)
     load_q_tile<Traits>(p, sQ, it.b, it.kv_head, it.row0, it.rows_here, lane);
     cp_async_fence();
     it.keys = decode_key_range<Traits::kBlockKeys, true>(p, it.b, 0, it.row0, it.rows_here);
-    const int n_subtiles = it.keys.hi > it.keys.lo ? (it.keys.hi - it.keys.lo + kN - 1) / kN : 0;
+    const int n_subtiles = subtile_count<kN>(it.keys);
     DecodeKvLoader<Traits, decltype(sK), decltype(sV)> kv(p, sK, sV, it.b, it.kv_head, it.keys.lo, it.keys.hi, 0, lane);
     CUTE_UNROLL
     for (int s = 0; s < kStages - 1; ++s) {
@@ -121,7 +121,7 @@ __global__ void __launch_bounds__(32 * kStreamWarps, kMinBlocksPerSm)
   while (item < items) {
     const int b = cur.b, kv_head = cur.kv_head, row0 = cur.row0, rows_here = cur.rows_here;
     const DecodeKeyRange& keys = cur.keys;
-    const int n_subtiles = keys.hi > keys.lo ? (keys.hi - keys.lo + kN - 1) / kN : 0;
+    const int n_subtiles = subtile_count<kN>(keys);
     // Issues this item's sub-tiles from kStages - 1 on (start_item issued the first ones).
     DecodeKvLoader<Traits, decltype(sK), decltype(sV)> kv(p, sK, sV, b, kv_head, keys.lo, keys.hi, 0, lane);
 

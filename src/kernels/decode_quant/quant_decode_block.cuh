@@ -93,7 +93,7 @@ __device__ __forceinline__ QuantKvLoader<Traits> start_quant_ring(const DecodePa
   constexpr int kN = Traits::kWarpKeys;
   constexpr int kWarps = Traits::kWarps;
   const int warp = tid / 32, lane = tid % 32;
-  const int n_subtiles = keys.hi > keys.lo ? (keys.hi - keys.lo + kN - 1) / kN : 0;
+  const int n_subtiles = subtile_count<kN>(keys);
   if constexpr (Traits::kRunSubtiles == 1) {
     my_subtiles = n_subtiles > warp ? (n_subtiles - warp + kWarps - 1) / kWarps : 0;
   } else {  // runs of kRunSubtiles (QuantKvLoader): only the range's last run may be shorter
