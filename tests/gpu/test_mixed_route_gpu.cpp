@@ -57,6 +57,23 @@ Status plan_mix(const ChunkCase& c, Plan* plan, bool serial = false) {
   return plan_prefill(c.problem, gpu_test::device(), o, plan);
 }
 
+// Sequence b's output elements in c.out against `before` (the same rows from another run): how
+// many there are, how many differ, how many are NaN, and the first that differs (-1: none).
+struct SequenceBits {
+  int64_t elements = 0, changed = 0, nan = 0, first_changed = -1;
+};
+SequenceBits compare_sequence_bits(const ChunkCase& c, int b, const std::vector<uint16_t>& before) {
+  const int64_t row = int64_t(c.problem.num_q_heads) * c.problem.head_dim;
+  SequenceBits r;
+  for (int64_t e = int64_t(c.cu_q[size_t(b)]) * row; e < int64_t(c.cu_q[size_t(b) + 1]) * row; ++e, ++r.elements) {
+    const bool differs = c.out[size_t(e)] != before[size_t(e)];
+    r.changed += differs;
+    r.nan += std::isnan(detail::half_bits_to_float(c.out[size_t(e)], DType::kBF16));
+    if (differs && r.first_changed < 0) r.first_changed = e;
+  }
+  return r;
+}
+
 // 70 single-query decode rows (more than two warps' worth of sequences ahead of the chunk, which
 // the prefill part's blocks pass over in one step each), a chunk of 300 queries, 10 more rows.
 std::vector<int> many_rows(bool chunks) {
@@ -174,18 +191,13 @@ TEST(MixedRouteHostile, BadDeviceDataPoisonsItsOwnSequencesOnly) {
   ASSERT_TRUE(run_prefill(plan, dev.tensors, workspace.get(), workspace.bytes(), nullptr).ok());
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   dev.download_outputs(c);
-  const int64_t row = int64_t(c.problem.num_q_heads) * c.problem.head_dim;
   for (int b = 0; b + 1 < int(c.cu_q.size()); ++b) {
     const bool bad = b == 0 || b == 2 || b == 4;
-    int64_t nan = 0, changed = 0, n = 0;
-    for (int64_t e = int64_t(c.cu_q[size_t(b)]) * row; e < int64_t(c.cu_q[size_t(b) + 1]) * row; ++e, ++n) {
-      nan += std::isnan(detail::half_bits_to_float(c.out[size_t(e)], DType::kBF16));
-      changed += c.out[size_t(e)] != clean[size_t(e)];
-    }
+    const SequenceBits bits = compare_sequence_bits(c, b, clean);
     if (bad) {
-      EXPECT_EQ(nan, n) << "sequence " << b << " has bad device data: every output NaN";
+      EXPECT_EQ(bits.nan, bits.elements) << "sequence " << b << " has bad device data: every output NaN";
     } else {
-      EXPECT_EQ(changed, 0) << "sequence " << b << " is healthy: its bits must not change";
+      EXPECT_EQ(bits.changed, 0) << "sequence " << b << " is healthy: its bits must not change";
     }
   }
 }
@@ -223,21 +235,15 @@ TEST(MixedRouteInvariance, ASequencesBitsDoNotDependOnItsBatchMates) {
   ASSERT_TRUE(run_prefill(plan, dev.tensors, workspace.get(), workspace.bytes(), nullptr).ok());
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   dev.download_outputs(c);
-  const int64_t row = int64_t(c.problem.num_q_heads) * c.problem.head_dim;
+  auto value = [&](const std::vector<uint16_t>& out, int64_t e) {
+    return e < 0 ? 0.f : detail::half_bits_to_float(out[size_t(e)], DType::kBF16);
+  };
   for (int b : {0, 1, 2}) {
-    int64_t changed = 0, nan = 0, first_changed = -1;
-    for (int64_t e = int64_t(c.cu_q[size_t(b)]) * row; e < int64_t(c.cu_q[size_t(b) + 1]) * row; ++e) {
-      const bool differs = c.out[size_t(e)] != first[size_t(e)];
-      changed += differs;
-      nan += std::isnan(detail::half_bits_to_float(c.out[size_t(e)], DType::kBF16));
-      if (differs && first_changed < 0) first_changed = e;
-    }
-    EXPECT_EQ(changed, 0) << "sequence " << b << ": its mates' lengths changed its bits (" << nan
-                          << " NaN; first at element " << first_changed << ": "
-                          << (first_changed < 0 ? 0.f : detail::half_bits_to_float(first[size_t(first_changed)], DType::kBF16))
-                          << " -> "
-                          << (first_changed < 0 ? 0.f : detail::half_bits_to_float(c.out[size_t(first_changed)], DType::kBF16))
-                          << ")";
+    const SequenceBits bits = compare_sequence_bits(c, b, first);
+    EXPECT_EQ(bits.changed, 0) << "sequence " << b << ": its mates' lengths changed its bits (" << bits.nan
+                               << " NaN; first at element " << bits.first_changed << ": "
+                               << value(first, bits.first_changed) << " -> " << value(c.out, bits.first_changed)
+                               << ")";
   }
   // The mates themselves against the reference at their new lengths.
   std::copy(lens.begin(), lens.end(), c.cache.seq_lens.begin());
