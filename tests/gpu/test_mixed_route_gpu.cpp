@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gpu_test_util.hpp"
@@ -204,14 +205,33 @@ TEST(MixedRouteHostile, BadDeviceDataPoisonsItsOwnSequencesOnly) {
 
 // One plan for the step's bounds serves every mix (one captured graph): a sequence's rows are the
 // same bits whatever its batch-mates' lengths. A decode row (0), a speculative row (1) and a chunk
-// (2) keep their lengths while every other sequence's key count changes (one to 0).
-TEST(MixedRouteInvariance, ASequencesBitsDoNotDependOnItsBatchMates) {
+// (2) keep their lengths while other sequences' key counts change: each mate alone (so that a
+// failure names the change that moved the bits), all of them at once, and all of them on the serial
+// route (the parts one after the other: a failure only side by side points at the overlap).
+struct MateChange {
+  const char* name;
+  std::vector<std::pair<int, int32_t>> lens;  // (sequence, its new key count)
+  bool serial = false;
+};
+const MateChange kMateChanges[] = {
+    {"decode_mate_empty", {{3, 0}}},
+    {"speculative_mate_shorter", {{4, 2000}}},
+    {"decode_mate_longer", {{5, 5000}}},
+    {"chunk_mate_shorter", {{6, 600}}},
+    {"every_mate", {{3, 0}, {4, 2000}, {5, 5000}, {6, 600}}},
+    {"every_mate_serial", {{3, 0}, {4, 2000}, {5, 5000}, {6, 600}}, true},
+};
+
+class MixedRouteInvariance : public ::testing::TestWithParam<MateChange> {};
+
+TEST_P(MixedRouteInvariance, ASequencesBitsDoNotDependOnItsBatchMates) {
+  const MateChange& change = GetParam();
   SPLITKV_REQUIRE_GPU(DType::kBF16, 128);
   if (gpu_test::device().cc_major < 9) GTEST_SKIP() << "the mixed route runs on sm_90";
   const MixShape shape{"mates", 16, KvFormat::kNative, {3000, 500, 2348, 900, 7000, 64, 1200}, {1, 4, 300, 1, 3, 1, 90}};
   ChunkCase c = make_mix(shape);
   Plan plan;
-  ASSERT_TRUE(plan_mix(c, &plan).ok());
+  ASSERT_TRUE(plan_mix(c, &plan, change.serial).ok());
   ASSERT_TRUE(plan.mixed_route()) << describe(plan);
   SPLITKV_REQUIRE_PLAN_COMPILED(plan);
   testing::DeviceChunkCase dev(c);
@@ -224,10 +244,8 @@ TEST(MixedRouteInvariance, ASequencesBitsDoNotDependOnItsBatchMates) {
   const std::vector<uint16_t> first = c.out;
 
   std::vector<int32_t> lens(c.cache.seq_lens.begin(), c.cache.seq_lens.end());
-  lens[3] = 0;         // a decode row's mate: empty
-  lens[4] = 2000;      // a speculative mate: shorter
-  lens[5] = 5000;      // a decode mate: longer
-  lens[6] = 600;       // a chunk mate: shorter
+  std::vector<bool> kept(lens.size(), true);
+  for (const auto& [b, n] : change.lens) lens[size_t(b)] = n, kept[size_t(b)] = false;
   dev.tensors.seq_lens_host = nullptr;
   dev.cache.upload_seq_lens(lens);
   testing::poison_outputs(c);
@@ -238,18 +256,22 @@ TEST(MixedRouteInvariance, ASequencesBitsDoNotDependOnItsBatchMates) {
   auto value = [&](const std::vector<uint16_t>& out, int64_t e) {
     return e < 0 ? 0.f : detail::half_bits_to_float(out[size_t(e)], DType::kBF16);
   };
-  for (int b : {0, 1, 2}) {
+  for (int b = 0; b < int(lens.size()); ++b) {
+    if (!kept[size_t(b)]) continue;
     const SequenceBits bits = compare_sequence_bits(c, b, first);
-    EXPECT_EQ(bits.changed, 0) << "sequence " << b << ": its mates' lengths changed its bits (" << bits.nan
-                               << " NaN; first at element " << bits.first_changed << ": "
+    EXPECT_EQ(bits.changed, 0) << change.name << ": sequence " << b << "'s bits moved with its mates' lengths ("
+                               << bits.nan << " NaN; first at element " << bits.first_changed << ": "
                                << value(first, bits.first_changed) << " -> " << value(c.out, bits.first_changed)
-                               << ")";
+                               << ")\n" << describe(plan);
   }
   // The mates themselves against the reference at their new lengths.
   std::copy(lens.begin(), lens.end(), c.cache.seq_lens.begin());
   const testing::Comparison mates = testing::check_chunk(c);
-  EXPECT_TRUE(mates.passed) << "with the new lengths: " << mates.summary();
+  EXPECT_TRUE(mates.passed) << change.name << " with the new lengths: " << mates.summary();
 }
+
+INSTANTIATE_TEST_SUITE_P(Mates, MixedRouteInvariance, ::testing::ValuesIn(kMateChanges),
+                         [](const ::testing::TestParamInfo<MateChange>& info) { return std::string(info.param.name); });
 
 }  // namespace
 }  // namespace splitkv
