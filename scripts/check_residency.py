@@ -51,8 +51,8 @@ DECODE_TRAITS = re.compile(r"NS0_12DecodeTraitsIN7cutlass(?P<dtype>10bfloat16_t|
                            r"(?:ELi(?P<w>\d+))?E")
 FULL_WARPS = 4  # decode_mma's and decode_quant's tiles; fewer: the variants instance's short-block twin
 # The stream kernel (PlanTuning::decode_stream): one-warp blocks over a persistent grid, planned by
-# the 32-row tile's short-window plans whose twin takes several rounds (Plan::persistent_blocks =
-# SMs x blocks).
+# the 32-row tile's short-window plans whose twin takes several rounds, and by the 16-row tile's
+# where decode_mma is named (Plan::persistent_blocks = SMs x blocks).
 STREAM = re.compile(r"_ZN7splitkv6detail20decode_stream_kernelI(?P<traits>.*?)ELi(?P<warps>\d+)ELi\d+ELb[01]E+vNS0_12DecodeParamsE")
 SMS = 132  # the planner's default device (DeviceInfo::h200)
 QUANT_TRAITS = re.compile(r"(?P<rows>NS0_16KeysAsRowsTraitsI)?NS0_17DecodeQuantTraitsIN7cutlass"
@@ -131,7 +131,10 @@ def stream_check(cli, name, regs):
     k = STREAM.search(name)
     t = DECODE_TRAITS.search(k.group("traits"))
     dtype, d = DTYPES[t.group("dtype")], int(t.group("d"))
-    args = ["--family", "decode_mma_m32", "--dtype", dtype, "-d", str(d), "--hq", "64", "--hkv", "8", "--lq", "4",
+    # The 32-row tile's kernel: gpt-oss speculative rows (q_len 4 x GQA 8); the 16-row tile's: its
+    # single-query rows, where decode_mma is named (by default decode_mma_n8 serves them).
+    family, q_len = ("decode_mma_m32", "4") if t.group("m") == "32" else ("decode_mma", "1")
+    args = ["--family", family, "--dtype", dtype, "-d", str(d), "--hq", "64", "--hkv", "8", "--lq", q_len,
             "--causal", "-b", "256", "--lk", "8192", "--window", "128,-1", "--sms", str(SMS)]
     out = subprocess.run([cli, "plan"] + args, capture_output=True, text=True).stdout
     m = re.search(r"persistent: (\d+) blocks", out)

@@ -529,23 +529,35 @@ bool count_short_twin(const DecodeProblem& problem, const tiles::TileSummary& ti
   return true;
 }
 
-// PlanTuning::decode_stream: a one-split plan on the 32-row tile's short twin (the gpt-oss rows:
-// short windows over many sequences) whose blocks take more than one round runs the stream kernel
-// instead, a persistent grid of one-warp blocks (tiles::kDecodeStreamBlocksPerSm per SM) whose
-// warps each serve whole items; the plan's tile fields still describe the twin. Within one round
-// the twin's blocks measured level or faster (docs/TUNING.md, "The stream kernel").
-void choose_decode_stream(const DeviceInfo& device, detail::PlanFields* p) {
-  // decode_mma_m32 alone launches it: the other families' twins (decode_quant's, decode_mma_n8's)
-  // have no stream version.
-  if (p->family != "decode_mma_m32" || p->short_twin_warps == 0 || p->num_splits != 1 || p->split_tokens > 0 ||
-      p->cluster_combine || p->fused_combine || device.cc_major < 8) {
+// PlanTuning::decode_stream: a one-split plan of short blocks (the gpt-oss rows: short windows over
+// many sequences) whose blocks take more than one round runs the stream kernel instead, a
+// persistent grid of one-warp blocks (TileSummary::stream_blocks per SM) whose warps each serve
+// whole items; the plan's tile fields still describe the block kernel. On the 32-row tile the
+// plans of its short twin take it (within one round the twin's blocks measured level or faster,
+// docs/TUNING.md, "The stream kernel"). The 16-row tile's stream kernel serves the same uncapped
+// variants plans only where the caller names the family (PlanOptions::family): its rows of 8 or
+// fewer (q_len 1 x GQA 8) go to decode_mma_n8 by default, and the two are not yet measured
+// against each other.
+void choose_decode_stream(const DecodeProblem& problem, const tiles::TileSummary& tile, const PlanOptions& options,
+                          const DeviceInfo& device, detail::PlanFields* p) {
+  if (tile.stream_blocks == 0 || p->num_splits != 1 || p->split_tokens > 0 || p->cluster_combine ||
+      p->fused_combine || device.cc_major < 8) {
     return;
+  }
+  if (tile.short_twin.warps > 0) {
+    if (p->short_twin_warps == 0) return;
+  } else {
+    const LaunchedRegisters r = launched_registers(problem, tile);
+    if (options.family != p->family || !r.variants || problem.softcap > 0.f ||
+        plan_block_keys(problem, *p) > kShortBlockKeys) {
+      return;
+    }
   }
   if (grid_rounds(*p, device, p->blocks_per_sm) <= 1) {
-    p->note += "; the stream kernel not taken: the twin's blocks fit one round";
+    p->note += "; the stream kernel not taken: the block kernel's blocks fit one round";
     return;
   }
-  p->persistent_blocks = device.sm_count * tiles::kDecodeStreamBlocksPerSm;
+  p->persistent_blocks = device.sm_count * tile.stream_blocks;
   p->note += "; the stream kernel: " + std::to_string(p->persistent_blocks) + " one-warp blocks, a warp per item";
 }
 
@@ -855,7 +867,7 @@ Status plan_decode_fields(const DecodeProblem& problem, const DeviceInfo& device
   // A cluster merge needs no counters; with one split there is nothing to merge.
   p.fused_combine = options.merge == Merge::kFused && p.num_splits > 1;
   if (p.fused_combine) p.note += "; splits merged by each tile's last split block (fused combine)";
-  if (options.tuning.decode_stream) choose_decode_stream(device, &p);
+  if (options.tuning.decode_stream) choose_decode_stream(problem, tile, options, device, &p);
   const int64_t tile_counters = p.fused_combine ? g.work_units : 0;  // one per (sequence, KV head, query tile)
   p.workspace_bytes =
       p.cluster_combine ? 0 : plan::split_workspace(p.num_splits, g.out_rows, problem.head_dim, tile_counters).total_bytes;

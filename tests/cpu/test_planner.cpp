@@ -238,7 +238,7 @@ TEST(Planner, ShortBlocksTakeTheVariantsInstancesTwoWarpTwin) {
     const Plan twin = plan_or_die(p, no_stream);
     EXPECT_EQ(twin.persistent_blocks(), 0) << twin.note();
     if (batch >= 128) {
-      EXPECT_EQ(streamed.persistent_blocks(), 132 * tiles::kDecodeStreamBlocksPerSm) << streamed.note();
+      EXPECT_EQ(streamed.persistent_blocks(), 132 * 10) << streamed.note();
       EXPECT_EQ(streamed.launch_smem_bytes(), 0);
       EXPECT_NE(streamed.seal(), twin.seal());
     } else {
@@ -250,6 +250,28 @@ TEST(Planner, ShortBlocksTakeTheVariantsInstancesTwoWarpTwin) {
     const Plan fp8 = plan_or_die(p);
     if (batch == 256) EXPECT_EQ(fp8.short_twin_warps(), 2) << fp8.note();
     EXPECT_EQ(fp8.persistent_blocks(), 0) << fp8.note();
+  }
+  // The 16-row tile's stream kernel (twelve one-warp blocks per SM) serves the single-query rows
+  // (q_len 1 x GQA 8: 8 rows) only where the caller names decode_mma; by default they stay on
+  // decode_mma_n8's blocks.
+  EXPECT_EQ(tiles::decode_stream_blocks_per_sm(tiles::decode_tile(64, 32)), 10);
+  EXPECT_EQ(tiles::decode_stream_blocks_per_sm(tiles::decode_tile(64, 16)), 12);
+  EXPECT_EQ(tiles::decode_stream_blocks_per_sm(tiles::decode_tile(128, 16)), 0);
+  PlanOptions named;
+  named.family = "decode_mma";
+  for (int batch : {256, 64, 8}) {
+    DecodeProblem p = decode(batch, 64, 8, 8192, 64, 1);
+    p.window_left = 128;
+    p.sinks = true;
+    const Plan by_default = plan_or_die(p);
+    EXPECT_EQ(by_default.family(), "decode_mma_n8") << by_default.note();
+    EXPECT_EQ(by_default.persistent_blocks(), 0) << by_default.note();
+    const Plan streamed = plan_or_die(p, named);
+    EXPECT_EQ(streamed.family(), "decode_mma");
+    // B=8: 64 blocks fit one round of the four-warp block.
+    EXPECT_EQ(streamed.persistent_blocks(), batch >= 64 ? 132 * 12 : 0) << streamed.note();
+    p.softcap = 30.f;  // the capped instance has no stream kernel
+    EXPECT_EQ(plan_or_die(p, named).persistent_blocks(), 0);
   }
   // B=32's 256 blocks fit one round of the four-warp instance: it keeps them (its registers' two).
   EXPECT_EQ(gpt_oss(32).family(), "decode_mma_m32");

@@ -281,7 +281,8 @@ TEST(DecodeVariantsGpu, TheVariantsTwinsMatchTheReference) {
 // PlanTuning::decode_stream (on): the short twin's one-split plans of several rounds on the stream
 // kernel, one warp per (sequence, KV head) item over a persistent grid; a batch that is no multiple
 // of the grid's warps, lengths of every class (zero, shorter than q_len, one window, longer), with
-// and without sinks, contiguous and paged, with a window and with a draft tree over short rows.
+// and without sinks, contiguous and paged, with a window and with a draft tree over short rows; and
+// single-query rows (8 packed rows) on the 16-row tile's stream kernel, where decode_mma is named.
 TEST(DecodeVariantsGpu, TheStreamKernelMatchesTheReference) {
   SPLITKV_REQUIRE_GPU(DType::kBF16, 64);
   struct StreamCase {
@@ -289,28 +290,35 @@ TEST(DecodeVariantsGpu, TheStreamKernelMatchesTheReference) {
     bool sinks;
     int page_size;
     bool tree = false;  // a draft tree over short rows (no window: blocks of <= 200 keys)
+    int q_len = 4;
+    const char* family = "";  // decode_mma: single-query rows on the 16-row tile's stream kernel
   };
-  for (const StreamCase& k : {StreamCase{256, true, 0}, StreamCase{1500, false, 0}, StreamCase{300, true, 16},
-                              StreamCase{256, false, 0, true}, StreamCase{300, true, 16, true}}) {
+  for (const StreamCase& k :
+       {StreamCase{256, true, 0}, StreamCase{1500, false, 0}, StreamCase{300, true, 16}, StreamCase{256, false, 0, true},
+        StreamCase{300, true, 16, true}, StreamCase{256, true, 0, false, 1, "decode_mma"},
+        StreamCase{1500, false, 16, false, 1, "decode_mma"}, StreamCase{300, true, 16, false, 1, "decode_mma"}}) {
     const int max_len = k.tree ? 200 : 384;
     std::vector<int> lens(k.batch);
     for (int b = 0; b < k.batch; ++b) {
       lens[b] = b % 5 == 0 ? max_len : b % 5 == 1 ? 129 : b % 5 == 2 ? 3 : b % 5 == 3 ? 0 : 200;
     }
     testing::DecodeSpecBuilder spec =
-        testing::DecodeSpecBuilder(k.batch, 64, 8, max_len).head_dim(64).queries(4, true).lens(lens);
+        testing::DecodeSpecBuilder(k.batch, 64, 8, max_len).head_dim(64).queries(k.q_len, true).lens(lens);
     if (k.page_size > 0) spec.paged(k.page_size);
     const Variants variants = k.tree ? Variants{0.f, -1, -1, k.sinks, true} : Variants{0.f, 128, -1, k.sinks};
     testing::DecodeCase c = testing::make_decode_case(with(spec, variants, 2.f));
     PlanOptions o;
     o.tuning.decode_stream = true;
+    o.family = k.family;
     Plan plan;
     ASSERT_TRUE(plan_decode(c.problem, gpu_test::device(), o, &plan).ok());
     if (!gpu_test::plan_compiled(plan)) GTEST_SKIP() << "not compiled into this build: " << plan.family();
     if (plan.persistent_blocks() == 0) GTEST_SKIP() << "this device's plan takes no stream kernel: " << describe(plan);
+    if (*k.family) ASSERT_EQ(plan.family(), k.family);
     ASSERT_TRUE(gpu_test::run_decode_case(plan, c));
     const testing::Comparison cmp = testing::check_decode(c);
-    EXPECT_TRUE(cmp.passed) << "B=" << k.batch << " page " << k.page_size << (k.tree ? " tree" : "") << ": "
+    EXPECT_TRUE(cmp.passed) << "B=" << k.batch << " q_len " << k.q_len << " page " << k.page_size
+                            << (k.tree ? " tree" : "") << ": "
                             << cmp.summary() << "\n" << describe(plan);
   }
 }

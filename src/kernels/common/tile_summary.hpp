@@ -41,6 +41,9 @@ struct TileSummary {
     int bound_blocks = 0, bound_smem_bytes = 0;
   };
   ShortTwin short_twin{};
+  // Decode: one-warp blocks per SM of the tile's stream kernel (a persistent grid of one-warp blocks,
+  // a warp per item: PlanTuning::decode_stream; 0: none).
+  int stream_blocks = 0;
   constexpr int threads() const { return warps * 32; }
 };
 

@@ -10,22 +10,27 @@ namespace splitkv::detail {
 template <class Element, int kHeadDim, int kBlockM>
 cudaError_t launch_decode_mma(const DecodeParams& params, const LaunchConfig& config) {
   using Traits = DecodeTraits<Element, kHeadDim, kBlockM>;
-  // A persistent grid is the stream kernel's alone (a tile with no short twin has none).
-  if (Traits::kShortTwinWarps == 0 && config.persistent_blocks > 0) return cudaErrorInvalidConfiguration;
-  // The plan counts on the variants instance's twin for short blocks (fewer warps).
-  if constexpr (Traits::kShortTwinWarps > 0) {
-    // The stream kernel in its place (PlanTuning::decode_stream): a persistent grid of one-warp
-    // blocks over the same one-split plans.
+  constexpr int kStreamBlocks = tiles::decode_stream_blocks_per_sm(Traits::kTile);
+  // A persistent grid is the stream kernel's alone (a tile without one has none).
+  if (kStreamBlocks == 0 && config.persistent_blocks > 0) return cudaErrorInvalidConfiguration;
+  // The stream kernel in the block kernel's place (PlanTuning::decode_stream): a persistent grid of
+  // one-warp blocks over the same one-split plans.
+  if constexpr (kStreamBlocks > 0) {
     if (config.persistent_blocks > 0) {
       if (!decode_uncapped_variants(params) || params.num_splits.divisor != 1 || params.cluster_combine ||
-          params.tile_counters != nullptr || params.output.mode != OutputMode::kFinal || config.cluster_blocks > 1) {
+          params.tile_counters != nullptr || params.output.mode != OutputMode::kFinal || config.cluster_blocks > 1 ||
+          int64_t(params.batch) * params.num_kv_heads * params.m_tiles.divisor > INT32_MAX) {
         return cudaErrorInvalidConfiguration;  // not a plan the planner gives the stream kernel
       }
       using One = DecodeTraits<Element, kHeadDim, kBlockM, 1, false>;
-      auto* stream = params.sinks == nullptr ? decode_stream_kernel<One, 1, 0, false>
-                                             : decode_stream_kernel<One, 1, 0, true>;
+      constexpr int kBound = tiles::decode_stream_launch_bound(Traits::kTile);
+      auto* stream = params.sinks == nullptr ? decode_stream_kernel<One, 1, kBound, false>
+                                             : decode_stream_kernel<One, 1, kBound, true>;
       return launch_kernel(stream, dim3(32), kStreamWarpSmemBytes<One>, params, config);
     }
+  }
+  // The plan counts on the variants instance's twin for short blocks (fewer warps).
+  if constexpr (Traits::kShortTwinWarps > 0) {
     // Its version for one-split plans: no cluster inbox, register-bound for more blocks.
     if (decode_uncapped_variants(params) && config.short_twin_warps == Traits::kShortTwinWarps &&
         config.register_bound_blocks == Traits::kShortTwinBoundBlocks) {

@@ -80,9 +80,19 @@ constexpr int decode_short_twin_warps(const DecodeTile& t) {
 inline constexpr int kDecodeShortTwinRegisterBlocks = 5;
 
 // The stream kernel (kernels/decode/decode_stream_kernel.cuh, PlanTuning::decode_stream): one-warp
-// blocks of the 32-row tile at D=64, each with its Q tile and a four-stage K/V ring (20480 B):
-// ten per SM by shared memory (with the 1 KB each block reserves; 168 registers would hold twelve).
-inline constexpr int kDecodeStreamBlocksPerSm = 10;
+// blocks, each with its Q tile and a four-stage K/V ring, at D=64. The 32-row tile's (20480 B):
+// ten per SM by shared memory (with the 1 KB each block reserves; 168 registers would hold
+// twelve). The 16-row tile's (18432 B): twelve per SM by shared memory, compiled register-bound
+// for twelve (decode_stream_launch_bound). 0: the tile has no stream kernel.
+constexpr int decode_stream_blocks_per_sm(const DecodeTile& t) {
+  if (t.head_dim > 64 || t.warps != 4) return 0;
+  return t.block_m == 32 ? 10 : t.block_m == 16 ? 12 : 0;
+}
+// The stream kernel's __launch_bounds__ minimum of blocks per SM: the 32-row kernel's registers
+// (198) hold its ten without a bound; the 16-row kernel is bound for its twelve (168 registers).
+constexpr int decode_stream_launch_bound(const DecodeTile& t) {
+  return t.block_m == 16 ? decode_stream_blocks_per_sm(t) : 0;
+}
 // The same twin for one-split plans, which never merge in a cluster: without the cluster merge's
 // inbox (36864 B against 38912) six blocks fit an SM's shared memory, and it is compiled
 // register-bound for six (168 registers against 196). The plan takes it where six blocks run the
@@ -95,6 +105,7 @@ constexpr TileSummary decode_summary(const DecodeTile& t) {
   TileSummary s{t.block_m, t.block_keys(), t.warps, t.stages, t.smem_bytes()};
   s.register_blocks = s.fp16_register_blocks = decode_register_blocks(t);
   s.bound_variants_blocks = decode_bound_variants_blocks(t);
+  s.stream_blocks = decode_stream_blocks_per_sm(t);
   if (const int warps = decode_short_twin_warps(t); warps > 0) {
     const DecodeTile twin = decode_tile(t.head_dim, t.block_m, warps);
     s.short_twin = TileSummary::ShortTwin{warps, twin.smem_bytes(), kDecodeShortTwinRegisterBlocks, twin.stages};
