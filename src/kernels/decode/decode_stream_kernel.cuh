@@ -16,6 +16,7 @@
 
 #include <cute/tensor.hpp>
 
+#include "kernels/common/epilogue.cuh"
 #include "kernels/common/mma_layouts.cuh"
 #include "kernels/common/online_softmax.cuh"
 #include "kernels/common/pdl.cuh"
@@ -27,6 +28,18 @@
 #include "kernels/decode/q_tile.cuh"
 
 namespace splitkv::detail {
+
+// Columns [col, col + 2) of the final row that starts at `row` (final_row, derived once per row),
+// NaN where poisoned. The stream kernel writes final rows only; write_output's other modes,
+// compiled in beside them, doubled its code, and its warps, which drift apart, then waited on the
+// instruction cache.
+template <class Element>
+__device__ __forceinline__ void store_final_pair(Element* row, int col, float v0, float v1, bool poisoned) {
+  cutlass::Array<Element, 2> packed;
+  packed[0] = Element(poisoned ? kOutputNaN : v0);
+  packed[1] = Element(poisoned ? kOutputNaN : v1);
+  *reinterpret_cast<cutlass::Array<Element, 2>*>(row + col) = packed;
+}
 
 // Shared memory of one warp of the stream kernel (Traits: a one-warp DecodeTraits).
 template <class Traits>
@@ -83,9 +96,11 @@ __global__ void __launch_bounds__(32 * kStreamWarps, kMinBlocksPerSm)
   wait_for_prior_grids();
   allow_dependents_at_start(p);
 
+  // Item indices in 32 bits (the launcher takes no grid past INT_MAX items): a 64-bit division
+  // is a call.
   const int tiles_per_sequence = p.num_kv_heads * p.m_tiles.divisor;  // grid y of the block kernel
-  const int64_t items = int64_t(p.batch) * tiles_per_sequence;
-  const int64_t stride = int64_t(gridDim.x) * kStreamWarps;
+  const int items = p.batch * tiles_per_sequence;
+  const int stride = int(gridDim.x) * kStreamWarps;
   // An item's coordinates and keys; starting it issues its Q tile and first kStages - 1 sub-tiles
   // (the next item is started before the current one's rows are written, so its loads are in
   // flight while the warp normalizes and stores).
@@ -94,10 +109,10 @@ __global__ void __launch_bounds__(32 * kStreamWarps, kMinBlocksPerSm)
     DecodeKeyRange keys{};
     bool bad_pages = false;
   };
-  auto start_item = [&](int64_t item) {
+  auto start_item = [&](int item) {
     StreamItem it;
-    it.b = int(item / tiles_per_sequence);
-    const int y = int(item - int64_t(it.b) * tiles_per_sequence);
+    it.b = item / tiles_per_sequence;
+    const int y = item - it.b * tiles_per_sequence;
     it.kv_head = p.m_tiles.div(y);
     it.row0 = (y - it.kv_head * p.m_tiles.divisor) * kM;
     it.rows_here = min(kM, p.rows_per_kv - it.row0);
@@ -115,7 +130,7 @@ __global__ void __launch_bounds__(32 * kStreamWarps, kMinBlocksPerSm)
     return it;
   };
 
-  int64_t item = int64_t(blockIdx.x) * kStreamWarps + warp;
+  int item = int(blockIdx.x) * kStreamWarps + warp;
   StreamItem cur;
   if (item < items) cur = start_item(item);
   while (item < items) {
@@ -164,7 +179,7 @@ __global__ void __launch_bounds__(32 * kStreamWarps, kMinBlocksPerSm)
     softmax.reduce_sums();
     const bool poisoned = __any_sync(0xffffffffu, keys.bad_input || cur.bad_pages || kv.bad_input);
     __syncwarp();  // every lane is done with this item's Q tile and ring: the next item's loads may land
-    const int64_t next = item + stride;
+    const int next = item < items - stride ? item + stride : items;  // no overflow past INT_MAX
     StreamItem following;
     if (next < items) following = start_item(next);
 
@@ -181,12 +196,14 @@ __global__ void __launch_bounds__(32 * kStreamWarps, kMinBlocksPerSm)
       if constexpr (kFoldSinks) {
         if (p.sinks != nullptr) inv *= fold_sink(p.sinks[at.head * p.sinks_stride], &lse);
       }
-      const OutputRow where{b, at.query, at.query, at.head, 0};
+      // Final rows only (the launcher takes no other plan): the row's address once.
+      Element* out_row = final_row<Element>(p.output, b, at.head, at.query);
       CUTE_UNROLL
       for (int c = 0; c < size<1>(acc_o_rc); c += 2) {  // adjacent column pairs
-        const float pair[2] = {acc_o_rc(r, c) * inv, acc_o_rc(r, c + 1) * inv};
-        write_output<Element, D>(p.output, where, get<1>(tOcO_rc(r, c)), pair, lse, c == 0 && lane % 4 == 0,
-                                 poisoned);
+        store_final_pair(out_row, get<1>(tOcO_rc(r, c)), acc_o_rc(r, c) * inv, acc_o_rc(r, c + 1) * inv, poisoned);
+      }
+      if (lane % 4 == 0 && p.output.lse != nullptr) {
+        final_lse(p.output, b, at.head, at.query) = poisoned ? kOutputNaN : lse;
       }
     }
     cur = following;
