@@ -535,9 +535,10 @@ bool count_short_twin(const DecodeProblem& problem, const tiles::TileSummary& ti
 // whole items; the plan's tile fields still describe the block kernel. On the 32-row tile the
 // plans of its short twin take it (within one round the twin's blocks measured level or faster,
 // docs/TUNING.md, "The stream kernel"). The 16-row tile's stream kernel serves the same uncapped
-// variants plans only where the caller names the family (PlanOptions::family): its rows of 8 or
-// fewer (q_len 1 x GQA 8) go to decode_mma_n8 by default, and the two are not yet measured
-// against each other.
+// variants plans where decode_mma is named (PlanOptions::family), which plan_decode does for the
+// single-query rows decode_mma_n8 would serve (single_query_rows_stream); its 16-row plans by
+// priority (q_len 2-4 at GQA 4-8, two tiles of 32 rows) are not measured on it and keep their
+// blocks.
 void choose_decode_stream(const DecodeProblem& problem, const tiles::TileSummary& tile, const PlanOptions& options,
                           const DeviceInfo& device, detail::PlanFields* p) {
   if (tile.stream_blocks == 0 || p->num_splits != 1 || p->split_tokens > 0 || p->cluster_combine ||
@@ -1061,9 +1062,27 @@ Status plan_prefill_fields(const PrefillProblem& problem, const DeviceInfo& devi
 
 }  // namespace
 
+// PlanTuning::decode_stream for single-query rows (8 or fewer packed rows, decode_mma_n8's by
+// priority) of short blocks over several rounds: the 16-row tile's stream kernel where it takes
+// them (a 16-bit cache at D=64), measured faster than decode_mma_n8's blocks (docs/TUNING.md, "The
+// stream kernel").
+static bool single_query_rows_stream(const PlanOptions& options, const Plan& n8, Plan* streamed, const DecodeProblem& problem,
+                              const DeviceInfo& device) {
+  if (!options.family.empty() || !options.tuning.decode_stream || n8.family() != "decode_mma_n8") return false;
+  PlanOptions named = options;
+  named.family = "decode_mma";
+  if (!plan_decode_fields(problem, device, named, streamed).ok() || streamed->persistent_blocks() == 0) return false;
+  detail::PlanEditor::fields(*streamed).note +=
+      "; single-query rows of short blocks: the 16-row tile's stream kernel rather than decode_mma_n8's blocks";
+  return true;
+}
+
 Status plan_decode(const DecodeProblem& problem, const DeviceInfo& device, const PlanOptions& options, Plan* plan) {
   const Status s = plan_decode_fields(problem, device, options, plan);
-  if (s) detail::PlanEditor::fields(*plan).seal = detail::plan_seal(*plan);
+  if (!s) return s;
+  Plan streamed;
+  if (single_query_rows_stream(options, *plan, &streamed, problem, device)) *plan = streamed;
+  detail::PlanEditor::fields(*plan).seal = detail::plan_seal(*plan);
   return s;
 }
 

@@ -252,8 +252,9 @@ TEST(Planner, ShortBlocksTakeTheVariantsInstancesTwoWarpTwin) {
     EXPECT_EQ(fp8.persistent_blocks(), 0) << fp8.note();
   }
   // The 16-row tile's stream kernel (twelve one-warp blocks per SM) serves the single-query rows
-  // (q_len 1 x GQA 8: 8 rows) only where the caller names decode_mma; by default they stay on
-  // decode_mma_n8's blocks.
+  // (q_len 1 x GQA 8: 8 rows, decode_mma_n8's by priority) of several rounds of short blocks, by
+  // default and where decode_mma is named; without decode_stream, or named n8, they keep n8's
+  // blocks, as do rows that fit one round (B=8) and the capped instance's.
   EXPECT_EQ(tiles::decode_stream_blocks_per_sm(tiles::decode_tile(64, 32)), 10);
   EXPECT_EQ(tiles::decode_stream_blocks_per_sm(tiles::decode_tile(64, 16)), 12);
   EXPECT_EQ(tiles::decode_stream_blocks_per_sm(tiles::decode_tile(128, 16)), 0);
@@ -264,14 +265,21 @@ TEST(Planner, ShortBlocksTakeTheVariantsInstancesTwoWarpTwin) {
     p.window_left = 128;
     p.sinks = true;
     const Plan by_default = plan_or_die(p);
-    EXPECT_EQ(by_default.family(), "decode_mma_n8") << by_default.note();
-    EXPECT_EQ(by_default.persistent_blocks(), 0) << by_default.note();
     const Plan streamed = plan_or_die(p, named);
     EXPECT_EQ(streamed.family(), "decode_mma");
     // B=8: 64 blocks fit one round of the four-warp block.
     EXPECT_EQ(streamed.persistent_blocks(), batch >= 64 ? 132 * 12 : 0) << streamed.note();
+    EXPECT_EQ(by_default.family(), batch >= 64 ? "decode_mma" : "decode_mma_n8") << by_default.note();
+    EXPECT_EQ(by_default.persistent_blocks(), streamed.persistent_blocks()) << by_default.note();
+    const Plan n8 = plan_or_die(p, no_stream);
+    EXPECT_EQ(n8.family(), "decode_mma_n8");
+    EXPECT_EQ(n8.persistent_blocks(), 0);
+    PlanOptions named_n8;
+    named_n8.family = "decode_mma_n8";
+    EXPECT_EQ(plan_or_die(p, named_n8).family(), "decode_mma_n8");
     p.softcap = 30.f;  // the capped instance has no stream kernel
     EXPECT_EQ(plan_or_die(p, named).persistent_blocks(), 0);
+    EXPECT_EQ(plan_or_die(p).family(), "decode_mma_n8");
   }
   // B=32's 256 blocks fit one round of the four-warp instance: it keeps them (its registers' two).
   EXPECT_EQ(gpt_oss(32).family(), "decode_mma_m32");
@@ -312,11 +320,13 @@ TEST(Planner, ShortBlocksTakeTheVariantsInstancesTwoWarpTwin) {
   EXPECT_EQ(n8_tile.short_twin.smem_bytes, 34816);
   EXPECT_EQ(n8_tile.short_twin.register_blocks, 6);
   EXPECT_EQ(tiles::decode_quant_n8_summary(128, KvFormat::kNative).short_twin.warps, 0);
-  auto gpt_oss_q1 = [](int batch) {
+  auto gpt_oss_q1 = [](int batch) {  // without the stream kernel, which takes B=64-256 by default
     DecodeProblem p = decode(batch, 64, 8, 8192, 64, 1);
     p.window_left = 128;
     p.sinks = true;
-    return plan_or_die(p);
+    PlanOptions blocks;
+    blocks.tuning.decode_stream = false;
+    return plan_or_die(p, blocks);
   };
   // It holds as many warps per SM as the four-warp block (12), so it takes only grids it runs in
   // one round where the four-warp block needs more: B=64's 512 blocks (792 slots, not 396).
