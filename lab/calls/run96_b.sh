@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Run 96, call B, on an H200: issue 53's two suites in one call, our rows first, then FlexAttention
 # on the variants suite's rows with the time left (merged on the host: bench/merge_results.py).
-# The CLI: build-r95e/cli.xz (HEAD's kernels + the stream kernel's final-rows patch; every format,
+# The CLI: build-r96b/cli.xz (HEAD 6a50b27: both stream kernels as defaults; every format,
 # D 64;128, prefill_sm90 included). Set COMMIT to the commit that holds those sources.
 # Predictions (H200): gpt-oss q_len 4 window 128 + sinks bf16 B=256 and B=128 ~1.3-1.6x faster
 # than variants-latest (H100, block twin); every other decode row level; window 4096 over 16k
@@ -11,7 +11,7 @@ set -uo pipefail
 D=${DEADLINE:-560}
 left() { echo $(( D - SECONDS )); }
 nvidia-smi --query-gpu=name --format=csv,noheader
-xz -dc ${CLI:-build-r95e/cli.xz} > /tmp/skv && chmod +x /tmp/skv
+xz -dc ${CLI:-build-r96b/cli.xz} > /tmp/skv && chmod +x /tmp/skv
 C=${COMMIT:?set COMMIT to the commit whose sources the CLI holds}
 SPLITKV_COMMIT=$C timeout 150 /tmp/skv bench --suite variants --json $OUT/variants-ours.json >/tmp/v.log 2>&1
 echo "variants ours rc=$? $SECONDS s"; grep -E "64/8.*(B=256|B=128).*window" /tmp/v.log | cut -c1-160 | head -6
