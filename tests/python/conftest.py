@@ -35,6 +35,13 @@ def gpu_present():
     return True
 
 
+def family_compiled(family, kv_format, head_dim):
+    """Whether this build compiled kernel family `family` for a KV format (its name) at head_dim."""
+    fmt = splitkv._common.kv_format(kv_format)
+    return any(c.head_dim == head_dim and c.kv_format == fmt
+               for f in splitkv.kernel_families() if f.name == family for c in f.compiled)
+
+
 def visible_keys(causal, q_len, kv_len, i):
     if not causal:
         return kv_len

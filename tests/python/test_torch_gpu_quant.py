@@ -14,6 +14,7 @@ if not torch.cuda.is_available():
     pytest.skip("needs a CUDA device", allow_module_level=True)
 
 import splitkv  # noqa: E402
+from conftest import family_compiled  # noqa: E402
 from test_torch_cpu import append_scenario, written_rows_equal  # noqa: E402
 from test_torch_gpu import DEV, DTYPE, D, bits, check_decode, decode_inputs  # noqa: E402
 
@@ -29,10 +30,7 @@ def require(fmt, **shape):
         plan = splitkv.plan_decode(kv_format=fmt, device=DEV.index, **problem)
     except NotImplementedError as e:
         pytest.skip(f"kv_format={fmt} is not supported: {e}")
-    fmt_enum = splitkv._common.kv_format(fmt)
-    compiled = [c for f in splitkv.kernel_families() if f.name == plan.family for c in f.compiled
-                if c.head_dim == D and c.kv_format == fmt_enum]
-    if not compiled:
+    if not family_compiled(plan.family, fmt, D):
         pytest.skip(f"kernel family {plan.family} for kv_format={fmt}, D={D} is not compiled into this build")
     return plan
 

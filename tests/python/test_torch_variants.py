@@ -12,6 +12,7 @@ torch = pytest.importorskip("torch")
 import splitkv  # noqa: E402
 from splitkv import _splitkv as C  # noqa: E402
 from splitkv.compat.flash_attn import flash_attn_varlen_func, flash_attn_with_kvcache  # noqa: E402
+from conftest import family_compiled  # noqa: E402
 
 CUDA = torch.cuda.is_available()
 needs_cuda = pytest.mark.skipif(not CUDA, reason="needs a CUDA device")
@@ -376,11 +377,8 @@ def test_cuda_keys_per_channel_decode_with_its_tail(fmt, family):
     exact in both 16-bit types, so only the output rounding differs."""
     from splitkv.quant import quantize_kv_kc
 
-    if family is not None:
-        fmt_enum = splitkv._common.kv_format(fmt)
-        if not any(c.head_dim == GPU_D and c.kv_format == fmt_enum
-                   for f in splitkv.kernel_families() if f.name == family for c in f.compiled):
-            pytest.skip(f"kernel family {family} for kv_format={fmt}, D={GPU_D} is not compiled into this build")
+    if family is not None and not family_compiled(family, fmt, GPU_D):
+        pytest.skip(f"kernel family {family} for kv_format={fmt}, D={GPU_D} is not compiled into this build")
     g = np.random.default_rng(9)
     lens = np.array([1000, 70, 129], dtype=np.int32)
     k = _exact_in_both_16_bit_types(g.standard_normal((3, 1024, 4, GPU_D)).astype(np.float32))
