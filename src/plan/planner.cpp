@@ -1065,10 +1065,20 @@ Status plan_prefill_fields(const PrefillProblem& problem, const DeviceInfo& devi
 // PlanTuning::decode_stream for single-query rows (8 or fewer packed rows, decode_mma_n8's by
 // priority) of short blocks over several rounds: the 16-row tile's stream kernel where it takes
 // them (a 16-bit cache at D=64), measured faster than decode_mma_n8's blocks (docs/TUNING.md, "The
-// stream kernel").
-static bool single_query_rows_stream(const PlanOptions& options, const Plan& n8, Plan* streamed, const DecodeProblem& problem,
-                              const DeviceInfo& device) {
+// stream kernel"). It replans (decode_mma named) only where choose_decode_stream could take the
+// rows: one split, the uncapped variants instance, a head dim whose 16-row tile has a stream
+// kernel; most n8 plans are none of these and are not planned twice.
+static bool single_query_rows_stream(const DecodeProblem& problem, const DeviceInfo& device,
+                                     const PlanOptions& options, const Plan& n8, Plan* streamed) {
   if (!options.family.empty() || !options.tuning.decode_stream || n8.family() != "decode_mma_n8") return false;
+  const bool uncapped_variants =
+      (softcap_or_window(problem) || problem.sinks || problem.tree_mask) && !(problem.softcap > 0.f);
+  const int index = registry::find_family("decode_mma");
+  if (n8.num_splits() != 1 || !uncapped_variants || index < 0 ||
+      registry::families()[index].tile(problem.head_dim, detail::resolve_kv_format(problem.kv_format, problem.dtype))
+              .stream_blocks == 0) {
+    return false;
+  }
   PlanOptions named = options;
   named.family = "decode_mma";
   if (!plan_decode_fields(problem, device, named, streamed).ok() || streamed->persistent_blocks() == 0) return false;
@@ -1081,7 +1091,7 @@ Status plan_decode(const DecodeProblem& problem, const DeviceInfo& device, const
   const Status s = plan_decode_fields(problem, device, options, plan);
   if (!s) return s;
   Plan streamed;
-  if (single_query_rows_stream(options, *plan, &streamed, problem, device)) *plan = streamed;
+  if (single_query_rows_stream(problem, device, options, *plan, &streamed)) *plan = streamed;
   detail::PlanEditor::fields(*plan).seal = detail::plan_seal(*plan);
   return s;
 }
