@@ -31,6 +31,15 @@ __device__ __forceinline__ float& final_lse(const OutputParams& o, int b, int he
   return o.lse[b * o.lse_batch_stride + head * o.lse_head_stride + token * o.lse_token_stride];
 }
 
+// kN output columns as the output dtype, NaN where poisoned: what one store of a final row writes.
+template <class Element, int kN>
+__device__ __forceinline__ cutlass::Array<Element, kN> final_values(const float (&v)[kN], bool poisoned) {
+  cutlass::Array<Element, kN> packed;
+#pragma unroll
+  for (int j = 0; j < kN; ++j) packed[j] = Element(poisoned ? kOutputNaN : v[j]);
+  return packed;
+}
+
 // kPartial: the row index of a split's partial (OutputParams).
 __device__ __forceinline__ int64_t partial_row(const OutputParams& o, const OutputRow& r) {
   return int64_t(r.split) * o.partial_rows + (int64_t(r.b) * o.seq_rows + r.i) * o.num_heads + r.head;
@@ -43,10 +52,8 @@ __device__ __forceinline__ void write_output(const OutputParams& o, const Output
                                              float lse, bool write_lse, bool poisoned) {
   static_assert(kN == 2 || kN == 4);
   if (o.mode == OutputMode::kFinal) {
-    cutlass::Array<Element, kN> packed;
-#pragma unroll
-    for (int j = 0; j < kN; ++j) packed[j] = Element(poisoned ? kOutputNaN : v[j]);
-    *reinterpret_cast<cutlass::Array<Element, kN>*>(final_row<Element>(o, r.b, r.head, r.token) + col) = packed;
+    *reinterpret_cast<cutlass::Array<Element, kN>*>(final_row<Element>(o, r.b, r.head, r.token) + col) =
+        final_values<Element>(v, poisoned);
     if (write_lse && o.lse != nullptr) final_lse(o, r.b, r.head, r.token) = poisoned ? kOutputNaN : lse;
     return;
   }

@@ -29,18 +29,6 @@
 
 namespace splitkv::detail {
 
-// Columns [col, col + 2) of the final row that starts at `row` (final_row, derived once per row),
-// NaN where poisoned. The stream kernel writes final rows only; write_output's other modes,
-// compiled in beside them, doubled its code, and its warps, which drift apart, then waited on the
-// instruction cache.
-template <class Element>
-__device__ __forceinline__ void store_final_pair(Element* row, int col, float v0, float v1, bool poisoned) {
-  cutlass::Array<Element, 2> packed;
-  packed[0] = Element(poisoned ? kOutputNaN : v0);
-  packed[1] = Element(poisoned ? kOutputNaN : v1);
-  *reinterpret_cast<cutlass::Array<Element, 2>*>(row + col) = packed;
-}
-
 // Shared memory of one warp of the stream kernel (Traits: a one-warp DecodeTraits).
 template <class Traits>
 inline constexpr int kStreamWarpSmemBytes =
@@ -196,11 +184,15 @@ __global__ void __launch_bounds__(32 * kStreamWarps, kMinBlocksPerSm)
       if constexpr (kFoldSinks) {
         if (p.sinks != nullptr) inv *= fold_sink(p.sinks[at.head * p.sinks_stride], &lse);
       }
-      // Final rows only (the launcher takes no other plan): the row's address once.
+      // Final rows only (the launcher takes no other plan), stored without write_output: its other
+      // modes, compiled in beside them, doubled the kernel's code, and its warps, which drift
+      // apart, then waited on the instruction cache. The row's address once.
       Element* out_row = final_row<Element>(p.output, b, at.head, at.query);
       CUTE_UNROLL
       for (int c = 0; c < size<1>(acc_o_rc); c += 2) {  // adjacent column pairs
-        store_final_pair(out_row, get<1>(tOcO_rc(r, c)), acc_o_rc(r, c) * inv, acc_o_rc(r, c + 1) * inv, poisoned);
+        const float pair[2] = {acc_o_rc(r, c) * inv, acc_o_rc(r, c + 1) * inv};
+        *reinterpret_cast<cutlass::Array<Element, 2>*>(out_row + get<1>(tOcO_rc(r, c))) =
+            final_values<Element>(pair, poisoned);
       }
       if (lane % 4 == 0 && p.output.lse != nullptr) {
         final_lse(p.output, b, at.head, at.query) = poisoned ? kOutputNaN : lse;
