@@ -325,6 +325,58 @@ TEST(DecodeVariantsGpu, TheStreamKernelMatchesTheReference) {
   }
 }
 
+// Both stream kernels (the 32-row tile's for q_len 4, the 16-row tile's for q_len 1) over bad
+// device data: a length past the cache's capacity (sequence 0) and a page id past the pool inside
+// the window (sequence 2) give NaN in those sequences only; every other sequence keeps the bits of
+// a clean run.
+TEST(DecodeVariantsGpu, TheStreamKernelsPoisonOnlyTheSequencesWithBadData) {
+  SPLITKV_REQUIRE_GPU(DType::kBF16, 64);
+  for (int q_len : {4, 1}) {
+    const int batch = 256, max_len = 384;
+    testing::DecodeCase c = testing::make_decode_case(
+        with(testing::DecodeSpecBuilder(batch, 64, 8, max_len).head_dim(64).queries(q_len, true).paged(16).lens(
+                 std::vector<int>(batch, max_len)),
+             Variants{0.f, 128, -1, true}, 2.f));
+    Plan plan;
+    ASSERT_TRUE(plan_decode(c.problem, gpu_test::device(), PlanOptions{}, &plan).ok());
+    if (!gpu_test::plan_compiled(plan)) GTEST_SKIP() << "not compiled into this build: " << plan.family();
+    if (plan.persistent_blocks() == 0) GTEST_SKIP() << "this device's plan takes no stream kernel: " << describe(plan);
+    ASSERT_TRUE(gpu_test::run_decode_case(plan, c));
+    ASSERT_TRUE(testing::check_decode(c).passed) << "q_len " << q_len;
+    const std::vector<uint16_t> clean = c.out;
+
+    DeviceDecodeCase dev(c);
+    dev.tensors.seq_lens_host = nullptr;  // the host cannot see what the device will read
+    dev.tensors.block_table_host = nullptr;
+    std::vector<int32_t> lens(c.seq_lens.begin(), c.seq_lens.end());
+    lens[0] = int(c.max_pages) * 16 + 1;  // past the cache
+    dev.upload_seq_lens(lens);
+    std::vector<int32_t> table = c.block_table;
+    table[size_t(2 * c.max_pages + (max_len - 1) / 16)] = 1 << 20;  // the last page: inside the window
+    dev.block_table.upload(table.data(), table.size() * sizeof(int32_t));
+    testing::poison_outputs(c);
+    dev.upload_outputs(c);
+    DeviceBuffer workspace = gpu_test::poisoned_workspace(plan.workspace_bytes());
+    ASSERT_TRUE(run_decode(plan, dev.tensors, workspace.get(), workspace.bytes(), nullptr).ok());
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    dev.download_outputs(c);
+    const size_t per_seq = size_t(q_len) * c.problem.num_q_heads * c.problem.head_dim;
+    ASSERT_EQ(c.out.size(), batch * per_seq) << "dense outputs, a sequence's rows together";
+    for (int b = 0; b < batch; ++b) {
+      int64_t nan = 0, changed = 0;
+      for (size_t e = b * per_seq; e < (b + 1) * per_seq; ++e) {
+        nan += std::isnan(detail::half_bits_to_float(c.out[e], DType::kBF16));
+        changed += c.out[e] != clean[e];
+      }
+      if (b == 0 || b == 2) {
+        EXPECT_EQ(nan, int64_t(per_seq)) << "q_len " << q_len << ": sequence " << b << " has bad device data";
+      } else {
+        EXPECT_EQ(changed, 0) << "q_len " << q_len << ": sequence " << b << " is healthy";
+      }
+    }
+  }
+}
+
 // A *_kc cache's default route (chunked prefill over the dequantized copy), and speculative rows the
 // planner sends to chunked prefill, take the window, the softcap, sinks and the tree mask to the
 // prefill kernels' variants instances: against the reference, and binding.
